@@ -1,0 +1,387 @@
+//! Baseline files (`baselines/<scenario>.json`, DESIGN s5): the format, atomic writes
+//! (temp file + fsync + rename, so a crash leaves the old file or the new one, never half of
+//! one), and loading with validation that names the file and the field.
+
+use crate::config::scenario::{Metric, Scenario, Target};
+use crate::record::{FailureClass, RequestRecord, TokenSource};
+use crate::runner::RunOutput;
+use crate::stats::quantile::{sorted, summarize};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Version of the file layout; a newer file is refused with a clear message.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the metric definitions (DESIGN s3); numbers defined differently are not compared.
+pub const METRICS_VERSION: u32 = 1;
+
+/// A whole baseline file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Baseline {
+    pub schema_version: u32,
+    pub perfgate_version: String,
+    pub metrics_version: u32,
+    pub scenario: BaselineScenario,
+    /// RFC 3339 UTC.
+    pub created_at: String,
+    pub environment: Environment,
+    pub workload: Workload,
+    pub runs: Vec<BaselineRun>,
+    /// Per metric (`ttft_ms`, `tpot_ms`, `e2e_ms`, `itl_ms`): quantiles over all runs.
+    pub summary: BTreeMap<String, MetricSummary>,
+}
+
+/// Which scenario, and its resolved configuration minus secrets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineScenario {
+    pub name: String,
+    pub fingerprint: String,
+    pub config: serde_json::Value,
+}
+
+/// What the server said about itself, and where perfgate ran.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    pub model: Option<String>,
+    pub system_fingerprint: Option<String>,
+    pub server: Option<String>,
+    pub host: Option<String>,
+}
+
+/// The workload actually measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// sha256 prefix of the prompt text.
+    pub prompt_hash: String,
+    pub max_tokens: u32,
+    /// True when `ignore_eos`/`min_tokens` asked for exactly `max_tokens`.
+    pub fixed_length: bool,
+    /// Where output token counts came from (`usage` or `events`, or `mixed`).
+    pub token_source: Option<String>,
+    /// Median prompt tokens reported by the server.
+    pub prompt_tokens_p50: Option<f64>,
+    /// Median output tokens.
+    pub output_tokens_p50: Option<f64>,
+}
+
+/// One bless run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineRun {
+    pub started_at: String,
+    /// Wall time of the measured phase, ms.
+    pub wall_ms: f64,
+    pub records: Vec<BaselineRecord>,
+}
+
+/// One request, as stored (ms rounded to 3 decimals).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+    /// ITL per request: [n, p50, p99, max] in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_ms: Option<ItlSummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_source: Option<TokenSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<FailureClass>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<serde_json::Value>,
+}
+
+/// A per-request ITL summary, ms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ItlSummary {
+    pub n: usize,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// Quantiles of one metric (type 7), ms, over successful requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricSummary {
+    pub n: usize,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Rounds to 3 decimals (µs for ms values), so files diff cleanly.
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+impl BaselineRecord {
+    /// From a measured record.
+    pub fn from_record(r: &RequestRecord) -> Self {
+        let itl = if r.itl_ms.is_empty() {
+            None
+        } else {
+            summarize(&r.itl_ms).map(|s| ItlSummary { n: s.n, p50: round3(s.p50), p99: round3(s.p99), max: round3(s.max) })
+        };
+        BaselineRecord {
+            ttft_ms: r.ttft_ms.map(round3),
+            tpot_ms: r.tpot_ms.map(round3),
+            e2e_ms: r.e2e_ms.map(round3),
+            itl_ms: itl,
+            output_tokens: r.output_tokens,
+            token_source: r.token_source,
+            prompt_tokens: r.prompt_tokens,
+            error: r.error.as_ref().map(|e| e.class),
+            server_timings: r.server_timings.clone(),
+        }
+    }
+    /// The value of a metric for a successful request.
+    pub fn metric(&self, m: Metric) -> Option<f64> {
+        if self.error.is_some() {
+            return None;
+        }
+        match m {
+            Metric::Ttft => self.ttft_ms,
+            Metric::Tpot => self.tpot_ms,
+            Metric::E2e => self.e2e_ms,
+        }
+    }
+}
+
+/// Summaries of ttft/tpot/e2e over `records` (successes only).
+pub fn summaries(records: &[BaselineRecord]) -> BTreeMap<String, MetricSummary> {
+    let mut out = BTreeMap::new();
+    for m in [Metric::Ttft, Metric::Tpot, Metric::E2e] {
+        let xs: Vec<f64> = records.iter().filter_map(|r| r.metric(m)).collect();
+        if let Some(s) = summarize(&xs) {
+            out.insert(
+                format!("{}_ms", m.as_str()),
+                MetricSummary { n: s.n, p50: round3(s.p50), p90: round3(s.p90), p99: round3(s.p99), mean: round3(s.mean), min: round3(s.min), max: round3(s.max) },
+            );
+        }
+    }
+    out
+}
+
+/// The scenario's resolved configuration with secrets removed (header values from `${ENV}`
+/// become `<redacted>`; the API key is never included, only the variable's name).
+pub fn public_config(sc: &Scenario) -> serde_json::Value {
+    let e = &sc.endpoint;
+    let url = match &e.target {
+        Target::Http { base_url } => base_url.clone(),
+        Target::Sim(_) => e.display_url.clone(),
+    };
+    let headers: BTreeMap<&str, &str> = e
+        .headers
+        .iter()
+        .map(|h| (h.name.as_str(), if h.from_env { "<redacted>" } else { h.value.expose() }))
+        .collect();
+    serde_json::json!({
+        "endpoint": {
+            "base_url": url,
+            "api": e.api.as_str(),
+            "model": e.model,
+            "api_key_env": e.api_key_env,
+            "headers": headers,
+            "include_usage": e.include_usage,
+        },
+        "request": sc.request,
+        "load": sc.load,
+    })
+}
+
+/// Median of an iterator of numbers (type 7), if any.
+fn median(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let v = sorted(&xs.collect::<Vec<_>>());
+    crate::stats::quantile::quantile_type7(&v, 0.5)
+}
+
+/// The token source over records: `usage`, `events`, or `mixed`.
+pub fn token_source_of(records: &[BaselineRecord]) -> Option<String> {
+    let mut it = records.iter().filter_map(|r| r.token_source);
+    let first = it.next()?;
+    let name = |t: TokenSource| match t {
+        TokenSource::Usage => "usage",
+        TokenSource::Events => "events",
+    };
+    if it.all(|t| t == first) {
+        Some(name(first).to_string())
+    } else {
+        Some("mixed".to_string())
+    }
+}
+
+/// The workload figures of a set of records.
+pub fn workload_of(sc: &Scenario, records: &[BaselineRecord]) -> Workload {
+    let ok = || records.iter().filter(|r| r.error.is_none());
+    Workload {
+        prompt_hash: sc.request.prompt_hash(),
+        max_tokens: sc.request.max_tokens,
+        fixed_length: sc.request.fixed_length(),
+        token_source: token_source_of(records),
+        prompt_tokens_p50: median(ok().filter_map(|r| r.prompt_tokens.map(|x| x as f64))),
+        output_tokens_p50: median(ok().filter_map(|r| r.output_tokens.map(|x| x as f64))),
+    }
+}
+
+/// Builds a baseline from bless runs.
+pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Baseline {
+    let b_runs: Vec<BaselineRun> = runs
+        .iter()
+        .map(|r| BaselineRun { started_at: r.started_at.clone(), wall_ms: round3(r.wall_ms), records: r.records.iter().map(BaselineRecord::from_record).collect() })
+        .collect();
+    let all: Vec<BaselineRecord> = b_runs.iter().flat_map(|r| r.records.iter().cloned()).collect();
+    let first = runs.first();
+    Baseline {
+        schema_version: SCHEMA_VERSION,
+        perfgate_version: env!("CARGO_PKG_VERSION").to_string(),
+        metrics_version: METRICS_VERSION,
+        scenario: BaselineScenario { name: sc.name.clone(), fingerprint: sc.fingerprint.clone(), config: public_config(sc) },
+        created_at: crate::runner::now_rfc3339(),
+        environment: Environment {
+            model: first.and_then(|r| r.model.clone()),
+            system_fingerprint: first.and_then(|r| r.system_fingerprint.clone()),
+            server: first.and_then(|r| r.server.clone()),
+            host,
+        },
+        workload: workload_of(sc, &all),
+        summary: summaries(&all),
+        runs: b_runs,
+    }
+}
+
+impl Baseline {
+    /// All records of all runs.
+    pub fn records(&self) -> impl Iterator<Item = &BaselineRecord> {
+        self.runs.iter().flat_map(|r| r.records.iter())
+    }
+}
+
+/// `dir/<name>.json`.
+pub fn path_for(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.json"))
+}
+
+/// Serialises a baseline: pretty-printed, stable key order, trailing newline.
+pub fn to_json(b: &Baseline) -> String {
+    let mut s = serde_json::to_string_pretty(b).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    s
+}
+
+/// Writes `text` to `path` atomically: a temp file in the same directory, fsync, rename over
+/// the target, fsync the directory. A crash at any point leaves the old file or the new one.
+pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("baseline.json");
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Why a baseline could not be used.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoadError {
+    /// No file.
+    Missing(PathBuf),
+    /// The file exists but is broken; the message names the file and field.
+    Invalid(String),
+}
+
+/// Reads and validates a baseline file.
+pub fn load(path: &Path) -> Result<Baseline, LoadError> {
+    let shown = path.display();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(LoadError::Missing(path.to_path_buf())),
+        Err(e) => return Err(LoadError::Invalid(format!("{shown}: cannot read ({e})"))),
+    };
+    parse(&text).map_err(|m| LoadError::Invalid(format!("{shown}: {m}")))
+}
+
+/// Parses and validates baseline JSON text.
+pub fn parse(text: &str) -> Result<Baseline, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e}); restore it from git or run `perfgate bless`"))?;
+    if let Some(sv) = v.get("schema_version").and_then(|s| s.as_u64()) {
+        if sv > SCHEMA_VERSION as u64 {
+            return Err(format!("schema_version {sv} was written by a newer perfgate (this one reads {SCHEMA_VERSION}); upgrade perfgate"));
+        }
+    }
+    let b: Baseline = serde_json::from_value(v).map_err(|e| format!("{e}; fix the field or re-create the file with `perfgate bless`"))?;
+    if b.schema_version == 0 {
+        return Err("schema_version 0 is not valid".into());
+    }
+    for (ri, run) in b.runs.iter().enumerate() {
+        for (i, r) in run.records.iter().enumerate() {
+            for (field, val) in [("ttft_ms", r.ttft_ms), ("tpot_ms", r.tpot_ms), ("e2e_ms", r.e2e_ms)] {
+                if let Some(x) = val {
+                    if !x.is_finite() || x < 0.0 {
+                        return Err(format!("runs[{ri}].records[{i}].{field} is {x}: it must be a number of ms >= 0"));
+                    }
+                }
+            }
+            if r.error.is_none() && r.ttft_ms.is_none() {
+                return Err(format!("runs[{ri}].records[{i}] has neither ttft_ms nor error"));
+            }
+        }
+    }
+    if b.runs.iter().all(|r| r.records.is_empty()) {
+        return Err("has no records; run `perfgate bless`".into());
+    }
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.json");
+        write_atomic(&p, "one\n").unwrap();
+        write_atomic(&p, "two\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "two\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn broken_baselines_name_the_field() {
+        assert!(parse("{").unwrap_err().contains("not valid JSON"));
+        assert!(parse(r#"{"schema_version": 9}"#).unwrap_err().contains("newer perfgate"));
+        let e = parse(r#"{"schema_version": 1}"#).unwrap_err();
+        assert!(e.contains("missing field"), "{e}");
+    }
+}

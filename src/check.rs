@@ -1,0 +1,262 @@
+//! `perfgate check`: measure every scenario, compare with its baseline, decide the verdict and
+//! exit code (DESIGN s1, s4, s6).
+
+use crate::baseline::{self, Baseline, BaselineRecord, LoadError};
+use crate::config::{Metric, Scenario};
+use crate::exit;
+use crate::gate::{self, Samples, ScenarioSamples, Verdict};
+use crate::record::RequestRecord;
+use crate::results::{measured_summary, BaselineInfo, Measured, Results, ScenarioResult, Status, RESULTS_SCHEMA_VERSION};
+use crate::runner::RunOutput;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Options of one check.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// Directory of baseline files.
+    pub baselines: std::path::PathBuf,
+    /// A missing or stale baseline is an error (exit 2) instead of a note.
+    pub require_baseline: bool,
+    /// The check id (comment marker).
+    pub id: String,
+}
+
+/// Measured figures of a run (shared by check and bless reports).
+pub fn measured(run: &RunOutput) -> Measured {
+    let recs = &run.records;
+    let ok: Vec<&RequestRecord> = recs.iter().filter(|r| r.ok()).collect();
+    let mut by_class: BTreeMap<String, usize> = BTreeMap::new();
+    for e in recs.iter().filter_map(|r| r.error.as_ref()) {
+        *by_class.entry(e.class.as_str().to_string()).or_default() += 1;
+    }
+    let wall_s = (run.wall_ms / 1000.0).max(1e-9);
+    let out_tokens: u64 = ok.iter().filter_map(|r| r.output_tokens).sum();
+    let brecs: Vec<BaselineRecord> = recs.iter().map(BaselineRecord::from_record).collect();
+    let mut outs: Vec<f64> = ok.iter().filter_map(|r| r.output_tokens.map(|x| x as f64)).collect();
+    outs.sort_by(f64::total_cmp);
+    Measured {
+        requests: recs.len(),
+        ok: ok.len(),
+        failed: recs.len() - ok.len(),
+        errors_by_class: by_class,
+        first_error: run.unreachable.clone().or_else(|| recs.iter().find_map(|r| r.error.as_ref().map(|e| e.message.clone()))),
+        wall_ms: baseline::round3(run.wall_ms),
+        output_tokens_per_s: baseline::round3(out_tokens as f64 / wall_s),
+        requests_per_s: baseline::round3(ok.len() as f64 / wall_s),
+        summary: measured_summary(recs),
+        token_source: baseline::token_source_of(&brecs),
+        output_tokens_p50: crate::stats::quantile::quantile_type7(&outs, 0.5),
+        model: run.model.clone(),
+        server: run.server.clone(),
+    }
+}
+
+/// Notes about the run itself (fallbacks, fixed-length workloads that were not fixed).
+pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
+    let mut notes = Vec::new();
+    if run.stream_options_fallback {
+        notes.push("the server rejected `stream_options`; perfgate retried without it, so output tokens come from counting events (set endpoint.include_usage: false to skip the first attempt)".into());
+    }
+    if sc.request.fixed_length() {
+        let off = run.records.iter().filter(|r| r.ok() && r.output_tokens.is_some_and(|t| t != sc.request.max_tokens as u64)).count();
+        if off > 0 {
+            notes.push(format!(
+                "workload: {off} successful requests returned a different number of output tokens than max_tokens {} although ignore_eos/min_tokens asked for a fixed length: the server may not support it",
+                sc.request.max_tokens
+            ));
+        }
+    }
+    if run.warmup_failures > 0 {
+        notes.push(format!("{} warmup request(s) failed", run.warmup_failures));
+    }
+    notes
+}
+
+/// Why a baseline cannot be compared with this scenario and run, if it cannot.
+pub fn staleness(sc: &Scenario, b: &Baseline, cand_source: Option<&str>, cand_out_p50: Option<f64>) -> Option<String> {
+    if b.scenario.fingerprint != sc.fingerprint {
+        return Some(format!(
+            "the scenario changed since the baseline was blessed (fingerprint {} vs {}): endpoint, model, request or concurrency differ; run `perfgate bless`",
+            b.scenario.fingerprint, sc.fingerprint
+        ));
+    }
+    if b.metrics_version != baseline::METRICS_VERSION {
+        return Some(format!("the baseline uses metrics_version {} and this perfgate {}: re-bless", b.metrics_version, baseline::METRICS_VERSION));
+    }
+    if let (Some(bs), Some(cs)) = (b.workload.token_source.as_deref(), cand_source) {
+        if bs != cs {
+            return Some(format!("output tokens were counted from {bs} in the baseline but from {cs} now: TPOT is not comparable (workload drift)"));
+        }
+    }
+    if let (Some(bo), Some(co)) = (b.workload.output_tokens_p50, cand_out_p50) {
+        let limit = if b.workload.fixed_length { 0.0 } else { 0.10 };
+        if (co - bo).abs() > limit * bo + 1e-9 {
+            return Some(format!("workload drift: median output tokens {bo} in the baseline vs {co} now; TPOT and E2E depend on it, so they are not compared"));
+        }
+    }
+    None
+}
+
+fn samples_of<'a>(recs: impl Iterator<Item = (Option<f64>, bool)> + 'a) -> Samples {
+    let mut s = Samples::default();
+    for (v, ok) in recs {
+        match (ok, v) {
+            (true, Some(x)) => s.ok.push(x),
+            (true, None) => {} // e.g. TPOT undefined for a 1-token answer
+            (false, _) => s.failed += 1,
+        }
+    }
+    s
+}
+
+fn metric_of(r: &RequestRecord, m: Metric) -> Option<f64> {
+    match m {
+        Metric::Ttft => r.ttft_ms,
+        Metric::Tpot => r.tpot_ms,
+        Metric::E2e => r.e2e_ms,
+    }
+}
+
+/// Compares measured runs with their baselines and builds the results and exit code.
+pub fn compare(scenarios: &[Scenario], runs: Vec<Result<RunOutput, String>>, opts: &CheckOptions) -> Results {
+    let mut results: Vec<ScenarioResult> = Vec::new();
+    let mut gate_inputs: Vec<ScenarioSamples> = Vec::new();
+    for (sc, run) in scenarios.iter().zip(runs) {
+        let mut res = ScenarioResult {
+            name: sc.name.clone(),
+            fingerprint: sc.fingerprint.clone(),
+            source: sc.source.clone(),
+            endpoint: sc.endpoint.display_url.clone(),
+            api: sc.endpoint.api.as_str().to_string(),
+            model: sc.endpoint.model.clone(),
+            concurrency: sc.load.concurrency,
+            status: Status::Compared,
+            status_detail: String::new(),
+            baseline: None,
+            measured: measured(&RunOutput::empty()),
+            checks: Vec::new(),
+            notes: Vec::new(),
+            records: Vec::new(),
+        };
+        let run = match run {
+            Ok(r) => r,
+            Err(e) => {
+                res.status = Status::Unmeasurable;
+                res.status_detail = e;
+                results.push(res);
+                continue;
+            }
+        };
+        res.measured = measured(&run);
+        res.notes = run_notes(sc, &run);
+        let path = baseline::path_for(&opts.baselines, &sc.name);
+        let rate = res.measured.failed as f64 / res.measured.requests.max(1) as f64;
+        if let Some(why) = &run.unreachable {
+            res.status = Status::Unmeasurable;
+            res.status_detail = why.clone();
+        } else if res.measured.ok == 0 {
+            res.status = Status::Unmeasurable;
+            res.status_detail = format!("every request failed; first: {}", res.measured.first_error.clone().unwrap_or_default());
+        }
+        match baseline::load(&path) {
+            Err(LoadError::Missing(p)) => {
+                if res.status == Status::Compared {
+                    res.status = Status::NoBaseline;
+                    res.status_detail = format!("no baseline at {}; run `perfgate bless` and commit it", p.display());
+                }
+            }
+            Err(LoadError::Invalid(m)) => {
+                if res.status == Status::Compared {
+                    res.status = Status::InvalidBaseline;
+                    res.status_detail = m;
+                }
+            }
+            Ok(b) => {
+                res.baseline = Some(BaselineInfo {
+                    path: path.display().to_string(),
+                    created_at: b.created_at.clone(),
+                    perfgate_version: b.perfgate_version.clone(),
+                    requests: b.records().count(),
+                    summary: b.summary.clone(),
+                });
+                let stale = staleness(sc, &b, res.measured.token_source.as_deref(), res.measured.output_tokens_p50);
+                match (res.status, stale) {
+                    (Status::Compared, Some(why)) => {
+                        res.status = Status::Stale;
+                        res.status_detail = why;
+                    }
+                    (Status::Compared, None) | (Status::Unmeasurable, None) if res.measured.ok > 0 => {
+                        let brecs: Vec<&BaselineRecord> = b.records().collect();
+                        let metrics = sc
+                            .gate
+                            .metrics
+                            .iter()
+                            .map(|&m| {
+                                let bs = samples_of(brecs.iter().map(|r| (r.metric(m), r.error.is_none())));
+                                let cs = samples_of(run.records.iter().map(|r| (metric_of(r, m), r.ok())));
+                                (m, bs, cs)
+                            })
+                            .collect();
+                        let bf = brecs.iter().filter(|r| r.error.is_some()).count();
+                        gate_inputs.push(ScenarioSamples {
+                            scenario: sc.name.clone(),
+                            gate: sc.gate.clone(),
+                            metrics,
+                            errors: ((bf, brecs.len()), (res.measured.failed, res.measured.requests)),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if res.status == Status::Compared && rate > sc.gate.max_error_rate {
+            res.status = Status::Unmeasurable;
+            res.status_detail = format!(
+                "error rate {:.1}% is above max_error_rate {:.1}% (first failure: {})",
+                rate * 100.0,
+                sc.gate.max_error_rate * 100.0,
+                res.measured.first_error.clone().unwrap_or_default()
+            );
+        }
+        res.records = run.records;
+        results.push(res);
+    }
+    let (checks, family) = gate::evaluate(&gate_inputs);
+    for c in checks {
+        if let Some(r) = results.iter_mut().find(|r| r.name == c.scenario) {
+            r.checks.push(c);
+        }
+    }
+    let any = |v: Verdict| results.iter().flat_map(|s| s.checks.iter()).any(|c| c.verdict == v);
+    let any_status = |st: Status| results.iter().any(|s| s.status == st);
+    let missing = any_status(Status::NoBaseline) || any_status(Status::Stale) || any_status(Status::InvalidBaseline);
+    let (verdict, code) = if any(Verdict::Fail) {
+        ("FAIL", exit::REGRESSION)
+    } else if any_status(Status::Unmeasurable) {
+        ("ERROR", exit::COULD_NOT_MEASURE)
+    } else if missing && (opts.require_baseline || any_status(Status::InvalidBaseline)) {
+        ("NO_BASELINE", exit::INVALID_INPUT)
+    } else if any(Verdict::Warn) || missing {
+        ("WARN", exit::OK)
+    } else if any(Verdict::Improved) {
+        ("IMPROVED", exit::OK)
+    } else {
+        ("PASS", exit::OK)
+    };
+    Results {
+        schema_version: RESULTS_SCHEMA_VERSION,
+        perfgate_version: env!("CARGO_PKG_VERSION").to_string(),
+        created_at: crate::runner::now_rfc3339(),
+        id: opts.id.clone(),
+        verdict: verdict.to_string(),
+        exit_code: code,
+        family_size: family,
+        scenarios: results,
+    }
+}
+
+/// Writes a report file, creating its directory. Errors name the file.
+pub fn write_report(path: &Path, text: &str) -> Result<(), String> {
+    baseline::write_atomic(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}

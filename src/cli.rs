@@ -1,0 +1,298 @@
+//! Command-line interface (clap): parses arguments, runs the command, returns the exit code.
+//! Messages go to stderr; reports to stdout.
+
+use crate::baseline;
+use crate::check::{self, CheckOptions};
+use crate::config::{self, Scenario};
+use crate::exit::{self, ExitError};
+use crate::report;
+use crate::sim::{ReplayCase, SimConfig, SimServer};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// perfgate: a CI regression gate for LLM inference latency (TTFT, TPOT, ITL).
+#[derive(Debug, Parser)]
+#[command(name = "perfgate", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Measure every scenario, compare with baselines/, report, exit 1 on a regression.
+    Check(CheckArgs),
+    /// Measure every scenario and rewrite its baseline (atomically).
+    Bless(BlessArgs),
+    /// Check scenario files offline: keys, values, env vars.
+    Validate(ScenarioArgs),
+    /// Run the built-in OpenAI-compatible streaming simulator on 127.0.0.1.
+    Sim(SimArgs),
+}
+
+#[derive(Debug, Args)]
+struct ScenarioArgs {
+    /// Scenario file or directory of *.yaml files (repeatable).
+    #[arg(long = "scenarios", short = 's', default_value = "scenarios")]
+    scenarios: Vec<PathBuf>,
+    /// Only these scenarios, by name (repeatable).
+    #[arg(long = "only")]
+    only: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    sc: ScenarioArgs,
+    /// Directory of baseline files.
+    #[arg(long, default_value = "baselines")]
+    baselines: PathBuf,
+    /// Write the markdown report (the PR comment body) to FILE.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// Write the results JSON to FILE.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Exit 2 when a scenario has no baseline or a stale one.
+    #[arg(long)]
+    require_baseline: bool,
+    /// Check id for the PR comment marker `<!-- perfgate:ID -->`.
+    #[arg(long, default_value = "perfgate")]
+    id: String,
+}
+
+#[derive(Debug, Args)]
+struct BlessArgs {
+    #[command(flatten)]
+    sc: ScenarioArgs,
+    /// Directory of baseline files.
+    #[arg(long, default_value = "baselines")]
+    baselines: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct SimArgs {
+    /// Port on 127.0.0.1 (0 = any free port; the address is printed).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Model id the simulator reports.
+    #[arg(long, default_value = "perfgate-sim")]
+    model: String,
+    /// Median time to first token, ms.
+    #[arg(long, default_value_t = 40.0)]
+    ttft_ms: f64,
+    /// Lognormal log-sd of TTFT (0 = fixed).
+    #[arg(long, default_value_t = 0.10)]
+    ttft_sigma: f64,
+    /// Median gap between output tokens, ms.
+    #[arg(long, default_value_t = 8.0)]
+    tpot_ms: f64,
+    /// Lognormal log-sd of each gap (0 = fixed).
+    #[arg(long, default_value_t = 0.10)]
+    tpot_sigma: f64,
+    /// Cap on output tokens per request.
+    #[arg(long, default_value_t = 4096)]
+    max_output: u32,
+    /// Seed of the latency draws.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Share of requests answered with HTTP 500 (fault injection).
+    #[arg(long, default_value_t = 0.0)]
+    error_rate: f64,
+    /// Serve a recorded stream (tests/cases format) instead, with its timing.
+    #[arg(long)]
+    replay: Option<PathBuf>,
+}
+
+/// Parses `std::env::args`, runs, and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::INVALID_INPUT } else { exit::OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("perfgate: cannot start the async runtime: {e}");
+            return exit::COULD_NOT_MEASURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("perfgate: {}", e.message);
+            e.code
+        }
+    }
+}
+
+fn env_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
+    let files = config::scenario_files(&a.scenarios).map_err(|e| ExitError::invalid(e.to_string()))?;
+    let all = config::load(&files, &env_lookup).map_err(|e| ExitError::invalid(e.to_string()))?;
+    if a.only.is_empty() {
+        return Ok(all);
+    }
+    for want in &a.only {
+        if !all.iter().any(|s| &s.name == want) {
+            let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+            return Err(ExitError::invalid(format!("--only {want}: no such scenario (have: {})", names.join(", "))));
+        }
+    }
+    Ok(all.into_iter().filter(|s| a.only.contains(&s.name)).collect())
+}
+
+async fn run(cli: Cli) -> Result<i32, ExitError> {
+    match cli.command {
+        Command::Validate(a) => {
+            let scs = load_scenarios(&a)?;
+            for s in &scs {
+                println!(
+                    "ok  {:<24} {}  {} {} model {}, max_tokens {}, concurrency {}, samples {}",
+                    s.name,
+                    s.source,
+                    s.endpoint.api.as_str(),
+                    s.endpoint.display_url,
+                    s.endpoint.model,
+                    s.request.max_tokens,
+                    s.load.concurrency,
+                    s.load.samples
+                );
+            }
+            println!("{} scenario(s) valid", scs.len());
+            Ok(exit::OK)
+        }
+        Command::Check(a) => cmd_check(a).await,
+        Command::Bless(a) => cmd_bless(a).await,
+        Command::Sim(a) => cmd_sim(a).await,
+    }
+}
+
+async fn measure_all(scs: &[Scenario]) -> Vec<Result<crate::runner::RunOutput, String>> {
+    let mut runs = Vec::new();
+    for s in scs {
+        eprintln!(
+            "perfgate: measuring {} ({} warmup + {} requests, concurrency {})",
+            s.name, s.load.warmup, s.load.samples, s.load.concurrency
+        );
+        runs.push(crate::execute::measure(s).await);
+    }
+    runs
+}
+
+async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
+    let scs = load_scenarios(&a.sc)?;
+    let runs = measure_all(&scs).await;
+    let opts = CheckOptions { baselines: a.baselines.clone(), require_baseline: a.require_baseline, id: a.id.clone() };
+    let results = check::compare(&scs, runs, &opts);
+    print!("{}", report::terminal::render(&results));
+    if let Some(p) = &a.markdown {
+        check::write_report(p, &report::markdown::render(&results)).map_err(ExitError::invalid)?;
+    }
+    if let Some(p) = &a.output {
+        let json = serde_json::to_string_pretty(&results).unwrap_or_default() + "\n";
+        check::write_report(p, &json).map_err(ExitError::invalid)?;
+    }
+    for s in &results.scenarios {
+        if s.status == crate::results::Status::Unmeasurable {
+            eprintln!("perfgate: could not measure {}: {}", s.name, s.status_detail);
+        }
+    }
+    Ok(results.exit_code)
+}
+
+async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
+    let scs = load_scenarios(&a.sc)?;
+    let runs = measure_all(&scs).await;
+    let host = std::env::var("HOSTNAME").ok().or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()));
+    let mut code = exit::OK;
+    for (sc, run) in scs.iter().zip(runs) {
+        let path = baseline::path_for(&a.baselines, &sc.name);
+        let run = match run {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("perfgate: not blessing {}: {e}; {} left unchanged", sc.name, path.display());
+                code = exit::COULD_NOT_MEASURE;
+                continue;
+            }
+        };
+        let m = check::measured(&run);
+        let rate = m.failed as f64 / m.requests.max(1) as f64;
+        let refuse = if let Some(why) = &run.unreachable {
+            Some(why.clone())
+        } else if m.ok == 0 {
+            Some(format!("no successful request (first failure: {})", m.first_error.clone().unwrap_or_default()))
+        } else if rate > sc.gate.max_error_rate {
+            Some(format!(
+                "{} of {} requests failed ({:.1}% > max_error_rate {:.1}%; first: {})",
+                m.failed,
+                m.requests,
+                rate * 100.0,
+                sc.gate.max_error_rate * 100.0,
+                m.first_error.clone().unwrap_or_default()
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refuse {
+            eprintln!("perfgate: not blessing {}: {why}; {} left unchanged", sc.name, path.display());
+            code = exit::COULD_NOT_MEASURE;
+            continue;
+        }
+        for n in check::run_notes(sc, &run) {
+            eprintln!("perfgate: {}: note: {n}", sc.name);
+        }
+        let b = baseline::from_runs(sc, std::slice::from_ref(&run), host.clone());
+        baseline::write_atomic(&path, &baseline::to_json(&b))
+            .map_err(|e| ExitError::invalid(format!("cannot write {}: {e}", path.display())))?;
+        let s = |k: &str| b.summary.get(k).map(|x| report::fmt_ms(x.p50)).unwrap_or_else(|| "-".into());
+        println!(
+            "blessed {:<24} -> {}  ({} requests; TTFT P50 {}, TPOT P50 {}, {:.1} output tokens/s)",
+            sc.name,
+            path.display(),
+            m.requests,
+            s("ttft_ms"),
+            s("tpot_ms"),
+            m.output_tokens_per_s
+        );
+    }
+    Ok(code)
+}
+
+async fn cmd_sim(a: SimArgs) -> Result<i32, ExitError> {
+    let server = if let Some(p) = &a.replay {
+        let case = ReplayCase::load(p).map_err(ExitError::invalid)?;
+        SimServer::start_replay(case, a.port).await
+    } else {
+        let cfg = SimConfig {
+            seed: a.seed,
+            model: a.model.clone(),
+            ttft_ms: a.ttft_ms,
+            ttft_sigma: a.ttft_sigma,
+            tpot_ms: a.tpot_ms,
+            tpot_sigma: a.tpot_sigma,
+            max_output: a.max_output,
+            error_rate: a.error_rate,
+        };
+        let q = format!(
+            "seed={}&ttft_ms={}&ttft_sigma={}&tpot_ms={}&tpot_sigma={}&max_output={}&error_rate={}",
+            cfg.seed, cfg.ttft_ms, cfg.ttft_sigma, cfg.tpot_ms, cfg.tpot_sigma, cfg.max_output, cfg.error_rate
+        );
+        SimConfig::from_query(&q).map_err(|e| ExitError::invalid(format!("sim: {e}")))?;
+        SimServer::start(cfg, a.port).await
+    }
+    .map_err(|e| ExitError::invalid(format!("sim: cannot listen on 127.0.0.1:{}: {e}", a.port)))?;
+    println!("perfgate sim listening on {}", server.base_url());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = tokio::signal::ctrl_c().await;
+    server.shutdown();
+    Ok(exit::OK)
+}

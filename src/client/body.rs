@@ -1,0 +1,128 @@
+//! The JSON request body per API dialect (pure).
+//!
+//! OpenAI chat/completions: `stream: true`, `max_tokens`, optional sampling keys and
+//! `stream_options: {include_usage: true}`; Anthropic messages: `system` at the top level and
+//! `max_tokens` required. `extra_body` is merged last, verbatim.
+
+use crate::config::scenario::{Api, CachePolicy, RequestSpec};
+use serde_json::{json, Map, Value};
+
+/// Builds the body for one request. `nonce` is prepended as its own line to the prompt when the
+/// cache policy is `cold` (so no prefix cache can serve it); `include_usage` adds
+/// `stream_options` for the OpenAI dialects.
+pub fn build(api: Api, model: &str, r: &RequestSpec, include_usage: bool, nonce: Option<&str>) -> Value {
+    let nonce_line = match (r.cache, nonce) {
+        (CachePolicy::Cold, Some(n)) => format!("[perfgate nonce {n}]\n"),
+        _ => String::new(),
+    };
+    let mut b = Map::new();
+    b.insert("model".into(), json!(model));
+    match api {
+        Api::OpenaiCompletions => {
+            b.insert("prompt".into(), json!(format!("{nonce_line}{}", r.prompt)));
+        }
+        Api::OpenaiChat => {
+            let mut msgs = Vec::new();
+            if let Some(s) = &r.system {
+                msgs.push(json!({"role": "system", "content": s}));
+            }
+            msgs.extend(with_nonce(r, &nonce_line));
+            b.insert("messages".into(), Value::Array(msgs));
+        }
+        Api::AnthropicMessages => {
+            let system: Vec<&str> = r
+                .system
+                .iter()
+                .map(String::as_str)
+                .chain(r.messages.iter().filter(|m| m.role == "system").map(|m| m.content.as_str()))
+                .collect();
+            if !system.is_empty() {
+                b.insert("system".into(), json!(system.join("\n")));
+            }
+            let msgs: Vec<Value> = with_nonce(r, &nonce_line)
+                .into_iter()
+                .filter(|m| m["role"] != "system")
+                .collect();
+            b.insert("messages".into(), Value::Array(msgs));
+        }
+    }
+    b.insert("max_tokens".into(), json!(r.max_tokens));
+    b.insert("stream".into(), json!(true));
+    if include_usage && api != Api::AnthropicMessages {
+        b.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if let Some(t) = r.temperature {
+        b.insert("temperature".into(), json!(t));
+    }
+    if api != Api::AnthropicMessages {
+        if let Some(s) = r.seed {
+            b.insert("seed".into(), json!(s));
+        }
+        if let Some(i) = r.ignore_eos {
+            b.insert("ignore_eos".into(), json!(i));
+        }
+        if let Some(m) = r.min_tokens {
+            b.insert("min_tokens".into(), json!(m));
+        }
+    }
+    for (k, v) in &r.extra_body {
+        b.insert(k.clone(), v.clone());
+    }
+    Value::Object(b)
+}
+
+fn with_nonce(r: &RequestSpec, nonce_line: &str) -> Vec<Value> {
+    let first_user = r.messages.iter().position(|m| m.role == "user");
+    r.messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let content = if Some(i) == first_user { format!("{nonce_line}{}", m.content) } else { m.content.clone() };
+            json!({"role": m.role, "content": content})
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::file::RawMessage;
+
+    fn spec(cache: CachePolicy) -> RequestSpec {
+        RequestSpec {
+            messages: vec![RawMessage { role: "user".into(), content: "Hi".into() }],
+            prompt: "Hi".into(),
+            system: Some("Be brief".into()),
+            max_tokens: 32,
+            temperature: Some(0.0),
+            seed: Some(1),
+            ignore_eos: Some(true),
+            min_tokens: None,
+            extra_body: serde_json::from_str(r#"{"cache_prompt": false}"#).unwrap(),
+            cache,
+        }
+    }
+
+    #[test]
+    fn chat_body() {
+        let b = build(Api::OpenaiChat, "m", &spec(CachePolicy::Warm), true, Some("n1"));
+        assert_eq!(
+            b,
+            json!({"model":"m","messages":[{"role":"system","content":"Be brief"},{"role":"user","content":"Hi"}],
+                   "max_tokens":32,"stream":true,"stream_options":{"include_usage":true},"temperature":0.0,
+                   "seed":1,"ignore_eos":true,"cache_prompt":false})
+        );
+    }
+
+    #[test]
+    fn cold_cache_prepends_nonce_and_anthropic_moves_system() {
+        let b = build(Api::AnthropicMessages, "claude", &spec(CachePolicy::Cold), true, Some("abc"));
+        assert_eq!(b["system"], "Be brief");
+        assert_eq!(b["messages"][0]["content"], "[perfgate nonce abc]\nHi");
+        assert!(b.get("stream_options").is_none());
+        assert!(b.get("ignore_eos").is_none());
+        let c = build(Api::OpenaiCompletions, "m", &spec(CachePolicy::Cold), false, Some("x"));
+        assert_eq!(c["prompt"], "[perfgate nonce x]\nHi");
+        assert!(c.get("stream_options").is_none());
+    }
+}

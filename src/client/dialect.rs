@@ -1,0 +1,278 @@
+//! What one SSE event means, per API dialect: does it carry generated tokens, usage, a finish,
+//! an error, the end of the stream? Pure functions over the event's `event:` name and `data:`.
+//!
+//! Token-bearing rules follow DESIGN s3 and `shared/cases/README.md`: non-empty
+//! `delta.content`, `delta.reasoning_content` / `delta.reasoning`, a `tool_calls` entry with a
+//! function name or argument text (chat); non-empty `text` (completions); a
+//! `content_block_delta` with text, thinking or JSON (Anthropic). Role-only, empty or null
+//! content, usage-only chunks, `prompt_filter_results` chunks and `[DONE]` are not.
+
+use super::sse::SseEvent;
+use crate::config::Api;
+use serde_json::Value;
+
+/// Usage figures from the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Prompt (input) tokens.
+    pub prompt_tokens: Option<u64>,
+    /// Completion (output) tokens, reasoning included.
+    pub completion_tokens: Option<u64>,
+}
+
+/// The meaning of one event.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EventInfo {
+    /// Carries generated output of any channel (answer text, reasoning, tool call).
+    pub token: bool,
+    /// Carries answer text or a tool call (for TTFOT).
+    pub answer: bool,
+    /// A usage object with at least one figure.
+    pub usage: Option<Usage>,
+    /// `finish_reason` / `stop_reason` when present.
+    pub finish: Option<String>,
+    /// An in-band error message.
+    pub error: Option<String>,
+    /// `[DONE]` or Anthropic `message_stop`.
+    pub done: bool,
+    /// llama.cpp's `timings` object.
+    pub timings: Option<Value>,
+    /// The `model` the server reported.
+    pub model: Option<String>,
+    /// `system_fingerprint` the server reported.
+    pub system_fingerprint: Option<String>,
+    /// More than one choice index was seen (n > 1), which perfgate does not measure.
+    pub multi_choice: bool,
+    /// The data was not JSON (and not `[DONE]`).
+    pub malformed: bool,
+}
+
+/// Fallback error text when an error object has no readable message (as openai-python).
+pub const GENERIC_STREAM_ERROR: &str = "An error occurred during streaming";
+
+/// Interprets one event for `api`.
+pub fn interpret(api: Api, ev: &SseEvent) -> EventInfo {
+    let data = ev.data.trim();
+    if data == "[DONE]" {
+        return EventInfo { done: true, ..Default::default() };
+    }
+    let v: Value = match serde_json::from_str(data) {
+        Ok(v) => v,
+        Err(_) => {
+            if ev.event.as_deref() == Some("error") {
+                return EventInfo { error: Some(clip(data)), ..Default::default() };
+            }
+            return EventInfo { malformed: !data.is_empty(), ..Default::default() };
+        }
+    };
+    let mut info = match api {
+        Api::OpenaiChat | Api::OpenaiCompletions => openai(api, &v),
+        Api::AnthropicMessages => anthropic(ev.event.as_deref(), &v),
+    };
+    if ev.event.as_deref() == Some("error") && info.error.is_none() {
+        info.error = Some(error_message(v.get("error").unwrap_or(&v)));
+    }
+    info
+}
+
+fn openai(api: Api, v: &Value) -> EventInfo {
+    let mut info = EventInfo {
+        model: v.get("model").and_then(Value::as_str).map(str::to_string),
+        system_fingerprint: v.get("system_fingerprint").and_then(Value::as_str).map(str::to_string),
+        timings: v.get("timings").filter(|t| t.is_object()).cloned(),
+        usage: usage(v.get("usage")),
+        ..Default::default()
+    };
+    if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
+        info.error = Some(error_message(e));
+    }
+    if let Some(choices) = v.get("choices").and_then(Value::as_array) {
+        for c in choices {
+            if c.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+                info.multi_choice = true;
+            }
+            if let Some(f) = c.get("finish_reason").and_then(Value::as_str) {
+                info.finish = Some(f.to_string());
+                if f == "error" && info.error.is_none() {
+                    info.error = Some("the server ended the choice with finish_reason \"error\"".into());
+                }
+            }
+            match api {
+                Api::OpenaiCompletions => {
+                    if nonempty(c.get("text")) {
+                        info.token = true;
+                        info.answer = true;
+                    }
+                }
+                _ => {
+                    let Some(d) = c.get("delta").or_else(|| c.get("message")) else { continue };
+                    let content = nonempty(d.get("content"));
+                    let reasoning = nonempty(d.get("reasoning_content")) || nonempty(d.get("reasoning"));
+                    let tools = d.get("tool_calls").and_then(Value::as_array).is_some_and(|calls| {
+                        calls.iter().any(|t| {
+                            let f = t.get("function");
+                            nonempty(f.and_then(|f| f.get("name"))) || nonempty(f.and_then(|f| f.get("arguments")))
+                        })
+                    });
+                    if content || tools {
+                        info.answer = true;
+                    }
+                    if content || tools || reasoning {
+                        info.token = true;
+                    }
+                }
+            }
+        }
+    }
+    info
+}
+
+fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
+    let kind = v.get("type").and_then(Value::as_str).or(event).unwrap_or("");
+    let mut info = EventInfo::default();
+    match kind {
+        "message_start" => {
+            let m = v.get("message");
+            info.model = m.and_then(|m| m.get("model")).and_then(Value::as_str).map(str::to_string);
+            if let Some(u) = m.and_then(|m| m.get("usage")) {
+                let prompt = u.get("input_tokens").and_then(Value::as_u64);
+                if prompt.is_some() {
+                    info.usage = Some(Usage { prompt_tokens: prompt, completion_tokens: None });
+                }
+            }
+        }
+        "content_block_delta" => {
+            let d = v.get("delta");
+            let t = d.and_then(|d| d.get("type")).and_then(Value::as_str).unwrap_or("");
+            let text = match t {
+                "text_delta" => d.and_then(|d| d.get("text")),
+                "thinking_delta" => d.and_then(|d| d.get("thinking")),
+                "input_json_delta" => d.and_then(|d| d.get("partial_json")),
+                _ => None,
+            };
+            if nonempty(text) {
+                info.token = true;
+                info.answer = t != "thinking_delta";
+            }
+        }
+        "message_delta" => {
+            info.finish = v.get("delta").and_then(|d| d.get("stop_reason")).and_then(Value::as_str).map(str::to_string);
+            if let Some(u) = v.get("usage") {
+                let out = u.get("output_tokens").and_then(Value::as_u64);
+                let prompt = u.get("input_tokens").and_then(Value::as_u64);
+                if out.is_some() || prompt.is_some() {
+                    info.usage = Some(Usage { prompt_tokens: prompt, completion_tokens: out });
+                }
+            }
+        }
+        "message_stop" => info.done = true,
+        "error" => info.error = Some(error_message(v.get("error").unwrap_or(v))),
+        _ => {}
+    }
+    info
+}
+
+fn nonempty(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_str).is_some_and(|s| !s.is_empty())
+}
+
+fn usage(v: Option<&Value>) -> Option<Usage> {
+    let u = v?.as_object()?;
+    let prompt = u.get("prompt_tokens").and_then(Value::as_u64);
+    let completion = u.get("completion_tokens").and_then(Value::as_u64);
+    if prompt.is_none() && completion.is_none() {
+        return None;
+    }
+    Some(Usage { prompt_tokens: prompt, completion_tokens: completion })
+}
+
+/// A readable message from an error member that may be a string, an object with `message`,
+/// or anything else (then [`GENERIC_STREAM_ERROR`] plus its code when present).
+pub fn error_message(e: &Value) -> String {
+    match e {
+        Value::String(s) if !s.is_empty() => clip(s),
+        Value::Object(o) => {
+            let msg = o.get("message").and_then(Value::as_str).filter(|s| !s.is_empty());
+            let code = o.get("code").map(|c| match c {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+            match (msg, code) {
+                (Some(m), Some(c)) => clip(&format!("{m} (code {c})")),
+                (Some(m), None) => clip(m),
+                (None, Some(c)) => format!("{GENERIC_STREAM_ERROR} (code {c})"),
+                (None, None) => GENERIC_STREAM_ERROR.to_string(),
+            }
+        }
+        _ => GENERIC_STREAM_ERROR.to_string(),
+    }
+}
+
+/// Shortens server text to at most 300 characters for messages.
+pub fn clip(s: &str) -> String {
+    let s = s.trim();
+    if s.chars().count() <= 300 {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(300).collect();
+        t.push('…');
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(data: &str) -> SseEvent {
+        SseEvent { event: None, data: data.to_string() }
+    }
+
+    #[test]
+    fn chat_token_rules() {
+        let role = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#));
+        assert!(!role.token);
+        let null = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#));
+        assert!(!null.token);
+        let tok = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":" three"}}]}"#));
+        assert!(tok.token && tok.answer);
+        let reason = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{"reasoning":"hm","content":null}}]}"#));
+        assert!(reason.token && !reason.answer);
+        let tool = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a"}}]}}]}"#));
+        assert!(tool.token && tool.answer);
+        let usage = interpret(Api::OpenaiChat, &ev(r#"{"choices":[],"usage":{"prompt_tokens":20,"completion_tokens":6}}"#));
+        assert!(!usage.token);
+        assert_eq!(usage.usage.unwrap().completion_tokens, Some(6));
+        let empty_usage = interpret(Api::OpenaiChat, &ev(r#"{"choices":null,"usage":{}}"#));
+        assert_eq!(empty_usage.usage, None);
+        assert!(interpret(Api::OpenaiChat, &ev("[DONE]")).done);
+    }
+
+    #[test]
+    fn in_band_errors_are_readable() {
+        let a = interpret(Api::OpenaiChat, &ev(r#"{"error":"Input validation error","error_type":"validation"}"#));
+        assert_eq!(a.error.as_deref(), Some("Input validation error"));
+        let b = interpret(Api::OpenaiChat, &ev(r#"{"error":{"message":"Rate limit exceeded","code":429}}"#));
+        assert_eq!(b.error.as_deref(), Some("Rate limit exceeded (code 429)"));
+        let c = interpret(Api::OpenaiChat, &ev(r#"{"error":{}}"#));
+        assert_eq!(c.error.as_deref(), Some(GENERIC_STREAM_ERROR));
+        let d = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"error"}]}"#));
+        assert!(d.error.is_some());
+        let e = interpret(Api::OpenaiChat, &SseEvent { event: Some("error".into()), data: "overloaded".into() });
+        assert_eq!(e.error.as_deref(), Some("overloaded"));
+    }
+
+    #[test]
+    fn completions_and_anthropic() {
+        let t = interpret(Api::OpenaiCompletions, &ev(r#"{"choices":[{"index":0,"text":"hi","finish_reason":null}]}"#));
+        assert!(t.token);
+        let d = interpret(Api::AnthropicMessages, &SseEvent { event: Some("content_block_delta".into()), data: r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#.into() });
+        assert!(d.token && d.answer);
+        let th = interpret(Api::AnthropicMessages, &ev(r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#));
+        assert!(th.token && !th.answer);
+        let md = interpret(Api::AnthropicMessages, &ev(r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}"#));
+        assert_eq!(md.finish.as_deref(), Some("end_turn"));
+        assert_eq!(md.usage.unwrap().completion_tokens, Some(15));
+        assert!(interpret(Api::AnthropicMessages, &ev(r#"{"type":"message_stop"}"#)).done);
+    }
+}

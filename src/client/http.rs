@@ -1,0 +1,423 @@
+//! Sending one streamed request and timing it: reqwest over rustls, SSE decoded as bytes arrive,
+//! each event stamped (one `Instant` clock) when the read that completed it returned, before any
+//! JSON parsing. Every failure becomes a classified [`Failure`]; secrets are redacted from every
+//! message (a server may echo the key back).
+
+use super::dialect::{self, clip};
+use super::measure::{self, End, Stamped};
+use super::sse::SseDecoder;
+use crate::config::scenario::{Api, Endpoint};
+use crate::record::{Failure, FailureClass, RequestRecord};
+use std::time::{Duration, Instant};
+use tokio::time::timeout_at;
+
+/// Largest single SSE event accepted, bytes.
+pub const MAX_EVENT_BYTES: usize = 8 << 20;
+/// Largest response body accepted, bytes.
+pub const MAX_BODY_BYTES: u64 = 256 << 20;
+/// How much of an error body is read for its message, bytes.
+const ERROR_BODY_BYTES: usize = 64 << 10;
+
+/// A ready-to-use client for one endpoint.
+#[derive(Clone)]
+pub struct StreamClient {
+    http: reqwest::Client,
+    url: reqwest::Url,
+    headers: reqwest::header::HeaderMap,
+    api: Api,
+    api_key_env: Option<String>,
+    secrets: Vec<String>,
+    first_token_timeout: Duration,
+    idle_timeout: Duration,
+    request_timeout: Duration,
+}
+
+/// Installs ring as rustls' process-wide crypto provider (idempotent).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+impl StreamClient {
+    /// Builds a client for `ep` sending to `base_url` (already normalised) + the API route,
+    /// with a connection pool of `pool` idle connections per host.
+    ///
+    /// Errors: a message when the URL cannot be joined or the TLS stack cannot start.
+    pub fn new(ep: &Endpoint, base_url: &str, pool: usize) -> Result<StreamClient, String> {
+        install_crypto_provider();
+        let mut url = reqwest::Url::parse(base_url).map_err(|e| format!("base_url `{base_url}`: {e}"))?;
+        let path = format!("{}{}", url.path().trim_end_matches('/'), ep.api.path());
+        url.set_path(&path);
+        let mut headers = reqwest::header::HeaderMap::new();
+        let mut secrets = Vec::new();
+        headers.insert(reqwest::header::ACCEPT, "text/event-stream".parse().expect("static header"));
+        if let Some(key) = &ep.api_key {
+            secrets.push(key.expose().to_string());
+            let (name, value) = match ep.api {
+                Api::AnthropicMessages => ("x-api-key", key.expose().to_string()),
+                _ => ("authorization", format!("Bearer {}", key.expose())),
+            };
+            let mut v = reqwest::header::HeaderValue::from_str(&value)
+                .map_err(|_| format!("the API key in {} is not a valid header value", ep.api_key_env.as_deref().unwrap_or("?")))?;
+            v.set_sensitive(true);
+            headers.insert(name, v);
+        }
+        if ep.api == Api::AnthropicMessages {
+            headers.insert("anthropic-version", "2023-06-01".parse().expect("static header"));
+        }
+        for h in &ep.headers {
+            let name = reqwest::header::HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| format!("header `{}` is not valid", h.name))?;
+            let mut v = reqwest::header::HeaderValue::from_str(h.value.expose()).map_err(|_| format!("header `{}` has an invalid value", h.name))?;
+            if h.from_env {
+                v.set_sensitive(true);
+                secrets.push(h.value.expose().to_string());
+            }
+            headers.insert(name, v);
+        }
+        secrets.retain(|s| s.len() >= 4);
+        let http = reqwest::Client::builder()
+            .connect_timeout(ep.connect_timeout)
+            .pool_max_idle_per_host(pool.max(1))
+            .tcp_nodelay(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("perfgate/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot start the HTTP client: {e}"))?;
+        Ok(StreamClient {
+            http,
+            url,
+            headers,
+            api: ep.api,
+            api_key_env: ep.api_key_env.clone(),
+            secrets,
+            first_token_timeout: ep.first_token_timeout,
+            idle_timeout: ep.idle_timeout,
+            request_timeout: ep.request_timeout,
+        })
+    }
+
+    /// The full request URL.
+    pub fn url(&self) -> &str {
+        self.url.as_str()
+    }
+
+    /// Replaces every secret (API key, env-sourced header values) in `s` with `<redacted>`.
+    pub fn redact(&self, s: &str) -> String {
+        let mut out = s.to_string();
+        for sec in &self.secrets {
+            out = out.replace(sec.as_str(), "<redacted>");
+        }
+        out
+    }
+
+    /// Sends one request with `body` and measures it. `run_start` is the run's clock origin
+    /// (for `start_ms`). Never panics; every failure is a classified record.
+    pub async fn send(&self, body: &serde_json::Value, run_start: Instant) -> Sent {
+        let t0 = Instant::now();
+        let start_ms = ms(t0.duration_since(run_start));
+        let mut sent = self.send_inner(body, t0, start_ms).await;
+        if let Some(e) = sent.record.error.as_mut() {
+            e.message = self.redact(&e.message);
+        }
+        sent
+    }
+
+    async fn send_inner(&self, body: &serde_json::Value, t0: Instant, start_ms: f64) -> Sent {
+        let request_deadline = t0 + self.request_timeout;
+        let first_deadline = (t0 + self.first_token_timeout).min(request_deadline);
+        let req = self.http.post(self.url.clone()).headers(self.headers.clone()).header(reqwest::header::CONTENT_TYPE, "application/json").body(body.to_string());
+        let resp = match timeout_at(first_deadline.into(), req.send()).await {
+            Err(_) => {
+                let (class, what) = if first_deadline < request_deadline {
+                    (FailureClass::TimeoutFirstToken, format!("no response headers within first_token_timeout ({})", humantime::format_duration(self.first_token_timeout)))
+                } else {
+                    (FailureClass::TimeoutRequest, format!("no response within request_timeout ({})", humantime::format_duration(self.request_timeout)))
+                };
+                return Sent::failed(start_ms, class, None, format!("{what} from {}", self.url));
+            }
+            Ok(Err(e)) => return Sent::failed(start_ms, classify_transport(&e), None, self.transport_message(&e)),
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let server = headers.get("server").and_then(|v| v.to_str().ok()).map(|s| clip(s));
+        if !status.is_success() {
+            let text = read_prefix(resp, ERROR_BODY_BYTES, first_deadline.max(Instant::now() + Duration::from_secs(5))).await;
+            let msg = self.status_message(status.as_u16(), &headers, &text);
+            let mut s = Sent::failed(start_ms, FailureClass::HttpStatus, Some(status.as_u16()), msg);
+            s.server = server;
+            s.rejected_stream_options = (status.as_u16() == 400 || status.as_u16() == 422) && text.contains("stream_options");
+            return s;
+        }
+        let is_sse = headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.to_ascii_lowercase().contains("text/event-stream"));
+        let content_type = headers.get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let mut dec = SseDecoder::new(MAX_EVENT_BYTES);
+        let mut raw_prefix: Vec<u8> = Vec::new();
+        let mut stamped: Vec<Stamped> = Vec::new();
+        let mut got_token = false;
+        let mut last_event = t0;
+        let mut total: u64 = 0;
+        let mut resp = resp;
+        let mut model = None;
+        let mut fingerprint = None;
+        let end = loop {
+            let deadline = if got_token {
+                (last_event + self.idle_timeout).min(request_deadline)
+            } else {
+                first_deadline.min(last_event + self.idle_timeout)
+            };
+            let chunk = match timeout_at(deadline.into(), resp.chunk()).await {
+                Err(_) => {
+                    let now = Instant::now();
+                    let (class, what) = if deadline == request_deadline {
+                        (FailureClass::TimeoutRequest, format!("request_timeout ({}) reached", humantime::format_duration(self.request_timeout)))
+                    } else if !got_token && deadline == first_deadline {
+                        (FailureClass::TimeoutFirstToken, format!("no token within first_token_timeout ({})", humantime::format_duration(self.first_token_timeout)))
+                    } else {
+                        (FailureClass::TimeoutIdle, format!("no event for idle_timeout ({}) (keep-alive comments do not count)", humantime::format_duration(self.idle_timeout)))
+                    };
+                    break End::Failed(Failure { class, status: None, message: what }, ms(now - t0));
+                }
+                Ok(Err(e)) => {
+                    let now = Instant::now();
+                    break End::Failed(
+                        Failure { class: FailureClass::Truncated, status: None, message: format!("connection reset / incomplete body ({})", root_cause(&e)) },
+                        ms(now - t0),
+                    );
+                }
+                Ok(Ok(None)) => break End::Eof(ms(Instant::now() - t0)),
+                Ok(Ok(Some(bytes))) => bytes,
+            };
+            let now = Instant::now();
+            let at_ms = ms(now - t0);
+            total += chunk.len() as u64;
+            if total > MAX_BODY_BYTES {
+                break End::Failed(Failure { class: FailureClass::TooLarge, status: None, message: format!("response body exceeded {MAX_BODY_BYTES} bytes") }, at_ms);
+            }
+            if raw_prefix.len() < ERROR_BODY_BYTES {
+                let take = (ERROR_BODY_BYTES - raw_prefix.len()).min(chunk.len());
+                raw_prefix.extend_from_slice(&chunk[..take]);
+            }
+            let decoded = match dec.feed(&chunk) {
+                Ok(d) => d,
+                Err(e) => {
+                    break End::Failed(Failure { class: FailureClass::TooLarge, status: None, message: format!("one SSE event exceeded {} bytes", e.limit) }, at_ms)
+                }
+            };
+            let mut done = false;
+            for ev in decoded.events {
+                let info = dialect::interpret(self.api, &ev);
+                if model.is_none() {
+                    model = info.model.clone();
+                }
+                if fingerprint.is_none() {
+                    fingerprint = info.system_fingerprint.clone();
+                }
+                got_token |= info.token;
+                done |= info.done;
+                stamped.push(Stamped { at_ms, info });
+                last_event = now;
+            }
+            if done {
+                break End::Eof(at_ms);
+            }
+            if !is_sse && !dec.saw_sse_syntax && raw_prefix.len() >= 512 {
+                break End::Eof(at_ms); // clearly not a stream: classified below
+            }
+        };
+        if let Some(ev) = dec.finish() {
+            if let End::Eof(at) = end {
+                stamped.push(Stamped { at_ms: at, info: dialect::interpret(self.api, &ev) });
+            }
+        }
+        if stamped.is_empty() && !dec.saw_sse_syntax && !matches!(end, End::Failed(..)) {
+            let msg = not_sse_message(&content_type, &raw_prefix);
+            let mut s = Sent::failed(start_ms, FailureClass::NotSse, Some(status.as_u16()), msg);
+            s.server = server;
+            return s;
+        }
+        let mut record = measure::measure(start_ms, &stamped, end);
+        if let Some(e) = record.error.as_mut() {
+            e.status.get_or_insert(status.as_u16());
+        }
+        Sent { record, model, system_fingerprint: fingerprint, server, rejected_stream_options: false }
+    }
+
+    fn transport_message(&self, e: &reqwest::Error) -> String {
+        let host = self.url.host_str().unwrap_or("?");
+        let port = self.url.port_or_known_default().unwrap_or(0);
+        match classify_transport(e) {
+            FailureClass::TimeoutConnect => format!("could not connect to {host}:{port} within connect_timeout ({})", root_cause(e)),
+            FailureClass::Tls => format!("TLS handshake with {host}:{port} failed: {}", root_cause(e)),
+            _ => format!("could not connect to {host}:{port}: {}; is the server running and is base_url right?", root_cause(e)),
+        }
+    }
+
+    fn status_message(&self, status: u16, headers: &reqwest::header::HeaderMap, body: &str) -> String {
+        let detail = body_detail(body);
+        let reason = reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
+        let base = format!("HTTP {status} {reason}{}", if detail.is_empty() { String::new() } else { format!(": {detail}") });
+        match status {
+            401 | 403 => match &self.api_key_env {
+                Some(var) => format!("{base} (the key was read from {var}; check that it is valid for this endpoint)"),
+                None => format!("{base} (no API key was sent: set endpoint.api_key_env to the NAME of the variable that holds it)"),
+            },
+            404 => format!("{base} for {} (check base_url: it usually ends in /v1, and perfgate appends {})", self.url, self.api.path()),
+            429 => match headers.get("retry-after").and_then(|v| v.to_str().ok()) {
+                Some(r) => format!("{base} (rate limited; the server asks to retry after {r}s: lower load.concurrency or raise the limit)", r = clip(r)),
+                None => format!("{base} (rate limited: lower load.concurrency or raise the limit)"),
+            },
+            300..=399 => {
+                let loc = headers.get("location").and_then(|v| v.to_str().ok()).unwrap_or("?");
+                format!("{base} redirect to {} (perfgate does not follow redirects: set base_url to the final address)", clip(loc))
+            }
+            _ => base,
+        }
+    }
+}
+
+/// The outcome of one request plus what the server said about itself.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    /// The measurement.
+    pub record: RequestRecord,
+    /// `model` from the stream.
+    pub model: Option<String>,
+    /// `system_fingerprint` from the stream.
+    pub system_fingerprint: Option<String>,
+    /// The `Server` header.
+    pub server: Option<String>,
+    /// A 400/422 whose body names `stream_options` (the server rejects the field).
+    pub rejected_stream_options: bool,
+}
+
+impl Sent {
+    fn failed(start_ms: f64, class: FailureClass, status: Option<u16>, message: String) -> Sent {
+        Sent {
+            record: RequestRecord {
+                start_ms,
+                ttft_ms: None,
+                ttfot_ms: None,
+                tpot_ms: None,
+                e2e_ms: None,
+                t_done_ms: None,
+                itl_ms: Vec::new(),
+                output_tokens: None,
+                token_source: None,
+                prompt_tokens: None,
+                token_events: 0,
+                server_timings: None,
+                error: Some(Failure { class, status, message }),
+            },
+            model: None,
+            system_fingerprint: None,
+            server: None,
+            rejected_stream_options: false,
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn classify_transport(e: &reqwest::Error) -> FailureClass {
+    let chain = root_cause(e).to_ascii_lowercase();
+    if e.is_timeout() {
+        FailureClass::TimeoutConnect
+    } else if chain.contains("certificate") || chain.contains("tls") || chain.contains("handshake") {
+        FailureClass::Tls
+    } else {
+        FailureClass::Connect
+    }
+}
+
+/// The innermost error text (e.g. "Connection refused (os error 111)").
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur: &dyn std::error::Error = e;
+    let mut text = cur.to_string();
+    while let Some(next) = cur.source() {
+        cur = next;
+        text = cur.to_string();
+    }
+    clip(&text)
+}
+
+async fn read_prefix(mut resp: reqwest::Response, limit: usize, deadline: Instant) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < limit {
+        match timeout_at(deadline.into(), resp.chunk()).await {
+            Ok(Ok(Some(c))) => buf.extend_from_slice(&c[..c.len().min(limit - buf.len())]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// The readable part of an error body: a JSON error message, an HTML `<title>`, or the first
+/// line of text (at most 300 characters).
+pub fn body_detail(body: &str) -> String {
+    let t = body.trim();
+    if t.is_empty() {
+        return String::new();
+    }
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(t) {
+        if let Some(e) = v.get("error") {
+            return dialect::error_message(e);
+        }
+        if let Some(m) = v.get("message").or_else(|| v.get("detail")).and_then(|m| m.as_str()) {
+            return clip(m);
+        }
+        return clip(t);
+    }
+    let lower = t.to_ascii_lowercase();
+    if let (Some(a), Some(b)) = (lower.find("<title>"), lower.find("</title>")) {
+        if b > a + 7 {
+            return format!("HTML page \"{}\"", clip(&t[a + 7..b]));
+        }
+    }
+    if lower.starts_with("<!doctype") || lower.starts_with("<html") {
+        return "an HTML page".into();
+    }
+    clip(t.lines().next().unwrap_or(""))
+}
+
+fn not_sse_message(content_type: &str, prefix: &[u8]) -> String {
+    let text = String::from_utf8_lossy(prefix);
+    let ct = if content_type.is_empty() { "no content-type".to_string() } else { format!("content-type {content_type}") };
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(trimmed.trim()) {
+            if v.get("error").is_some() {
+                return format!("the server answered a JSON error instead of an SSE stream ({ct}): {}", body_detail(trimmed));
+            }
+            return format!("the server answered one JSON document instead of an SSE stream ({ct}): it ignored `stream: true`");
+        }
+        return format!("the body is not an SSE stream ({ct}; it looks like JSON lines: is this a native, non-OpenAI API?)");
+    }
+    if trimmed.is_empty() {
+        return format!("the server answered an empty body ({ct}) instead of an SSE stream");
+    }
+    format!("the body is not an SSE stream ({ct}): {}", body_detail(trimmed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_become_readable() {
+        assert_eq!(body_detail(r#"{"error":{"message":"Invalid API key","type":"auth"}}"#), "Invalid API key");
+        assert_eq!(body_detail("<html><head><title>502 Bad Gateway</title></head></html>"), "HTML page \"502 Bad Gateway\"");
+        assert_eq!(body_detail("upstream connect error\nmore"), "upstream connect error");
+        assert_eq!(body_detail(""), "");
+    }
+
+    #[test]
+    fn not_sse_messages() {
+        assert!(not_sse_message("application/json", br#"{"id":"x","choices":[]}"#).contains("ignored `stream: true`"));
+        assert!(not_sse_message("application/x-ndjson", b"{\"a\":1}\n{\"b\":2}\n").contains("JSON lines"));
+    }
+}

@@ -1,0 +1,8 @@
+//! The streaming client: builds requests per API dialect, sends them over HTTP, decodes SSE
+//! incrementally and stamps every event on one monotonic clock.
+
+pub mod body;
+pub mod dialect;
+pub mod http;
+pub mod measure;
+pub mod sse;

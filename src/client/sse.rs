@@ -1,0 +1,287 @@
+//! Incremental Server-Sent Events decoder (WHATWG HTML "event stream interpretation").
+//!
+//! Feed it bytes as they arrive, in any split; it returns each event when its terminating blank
+//! line has arrived. Handles LF, CRLF and bare CR line endings (mixed, and a CRLF split across
+//! reads), `data:` with or without the space, multi-line `data:`, `event:`/`id:` fields, comment
+//! lines, a leading BOM, and UTF-8 split across reads (lines are decoded only once complete).
+//! Pure: no I/O, no clock; the caller stamps each returned event with the arrival time of the
+//! read that completed it.
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field, when given (e.g. `error`, `message_start`).
+    pub event: Option<String>,
+    /// The `data:` lines joined with `\n`.
+    pub data: String,
+}
+
+/// What one `feed` call produced.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    /// Complete events, in order.
+    pub events: Vec<SseEvent>,
+    /// Comment lines (`: keep-alive`) seen.
+    pub comments: u32,
+}
+
+/// Error: one event grew beyond the size limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventTooLarge {
+    /// The limit, bytes.
+    pub limit: usize,
+}
+
+/// The decoder state. Memory is bounded by `max_event_bytes` (plus one line).
+#[derive(Debug)]
+pub struct SseDecoder {
+    line: Vec<u8>,
+    last_was_cr: bool,
+    started: bool,
+    data: String,
+    has_data: bool,
+    event: Option<String>,
+    max_event_bytes: usize,
+    /// Bytes of any kind fed so far.
+    pub bytes_seen: u64,
+    /// True once any line looked like an SSE field or comment.
+    pub saw_sse_syntax: bool,
+}
+
+impl SseDecoder {
+    /// A decoder that fails when one event exceeds `max_event_bytes`.
+    pub fn new(max_event_bytes: usize) -> Self {
+        SseDecoder {
+            line: Vec::new(),
+            last_was_cr: false,
+            started: false,
+            data: String::new(),
+            has_data: false,
+            event: None,
+            max_event_bytes,
+            bytes_seen: 0,
+            saw_sse_syntax: false,
+        }
+    }
+
+    /// Feeds one read's bytes; returns the events it completed.
+    pub fn feed(&mut self, mut bytes: &[u8]) -> Result<Decoded, EventTooLarge> {
+        let mut out = Decoded::default();
+        self.bytes_seen += bytes.len() as u64;
+        if !self.started {
+            // Strip a UTF-8 BOM at the very start (possibly split: handled by buffering 3 bytes).
+            let have = self.line.len() + bytes.len();
+            if have < 3 && b"\xEF\xBB\xBF".starts_with(&[self.line.as_slice(), bytes].concat()) {
+                self.line.extend_from_slice(bytes);
+                return Ok(out);
+            }
+            let mut head = std::mem::take(&mut self.line);
+            head.extend_from_slice(bytes);
+            self.started = true;
+            let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&head).to_vec();
+            return self.feed_started(&body, out);
+        }
+        if self.last_was_cr {
+            if let Some(rest) = bytes.strip_prefix(b"\n") {
+                bytes = rest;
+            }
+            self.last_was_cr = false;
+        }
+        out = self.feed_started(bytes, out)?;
+        Ok(out)
+    }
+
+    fn feed_started(&mut self, bytes: &[u8], mut out: Decoded) -> Result<Decoded, EventTooLarge> {
+        let mut i = 0;
+        while i < bytes.len() {
+            match memchr_eol(&bytes[i..]) {
+                None => {
+                    self.line.extend_from_slice(&bytes[i..]);
+                    break;
+                }
+                Some(off) => {
+                    self.line.extend_from_slice(&bytes[i..i + off]);
+                    let eol = bytes[i + off];
+                    i += off + 1;
+                    if eol == b'\r' {
+                        if i < bytes.len() {
+                            if bytes[i] == b'\n' {
+                                i += 1;
+                            }
+                        } else {
+                            self.last_was_cr = true;
+                        }
+                    }
+                    let line = std::mem::take(&mut self.line);
+                    self.process_line(&line, &mut out);
+                }
+            }
+            if self.line.len() + self.data.len() > self.max_event_bytes {
+                return Err(EventTooLarge { limit: self.max_event_bytes });
+            }
+        }
+        if self.line.len() + self.data.len() > self.max_event_bytes {
+            return Err(EventTooLarge { limit: self.max_event_bytes });
+        }
+        Ok(out)
+    }
+
+    fn process_line(&mut self, line: &[u8], out: &mut Decoded) {
+        if line.is_empty() {
+            if self.has_data {
+                let mut data = std::mem::take(&mut self.data);
+                if data.ends_with('\n') {
+                    data.pop();
+                }
+                out.events.push(SseEvent { event: self.event.take(), data });
+            }
+            self.data.clear();
+            self.has_data = false;
+            self.event = None;
+            return;
+        }
+        let text = String::from_utf8_lossy(line);
+        if text.starts_with(':') {
+            out.comments += 1;
+            self.saw_sse_syntax = true;
+            return;
+        }
+        let (field, value) = match text.find(':') {
+            Some(p) => {
+                let v = &text[p + 1..];
+                (&text[..p], v.strip_prefix(' ').unwrap_or(v))
+            }
+            None => (&text[..], ""),
+        };
+        match field {
+            "data" => {
+                self.saw_sse_syntax = true;
+                self.data.push_str(value);
+                self.data.push('\n');
+                self.has_data = true;
+            }
+            "event" => {
+                self.saw_sse_syntax = true;
+                self.event = Some(value.to_string());
+            }
+            "id" | "retry" => self.saw_sse_syntax = true,
+            _ => {}
+        }
+    }
+
+    /// At end of body: an event whose blank line never came is dispatched too (the WHATWG rule
+    /// discards it; servers that end with `data: [DONE]\n` and no blank line are common, so
+    /// perfgate keeps it and the caller treats the end as the close time).
+    pub fn finish(&mut self) -> Option<SseEvent> {
+        if !self.line.is_empty() {
+            let line = std::mem::take(&mut self.line);
+            let mut out = Decoded::default();
+            self.process_line(&line, &mut out);
+        }
+        if self.has_data {
+            let mut data = std::mem::take(&mut self.data);
+            if data.ends_with('\n') {
+                data.pop();
+            }
+            self.has_data = false;
+            return Some(SseEvent { event: self.event.take(), data });
+        }
+        None
+    }
+
+    /// Bytes buffered in an incomplete event.
+    pub fn pending_bytes(&self) -> usize {
+        self.line.len() + self.data.len()
+    }
+}
+
+fn memchr_eol(b: &[u8]) -> Option<usize> {
+    b.iter().position(|&c| c == b'\n' || c == b'\r')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn all(chunks: &[&[u8]]) -> (Vec<SseEvent>, u32) {
+        let mut d = SseDecoder::new(1 << 20);
+        let mut ev = Vec::new();
+        let mut c = 0;
+        for ch in chunks {
+            let o = d.feed(ch).unwrap();
+            ev.extend(o.events);
+            c += o.comments;
+        }
+        ev.extend(d.finish());
+        (ev, c)
+    }
+
+    fn data(ev: &[SseEvent]) -> Vec<&str> {
+        ev.iter().map(|e| e.data.as_str()).collect()
+    }
+
+    #[test]
+    fn line_endings_lf_crlf_cr_mixed() {
+        let (e, _) = all(&[b"data: a\n\ndata: b\r\n\r\ndata: c\r\rdata: d\r\n\n"]);
+        assert_eq!(data(&e), ["a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn crlf_split_across_reads() {
+        let (e, _) = all(&[b"data: a\r", b"\n\r", b"\ndata: b\r\n\r\n"]);
+        assert_eq!(data(&e), ["a", "b"]);
+    }
+
+    #[test]
+    fn fields_comments_bom_multiline() {
+        let (e, c) = all(&[b"\xEF\xBB", b"\xBF: keep-alive\n\nevent: error\ndata:{\"x\":1}\nid: 7\n\ndata: l1\ndata: l2\n\n"]);
+        assert_eq!(c, 1);
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].event.as_deref(), Some("error"));
+        assert_eq!(e[0].data, "{\"x\":1}");
+        assert_eq!(e[1].data, "l1\nl2");
+    }
+
+    #[test]
+    fn utf8_split_inside_character() {
+        let (e, _) = all(&[b"data: \xE4\xBD", b"\xA0\xE5\xA5\xBD\n", b"\n"]);
+        assert_eq!(data(&e), ["你好"]);
+    }
+
+    #[test]
+    fn event_completes_only_at_blank_line() {
+        let mut d = SseDecoder::new(1 << 20);
+        assert!(d.feed(b"data: x\n").unwrap().events.is_empty());
+        assert_eq!(d.feed(b"\n").unwrap().events.len(), 1);
+    }
+
+    #[test]
+    fn oversized_event_is_an_error() {
+        let mut d = SseDecoder::new(16);
+        assert_eq!(d.feed(b"data: 0123456789abcdefXYZ").unwrap_err(), EventTooLarge { limit: 16 });
+    }
+
+    #[test]
+    fn missing_final_blank_line_kept_at_finish() {
+        let (e, _) = all(&[b"data: a\n\ndata: [DONE]\n"]);
+        assert_eq!(data(&e), ["a", "[DONE]"]);
+    }
+
+    proptest! {
+        #[test]
+        fn any_split_gives_same_events(cuts in proptest::collection::vec(0usize..200, 0..12)) {
+            let stream: &[u8] = "\u{feff}data: {\"a\":\"héllo 你好\"}\r\n\r\n: ping\n\ndata:x\rdata: y\r\revent: e\ndata: z\n\ndata: [DONE]\n\n".as_bytes();
+            let (want, want_c) = all(&[stream]);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (stream.len() + 1)).collect();
+            cuts.sort();
+            let mut chunks = Vec::new();
+            let mut prev = 0;
+            for c in cuts { chunks.push(&stream[prev..c]); prev = c; }
+            chunks.push(&stream[prev..]);
+            let (got, got_c) = all(&chunks);
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(got_c, want_c);
+        }
+    }
+}

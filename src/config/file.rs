@@ -1,0 +1,230 @@
+//! The serde shape of a scenario file (`scenarios/*.yaml`), exactly as written by the user.
+//!
+//! Every struct rejects unknown keys; every field is optional here so that `defaults:` and each
+//! scenario can be merged field by field. Validation into checked types happens in
+//! [`super::scenario`], once.
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+use std::collections::BTreeMap;
+
+/// A whole file: `defaults:` plus a list of `scenarios:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFile {
+    /// Values every scenario inherits unless it overrides them.
+    #[serde(default)]
+    pub defaults: RawSections,
+    /// The scenarios, in order.
+    #[serde(default)]
+    pub scenarios: Vec<Spanned<RawScenario>>,
+}
+
+/// The sections shared by `defaults:` and a scenario.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSections {
+    /// Where and how to connect.
+    #[serde(default)]
+    pub endpoint: RawEndpoint,
+    /// What to send.
+    #[serde(default)]
+    pub request: RawRequest,
+    /// How many requests, how concurrently.
+    #[serde(default)]
+    pub load: RawLoad,
+    /// How to compare with the baseline.
+    #[serde(default)]
+    pub gate: RawGate,
+}
+
+/// One scenario: a name plus the same sections as `defaults:`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScenario {
+    /// Unique, `[A-Za-z0-9._-]`, 1..=64 chars; names the baseline file.
+    pub name: Option<String>,
+    /// Free text shown in reports.
+    pub description: Option<String>,
+    #[serde(default)]
+    pub endpoint: RawEndpoint,
+    #[serde(default)]
+    pub request: RawRequest,
+    #[serde(default)]
+    pub load: RawLoad,
+    #[serde(default)]
+    pub gate: RawGate,
+}
+
+/// `endpoint:` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEndpoint {
+    pub base_url: Option<String>,
+    pub api: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub connect_timeout: Option<String>,
+    pub first_token_timeout: Option<String>,
+    pub idle_timeout: Option<String>,
+    pub request_timeout: Option<String>,
+    pub include_usage: Option<bool>,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawMessage {
+    pub role: String,
+    pub content: String,
+}
+
+/// `request:` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRequest {
+    pub prompt: Option<String>,
+    pub messages: Option<Vec<RawMessage>>,
+    pub system: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub seed: Option<i64>,
+    pub ignore_eos: Option<bool>,
+    pub min_tokens: Option<u32>,
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    pub cache: Option<String>,
+}
+
+/// `load:` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLoad {
+    pub concurrency: Option<u32>,
+    pub samples: Option<u32>,
+    pub warmup: Option<u32>,
+    pub rate: Option<f64>,
+    pub max_samples: Option<u32>,
+}
+
+/// A tolerance band: `{warn: 5%, fail: 10%}`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBand {
+    pub warn: Option<RawNumber>,
+    pub fail: Option<RawNumber>,
+}
+
+/// A number written as `0.05`, `5%`, `20ms` or `2s`, interpreted by the key it belongs to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawNumber {
+    Num(f64),
+    Text(String),
+}
+
+/// `gate:` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGate {
+    pub metrics: Option<Vec<String>>,
+    pub quantiles: Option<Vec<String>>,
+    /// Keys: `p50`, `p90`, `p99`, or metric-specific `ttft_p50`, `tpot_p99`, ...
+    pub tolerances: Option<BTreeMap<String, RawBand>>,
+    /// Keys: `ttft`, `tpot`; values like `20ms`.
+    pub min_delta: Option<BTreeMap<String, RawNumber>>,
+    pub alpha: Option<f64>,
+    pub max_error_rate: Option<RawNumber>,
+}
+
+impl RawEndpoint {
+    /// Field-wise overlay: `self`'s values win over `base`'s.
+    pub fn over(self, base: &RawEndpoint) -> RawEndpoint {
+        RawEndpoint {
+            base_url: self.base_url.or_else(|| base.base_url.clone()),
+            api: self.api.or_else(|| base.api.clone()),
+            model: self.model.or_else(|| base.model.clone()),
+            api_key_env: self.api_key_env.or_else(|| base.api_key_env.clone()),
+            headers: match (self.headers, &base.headers) {
+                (Some(mine), Some(theirs)) => {
+                    let mut all = theirs.clone();
+                    all.extend(mine);
+                    Some(all)
+                }
+                (mine, theirs) => mine.or_else(|| theirs.clone()),
+            },
+            connect_timeout: self.connect_timeout.or_else(|| base.connect_timeout.clone()),
+            first_token_timeout: self.first_token_timeout.or_else(|| base.first_token_timeout.clone()),
+            idle_timeout: self.idle_timeout.or_else(|| base.idle_timeout.clone()),
+            request_timeout: self.request_timeout.or_else(|| base.request_timeout.clone()),
+            include_usage: self.include_usage.or(base.include_usage),
+        }
+    }
+}
+
+impl RawRequest {
+    /// Field-wise overlay. `prompt`, `messages` and `system` go together: a scenario that sets
+    /// any of them replaces all three.
+    pub fn over(self, base: &RawRequest) -> RawRequest {
+        let own_text = self.prompt.is_some() || self.messages.is_some() || self.system.is_some();
+        RawRequest {
+            prompt: if own_text { self.prompt } else { base.prompt.clone() },
+            messages: if own_text { self.messages } else { base.messages.clone() },
+            system: if own_text { self.system } else { base.system.clone() },
+            max_tokens: self.max_tokens.or(base.max_tokens),
+            temperature: self.temperature.or(base.temperature),
+            seed: self.seed.or(base.seed),
+            ignore_eos: self.ignore_eos.or(base.ignore_eos),
+            min_tokens: self.min_tokens.or(base.min_tokens),
+            extra_body: match (self.extra_body, &base.extra_body) {
+                (Some(mine), Some(theirs)) => {
+                    let mut all = theirs.clone();
+                    all.extend(mine);
+                    Some(all)
+                }
+                (mine, theirs) => mine.or_else(|| theirs.clone()),
+            },
+            cache: self.cache.or_else(|| base.cache.clone()),
+        }
+    }
+}
+
+impl RawLoad {
+    /// Field-wise overlay.
+    pub fn over(self, base: &RawLoad) -> RawLoad {
+        RawLoad {
+            concurrency: self.concurrency.or(base.concurrency),
+            samples: self.samples.or(base.samples),
+            warmup: self.warmup.or(base.warmup),
+            rate: self.rate.or(base.rate),
+            max_samples: self.max_samples.or(base.max_samples),
+        }
+    }
+}
+
+impl RawGate {
+    /// Field-wise overlay; `tolerances` and `min_delta` merge key by key.
+    pub fn over(self, base: &RawGate) -> RawGate {
+        fn merge<V: Clone>(
+            mine: Option<BTreeMap<String, V>>,
+            theirs: &Option<BTreeMap<String, V>>,
+        ) -> Option<BTreeMap<String, V>> {
+            match (mine, theirs) {
+                (Some(m), Some(t)) => {
+                    let mut all = t.clone();
+                    all.extend(m);
+                    Some(all)
+                }
+                (m, t) => m.or_else(|| t.clone()),
+            }
+        }
+        RawGate {
+            metrics: self.metrics.or_else(|| base.metrics.clone()),
+            quantiles: self.quantiles.or_else(|| base.quantiles.clone()),
+            tolerances: merge(self.tolerances, &base.tolerances),
+            min_delta: merge(self.min_delta, &base.min_delta),
+            alpha: self.alpha.or(base.alpha),
+            max_error_rate: self.max_error_rate.or_else(|| base.max_error_rate.clone()),
+        }
+    }
+}

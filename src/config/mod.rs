@@ -1,0 +1,228 @@
+//! Scenario files: loading, merging `defaults:` into each scenario, and validation.
+//!
+//! Errors name the file and line and say what to write instead; unknown keys get a
+//! "did you mean" hint. Files larger than [`MAX_FILE_BYTES`] and YAML alias bombs are rejected
+//! before parsing completes (serde-saphyr's parse budget).
+
+pub mod file;
+pub mod scenario;
+pub mod values;
+
+pub use scenario::{Api, Band, CachePolicy, Metric, Quantile, Scenario, Secret, Target};
+
+use file::{RawFile, RawScenario};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Largest scenario file accepted, bytes.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// A configuration error: where and what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    /// `file:line` (or just the file), when known.
+    pub at: String,
+    /// What was wrong and what to do.
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.at.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.at, self.message)
+        }
+    }
+}
+
+/// Lists the scenario files under `paths` (files as given; directories: their `*.yaml`/`*.yml`,
+/// sorted). Errors when a path does not exist or nothing is found.
+pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|e| ConfigError {
+            at: p.display().to_string(),
+            message: format!("cannot read ({e}); pass a scenario file or a directory with --scenarios"),
+        })?;
+        if meta.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| ConfigError { at: p.display().to_string(), message: format!("cannot list ({e})") })?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "yaml" || x == "yml") && f.is_file())
+                .collect();
+            found.sort();
+            out.extend(found);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    if out.is_empty() {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(ConfigError {
+            at: shown.join(", "),
+            message: "no scenario files (*.yaml) found; create one (see README: Scenario files) or pass --scenarios".into(),
+        });
+    }
+    Ok(out)
+}
+
+/// Loads and validates every scenario in `files`, using `env` for `${VAR}` and API keys.
+/// Scenario names must be unique across all files.
+pub fn load(files: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Scenario>, ConfigError> {
+    let mut all = Vec::new();
+    let mut names = BTreeSet::new();
+    for f in files {
+        for sc in load_file(f, env)? {
+            if !names.insert(sc.name.clone()) {
+                return Err(ConfigError {
+                    at: sc.source.clone(),
+                    message: format!("scenario name `{}` is used twice; names must be unique (they name baseline files)", sc.name),
+                });
+            }
+            all.push(sc);
+        }
+    }
+    Ok(all)
+}
+
+/// Loads one file.
+pub fn load_file(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Scenario>, ConfigError> {
+    let shown = path.display().to_string();
+    let err = |message: String| ConfigError { at: shown.clone(), message };
+    let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read ({e})")))?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(err(format!("file is {} bytes; scenario files are limited to {MAX_FILE_BYTES} bytes", meta.len())));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read as UTF-8 text ({e})")))?;
+    parse_str(&text, &shown, env)
+}
+
+/// Parses and validates scenario YAML held in memory; `name` labels messages.
+pub fn parse_str(text: &str, name: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Scenario>, ConfigError> {
+    let raw: RawFile = serde_saphyr::from_str(text).map_err(|e| yaml_error(&e, name))?;
+    if raw.scenarios.is_empty() {
+        return Err(ConfigError { at: name.to_string(), message: "no `scenarios:` in this file; add a list of scenarios".into() });
+    }
+    let mut out = Vec::new();
+    for sp in raw.scenarios {
+        let at = format!("{name}:{}", sp.referenced.line());
+        let s: RawScenario = sp.value;
+        let merged = RawScenario {
+            name: s.name,
+            description: s.description,
+            endpoint: s.endpoint.over(&raw.defaults.endpoint),
+            request: s.request.over(&raw.defaults.request),
+            load: s.load.over(&raw.defaults.load),
+            gate: s.gate.over(&raw.defaults.gate),
+        };
+        let ctx = scenario::BuildCtx { env, at: at.clone() };
+        out.push(scenario::build(merged, &ctx).map_err(|message| ConfigError { at, message })?);
+    }
+    Ok(out)
+}
+
+/// Turns a YAML error into `file:line: message`, with a did-you-mean hint for unknown keys.
+fn yaml_error(e: &serde_saphyr::Error, name: &str) -> ConfigError {
+    let at = match e.location() {
+        Some(l) if l.line() > 0 => format!("{name}:{}:{}", l.line(), l.column()),
+        _ => name.to_string(),
+    };
+    let full = e.without_snippet().to_string();
+    let mut message = full.lines().next().unwrap_or("invalid YAML").to_string();
+    if let Some(hint) = did_you_mean(&full) {
+        message.push_str(&format!("; did you mean `{hint}`?"));
+    }
+    ConfigError { at, message }
+}
+
+/// From serde's "unknown field `x`, expected one of `a`, `b`" text, the closest expected name.
+pub fn did_you_mean(msg: &str) -> Option<String> {
+    let start = msg.find("unknown field `")? + "unknown field `".len();
+    let unknown = &msg[start..start + msg[start..].find('`')?];
+    let rest = &msg[start + unknown.len()..];
+    let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+    expected
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(unknown, c), c))
+        .filter(|(score, _)| *score > 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    const GOOD: &str = "\
+defaults:
+  endpoint:
+    base_url: sim://?ttft_ms=30&tpot_ms=5
+  request:
+    prompt: Say hello
+    max_tokens: 16
+  load:
+    samples: 20
+scenarios:
+  - name: a
+  - name: b
+    load:
+      concurrency: 2
+    request:
+      max_tokens: 32
+";
+
+    #[test]
+    fn defaults_merge_into_scenarios() {
+        let s = parse_str(GOOD, "t.yaml", &no_env).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].request.max_tokens, 16);
+        assert_eq!(s[1].request.max_tokens, 32);
+        assert_eq!(s[1].load.concurrency, 2);
+        assert_eq!(s[1].request.prompt, "Say hello");
+        assert_eq!(s[0].source, "t.yaml:11");
+        assert_ne!(s[0].fingerprint, s[1].fingerprint);
+    }
+
+    #[test]
+    fn unknown_key_gives_line_and_hint() {
+        let bad = GOOD.replace("concurrency: 2", "concurency: 2");
+        let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
+        assert!(e.at.starts_with("t.yaml:15"), "{e}");
+        assert!(e.message.contains("did you mean `concurrency`?"), "{e}");
+    }
+
+    #[test]
+    fn too_few_samples_rejected() {
+        let bad = GOOD.replace("samples: 20", "samples: 5");
+        let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
+        assert!(e.message.contains("at least 20"), "{e}");
+        assert_eq!(e.at, "t.yaml:11");
+    }
+
+    #[test]
+    fn missing_api_key_variable_is_named() {
+        let text = "scenarios:\n  - name: x\n    endpoint: {base_url: 'http://127.0.0.1:1/v1', model: m, api_key_env: PG_TEST_KEY}\n    request: {prompt: hi, max_tokens: 4}\n";
+        let e = parse_str(text, "t.yaml", &no_env).unwrap_err();
+        assert!(e.message.contains("PG_TEST_KEY is not set"), "{e}");
+        let env = |n: &str| (n == "PG_TEST_KEY").then(|| "sk-canary".to_string());
+        let s = parse_str(text, "t.yaml", &env).unwrap();
+        assert_eq!(s[0].endpoint.api_key.as_ref().unwrap().expose(), "sk-canary");
+        assert!(!format!("{:?}", s[0]).contains("sk-canary"));
+    }
+
+    #[test]
+    fn alias_bomb_is_rejected() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let p = i - 1;
+            text.push_str(&format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"));
+        }
+        text.push_str("scenarios: []\n");
+        assert!(parse_str(&text, "bomb.yaml", &no_env).is_err());
+    }
+}

@@ -1,0 +1,709 @@
+//! Validated scenario types: the one place raw YAML becomes checked values.
+//!
+//! Nothing downstream re-validates: a [`Scenario`] always has `samples >= 20`, tolerances in
+//! range, a normalised endpoint URL, a resolved API key (kept out of `Debug`), and a fingerprint.
+
+use super::file::{RawBand, RawEndpoint, RawGate, RawLoad, RawMessage, RawRequest, RawScenario};
+use super::values::{expand_env, parse_duration, parse_fraction, parse_ms};
+use crate::sim::SimConfig;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// The smallest allowed `load.samples` (DESIGN s2).
+pub const MIN_SAMPLES: u32 = 20;
+
+/// The streaming API dialect an endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Api {
+    /// `POST {base}/chat/completions`, `choices[].delta`.
+    OpenaiChat,
+    /// `POST {base}/completions`, `choices[].text`.
+    OpenaiCompletions,
+    /// `POST {base}/messages`, Anthropic event types.
+    AnthropicMessages,
+}
+
+impl Api {
+    /// The name used in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::OpenaiChat => "openai-chat",
+            Api::OpenaiCompletions => "openai-completions",
+            Api::AnthropicMessages => "anthropic-messages",
+        }
+    }
+    /// The path appended to `base_url`.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::OpenaiChat => "/chat/completions",
+            Api::OpenaiCompletions => "/completions",
+            Api::AnthropicMessages => "/messages",
+        }
+    }
+}
+
+/// A gated latency metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// Time to first token, ms.
+    Ttft,
+    /// Time per output token, ms.
+    Tpot,
+    /// End-to-end latency (t_last - t0), ms.
+    E2e,
+}
+
+impl Metric {
+    /// Lower-case name (`ttft`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Ttft => "ttft",
+            Metric::Tpot => "tpot",
+            Metric::E2e => "e2e",
+        }
+    }
+    /// Upper-case label for reports (`TTFT`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Ttft => "TTFT",
+            Metric::Tpot => "TPOT",
+            Metric::E2e => "E2E",
+        }
+    }
+}
+
+/// A gated quantile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Quantile {
+    /// The median.
+    P50,
+    /// 90th percentile.
+    P90,
+    /// 99th percentile.
+    P99,
+}
+
+impl Quantile {
+    /// As a probability (0.5, 0.9, 0.99).
+    pub fn p(self) -> f64 {
+        match self {
+            Quantile::P50 => 0.5,
+            Quantile::P90 => 0.9,
+            Quantile::P99 => 0.99,
+        }
+    }
+    /// `p50`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quantile::P50 => "p50",
+            Quantile::P90 => "p90",
+            Quantile::P99 => "p99",
+        }
+    }
+    /// `P50`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Quantile::P50 => "P50",
+            Quantile::P90 => "P90",
+            Quantile::P99 => "P99",
+        }
+    }
+}
+
+/// Relative tolerance band (fractions: 0.10 = 10 %).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Band {
+    /// Above this (and significant): WARN.
+    pub warn: f64,
+    /// Above this (and significant, and above `min_delta`): FAIL.
+    pub fail: f64,
+}
+
+/// A secret value (API key, header from env). `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(s: String) -> Self {
+        Secret(s)
+    }
+    /// The value, for sending it where it belongs. Never log this.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A request header; values that came from `${ENV}` are secret.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    /// Header name as written.
+    pub name: String,
+    /// The value after `${ENV}` expansion.
+    pub value: Secret,
+    /// True when the value used `${ENV}`: it is redacted in every output.
+    pub from_env: bool,
+}
+
+/// Where requests go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// A real HTTP(S) endpoint; `base_url` normalised (no trailing slash, single `/v1`).
+    Http {
+        /// e.g. `http://127.0.0.1:8080/v1` (query string kept).
+        base_url: String,
+    },
+    /// The built-in simulator, started in-process on a loopback port.
+    Sim(SimConfig),
+}
+
+/// The validated `endpoint:` section.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Where to send requests.
+    pub target: Target,
+    /// The URL as written after `${ENV}` expansion (for messages; secrets are not allowed in it).
+    pub display_url: String,
+    /// Dialect.
+    pub api: Api,
+    /// Model id sent in the body.
+    pub model: String,
+    /// Name of the variable that holds the API key.
+    pub api_key_env: Option<String>,
+    /// The key itself (never printed).
+    pub api_key: Option<Secret>,
+    /// Extra headers.
+    pub headers: Vec<Header>,
+    /// TCP/TLS connect limit.
+    pub connect_timeout: Duration,
+    /// Limit from t0 to the first token-bearing event.
+    pub first_token_timeout: Duration,
+    /// Longest gap between data events (comments do not reset it).
+    pub idle_timeout: Duration,
+    /// Limit for the whole request.
+    pub request_timeout: Duration,
+    /// Send `stream_options: {include_usage: true}` (OpenAI APIs).
+    pub include_usage: bool,
+}
+
+/// Prefix-cache policy (DESIGN s2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CachePolicy {
+    /// The same prompt every time.
+    Warm,
+    /// A unique nonce line prepended to every request.
+    Cold,
+}
+
+/// The validated `request:` section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestSpec {
+    /// Chat messages (a `prompt` becomes one user message for chat APIs).
+    pub messages: Vec<RawMessage>,
+    /// Plain prompt text (used as-is by `openai-completions`).
+    pub prompt: String,
+    /// Anthropic `system` or an extra system message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// Maximum output tokens.
+    pub max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_tokens: Option<u32>,
+    /// Merged verbatim into the JSON body.
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Prefix-cache policy.
+    pub cache: CachePolicy,
+}
+
+impl RequestSpec {
+    /// sha256 (hex, 16 chars) of the prompt text: messages, prompt and system.
+    pub fn prompt_hash(&self) -> String {
+        let v = serde_json::json!({"messages": self.messages, "prompt": self.prompt, "system": self.system});
+        short_hash(&v.to_string())
+    }
+    /// True when the request asks for a fixed output length.
+    pub fn fixed_length(&self) -> bool {
+        self.ignore_eos == Some(true) || self.min_tokens.is_some_and(|m| m >= self.max_tokens)
+    }
+}
+
+/// The validated `load:` section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoadSpec {
+    /// Closed-loop concurrency (in-flight requests).
+    pub concurrency: u32,
+    /// Measured requests (>= 20).
+    pub samples: u32,
+    /// Requests sent first and discarded.
+    pub warmup: u32,
+}
+
+/// The validated `gate:` section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateSpec {
+    /// Gated metrics.
+    pub metrics: Vec<Metric>,
+    /// Gated quantiles.
+    pub quantiles: Vec<Quantile>,
+    /// Band per (metric, quantile).
+    pub bands: BTreeMap<(Metric, Quantile), Band>,
+    /// Absolute floor per metric, ms.
+    pub min_delta_ms: BTreeMap<Metric, f64>,
+    /// Family-wise error rate for the whole check (Holm).
+    pub alpha: f64,
+    /// Highest acceptable share of failed requests (0..=1).
+    pub max_error_rate: f64,
+}
+
+impl GateSpec {
+    /// The band for a metric and quantile.
+    pub fn band(&self, m: Metric, q: Quantile) -> Band {
+        self.bands.get(&(m, q)).copied().unwrap_or(default_band(q))
+    }
+    /// The absolute floor for a metric, ms.
+    pub fn min_delta(&self, m: Metric) -> f64 {
+        self.min_delta_ms.get(&m).copied().unwrap_or(0.0)
+    }
+}
+
+/// One validated scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Unique name; names `baselines/<name>.json`.
+    pub name: String,
+    /// Free text.
+    pub description: Option<String>,
+    /// The file it came from, and the line of its entry.
+    pub source: String,
+    /// Endpoint.
+    pub endpoint: Endpoint,
+    /// Request.
+    pub request: RequestSpec,
+    /// Load.
+    pub load: LoadSpec,
+    /// Gate.
+    pub gate: GateSpec,
+    /// Hash of everything that changes what is measured (DESIGN s2).
+    pub fingerprint: String,
+}
+
+/// The default band for a quantile (DESIGN s2: 5 %/10 % for P50, 25 %/50 % for P99).
+pub fn default_band(q: Quantile) -> Band {
+    match q {
+        Quantile::P50 => Band { warn: 0.05, fail: 0.10 },
+        Quantile::P90 => Band { warn: 0.10, fail: 0.20 },
+        Quantile::P99 => Band { warn: 0.25, fail: 0.50 },
+    }
+}
+
+/// First 16 hex chars of sha256(s).
+pub fn short_hash(s: &str) -> String {
+    let d = Sha256::digest(s.as_bytes());
+    d.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Checks a scenario name: `[A-Za-z0-9._-]`, 1..=64 chars, not only dots.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(format!("scenario name `{name}` must be 1 to 64 characters"));
+    }
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        return Err(format!(
+            "scenario name `{name}` contains {c:?}: use only letters, digits, `.`, `_` and `-` (it names a file)"
+        ));
+    }
+    if name.chars().all(|c| c == '.') || name.starts_with('.') {
+        return Err(format!("scenario name `{name}` must not start with `.` (it names a file)"));
+    }
+    Ok(())
+}
+
+/// Normalises an HTTP base URL: no trailing slash, a doubled `/v1` collapsed, an empty path
+/// becomes `/v1`; a URL that already names an API route is rejected with a hint. Query kept.
+pub fn normalise_base_url(raw: &str) -> Result<String, String> {
+    let mut url = url::Url::parse(raw).map_err(|e| {
+        format!("base_url `{raw}` is not a URL ({e}); write it like `http://127.0.0.1:8000/v1`")
+    })?;
+    match url.scheme() {
+        "http" | "https" => {}
+        s => {
+            return Err(format!(
+                "base_url `{raw}` has scheme `{s}`: use http://, https:// or sim:// (the built-in simulator)"
+            ))
+        }
+    }
+    if url.host_str().is_none() {
+        return Err(format!("base_url `{raw}` has no host"));
+    }
+    let mut path = url.path().trim_end_matches('/').to_string();
+    for route in ["/chat/completions", "/completions", "/messages"] {
+        if path.ends_with(route) {
+            let base = &path[..path.len() - route.len()];
+            return Err(format!(
+                "base_url `{raw}` ends with the API route `{route}`: write the base only (`{}`); perfgate appends the route",
+                base
+            ));
+        }
+    }
+    while path.contains("/v1/v1") {
+        path = path.replace("/v1/v1", "/v1");
+    }
+    if path.is_empty() {
+        path = "/v1".into();
+    }
+    url.set_path(&path);
+    Ok(url.to_string())
+}
+
+/// Everything needed to validate one scenario.
+pub struct BuildCtx<'a> {
+    /// Looks up environment variables.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// `file:line` of the scenario entry, for messages.
+    pub at: String,
+}
+
+fn dur(v: &Option<String>, key: &str, default: Duration) -> Result<Duration, String> {
+    match v {
+        None => Ok(default),
+        Some(s) => {
+            let d = parse_duration(s).map_err(|e| format!("endpoint.{key}: {e}"))?;
+            if d.is_zero() {
+                return Err(format!("endpoint.{key} must be more than 0"));
+            }
+            Ok(d)
+        }
+    }
+}
+
+/// Validates one merged scenario (defaults already overlaid).
+///
+/// Errors: one message naming the key and what to write instead.
+pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, String> {
+    let name = raw.name.clone().ok_or("scenario has no `name:`")?;
+    check_name(&name)?;
+    let endpoint = build_endpoint(&raw.endpoint, ctx).map_err(|e| format!("scenario `{name}`: {e}"))?;
+    let request = build_request(&raw.request, endpoint.api).map_err(|e| format!("scenario `{name}`: {e}"))?;
+    let load = build_load(&raw.load).map_err(|e| format!("scenario `{name}`: {e}"))?;
+    let gate = build_gate(&raw.gate).map_err(|e| format!("scenario `{name}`: {e}"))?;
+    let fingerprint = fingerprint(&endpoint, &request, &load);
+    Ok(Scenario {
+        name,
+        description: raw.description,
+        source: ctx.at.clone(),
+        endpoint,
+        request,
+        load,
+        gate,
+        fingerprint,
+    })
+}
+
+fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, String> {
+    let raw_url = e
+        .base_url
+        .as_deref()
+        .ok_or("endpoint.base_url is required (e.g. `http://127.0.0.1:8000/v1`, or `sim://` for the built-in simulator)")?;
+    let url = expand_env(raw_url, ctx.env).map_err(|m| format!("endpoint.base_url: {m}"))?;
+    let api = match e.api.as_deref().unwrap_or("openai-chat") {
+        "openai-chat" => Api::OpenaiChat,
+        "openai-completions" => Api::OpenaiCompletions,
+        "anthropic-messages" => Api::AnthropicMessages,
+        other => {
+            return Err(format!(
+                "endpoint.api `{other}` is not known: use openai-chat, openai-completions or anthropic-messages"
+            ))
+        }
+    };
+    let (target, default_model) = if let Some(rest) = url.strip_prefix("sim://") {
+        let query = rest.split_once('?').map(|(_, q)| q).unwrap_or("");
+        let cfg = SimConfig::from_query(query).map_err(|m| format!("endpoint.base_url `{url}`: {m}"))?;
+        let model = cfg.model.clone();
+        if api != Api::OpenaiChat && api != Api::OpenaiCompletions {
+            return Err(format!("the simulator speaks openai-chat and openai-completions, not {}", api.as_str()));
+        }
+        (Target::Sim(cfg), Some(model))
+    } else {
+        (Target::Http { base_url: normalise_base_url(&url).map_err(|m| format!("endpoint.{m}"))? }, None)
+    };
+    let model = match (&e.model, default_model) {
+        (Some(m), _) => expand_env(m, ctx.env).map_err(|m| format!("endpoint.model: {m}"))?,
+        (None, Some(m)) => m,
+        (None, None) => return Err("endpoint.model is required (the model id the server serves)".into()),
+    };
+    let api_key = match &e.api_key_env {
+        None => None,
+        Some(var) => {
+            if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!(
+                    "endpoint.api_key_env `{var}` is not a variable name: write the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key"
+                ));
+            }
+            match (ctx.env)(var) {
+                Some(v) if !v.is_empty() => Some(Secret::new(v)),
+                Some(_) => return Err(format!("endpoint.api_key_env: environment variable {var} is set but empty; export the API key in it")),
+                None => return Err(format!("endpoint.api_key_env: environment variable {var} is not set; export the API key in it")),
+            }
+        }
+    };
+    let mut headers = Vec::new();
+    for (k, v) in e.headers.clone().unwrap_or_default() {
+        if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
+            return Err(format!("endpoint.headers: `{k}` is not a valid header name"));
+        }
+        let value = expand_env(&v, ctx.env).map_err(|m| format!("endpoint.headers.{k}: {m}"))?;
+        if reqwest::header::HeaderValue::from_str(&value).is_err() {
+            return Err(format!("endpoint.headers.{k}: the value is not a valid header value"));
+        }
+        headers.push(Header { name: k, from_env: v.contains("${"), value: Secret::new(value) });
+    }
+    Ok(Endpoint {
+        target,
+        display_url: url,
+        api,
+        model,
+        api_key_env: e.api_key_env.clone(),
+        api_key,
+        headers,
+        connect_timeout: dur(&e.connect_timeout, "connect_timeout", Duration::from_secs(10))?,
+        first_token_timeout: dur(&e.first_token_timeout, "first_token_timeout", Duration::from_secs(60))?,
+        idle_timeout: dur(&e.idle_timeout, "idle_timeout", Duration::from_secs(30))?,
+        request_timeout: dur(&e.request_timeout, "request_timeout", Duration::from_secs(300))?,
+        include_usage: e.include_usage.unwrap_or(true),
+    })
+}
+
+fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
+    let (messages, prompt) = match (&r.prompt, &r.messages) {
+        (Some(_), Some(_)) => return Err("request: give `prompt` or `messages`, not both".into()),
+        (None, None) => return Err("request.prompt (or request.messages) is required".into()),
+        (Some(p), None) => {
+            if p.is_empty() {
+                return Err("request.prompt is empty".into());
+            }
+            (vec![RawMessage { role: "user".into(), content: p.clone() }], p.clone())
+        }
+        (None, Some(ms)) => {
+            if ms.is_empty() {
+                return Err("request.messages is empty: give at least one {role, content}".into());
+            }
+            for m in ms {
+                if !matches!(m.role.as_str(), "system" | "user" | "assistant" | "developer") {
+                    return Err(format!(
+                        "request.messages: role `{}` is not one of system, user, assistant, developer",
+                        m.role
+                    ));
+                }
+            }
+            let text = ms.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
+            (ms.clone(), text)
+        }
+    };
+    if api == Api::OpenaiCompletions && r.messages.is_some() {
+        return Err("request.messages needs a chat API; openai-completions takes `prompt`".into());
+    }
+    let max_tokens = r.max_tokens.ok_or("request.max_tokens is required (a fixed output length makes TPOT comparable)")?;
+    if max_tokens == 0 {
+        return Err("request.max_tokens must be at least 1".into());
+    }
+    if let Some(t) = r.temperature {
+        if !(0.0..=2.0).contains(&t) {
+            return Err(format!("request.temperature {t} is outside 0..=2"));
+        }
+    }
+    let cache = match r.cache.as_deref().unwrap_or("warm") {
+        "warm" => CachePolicy::Warm,
+        "cold" => CachePolicy::Cold,
+        other => return Err(format!("request.cache `{other}`: use `warm` or `cold`")),
+    };
+    for reserved in ["stream", "model"] {
+        if r.extra_body.as_ref().is_some_and(|b| b.contains_key(reserved)) {
+            return Err(format!("request.extra_body must not set `{reserved}`: perfgate sets it"));
+        }
+    }
+    Ok(RequestSpec {
+        messages,
+        prompt,
+        system: r.system.clone(),
+        max_tokens,
+        temperature: r.temperature,
+        seed: r.seed,
+        ignore_eos: r.ignore_eos,
+        min_tokens: r.min_tokens,
+        extra_body: r.extra_body.clone().unwrap_or_default(),
+        cache,
+    })
+}
+
+fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
+    let samples = l.samples.unwrap_or(MIN_SAMPLES);
+    if samples < MIN_SAMPLES {
+        return Err(format!(
+            "load.samples is {samples}: at least {MIN_SAMPLES} measured requests are needed for a P50 comparison"
+        ));
+    }
+    if samples > 100_000 {
+        return Err(format!("load.samples is {samples}: at most 100000"));
+    }
+    let concurrency = l.concurrency.unwrap_or(1);
+    if concurrency == 0 || concurrency > 4096 {
+        return Err(format!("load.concurrency is {concurrency}: use 1..=4096"));
+    }
+    if l.rate.is_some() {
+        return Err("load.rate (open-loop arrivals) is not supported yet: use load.concurrency".into());
+    }
+    if l.max_samples.is_some() {
+        return Err("load.max_samples (sequential sampling) is not supported yet: use load.samples".into());
+    }
+    Ok(LoadSpec { concurrency, samples, warmup: l.warmup.unwrap_or(2).min(10_000) })
+}
+
+fn parse_metric(s: &str) -> Result<Metric, String> {
+    match s {
+        "ttft" => Ok(Metric::Ttft),
+        "tpot" => Ok(Metric::Tpot),
+        "e2e" => Ok(Metric::E2e),
+        o => Err(format!("gate.metrics: `{o}` is not a metric: use ttft, tpot or e2e")),
+    }
+}
+
+fn parse_quantile(s: &str) -> Result<Quantile, String> {
+    match s {
+        "p50" => Ok(Quantile::P50),
+        "p90" => Ok(Quantile::P90),
+        "p99" => Ok(Quantile::P99),
+        o => Err(format!("gate.quantiles: `{o}` is not a quantile: use p50, p90 or p99")),
+    }
+}
+
+fn band_from(raw: &RawBand, base: Band, key: &str) -> Result<Band, String> {
+    let warn = raw.warn.as_ref().map(parse_fraction).transpose().map_err(|e| format!("gate.tolerances.{key}.warn: {e}"))?;
+    let fail = raw.fail.as_ref().map(parse_fraction).transpose().map_err(|e| format!("gate.tolerances.{key}.fail: {e}"))?;
+    let b = Band { warn: warn.unwrap_or(base.warn), fail: fail.unwrap_or(base.fail) };
+    if b.warn > b.fail {
+        return Err(format!("gate.tolerances.{key}: warn ({:.0}%) is above fail ({:.0}%)", b.warn * 100.0, b.fail * 100.0));
+    }
+    Ok(b)
+}
+
+fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
+    let metrics = match &g.metrics {
+        None => vec![Metric::Ttft, Metric::Tpot],
+        Some(v) => v.iter().map(|s| parse_metric(s)).collect::<Result<Vec<_>, _>>()?,
+    };
+    let quantiles = match &g.quantiles {
+        None => vec![Quantile::P50, Quantile::P99],
+        Some(v) => v.iter().map(|s| parse_quantile(s)).collect::<Result<Vec<_>, _>>()?,
+    };
+    let tol = g.tolerances.clone().unwrap_or_default();
+    for key in tol.keys() {
+        let ok = match key.split_once('_') {
+            None => parse_quantile(key).is_ok(),
+            Some((m, q)) => parse_metric(m).is_ok() && parse_quantile(q).is_ok(),
+        };
+        if !ok {
+            return Err(format!(
+                "gate.tolerances: `{key}` is not a key: use p50, p90, p99, or a metric-specific key like ttft_p50 or tpot_p99"
+            ));
+        }
+    }
+    let mut bands = BTreeMap::new();
+    for m in [Metric::Ttft, Metric::Tpot, Metric::E2e] {
+        for q in [Quantile::P50, Quantile::P90, Quantile::P99] {
+            let mut b = default_band(q);
+            if let Some(r) = tol.get(q.as_str()) {
+                b = band_from(r, b, q.as_str())?;
+            }
+            let specific = format!("{}_{}", m.as_str(), q.as_str());
+            if let Some(r) = tol.get(&specific) {
+                b = band_from(r, b, &specific)?;
+            }
+            bands.insert((m, q), b);
+        }
+    }
+    let mut min_delta_ms = BTreeMap::from([(Metric::Ttft, 5.0), (Metric::Tpot, 0.5), (Metric::E2e, 10.0)]);
+    for (k, v) in g.min_delta.clone().unwrap_or_default() {
+        let m = parse_metric(&k).map_err(|_| format!("gate.min_delta: `{k}` is not a metric: use ttft, tpot or e2e"))?;
+        min_delta_ms.insert(m, parse_ms(&v).map_err(|e| format!("gate.min_delta.{k}: {e}"))?);
+    }
+    let alpha = g.alpha.unwrap_or(0.01);
+    if !(alpha > 0.0 && alpha <= 0.2) {
+        return Err(format!("gate.alpha {alpha} is outside (0, 0.2]: the default 0.01 fails an unchanged endpoint about 1% of the time"));
+    }
+    let max_error_rate = g
+        .max_error_rate
+        .as_ref()
+        .map(parse_fraction)
+        .transpose()
+        .map_err(|e| format!("gate.max_error_rate: {e}"))?
+        .unwrap_or(0.0);
+    if max_error_rate > 1.0 {
+        return Err("gate.max_error_rate must be between 0% and 100%".into());
+    }
+    Ok(GateSpec { metrics, quantiles, bands, min_delta_ms, alpha, max_error_rate })
+}
+
+/// The scenario fingerprint (DESIGN s2): a hash of endpoint URL, api, model, request and load
+/// shape (concurrency). `samples`/`warmup` change precision, not what is measured, so they are
+/// excluded; for `sim://` endpoints only the model enters, since the simulator's latency
+/// parameters play the part of the server under test.
+pub fn fingerprint(e: &Endpoint, r: &RequestSpec, l: &LoadSpec) -> String {
+    let url = match &e.target {
+        Target::Http { base_url } => base_url.clone(),
+        Target::Sim(_) => "sim://".to_string(),
+    };
+    let v = serde_json::json!({
+        "url": url,
+        "api": e.api.as_str(),
+        "model": e.model,
+        "request": r,
+        "concurrency": l.concurrency,
+    });
+    short_hash(&v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("short-prompt_v1.2").is_ok());
+        assert!(check_name("../x").unwrap_err().contains("'/'"));
+        assert!(check_name("..").is_err());
+        assert!(check_name("").is_err());
+        assert!(check_name(&"a".repeat(65)).is_err());
+        assert!(check_name("a b").is_err());
+    }
+
+    #[test]
+    fn base_urls_are_normalised() {
+        assert_eq!(normalise_base_url("http://127.0.0.1:8000/v1/").unwrap(), "http://127.0.0.1:8000/v1");
+        assert_eq!(normalise_base_url("http://127.0.0.1:8000").unwrap(), "http://127.0.0.1:8000/v1");
+        assert_eq!(normalise_base_url("http://h/v1/v1").unwrap(), "http://h/v1");
+        assert_eq!(normalise_base_url("https://h/openai/v1?api-version=1").unwrap(), "https://h/openai/v1?api-version=1");
+        let e = normalise_base_url("http://h/v1/chat/completions").unwrap_err();
+        assert!(e.contains("`http://h/v1`"), "{e}");
+        assert!(normalise_base_url("ftp://h").is_err());
+        assert!(normalise_base_url("not a url").is_err());
+    }
+}

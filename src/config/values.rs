@@ -1,0 +1,151 @@
+//! Parsing of the scalar value forms used in scenario files: durations (`30s`, `250ms`),
+//! fractions (`5%` or `0.05`), millisecond amounts (`20ms`, or a bare number of ms) and `${ENV}`
+//! expansion. Pure functions, property-testable; errors are messages for the user.
+
+use super::file::RawNumber;
+use std::time::Duration;
+
+/// Parses a humantime duration such as `30s`, `1m 30s`, `250ms`.
+///
+/// Errors: a message quoting the input and showing the accepted form.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("`{s}` is not a duration ({e}); write it like `30s`, `250ms` or `2m`"))
+}
+
+/// Parses a relative tolerance: `5%` -> 0.05, `0.05` -> 0.05. Must be in [0, 10].
+pub fn parse_fraction(v: &RawNumber) -> Result<f64, String> {
+    let x = match v {
+        RawNumber::Num(x) => *x,
+        RawNumber::Text(t) => {
+            let t = t.trim();
+            match t.strip_suffix('%') {
+                Some(p) => p
+                    .trim()
+                    .parse::<f64>()
+                    .map(|x| x / 100.0)
+                    .map_err(|_| format!("`{t}` is not a percentage; write it like `10%` or `0.10`"))?,
+                None => t
+                    .parse::<f64>()
+                    .map_err(|_| format!("`{t}` is not a fraction; write it like `10%` or `0.10`"))?,
+            }
+        }
+    };
+    if !x.is_finite() || !(0.0..=10.0).contains(&x) {
+        return Err(format!("{x} is out of range: a tolerance is between 0% and 1000%"));
+    }
+    Ok(x)
+}
+
+/// Parses an absolute amount of time in milliseconds: `20ms`, `1.5ms`, `2s`, or a bare number (ms).
+pub fn parse_ms(v: &RawNumber) -> Result<f64, String> {
+    let x = match v {
+        RawNumber::Num(x) => *x,
+        RawNumber::Text(t) => {
+            let t = t.trim();
+            let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+                (n, 1.0)
+            } else if let Some(n) = t.strip_suffix("us") {
+                (n, 0.001)
+            } else if let Some(n) = t.strip_suffix('s') {
+                (n, 1000.0)
+            } else {
+                (t, 1.0)
+            };
+            num.trim()
+                .parse::<f64>()
+                .map(|x| x * scale)
+                .map_err(|_| format!("`{t}` is not a time; write it like `20ms` or `1s`"))?
+        }
+    };
+    if !x.is_finite() || x < 0.0 {
+        return Err(format!("{x} is not a valid time: it must be a finite number of ms >= 0"));
+    }
+    Ok(x)
+}
+
+/// Expands `${VAR}` and `${VAR:-default}` using `lookup`. `$$` is a literal `$`.
+///
+/// Errors: the name of the first variable that is unset (and has no default), or a malformed
+/// reference.
+pub fn expand_env(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        if let Some(stripped) = after.strip_prefix('$') {
+            out.push('$');
+            rest = stripped;
+        } else if let Some(body) = after.strip_prefix('{') {
+            let end = body
+                .find('}')
+                .ok_or_else(|| format!("unclosed `${{` in `{s}`: write `${{NAME}}`"))?;
+            let inner = &body[..end];
+            let (name, default) = match inner.find(":-") {
+                Some(i) => (&inner[..i], Some(&inner[i + 2..])),
+                None => (inner, None),
+            };
+            if name.is_empty()
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(format!("`${{{inner}}}` is not a valid variable reference"));
+            }
+            match (lookup(name), default) {
+                (Some(v), _) if !v.is_empty() || default.is_none() => out.push_str(&v),
+                (_, Some(d)) => out.push_str(d),
+                (None, None) => {
+                    return Err(format!(
+                        "environment variable {name} is not set; set it or write `${{{name}:-default}}`"
+                    ))
+                }
+                (Some(v), None) => out.push_str(&v),
+            }
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "HOST" => Some("example.test".into()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn expands_variables_and_defaults() {
+        assert_eq!(expand_env("https://${HOST}/v1", &env).unwrap(), "https://example.test/v1");
+        assert_eq!(expand_env("${NOPE:-x}-${HOST}", &env).unwrap(), "x-example.test");
+        assert_eq!(expand_env("${EMPTY:-d}", &env).unwrap(), "d");
+        assert_eq!(expand_env("a$$b$c", &env).unwrap(), "a$b$c");
+        let e = expand_env("${NOPE}", &env).unwrap_err();
+        assert!(e.contains("NOPE is not set"), "{e}");
+        assert!(expand_env("${HOST", &env).unwrap_err().contains("unclosed"));
+        assert!(expand_env("${A B}", &env).is_err());
+    }
+
+    #[test]
+    fn parses_fractions_and_times() {
+        assert_eq!(parse_fraction(&RawNumber::Text("5%".into())).unwrap(), 0.05);
+        assert_eq!(parse_fraction(&RawNumber::Num(0.1)).unwrap(), 0.1);
+        assert!(parse_fraction(&RawNumber::Text("five".into())).is_err());
+        assert!(parse_fraction(&RawNumber::Num(-0.1)).is_err());
+        assert_eq!(parse_ms(&RawNumber::Text("20ms".into())).unwrap(), 20.0);
+        assert_eq!(parse_ms(&RawNumber::Text("2s".into())).unwrap(), 2000.0);
+        assert_eq!(parse_ms(&RawNumber::Num(3.5)).unwrap(), 3.5);
+        assert!(parse_ms(&RawNumber::Text("-1ms".into())).is_err());
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("soon").unwrap_err().contains("`soon`"));
+    }
+}

@@ -1,0 +1,531 @@
+//! The gate (DESIGN s4): from baseline and candidate samples to verdicts.
+//!
+//! Pure: takes numbers, returns [`Check`]s. For each scenario and gated metric:
+//! - **P50**: Hodges-Lehmann ratio with Moses CI and one-sided Mann-Whitney p-values on
+//!   ln(latency) (successes only; failures are gated by the error-rate check).
+//! - **P90/P99**: exact distribution-free order-statistic bounds, failures censored above every
+//!   success. FAIL needs the candidate's lower bound above (1 + fail) x the baseline's upper
+//!   bound; its p-value is the union bound P(Bin(n_c,p) <= k-1) + P(Bin(n_b,p) >= j),
+//!   minimised over the order statistics (k, j) that satisfy the condition. INFO when the
+//!   baseline's n cannot give a (1 - alpha) upper bound at all (p^n_b >= alpha).
+//! - **tail exceedance**: share above the pooled P90, one-sided Fisher exact test, FAIL only
+//!   with a Harrell-Davis P90 ratio above 1 + fail(P90).
+//! - **error rate**: one-sided Fisher exact test on failed/total.
+//!
+//! Holm (1979) adjusts the regression p-values over every gated check of one `check` (and,
+//! separately, the improvement p-values), so an unchanged endpoint fails at most ~alpha of runs.
+
+use crate::config::scenario::{Band, GateSpec, Metric, Quantile};
+use crate::stats;
+use crate::stats::quantile::{harrell_davis, quantile_type7, sorted};
+use crate::stats::tests_exact::{binomial_cdf, binomial_sf, fisher_greater, fisher_less};
+use serde::{Deserialize, Serialize};
+
+/// Verdict of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    /// A significant regression beyond the fail tolerance and `min_delta`.
+    Fail,
+    /// A significant slowdown beyond `warn`, or inconclusive at this n.
+    Warn,
+    /// A significant improvement beyond the fail tolerance.
+    Improved,
+    /// The CI rules out a change beyond the fail tolerance.
+    Pass,
+    /// Reported, not gated (a tail the samples cannot bound).
+    Info,
+}
+
+impl Verdict {
+    /// `FAIL`, `WARN`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Fail => "FAIL",
+            Verdict::Warn => "WARN",
+            Verdict::Improved => "IMPROVED",
+            Verdict::Pass => "PASS",
+            Verdict::Info => "INFO",
+        }
+    }
+}
+
+/// What a check compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckKind {
+    /// A quantile of a latency metric.
+    Quantile(Quantile),
+    /// Share of requests above the pooled P90.
+    TailExceedance,
+    /// Share of failed requests.
+    ErrorRate,
+}
+
+impl CheckKind {
+    /// `P50`, `tail>P90`, `errors`.
+    pub fn label(self) -> &'static str {
+        match self {
+            CheckKind::Quantile(q) => q.label(),
+            CheckKind::TailExceedance => "tail>P90",
+            CheckKind::ErrorRate => "errors",
+        }
+    }
+}
+
+/// One metric's samples on one side: successful values (ms) and the number of failed requests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Samples {
+    /// Values of successful requests, ms.
+    pub ok: Vec<f64>,
+    /// Failed requests (censored above every success in tail checks).
+    pub failed: usize,
+}
+
+impl Samples {
+    /// Total requests.
+    pub fn n(&self) -> usize {
+        self.ok.len() + self.failed
+    }
+}
+
+/// Everything the gate needs for one scenario.
+#[derive(Debug, Clone)]
+pub struct ScenarioSamples {
+    /// Scenario name.
+    pub scenario: String,
+    /// Gate settings.
+    pub gate: GateSpec,
+    /// Per gated metric: (baseline, candidate).
+    pub metrics: Vec<(Metric, Samples, Samples)>,
+    /// (failed, total) for baseline and candidate.
+    pub errors: ((usize, usize), (usize, usize)),
+}
+
+/// One check with the numbers behind its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub scenario: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<Metric>,
+    pub kind: CheckKind,
+    /// Baseline estimate (ms; a share for error/tail checks).
+    pub baseline: Option<f64>,
+    /// Candidate estimate.
+    pub candidate: Option<f64>,
+    /// candidate / baseline (HL ratio for P50; Harrell-Davis ratio for tails).
+    pub ratio: Option<f64>,
+    /// Confidence interval of the ratio, [lower, upper] (either may be absent).
+    pub ci: Option<(Option<f64>, Option<f64>)>,
+    /// One-sided regression p-value, before Holm.
+    pub p_value: Option<f64>,
+    /// Holm-adjusted regression p-value.
+    pub p_holm: Option<f64>,
+    /// Tolerance band used.
+    pub warn: f64,
+    pub fail: f64,
+    /// Absolute floor used, ms.
+    pub min_delta_ms: f64,
+    pub n_baseline: usize,
+    pub n_candidate: usize,
+    pub verdict: Verdict,
+    /// Why, in one sentence with the numbers.
+    pub reason: String,
+    /// For WARN/INFO: samples per side the check would need.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_needed: Option<usize>,
+    #[serde(skip)]
+    p_improve: Option<f64>,
+    #[serde(skip)]
+    pending: Option<Pending>,
+}
+
+/// What is needed after Holm to settle the verdict.
+#[derive(Debug, Clone, PartialEq)]
+struct Pending {
+    beyond_fail: bool,
+    beyond_warn: bool,
+    improved_beyond_fail: bool,
+    pass: bool,
+    inconclusive_reason: String,
+}
+
+/// Evaluates every check of every scenario, with Holm over the whole family.
+/// Returns the checks and the family size (number of gated checks).
+pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
+    let mut checks = Vec::new();
+    for s in scenarios {
+        for (m, b, c) in &s.metrics {
+            for q in &s.gate.quantiles {
+                let band = s.gate.band(*m, *q);
+                let md = s.gate.min_delta(*m);
+                checks.push(match q {
+                    Quantile::P50 => p50_check(&s.scenario, *m, b, c, band, md, s.gate.alpha),
+                    _ => tail_check(&s.scenario, *m, *q, b, c, band, md, s.gate.alpha),
+                });
+            }
+            if s.gate.quantiles.iter().any(|q| *q != Quantile::P50) {
+                checks.push(exceedance_check(&s.scenario, *m, b, c, s.gate.band(*m, Quantile::P90), s.gate.alpha));
+            }
+        }
+        checks.push(error_check(&s.scenario, s.errors.0, s.errors.1, s.gate.max_error_rate));
+    }
+    // Holm over the gated family (checks with a p-value).
+    let idx: Vec<usize> = (0..checks.len()).filter(|&i| checks[i].p_value.is_some()).collect();
+    let family = idx.len();
+    let reg: Vec<f64> = idx.iter().map(|&i| checks[i].p_value.unwrap_or(1.0)).collect();
+    let imp: Vec<f64> = idx.iter().map(|&i| checks[i].p_improve.unwrap_or(1.0)).collect();
+    let reg_h = stats::holm::holm_adjust(&reg);
+    let imp_h = stats::holm::holm_adjust(&imp);
+    let alphas: Vec<f64> = scenarios.iter().map(|s| s.gate.alpha).collect();
+    let alpha_of = |name: &str| scenarios.iter().position(|s| s.scenario == name).map(|i| alphas[i]).unwrap_or(0.01);
+    for (j, &i) in idx.iter().enumerate() {
+        let alpha = alpha_of(&checks[i].scenario);
+        let c = &mut checks[i];
+        c.p_holm = Some(reg_h[j]);
+        let Some(p) = c.pending.take() else { continue };
+        let sig_reg = reg_h[j] < alpha;
+        let sig_imp = imp_h[j] < alpha;
+        let raw_sig = c.p_value.is_some_and(|pv| pv < alpha);
+        let (v, why) = if sig_reg && p.beyond_fail {
+            (Verdict::Fail, format!("regression: beyond the {:.0}% fail tolerance, Holm p = {}", c.fail * 100.0, fmt_p(reg_h[j])))
+        } else if sig_imp && p.improved_beyond_fail {
+            (Verdict::Improved, format!("improvement beyond {:.0}%, Holm p = {}", c.fail * 100.0, fmt_p(imp_h[j])))
+        } else if raw_sig && p.beyond_warn {
+            (Verdict::Warn, format!("significant slowdown beyond the {:.0}% warn tolerance (p = {}), not enough for FAIL", c.warn * 100.0, fmt_p(c.p_value.unwrap_or(1.0))))
+        } else if p.pass {
+            (Verdict::Pass, format!("no change beyond {:.0}% (p = {})", c.fail * 100.0, fmt_p(reg_h[j])))
+        } else {
+            (Verdict::Warn, p.inconclusive_reason.clone())
+        };
+        c.verdict = v;
+        if c.reason.is_empty() {
+            c.reason = why;
+        } else {
+            c.reason = format!("{why}; {}", c.reason);
+        }
+        if v != Verdict::Warn {
+            c.samples_needed = None;
+        }
+    }
+    (checks, family)
+}
+
+fn fmt_p(p: f64) -> String {
+    if p < 0.0001 {
+        "<0.0001".into()
+    } else {
+        format!("{p:.4}")
+    }
+}
+
+fn empty_check(scenario: &str, metric: Option<Metric>, kind: CheckKind, band: Band, md: f64, nb: usize, nc: usize) -> Check {
+    Check {
+        scenario: scenario.to_string(),
+        metric,
+        kind,
+        baseline: None,
+        candidate: None,
+        ratio: None,
+        ci: None,
+        p_value: None,
+        p_holm: None,
+        warn: band.warn,
+        fail: band.fail,
+        min_delta_ms: md,
+        n_baseline: nb,
+        n_candidate: nc,
+        verdict: Verdict::Info,
+        reason: String::new(),
+        samples_needed: None,
+        p_improve: None,
+        pending: None,
+    }
+}
+
+/// Samples per side needed for a CI of log-half-width `w` at n to shrink to `target`.
+fn needed(n: usize, w: f64, target: f64) -> Option<usize> {
+    if !(w.is_finite() && target.is_finite()) || target <= 0.0 || w <= 0.0 {
+        return None;
+    }
+    Some(((n as f64) * (w / target).powi(2)).ceil().clamp(n as f64 + 1.0, 1e6) as usize)
+}
+
+fn p50_check(scenario: &str, m: Metric, b: &Samples, c: &Samples, band: Band, md: f64, alpha: f64) -> Check {
+    let mut ch = empty_check(scenario, Some(m), CheckKind::Quantile(Quantile::P50), band, md, b.ok.len(), c.ok.len());
+    let bs = sorted(&b.ok);
+    let cs = sorted(&c.ok);
+    ch.baseline = quantile_type7(&bs, 0.5);
+    ch.candidate = quantile_type7(&cs, 0.5);
+    if bs.len() < 2 || cs.len() < 2 {
+        ch.reason = format!("not compared: {} baseline and {} candidate successful requests", bs.len(), cs.len());
+        return ch;
+    }
+    let Some(shift) = stats::shift::hodges_lehmann_ratio(&cs, &bs, alpha) else {
+        ch.reason = "not compared: no positive values".into();
+        return ch;
+    };
+    let base = ch.baseline.unwrap_or(0.0);
+    ch.ratio = Some(shift.ratio);
+    ch.ci = Some((Some(shift.lower), Some(shift.upper)));
+    ch.p_value = stats::rank::mann_whitney_greater(&cs, &bs);
+    ch.p_improve = stats::rank::mann_whitney_less(&cs, &bs);
+    let delta = base * (shift.ratio - 1.0);
+    let upper_delta = base * (shift.upper - 1.0);
+    let lim = (1.0 + band.fail).ln();
+    let n = bs.len().min(cs.len());
+    let w = shift.upper.ln() - shift.ratio.ln();
+    let target = (lim - shift.ratio.ln()).abs();
+    ch.samples_needed = needed(n, w, target);
+    let inconclusive = match ch.samples_needed {
+        Some(k) => format!(
+            "inconclusive: the {:.0}% upper bound {:+.1}% cannot rule out a change beyond {:.0}% at n = {n}; needs ~{k} samples per side",
+            (1.0 - alpha) * 100.0,
+            (shift.upper - 1.0) * 100.0,
+            band.fail * 100.0
+        ),
+        None => format!("inconclusive at n = {n}"),
+    };
+    ch.pending = Some(Pending {
+        beyond_fail: shift.ratio > 1.0 + band.fail && delta > md,
+        beyond_warn: shift.ratio > 1.0 + band.warn && delta > md,
+        improved_beyond_fail: shift.ratio < 1.0 / (1.0 + band.fail) && -delta > md,
+        pass: shift.upper <= 1.0 + band.fail || upper_delta <= md,
+        inconclusive_reason: inconclusive,
+    });
+    ch
+}
+
+/// Sorted values with failures appended as +inf (censored above every success).
+fn censored(s: &Samples) -> Vec<f64> {
+    let mut v = sorted(&s.ok);
+    v.extend(std::iter::repeat_n(f64::INFINITY, s.failed));
+    v
+}
+
+/// Smallest union-bound p-value for "candidate quantile > (1+fail) x baseline quantile + md".
+/// `hi`: the side claimed higher; `lo`: the side claimed lower (both sorted, censored).
+fn tail_p(hi: &[f64], lo: &[f64], p: f64, fail: f64, md: f64) -> Option<f64> {
+    let (nh, nl) = (hi.len() as u64, lo.len() as u64);
+    let mut best: Option<f64> = None;
+    for k in 1..=hi.len() {
+        let x = hi[k - 1];
+        // largest j with (1+fail) * lo[j-1] < x and x - lo[j-1] > md
+        let j = lo.iter().rposition(|&y| y.is_finite() && (1.0 + fail) * y < x && x - y > md).map(|i| i + 1);
+        let Some(j) = j else { continue };
+        let err_hi = binomial_cdf(k as u64 - 1, nh, p); // P(X_(k) > q)
+        let err_lo = binomial_sf(j as u64, nl, p); // P(Y_(j) < q)
+        let pv = (err_hi + err_lo).min(1.0);
+        best = Some(best.map_or(pv, |b: f64| b.min(pv)));
+    }
+    best
+}
+
+#[allow(clippy::too_many_arguments)]
+fn tail_check(scenario: &str, m: Metric, q: Quantile, b: &Samples, c: &Samples, band: Band, md: f64, alpha: f64) -> Check {
+    let p = q.p();
+    let mut ch = empty_check(scenario, Some(m), CheckKind::Quantile(q), band, md, b.n(), c.n());
+    let bs = sorted(&b.ok);
+    let cs = sorted(&c.ok);
+    ch.baseline = harrell_davis(&bs, p);
+    ch.candidate = harrell_davis(&cs, p);
+    if let (Some(x), Some(y)) = (ch.candidate, ch.baseline) {
+        if y > 0.0 {
+            ch.ratio = Some(x / y);
+        }
+    }
+    let (bc, cc) = (censored(b), censored(c));
+    if bc.is_empty() || cc.is_empty() {
+        ch.reason = "not compared: no requests on one side".into();
+        return ch;
+    }
+    let nb = bc.len();
+    // The baseline cannot bound the quantile from above at 1 - alpha: INFO, never gating.
+    if p.powi(nb as i32) >= alpha {
+        let need = (alpha.ln() / p.ln()).ceil() as usize;
+        ch.samples_needed = Some(need);
+        ch.reason = format!(
+            "informational: {} baseline samples cannot bound {} at {:.0}% confidence; needs n >= {need}",
+            nb,
+            q.label(),
+            (1.0 - alpha) * 100.0
+        );
+        return ch;
+    }
+    let conf = 1.0 - alpha;
+    let lb = |v: &[f64]| stats::quantile::order_stat_lower_bound(v.len(), p, conf).map(|k| v[k - 1]);
+    let ub = |v: &[f64]| stats::quantile::order_stat_upper_bound(v.len(), p, conf).map(|k| v[k - 1]);
+    let (c_lo, c_hi, b_lo, b_hi) = (lb(&cc), ub(&cc), lb(&bc), ub(&bc));
+    let ratio_lo = match (c_lo, b_hi) {
+        (Some(x), Some(y)) if y > 0.0 && y.is_finite() => Some(x / y),
+        _ => None,
+    };
+    let ratio_hi = match (c_hi, b_lo) {
+        (Some(x), Some(y)) if y > 0.0 && x.is_finite() => Some(x / y),
+        _ => None,
+    };
+    ch.ci = Some((ratio_lo, ratio_hi));
+    ch.p_value = Some(tail_p(&cc, &bc, p, band.fail, md).unwrap_or(1.0));
+    ch.p_improve = Some(tail_p(&bc, &cc, p, band.fail, md).unwrap_or(1.0));
+    let pass = match (c_hi, b_lo) {
+        (Some(x), Some(y)) => x <= (1.0 + band.fail) * y || x - y <= md,
+        _ => false,
+    };
+    let need_c = stats::quantile::min_n_for_upper_bound(p, conf);
+    ch.samples_needed = Some(need_c.max(c.n() + 1));
+    ch.pending = Some(Pending {
+        beyond_fail: true, // the p-value itself encodes "beyond (1+fail) and min_delta"
+        beyond_warn: false,
+        improved_beyond_fail: true,
+        pass,
+        inconclusive_reason: format!(
+            "inconclusive: the candidate's {} bounds cannot rule out a change beyond {:.0}% at n = {}; needs ~{} samples",
+            q.label(),
+            band.fail * 100.0,
+            c.n(),
+            need_c.max(c.n() + 1)
+        ),
+    });
+    ch
+}
+
+fn exceedance_check(scenario: &str, m: Metric, b: &Samples, c: &Samples, band: Band, alpha: f64) -> Check {
+    let mut ch = empty_check(scenario, Some(m), CheckKind::TailExceedance, band, 0.0, b.n(), c.n());
+    let pooled = sorted(&[b.ok.clone(), c.ok.clone()].concat());
+    let Some(t) = quantile_type7(&pooled, 0.9) else {
+        ch.reason = "not compared: no successful requests".into();
+        return ch;
+    };
+    let above = |s: &Samples| s.ok.iter().filter(|&&x| x > t).count() + s.failed;
+    let (xb, xc) = (above(b), above(c));
+    let (nb, nc) = (b.n(), c.n());
+    ch.baseline = Some(xb as f64 / nb.max(1) as f64);
+    ch.candidate = Some(xc as f64 / nc.max(1) as f64);
+    let r90 = match (harrell_davis(&sorted(&c.ok), 0.9), harrell_davis(&sorted(&b.ok), 0.9)) {
+        (Some(x), Some(y)) if y > 0.0 => Some(x / y),
+        _ => None,
+    };
+    ch.ratio = r90;
+    ch.p_value = Some(fisher_greater(xc as u64, nc as u64, xb as u64, nb as u64));
+    ch.p_improve = Some(fisher_less(xc as u64, nc as u64, xb as u64, nb as u64));
+    let r = r90.unwrap_or(1.0);
+    ch.reason = format!("{xb}/{nb} baseline vs {xc}/{nc} candidate requests above the pooled P90 ({t:.1} ms); HD P90 ratio {r:.3}");
+    let _ = alpha;
+    ch.pending = Some(Pending {
+        beyond_fail: r > 1.0 + band.fail,
+        beyond_warn: r > 1.0 + band.warn,
+        improved_beyond_fail: r < 1.0 / (1.0 + band.fail),
+        pass: true,
+        inconclusive_reason: String::new(),
+    });
+    ch
+}
+
+fn error_check(scenario: &str, (fb, nb): (usize, usize), (fc, nc): (usize, usize), max_rate: f64) -> Check {
+    let band = Band { warn: 0.0, fail: 0.0 };
+    let mut ch = empty_check(scenario, None, CheckKind::ErrorRate, band, 0.0, nb, nc);
+    let rb = fb as f64 / nb.max(1) as f64;
+    let rc = fc as f64 / nc.max(1) as f64;
+    ch.baseline = Some(rb);
+    ch.candidate = Some(rc);
+    ch.p_value = Some(fisher_greater(fc as u64, nc as u64, fb as u64, nb as u64));
+    ch.p_improve = Some(fisher_less(fc as u64, nc as u64, fb as u64, nb as u64));
+    ch.reason = format!("{fb}/{nb} baseline vs {fc}/{nc} candidate requests failed (max_error_rate {:.1}%)", max_rate * 100.0);
+    ch.pending = Some(Pending {
+        beyond_fail: rc > rb && rc > max_rate,
+        beyond_warn: false,
+        improved_beyond_fail: rc < rb,
+        pass: true,
+        inconclusive_reason: String::new(),
+    });
+    ch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::scenario::default_band;
+    use std::collections::BTreeMap;
+
+    fn gate(quantiles: Vec<Quantile>) -> GateSpec {
+        let mut bands = BTreeMap::new();
+        for m in [Metric::Ttft, Metric::Tpot] {
+            for q in [Quantile::P50, Quantile::P90, Quantile::P99] {
+                bands.insert((m, q), default_band(q));
+            }
+        }
+        GateSpec {
+            metrics: vec![Metric::Tpot],
+            quantiles,
+            bands,
+            min_delta_ms: BTreeMap::from([(Metric::Tpot, 0.5)]),
+            alpha: 0.01,
+            max_error_rate: 0.0,
+        }
+    }
+
+    /// Deterministic pseudo-lognormal sample: median `med`, log-sd ~0.1, via a fixed grid of
+    /// normal quantiles (so tests are exact and repeatable).
+    fn sample(med: f64, n: usize, phase: f64) -> Vec<f64> {
+        (0..n)
+            .map(|i| {
+                let u = ((i as f64 + 0.5 + phase) / n as f64).clamp(0.001, 0.999);
+                med * (0.1 * stats::normal::normal_quantile(u)).exp()
+            })
+            .collect()
+    }
+
+    fn run(b: Vec<f64>, c: Vec<f64>, qs: Vec<Quantile>) -> Vec<Check> {
+        let s = ScenarioSamples {
+            scenario: "s".into(),
+            gate: gate(qs),
+            metrics: vec![(Metric::Tpot, Samples { ok: b, failed: 0 }, Samples { ok: c, failed: 0 })],
+            errors: ((0, 20), (0, 20)),
+        };
+        evaluate(&[s]).0
+    }
+
+    #[test]
+    fn thirty_percent_slower_tpot_fails() {
+        let checks = run(sample(10.0, 20, 0.0), sample(13.0, 20, 0.3), vec![Quantile::P50]);
+        let p50 = &checks[0];
+        assert_eq!(p50.verdict, Verdict::Fail, "{p50:?}");
+        assert!((p50.ratio.unwrap() - 1.3).abs() < 0.03, "{:?}", p50.ratio);
+    }
+
+    #[test]
+    fn unchanged_passes_and_p99_is_info_at_n20() {
+        let checks = run(sample(10.0, 20, 0.0), sample(10.0, 20, 0.4), vec![Quantile::P50, Quantile::P99]);
+        assert_eq!(checks[0].verdict, Verdict::Pass, "{:?}", checks[0]);
+        assert_eq!(checks[1].verdict, Verdict::Info);
+        assert_eq!(checks[1].samples_needed, Some(459)); // ln(0.01)/ln(0.99) = 458.2
+        assert!(checks.iter().all(|c| c.verdict != Verdict::Fail));
+    }
+
+    #[test]
+    fn faster_is_improved() {
+        let checks = run(sample(10.0, 20, 0.0), sample(7.0, 20, 0.2), vec![Quantile::P50]);
+        assert_eq!(checks[0].verdict, Verdict::Improved, "{:?}", checks[0]);
+    }
+
+    #[test]
+    fn p99_gates_with_large_n() {
+        let checks = run(sample(10.0, 600, 0.0), sample(20.0, 600, 0.1), vec![Quantile::P99]);
+        assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
+        let same = run(sample(10.0, 600, 0.0), sample(10.0, 600, 0.5), vec![Quantile::P99]);
+        assert_eq!(same[0].verdict, Verdict::Pass, "{:?}", same[0]);
+    }
+
+    #[test]
+    fn error_rate_increase_fails() {
+        let s = ScenarioSamples {
+            scenario: "s".into(),
+            gate: gate(vec![Quantile::P50]),
+            metrics: vec![],
+            errors: ((0, 100), (12, 100)),
+        };
+        let (checks, fam) = evaluate(&[s]);
+        assert_eq!(fam, 1);
+        assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
+    }
+}

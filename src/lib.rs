@@ -1,0 +1,19 @@
+//! perfgate: a CI regression gate for LLM inference latency.
+//!
+//! Data flows one way: config -> runner (client, SSE decoder) -> records -> stats -> gate ->
+//! report. `sim` is the built-in simulator used by the quickstart and the tests.
+
+pub mod baseline;
+pub mod check;
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod execute;
+pub mod exit;
+pub mod gate;
+pub mod record;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod sim;
+pub mod stats;

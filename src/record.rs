@@ -1,0 +1,128 @@
+//! Per-request measurement records: what one streamed request produced.
+//!
+//! A [`RequestRecord`] is the unit everything downstream works on (stats, gate, baselines).
+//! All times are milliseconds (f64) measured on one monotonic clock from t0, the instant just
+//! before the request was sent (DESIGN s3).
+
+use serde::{Deserialize, Serialize};
+
+/// Where `output_tokens` came from (DESIGN s3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// `usage.completion_tokens` (or Anthropic `usage.output_tokens`) reported by the server.
+    Usage,
+    /// The number of token-bearing events (an estimate: one event may carry several tokens).
+    Events,
+}
+
+/// Why a request failed. Serialised in snake_case into results and baselines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// TCP connect refused / DNS / reset before a response.
+    Connect,
+    /// TLS handshake failure.
+    Tls,
+    /// A non-2xx HTTP status.
+    HttpStatus,
+    /// An `{"error": ...}` object, `event: error` or `finish_reason: "error"` inside a 200 stream.
+    InBandError,
+    /// A 2xx response whose body is not an SSE stream (HTML, JSON, the server ignored `stream: true`).
+    NotSse,
+    /// The stream ended normally but carried no token-bearing event.
+    NoToken,
+    /// The body ended (EOF or reset) before `[DONE]` or a `finish_reason`.
+    Truncated,
+    /// The connection was not established within `connect_timeout`.
+    TimeoutConnect,
+    /// No token-bearing event arrived within `first_token_timeout`.
+    TimeoutFirstToken,
+    /// The gap between two events exceeded `idle_timeout`.
+    TimeoutIdle,
+    /// The whole request exceeded `request_timeout`.
+    TimeoutRequest,
+    /// The body or one event exceeded the size limit.
+    TooLarge,
+}
+
+impl FailureClass {
+    /// Stable snake_case name, as used in JSON and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Connect => "connect",
+            FailureClass::Tls => "tls",
+            FailureClass::HttpStatus => "http_status",
+            FailureClass::InBandError => "in_band_error",
+            FailureClass::NotSse => "not_sse",
+            FailureClass::NoToken => "no_token",
+            FailureClass::Truncated => "truncated",
+            FailureClass::TimeoutConnect => "timeout_connect",
+            FailureClass::TimeoutFirstToken => "timeout_first_token",
+            FailureClass::TimeoutIdle => "timeout_idle",
+            FailureClass::TimeoutRequest => "timeout_request",
+            FailureClass::TooLarge => "too_large",
+        }
+    }
+}
+
+/// A classified failure with a human-readable message (secrets already redacted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The class, counted in the error rate by class.
+    pub class: FailureClass,
+    /// HTTP status when one was received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// What went wrong and, where possible, what to do about it.
+    pub message: String,
+}
+
+/// One measured request (DESIGN s3). Success figures are `None` when undefined.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Start of this request, ms after the start of the measured run.
+    pub start_ms: f64,
+    /// Time to first token-bearing event (any channel, reasoning included), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    /// Time to first answer-text or tool-call event, when it differs from TTFT, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfot_ms: Option<f64>,
+    /// (t_last - t_first) / (output_tokens - 1), ms; `None` when output_tokens <= 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    /// t_last - t0: arrival of the last token-bearing event, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+    /// When the stream closed (`[DONE]` or end of body), ms after t0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_done_ms: Option<f64>,
+    /// Every gap between successive token-bearing events, ms (per event).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub itl_ms: Vec<f64>,
+    /// Generated tokens (see `token_source`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    /// Where `output_tokens` came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_source: Option<TokenSource>,
+    /// Prompt tokens the server reported in usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    /// Number of token-bearing events seen.
+    pub token_events: u64,
+    /// Server-reported timings (llama.cpp's `timings` object), kept verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<serde_json::Value>,
+    /// Present when the request failed; a failed request never enters success latency figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Failure>,
+}
+
+impl RequestRecord {
+    /// True when the request succeeded.
+    pub fn ok(&self) -> bool {
+        self.error.is_none()
+    }
+}

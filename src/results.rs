@@ -1,0 +1,158 @@
+//! The results model of one `check` run: what was measured, what it was compared with, and the
+//! verdicts. Every renderer (terminal, markdown, JSON) reads this one model, so they cannot
+//! disagree. Serialised as the `--output` results JSON (`schema_version` 1).
+
+use crate::baseline::{round3, MetricSummary};
+use crate::gate::{Check, Verdict};
+use crate::record::RequestRecord;
+use crate::stats::quantile::summarize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the results JSON layout.
+pub const RESULTS_SCHEMA_VERSION: u32 = 1;
+
+/// Whether a scenario could be compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Compared with its baseline; see `checks`.
+    Compared,
+    /// No baseline file: run `perfgate bless`.
+    NoBaseline,
+    /// The baseline measures something else (fingerprint, workload or metric definitions).
+    Stale,
+    /// The baseline file is broken.
+    InvalidBaseline,
+    /// The endpoint could not be measured (unreachable, or error rate above `max_error_rate`).
+    Unmeasurable,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    pub schema_version: u32,
+    pub perfgate_version: String,
+    /// RFC 3339 UTC.
+    pub created_at: String,
+    /// The check id (names the PR comment marker).
+    pub id: String,
+    /// FAIL, WARN, PASS, IMPROVED, NO_BASELINE or ERROR.
+    pub verdict: String,
+    /// The process exit code (DESIGN s6).
+    pub exit_code: i32,
+    /// Number of gated checks in the Holm family.
+    pub family_size: usize,
+    pub scenarios: Vec<ScenarioResult>,
+}
+
+/// One scenario's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    pub name: String,
+    pub fingerprint: String,
+    /// `file:line` of its definition.
+    pub source: String,
+    /// Endpoint URL as configured (no secrets: keys live in env vars only).
+    pub endpoint: String,
+    pub api: String,
+    pub model: String,
+    pub concurrency: u32,
+    pub status: Status,
+    /// Why, when not `compared`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub status_detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineInfo>,
+    pub measured: Measured,
+    pub checks: Vec<Check>,
+    /// Warnings for the reader (workload changes, fallbacks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Every measured request.
+    pub records: Vec<RequestRecord>,
+}
+
+/// Where the baseline came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineInfo {
+    pub path: String,
+    pub created_at: String,
+    pub perfgate_version: String,
+    pub requests: usize,
+    pub summary: BTreeMap<String, MetricSummary>,
+}
+
+/// Figures of the candidate run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    pub requests: usize,
+    pub ok: usize,
+    pub failed: usize,
+    /// Failures per class (`connect`, `http_status`, ...).
+    pub errors_by_class: BTreeMap<String, usize>,
+    /// The first failure message, for the report (secrets redacted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+    /// Measured-phase wall time, ms.
+    pub wall_ms: f64,
+    /// sum(output_tokens of successes) / wall time, tokens/s.
+    pub output_tokens_per_s: f64,
+    /// Successful requests / wall time, requests/s.
+    pub requests_per_s: f64,
+    /// `ttft_ms`, `tpot_ms`, `e2e_ms`, `itl_ms` quantiles over successes.
+    pub summary: BTreeMap<String, MetricSummary>,
+    /// `usage`, `events` or `mixed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_p50: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+}
+
+fn summary(xs: &[f64]) -> Option<MetricSummary> {
+    summarize(xs).map(|s| MetricSummary {
+        n: s.n,
+        p50: round3(s.p50),
+        p90: round3(s.p90),
+        p99: round3(s.p99),
+        mean: round3(s.mean),
+        min: round3(s.min),
+        max: round3(s.max),
+    })
+}
+
+/// Summaries of a set of measured records (successes), including ITL over every gap.
+pub fn measured_summary(records: &[RequestRecord]) -> BTreeMap<String, MetricSummary> {
+    let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.ok()).collect();
+    let mut out = BTreeMap::new();
+    let cols: [(&str, Vec<f64>); 4] = [
+        ("ttft_ms", ok.iter().filter_map(|r| r.ttft_ms).collect()),
+        ("tpot_ms", ok.iter().filter_map(|r| r.tpot_ms).collect()),
+        ("e2e_ms", ok.iter().filter_map(|r| r.e2e_ms).collect()),
+        ("itl_ms", ok.iter().flat_map(|r| r.itl_ms.iter().copied()).collect()),
+    ];
+    for (k, v) in cols {
+        if let Some(s) = summary(&v) {
+            out.insert(k.to_string(), s);
+        }
+    }
+    out
+}
+
+impl ScenarioResult {
+    /// The worst verdict among its checks (FAIL > WARN > IMPROVED > PASS > INFO).
+    pub fn worst(&self) -> Option<Verdict> {
+        self.checks.iter().map(|c| c.verdict).min()
+    }
+}
+
+impl Results {
+    /// Checks with a given verdict, across scenarios.
+    pub fn count(&self, v: Verdict) -> usize {
+        self.scenarios.iter().flat_map(|s| s.checks.iter()).filter(|c| c.verdict == v).count()
+    }
+}

@@ -1,0 +1,313 @@
+//! Settings of the lognormal simulator: latency medians (ms), spreads, output cap (tokens) and
+//! fault injection, parsed from a `sim://` style query string (`ttft_ms=50&tpot_ms=10&seed=7`).
+//!
+//! Every value is checked here, once; the server trusts a [`SimConfig`] it is given except for
+//! the hard caps it applies itself ([`MAX_DELAY_MS`], [`MAX_OUTPUT_LIMIT`]).
+
+use std::collections::HashSet;
+
+/// The keys [`SimConfig::from_query`] accepts, in documentation order.
+pub const ALLOWED_KEYS: &[&str] = &[
+    "seed",
+    "model",
+    "ttft_ms",
+    "ttft_sigma",
+    "tpot_ms",
+    "tpot_sigma",
+    "max_output",
+    "error_rate",
+];
+
+/// Largest median delay (`ttft_ms`, `tpot_ms`) accepted, and the cap on any single drawn
+/// delay, in ms (one hour).
+pub const MAX_DELAY_MS: f64 = 3_600_000.0;
+
+/// Largest lognormal log-sd accepted (`ttft_sigma`, `tpot_sigma`); exp(5) is a factor of ~150.
+pub const MAX_SIGMA: f64 = 5.0;
+
+/// Largest `max_output` accepted, in tokens; the server also clamps to it.
+pub const MAX_OUTPUT_LIMIT: u32 = 1_000_000;
+
+/// Longest model name accepted, in bytes.
+const MAX_MODEL_LEN: usize = 256;
+
+/// Simulator settings. Delays are lognormal: median `*_ms`, log-sd `*_sigma` (0 = fixed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Seed of the per-request RNGs (request n uses a stream derived from `seed` and n). Default 42.
+    pub seed: u64,
+    /// Model id reported by `/v1/models` and in every chunk. Default `"perfgate-sim"`.
+    pub model: String,
+    /// Median time to first token, ms (from request arrival to the first content chunk). Default 40.
+    pub ttft_ms: f64,
+    /// Lognormal log-sd of TTFT (dimensionless; 0 = always `ttft_ms`). Default 0.10.
+    pub ttft_sigma: f64,
+    /// Median gap between successive tokens, ms (time per output token). Default 8.
+    pub tpot_ms: f64,
+    /// Lognormal log-sd of each inter-token gap (dimensionless; 0 = fixed). Default 0.10.
+    pub tpot_sigma: f64,
+    /// Cap on generated tokens per request, tokens: output = min(max_tokens, max_output). Default 4096.
+    pub max_output: u32,
+    /// Share of generation requests answered HTTP 500 (fault injection), in [0, 1]. Default 0.
+    pub error_rate: f64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 42,
+            model: "perfgate-sim".to_string(),
+            ttft_ms: 40.0,
+            ttft_sigma: 0.10,
+            tpot_ms: 8.0,
+            tpot_sigma: 0.10,
+            max_output: 4096,
+            error_rate: 0.0,
+        }
+    }
+}
+
+impl SimConfig {
+    /// Parses a query string like
+    /// `"ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0"`
+    /// (a leading `?` is allowed; values may be percent-encoded), starting from the defaults.
+    ///
+    /// Unknown keys, repeated keys or bad values give `Err(message)` naming the key and the
+    /// allowed keys. Ranges: `ttft_ms`, `tpot_ms` in [0, 3600000] ms; sigmas in [0, 5];
+    /// `max_output` in [1, 1000000] tokens; `error_rate` in [0, 1]; `model` non-empty, at most
+    /// 256 bytes, no control characters.
+    pub fn from_query(q: &str) -> Result<SimConfig, String> {
+        SimConfig::default().with_query(q)
+    }
+
+    /// Overlay: like [`SimConfig::from_query`] but starting from `self` (keys not in `q` keep
+    /// their value from `self`).
+    pub fn with_query(&self, q: &str) -> Result<SimConfig, String> {
+        let q = q.strip_prefix('?').unwrap_or(q);
+        let mut cfg = self.clone();
+        let mut seen: HashSet<String> = HashSet::new();
+        for (key, value) in url::form_urlencoded::parse(q.as_bytes()) {
+            let key = key.into_owned();
+            if key.is_empty() {
+                if value.is_empty() {
+                    continue; // "a=1&&b=2" or a trailing '&'
+                }
+                return Err(format!(
+                    "simulator setting with an empty key (value {value:?}); allowed keys: {}",
+                    ALLOWED_KEYS.join(", ")
+                ));
+            }
+            if !seen.insert(key.clone()) {
+                return Err(format!("simulator setting `{key}` is given more than once"));
+            }
+            let v = value.trim();
+            match key.as_str() {
+                "seed" => cfg.seed = parse_u64(&key, v)?,
+                "model" => {
+                    if v.is_empty() || v.len() > MAX_MODEL_LEN || v.chars().any(char::is_control) {
+                        return Err(format!(
+                            "simulator setting `model`: {v:?} must be 1..={MAX_MODEL_LEN} bytes without control characters"
+                        ));
+                    }
+                    cfg.model = v.to_string();
+                }
+                "ttft_ms" => cfg.ttft_ms = parse_f64(&key, v, 0.0, MAX_DELAY_MS, "ms")?,
+                "ttft_sigma" => cfg.ttft_sigma = parse_f64(&key, v, 0.0, MAX_SIGMA, "")?,
+                "tpot_ms" => cfg.tpot_ms = parse_f64(&key, v, 0.0, MAX_DELAY_MS, "ms")?,
+                "tpot_sigma" => cfg.tpot_sigma = parse_f64(&key, v, 0.0, MAX_SIGMA, "")?,
+                "max_output" => {
+                    let n = parse_u64(&key, v)?;
+                    if n == 0 || n > u64::from(MAX_OUTPUT_LIMIT) {
+                        return Err(format!(
+                            "simulator setting `max_output`: {n} is out of range 1..={MAX_OUTPUT_LIMIT} tokens"
+                        ));
+                    }
+                    cfg.max_output = n as u32;
+                }
+                "error_rate" => cfg.error_rate = parse_f64(&key, v, 0.0, 1.0, "")?,
+                _ => {
+                    let hint = closest_key(&key)
+                        .map(|k| format!(" (did you mean `{k}`?)"))
+                        .unwrap_or_default();
+                    return Err(format!(
+                        "unknown simulator setting `{key}`{hint}; allowed keys: {}",
+                        ALLOWED_KEYS.join(", ")
+                    ));
+                }
+            }
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks the ranges [`SimConfig::from_query`] enforces (a struct built by hand may break
+    /// them); [`crate::sim::SimServer::start`] refuses a config that fails.
+    pub fn validate(&self) -> Result<(), String> {
+        let ranges = [
+            ("ttft_ms", self.ttft_ms, MAX_DELAY_MS),
+            ("ttft_sigma", self.ttft_sigma, MAX_SIGMA),
+            ("tpot_ms", self.tpot_ms, MAX_DELAY_MS),
+            ("tpot_sigma", self.tpot_sigma, MAX_SIGMA),
+            ("error_rate", self.error_rate, 1.0),
+        ];
+        for (key, x, hi) in ranges {
+            if !x.is_finite() || !(0.0..=hi).contains(&x) {
+                return Err(format!(
+                    "simulator setting `{key}`: {x} is out of range [0, {hi}]"
+                ));
+            }
+        }
+        if self.max_output == 0 || self.max_output > MAX_OUTPUT_LIMIT {
+            return Err(format!(
+                "simulator setting `max_output`: {} is out of range 1..={MAX_OUTPUT_LIMIT} tokens",
+                self.max_output
+            ));
+        }
+        let m = &self.model;
+        if m.is_empty() || m.len() > MAX_MODEL_LEN || m.chars().any(char::is_control) {
+            return Err(format!(
+                "simulator setting `model`: {m:?} must be 1..={MAX_MODEL_LEN} bytes without control characters"
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn parse_u64(key: &str, v: &str) -> Result<u64, String> {
+    v.parse::<u64>()
+        .map_err(|_| format!("simulator setting `{key}`: {v:?} is not a non-negative integer"))
+}
+
+fn parse_f64(key: &str, v: &str, lo: f64, hi: f64, unit: &str) -> Result<f64, String> {
+    let x: f64 = v
+        .parse()
+        .map_err(|_| format!("simulator setting `{key}`: {v:?} is not a number"))?;
+    if !x.is_finite() || x < lo || x > hi {
+        let unit = if unit.is_empty() {
+            String::new()
+        } else {
+            format!(" {unit}")
+        };
+        return Err(format!(
+            "simulator setting `{key}`: {v} is out of range [{lo}, {hi}]{unit}"
+        ));
+    }
+    Ok(x)
+}
+
+/// The allowed key a typo most likely meant: a prefix match or an edit distance of at most 2.
+fn closest_key(key: &str) -> Option<&'static str> {
+    let mut best: Option<(usize, &'static str)> = None;
+    for &k in ALLOWED_KEYS {
+        let d = if k.starts_with(key) || key.starts_with(k) {
+            0
+        } else {
+            levenshtein(key, k)
+        };
+        if d <= 2 && best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, k));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let c = SimConfig::default();
+        assert_eq!(c.seed, 42);
+        assert_eq!(c.model, "perfgate-sim");
+        assert_eq!(c.ttft_ms, 40.0);
+        assert_eq!(c.ttft_sigma, 0.10);
+        assert_eq!(c.tpot_ms, 8.0);
+        assert_eq!(c.tpot_sigma, 0.10);
+        assert_eq!(c.max_output, 4096);
+        assert_eq!(c.error_rate, 0.0);
+        assert_eq!(SimConfig::from_query("").unwrap(), c);
+        assert_eq!(SimConfig::from_query("?").unwrap(), c);
+    }
+
+    #[test]
+    fn parses_every_key() {
+        let c = SimConfig::from_query(
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0",
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            SimConfig {
+                seed: 7,
+                model: "m".into(),
+                ttft_ms: 50.0,
+                ttft_sigma: 0.2,
+                tpot_ms: 10.0,
+                tpot_sigma: 0.0,
+                max_output: 64,
+                error_rate: 0.1,
+            }
+        );
+        let d = SimConfig::from_query("?model=my%20model&").unwrap();
+        assert_eq!(d.model, "my model");
+    }
+
+    #[test]
+    fn overlay_keeps_other_fields() {
+        let base = SimConfig::from_query("seed=9&tpot_ms=3").unwrap();
+        let c = base.with_query("ttft_ms=5").unwrap();
+        assert_eq!(c.seed, 9);
+        assert_eq!(c.tpot_ms, 3.0);
+        assert_eq!(c.ttft_ms, 5.0);
+    }
+
+    #[test]
+    fn rejects_unknown_key_naming_allowed_keys() {
+        let e = SimConfig::from_query("tpot=3").unwrap_err();
+        assert!(e.contains("`tpot`"), "{e}");
+        assert!(e.contains("did you mean `tpot_ms`"), "{e}");
+        for k in ALLOWED_KEYS {
+            assert!(e.contains(k), "{e} lacks {k}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        for q in [
+            "ttft_ms=-1",
+            "ttft_ms=abc",
+            "ttft_ms=NaN",
+            "ttft_ms=inf",
+            "tpot_ms=1e9",
+            "ttft_sigma=6",
+            "error_rate=1.5",
+            "max_output=0",
+            "max_output=2000000",
+            "seed=-3",
+            "model=",
+            "seed=1&seed=2",
+            "=5",
+        ] {
+            let e = SimConfig::from_query(q).unwrap_err();
+            let key = q.split('=').next().unwrap();
+            if !key.is_empty() {
+                assert!(e.contains(key), "{q}: {e}");
+            }
+        }
+    }
+}

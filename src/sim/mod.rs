@@ -1,0 +1,17 @@
+//! The built-in OpenAI-compatible streaming simulator (DESIGN s1, `perfgate sim`), on loopback
+//! only: seeded lognormal TTFT and inter-token gaps (ms) with fault injection, or a recorded
+//! stream case replayed with its timing. It stands in for a server in the quickstart and tests.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod replay;
+pub mod schedule;
+pub mod server;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::SimConfig;
+pub use replay::{ReplayCase, ReplayExpect, ReplayRead};
+pub use server::SimServer;
