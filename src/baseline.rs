@@ -138,7 +138,12 @@ impl BaselineRecord {
         let itl = if r.itl_ms.is_empty() {
             None
         } else {
-            summarize(&r.itl_ms).map(|s| ItlSummary { n: s.n, p50: round3(s.p50), p99: round3(s.p99), max: round3(s.max) })
+            summarize(&r.itl_ms).map(|s| ItlSummary {
+                n: s.n,
+                p50: round3(s.p50),
+                p99: round3(s.p99),
+                max: round3(s.max),
+            })
         };
         BaselineRecord {
             ttft_ms: r.ttft_ms.map(round3),
@@ -173,7 +178,15 @@ pub fn summaries(records: &[BaselineRecord]) -> BTreeMap<String, MetricSummary> 
         if let Some(s) = summarize(&xs) {
             out.insert(
                 format!("{}_ms", m.as_str()),
-                MetricSummary { n: s.n, p50: round3(s.p50), p90: round3(s.p90), p99: round3(s.p99), mean: round3(s.mean), min: round3(s.min), max: round3(s.max) },
+                MetricSummary {
+                    n: s.n,
+                    p50: round3(s.p50),
+                    p90: round3(s.p90),
+                    p99: round3(s.p99),
+                    mean: round3(s.mean),
+                    min: round3(s.min),
+                    max: round3(s.max),
+                },
             );
         }
     }
@@ -191,7 +204,16 @@ pub fn public_config(sc: &Scenario) -> serde_json::Value {
     let headers: BTreeMap<&str, &str> = e
         .headers
         .iter()
-        .map(|h| (h.name.as_str(), if h.from_env { "<redacted>" } else { h.value.expose() }))
+        .map(|h| {
+            (
+                h.name.as_str(),
+                if h.from_env {
+                    "<redacted>"
+                } else {
+                    h.value.expose()
+                },
+            )
+        })
         .collect();
     serde_json::json!({
         "endpoint": {
@@ -245,15 +267,26 @@ pub fn workload_of(sc: &Scenario, records: &[BaselineRecord]) -> Workload {
 pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Baseline {
     let b_runs: Vec<BaselineRun> = runs
         .iter()
-        .map(|r| BaselineRun { started_at: r.started_at.clone(), wall_ms: round3(r.wall_ms), records: r.records.iter().map(BaselineRecord::from_record).collect() })
+        .map(|r| BaselineRun {
+            started_at: r.started_at.clone(),
+            wall_ms: round3(r.wall_ms),
+            records: r.records.iter().map(BaselineRecord::from_record).collect(),
+        })
         .collect();
-    let all: Vec<BaselineRecord> = b_runs.iter().flat_map(|r| r.records.iter().cloned()).collect();
+    let all: Vec<BaselineRecord> = b_runs
+        .iter()
+        .flat_map(|r| r.records.iter().cloned())
+        .collect();
     let first = runs.first();
     Baseline {
         schema_version: SCHEMA_VERSION,
         perfgate_version: env!("CARGO_PKG_VERSION").to_string(),
         metrics_version: METRICS_VERSION,
-        scenario: BaselineScenario { name: sc.name.clone(), fingerprint: sc.fingerprint.clone(), config: public_config(sc) },
+        scenario: BaselineScenario {
+            name: sc.name.clone(),
+            fingerprint: sc.fingerprint.clone(),
+            config: public_config(sc),
+        },
         created_at: crate::runner::now_rfc3339(),
         environment: Environment {
             model: first.and_then(|r| r.model.clone()),
@@ -289,9 +322,15 @@ pub fn to_json(b: &Baseline) -> String {
 /// Writes `text` to `path` atomically: a temp file in the same directory, fsync, rename over
 /// the target, fsync the directory. A crash at any point leaves the old file or the new one.
 pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("baseline.json");
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("baseline.json");
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -324,7 +363,9 @@ pub fn load(path: &Path) -> Result<Baseline, LoadError> {
     let shown = path.display();
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(LoadError::Missing(path.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(LoadError::Missing(path.to_path_buf()))
+        }
         Err(e) => return Err(LoadError::Invalid(format!("{shown}: cannot read ({e})"))),
     };
     parse(&text).map_err(|m| LoadError::Invalid(format!("{shown}: {m}")))
@@ -332,19 +373,26 @@ pub fn load(path: &Path) -> Result<Baseline, LoadError> {
 
 /// Parses and validates baseline JSON text.
 pub fn parse(text: &str) -> Result<Baseline, String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e}); restore it from git or run `perfgate bless`"))?;
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        format!("not valid JSON ({e}); restore it from git or run `perfgate bless`")
+    })?;
     if let Some(sv) = v.get("schema_version").and_then(|s| s.as_u64()) {
         if sv > SCHEMA_VERSION as u64 {
             return Err(format!("schema_version {sv} was written by a newer perfgate (this one reads {SCHEMA_VERSION}); upgrade perfgate"));
         }
     }
-    let b: Baseline = serde_json::from_value(v).map_err(|e| format!("{e}; fix the field or re-create the file with `perfgate bless`"))?;
+    let b: Baseline = serde_json::from_value(v)
+        .map_err(|e| format!("{e}; fix the field or re-create the file with `perfgate bless`"))?;
     if b.schema_version == 0 {
         return Err("schema_version 0 is not valid".into());
     }
     for (ri, run) in b.runs.iter().enumerate() {
         for (i, r) in run.records.iter().enumerate() {
-            for (field, val) in [("ttft_ms", r.ttft_ms), ("tpot_ms", r.tpot_ms), ("e2e_ms", r.e2e_ms)] {
+            for (field, val) in [
+                ("ttft_ms", r.ttft_ms),
+                ("tpot_ms", r.tpot_ms),
+                ("e2e_ms", r.e2e_ms),
+            ] {
                 if let Some(x) = val {
                     if !x.is_finite() || x < 0.0 {
                         return Err(format!("runs[{ri}].records[{i}].{field} is {x}: it must be a number of ms >= 0"));
@@ -352,7 +400,9 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
                 }
             }
             if r.error.is_none() && r.ttft_ms.is_none() {
-                return Err(format!("runs[{ri}].records[{i}] has neither ttft_ms nor error"));
+                return Err(format!(
+                    "runs[{ri}].records[{i}] has neither ttft_ms nor error"
+                ));
             }
         }
     }
@@ -373,14 +423,19 @@ mod tests {
         write_atomic(&p, "one\n").unwrap();
         write_atomic(&p, "two\n").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "two\n");
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 1);
     }
 
     #[test]
     fn broken_baselines_name_the_field() {
         assert!(parse("{").unwrap_err().contains("not valid JSON"));
-        assert!(parse(r#"{"schema_version": 9}"#).unwrap_err().contains("newer perfgate"));
+        assert!(parse(r#"{"schema_version": 9}"#)
+            .unwrap_err()
+            .contains("newer perfgate"));
         let e = parse(r#"{"schema_version": 1}"#).unwrap_err();
         assert!(e.contains("missing field"), "{e}");
     }

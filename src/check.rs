@@ -6,7 +6,10 @@ use crate::config::{Metric, Scenario};
 use crate::exit;
 use crate::gate::{self, Samples, ScenarioSamples, Verdict};
 use crate::record::RequestRecord;
-use crate::results::{measured_summary, BaselineInfo, Measured, Results, ScenarioResult, Status, RESULTS_SCHEMA_VERSION};
+use crate::results::{
+    measured_summary, BaselineInfo, Measured, Results, ScenarioResult, Status,
+    RESULTS_SCHEMA_VERSION,
+};
 use crate::runner::RunOutput;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -33,14 +36,20 @@ pub fn measured(run: &RunOutput) -> Measured {
     let wall_s = (run.wall_ms / 1000.0).max(1e-9);
     let out_tokens: u64 = ok.iter().filter_map(|r| r.output_tokens).sum();
     let brecs: Vec<BaselineRecord> = recs.iter().map(BaselineRecord::from_record).collect();
-    let mut outs: Vec<f64> = ok.iter().filter_map(|r| r.output_tokens.map(|x| x as f64)).collect();
+    let mut outs: Vec<f64> = ok
+        .iter()
+        .filter_map(|r| r.output_tokens.map(|x| x as f64))
+        .collect();
     outs.sort_by(f64::total_cmp);
     Measured {
         requests: recs.len(),
         ok: ok.len(),
         failed: recs.len() - ok.len(),
         errors_by_class: by_class,
-        first_error: run.unreachable.clone().or_else(|| recs.iter().find_map(|r| r.error.as_ref().map(|e| e.message.clone()))),
+        first_error: run.unreachable.clone().or_else(|| {
+            recs.iter()
+                .find_map(|r| r.error.as_ref().map(|e| e.message.clone()))
+        }),
         wall_ms: baseline::round3(run.wall_ms),
         output_tokens_per_s: baseline::round3(out_tokens as f64 / wall_s),
         requests_per_s: baseline::round3(ok.len() as f64 / wall_s),
@@ -59,13 +68,27 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
         notes.push("the server rejected `stream_options`; perfgate retried without it, so output tokens come from counting events (set endpoint.include_usage: false to skip the first attempt)".into());
     }
     if sc.request.fixed_length() {
-        let off = run.records.iter().filter(|r| r.ok() && r.output_tokens.is_some_and(|t| t != sc.request.max_tokens as u64)).count();
+        let off = run
+            .records
+            .iter()
+            .filter(|r| {
+                r.ok()
+                    && r.output_tokens
+                        .is_some_and(|t| t != sc.request.max_tokens as u64)
+            })
+            .count();
         if off > 0 {
             notes.push(format!(
                 "workload: {off} successful requests returned a different number of output tokens than max_tokens {} although ignore_eos/min_tokens asked for a fixed length: the server may not support it",
                 sc.request.max_tokens
             ));
         }
+    }
+    if run.retried > 0 {
+        notes.push(format!(
+            "{} request(s) were sent again because the server closed a kept-alive connection as it was reused (timed from the second send)",
+            run.retried
+        ));
     }
     if run.warmup_failures > 0 {
         notes.push(format!("{} warmup request(s) failed", run.warmup_failures));
@@ -74,7 +97,12 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
 }
 
 /// Why a baseline cannot be compared with this scenario and run, if it cannot.
-pub fn staleness(sc: &Scenario, b: &Baseline, cand_source: Option<&str>, cand_out_p50: Option<f64>) -> Option<String> {
+pub fn staleness(
+    sc: &Scenario,
+    b: &Baseline,
+    cand_source: Option<&str>,
+    cand_out_p50: Option<f64>,
+) -> Option<String> {
     if b.scenario.fingerprint != sc.fingerprint {
         return Some(format!(
             "the scenario changed since the baseline was blessed (fingerprint {} vs {}): endpoint, model, request or concurrency differ; run `perfgate bless`",
@@ -82,7 +110,11 @@ pub fn staleness(sc: &Scenario, b: &Baseline, cand_source: Option<&str>, cand_ou
         ));
     }
     if b.metrics_version != baseline::METRICS_VERSION {
-        return Some(format!("the baseline uses metrics_version {} and this perfgate {}: re-bless", b.metrics_version, baseline::METRICS_VERSION));
+        return Some(format!(
+            "the baseline uses metrics_version {} and this perfgate {}: re-bless",
+            b.metrics_version,
+            baseline::METRICS_VERSION
+        ));
     }
     if let (Some(bs), Some(cs)) = (b.workload.token_source.as_deref(), cand_source) {
         if bs != cs {
@@ -119,7 +151,11 @@ fn metric_of(r: &RequestRecord, m: Metric) -> Option<f64> {
 }
 
 /// Compares measured runs with their baselines and builds the results and exit code.
-pub fn compare(scenarios: &[Scenario], runs: Vec<Result<RunOutput, String>>, opts: &CheckOptions) -> Results {
+pub fn compare(
+    scenarios: &[Scenario],
+    runs: Vec<Result<RunOutput, String>>,
+    opts: &CheckOptions,
+) -> Results {
     let mut results: Vec<ScenarioResult> = Vec::new();
     let mut gate_inputs: Vec<ScenarioSamples> = Vec::new();
     for (sc, run) in scenarios.iter().zip(runs) {
@@ -157,13 +193,19 @@ pub fn compare(scenarios: &[Scenario], runs: Vec<Result<RunOutput, String>>, opt
             res.status_detail = why.clone();
         } else if res.measured.ok == 0 {
             res.status = Status::Unmeasurable;
-            res.status_detail = format!("every request failed; first: {}", res.measured.first_error.clone().unwrap_or_default());
+            res.status_detail = format!(
+                "every request failed; first: {}",
+                res.measured.first_error.clone().unwrap_or_default()
+            );
         }
         match baseline::load(&path) {
             Err(LoadError::Missing(p)) => {
                 if res.status == Status::Compared {
                     res.status = Status::NoBaseline;
-                    res.status_detail = format!("no baseline at {}; run `perfgate bless` and commit it", p.display());
+                    res.status_detail = format!(
+                        "no baseline at {}; run `perfgate bless` and commit it",
+                        p.display()
+                    );
                 }
             }
             Err(LoadError::Invalid(m)) => {
@@ -180,21 +222,32 @@ pub fn compare(scenarios: &[Scenario], runs: Vec<Result<RunOutput, String>>, opt
                     requests: b.records().count(),
                     summary: b.summary.clone(),
                 });
-                let stale = staleness(sc, &b, res.measured.token_source.as_deref(), res.measured.output_tokens_p50);
+                let stale = staleness(
+                    sc,
+                    &b,
+                    res.measured.token_source.as_deref(),
+                    res.measured.output_tokens_p50,
+                );
                 match (res.status, stale) {
                     (Status::Compared, Some(why)) => {
                         res.status = Status::Stale;
                         res.status_detail = why;
                     }
-                    (Status::Compared, None) | (Status::Unmeasurable, None) if res.measured.ok > 0 => {
+                    (Status::Compared, None) | (Status::Unmeasurable, None)
+                        if res.measured.ok > 0 =>
+                    {
                         let brecs: Vec<&BaselineRecord> = b.records().collect();
                         let metrics = sc
                             .gate
                             .metrics
                             .iter()
                             .map(|&m| {
-                                let bs = samples_of(brecs.iter().map(|r| (r.metric(m), r.error.is_none())));
-                                let cs = samples_of(run.records.iter().map(|r| (metric_of(r, m), r.ok())));
+                                let bs = samples_of(
+                                    brecs.iter().map(|r| (r.metric(m), r.error.is_none())),
+                                );
+                                let cs = samples_of(
+                                    run.records.iter().map(|r| (metric_of(r, m), r.ok())),
+                                );
                                 (m, bs, cs)
                             })
                             .collect();
@@ -203,7 +256,10 @@ pub fn compare(scenarios: &[Scenario], runs: Vec<Result<RunOutput, String>>, opt
                             scenario: sc.name.clone(),
                             gate: sc.gate.clone(),
                             metrics,
-                            errors: ((bf, brecs.len()), (res.measured.failed, res.measured.requests)),
+                            errors: (
+                                (bf, brecs.len()),
+                                (res.measured.failed, res.measured.requests),
+                            ),
                         });
                     }
                     _ => {}
@@ -228,13 +284,23 @@ pub fn compare(scenarios: &[Scenario], runs: Vec<Result<RunOutput, String>>, opt
             r.checks.push(c);
         }
     }
-    let any = |v: Verdict| results.iter().flat_map(|s| s.checks.iter()).any(|c| c.verdict == v);
+    let any = |v: Verdict| {
+        results
+            .iter()
+            .flat_map(|s| s.checks.iter())
+            .any(|c| c.verdict == v)
+    };
     let any_status = |st: Status| results.iter().any(|s| s.status == st);
-    let missing = any_status(Status::NoBaseline) || any_status(Status::Stale) || any_status(Status::InvalidBaseline);
-    let (verdict, code) = if any(Verdict::Fail) {
-        ("FAIL", exit::REGRESSION)
-    } else if any_status(Status::Unmeasurable) {
+    let missing = any_status(Status::NoBaseline)
+        || any_status(Status::Stale)
+        || any_status(Status::InvalidBaseline);
+    // DESIGN s6: a scenario that could not be measured (unreachable, every request failed, or
+    // error rate above max_error_rate) makes the whole check "could not measure", even when
+    // another scenario regressed: its numbers are not trustworthy. The report shows both.
+    let (verdict, code) = if any_status(Status::Unmeasurable) {
         ("ERROR", exit::COULD_NOT_MEASURE)
+    } else if any(Verdict::Fail) {
+        ("FAIL", exit::REGRESSION)
     } else if missing && (opts.require_baseline || any_status(Status::InvalidBaseline)) {
         ("NO_BASELINE", exit::INVALID_INPUT)
     } else if any(Verdict::Warn) || missing {

@@ -109,12 +109,19 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { exit::INVALID_INPUT } else { exit::OK };
+            let code = if e.use_stderr() {
+                exit::INVALID_INPUT
+            } else {
+                exit::OK
+            };
             let _ = e.print();
             return code;
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("perfgate: cannot start the async runtime: {e}");
@@ -135,7 +142,8 @@ fn env_lookup(name: &str) -> Option<String> {
 }
 
 fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
-    let files = config::scenario_files(&a.scenarios).map_err(|e| ExitError::invalid(e.to_string()))?;
+    let files =
+        config::scenario_files(&a.scenarios).map_err(|e| ExitError::invalid(e.to_string()))?;
     let all = config::load(&files, &env_lookup).map_err(|e| ExitError::invalid(e.to_string()))?;
     if a.only.is_empty() {
         return Ok(all);
@@ -143,10 +151,16 @@ fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
     for want in &a.only {
         if !all.iter().any(|s| &s.name == want) {
             let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
-            return Err(ExitError::invalid(format!("--only {want}: no such scenario (have: {})", names.join(", "))));
+            return Err(ExitError::invalid(format!(
+                "--only {want}: no such scenario (have: {})",
+                names.join(", ")
+            )));
         }
     }
-    Ok(all.into_iter().filter(|s| a.only.contains(&s.name)).collect())
+    Ok(all
+        .into_iter()
+        .filter(|s| a.only.contains(&s.name))
+        .collect())
 }
 
 async fn run(cli: Cli) -> Result<i32, ExitError> {
@@ -190,7 +204,11 @@ async fn measure_all(scs: &[Scenario]) -> Vec<Result<crate::runner::RunOutput, S
 async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     let scs = load_scenarios(&a.sc)?;
     let runs = measure_all(&scs).await;
-    let opts = CheckOptions { baselines: a.baselines.clone(), require_baseline: a.require_baseline, id: a.id.clone() };
+    let opts = CheckOptions {
+        baselines: a.baselines.clone(),
+        require_baseline: a.require_baseline,
+        id: a.id.clone(),
+    };
     let results = check::compare(&scs, runs, &opts);
     print!("{}", report::terminal::render(&results));
     if let Some(p) = &a.markdown {
@@ -202,7 +220,10 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     }
     for s in &results.scenarios {
         if s.status == crate::results::Status::Unmeasurable {
-            eprintln!("perfgate: could not measure {}: {}", s.name, s.status_detail);
+            eprintln!(
+                "perfgate: could not measure {}: {}",
+                s.name, s.status_detail
+            );
         }
     }
     Ok(results.exit_code)
@@ -211,14 +232,22 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
 async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
     let scs = load_scenarios(&a.sc)?;
     let runs = measure_all(&scs).await;
-    let host = std::env::var("HOSTNAME").ok().or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()));
+    let host = std::env::var("HOSTNAME").ok().or_else(|| {
+        std::fs::read_to_string("/etc/hostname")
+            .ok()
+            .map(|s| s.trim().to_string())
+    });
     let mut code = exit::OK;
     for (sc, run) in scs.iter().zip(runs) {
         let path = baseline::path_for(&a.baselines, &sc.name);
         let run = match run {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("perfgate: not blessing {}: {e}; {} left unchanged", sc.name, path.display());
+                eprintln!(
+                    "perfgate: not blessing {}: {e}; {} left unchanged",
+                    sc.name,
+                    path.display()
+                );
                 code = exit::COULD_NOT_MEASURE;
                 continue;
             }
@@ -228,7 +257,10 @@ async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
         let refuse = if let Some(why) = &run.unreachable {
             Some(why.clone())
         } else if m.ok == 0 {
-            Some(format!("no successful request (first failure: {})", m.first_error.clone().unwrap_or_default()))
+            Some(format!(
+                "no successful request (first failure: {})",
+                m.first_error.clone().unwrap_or_default()
+            ))
         } else if rate > sc.gate.max_error_rate {
             Some(format!(
                 "{} of {} requests failed ({:.1}% > max_error_rate {:.1}%; first: {})",
@@ -242,7 +274,11 @@ async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
             None
         };
         if let Some(why) = refuse {
-            eprintln!("perfgate: not blessing {}: {why}; {} left unchanged", sc.name, path.display());
+            eprintln!(
+                "perfgate: not blessing {}: {why}; {} left unchanged",
+                sc.name,
+                path.display()
+            );
             code = exit::COULD_NOT_MEASURE;
             continue;
         }
@@ -252,7 +288,12 @@ async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
         let b = baseline::from_runs(sc, std::slice::from_ref(&run), host.clone());
         baseline::write_atomic(&path, &baseline::to_json(&b))
             .map_err(|e| ExitError::invalid(format!("cannot write {}: {e}", path.display())))?;
-        let s = |k: &str| b.summary.get(k).map(|x| report::fmt_ms(x.p50)).unwrap_or_else(|| "-".into());
+        let s = |k: &str| {
+            b.summary
+                .get(k)
+                .map(|x| report::fmt_ms(x.p50))
+                .unwrap_or_else(|| "-".into())
+        };
         println!(
             "blessed {:<24} -> {}  ({} requests; TTFT P50 {}, TPOT P50 {}, {:.1} output tokens/s)",
             sc.name,
@@ -283,7 +324,13 @@ async fn cmd_sim(a: SimArgs) -> Result<i32, ExitError> {
         };
         let q = format!(
             "seed={}&ttft_ms={}&ttft_sigma={}&tpot_ms={}&tpot_sigma={}&max_output={}&error_rate={}",
-            cfg.seed, cfg.ttft_ms, cfg.ttft_sigma, cfg.tpot_ms, cfg.tpot_sigma, cfg.max_output, cfg.error_rate
+            cfg.seed,
+            cfg.ttft_ms,
+            cfg.ttft_sigma,
+            cfg.tpot_ms,
+            cfg.tpot_sigma,
+            cfg.max_output,
+            cfg.error_rate
         );
         SimConfig::from_query(&q).map_err(|e| ExitError::invalid(format!("sim: {e}")))?;
         SimServer::start(cfg, a.port).await

@@ -30,11 +30,17 @@ pub struct ExitError {
 impl ExitError {
     /// Invalid input (exit 2).
     pub fn invalid(message: impl Into<String>) -> Self {
-        ExitError { code: INVALID_INPUT, message: message.into() }
+        ExitError {
+            code: INVALID_INPUT,
+            message: message.into(),
+        }
     }
     /// Could not measure (exit 3).
     pub fn unmeasurable(message: impl Into<String>) -> Self {
-        ExitError { code: COULD_NOT_MEASURE, message: message.into() }
+        ExitError {
+            code: COULD_NOT_MEASURE,
+            message: message.into(),
+        }
     }
 }
 

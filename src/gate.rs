@@ -165,20 +165,46 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
                 });
             }
             if s.gate.quantiles.iter().any(|q| *q != Quantile::P50) {
-                checks.push(exceedance_check(&s.scenario, *m, b, c, s.gate.band(*m, Quantile::P90), s.gate.alpha));
+                checks.push(exceedance_check(
+                    &s.scenario,
+                    *m,
+                    b,
+                    c,
+                    s.gate.band(*m, Quantile::P90),
+                    s.gate.alpha,
+                ));
             }
         }
-        checks.push(error_check(&s.scenario, s.errors.0, s.errors.1, s.gate.max_error_rate));
+        checks.push(error_check(
+            &s.scenario,
+            s.errors.0,
+            s.errors.1,
+            s.gate.max_error_rate,
+        ));
     }
     // Holm over the gated family (checks with a p-value).
-    let idx: Vec<usize> = (0..checks.len()).filter(|&i| checks[i].p_value.is_some()).collect();
+    let idx: Vec<usize> = (0..checks.len())
+        .filter(|&i| checks[i].p_value.is_some())
+        .collect();
     let family = idx.len();
-    let reg: Vec<f64> = idx.iter().map(|&i| checks[i].p_value.unwrap_or(1.0)).collect();
-    let imp: Vec<f64> = idx.iter().map(|&i| checks[i].p_improve.unwrap_or(1.0)).collect();
+    let reg: Vec<f64> = idx
+        .iter()
+        .map(|&i| checks[i].p_value.unwrap_or(1.0))
+        .collect();
+    let imp: Vec<f64> = idx
+        .iter()
+        .map(|&i| checks[i].p_improve.unwrap_or(1.0))
+        .collect();
     let reg_h = stats::holm::holm_adjust(&reg);
     let imp_h = stats::holm::holm_adjust(&imp);
     let alphas: Vec<f64> = scenarios.iter().map(|s| s.gate.alpha).collect();
-    let alpha_of = |name: &str| scenarios.iter().position(|s| s.scenario == name).map(|i| alphas[i]).unwrap_or(0.01);
+    let alpha_of = |name: &str| {
+        scenarios
+            .iter()
+            .position(|s| s.scenario == name)
+            .map(|i| alphas[i])
+            .unwrap_or(0.01)
+    };
     for (j, &i) in idx.iter().enumerate() {
         let alpha = alpha_of(&checks[i].scenario);
         let c = &mut checks[i];
@@ -188,13 +214,34 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
         let sig_imp = imp_h[j] < alpha;
         let raw_sig = c.p_value.is_some_and(|pv| pv < alpha);
         let (v, why) = if sig_reg && p.beyond_fail {
-            (Verdict::Fail, format!("regression: beyond the {:.0}% fail tolerance, Holm p = {}", c.fail * 100.0, fmt_p(reg_h[j])))
+            (
+                Verdict::Fail,
+                format!(
+                    "regression: beyond the {:.0}% fail tolerance, Holm p = {}",
+                    c.fail * 100.0,
+                    fmt_p(reg_h[j])
+                ),
+            )
         } else if sig_imp && p.improved_beyond_fail {
-            (Verdict::Improved, format!("improvement beyond {:.0}%, Holm p = {}", c.fail * 100.0, fmt_p(imp_h[j])))
+            (
+                Verdict::Improved,
+                format!(
+                    "improvement beyond {:.0}%, Holm p = {}",
+                    c.fail * 100.0,
+                    fmt_p(imp_h[j])
+                ),
+            )
         } else if raw_sig && p.beyond_warn {
             (Verdict::Warn, format!("significant slowdown beyond the {:.0}% warn tolerance (p = {}), not enough for FAIL", c.warn * 100.0, fmt_p(c.p_value.unwrap_or(1.0))))
         } else if p.pass {
-            (Verdict::Pass, format!("no change beyond {:.0}% (p = {})", c.fail * 100.0, fmt_p(reg_h[j])))
+            (
+                Verdict::Pass,
+                format!(
+                    "no change beyond {:.0}% (p = {})",
+                    c.fail * 100.0,
+                    fmt_p(reg_h[j])
+                ),
+            )
         } else {
             (Verdict::Warn, p.inconclusive_reason.clone())
         };
@@ -219,7 +266,15 @@ fn fmt_p(p: f64) -> String {
     }
 }
 
-fn empty_check(scenario: &str, metric: Option<Metric>, kind: CheckKind, band: Band, md: f64, nb: usize, nc: usize) -> Check {
+fn empty_check(
+    scenario: &str,
+    metric: Option<Metric>,
+    kind: CheckKind,
+    band: Band,
+    md: f64,
+    nb: usize,
+    nc: usize,
+) -> Check {
     Check {
         scenario: scenario.to_string(),
         metric,
@@ -248,17 +303,41 @@ fn needed(n: usize, w: f64, target: f64) -> Option<usize> {
     if !(w.is_finite() && target.is_finite()) || target <= 0.0 || w <= 0.0 {
         return None;
     }
-    Some(((n as f64) * (w / target).powi(2)).ceil().clamp(n as f64 + 1.0, 1e6) as usize)
+    Some(
+        ((n as f64) * (w / target).powi(2))
+            .ceil()
+            .clamp(n as f64 + 1.0, 1e6) as usize,
+    )
 }
 
-fn p50_check(scenario: &str, m: Metric, b: &Samples, c: &Samples, band: Band, md: f64, alpha: f64) -> Check {
-    let mut ch = empty_check(scenario, Some(m), CheckKind::Quantile(Quantile::P50), band, md, b.ok.len(), c.ok.len());
+fn p50_check(
+    scenario: &str,
+    m: Metric,
+    b: &Samples,
+    c: &Samples,
+    band: Band,
+    md: f64,
+    alpha: f64,
+) -> Check {
+    let mut ch = empty_check(
+        scenario,
+        Some(m),
+        CheckKind::Quantile(Quantile::P50),
+        band,
+        md,
+        b.ok.len(),
+        c.ok.len(),
+    );
     let bs = sorted(&b.ok);
     let cs = sorted(&c.ok);
     ch.baseline = quantile_type7(&bs, 0.5);
     ch.candidate = quantile_type7(&cs, 0.5);
     if bs.len() < 2 || cs.len() < 2 {
-        ch.reason = format!("not compared: {} baseline and {} candidate successful requests", bs.len(), cs.len());
+        ch.reason = format!(
+            "not compared: {} baseline and {} candidate successful requests",
+            bs.len(),
+            cs.len()
+        );
         return ch;
     }
     let Some(shift) = stats::shift::hodges_lehmann_ratio(&cs, &bs, alpha) else {
@@ -311,7 +390,10 @@ fn tail_p(hi: &[f64], lo: &[f64], p: f64, fail: f64, md: f64) -> Option<f64> {
     for k in 1..=hi.len() {
         let x = hi[k - 1];
         // largest j with (1+fail) * lo[j-1] < x and x - lo[j-1] > md
-        let j = lo.iter().rposition(|&y| y.is_finite() && (1.0 + fail) * y < x && x - y > md).map(|i| i + 1);
+        let j = lo
+            .iter()
+            .rposition(|&y| y.is_finite() && (1.0 + fail) * y < x && x - y > md)
+            .map(|i| i + 1);
         let Some(j) = j else { continue };
         let err_hi = binomial_cdf(k as u64 - 1, nh, p); // P(X_(k) > q)
         let err_lo = binomial_sf(j as u64, nl, p); // P(Y_(j) < q)
@@ -322,9 +404,26 @@ fn tail_p(hi: &[f64], lo: &[f64], p: f64, fail: f64, md: f64) -> Option<f64> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn tail_check(scenario: &str, m: Metric, q: Quantile, b: &Samples, c: &Samples, band: Band, md: f64, alpha: f64) -> Check {
+fn tail_check(
+    scenario: &str,
+    m: Metric,
+    q: Quantile,
+    b: &Samples,
+    c: &Samples,
+    band: Band,
+    md: f64,
+    alpha: f64,
+) -> Check {
     let p = q.p();
-    let mut ch = empty_check(scenario, Some(m), CheckKind::Quantile(q), band, md, b.n(), c.n());
+    let mut ch = empty_check(
+        scenario,
+        Some(m),
+        CheckKind::Quantile(q),
+        band,
+        md,
+        b.n(),
+        c.n(),
+    );
     let bs = sorted(&b.ok);
     let cs = sorted(&c.ok);
     ch.baseline = harrell_davis(&bs, p);
@@ -353,8 +452,10 @@ fn tail_check(scenario: &str, m: Metric, q: Quantile, b: &Samples, c: &Samples, 
         return ch;
     }
     let conf = 1.0 - alpha;
-    let lb = |v: &[f64]| stats::quantile::order_stat_lower_bound(v.len(), p, conf).map(|k| v[k - 1]);
-    let ub = |v: &[f64]| stats::quantile::order_stat_upper_bound(v.len(), p, conf).map(|k| v[k - 1]);
+    let lb =
+        |v: &[f64]| stats::quantile::order_stat_lower_bound(v.len(), p, conf).map(|k| v[k - 1]);
+    let ub =
+        |v: &[f64]| stats::quantile::order_stat_upper_bound(v.len(), p, conf).map(|k| v[k - 1]);
     let (c_lo, c_hi, b_lo, b_hi) = (lb(&cc), ub(&cc), lb(&bc), ub(&bc));
     let ratio_lo = match (c_lo, b_hi) {
         (Some(x), Some(y)) if y > 0.0 && y.is_finite() => Some(x / y),
@@ -389,8 +490,23 @@ fn tail_check(scenario: &str, m: Metric, q: Quantile, b: &Samples, c: &Samples, 
     ch
 }
 
-fn exceedance_check(scenario: &str, m: Metric, b: &Samples, c: &Samples, band: Band, alpha: f64) -> Check {
-    let mut ch = empty_check(scenario, Some(m), CheckKind::TailExceedance, band, 0.0, b.n(), c.n());
+fn exceedance_check(
+    scenario: &str,
+    m: Metric,
+    b: &Samples,
+    c: &Samples,
+    band: Band,
+    alpha: f64,
+) -> Check {
+    let mut ch = empty_check(
+        scenario,
+        Some(m),
+        CheckKind::TailExceedance,
+        band,
+        0.0,
+        b.n(),
+        c.n(),
+    );
     let pooled = sorted(&[b.ok.clone(), c.ok.clone()].concat());
     let Some(t) = quantile_type7(&pooled, 0.9) else {
         ch.reason = "not compared: no successful requests".into();
@@ -401,7 +517,10 @@ fn exceedance_check(scenario: &str, m: Metric, b: &Samples, c: &Samples, band: B
     let (nb, nc) = (b.n(), c.n());
     ch.baseline = Some(xb as f64 / nb.max(1) as f64);
     ch.candidate = Some(xc as f64 / nc.max(1) as f64);
-    let r90 = match (harrell_davis(&sorted(&c.ok), 0.9), harrell_davis(&sorted(&b.ok), 0.9)) {
+    let r90 = match (
+        harrell_davis(&sorted(&c.ok), 0.9),
+        harrell_davis(&sorted(&b.ok), 0.9),
+    ) {
         (Some(x), Some(y)) if y > 0.0 => Some(x / y),
         _ => None,
     };
@@ -421,8 +540,16 @@ fn exceedance_check(scenario: &str, m: Metric, b: &Samples, c: &Samples, band: B
     ch
 }
 
-fn error_check(scenario: &str, (fb, nb): (usize, usize), (fc, nc): (usize, usize), max_rate: f64) -> Check {
-    let band = Band { warn: 0.0, fail: 0.0 };
+fn error_check(
+    scenario: &str,
+    (fb, nb): (usize, usize),
+    (fc, nc): (usize, usize),
+    max_rate: f64,
+) -> Check {
+    let band = Band {
+        warn: 0.0,
+        fail: 0.0,
+    };
     let mut ch = empty_check(scenario, None, CheckKind::ErrorRate, band, 0.0, nb, nc);
     let rb = fb as f64 / nb.max(1) as f64;
     let rc = fc as f64 / nc.max(1) as f64;
@@ -430,7 +557,10 @@ fn error_check(scenario: &str, (fb, nb): (usize, usize), (fc, nc): (usize, usize
     ch.candidate = Some(rc);
     ch.p_value = Some(fisher_greater(fc as u64, nc as u64, fb as u64, nb as u64));
     ch.p_improve = Some(fisher_less(fc as u64, nc as u64, fb as u64, nb as u64));
-    ch.reason = format!("{fb}/{nb} baseline vs {fc}/{nc} candidate requests failed (max_error_rate {:.1}%)", max_rate * 100.0);
+    ch.reason = format!(
+        "{fb}/{nb} baseline vs {fc}/{nc} candidate requests failed (max_error_rate {:.1}%)",
+        max_rate * 100.0
+    );
     ch.pending = Some(Pending {
         beyond_fail: rc > rb && rc > max_rate,
         beyond_warn: false,
@@ -479,7 +609,11 @@ mod tests {
         let s = ScenarioSamples {
             scenario: "s".into(),
             gate: gate(qs),
-            metrics: vec![(Metric::Tpot, Samples { ok: b, failed: 0 }, Samples { ok: c, failed: 0 })],
+            metrics: vec![(
+                Metric::Tpot,
+                Samples { ok: b, failed: 0 },
+                Samples { ok: c, failed: 0 },
+            )],
             errors: ((0, 20), (0, 20)),
         };
         evaluate(&[s]).0
@@ -487,7 +621,11 @@ mod tests {
 
     #[test]
     fn thirty_percent_slower_tpot_fails() {
-        let checks = run(sample(10.0, 20, 0.0), sample(13.0, 20, 0.3), vec![Quantile::P50]);
+        let checks = run(
+            sample(10.0, 20, 0.0),
+            sample(13.0, 20, 0.3),
+            vec![Quantile::P50],
+        );
         let p50 = &checks[0];
         assert_eq!(p50.verdict, Verdict::Fail, "{p50:?}");
         assert!((p50.ratio.unwrap() - 1.3).abs() < 0.03, "{:?}", p50.ratio);
@@ -495,7 +633,11 @@ mod tests {
 
     #[test]
     fn unchanged_passes_and_p99_is_info_at_n20() {
-        let checks = run(sample(10.0, 20, 0.0), sample(10.0, 20, 0.4), vec![Quantile::P50, Quantile::P99]);
+        let checks = run(
+            sample(10.0, 20, 0.0),
+            sample(10.0, 20, 0.4),
+            vec![Quantile::P50, Quantile::P99],
+        );
         assert_eq!(checks[0].verdict, Verdict::Pass, "{:?}", checks[0]);
         assert_eq!(checks[1].verdict, Verdict::Info);
         assert_eq!(checks[1].samples_needed, Some(459)); // ln(0.01)/ln(0.99) = 458.2
@@ -504,15 +646,27 @@ mod tests {
 
     #[test]
     fn faster_is_improved() {
-        let checks = run(sample(10.0, 20, 0.0), sample(7.0, 20, 0.2), vec![Quantile::P50]);
+        let checks = run(
+            sample(10.0, 20, 0.0),
+            sample(7.0, 20, 0.2),
+            vec![Quantile::P50],
+        );
         assert_eq!(checks[0].verdict, Verdict::Improved, "{:?}", checks[0]);
     }
 
     #[test]
     fn p99_gates_with_large_n() {
-        let checks = run(sample(10.0, 600, 0.0), sample(20.0, 600, 0.1), vec![Quantile::P99]);
+        let checks = run(
+            sample(10.0, 600, 0.0),
+            sample(20.0, 600, 0.1),
+            vec![Quantile::P99],
+        );
         assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
-        let same = run(sample(10.0, 600, 0.0), sample(10.0, 600, 0.5), vec![Quantile::P99]);
+        let same = run(
+            sample(10.0, 600, 0.0),
+            sample(10.0, 600, 0.5),
+            vec![Quantile::P99],
+        );
         assert_eq!(same[0].verdict, Verdict::Pass, "{:?}", same[0]);
     }
 

@@ -133,7 +133,10 @@ pub fn measured_summary(records: &[RequestRecord]) -> BTreeMap<String, MetricSum
         ("ttft_ms", ok.iter().filter_map(|r| r.ttft_ms).collect()),
         ("tpot_ms", ok.iter().filter_map(|r| r.tpot_ms).collect()),
         ("e2e_ms", ok.iter().filter_map(|r| r.e2e_ms).collect()),
-        ("itl_ms", ok.iter().flat_map(|r| r.itl_ms.iter().copied()).collect()),
+        (
+            "itl_ms",
+            ok.iter().flat_map(|r| r.itl_ms.iter().copied()).collect(),
+        ),
     ];
     for (k, v) in cols {
         if let Some(s) = summary(&v) {
@@ -153,6 +156,10 @@ impl ScenarioResult {
 impl Results {
     /// Checks with a given verdict, across scenarios.
     pub fn count(&self, v: Verdict) -> usize {
-        self.scenarios.iter().flat_map(|s| s.checks.iter()).filter(|c| c.verdict == v).count()
+        self.scenarios
+            .iter()
+            .flat_map(|s| s.checks.iter())
+            .filter(|c| c.verdict == v)
+            .count()
     }
 }

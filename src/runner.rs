@@ -34,6 +34,8 @@ pub struct RunOutput {
     pub unreachable: Option<String>,
     /// Warmup requests that failed.
     pub warmup_failures: u32,
+    /// Measured requests sent twice because the server closed a reused connection first.
+    pub retried: u32,
 }
 
 impl RunOutput {
@@ -49,6 +51,7 @@ impl RunOutput {
             stream_options_fallback: false,
             unreachable: None,
             warmup_failures: 0,
+            retried: 0,
         }
     }
 }
@@ -88,7 +91,10 @@ pub async fn run(sc: &Scenario, base_url: &str) -> Result<RunOutput, String> {
         next: AtomicUsize::new(0),
         completed: AtomicUsize::new(0),
         results: Mutex::new(Vec::new()),
-        run_id: format!("{:x}", std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ rand_seed()),
+        run_id: format!(
+            "{:x}",
+            std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ rand_seed()
+        ),
     });
     // Phase 1: warmup (discarded).
     let warm = phase(&shared, sc.load.warmup as usize, Instant::now()).await;
@@ -111,6 +117,7 @@ pub async fn run(sc: &Scenario, base_url: &str) -> Result<RunOutput, String> {
     let model = pick(&|s: &Sent| s.model.clone());
     let system_fingerprint = pick(&|s: &Sent| s.system_fingerprint.clone());
     let server = pick(&|s: &Sent| s.server.clone());
+    let retried = measured.iter().filter(|s| s.retried).count() as u32;
     let mut records: Vec<RequestRecord> = measured.into_iter().map(|s| s.record).collect();
     records.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
     Ok(RunOutput {
@@ -123,6 +130,7 @@ pub async fn run(sc: &Scenario, base_url: &str) -> Result<RunOutput, String> {
         stream_options_fallback: shared.fallback.load(Ordering::SeqCst),
         unreachable,
         warmup_failures,
+        retried,
     })
 }
 
@@ -135,8 +143,17 @@ fn rand_seed() -> u64 {
 
 /// When every request so far failed to connect, the reason (the first message).
 fn unreachable_reason(sent: &[Sent]) -> Option<String> {
-    let connectish = |c: FailureClass| matches!(c, FailureClass::Connect | FailureClass::TimeoutConnect | FailureClass::Tls);
-    if !sent.is_empty() && sent.iter().all(|s| s.record.error.as_ref().is_some_and(|e| connectish(e.class))) {
+    let connectish = |c: FailureClass| {
+        matches!(
+            c,
+            FailureClass::Connect | FailureClass::TimeoutConnect | FailureClass::Tls
+        )
+    };
+    if !sent.is_empty()
+        && sent
+            .iter()
+            .all(|s| s.record.error.as_ref().is_some_and(|e| connectish(e.class)))
+    {
         sent[0].record.error.as_ref().map(|e| e.message.clone())
     } else {
         None
@@ -155,12 +172,18 @@ async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant) -> Vec<Se
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
         let sh = Arc::clone(shared);
-        handles.push(tokio::spawn(async move { worker(sh, count, run_start).await }));
+        handles.push(tokio::spawn(
+            async move { worker(sh, count, run_start).await },
+        ));
     }
     for h in handles {
         let _ = h.await;
     }
-    let mut out = shared.results.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
+    let mut out = shared
+        .results
+        .lock()
+        .map(|mut r| std::mem::take(&mut *r))
+        .unwrap_or_default();
     out.sort_by_key(|(i, _)| *i);
     out.into_iter().map(|(_, s)| s).collect()
 }
@@ -179,7 +202,13 @@ async fn worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
         let mut retried = false;
         let sent = loop {
             let usage = sh.include_usage.load(Ordering::SeqCst);
-            let b = body::build(sc.endpoint.api, &sc.endpoint.model, &sc.request, usage, Some(&nonce));
+            let b = body::build(
+                sc.endpoint.api,
+                &sc.endpoint.model,
+                &sc.request,
+                usage,
+                Some(&nonce),
+            );
             let s = sh.client.send(&b, run_start).await;
             if s.rejected_stream_options && usage && !retried {
                 sh.include_usage.store(false, Ordering::SeqCst);
@@ -189,12 +218,29 @@ async fn worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
             }
             break s;
         };
-        let failed_connect = sent.record.error.as_ref().is_some_and(|e| matches!(e.class, FailureClass::Connect | FailureClass::TimeoutConnect | FailureClass::Tls));
+        let failed_connect = sent.record.error.as_ref().is_some_and(|e| {
+            matches!(
+                e.class,
+                FailureClass::Connect | FailureClass::TimeoutConnect | FailureClass::Tls
+            )
+        });
         if let Ok(mut r) = sh.results.lock() {
             r.push((i, sent));
             // Unreachable endpoint: the first requests all failed to connect; stop early.
             let early = sc.load.concurrency as usize + 2;
-            if failed_connect && r.len() >= early.min(count) && r.iter().all(|(_, s)| s.record.error.as_ref().is_some_and(|e| matches!(e.class, FailureClass::Connect | FailureClass::TimeoutConnect | FailureClass::Tls))) {
+            if failed_connect
+                && r.len() >= early.min(count)
+                && r.iter().all(|(_, s)| {
+                    s.record.error.as_ref().is_some_and(|e| {
+                        matches!(
+                            e.class,
+                            FailureClass::Connect
+                                | FailureClass::TimeoutConnect
+                                | FailureClass::Tls
+                        )
+                    })
+                })
+            {
                 sh.stop.store(true, Ordering::SeqCst);
             }
         }

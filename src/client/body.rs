@@ -10,7 +10,13 @@ use serde_json::{json, Map, Value};
 /// Builds the body for one request. `nonce` is prepended as its own line to the prompt when the
 /// cache policy is `cold` (so no prefix cache can serve it); `include_usage` adds
 /// `stream_options` for the OpenAI dialects.
-pub fn build(api: Api, model: &str, r: &RequestSpec, include_usage: bool, nonce: Option<&str>) -> Value {
+pub fn build(
+    api: Api,
+    model: &str,
+    r: &RequestSpec,
+    include_usage: bool,
+    nonce: Option<&str>,
+) -> Value {
     let nonce_line = match (r.cache, nonce) {
         (CachePolicy::Cold, Some(n)) => format!("[perfgate nonce {n}]\n"),
         _ => String::new(),
@@ -34,7 +40,12 @@ pub fn build(api: Api, model: &str, r: &RequestSpec, include_usage: bool, nonce:
                 .system
                 .iter()
                 .map(String::as_str)
-                .chain(r.messages.iter().filter(|m| m.role == "system").map(|m| m.content.as_str()))
+                .chain(
+                    r.messages
+                        .iter()
+                        .filter(|m| m.role == "system")
+                        .map(|m| m.content.as_str()),
+                )
                 .collect();
             if !system.is_empty() {
                 b.insert("system".into(), json!(system.join("\n")));
@@ -77,7 +88,11 @@ fn with_nonce(r: &RequestSpec, nonce_line: &str) -> Vec<Value> {
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            let content = if Some(i) == first_user { format!("{nonce_line}{}", m.content) } else { m.content.clone() };
+            let content = if Some(i) == first_user {
+                format!("{nonce_line}{}", m.content)
+            } else {
+                m.content.clone()
+            };
             json!({"role": m.role, "content": content})
         })
         .collect()
@@ -90,7 +105,10 @@ mod tests {
 
     fn spec(cache: CachePolicy) -> RequestSpec {
         RequestSpec {
-            messages: vec![RawMessage { role: "user".into(), content: "Hi".into() }],
+            messages: vec![RawMessage {
+                role: "user".into(),
+                content: "Hi".into(),
+            }],
             prompt: "Hi".into(),
             system: Some("Be brief".into()),
             max_tokens: 32,
@@ -105,7 +123,13 @@ mod tests {
 
     #[test]
     fn chat_body() {
-        let b = build(Api::OpenaiChat, "m", &spec(CachePolicy::Warm), true, Some("n1"));
+        let b = build(
+            Api::OpenaiChat,
+            "m",
+            &spec(CachePolicy::Warm),
+            true,
+            Some("n1"),
+        );
         assert_eq!(
             b,
             json!({"model":"m","messages":[{"role":"system","content":"Be brief"},{"role":"user","content":"Hi"}],
@@ -116,12 +140,24 @@ mod tests {
 
     #[test]
     fn cold_cache_prepends_nonce_and_anthropic_moves_system() {
-        let b = build(Api::AnthropicMessages, "claude", &spec(CachePolicy::Cold), true, Some("abc"));
+        let b = build(
+            Api::AnthropicMessages,
+            "claude",
+            &spec(CachePolicy::Cold),
+            true,
+            Some("abc"),
+        );
         assert_eq!(b["system"], "Be brief");
         assert_eq!(b["messages"][0]["content"], "[perfgate nonce abc]\nHi");
         assert!(b.get("stream_options").is_none());
         assert!(b.get("ignore_eos").is_none());
-        let c = build(Api::OpenaiCompletions, "m", &spec(CachePolicy::Cold), false, Some("x"));
+        let c = build(
+            Api::OpenaiCompletions,
+            "m",
+            &spec(CachePolicy::Cold),
+            false,
+            Some("x"),
+        );
         assert_eq!(c["prompt"], "[perfgate nonce x]\nHi");
         assert!(c.get("stream_options").is_none());
     }

@@ -54,15 +54,24 @@ pub const GENERIC_STREAM_ERROR: &str = "An error occurred during streaming";
 pub fn interpret(api: Api, ev: &SseEvent) -> EventInfo {
     let data = ev.data.trim();
     if data == "[DONE]" {
-        return EventInfo { done: true, ..Default::default() };
+        return EventInfo {
+            done: true,
+            ..Default::default()
+        };
     }
     let v: Value = match serde_json::from_str(data) {
         Ok(v) => v,
         Err(_) => {
             if ev.event.as_deref() == Some("error") {
-                return EventInfo { error: Some(clip(data)), ..Default::default() };
+                return EventInfo {
+                    error: Some(clip(data)),
+                    ..Default::default()
+                };
             }
-            return EventInfo { malformed: !data.is_empty(), ..Default::default() };
+            return EventInfo {
+                malformed: !data.is_empty(),
+                ..Default::default()
+            };
         }
     };
     let mut info = match api {
@@ -78,7 +87,10 @@ pub fn interpret(api: Api, ev: &SseEvent) -> EventInfo {
 fn openai(api: Api, v: &Value) -> EventInfo {
     let mut info = EventInfo {
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
-        system_fingerprint: v.get("system_fingerprint").and_then(Value::as_str).map(str::to_string),
+        system_fingerprint: v
+            .get("system_fingerprint")
+            .and_then(Value::as_str)
+            .map(str::to_string),
         timings: v.get("timings").filter(|t| t.is_object()).cloned(),
         usage: usage(v.get("usage")),
         ..Default::default()
@@ -94,7 +106,8 @@ fn openai(api: Api, v: &Value) -> EventInfo {
             if let Some(f) = c.get("finish_reason").and_then(Value::as_str) {
                 info.finish = Some(f.to_string());
                 if f == "error" && info.error.is_none() {
-                    info.error = Some("the server ended the choice with finish_reason \"error\"".into());
+                    info.error =
+                        Some("the server ended the choice with finish_reason \"error\"".into());
                 }
             }
             match api {
@@ -105,15 +118,22 @@ fn openai(api: Api, v: &Value) -> EventInfo {
                     }
                 }
                 _ => {
-                    let Some(d) = c.get("delta").or_else(|| c.get("message")) else { continue };
+                    let Some(d) = c.get("delta").or_else(|| c.get("message")) else {
+                        continue;
+                    };
                     let content = nonempty(d.get("content"));
-                    let reasoning = nonempty(d.get("reasoning_content")) || nonempty(d.get("reasoning"));
-                    let tools = d.get("tool_calls").and_then(Value::as_array).is_some_and(|calls| {
-                        calls.iter().any(|t| {
-                            let f = t.get("function");
-                            nonempty(f.and_then(|f| f.get("name"))) || nonempty(f.and_then(|f| f.get("arguments")))
-                        })
-                    });
+                    let reasoning =
+                        nonempty(d.get("reasoning_content")) || nonempty(d.get("reasoning"));
+                    let tools =
+                        d.get("tool_calls")
+                            .and_then(Value::as_array)
+                            .is_some_and(|calls| {
+                                calls.iter().any(|t| {
+                                    let f = t.get("function");
+                                    nonempty(f.and_then(|f| f.get("name")))
+                                        || nonempty(f.and_then(|f| f.get("arguments")))
+                                })
+                            });
                     if content || tools {
                         info.answer = true;
                     }
@@ -128,22 +148,35 @@ fn openai(api: Api, v: &Value) -> EventInfo {
 }
 
 fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
-    let kind = v.get("type").and_then(Value::as_str).or(event).unwrap_or("");
+    let kind = v
+        .get("type")
+        .and_then(Value::as_str)
+        .or(event)
+        .unwrap_or("");
     let mut info = EventInfo::default();
     match kind {
         "message_start" => {
             let m = v.get("message");
-            info.model = m.and_then(|m| m.get("model")).and_then(Value::as_str).map(str::to_string);
+            info.model = m
+                .and_then(|m| m.get("model"))
+                .and_then(Value::as_str)
+                .map(str::to_string);
             if let Some(u) = m.and_then(|m| m.get("usage")) {
                 let prompt = u.get("input_tokens").and_then(Value::as_u64);
                 if prompt.is_some() {
-                    info.usage = Some(Usage { prompt_tokens: prompt, completion_tokens: None });
+                    info.usage = Some(Usage {
+                        prompt_tokens: prompt,
+                        completion_tokens: None,
+                    });
                 }
             }
         }
         "content_block_delta" => {
             let d = v.get("delta");
-            let t = d.and_then(|d| d.get("type")).and_then(Value::as_str).unwrap_or("");
+            let t = d
+                .and_then(|d| d.get("type"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
             let text = match t {
                 "text_delta" => d.and_then(|d| d.get("text")),
                 "thinking_delta" => d.and_then(|d| d.get("thinking")),
@@ -156,12 +189,19 @@ fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
             }
         }
         "message_delta" => {
-            info.finish = v.get("delta").and_then(|d| d.get("stop_reason")).and_then(Value::as_str).map(str::to_string);
+            info.finish = v
+                .get("delta")
+                .and_then(|d| d.get("stop_reason"))
+                .and_then(Value::as_str)
+                .map(str::to_string);
             if let Some(u) = v.get("usage") {
                 let out = u.get("output_tokens").and_then(Value::as_u64);
                 let prompt = u.get("input_tokens").and_then(Value::as_u64);
                 if out.is_some() || prompt.is_some() {
-                    info.usage = Some(Usage { prompt_tokens: prompt, completion_tokens: out });
+                    info.usage = Some(Usage {
+                        prompt_tokens: prompt,
+                        completion_tokens: out,
+                    });
                 }
             }
         }
@@ -183,7 +223,10 @@ fn usage(v: Option<&Value>) -> Option<Usage> {
     if prompt.is_none() && completion.is_none() {
         return None;
     }
-    Some(Usage { prompt_tokens: prompt, completion_tokens: completion })
+    Some(Usage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+    })
 }
 
 /// A readable message from an error member that may be a string, an object with `message`,
@@ -192,7 +235,10 @@ pub fn error_message(e: &Value) -> String {
     match e {
         Value::String(s) if !s.is_empty() => clip(s),
         Value::Object(o) => {
-            let msg = o.get("message").and_then(Value::as_str).filter(|s| !s.is_empty());
+            let msg = o
+                .get("message")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty());
             let code = o.get("code").map(|c| match c {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
@@ -225,22 +271,45 @@ mod tests {
     use super::*;
 
     fn ev(data: &str) -> SseEvent {
-        SseEvent { event: None, data: data.to_string() }
+        SseEvent {
+            event: None,
+            data: data.to_string(),
+        }
     }
 
     #[test]
     fn chat_token_rules() {
-        let role = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#));
+        let role = interpret(
+            Api::OpenaiChat,
+            &ev(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#),
+        );
         assert!(!role.token);
-        let null = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#));
+        let null = interpret(
+            Api::OpenaiChat,
+            &ev(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#),
+        );
         assert!(!null.token);
-        let tok = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":" three"}}]}"#));
+        let tok = interpret(
+            Api::OpenaiChat,
+            &ev(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":" three"}}]}"#),
+        );
         assert!(tok.token && tok.answer);
-        let reason = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{"reasoning":"hm","content":null}}]}"#));
+        let reason = interpret(
+            Api::OpenaiChat,
+            &ev(r#"{"choices":[{"index":0,"delta":{"reasoning":"hm","content":null}}]}"#),
+        );
         assert!(reason.token && !reason.answer);
-        let tool = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a"}}]}}]}"#));
+        let tool = interpret(
+            Api::OpenaiChat,
+            &ev(
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a"}}]}}]}"#,
+            ),
+        );
         assert!(tool.token && tool.answer);
-        let usage = interpret(Api::OpenaiChat, &ev(r#"{"choices":[],"usage":{"prompt_tokens":20,"completion_tokens":6}}"#));
+        let usage = interpret(
+            Api::OpenaiChat,
+            &ev(r#"{"choices":[],"usage":{"prompt_tokens":20,"completion_tokens":6}}"#),
+        );
         assert!(!usage.token);
         assert_eq!(usage.usage.unwrap().completion_tokens, Some(6));
         let empty_usage = interpret(Api::OpenaiChat, &ev(r#"{"choices":null,"usage":{}}"#));
@@ -250,27 +319,55 @@ mod tests {
 
     #[test]
     fn in_band_errors_are_readable() {
-        let a = interpret(Api::OpenaiChat, &ev(r#"{"error":"Input validation error","error_type":"validation"}"#));
+        let a = interpret(
+            Api::OpenaiChat,
+            &ev(r#"{"error":"Input validation error","error_type":"validation"}"#),
+        );
         assert_eq!(a.error.as_deref(), Some("Input validation error"));
-        let b = interpret(Api::OpenaiChat, &ev(r#"{"error":{"message":"Rate limit exceeded","code":429}}"#));
+        let b = interpret(
+            Api::OpenaiChat,
+            &ev(r#"{"error":{"message":"Rate limit exceeded","code":429}}"#),
+        );
         assert_eq!(b.error.as_deref(), Some("Rate limit exceeded (code 429)"));
         let c = interpret(Api::OpenaiChat, &ev(r#"{"error":{}}"#));
         assert_eq!(c.error.as_deref(), Some(GENERIC_STREAM_ERROR));
-        let d = interpret(Api::OpenaiChat, &ev(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"error"}]}"#));
+        let d = interpret(
+            Api::OpenaiChat,
+            &ev(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"error"}]}"#),
+        );
         assert!(d.error.is_some());
-        let e = interpret(Api::OpenaiChat, &SseEvent { event: Some("error".into()), data: "overloaded".into() });
+        let e = interpret(
+            Api::OpenaiChat,
+            &SseEvent {
+                event: Some("error".into()),
+                data: "overloaded".into(),
+            },
+        );
         assert_eq!(e.error.as_deref(), Some("overloaded"));
     }
 
     #[test]
     fn completions_and_anthropic() {
-        let t = interpret(Api::OpenaiCompletions, &ev(r#"{"choices":[{"index":0,"text":"hi","finish_reason":null}]}"#));
+        let t = interpret(
+            Api::OpenaiCompletions,
+            &ev(r#"{"choices":[{"index":0,"text":"hi","finish_reason":null}]}"#),
+        );
         assert!(t.token);
         let d = interpret(Api::AnthropicMessages, &SseEvent { event: Some("content_block_delta".into()), data: r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#.into() });
         assert!(d.token && d.answer);
-        let th = interpret(Api::AnthropicMessages, &ev(r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#));
+        let th = interpret(
+            Api::AnthropicMessages,
+            &ev(
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,
+            ),
+        );
         assert!(th.token && !th.answer);
-        let md = interpret(Api::AnthropicMessages, &ev(r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}"#));
+        let md = interpret(
+            Api::AnthropicMessages,
+            &ev(
+                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}"#,
+            ),
+        );
         assert_eq!(md.finish.as_deref(), Some("end_turn"));
         assert_eq!(md.usage.unwrap().completion_tokens, Some(15));
         assert!(interpret(Api::AnthropicMessages, &ev(r#"{"type":"message_stop"}"#)).done);

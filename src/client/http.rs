@@ -44,29 +44,42 @@ impl StreamClient {
     /// Errors: a message when the URL cannot be joined or the TLS stack cannot start.
     pub fn new(ep: &Endpoint, base_url: &str, pool: usize) -> Result<StreamClient, String> {
         install_crypto_provider();
-        let mut url = reqwest::Url::parse(base_url).map_err(|e| format!("base_url `{base_url}`: {e}"))?;
+        let mut url =
+            reqwest::Url::parse(base_url).map_err(|e| format!("base_url `{base_url}`: {e}"))?;
         let path = format!("{}{}", url.path().trim_end_matches('/'), ep.api.path());
         url.set_path(&path);
         let mut headers = reqwest::header::HeaderMap::new();
         let mut secrets = Vec::new();
-        headers.insert(reqwest::header::ACCEPT, "text/event-stream".parse().expect("static header"));
+        headers.insert(
+            reqwest::header::ACCEPT,
+            "text/event-stream".parse().expect("static header"),
+        );
         if let Some(key) = &ep.api_key {
             secrets.push(key.expose().to_string());
             let (name, value) = match ep.api {
                 Api::AnthropicMessages => ("x-api-key", key.expose().to_string()),
                 _ => ("authorization", format!("Bearer {}", key.expose())),
             };
-            let mut v = reqwest::header::HeaderValue::from_str(&value)
-                .map_err(|_| format!("the API key in {} is not a valid header value", ep.api_key_env.as_deref().unwrap_or("?")))?;
+            let mut v = reqwest::header::HeaderValue::from_str(&value).map_err(|_| {
+                format!(
+                    "the API key in {} is not a valid header value",
+                    ep.api_key_env.as_deref().unwrap_or("?")
+                )
+            })?;
             v.set_sensitive(true);
             headers.insert(name, v);
         }
         if ep.api == Api::AnthropicMessages {
-            headers.insert("anthropic-version", "2023-06-01".parse().expect("static header"));
+            headers.insert(
+                "anthropic-version",
+                "2023-06-01".parse().expect("static header"),
+            );
         }
         for h in &ep.headers {
-            let name = reqwest::header::HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| format!("header `{}` is not valid", h.name))?;
-            let mut v = reqwest::header::HeaderValue::from_str(h.value.expose()).map_err(|_| format!("header `{}` has an invalid value", h.name))?;
+            let name = reqwest::header::HeaderName::from_bytes(h.name.as_bytes())
+                .map_err(|_| format!("header `{}` is not valid", h.name))?;
+            let mut v = reqwest::header::HeaderValue::from_str(h.value.expose())
+                .map_err(|_| format!("header `{}` has an invalid value", h.name))?;
             if h.from_env {
                 v.set_sensitive(true);
                 secrets.push(h.value.expose().to_string());
@@ -111,10 +124,23 @@ impl StreamClient {
 
     /// Sends one request with `body` and measures it. `run_start` is the run's clock origin
     /// (for `start_ms`). Never panics; every failure is a classified record.
+    ///
+    /// A request that fails before any response because the server closed a kept-alive
+    /// connection as it was reused (a race every HTTP/1.1 client meets; llama-server closes
+    /// idle connections after 5 s) is retried once on a fresh clock, and `Sent::retried` is set.
     pub async fn send(&self, body: &serde_json::Value, run_start: Instant) -> Sent {
-        let t0 = Instant::now();
-        let start_ms = ms(t0.duration_since(run_start));
-        let mut sent = self.send_inner(body, t0, start_ms).await;
+        let mut retried = false;
+        let mut sent = loop {
+            let t0 = Instant::now();
+            let start_ms = ms(t0.duration_since(run_start));
+            let s = self.send_inner(body, t0, start_ms).await;
+            if s.stale_connection && !retried {
+                retried = true;
+                continue;
+            }
+            break s;
+        };
+        sent.retried = retried;
         if let Some(e) = sent.record.error.as_mut() {
             e.message = self.redact(&e.message);
         }
@@ -124,35 +150,80 @@ impl StreamClient {
     async fn send_inner(&self, body: &serde_json::Value, t0: Instant, start_ms: f64) -> Sent {
         let request_deadline = t0 + self.request_timeout;
         let first_deadline = (t0 + self.first_token_timeout).min(request_deadline);
-        let req = self.http.post(self.url.clone()).headers(self.headers.clone()).header(reqwest::header::CONTENT_TYPE, "application/json").body(body.to_string());
+        let req = self
+            .http
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string());
         let resp = match timeout_at(first_deadline.into(), req.send()).await {
             Err(_) => {
                 let (class, what) = if first_deadline < request_deadline {
-                    (FailureClass::TimeoutFirstToken, format!("no response headers within first_token_timeout ({})", humantime::format_duration(self.first_token_timeout)))
+                    (
+                        FailureClass::TimeoutFirstToken,
+                        format!(
+                            "no response headers within first_token_timeout ({})",
+                            humantime::format_duration(self.first_token_timeout)
+                        ),
+                    )
                 } else {
-                    (FailureClass::TimeoutRequest, format!("no response within request_timeout ({})", humantime::format_duration(self.request_timeout)))
+                    (
+                        FailureClass::TimeoutRequest,
+                        format!(
+                            "no response within request_timeout ({})",
+                            humantime::format_duration(self.request_timeout)
+                        ),
+                    )
                 };
                 return Sent::failed(start_ms, class, None, format!("{what} from {}", self.url));
             }
-            Ok(Err(e)) => return Sent::failed(start_ms, classify_transport(&e), None, self.transport_message(&e)),
+            Ok(Err(e)) => {
+                let mut s = Sent::failed(
+                    start_ms,
+                    classify_transport(&e),
+                    None,
+                    self.transport_message(&e),
+                );
+                // Not a refused connection or a timeout: the server dropped a reused connection.
+                s.stale_connection = !e.is_connect() && !e.is_timeout();
+                return s;
+            }
             Ok(Ok(r)) => r,
         };
         let status = resp.status();
         let headers = resp.headers().clone();
-        let server = headers.get("server").and_then(|v| v.to_str().ok()).map(|s| clip(s));
+        let server = headers
+            .get("server")
+            .and_then(|v| v.to_str().ok())
+            .map(clip);
         if !status.is_success() {
-            let text = read_prefix(resp, ERROR_BODY_BYTES, first_deadline.max(Instant::now() + Duration::from_secs(5))).await;
+            let text = read_prefix(
+                resp,
+                ERROR_BODY_BYTES,
+                first_deadline.max(Instant::now() + Duration::from_secs(5)),
+            )
+            .await;
             let msg = self.status_message(status.as_u16(), &headers, &text);
-            let mut s = Sent::failed(start_ms, FailureClass::HttpStatus, Some(status.as_u16()), msg);
+            let mut s = Sent::failed(
+                start_ms,
+                FailureClass::HttpStatus,
+                Some(status.as_u16()),
+                msg,
+            );
             s.server = server;
-            s.rejected_stream_options = (status.as_u16() == 400 || status.as_u16() == 422) && text.contains("stream_options");
+            s.rejected_stream_options = (status.as_u16() == 400 || status.as_u16() == 422)
+                && text.contains("stream_options");
             return s;
         }
         let is_sse = headers
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|c| c.to_ascii_lowercase().contains("text/event-stream"));
-        let content_type = headers.get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let content_type = headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
         let mut dec = SseDecoder::new(MAX_EVENT_BYTES);
         let mut raw_prefix: Vec<u8> = Vec::new();
         let mut stamped: Vec<Stamped> = Vec::new();
@@ -172,18 +243,50 @@ impl StreamClient {
                 Err(_) => {
                     let now = Instant::now();
                     let (class, what) = if deadline == request_deadline {
-                        (FailureClass::TimeoutRequest, format!("request_timeout ({}) reached", humantime::format_duration(self.request_timeout)))
+                        (
+                            FailureClass::TimeoutRequest,
+                            format!(
+                                "request_timeout ({}) reached",
+                                humantime::format_duration(self.request_timeout)
+                            ),
+                        )
                     } else if !got_token && deadline == first_deadline {
-                        (FailureClass::TimeoutFirstToken, format!("no token within first_token_timeout ({})", humantime::format_duration(self.first_token_timeout)))
+                        (
+                            FailureClass::TimeoutFirstToken,
+                            format!(
+                                "no token within first_token_timeout ({})",
+                                humantime::format_duration(self.first_token_timeout)
+                            ),
+                        )
                     } else {
-                        (FailureClass::TimeoutIdle, format!("no event for idle_timeout ({}) (keep-alive comments do not count)", humantime::format_duration(self.idle_timeout)))
+                        (
+                            FailureClass::TimeoutIdle,
+                            format!(
+                                "no event for idle_timeout ({}) (keep-alive comments do not count)",
+                                humantime::format_duration(self.idle_timeout)
+                            ),
+                        )
                     };
-                    break End::Failed(Failure { class, status: None, message: what }, ms(now - t0));
+                    break End::Failed(
+                        Failure {
+                            class,
+                            status: None,
+                            message: what,
+                        },
+                        ms(now - t0),
+                    );
                 }
                 Ok(Err(e)) => {
                     let now = Instant::now();
                     break End::Failed(
-                        Failure { class: FailureClass::Truncated, status: None, message: format!("connection reset / incomplete body ({})", root_cause(&e)) },
+                        Failure {
+                            class: FailureClass::Truncated,
+                            status: None,
+                            message: format!(
+                                "connection reset / incomplete body ({})",
+                                root_cause(&e)
+                            ),
+                        },
                         ms(now - t0),
                     );
                 }
@@ -194,7 +297,14 @@ impl StreamClient {
             let at_ms = ms(now - t0);
             total += chunk.len() as u64;
             if total > MAX_BODY_BYTES {
-                break End::Failed(Failure { class: FailureClass::TooLarge, status: None, message: format!("response body exceeded {MAX_BODY_BYTES} bytes") }, at_ms);
+                break End::Failed(
+                    Failure {
+                        class: FailureClass::TooLarge,
+                        status: None,
+                        message: format!("response body exceeded {MAX_BODY_BYTES} bytes"),
+                    },
+                    at_ms,
+                );
             }
             if raw_prefix.len() < ERROR_BODY_BYTES {
                 let take = (ERROR_BODY_BYTES - raw_prefix.len()).min(chunk.len());
@@ -203,7 +313,14 @@ impl StreamClient {
             let decoded = match dec.feed(&chunk) {
                 Ok(d) => d,
                 Err(e) => {
-                    break End::Failed(Failure { class: FailureClass::TooLarge, status: None, message: format!("one SSE event exceeded {} bytes", e.limit) }, at_ms)
+                    break End::Failed(
+                        Failure {
+                            class: FailureClass::TooLarge,
+                            status: None,
+                            message: format!("one SSE event exceeded {} bytes", e.limit),
+                        },
+                        at_ms,
+                    )
                 }
             };
             let mut done = false;
@@ -229,7 +346,10 @@ impl StreamClient {
         };
         if let Some(ev) = dec.finish() {
             if let End::Eof(at) = end {
-                stamped.push(Stamped { at_ms: at, info: dialect::interpret(self.api, &ev) });
+                stamped.push(Stamped {
+                    at_ms: at,
+                    info: dialect::interpret(self.api, &ev),
+                });
             }
         }
         if stamped.is_empty() && !dec.saw_sse_syntax && !matches!(end, End::Failed(..)) {
@@ -242,7 +362,15 @@ impl StreamClient {
         if let Some(e) = record.error.as_mut() {
             e.status.get_or_insert(status.as_u16());
         }
-        Sent { record, model, system_fingerprint: fingerprint, server, rejected_stream_options: false }
+        Sent {
+            record,
+            model,
+            system_fingerprint: fingerprint,
+            server,
+            rejected_stream_options: false,
+            stale_connection: false,
+            retried: false,
+        }
     }
 
     fn transport_message(&self, e: &reqwest::Error) -> String {
@@ -255,10 +383,22 @@ impl StreamClient {
         }
     }
 
-    fn status_message(&self, status: u16, headers: &reqwest::header::HeaderMap, body: &str) -> String {
+    fn status_message(
+        &self,
+        status: u16,
+        headers: &reqwest::header::HeaderMap,
+        body: &str,
+    ) -> String {
         let detail = body_detail(body);
-        let reason = reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
-        let base = format!("HTTP {status} {reason}{}", if detail.is_empty() { String::new() } else { format!(": {detail}") });
+        let base = if detail.is_empty() {
+            let reason = reqwest::StatusCode::from_u16(status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("");
+            format!("HTTP {status} {reason}")
+        } else {
+            format!("HTTP {status}: {detail}")
+        };
         match status {
             401 | 403 => match &self.api_key_env {
                 Some(var) => format!("{base} (the key was read from {var}; check that it is valid for this endpoint)"),
@@ -291,6 +431,10 @@ pub struct Sent {
     pub server: Option<String>,
     /// A 400/422 whose body names `stream_options` (the server rejects the field).
     pub rejected_stream_options: bool,
+    /// The request failed before any response on a connection the server had closed.
+    pub stale_connection: bool,
+    /// The request was sent a second time after such a failure.
+    pub retried: bool,
 }
 
 impl Sent {
@@ -309,12 +453,18 @@ impl Sent {
                 prompt_tokens: None,
                 token_events: 0,
                 server_timings: None,
-                error: Some(Failure { class, status, message }),
+                error: Some(Failure {
+                    class,
+                    status,
+                    message,
+                }),
             },
             model: None,
             system_fingerprint: None,
             server: None,
             rejected_stream_options: false,
+            stale_connection: false,
+            retried: false,
         }
     }
 }
@@ -327,7 +477,8 @@ fn classify_transport(e: &reqwest::Error) -> FailureClass {
     let chain = root_cause(e).to_ascii_lowercase();
     if e.is_timeout() {
         FailureClass::TimeoutConnect
-    } else if chain.contains("certificate") || chain.contains("tls") || chain.contains("handshake") {
+    } else if chain.contains("certificate") || chain.contains("tls") || chain.contains("handshake")
+    {
         FailureClass::Tls
     } else {
         FailureClass::Connect
@@ -367,7 +518,11 @@ pub fn body_detail(body: &str) -> String {
         if let Some(e) = v.get("error") {
             return dialect::error_message(e);
         }
-        if let Some(m) = v.get("message").or_else(|| v.get("detail")).and_then(|m| m.as_str()) {
+        if let Some(m) = v
+            .get("message")
+            .or_else(|| v.get("detail"))
+            .and_then(|m| m.as_str())
+        {
             return clip(m);
         }
         return clip(t);
@@ -386,12 +541,19 @@ pub fn body_detail(body: &str) -> String {
 
 fn not_sse_message(content_type: &str, prefix: &[u8]) -> String {
     let text = String::from_utf8_lossy(prefix);
-    let ct = if content_type.is_empty() { "no content-type".to_string() } else { format!("content-type {content_type}") };
+    let ct = if content_type.is_empty() {
+        "no content-type".to_string()
+    } else {
+        format!("content-type {content_type}")
+    };
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') {
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(trimmed.trim()) {
             if v.get("error").is_some() {
-                return format!("the server answered a JSON error instead of an SSE stream ({ct}): {}", body_detail(trimmed));
+                return format!(
+                    "the server answered a JSON error instead of an SSE stream ({ct}): {}",
+                    body_detail(trimmed)
+                );
             }
             return format!("the server answered one JSON document instead of an SSE stream ({ct}): it ignored `stream: true`");
         }
@@ -400,7 +562,10 @@ fn not_sse_message(content_type: &str, prefix: &[u8]) -> String {
     if trimmed.is_empty() {
         return format!("the server answered an empty body ({ct}) instead of an SSE stream");
     }
-    format!("the body is not an SSE stream ({ct}): {}", body_detail(trimmed))
+    format!(
+        "the body is not an SSE stream ({ct}): {}",
+        body_detail(trimmed)
+    )
 }
 
 #[cfg(test)]
@@ -409,15 +574,30 @@ mod tests {
 
     #[test]
     fn error_bodies_become_readable() {
-        assert_eq!(body_detail(r#"{"error":{"message":"Invalid API key","type":"auth"}}"#), "Invalid API key");
-        assert_eq!(body_detail("<html><head><title>502 Bad Gateway</title></head></html>"), "HTML page \"502 Bad Gateway\"");
-        assert_eq!(body_detail("upstream connect error\nmore"), "upstream connect error");
+        assert_eq!(
+            body_detail(r#"{"error":{"message":"Invalid API key","type":"auth"}}"#),
+            "Invalid API key"
+        );
+        assert_eq!(
+            body_detail("<html><head><title>502 Bad Gateway</title></head></html>"),
+            "HTML page \"502 Bad Gateway\""
+        );
+        assert_eq!(
+            body_detail("upstream connect error\nmore"),
+            "upstream connect error"
+        );
         assert_eq!(body_detail(""), "");
     }
 
     #[test]
     fn not_sse_messages() {
-        assert!(not_sse_message("application/json", br#"{"id":"x","choices":[]}"#).contains("ignored `stream: true`"));
-        assert!(not_sse_message("application/x-ndjson", b"{\"a\":1}\n{\"b\":2}\n").contains("JSON lines"));
+        assert!(
+            not_sse_message("application/json", br#"{"id":"x","choices":[]}"#)
+                .contains("ignored `stream: true`")
+        );
+        assert!(
+            not_sse_message("application/x-ndjson", b"{\"a\":1}\n{\"b\":2}\n")
+                .contains("JSON lines")
+        );
     }
 }

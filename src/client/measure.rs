@@ -122,9 +122,13 @@ pub fn measure(start_ms: f64, events: &[Stamped], end: End) -> RequestRecord {
     };
     rec.t_done_ms = Some(done_at.unwrap_or(end_ms));
     rec.error = if let Some(msg) = error {
-        Some(Failure { class: FailureClass::InBandError, status: None, message: format!("in-band error in a 200 stream: {msg}") })
+        Some(Failure {
+            class: FailureClass::InBandError,
+            status: None,
+            message: format!("in-band error in a 200 stream: {msg}"),
+        })
     } else if done_at.is_none() && transport_failure.is_some() {
-        let mut f = transport_failure.unwrap_or_else(|| unreachable_failure());
+        let mut f = transport_failure.unwrap_or_else(unreachable_failure);
         if f.class == FailureClass::Truncated {
             f.message = format!("{} after {} token events", f.message, n_events);
         }
@@ -148,7 +152,11 @@ pub fn measure(start_ms: f64, events: &[Stamped], end: End) -> RequestRecord {
 }
 
 fn unreachable_failure() -> Failure {
-    Failure { class: FailureClass::Truncated, status: None, message: "the body ended abnormally".into() }
+    Failure {
+        class: FailureClass::Truncated,
+        status: None,
+        message: "the body ended abnormally".into(),
+    }
 }
 
 /// Gaps between token events; per token when every token event carries cumulative usage.
@@ -161,7 +169,10 @@ fn itl(times: &[f64], usage: &[Option<u64>]) -> Vec<f64> {
     for i in 1..times.len() {
         let gap = times[i] - times[i - 1];
         if per_token {
-            let k = usage[i].unwrap_or(1).saturating_sub(usage[i - 1].unwrap_or(0)).max(1);
+            let k = usage[i]
+                .unwrap_or(1)
+                .saturating_sub(usage[i - 1].unwrap_or(0))
+                .max(1);
             out.extend(std::iter::repeat_n(gap / k as f64, k as usize));
         } else {
             out.push(gap);
@@ -176,7 +187,14 @@ mod tests {
     use crate::client::dialect::Usage;
 
     fn tok(at: f64) -> Stamped {
-        Stamped { at_ms: at, info: EventInfo { token: true, answer: true, ..Default::default() } }
+        Stamped {
+            at_ms: at,
+            info: EventInfo {
+                token: true,
+                answer: true,
+                ..Default::default()
+            },
+        }
     }
     fn other(at: f64, f: impl FnOnce(&mut EventInfo)) -> Stamped {
         let mut info = EventInfo::default();
@@ -218,7 +236,12 @@ mod tests {
             tok(190.0),
             tok(210.0),
             other(230.0, |i| i.finish = Some("stop".into())),
-            other(260.0, |i| i.usage = Some(Usage { prompt_tokens: Some(20), completion_tokens: Some(6) })),
+            other(260.0, |i| {
+                i.usage = Some(Usage {
+                    prompt_tokens: Some(20),
+                    completion_tokens: Some(6),
+                })
+            }),
             other(261.0, |i| i.done = true),
         ];
         let r = measure(0.0, &ev, End::Eof(261.0));
@@ -238,7 +261,10 @@ mod tests {
             tok(20.0),
             other(30.0, |i| {
                 i.finish = Some("stop".into());
-                i.usage = Some(Usage { prompt_tokens: Some(0), completion_tokens: Some(0) })
+                i.usage = Some(Usage {
+                    prompt_tokens: Some(0),
+                    completion_tokens: Some(0),
+                })
             }),
         ];
         let r = measure(0.0, &ev, End::Eof(31.0));
@@ -251,10 +277,18 @@ mod tests {
     fn per_token_itl_with_cumulative_usage() {
         let with = |at: f64, c: u64| {
             let mut s = tok(at);
-            s.info.usage = Some(Usage { prompt_tokens: None, completion_tokens: Some(c) });
+            s.info.usage = Some(Usage {
+                prompt_tokens: None,
+                completion_tokens: Some(c),
+            });
             s
         };
-        let ev = vec![with(100.0, 1), with(130.0, 4), with(140.0, 5), other(141.0, |i| i.done = true)];
+        let ev = vec![
+            with(100.0, 1),
+            with(130.0, 4),
+            with(140.0, 5),
+            other(141.0, |i| i.done = true),
+        ];
         let r = measure(0.0, &ev, End::Eof(141.0));
         assert_eq!(r.itl_ms, vec![10.0, 10.0, 10.0, 10.0]);
         assert_eq!(r.output_tokens, Some(5));
@@ -263,16 +297,30 @@ mod tests {
 
     #[test]
     fn failures_are_classified() {
-        let err = vec![tok(540.0), other(2500.0, |i| i.error = Some("Provider disconnected".into()))];
+        let err = vec![
+            tok(540.0),
+            other(2500.0, |i| i.error = Some("Provider disconnected".into())),
+        ];
         let r = measure(0.0, &err, End::Eof(2501.0));
         assert_eq!(r.error.as_ref().unwrap().class, FailureClass::InBandError);
         assert!(r.error.unwrap().message.contains("Provider disconnected"));
-        let none = vec![other(5.0, |i| i.finish = Some("stop".into())), other(6.0, |i| i.done = true)];
-        assert_eq!(measure(0.0, &none, End::Eof(6.0)).error.unwrap().class, FailureClass::NoToken);
+        let none = vec![
+            other(5.0, |i| i.finish = Some("stop".into())),
+            other(6.0, |i| i.done = true),
+        ];
+        assert_eq!(
+            measure(0.0, &none, End::Eof(6.0)).error.unwrap().class,
+            FailureClass::NoToken
+        );
         let cut = vec![tok(100.0), tok(120.0)];
         let r = measure(0.0, &cut, End::Eof(170.0));
         assert_eq!(r.error.unwrap().class, FailureClass::Truncated);
-        let finished_no_done = vec![tok(100.0), tok(120.0), tok(140.0), other(150.0, |i| i.finish = Some("stop".into()))];
+        let finished_no_done = vec![
+            tok(100.0),
+            tok(120.0),
+            tok(140.0),
+            other(150.0, |i| i.finish = Some("stop".into())),
+        ];
         let r = measure(0.0, &finished_no_done, End::Eof(170.0));
         assert!(r.ok());
         assert_eq!(r.t_done_ms, Some(170.0));

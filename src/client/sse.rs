@@ -117,11 +117,15 @@ impl SseDecoder {
                 }
             }
             if self.line.len() + self.data.len() > self.max_event_bytes {
-                return Err(EventTooLarge { limit: self.max_event_bytes });
+                return Err(EventTooLarge {
+                    limit: self.max_event_bytes,
+                });
             }
         }
         if self.line.len() + self.data.len() > self.max_event_bytes {
-            return Err(EventTooLarge { limit: self.max_event_bytes });
+            return Err(EventTooLarge {
+                limit: self.max_event_bytes,
+            });
         }
         Ok(out)
     }
@@ -133,7 +137,10 @@ impl SseDecoder {
                 if data.ends_with('\n') {
                     data.pop();
                 }
-                out.events.push(SseEvent { event: self.event.take(), data });
+                out.events.push(SseEvent {
+                    event: self.event.take(),
+                    data,
+                });
             }
             self.data.clear();
             self.has_data = false;
@@ -184,7 +191,10 @@ impl SseDecoder {
                 data.pop();
             }
             self.has_data = false;
-            return Some(SseEvent { event: self.event.take(), data });
+            return Some(SseEvent {
+                event: self.event.take(),
+                data,
+            });
         }
         None
     }
@@ -235,7 +245,10 @@ mod tests {
 
     #[test]
     fn fields_comments_bom_multiline() {
-        let (e, c) = all(&[b"\xEF\xBB", b"\xBF: keep-alive\n\nevent: error\ndata:{\"x\":1}\nid: 7\n\ndata: l1\ndata: l2\n\n"]);
+        let (e, c) = all(&[
+            b"\xEF\xBB",
+            b"\xBF: keep-alive\n\nevent: error\ndata:{\"x\":1}\nid: 7\n\ndata: l1\ndata: l2\n\n",
+        ]);
         assert_eq!(c, 1);
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].event.as_deref(), Some("error"));
@@ -259,7 +272,10 @@ mod tests {
     #[test]
     fn oversized_event_is_an_error() {
         let mut d = SseDecoder::new(16);
-        assert_eq!(d.feed(b"data: 0123456789abcdefXYZ").unwrap_err(), EventTooLarge { limit: 16 });
+        assert_eq!(
+            d.feed(b"data: 0123456789abcdefXYZ").unwrap_err(),
+            EventTooLarge { limit: 16 }
+        );
     }
 
     #[test]

@@ -153,10 +153,16 @@ impl RawEndpoint {
                 }
                 (mine, theirs) => mine.or_else(|| theirs.clone()),
             },
-            connect_timeout: self.connect_timeout.or_else(|| base.connect_timeout.clone()),
-            first_token_timeout: self.first_token_timeout.or_else(|| base.first_token_timeout.clone()),
+            connect_timeout: self
+                .connect_timeout
+                .or_else(|| base.connect_timeout.clone()),
+            first_token_timeout: self
+                .first_token_timeout
+                .or_else(|| base.first_token_timeout.clone()),
             idle_timeout: self.idle_timeout.or_else(|| base.idle_timeout.clone()),
-            request_timeout: self.request_timeout.or_else(|| base.request_timeout.clone()),
+            request_timeout: self
+                .request_timeout
+                .or_else(|| base.request_timeout.clone()),
             include_usage: self.include_usage.or(base.include_usage),
         }
     }
@@ -168,9 +174,21 @@ impl RawRequest {
     pub fn over(self, base: &RawRequest) -> RawRequest {
         let own_text = self.prompt.is_some() || self.messages.is_some() || self.system.is_some();
         RawRequest {
-            prompt: if own_text { self.prompt } else { base.prompt.clone() },
-            messages: if own_text { self.messages } else { base.messages.clone() },
-            system: if own_text { self.system } else { base.system.clone() },
+            prompt: if own_text {
+                self.prompt
+            } else {
+                base.prompt.clone()
+            },
+            messages: if own_text {
+                self.messages
+            } else {
+                base.messages.clone()
+            },
+            system: if own_text {
+                self.system
+            } else {
+                base.system.clone()
+            },
             max_tokens: self.max_tokens.or(base.max_tokens),
             temperature: self.temperature.or(base.temperature),
             seed: self.seed.or(base.seed),

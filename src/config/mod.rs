@@ -43,11 +43,16 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
     for p in paths {
         let meta = std::fs::metadata(p).map_err(|e| ConfigError {
             at: p.display().to_string(),
-            message: format!("cannot read ({e}); pass a scenario file or a directory with --scenarios"),
+            message: format!(
+                "cannot read ({e}); pass a scenario file or a directory with --scenarios"
+            ),
         })?;
         if meta.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| ConfigError { at: p.display().to_string(), message: format!("cannot list ({e})") })?
+                .map_err(|e| ConfigError {
+                    at: p.display().to_string(),
+                    message: format!("cannot list ({e})"),
+                })?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| f.extension().is_some_and(|x| x == "yaml" || x == "yml") && f.is_file())
                 .collect();
@@ -69,7 +74,10 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
 
 /// Loads and validates every scenario in `files`, using `env` for `${VAR}` and API keys.
 /// Scenario names must be unique across all files.
-pub fn load(files: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Scenario>, ConfigError> {
+pub fn load(
+    files: &[PathBuf],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Scenario>, ConfigError> {
     let mut all = Vec::new();
     let mut names = BTreeSet::new();
     for f in files {
@@ -87,22 +95,39 @@ pub fn load(files: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<V
 }
 
 /// Loads one file.
-pub fn load_file(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Scenario>, ConfigError> {
+pub fn load_file(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Scenario>, ConfigError> {
     let shown = path.display().to_string();
-    let err = |message: String| ConfigError { at: shown.clone(), message };
+    let err = |message: String| ConfigError {
+        at: shown.clone(),
+        message,
+    };
     let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read ({e})")))?;
     if meta.len() > MAX_FILE_BYTES {
-        return Err(err(format!("file is {} bytes; scenario files are limited to {MAX_FILE_BYTES} bytes", meta.len())));
+        return Err(err(format!(
+            "file is {} bytes; scenario files are limited to {MAX_FILE_BYTES} bytes",
+            meta.len()
+        )));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read as UTF-8 text ({e})")))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(format!("cannot read as UTF-8 text ({e})")))?;
     parse_str(&text, &shown, env)
 }
 
 /// Parses and validates scenario YAML held in memory; `name` labels messages.
-pub fn parse_str(text: &str, name: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Scenario>, ConfigError> {
-    let raw: RawFile = serde_saphyr::from_str(text).map_err(|e| yaml_error(&e, name))?;
+pub fn parse_str(
+    text: &str,
+    name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Scenario>, ConfigError> {
+    let raw: RawFile = serde_saphyr::from_str(text).map_err(|e| yaml_error(&e, name, text))?;
     if raw.scenarios.is_empty() {
-        return Err(ConfigError { at: name.to_string(), message: "no `scenarios:` in this file; add a list of scenarios".into() });
+        return Err(ConfigError {
+            at: name.to_string(),
+            message: "no `scenarios:` in this file; add a list of scenarios".into(),
+        });
     }
     let mut out = Vec::new();
     for sp in raw.scenarios {
@@ -116,34 +141,56 @@ pub fn parse_str(text: &str, name: &str, env: &dyn Fn(&str) -> Option<String>) -
             load: s.load.over(&raw.defaults.load),
             gate: s.gate.over(&raw.defaults.gate),
         };
-        let ctx = scenario::BuildCtx { env, at: at.clone() };
+        let ctx = scenario::BuildCtx {
+            env,
+            at: at.clone(),
+        };
         out.push(scenario::build(merged, &ctx).map_err(|message| ConfigError { at, message })?);
     }
     Ok(out)
 }
 
 /// Turns a YAML error into `file:line: message`, with a did-you-mean hint for unknown keys.
-fn yaml_error(e: &serde_saphyr::Error, name: &str) -> ConfigError {
+fn yaml_error(e: &serde_saphyr::Error, name: &str, text: &str) -> ConfigError {
     let at = match e.location() {
         Some(l) if l.line() > 0 => format!("{name}:{}:{}", l.line(), l.column()),
         _ => name.to_string(),
     };
     let full = e.without_snippet().to_string();
-    let mut message = full.lines().next().unwrap_or("invalid YAML").to_string();
+    let first = full.lines().next().unwrap_or("invalid YAML");
+    // The location is already in `at`.
+    let mut message = match first.rfind(" at line ") {
+        Some(i) => first[..i].to_string(),
+        None => first.to_string(),
+    };
     if let Some(hint) = did_you_mean(&full) {
         message.push_str(&format!("; did you mean `{hint}`?"));
+    } else if let Some(l) = e.location().filter(|l| l.line() > 0) {
+        // Show the offending line, so "invalid u32" says which key.
+        if let Some(line) = text.lines().nth(l.line() as usize - 1) {
+            let line: String = line.trim().chars().take(120).collect();
+            if !line.is_empty() {
+                message.push_str(&format!(" in `{line}`"));
+            }
+        }
     }
     ConfigError { at, message }
 }
 
-/// From serde's "unknown field `x`, expected one of `a`, `b`" text, the closest expected name.
+/// From serde's "unknown field `x`, expected one of `a`, `b`" text (with or without backticks
+/// around the expected names), the closest expected name.
 pub fn did_you_mean(msg: &str) -> Option<String> {
     let start = msg.find("unknown field `")? + "unknown field `".len();
     let unknown = &msg[start..start + msg[start..].find('`')?];
     let rest = &msg[start + unknown.len()..];
-    let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
-    expected
-        .into_iter()
+    let list = rest
+        .split_once("expected one of ")
+        .or_else(|| rest.split_once("expected "))?
+        .1;
+    let list = list.split(" at line ").next().unwrap_or(list);
+    list.split(", ")
+        .map(|c| c.trim().trim_matches('`'))
+        .filter(|c| !c.is_empty())
         .map(|c| (strsim::jaro_winkler(unknown, c), c))
         .filter(|(score, _)| *score > 0.7)
         .max_by(|a, b| a.0.total_cmp(&b.0))
@@ -184,7 +231,7 @@ scenarios:
         assert_eq!(s[1].request.max_tokens, 32);
         assert_eq!(s[1].load.concurrency, 2);
         assert_eq!(s[1].request.prompt, "Say hello");
-        assert_eq!(s[0].source, "t.yaml:11");
+        assert_eq!(s[0].source, "t.yaml:10");
         assert_ne!(s[0].fingerprint, s[1].fingerprint);
     }
 
@@ -192,7 +239,7 @@ scenarios:
     fn unknown_key_gives_line_and_hint() {
         let bad = GOOD.replace("concurrency: 2", "concurency: 2");
         let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
-        assert!(e.at.starts_with("t.yaml:15"), "{e}");
+        assert!(e.at.starts_with("t.yaml:13"), "{e}");
         assert!(e.message.contains("did you mean `concurrency`?"), "{e}");
     }
 
@@ -201,7 +248,7 @@ scenarios:
         let bad = GOOD.replace("samples: 20", "samples: 5");
         let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
         assert!(e.message.contains("at least 20"), "{e}");
-        assert_eq!(e.at, "t.yaml:11");
+        assert_eq!(e.at, "t.yaml:10");
     }
 
     #[test]
@@ -211,7 +258,10 @@ scenarios:
         assert!(e.message.contains("PG_TEST_KEY is not set"), "{e}");
         let env = |n: &str| (n == "PG_TEST_KEY").then(|| "sk-canary".to_string());
         let s = parse_str(text, "t.yaml", &env).unwrap();
-        assert_eq!(s[0].endpoint.api_key.as_ref().unwrap().expose(), "sk-canary");
+        assert_eq!(
+            s[0].endpoint.api_key.as_ref().unwrap().expose(),
+            "sk-canary"
+        );
         assert!(!format!("{:?}", s[0]).contains("sk-canary"));
     }
 

@@ -47,7 +47,9 @@ impl Api {
 }
 
 /// A gated latency metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Metric {
     /// Time to first token, ms.
@@ -78,7 +80,9 @@ impl Metric {
 }
 
 /// A gated quantile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Quantile {
     /// The median.
@@ -309,9 +313,18 @@ pub struct Scenario {
 /// The default band for a quantile (DESIGN s2: 5 %/10 % for P50, 25 %/50 % for P99).
 pub fn default_band(q: Quantile) -> Band {
     match q {
-        Quantile::P50 => Band { warn: 0.05, fail: 0.10 },
-        Quantile::P90 => Band { warn: 0.10, fail: 0.20 },
-        Quantile::P99 => Band { warn: 0.25, fail: 0.50 },
+        Quantile::P50 => Band {
+            warn: 0.05,
+            fail: 0.10,
+        },
+        Quantile::P90 => Band {
+            warn: 0.10,
+            fail: 0.20,
+        },
+        Quantile::P99 => Band {
+            warn: 0.25,
+            fail: 0.50,
+        },
     }
 }
 
@@ -326,13 +339,18 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 64 {
         return Err(format!("scenario name `{name}` must be 1 to 64 characters"));
     }
-    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
         return Err(format!(
             "scenario name `{name}` contains {c:?}: use only letters, digits, `.`, `_` and `-` (it names a file)"
         ));
     }
     if name.chars().all(|c| c == '.') || name.starts_with('.') {
-        return Err(format!("scenario name `{name}` must not start with `.` (it names a file)"));
+        return Err(format!(
+            "scenario name `{name}` must not start with `.` (it names a file)"
+        ));
     }
     Ok(())
 }
@@ -357,10 +375,11 @@ pub fn normalise_base_url(raw: &str) -> Result<String, String> {
     let mut path = url.path().trim_end_matches('/').to_string();
     for route in ["/chat/completions", "/completions", "/messages"] {
         if path.ends_with(route) {
-            let base = &path[..path.len() - route.len()];
+            let mut base = url.clone();
+            base.set_path(&path[..path.len() - route.len()]);
             return Err(format!(
                 "base_url `{raw}` ends with the API route `{route}`: write the base only (`{}`); perfgate appends the route",
-                base
+                base.as_str().trim_end_matches('/')
             ));
         }
     }
@@ -401,8 +420,10 @@ fn dur(v: &Option<String>, key: &str, default: Duration) -> Result<Duration, Str
 pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, String> {
     let name = raw.name.clone().ok_or("scenario has no `name:`")?;
     check_name(&name)?;
-    let endpoint = build_endpoint(&raw.endpoint, ctx).map_err(|e| format!("scenario `{name}`: {e}"))?;
-    let request = build_request(&raw.request, endpoint.api).map_err(|e| format!("scenario `{name}`: {e}"))?;
+    let endpoint =
+        build_endpoint(&raw.endpoint, ctx).map_err(|e| format!("scenario `{name}`: {e}"))?;
+    let request =
+        build_request(&raw.request, endpoint.api).map_err(|e| format!("scenario `{name}`: {e}"))?;
     let load = build_load(&raw.load).map_err(|e| format!("scenario `{name}`: {e}"))?;
     let gate = build_gate(&raw.gate).map_err(|e| format!("scenario `{name}`: {e}"))?;
     let fingerprint = fingerprint(&endpoint, &request, &load);
@@ -436,19 +457,30 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
     };
     let (target, default_model) = if let Some(rest) = url.strip_prefix("sim://") {
         let query = rest.split_once('?').map(|(_, q)| q).unwrap_or("");
-        let cfg = SimConfig::from_query(query).map_err(|m| format!("endpoint.base_url `{url}`: {m}"))?;
+        let cfg =
+            SimConfig::from_query(query).map_err(|m| format!("endpoint.base_url `{url}`: {m}"))?;
         let model = cfg.model.clone();
         if api != Api::OpenaiChat && api != Api::OpenaiCompletions {
-            return Err(format!("the simulator speaks openai-chat and openai-completions, not {}", api.as_str()));
+            return Err(format!(
+                "the simulator speaks openai-chat and openai-completions, not {}",
+                api.as_str()
+            ));
         }
         (Target::Sim(cfg), Some(model))
     } else {
-        (Target::Http { base_url: normalise_base_url(&url).map_err(|m| format!("endpoint.{m}"))? }, None)
+        (
+            Target::Http {
+                base_url: normalise_base_url(&url).map_err(|m| format!("endpoint.{m}"))?,
+            },
+            None,
+        )
     };
     let model = match (&e.model, default_model) {
         (Some(m), _) => expand_env(m, ctx.env).map_err(|m| format!("endpoint.model: {m}"))?,
         (None, Some(m)) => m,
-        (None, None) => return Err("endpoint.model is required (the model id the server serves)".into()),
+        (None, None) => {
+            return Err("endpoint.model is required (the model id the server serves)".into())
+        }
     };
     let api_key = match &e.api_key_env {
         None => None,
@@ -468,13 +500,21 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
     let mut headers = Vec::new();
     for (k, v) in e.headers.clone().unwrap_or_default() {
         if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
-            return Err(format!("endpoint.headers: `{k}` is not a valid header name"));
+            return Err(format!(
+                "endpoint.headers: `{k}` is not a valid header name"
+            ));
         }
         let value = expand_env(&v, ctx.env).map_err(|m| format!("endpoint.headers.{k}: {m}"))?;
         if reqwest::header::HeaderValue::from_str(&value).is_err() {
-            return Err(format!("endpoint.headers.{k}: the value is not a valid header value"));
+            return Err(format!(
+                "endpoint.headers.{k}: the value is not a valid header value"
+            ));
         }
-        headers.push(Header { name: k, from_env: v.contains("${"), value: Secret::new(value) });
+        headers.push(Header {
+            name: k,
+            from_env: v.contains("${"),
+            value: Secret::new(value),
+        });
     }
     Ok(Endpoint {
         target,
@@ -484,10 +524,22 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
         api_key_env: e.api_key_env.clone(),
         api_key,
         headers,
-        connect_timeout: dur(&e.connect_timeout, "connect_timeout", Duration::from_secs(10))?,
-        first_token_timeout: dur(&e.first_token_timeout, "first_token_timeout", Duration::from_secs(60))?,
+        connect_timeout: dur(
+            &e.connect_timeout,
+            "connect_timeout",
+            Duration::from_secs(10),
+        )?,
+        first_token_timeout: dur(
+            &e.first_token_timeout,
+            "first_token_timeout",
+            Duration::from_secs(60),
+        )?,
         idle_timeout: dur(&e.idle_timeout, "idle_timeout", Duration::from_secs(30))?,
-        request_timeout: dur(&e.request_timeout, "request_timeout", Duration::from_secs(300))?,
+        request_timeout: dur(
+            &e.request_timeout,
+            "request_timeout",
+            Duration::from_secs(300),
+        )?,
         include_usage: e.include_usage.unwrap_or(true),
     })
 }
@@ -500,28 +552,43 @@ fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
             if p.is_empty() {
                 return Err("request.prompt is empty".into());
             }
-            (vec![RawMessage { role: "user".into(), content: p.clone() }], p.clone())
+            (
+                vec![RawMessage {
+                    role: "user".into(),
+                    content: p.clone(),
+                }],
+                p.clone(),
+            )
         }
         (None, Some(ms)) => {
             if ms.is_empty() {
                 return Err("request.messages is empty: give at least one {role, content}".into());
             }
             for m in ms {
-                if !matches!(m.role.as_str(), "system" | "user" | "assistant" | "developer") {
+                if !matches!(
+                    m.role.as_str(),
+                    "system" | "user" | "assistant" | "developer"
+                ) {
                     return Err(format!(
                         "request.messages: role `{}` is not one of system, user, assistant, developer",
                         m.role
                     ));
                 }
             }
-            let text = ms.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
+            let text = ms
+                .iter()
+                .map(|m| m.content.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
             (ms.clone(), text)
         }
     };
     if api == Api::OpenaiCompletions && r.messages.is_some() {
         return Err("request.messages needs a chat API; openai-completions takes `prompt`".into());
     }
-    let max_tokens = r.max_tokens.ok_or("request.max_tokens is required (a fixed output length makes TPOT comparable)")?;
+    let max_tokens = r
+        .max_tokens
+        .ok_or("request.max_tokens is required (a fixed output length makes TPOT comparable)")?;
     if max_tokens == 0 {
         return Err("request.max_tokens must be at least 1".into());
     }
@@ -536,8 +603,13 @@ fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
         other => return Err(format!("request.cache `{other}`: use `warm` or `cold`")),
     };
     for reserved in ["stream", "model"] {
-        if r.extra_body.as_ref().is_some_and(|b| b.contains_key(reserved)) {
-            return Err(format!("request.extra_body must not set `{reserved}`: perfgate sets it"));
+        if r.extra_body
+            .as_ref()
+            .is_some_and(|b| b.contains_key(reserved))
+        {
+            return Err(format!(
+                "request.extra_body must not set `{reserved}`: perfgate sets it"
+            ));
         }
     }
     Ok(RequestSpec {
@@ -569,12 +641,20 @@ fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         return Err(format!("load.concurrency is {concurrency}: use 1..=4096"));
     }
     if l.rate.is_some() {
-        return Err("load.rate (open-loop arrivals) is not supported yet: use load.concurrency".into());
+        return Err(
+            "load.rate (open-loop arrivals) is not supported yet: use load.concurrency".into(),
+        );
     }
     if l.max_samples.is_some() {
-        return Err("load.max_samples (sequential sampling) is not supported yet: use load.samples".into());
+        return Err(
+            "load.max_samples (sequential sampling) is not supported yet: use load.samples".into(),
+        );
     }
-    Ok(LoadSpec { concurrency, samples, warmup: l.warmup.unwrap_or(2).min(10_000) })
+    Ok(LoadSpec {
+        concurrency,
+        samples,
+        warmup: l.warmup.unwrap_or(2).min(10_000),
+    })
 }
 
 fn parse_metric(s: &str) -> Result<Metric, String> {
@@ -582,7 +662,9 @@ fn parse_metric(s: &str) -> Result<Metric, String> {
         "ttft" => Ok(Metric::Ttft),
         "tpot" => Ok(Metric::Tpot),
         "e2e" => Ok(Metric::E2e),
-        o => Err(format!("gate.metrics: `{o}` is not a metric: use ttft, tpot or e2e")),
+        o => Err(format!(
+            "gate.metrics: `{o}` is not a metric: use ttft, tpot or e2e"
+        )),
     }
 }
 
@@ -591,16 +673,35 @@ fn parse_quantile(s: &str) -> Result<Quantile, String> {
         "p50" => Ok(Quantile::P50),
         "p90" => Ok(Quantile::P90),
         "p99" => Ok(Quantile::P99),
-        o => Err(format!("gate.quantiles: `{o}` is not a quantile: use p50, p90 or p99")),
+        o => Err(format!(
+            "gate.quantiles: `{o}` is not a quantile: use p50, p90 or p99"
+        )),
     }
 }
 
 fn band_from(raw: &RawBand, base: Band, key: &str) -> Result<Band, String> {
-    let warn = raw.warn.as_ref().map(parse_fraction).transpose().map_err(|e| format!("gate.tolerances.{key}.warn: {e}"))?;
-    let fail = raw.fail.as_ref().map(parse_fraction).transpose().map_err(|e| format!("gate.tolerances.{key}.fail: {e}"))?;
-    let b = Band { warn: warn.unwrap_or(base.warn), fail: fail.unwrap_or(base.fail) };
+    let warn = raw
+        .warn
+        .as_ref()
+        .map(parse_fraction)
+        .transpose()
+        .map_err(|e| format!("gate.tolerances.{key}.warn: {e}"))?;
+    let fail = raw
+        .fail
+        .as_ref()
+        .map(parse_fraction)
+        .transpose()
+        .map_err(|e| format!("gate.tolerances.{key}.fail: {e}"))?;
+    let b = Band {
+        warn: warn.unwrap_or(base.warn),
+        fail: fail.unwrap_or(base.fail),
+    };
     if b.warn > b.fail {
-        return Err(format!("gate.tolerances.{key}: warn ({:.0}%) is above fail ({:.0}%)", b.warn * 100.0, b.fail * 100.0));
+        return Err(format!(
+            "gate.tolerances.{key}: warn ({:.0}%) is above fail ({:.0}%)",
+            b.warn * 100.0,
+            b.fail * 100.0
+        ));
     }
     Ok(b)
 }
@@ -608,11 +709,17 @@ fn band_from(raw: &RawBand, base: Band, key: &str) -> Result<Band, String> {
 fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
     let metrics = match &g.metrics {
         None => vec![Metric::Ttft, Metric::Tpot],
-        Some(v) => v.iter().map(|s| parse_metric(s)).collect::<Result<Vec<_>, _>>()?,
+        Some(v) => v
+            .iter()
+            .map(|s| parse_metric(s))
+            .collect::<Result<Vec<_>, _>>()?,
     };
     let quantiles = match &g.quantiles {
         None => vec![Quantile::P50, Quantile::P99],
-        Some(v) => v.iter().map(|s| parse_quantile(s)).collect::<Result<Vec<_>, _>>()?,
+        Some(v) => v
+            .iter()
+            .map(|s| parse_quantile(s))
+            .collect::<Result<Vec<_>, _>>()?,
     };
     let tol = g.tolerances.clone().unwrap_or_default();
     for key in tol.keys() {
@@ -640,10 +747,18 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
             bands.insert((m, q), b);
         }
     }
-    let mut min_delta_ms = BTreeMap::from([(Metric::Ttft, 5.0), (Metric::Tpot, 0.5), (Metric::E2e, 10.0)]);
+    let mut min_delta_ms = BTreeMap::from([
+        (Metric::Ttft, 5.0),
+        (Metric::Tpot, 0.5),
+        (Metric::E2e, 10.0),
+    ]);
     for (k, v) in g.min_delta.clone().unwrap_or_default() {
-        let m = parse_metric(&k).map_err(|_| format!("gate.min_delta: `{k}` is not a metric: use ttft, tpot or e2e"))?;
-        min_delta_ms.insert(m, parse_ms(&v).map_err(|e| format!("gate.min_delta.{k}: {e}"))?);
+        let m = parse_metric(&k)
+            .map_err(|_| format!("gate.min_delta: `{k}` is not a metric: use ttft, tpot or e2e"))?;
+        min_delta_ms.insert(
+            m,
+            parse_ms(&v).map_err(|e| format!("gate.min_delta.{k}: {e}"))?,
+        );
     }
     let alpha = g.alpha.unwrap_or(0.01);
     if !(alpha > 0.0 && alpha <= 0.2) {
@@ -659,7 +774,14 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
     if max_error_rate > 1.0 {
         return Err("gate.max_error_rate must be between 0% and 100%".into());
     }
-    Ok(GateSpec { metrics, quantiles, bands, min_delta_ms, alpha, max_error_rate })
+    Ok(GateSpec {
+        metrics,
+        quantiles,
+        bands,
+        min_delta_ms,
+        alpha,
+        max_error_rate,
+    })
 }
 
 /// The scenario fingerprint (DESIGN s2): a hash of endpoint URL, api, model, request and load
@@ -697,10 +819,19 @@ mod tests {
 
     #[test]
     fn base_urls_are_normalised() {
-        assert_eq!(normalise_base_url("http://127.0.0.1:8000/v1/").unwrap(), "http://127.0.0.1:8000/v1");
-        assert_eq!(normalise_base_url("http://127.0.0.1:8000").unwrap(), "http://127.0.0.1:8000/v1");
+        assert_eq!(
+            normalise_base_url("http://127.0.0.1:8000/v1/").unwrap(),
+            "http://127.0.0.1:8000/v1"
+        );
+        assert_eq!(
+            normalise_base_url("http://127.0.0.1:8000").unwrap(),
+            "http://127.0.0.1:8000/v1"
+        );
         assert_eq!(normalise_base_url("http://h/v1/v1").unwrap(), "http://h/v1");
-        assert_eq!(normalise_base_url("https://h/openai/v1?api-version=1").unwrap(), "https://h/openai/v1?api-version=1");
+        assert_eq!(
+            normalise_base_url("https://h/openai/v1?api-version=1").unwrap(),
+            "https://h/openai/v1?api-version=1"
+        );
         let e = normalise_base_url("http://h/v1/chat/completions").unwrap_err();
         assert!(e.contains("`http://h/v1`"), "{e}");
         assert!(normalise_base_url("ftp://h").is_err());

@@ -20,19 +20,19 @@ pub fn parse_fraction(v: &RawNumber) -> Result<f64, String> {
         RawNumber::Text(t) => {
             let t = t.trim();
             match t.strip_suffix('%') {
-                Some(p) => p
-                    .trim()
-                    .parse::<f64>()
-                    .map(|x| x / 100.0)
-                    .map_err(|_| format!("`{t}` is not a percentage; write it like `10%` or `0.10`"))?,
-                None => t
-                    .parse::<f64>()
-                    .map_err(|_| format!("`{t}` is not a fraction; write it like `10%` or `0.10`"))?,
+                Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0).map_err(|_| {
+                    format!("`{t}` is not a percentage; write it like `10%` or `0.10`")
+                })?,
+                None => t.parse::<f64>().map_err(|_| {
+                    format!("`{t}` is not a fraction; write it like `10%` or `0.10`")
+                })?,
             }
         }
     };
     if !x.is_finite() || !(0.0..=10.0).contains(&x) {
-        return Err(format!("{x} is out of range: a tolerance is between 0% and 1000%"));
+        return Err(format!(
+            "{x} is out of range: a tolerance is between 0% and 1000%"
+        ));
     }
     Ok(x)
 }
@@ -59,7 +59,9 @@ pub fn parse_ms(v: &RawNumber) -> Result<f64, String> {
         }
     };
     if !x.is_finite() || x < 0.0 {
-        return Err(format!("{x} is not a valid time: it must be a finite number of ms >= 0"));
+        return Err(format!(
+            "{x} is not a valid time: it must be a finite number of ms >= 0"
+        ));
     }
     Ok(x)
 }
@@ -86,9 +88,7 @@ pub fn expand_env(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
                 Some(i) => (&inner[..i], Some(&inner[i + 2..])),
                 None => (inner, None),
             };
-            if name.is_empty()
-                || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            {
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(format!("`${{{inner}}}` is not a valid variable reference"));
             }
             match (lookup(name), default) {
@@ -125,8 +125,14 @@ mod tests {
 
     #[test]
     fn expands_variables_and_defaults() {
-        assert_eq!(expand_env("https://${HOST}/v1", &env).unwrap(), "https://example.test/v1");
-        assert_eq!(expand_env("${NOPE:-x}-${HOST}", &env).unwrap(), "x-example.test");
+        assert_eq!(
+            expand_env("https://${HOST}/v1", &env).unwrap(),
+            "https://example.test/v1"
+        );
+        assert_eq!(
+            expand_env("${NOPE:-x}-${HOST}", &env).unwrap(),
+            "x-example.test"
+        );
         assert_eq!(expand_env("${EMPTY:-d}", &env).unwrap(), "d");
         assert_eq!(expand_env("a$$b$c", &env).unwrap(), "a$b$c");
         let e = expand_env("${NOPE}", &env).unwrap_err();

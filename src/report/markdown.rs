@@ -62,11 +62,19 @@ pub fn render(r: &Results) -> String {
         r.scenarios.len(),
         r.family_size
     );
-    let _ = writeln!(o, "| scenario | check | baseline | candidate | change [CI] | verdict |");
+    let _ = writeln!(
+        o,
+        "| scenario | check | baseline | candidate | change [CI] | verdict |"
+    );
     let _ = writeln!(o, "|---|---|---|---|---|---|");
     for s in &r.scenarios {
         if s.status != Status::Compared && s.checks.is_empty() {
-            let _ = writeln!(o, "| {} | - | - | - | - | {} |", escape(&s.name), super::terminal::status_label(s.status));
+            let _ = writeln!(
+                o,
+                "| {} | - | - | - | - | {} |",
+                escape(&s.name),
+                super::terminal::status_label(s.status)
+            );
             continue;
         }
         for c in s.checks.iter().filter(|c| c.verdict != Verdict::Info) {
@@ -83,7 +91,12 @@ pub fn render(r: &Results) -> String {
         }
     }
     for s in &r.scenarios {
-        let _ = writeln!(o, "\n<details><summary>{}: {}</summary>\n", escape(&s.name), status_text(s));
+        let _ = writeln!(
+            o,
+            "\n<details><summary>{}: {}</summary>\n",
+            escape(&s.name),
+            status_text(s)
+        );
         let m = &s.measured;
         let _ = writeln!(
             o,
@@ -97,7 +110,14 @@ pub fn render(r: &Results) -> String {
             m.output_tokens_per_s
         );
         if let Some(b) = &s.baseline {
-            let _ = writeln!(o, "Baseline `{}`, blessed {} with perfgate {} ({} requests).\n", b.path.replace('`', "'"), escape(&b.created_at), escape(&b.perfgate_version), b.requests);
+            let _ = writeln!(
+                o,
+                "Baseline `{}`, blessed {} with perfgate {} ({} requests).\n",
+                b.path.replace('`', "'"),
+                escape(&b.created_at),
+                escape(&b.perfgate_version),
+                b.requests
+            );
         }
         if !s.checks.is_empty() {
             let _ = writeln!(o, "| check | baseline | candidate | change [CI] | tolerance | n (b/c) | verdict | why |");
@@ -119,7 +139,12 @@ pub fn render(r: &Results) -> String {
             }
         }
         if let Some(itl) = m.summary.get("itl_ms") {
-            let _ = writeln!(o, "\nITL P50 {} / P99 {} (per event).", fmt_ms(itl.p50), fmt_ms(itl.p99));
+            let _ = writeln!(
+                o,
+                "\nITL P50 {} / P99 {} (per event).",
+                fmt_ms(itl.p50),
+                fmt_ms(itl.p99)
+            );
         }
         if let Some(e) = &m.first_error {
             let _ = writeln!(o, "\nFirst failure: {}", escape(e));
@@ -135,7 +160,11 @@ pub fn render(r: &Results) -> String {
 fn status_text(s: &crate::results::ScenarioResult) -> String {
     match s.status {
         Status::Compared => s.worst().map(emoji).unwrap_or("✅ PASS").to_string(),
-        other => format!("{}: {}", super::terminal::status_label(other), escape(&s.status_detail)),
+        other => format!(
+            "{}: {}",
+            super::terminal::status_label(other),
+            escape(&s.status_detail)
+        ),
     }
 }
 

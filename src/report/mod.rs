@@ -54,7 +54,12 @@ pub fn fmt_change(c: &Check) -> String {
 pub fn fmt_tolerance(c: &Check) -> String {
     match c.kind {
         CheckKind::ErrorRate => "any increase".into(),
-        _ if c.min_delta_ms > 0.0 => format!("{:.0}% / {:.0}%, >{}", c.warn * 100.0, c.fail * 100.0, fmt_ms(c.min_delta_ms)),
+        _ if c.min_delta_ms > 0.0 => format!(
+            "{:.0}% / {:.0}%, >{}",
+            c.warn * 100.0,
+            c.fail * 100.0,
+            fmt_ms(c.min_delta_ms)
+        ),
         _ => format!("{:.0}% / {:.0}%", c.warn * 100.0, c.fail * 100.0),
     }
 }

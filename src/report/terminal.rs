@@ -17,7 +17,11 @@ pub fn render(r: &Results) -> String {
             s.name, s.api, s.endpoint, s.model, s.concurrency, m.requests, m.failed
         );
         if let Some(b) = &s.baseline {
-            let _ = writeln!(out, "   baseline {} from {} ({} requests, perfgate {})", b.path, b.created_at, b.requests, b.perfgate_version);
+            let _ = writeln!(
+                out,
+                "   baseline {} from {} ({} requests, perfgate {})",
+                b.path, b.created_at, b.requests, b.perfgate_version
+            );
         }
         if s.status != Status::Compared {
             let _ = writeln!(out, "   {}: {}", status_label(s.status), s.status_detail);
@@ -25,7 +29,14 @@ pub fn render(r: &Results) -> String {
         if !s.checks.is_empty() {
             let mut t = Table::new();
             t.load_preset(presets::ASCII_BORDERS_ONLY_CONDENSED);
-            t.set_header(vec!["check", "baseline", "candidate", "change [CI]", "tolerance", "verdict"]);
+            t.set_header(vec![
+                "check",
+                "baseline",
+                "candidate",
+                "change [CI]",
+                "tolerance",
+                "verdict",
+            ]);
             for c in &s.checks {
                 t.add_row(vec![
                     fmt_check_name(c),
@@ -39,8 +50,18 @@ pub fn render(r: &Results) -> String {
             for line in t.to_string().lines() {
                 let _ = writeln!(out, "   {line}");
             }
-            for c in s.checks.iter().filter(|c| c.verdict != crate::gate::Verdict::Pass) {
-                let _ = writeln!(out, "   {} {}: {}", c.verdict.as_str(), fmt_check_name(c), c.reason);
+            for c in s
+                .checks
+                .iter()
+                .filter(|c| c.verdict != crate::gate::Verdict::Pass)
+            {
+                let _ = writeln!(
+                    out,
+                    "   {} {}: {}",
+                    c.verdict.as_str(),
+                    fmt_check_name(c),
+                    c.reason
+                );
             }
         }
         let sm = |k: &str| m.summary.get(k);
@@ -57,8 +78,17 @@ pub fn render(r: &Results) -> String {
             );
         }
         if m.failed > 0 {
-            let classes: Vec<String> = m.errors_by_class.iter().map(|(k, v)| format!("{k} x{v}")).collect();
-            let _ = writeln!(out, "   failures: {} (first: {})", classes.join(", "), m.first_error.as_deref().unwrap_or("-"));
+            let classes: Vec<String> = m
+                .errors_by_class
+                .iter()
+                .map(|(k, v)| format!("{k} x{v}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "   failures: {} (first: {})",
+                classes.join(", "),
+                m.first_error.as_deref().unwrap_or("-")
+            );
         }
         for n in &s.notes {
             let _ = writeln!(out, "   note: {n}");

@@ -11,7 +11,8 @@ use super::normal::{normal_quantile, normal_sf};
 use super::quantile::sorted;
 
 /// The exact null distribution is used when there are no ties in the pooled sample and n_c * n_b is at
-/// most this (n = 50 per side); above it the normal approximation is accurate to about 1e-3 in the p-value.
+/// most this (n = 50 per side); at that size the normal approximation is within about 1e-3 (absolute) of the
+/// exact p-value.
 /// The exact computation costs O((n_c n_b)^2 / 4) flops (about 1.6e6 at the limit).
 pub const EXACT_MAX_PAIRS: usize = 2500;
 
@@ -106,7 +107,7 @@ pub fn mann_whitney_greater(c: &[f64], b: &[f64]) -> Option<f64> {
         let (m, n) = (r.m as f64, r.n as f64);
         let big_n = m + n;
         let var = m * n / 12.0 * ((big_n + 1.0) - r.tie_term / (big_n * (big_n - 1.0)));
-        if var.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        if var.is_nan() || var <= 0.0 {
             return Some(1.0);
         }
         normal_sf((r.u - m * n / 2.0 - 0.5) / var.sqrt())
@@ -128,6 +129,8 @@ pub fn mann_whitney_less(c: &[f64], b: &[f64]) -> Option<f64> {
 /// - `exact = true`: the largest k with P0(U <= k) <= alpha under the exact null distribution (valid when
 ///   [`mann_whitney_exact_applies`]); then "lower bound > 0" is equivalent to the exact one-sided p-value
 ///   being <= alpha. A relative slack of 1e-12 absorbs rounding when P0(U <= k) equals alpha exactly.
+///   Honoured only up to n_c n_b = [`EXACT_MAX_PAIRS`] (the cost grows as N^2); above it the approximation
+///   below is used.
 /// - `exact = false`: k = floor(N/2 - z_{1-alpha} sqrt(N (n_c + n_b + 1) / 12)).
 ///
 /// k is capped at floor((N - 1) / 2), so D_(k+1) <= median <= D_(N-k). Returns `None` when no bound exists at
@@ -145,7 +148,7 @@ pub fn moses_critical_k(
     }
     let big_n = n_c.checked_mul(n_b)?;
     let max_k = (big_n - 1) / 2;
-    let k = if exact {
+    let k = if exact && big_n <= EXACT_MAX_PAIRS {
         let pmf = u_null_pmf(n_c, n_b);
         let limit = alpha * (1.0 + 1e-12);
         let mut cum = 0.0;
@@ -211,12 +214,12 @@ mod tests {
     /// The integer samples of the Python reference script (no ties within or across: c odd, b even):
     /// `gc(m, shift) = [((i*7919) % 1009)*2 + 1 + shift for i in range(1, m+1)]`,
     /// `gb(n) = [((j*104729) % 1009)*2 for j in range(1, n+1)]`.
-    pub(crate) fn gc(m: usize, shift: usize) -> Vec<f64> {
+    fn gc(m: usize, shift: usize) -> Vec<f64> {
         (1..=m)
             .map(|i| ((i * 7919 % 1009) * 2 + 1 + shift) as f64)
             .collect()
     }
-    pub(crate) fn gb(n: usize) -> Vec<f64> {
+    fn gb(n: usize) -> Vec<f64> {
         (1..=n).map(|j| ((j * 104729 % 1009) * 2) as f64).collect()
     }
 
@@ -314,6 +317,8 @@ mod tests {
         assert_eq!(moses_critical_k(2, 2, 0.05, true), None);
         assert_eq!(moses_critical_k(60, 50, 0.05, false), Some(1225));
         assert_eq!(moses_critical_k(1000, 1000, 0.05, false), Some(478759));
+        // Too large for the exact distribution: the approximation is used either way.
+        assert_eq!(moses_critical_k(1000, 1000, 0.05, true), Some(478759));
         assert_eq!(moses_critical_k(0, 5, 0.05, false), None);
         assert_eq!(moses_critical_k(5, 5, 0.0, true), None);
         assert_eq!(moses_critical_k(5, 5, 0.7, true), None);

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it (.ci/run calls this file).
+# Installs what it needs; heavy things are cached under ~/.cache/perfgate so they build once
+# per machine: the llama.cpp server and model (scripts/realserver.sh) and cargo's target dir.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PERFGATE_CACHE="${PERFGATE_CACHE:-$HOME/.cache/perfgate}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PERFGATE_CACHE/target}"
+export CARGO_TERM_COLOR=never
+
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+
+step "real server: llama.cpp llama-server + Gemma 3 270M (cached in $PERFGATE_CACHE)"
+bash scripts/realserver.sh setup
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --locked --all-targets -- -D warnings
+
+step "tests (unit, property, CLI, replayed cases, real llama.cpp server)"
+PERFGATE_REQUIRE_REALSERVER=1 cargo test --locked --all-targets
+
+step "the README's main command: perfgate check on scenarios/ against the built-in simulator"
+cargo run --locked --release -- check

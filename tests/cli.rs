@@ -1,0 +1,336 @@
+//! End-to-end tests of the `perfgate` binary: real processes, real HTTP over loopback, the
+//! built-in simulator (`sim://`) or a replayed recording as the endpoint.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::Path;
+
+fn perfgate(dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("perfgate").unwrap();
+    c.current_dir(dir)
+        .env_remove("PERFGATE_SIM_TPOT_MS")
+        .timeout(std::time::Duration::from_secs(120));
+    c
+}
+
+/// A scenario file on the simulator; TPOT comes from the env var T (default 4 ms).
+const SIM: &str = r#"
+defaults:
+  endpoint:
+    base_url: "sim://?ttft_ms=20&tpot_ms=${T:-4}&seed=${SEED:-1}&error_rate=${ERR:-0}"
+  request:
+    prompt: "Say something."
+    max_tokens: 24
+    ignore_eos: true
+  load:
+    samples: 20
+    warmup: 1
+scenarios:
+  - name: tpot-scenario
+"#;
+
+fn setup(yaml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
+    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
+    dir
+}
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn bless_check_pass_then_thirty_percent_slower_tpot_fails() {
+    let dir = setup(SIM);
+    let o = perfgate(dir.path()).arg("bless").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let b: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("baselines/tpot-scenario.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(b["schema_version"], 1);
+    assert_eq!(b["workload"]["max_tokens"], 24);
+    assert_eq!(b["workload"]["token_source"], "usage");
+    assert_eq!(b["runs"][0]["records"].as_array().unwrap().len(), 20);
+    let tpot = b["summary"]["tpot_ms"]["p50"].as_f64().unwrap();
+    assert!(
+        (3.5..5.0).contains(&tpot),
+        "baseline TPOT P50 {tpot} ms for a 4 ms simulator"
+    );
+
+    let o = perfgate(dir.path())
+        .args(["check", "--markdown", "r.md", "--output", "r.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let md = std::fs::read_to_string(dir.path().join("r.md")).unwrap();
+    assert!(md.starts_with("<!-- perfgate:perfgate -->\n"), "{md}");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(r["scenarios"][0]["status"], "compared");
+
+    // 30 % slower TPOT (4 -> 5.2 ms): exit 1, and the report names the regressed metric.
+    let o = perfgate(dir.path())
+        .args(["check", "--output", "r2.json"])
+        .env("T", "5.2")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}\n{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("FAIL TPOT P50: regression"), "{out}");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r2.json")).unwrap())
+            .unwrap();
+    let fails: Vec<&Value> = r["scenarios"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verdict"] == "FAIL")
+        .collect();
+    assert_eq!(fails.len(), 1, "{fails:?}");
+    assert_eq!(fails[0]["metric"], "tpot");
+    let ratio = fails[0]["ratio"].as_f64().unwrap();
+    assert!((1.2..1.4).contains(&ratio), "ratio {ratio}");
+}
+
+#[test]
+fn yaml_typo_exits_2_with_file_line_and_hint() {
+    let dir = setup(&SIM.replace("    warmup: 1", "    warmpu: 1"));
+    let o = perfgate(dir.path()).arg("validate").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("scenarios/s.yaml:11:5: unknown field `warmpu`"),
+        "{e}"
+    );
+    assert!(e.contains("did you mean `warmup`?"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    // check refuses the same way, before measuring anything
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn bad_values_exit_2_with_a_reason() {
+    for (from, to, want) in [
+        ("    samples: 20", "    samples: 5", "at least 20"),
+        ("    max_tokens: 24", "    max_tokens: lots", "max_tokens"),
+        (
+            "  - name: tpot-scenario",
+            "  - name: ../escape",
+            "only letters, digits",
+        ),
+        ("ttft_ms=20", "ttft=20", "ttft_ms"),
+    ] {
+        let dir = setup(&SIM.replace(from, to));
+        let o = perfgate(dir.path()).arg("validate").output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{to}");
+        assert!(stderr(&o).contains(want), "{to}: {}", stderr(&o));
+    }
+}
+
+fn dead_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn dead_endpoint_exits_3_with_one_line_reason() {
+    let port = dead_port();
+    let yaml = format!(
+        "scenarios:\n  - name: dead\n    endpoint: {{base_url: 'http://127.0.0.1:{port}/v1', model: m}}\n    request: {{prompt: hi, max_tokens: 4}}\n"
+    );
+    let dir = setup(&yaml);
+    let t = std::time::Instant::now();
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    let e = stderr(&o);
+    let reason: Vec<&str> = e
+        .lines()
+        .filter(|l| l.starts_with("perfgate: could not measure"))
+        .collect();
+    assert_eq!(reason.len(), 1, "{e}");
+    assert!(
+        reason[0].contains(&format!("could not connect to 127.0.0.1:{port}")),
+        "{e}"
+    );
+    assert!(
+        t.elapsed().as_secs() < 30,
+        "stopped early, not after every request timed out"
+    );
+    // bless refuses too, and writes nothing
+    let o = perfgate(dir.path()).arg("bless").output().unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    assert!(!dir.path().join("baselines/dead.json").exists());
+}
+
+#[test]
+fn missing_baseline_is_a_note_unless_required() {
+    let dir = setup(SIM);
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        stdout(&o).contains(
+            "NO BASELINE: no baseline at baselines/tpot-scenario.json; run `perfgate bless`"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    let o = perfgate(dir.path())
+        .args(["check", "--require-baseline"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn stale_and_broken_baselines_are_reported() {
+    let dir = setup(SIM);
+    assert_eq!(
+        perfgate(dir.path())
+            .arg("bless")
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(0)
+    );
+    // the scenario changes: its baseline measures something else
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        SIM.replace("max_tokens: 24", "max_tokens: 25"),
+    )
+    .unwrap();
+    let o = perfgate(dir.path())
+        .args(["check", "--require-baseline"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stdout(&o).contains("STALE BASELINE: the scenario changed"),
+        "{}",
+        stdout(&o)
+    );
+    // a hand-edited, broken baseline names the file and the field
+    std::fs::write(dir.path().join("scenarios/s.yaml"), SIM).unwrap();
+    let p = dir.path().join("baselines/tpot-scenario.json");
+    let text = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, text.replacen("\"ttft_ms\": ", "\"ttft_ms\": -", 1)).unwrap();
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let out = stdout(&o);
+    assert!(
+        out.contains("baselines/tpot-scenario.json: runs[0].records[0].ttft_ms is -"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bless_refuses_a_failing_run_and_keeps_the_old_baseline() {
+    let dir = setup(SIM);
+    assert_eq!(
+        perfgate(dir.path())
+            .arg("bless")
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(0)
+    );
+    let p = dir.path().join("baselines/tpot-scenario.json");
+    let before = std::fs::read(&p).unwrap();
+    let o = perfgate(dir.path())
+        .arg("bless")
+        .env("ERR", "0.3")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let e = stderr(&o);
+    assert!(
+        e.contains("not blessing tpot-scenario") && e.contains("max_error_rate"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&p).unwrap(), before);
+    // and check against a failing endpoint exits 3 (error rate above max_error_rate)
+    let o = perfgate(dir.path())
+        .arg("check")
+        .env("ERR", "0.3")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = setup(SIM);
+    let o = perfgate(dir.path())
+        .args(["check", "--no-such-flag"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let o = perfgate(dir.path())
+        .args(["check", "--only", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--only nope: no such scenario (have: tpot-scenario)"));
+    let o = perfgate(dir.path())
+        .args(["check", "-s", "missing.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("missing.yaml: cannot read"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn http_401_names_the_variable_never_the_key() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let canary = "sk-canary-3f9a1c7e5b";
+    // The server echoes the key back in its error body, as some gateways do.
+    let case = perfgate::sim::ReplayCase::from_yaml(&format!(
+        "status: 401\nheaders: {{content-type: application/json}}\nreads:\n  - at_ms: 5\n    text: '{{\"error\":{{\"message\":\"Incorrect API key provided: {canary}\"}}}}'\n"
+    ))
+    .unwrap();
+    let server = rt
+        .block_on(perfgate::sim::SimServer::start_replay(case, 0))
+        .unwrap();
+    let yaml = format!(
+        "scenarios:\n  - name: auth\n    endpoint: {{base_url: '{}', model: m, api_key_env: PG_CANARY_KEY}}\n    request: {{prompt: hi, max_tokens: 4}}\n",
+        server.base_url()
+    );
+    let dir = setup(&yaml);
+    let o = perfgate(dir.path())
+        .args(["check", "--output", "r.json", "--markdown", "r.md"])
+        .env("PG_CANARY_KEY", canary)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let all = format!(
+        "{}{}{}{}",
+        stdout(&o),
+        stderr(&o),
+        std::fs::read_to_string(dir.path().join("r.json")).unwrap(),
+        std::fs::read_to_string(dir.path().join("r.md")).unwrap()
+    );
+    assert!(!all.contains(canary), "the key leaked");
+    assert!(
+        stderr(&o).contains("HTTP 401: Incorrect API key provided: <redacted>"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("the key was read from PG_CANARY_KEY"),
+        "{}",
+        stderr(&o)
+    );
+    drop(server);
+}
