@@ -31,6 +31,22 @@ pub struct Baseline {
     pub runs: Vec<BaselineRun>,
     /// Per metric (`ttft_ms`, `tpot_ms`, `e2e_ms`, `itl_ms`): quantiles over all runs.
     pub summary: BTreeMap<String, MetricSummary>,
+    /// With k >= 2 runs: per metric, the upper 90 % bound of the run-to-run spread tau (log
+    /// scale) and k. `check` widens the fail tolerance to it (DESIGN s4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_spread: Option<RunSpread>,
+}
+
+/// The run-to-run spread of a k-run baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpread {
+    /// Number of bless runs.
+    pub runs: usize,
+    /// Per metric (`ttft_ms`, `tpot_ms`, `e2e_ms`): tau, upper 90 % bound, log scale.
+    pub tau: BTreeMap<String, f64>,
+    /// Per metric: each run's median, ms (for review).
+    pub run_medians_ms: BTreeMap<String, Vec<f64>>,
 }
 
 /// Which scenario, and its resolved configuration minus secrets.
@@ -277,6 +293,7 @@ pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Bas
         .iter()
         .flat_map(|r| r.records.iter().cloned())
         .collect();
+    let run_spread = (b_runs.len() >= 2).then(|| spread_of(&b_runs));
     let first = runs.first();
     Baseline {
         schema_version: SCHEMA_VERSION,
@@ -297,6 +314,33 @@ pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Bas
         workload: workload_of(sc, &all),
         summary: summaries(&all),
         runs: b_runs,
+        run_spread,
+    }
+}
+
+/// Run-to-run spread of k >= 2 runs, per metric.
+fn spread_of(runs: &[BaselineRun]) -> RunSpread {
+    let mut tau = BTreeMap::new();
+    let mut meds = BTreeMap::new();
+    for m in [Metric::Ttft, Metric::Tpot, Metric::E2e] {
+        let per_run: Vec<Vec<f64>> = runs
+            .iter()
+            .map(|r| r.records.iter().filter_map(|x| x.metric(m)).collect())
+            .collect();
+        let key = format!("{}_ms", m.as_str());
+        if let Some(t) = crate::stats::spread::run_spread_upper(&per_run) {
+            tau.insert(key.clone(), (t * 10_000.0).round() / 10_000.0);
+        }
+        let run_meds = per_run
+            .iter()
+            .filter_map(|v| median(v.iter().copied()).map(round3))
+            .collect();
+        meds.insert(key, run_meds);
+    }
+    RunSpread {
+        runs: runs.len(),
+        tau,
+        run_medians_ms: meds,
     }
 }
 

@@ -96,6 +96,49 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
     notes
 }
 
+/// The leaves that differ between two configurations, as `path: old -> new` (at most 5).
+pub fn config_diff(old: &serde_json::Value, new: &serde_json::Value) -> Vec<String> {
+    fn walk(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value;
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(
+                        &p,
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                        out,
+                    );
+                }
+            }
+            _ if a != b => {
+                let show = |v: &Value| {
+                    let s = v.to_string();
+                    if s.chars().count() > 40 {
+                        format!("{}…", s.chars().take(40).collect::<String>())
+                    } else {
+                        s
+                    }
+                };
+                out.push(format!("{path}: {} -> {}", show(a), show(b)));
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk("", old, new, &mut out);
+    // the sim's latency settings are not part of the fingerprint
+    out.retain(|d| !d.starts_with("endpoint.base_url: \"sim://"));
+    out.truncate(5);
+    out
+}
+
 /// Why a baseline cannot be compared with this scenario and run, if it cannot.
 pub fn staleness(
     sc: &Scenario,
@@ -104,9 +147,14 @@ pub fn staleness(
     cand_out_p50: Option<f64>,
 ) -> Option<String> {
     if b.scenario.fingerprint != sc.fingerprint {
+        let diff = config_diff(&b.scenario.config, &baseline::public_config(sc));
         return Some(format!(
-            "the scenario changed since the baseline was blessed (fingerprint {} vs {}): endpoint, model, request or concurrency differ; run `perfgate bless`",
-            b.scenario.fingerprint, sc.fingerprint
+            "the scenario changed since the baseline was blessed ({}); run `perfgate bless` if the change is intended",
+            if diff.is_empty() {
+                format!("fingerprint {} vs {}", b.scenario.fingerprint, sc.fingerprint)
+            } else {
+                diff.join(", ")
+            }
         ));
     }
     if b.metrics_version != baseline::METRICS_VERSION {
@@ -130,7 +178,7 @@ pub fn staleness(
     None
 }
 
-fn samples_of<'a>(recs: impl Iterator<Item = (Option<f64>, bool)> + 'a) -> Samples {
+fn samples_of(recs: impl Iterator<Item = (Option<f64>, bool)>) -> Samples {
     let mut s = Samples::default();
     for (v, ok) in recs {
         match (ok, v) {
@@ -150,6 +198,89 @@ fn metric_of(r: &RequestRecord, m: Metric) -> Option<f64> {
     }
 }
 
+/// The gate's input for one scenario: baseline records vs the candidate run.
+pub fn scenario_samples(sc: &Scenario, b: &Baseline, run: &RunOutput) -> ScenarioSamples {
+    let brecs: Vec<&BaselineRecord> = b.records().collect();
+    let metrics = sc
+        .gate
+        .metrics
+        .iter()
+        .map(|&m| {
+            let bs = samples_of(brecs.iter().map(|r| (r.metric(m), r.error.is_none())));
+            let cs = samples_of(run.records.iter().map(|r| (metric_of(r, m), r.ok())));
+            (m, bs, cs)
+        })
+        .collect();
+    let spread = b
+        .run_spread
+        .as_ref()
+        .map(|rs| {
+            sc.gate
+                .metrics
+                .iter()
+                .filter_map(|&m| {
+                    rs.tau
+                        .get(&format!("{}_ms", m.as_str()))
+                        .map(|&t| (m, (t, rs.runs)))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let failed_c = run.records.iter().filter(|r| !r.ok()).count();
+    ScenarioSamples {
+        scenario: sc.name.clone(),
+        gate: sc.gate.clone(),
+        metrics,
+        spread,
+        errors: (
+            (
+                brecs.iter().filter(|r| r.error.is_some()).count(),
+                brecs.len(),
+            ),
+            (failed_c, run.records.len()),
+        ),
+        looks: sc.load.looks().len(),
+    }
+}
+
+/// Measures every scenario (sequentially, in looks when `max_samples` is set, stopping a
+/// scenario as soon as all its gated checks are decided) and compares with the baselines.
+pub async fn run_check(scenarios: &[Scenario], opts: &CheckOptions) -> Results {
+    let mut runs = Vec::with_capacity(scenarios.len());
+    for sc in scenarios {
+        let looks = sc.load.looks();
+        eprintln!(
+            "perfgate: measuring {} ({} warmup + {} requests{}, concurrency {})",
+            sc.name,
+            sc.load.warmup,
+            sc.load.samples,
+            match sc.load.max_samples {
+                Some(m) => format!(", up to {m} in {} looks", looks.len()),
+                None => String::new(),
+            },
+            sc.load.concurrency
+        );
+        let b = baseline::load(&baseline::path_for(&opts.baselines, &sc.name)).ok();
+        let comparable = b
+            .as_ref()
+            .filter(|b| staleness(sc, b, None, None).is_none());
+        let run = match comparable {
+            Some(b) if looks.len() > 1 => {
+                let mut decide = |out: &RunOutput| {
+                    let ss = scenario_samples(sc, b, out);
+                    let (checks, _) = gate::evaluate(std::slice::from_ref(&ss));
+                    gate::all_decided(&checks)
+                        .then(|| "every gated check is PASS, FAIL or IMPROVED".to_string())
+                };
+                crate::execute::measure_until(sc, &mut decide).await
+            }
+            _ => crate::execute::measure(sc).await,
+        };
+        runs.push(run);
+    }
+    compare(scenarios, runs, opts)
+}
+
 /// Compares measured runs with their baselines and builds the results and exit code.
 pub fn compare(
     scenarios: &[Scenario],
@@ -163,7 +294,10 @@ pub fn compare(
             name: sc.name.clone(),
             fingerprint: sc.fingerprint.clone(),
             source: sc.source.clone(),
-            endpoint: sc.endpoint.display_url.clone(),
+            endpoint: match &sc.endpoint.target {
+                crate::config::Target::Http { base_url } => base_url.clone(),
+                crate::config::Target::Sim(_) => sc.endpoint.display_url.clone(),
+            },
             api: sc.endpoint.api.as_str().to_string(),
             model: sc.endpoint.model.clone(),
             concurrency: sc.load.concurrency,
@@ -185,10 +319,22 @@ pub fn compare(
             }
         };
         res.measured = measured(&run);
-        res.notes = run_notes(sc, &run);
+        res.notes = sc.endpoint.warnings.clone();
+        res.notes.extend(run_notes(sc, &run));
         let path = baseline::path_for(&opts.baselines, &sc.name);
         let rate = res.measured.failed as f64 / res.measured.requests.max(1) as f64;
-        if let Some(why) = &run.unreachable {
+        if res.measured.ok == 0 && misconfigured(&run) {
+            // Every request was refused as unauthorised or not found: the scenario is wrong,
+            // not the server slow (shared/cases/35).
+            res.status = Status::Misconfigured;
+            let first = run
+                .records
+                .iter()
+                .chain(&run.warmup_records)
+                .find_map(|r| r.error.as_ref().map(|e| e.message.clone()));
+            res.status_detail =
+                format!("every request was rejected: {}", first.unwrap_or_default());
+        } else if let Some(why) = &run.unreachable {
             res.status = Status::Unmeasurable;
             res.status_detail = why.clone();
         } else if res.measured.ok == 0 {
@@ -236,37 +382,17 @@ pub fn compare(
                     (Status::Compared, None) | (Status::Unmeasurable, None)
                         if res.measured.ok > 0 =>
                     {
-                        let brecs: Vec<&BaselineRecord> = b.records().collect();
-                        let metrics = sc
-                            .gate
-                            .metrics
-                            .iter()
-                            .map(|&m| {
-                                let bs = samples_of(
-                                    brecs.iter().map(|r| (r.metric(m), r.error.is_none())),
-                                );
-                                let cs = samples_of(
-                                    run.records.iter().map(|r| (metric_of(r, m), r.ok())),
-                                );
-                                (m, bs, cs)
-                            })
-                            .collect();
-                        let bf = brecs.iter().filter(|r| r.error.is_some()).count();
-                        gate_inputs.push(ScenarioSamples {
-                            scenario: sc.name.clone(),
-                            gate: sc.gate.clone(),
-                            metrics,
-                            errors: (
-                                (bf, brecs.len()),
-                                (res.measured.failed, res.measured.requests),
-                            ),
-                        });
+                        gate_inputs.push(scenario_samples(sc, &b, &run));
                     }
                     _ => {}
                 }
             }
         }
-        if res.status == Status::Compared && rate > sc.gate.max_error_rate {
+        if matches!(
+            res.status,
+            Status::Compared | Status::NoBaseline | Status::Stale
+        ) && rate > sc.gate.max_error_rate
+        {
             res.status = Status::Unmeasurable;
             res.status_detail = format!(
                 "error rate {:.1}% is above max_error_rate {:.1}% (first failure: {})",
@@ -275,7 +401,10 @@ pub fn compare(
                 res.measured.first_error.clone().unwrap_or_default()
             );
         }
-        res.records = run.records;
+        if let Some(why) = &run.stop_reason {
+            res.notes.push(format!("sequential sampling: {why}"));
+        }
+        res.records = run.records.iter().map(RequestRecord::rounded).collect();
         results.push(res);
     }
     let (checks, family) = gate::evaluate(&gate_inputs);
@@ -297,13 +426,18 @@ pub fn compare(
     // DESIGN s6: a scenario that could not be measured (unreachable, every request failed, or
     // error rate above max_error_rate) makes the whole check "could not measure", even when
     // another scenario regressed: its numbers are not trustworthy. The report shows both.
+    let compared = any_status(Status::Compared);
     let (verdict, code) = if any_status(Status::Unmeasurable) {
         ("ERROR", exit::COULD_NOT_MEASURE)
+    } else if any_status(Status::Misconfigured) {
+        ("ERROR", exit::INVALID_INPUT)
     } else if any(Verdict::Fail) {
         ("FAIL", exit::REGRESSION)
     } else if missing && (opts.require_baseline || any_status(Status::InvalidBaseline)) {
         ("NO_BASELINE", exit::INVALID_INPUT)
-    } else if any(Verdict::Warn) || missing {
+    } else if !compared {
+        ("NO_BASELINE", exit::OK)
+    } else if any(Verdict::Warn) {
         ("WARN", exit::OK)
     } else if any(Verdict::Improved) {
         ("IMPROVED", exit::OK)
@@ -320,6 +454,22 @@ pub fn compare(
         family_size: family,
         scenarios: results,
     }
+}
+
+/// True when every failure is an HTTP 401/403/404/405: a wrong key or URL, not a slow server.
+fn misconfigured(run: &RunOutput) -> bool {
+    let recs = if run.records.is_empty() {
+        &run.warmup_records
+    } else {
+        &run.records
+    };
+    !recs.is_empty()
+        && recs.iter().all(|r| {
+            r.error.as_ref().is_some_and(|e| {
+                e.class == crate::record::FailureClass::HttpStatus
+                    && matches!(e.status, Some(401 | 403 | 404 | 405))
+            })
+        })
 }
 
 /// Writes a report file, creating its directory. Errors name the file.

@@ -1,7 +1,6 @@
 //! Command-line interface (clap): parses arguments, runs the command, returns the exit code.
 //! Messages go to stderr; reports to stdout.
 
-use crate::baseline;
 use crate::check::{self, CheckOptions};
 use crate::config::{self, Scenario};
 use crate::exit::{self, ExitError};
@@ -28,6 +27,22 @@ enum Command {
     Validate(ScenarioArgs),
     /// Run the built-in OpenAI-compatible streaming simulator on 127.0.0.1.
     Sim(SimArgs),
+    /// Simulate the gate on documented noise profiles: false-alarm rate and power, beside two
+    /// common comparator rules.
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Debug, Args)]
+struct CalibrateArgs {
+    /// Replicates per experiment (2000 gives rates to about +/-0.5 %).
+    #[arg(long, default_value_t = 2000)]
+    replicates: usize,
+    /// Seed of the simulation.
+    #[arg(long, default_value_t = 20240601)]
+    seed: u64,
+    /// Only experiments whose label contains this text.
+    #[arg(long)]
+    only: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +83,10 @@ struct BlessArgs {
     /// Directory of baseline files.
     #[arg(long, default_value = "baselines")]
     baselines: PathBuf,
+    /// Separate runs per scenario (1-20); with 2 or more, the run-to-run spread is stored and
+    /// check widens its fail tolerance to it. 5 is a good choice for remote endpoints.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=20))]
+    runs: u8,
 }
 
 #[derive(Debug, Args)]
@@ -168,6 +187,9 @@ async fn run(cli: Cli) -> Result<i32, ExitError> {
         Command::Validate(a) => {
             let scs = load_scenarios(&a)?;
             for s in &scs {
+                for w in &s.endpoint.warnings {
+                    eprintln!("perfgate: {}: warning: {w}", s.source);
+                }
                 println!(
                     "ok  {:<24} {}  {} {} model {}, max_tokens {}, concurrency {}, samples {}",
                     s.name,
@@ -186,30 +208,61 @@ async fn run(cli: Cli) -> Result<i32, ExitError> {
         Command::Check(a) => cmd_check(a).await,
         Command::Bless(a) => cmd_bless(a).await,
         Command::Sim(a) => cmd_sim(a).await,
+        Command::Calibrate(a) => {
+            if a.replicates == 0 || a.replicates > 1_000_000 {
+                return Err(ExitError::invalid(
+                    "--replicates must be between 1 and 1000000",
+                ));
+            }
+            print!(
+                "{}",
+                crate::calibrate::report(a.replicates, a.seed, a.only.as_deref())
+            );
+            Ok(exit::OK)
+        }
     }
-}
-
-async fn measure_all(scs: &[Scenario]) -> Vec<Result<crate::runner::RunOutput, String>> {
-    let mut runs = Vec::new();
-    for s in scs {
-        eprintln!(
-            "perfgate: measuring {} ({} warmup + {} requests, concurrency {})",
-            s.name, s.load.warmup, s.load.samples, s.load.concurrency
-        );
-        runs.push(crate::execute::measure(s).await);
-    }
-    runs
 }
 
 async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
+    if a.id.is_empty()
+        || a.id.len() > 100
+        || !a
+            .id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
+    {
+        return Err(ExitError::invalid(format!(
+            "--id `{}`: use 1 to 100 letters, digits and . _ : / - (it goes into an HTML comment)",
+            a.id
+        )));
+    }
     let scs = load_scenarios(&a.sc)?;
-    let runs = measure_all(&scs).await;
+    if a.require_baseline {
+        // Fail before measuring: a missing, broken or stale baseline is known offline.
+        for sc in &scs {
+            let path = crate::baseline::path_for(&a.baselines, &sc.name);
+            let problem = match crate::baseline::load(&path) {
+                Err(crate::baseline::LoadError::Missing(p)) => Some(format!(
+                    "no baseline at {}; run `perfgate bless` and commit it",
+                    p.display()
+                )),
+                Err(crate::baseline::LoadError::Invalid(m)) => Some(m),
+                Ok(b) => check::staleness(sc, &b, None, None),
+            };
+            if let Some(p) = problem {
+                return Err(ExitError::invalid(format!(
+                    "--require-baseline: scenario {}: {p}",
+                    sc.name
+                )));
+            }
+        }
+    }
     let opts = CheckOptions {
         baselines: a.baselines.clone(),
         require_baseline: a.require_baseline,
         id: a.id.clone(),
     };
-    let results = check::compare(&scs, runs, &opts);
+    let results = check::run_check(&scs, &opts).await;
     print!("{}", report::terminal::render(&results));
     if let Some(p) = &a.markdown {
         check::write_report(p, &report::markdown::render(&results)).map_err(ExitError::invalid)?;
@@ -219,11 +272,18 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
         check::write_report(p, &json).map_err(ExitError::invalid)?;
     }
     for s in &results.scenarios {
-        if s.status == crate::results::Status::Unmeasurable {
-            eprintln!(
-                "perfgate: could not measure {}: {}",
+        match s.status {
+            crate::results::Status::Unmeasurable => {
+                eprintln!(
+                    "perfgate: could not measure {}: {}",
+                    s.name, s.status_detail
+                )
+            }
+            crate::results::Status::Misconfigured => eprintln!(
+                "perfgate: scenario {} is misconfigured (wrong base_url, model or key?): {}",
                 s.name, s.status_detail
-            );
+            ),
+            _ => {}
         }
     }
     Ok(results.exit_code)
@@ -231,80 +291,12 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
 
 async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
     let scs = load_scenarios(&a.sc)?;
-    let runs = measure_all(&scs).await;
     let host = std::env::var("HOSTNAME").ok().or_else(|| {
         std::fs::read_to_string("/etc/hostname")
             .ok()
             .map(|s| s.trim().to_string())
     });
-    let mut code = exit::OK;
-    for (sc, run) in scs.iter().zip(runs) {
-        let path = baseline::path_for(&a.baselines, &sc.name);
-        let run = match run {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!(
-                    "perfgate: not blessing {}: {e}; {} left unchanged",
-                    sc.name,
-                    path.display()
-                );
-                code = exit::COULD_NOT_MEASURE;
-                continue;
-            }
-        };
-        let m = check::measured(&run);
-        let rate = m.failed as f64 / m.requests.max(1) as f64;
-        let refuse = if let Some(why) = &run.unreachable {
-            Some(why.clone())
-        } else if m.ok == 0 {
-            Some(format!(
-                "no successful request (first failure: {})",
-                m.first_error.clone().unwrap_or_default()
-            ))
-        } else if rate > sc.gate.max_error_rate {
-            Some(format!(
-                "{} of {} requests failed ({:.1}% > max_error_rate {:.1}%; first: {})",
-                m.failed,
-                m.requests,
-                rate * 100.0,
-                sc.gate.max_error_rate * 100.0,
-                m.first_error.clone().unwrap_or_default()
-            ))
-        } else {
-            None
-        };
-        if let Some(why) = refuse {
-            eprintln!(
-                "perfgate: not blessing {}: {why}; {} left unchanged",
-                sc.name,
-                path.display()
-            );
-            code = exit::COULD_NOT_MEASURE;
-            continue;
-        }
-        for n in check::run_notes(sc, &run) {
-            eprintln!("perfgate: {}: note: {n}", sc.name);
-        }
-        let b = baseline::from_runs(sc, std::slice::from_ref(&run), host.clone());
-        baseline::write_atomic(&path, &baseline::to_json(&b))
-            .map_err(|e| ExitError::invalid(format!("cannot write {}: {e}", path.display())))?;
-        let s = |k: &str| {
-            b.summary
-                .get(k)
-                .map(|x| report::fmt_ms(x.p50))
-                .unwrap_or_else(|| "-".into())
-        };
-        println!(
-            "blessed {:<24} -> {}  ({} requests; TTFT P50 {}, TPOT P50 {}, {:.1} output tokens/s)",
-            sc.name,
-            path.display(),
-            m.requests,
-            s("ttft_ms"),
-            s("tpot_ms"),
-            m.output_tokens_per_s
-        );
-    }
-    Ok(code)
+    crate::bless::bless(&scs, &a.baselines, a.runs as usize, host).await
 }
 
 async fn cmd_sim(a: SimArgs) -> Result<i32, ExitError> {

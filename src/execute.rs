@@ -1,22 +1,74 @@
 //! Measures one scenario end to end: starts the in-process simulator for `sim://` endpoints,
-//! runs the scenario, and stops the simulator.
+//! runs the scenario (in sequential looks when `max_samples` is set), and stops the simulator.
 
 use crate::config::{Scenario, Target};
-use crate::runner::{self, RunOutput};
+use crate::runner::{RunOutput, Session};
 use crate::sim::SimServer;
 
-/// Runs `sc` once and returns what it measured. Errors: the simulator could not start or the
+/// Runs `sc` once with its fixed `samples`. Errors: the simulator could not start or the
 /// client could not be built (the message says which).
 pub async fn measure(sc: &Scenario) -> Result<RunOutput, String> {
-    match &sc.endpoint.target {
-        Target::Http { base_url } => runner::run(sc, base_url).await,
-        Target::Sim(cfg) => {
-            let sim = SimServer::start(cfg.clone(), 0)
+    measure_until(sc, &mut |_| None).await
+}
+
+/// Runs `sc`, evaluating after each look of [`crate::config::scenario::LoadSpec::looks`];
+/// `decide` returns `Some(reason)` to stop early. The run stops at the last look regardless.
+pub async fn measure_until(
+    sc: &Scenario,
+    decide: &mut dyn FnMut(&RunOutput) -> Option<String>,
+) -> Result<RunOutput, String> {
+    let sim = match &sc.endpoint.target {
+        Target::Sim(cfg) => Some(
+            SimServer::start(cfg.clone(), 0)
                 .await
-                .map_err(|e| format!("cannot start the built-in simulator on 127.0.0.1: {e}"))?;
-            let out = runner::run(sc, &sim.base_url()).await;
-            sim.shutdown();
-            out
+                .map_err(|e| format!("cannot start the built-in simulator on 127.0.0.1: {e}"))?,
+        ),
+        Target::Http { .. } => None,
+    };
+    let base_url = match (&sim, &sc.endpoint.target) {
+        (Some(s), _) => s.base_url(),
+        (None, Target::Http { base_url }) => base_url.clone(),
+        (None, Target::Sim(_)) => unreachable!("the simulator was started above"),
+    };
+    let result = async {
+        let mut session = Session::start(sc, &base_url).await?;
+        let looks = sc.load.looks();
+        let mut done = Vec::new();
+        let mut stop_reason = None;
+        for (i, &n) in looks.iter().enumerate() {
+            session
+                .measure(n.saturating_sub(session.measured_count()))
+                .await;
+            done.push(n);
+            if session.is_unreachable() {
+                break;
+            }
+            if looks.len() > 1 {
+                let mut out = session.output();
+                out.looks = done.clone();
+                if let Some(why) = decide(&out) {
+                    stop_reason = Some(format!(
+                        "stopped at look {} of {} (n = {n}): {why}",
+                        i + 1,
+                        looks.len()
+                    ));
+                    break;
+                }
+                if i + 1 == looks.len() {
+                    stop_reason = Some(format!(
+                        "reached max_samples ({n}) with checks still undecided"
+                    ));
+                }
+            }
         }
+        let mut out = session.output();
+        out.looks = done;
+        out.stop_reason = stop_reason;
+        Ok(out)
     }
+    .await;
+    if let Some(s) = sim {
+        s.shutdown();
+    }
+    result
 }

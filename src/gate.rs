@@ -20,6 +20,7 @@ use crate::stats;
 use crate::stats::quantile::{harrell_davis, quantile_type7, sorted};
 use crate::stats::tests_exact::{binomial_cdf, binomial_sf, fisher_greater, fisher_less};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Verdict of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -100,6 +101,11 @@ pub struct ScenarioSamples {
     pub metrics: Vec<(Metric, Samples, Samples)>,
     /// (failed, total) for baseline and candidate.
     pub errors: ((usize, usize), (usize, usize)),
+    /// Per metric: run-to-run spread tau (log scale) of a k-run baseline, and k.
+    pub spread: BTreeMap<Metric, (f64, usize)>,
+    /// Planned looks of sequential sampling (1 for a fixed sample). The scenario's p-values are
+    /// multiplied by it (Bonferroni alpha spending over looks) before Holm.
+    pub looks: usize,
 }
 
 /// One check with the numbers behind its verdict.
@@ -134,6 +140,12 @@ pub struct Check {
     /// For WARN/INFO: samples per side the check would need.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples_needed: Option<usize>,
+    /// The configured fail tolerance, when `fail` was widened to the run-to-run spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_configured: Option<f64>,
+    /// The baseline's run-to-run spread tau (log scale) behind a widened tolerance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tau: Option<f64>,
     #[serde(skip)]
     p_improve: Option<f64>,
     #[serde(skip)]
@@ -157,12 +169,25 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
     for s in scenarios {
         for (m, b, c) in &s.metrics {
             for q in &s.gate.quantiles {
-                let band = s.gate.band(*m, *q);
+                let configured = s.gate.band(*m, *q);
+                let mut band = configured;
+                let spread = s.spread.get(m).copied();
+                if let Some((tau, k)) = spread {
+                    band.fail = stats::spread::widened_fail(configured.fail, tau, k);
+                    band.warn = band.warn.min(band.fail);
+                }
                 let md = s.gate.min_delta(*m);
-                checks.push(match q {
-                    Quantile::P50 => p50_check(&s.scenario, *m, b, c, band, md, s.gate.alpha),
-                    _ => tail_check(&s.scenario, *m, *q, b, c, band, md, s.gate.alpha),
-                });
+                // Confidence bounds at the alpha of one look (alpha spent evenly over looks).
+                let alpha = s.gate.alpha / s.looks.max(1) as f64;
+                let mut ch = match q {
+                    Quantile::P50 => p50_check(&s.scenario, *m, b, c, band, md, alpha),
+                    _ => tail_check(&s.scenario, *m, *q, b, c, band, md, alpha),
+                };
+                if band.fail > configured.fail {
+                    ch.fail_configured = Some(configured.fail);
+                    ch.tau = spread.map(|(t, _)| t);
+                }
+                checks.push(ch);
             }
             if s.gate.quantiles.iter().any(|q| *q != Quantile::P50) {
                 checks.push(exceedance_check(
@@ -181,6 +206,13 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
             s.errors.1,
             s.gate.max_error_rate,
         ));
+    }
+    // Alpha spending over sequential looks: Bonferroni within the scenario.
+    for s in scenarios.iter().filter(|s| s.looks > 1) {
+        for c in checks.iter_mut().filter(|c| c.scenario == s.scenario) {
+            c.p_value = c.p_value.map(|p| (p * s.looks as f64).min(1.0));
+            c.p_improve = c.p_improve.map(|p| (p * s.looks as f64).min(1.0));
+        }
     }
     // Holm over the gated family (checks with a p-value).
     let idx: Vec<usize> = (0..checks.len())
@@ -246,6 +278,15 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
             (Verdict::Warn, p.inconclusive_reason.clone())
         };
         c.verdict = v;
+        let why = match (c.fail_configured, c.tau) {
+            (Some(conf), Some(tau)) => format!(
+                "{why} (fail tolerance widened from {:.0}% to {:.1}% because this baseline's run-to-run spread tau is {:.1}%)",
+                conf * 100.0,
+                c.fail * 100.0,
+                tau * 100.0
+            ),
+            _ => why,
+        };
         if c.reason.is_empty() {
             c.reason = why;
         } else {
@@ -256,6 +297,15 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
         }
     }
     (checks, family)
+}
+
+/// True when every gated check (one with a p-value) is PASS, FAIL or IMPROVED: sequential
+/// sampling can stop.
+pub fn all_decided(checks: &[Check]) -> bool {
+    checks
+        .iter()
+        .filter(|c| c.p_value.is_some())
+        .all(|c| matches!(c.verdict, Verdict::Pass | Verdict::Fail | Verdict::Improved))
 }
 
 fn fmt_p(p: f64) -> String {
@@ -293,6 +343,8 @@ fn empty_check(
         verdict: Verdict::Info,
         reason: String::new(),
         samples_needed: None,
+        fail_configured: None,
+        tau: None,
         p_improve: None,
         pending: None,
     }
@@ -575,7 +627,6 @@ fn error_check(
 mod tests {
     use super::*;
     use crate::config::scenario::default_band;
-    use std::collections::BTreeMap;
 
     fn gate(quantiles: Vec<Quantile>) -> GateSpec {
         let mut bands = BTreeMap::new();
@@ -615,6 +666,8 @@ mod tests {
                 Samples { ok: c, failed: 0 },
             )],
             errors: ((0, 20), (0, 20)),
+            spread: BTreeMap::new(),
+            looks: 1,
         };
         evaluate(&[s]).0
     }
@@ -671,12 +724,49 @@ mod tests {
     }
 
     #[test]
+    fn run_spread_widens_the_fail_tolerance() {
+        // +12 % on TPOT: FAIL at the default 10 %; with tau = 0.05 from a 5-run baseline the fail
+        // tolerance becomes exp(2.33 * 0.05 * sqrt(1.2)) - 1 = 13.6 %, so it is not a FAIL.
+        let mk = |spread: BTreeMap<Metric, (f64, usize)>| ScenarioSamples {
+            scenario: "s".into(),
+            gate: gate(vec![Quantile::P50]),
+            metrics: vec![(
+                Metric::Tpot,
+                Samples {
+                    ok: sample(10.0, 100, 0.0),
+                    failed: 0,
+                },
+                Samples {
+                    ok: sample(11.2, 100, 0.3),
+                    failed: 0,
+                },
+            )],
+            errors: ((0, 100), (0, 100)),
+            spread,
+            looks: 1,
+        };
+        let (plain, _) = evaluate(&[mk(BTreeMap::new())]);
+        assert_eq!(plain[0].verdict, Verdict::Fail, "{:?}", plain[0]);
+        let (wide, _) = evaluate(&[mk(BTreeMap::from([(Metric::Tpot, (0.05, 5))]))]);
+        assert_ne!(wide[0].verdict, Verdict::Fail, "{:?}", wide[0]);
+        assert!((wide[0].fail - 0.1361).abs() < 0.0005);
+        assert_eq!(wide[0].fail_configured, Some(0.10));
+        assert!(
+            wide[0].reason.contains("widened from 10% to 13.6%"),
+            "{}",
+            wide[0].reason
+        );
+    }
+
+    #[test]
     fn error_rate_increase_fails() {
         let s = ScenarioSamples {
             scenario: "s".into(),
             gate: gate(vec![Quantile::P50]),
             metrics: vec![],
             errors: ((0, 100), (12, 100)),
+            spread: BTreeMap::new(),
+            looks: 1,
         };
         let (checks, fam) = evaluate(&[s]);
         assert_eq!(fam, 1);

@@ -4,6 +4,8 @@
 //! report. `sim` is the built-in simulator used by the quickstart and the tests.
 
 pub mod baseline;
+pub mod bless;
+pub mod calibrate;
 pub mod check;
 pub mod cli;
 pub mod client;

@@ -98,7 +98,9 @@ pub struct RequestRecord {
     /// When the stream closed (`[DONE]` or end of body), ms after t0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub t_done_ms: Option<f64>,
-    /// Every gap between successive token-bearing events, ms (per event).
+    /// Every gap between successive token-bearing events, ms: per event, or per token (a gap
+    /// over an event carrying k tokens counted as k gaps of gap/k) when the server reports
+    /// cumulative usage on every token event (DESIGN s3).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub itl_ms: Vec<f64>,
     /// Generated tokens (see `token_source`).
@@ -121,6 +123,21 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// A copy with every time rounded to 3 decimals (µs), for files people read and diff.
+    pub fn rounded(&self) -> RequestRecord {
+        let r = |x: f64| (x * 1000.0).round() / 1000.0;
+        RequestRecord {
+            start_ms: r(self.start_ms),
+            ttft_ms: self.ttft_ms.map(r),
+            ttfot_ms: self.ttfot_ms.map(r),
+            tpot_ms: self.tpot_ms.map(r),
+            e2e_ms: self.e2e_ms.map(r),
+            t_done_ms: self.t_done_ms.map(r),
+            itl_ms: self.itl_ms.iter().copied().map(r).collect(),
+            ..self.clone()
+        }
+    }
+
     /// True when the request succeeded.
     pub fn ok(&self) -> bool {
         self.error.is_none()

@@ -26,6 +26,8 @@ pub enum Status {
     InvalidBaseline,
     /// The endpoint could not be measured (unreachable, or error rate above `max_error_rate`).
     Unmeasurable,
+    /// Every request was rejected with 401/403/404/405: a wrong key or base_url (exit 2).
+    Misconfigured,
 }
 
 /// The whole run.

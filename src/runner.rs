@@ -3,7 +3,7 @@
 //!
 //! Bounded: exactly `warmup + samples` requests (plus at most one retry when the server rejects
 //! `stream_options`), each bounded by the endpoint's timeouts. A run whose first requests all
-//! fail to connect stops early: the endpoint is unreachable.
+//! fail (refused, 404, 401, no answer) stops early: the endpoint is not usable.
 
 use crate::client::body;
 use crate::client::http::{Sent, StreamClient};
@@ -36,6 +36,12 @@ pub struct RunOutput {
     pub warmup_failures: u32,
     /// Measured requests sent twice because the server closed a reused connection first.
     pub retried: u32,
+    /// Sequential sampling: the sample counts at which the run was evaluated.
+    pub looks: Vec<usize>,
+    /// The warmup requests (not measured; kept to diagnose a run that stopped after them).
+    pub warmup_records: Vec<RequestRecord>,
+    /// Sequential sampling: why the run stopped where it did.
+    pub stop_reason: Option<String>,
 }
 
 impl RunOutput {
@@ -52,6 +58,9 @@ impl RunOutput {
             unreachable: None,
             warmup_failures: 0,
             retried: 0,
+            looks: Vec::new(),
+            stop_reason: None,
+            warmup_records: Vec::new(),
         }
     }
 }
@@ -77,61 +86,128 @@ struct Shared {
     run_id: String,
 }
 
-/// Runs `sc` against `base_url` (the scenario's own URL, or the in-process simulator's).
+/// A measuring session: warmup done, measured requests added in one or more looks, all on one
+/// client (connection pool) and one clock origin.
+pub struct Session {
+    shared: Arc<Shared>,
+    warm: Vec<Sent>,
+    measured: Vec<Sent>,
+    started_at: String,
+    run_start: Instant,
+    unreachable: Option<String>,
+}
+
+impl Session {
+    /// Builds the client and sends the warmup requests (discarded).
+    ///
+    /// Errors: only when the client cannot be built (bad URL); request failures are recorded.
+    pub async fn start(sc: &Scenario, base_url: &str) -> Result<Session, String> {
+        let client = StreamClient::new(&sc.endpoint, base_url, sc.load.concurrency as usize)?;
+        let shared = Arc::new(Shared {
+            client,
+            scenario: sc.clone(),
+            include_usage: AtomicBool::new(sc.endpoint.include_usage),
+            fallback: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            next: AtomicUsize::new(0),
+            completed: AtomicUsize::new(0),
+            results: Mutex::new(Vec::new()),
+            run_id: format!(
+                "{:x}",
+                std::process::id() as u64
+                    ^ Instant::now().elapsed().as_nanos() as u64
+                    ^ rand_seed()
+            ),
+        });
+        let warm = phase(&shared, sc.load.warmup as usize, Instant::now()).await;
+        // Two or more warmup requests that all failed: the endpoint is not usable.
+        let unreachable = unreachable_reason(&warm).filter(|_| {
+            warm.len() >= 2
+                || warm.iter().all(|s| {
+                    s.record.error.as_ref().is_some_and(|e| {
+                        matches!(
+                            e.class,
+                            FailureClass::Connect | FailureClass::TimeoutConnect
+                        )
+                    })
+                })
+        });
+        Ok(Session {
+            shared,
+            warm,
+            measured: Vec::new(),
+            started_at: now_rfc3339(),
+            run_start: Instant::now(),
+            unreachable,
+        })
+    }
+
+    /// Sends `n` more measured requests (closed loop at the scenario's concurrency).
+    /// Does nothing once the endpoint was found unreachable.
+    pub async fn measure(&mut self, n: usize) {
+        if self.unreachable.is_some() || n == 0 {
+            return;
+        }
+        if self.measured.is_empty() {
+            self.started_at = now_rfc3339();
+            self.run_start = Instant::now();
+        }
+        let m = phase(&self.shared, n, self.run_start).await;
+        if m.iter().all(|s| !s.record.ok()) && self.measured.iter().all(|s| !s.record.ok()) {
+            self.unreachable = unreachable_reason(&m);
+        }
+        self.measured.extend(m);
+    }
+
+    /// Measured requests so far.
+    pub fn measured_count(&self) -> usize {
+        self.measured.len()
+    }
+
+    /// True once the endpoint was found unreachable.
+    pub fn is_unreachable(&self) -> bool {
+        self.unreachable.is_some()
+    }
+
+    /// What the session measured so far.
+    pub fn output(&self) -> RunOutput {
+        let wall_ms = if self.measured.is_empty() {
+            0.0
+        } else {
+            self.run_start.elapsed().as_secs_f64() * 1000.0
+        };
+        let pick = |f: &dyn Fn(&Sent) -> Option<String>| {
+            self.measured.iter().chain(self.warm.iter()).find_map(f)
+        };
+        let mut records: Vec<RequestRecord> =
+            self.measured.iter().map(|s| s.record.clone()).collect();
+        records.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
+        RunOutput {
+            records,
+            wall_ms,
+            started_at: self.started_at.clone(),
+            model: pick(&|s: &Sent| s.model.clone()),
+            system_fingerprint: pick(&|s: &Sent| s.system_fingerprint.clone()),
+            server: pick(&|s: &Sent| s.server.clone()),
+            stream_options_fallback: self.shared.fallback.load(Ordering::SeqCst),
+            unreachable: self.unreachable.clone(),
+            warmup_failures: self.warm.iter().filter(|s| !s.record.ok()).count() as u32,
+            retried: self.measured.iter().filter(|s| s.retried).count() as u32,
+            looks: Vec::new(),
+            stop_reason: None,
+            warmup_records: self.warm.iter().map(|s| s.record.clone()).collect(),
+        }
+    }
+}
+
+/// Runs `sc` against `base_url` (the scenario's own URL, or the in-process simulator's):
+/// warmup, then `samples` measured requests.
 ///
 /// Errors: only when the client cannot be built (bad URL); every request failure is recorded.
 pub async fn run(sc: &Scenario, base_url: &str) -> Result<RunOutput, String> {
-    let client = StreamClient::new(&sc.endpoint, base_url, sc.load.concurrency as usize)?;
-    let shared = Arc::new(Shared {
-        client,
-        scenario: sc.clone(),
-        include_usage: AtomicBool::new(sc.endpoint.include_usage),
-        fallback: AtomicBool::new(false),
-        stop: AtomicBool::new(false),
-        next: AtomicUsize::new(0),
-        completed: AtomicUsize::new(0),
-        results: Mutex::new(Vec::new()),
-        run_id: format!(
-            "{:x}",
-            std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ rand_seed()
-        ),
-    });
-    // Phase 1: warmup (discarded).
-    let warm = phase(&shared, sc.load.warmup as usize, Instant::now()).await;
-    let warmup_failures = warm.iter().filter(|s| !s.record.ok()).count() as u32;
-    let mut unreachable = unreachable_reason(&warm);
-    // Phase 2: measured.
-    let started_at = now_rfc3339();
-    let run_start = Instant::now();
-    let measured = if unreachable.is_none() {
-        let m = phase(&shared, sc.load.samples as usize, run_start).await;
-        if unreachable.is_none() && m.iter().all(|s| !s.record.ok()) {
-            unreachable = unreachable_reason(&m);
-        }
-        m
-    } else {
-        Vec::new()
-    };
-    let wall_ms = run_start.elapsed().as_secs_f64() * 1000.0;
-    let pick = |f: &dyn Fn(&Sent) -> Option<String>| measured.iter().chain(warm.iter()).find_map(f);
-    let model = pick(&|s: &Sent| s.model.clone());
-    let system_fingerprint = pick(&|s: &Sent| s.system_fingerprint.clone());
-    let server = pick(&|s: &Sent| s.server.clone());
-    let retried = measured.iter().filter(|s| s.retried).count() as u32;
-    let mut records: Vec<RequestRecord> = measured.into_iter().map(|s| s.record).collect();
-    records.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
-    Ok(RunOutput {
-        records,
-        wall_ms,
-        started_at,
-        model,
-        system_fingerprint,
-        server,
-        stream_options_fallback: shared.fallback.load(Ordering::SeqCst),
-        unreachable,
-        warmup_failures,
-        retried,
-    })
+    let mut s = Session::start(sc, base_url).await?;
+    s.measure(sc.load.samples as usize).await;
+    Ok(s.output())
 }
 
 fn rand_seed() -> u64 {
@@ -141,22 +217,31 @@ fn rand_seed() -> u64 {
     h.finish()
 }
 
-/// When every request so far failed to connect, the reason (the first message).
+/// When every request so far failed, the reason: the first message (a connect failure is
+/// reported as is; other classes say that every request failed). `None` otherwise.
 fn unreachable_reason(sent: &[Sent]) -> Option<String> {
+    let errors: Vec<_> = sent
+        .iter()
+        .filter_map(|s| s.record.error.as_ref())
+        .collect();
+    if sent.is_empty() || errors.len() < sent.len() {
+        return None;
+    }
+    let first = errors[0];
     let connectish = |c: FailureClass| {
         matches!(
             c,
             FailureClass::Connect | FailureClass::TimeoutConnect | FailureClass::Tls
         )
     };
-    if !sent.is_empty()
-        && sent
-            .iter()
-            .all(|s| s.record.error.as_ref().is_some_and(|e| connectish(e.class)))
-    {
-        sent[0].record.error.as_ref().map(|e| e.message.clone())
+    if errors.iter().all(|e| connectish(e.class)) {
+        Some(first.message.clone())
     } else {
-        None
+        Some(format!(
+            "every one of the first {} requests failed; the first: {}",
+            sent.len(),
+            first.message
+        ))
     }
 }
 
@@ -218,29 +303,12 @@ async fn worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
             }
             break s;
         };
-        let failed_connect = sent.record.error.as_ref().is_some_and(|e| {
-            matches!(
-                e.class,
-                FailureClass::Connect | FailureClass::TimeoutConnect | FailureClass::Tls
-            )
-        });
         if let Ok(mut r) = sh.results.lock() {
             r.push((i, sent));
-            // Unreachable endpoint: the first requests all failed to connect; stop early.
-            let early = sc.load.concurrency as usize + 2;
-            if failed_connect
-                && r.len() >= early.min(count)
-                && r.iter().all(|(_, s)| {
-                    s.record.error.as_ref().is_some_and(|e| {
-                        matches!(
-                            e.class,
-                            FailureClass::Connect
-                                | FailureClass::TimeoutConnect
-                                | FailureClass::Tls
-                        )
-                    })
-                })
-            {
+            // A hopeless endpoint (refused, 404, 401, never answering): the first requests all
+            // failed; stop early instead of sending every remaining request.
+            let early = (sc.load.concurrency as usize + 2).min(count);
+            if r.len() >= early && r.iter().all(|(_, s)| !s.record.ok()) {
                 sh.stop.store(true, Ordering::SeqCst);
             }
         }

@@ -126,6 +126,17 @@ fn bad_values_exit_2_with_a_reason() {
             "only letters, digits",
         ),
         ("ttft_ms=20", "ttft=20", "ttft_ms"),
+        // a bare number above 1 is almost always a percentage: refuse, do not read 500 %
+        (
+            "    warmup: 1",
+            "    warmup: 1\n  gate:\n    tolerances: {p50: {warn: 5, fail: 10}}",
+            "would mean 500%",
+        ),
+        (
+            "    max_tokens: 24",
+            "    max_tokens: 1",
+            "TPOT is undefined for max_tokens 1",
+        ),
     ] {
         let dir = setup(&SIM.replace(from, to));
         let o = perfgate(dir.path()).arg("validate").output().unwrap();
@@ -206,16 +217,30 @@ fn stale_and_broken_baselines_are_reported() {
         SIM.replace("max_tokens: 24", "max_tokens: 25"),
     )
     .unwrap();
+    // --require-baseline refuses before measuring, naming what changed
+    let t = std::time::Instant::now();
     let o = perfgate(dir.path())
         .args(["check", "--require-baseline"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(
+        stderr(&o).contains(
+            "the scenario changed since the baseline was blessed (request.max_tokens: 24 -> 25)"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    assert!(t.elapsed().as_secs() < 3, "refused before measuring");
+    // without it, the stale scenario is reported and not compared
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
         stdout(&o).contains("STALE BASELINE: the scenario changed"),
         "{}",
         stdout(&o)
     );
+    assert!(stdout(&o).contains("not compared for want of a usable baseline (tpot-scenario)"));
     // a hand-edited, broken baseline names the file and the field
     std::fs::write(dir.path().join("scenarios/s.yaml"), SIM).unwrap();
     let p = dir.path().join("baselines/tpot-scenario.json");
@@ -313,7 +338,8 @@ fn http_401_names_the_variable_never_the_key() {
         .env("PG_CANARY_KEY", canary)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3));
+    // every request rejected with 401: a configuration error (wrong key), exit 2
+    assert_eq!(o.status.code(), Some(2));
     let all = format!(
         "{}{}{}{}",
         stdout(&o),
@@ -333,4 +359,136 @@ fn http_401_names_the_variable_never_the_key() {
         stderr(&o)
     );
     drop(server);
+}
+
+#[test]
+fn bless_with_several_runs_stores_the_spread() {
+    let dir = setup(SIM);
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("(2 run(s), 40 requests;"),
+        "{}",
+        stdout(&o)
+    );
+    let b: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("baselines/tpot-scenario.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(b["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(b["run_spread"]["runs"], 2);
+    assert_eq!(
+        b["run_spread"]["run_medians_ms"]["tpot_ms"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let tau = b["run_spread"]["tau"]["tpot_ms"].as_f64().unwrap();
+    assert!((0.0..0.2).contains(&tau), "tau {tau}");
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn error_rate_above_the_limit_exits_3_even_without_a_baseline() {
+    let dir = setup(SIM);
+    let o = perfgate(dir.path())
+        .arg("check")
+        .env("ERR", "0.3")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("above max_error_rate"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn every_request_404_is_a_configuration_error_and_stops_early() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let case = perfgate::sim::ReplayCase::load(Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/cases/35-base-url-joining.yaml"
+    )))
+    .unwrap();
+    let server = rt
+        .block_on(perfgate::sim::SimServer::start_replay(case, 0))
+        .unwrap();
+    let yaml = format!(
+        "scenarios:\n  - name: wrong-url\n    endpoint: {{base_url: '{}/v1', model: m}}\n    request: {{prompt: hi, max_tokens: 4}}\n    load: {{samples: 100}}\n",
+        server.base_url()
+    );
+    let dir = setup(&yaml);
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    let e = stderr(&o);
+    assert!(e.contains("HTTP 404"), "{e}");
+    // the full request URL is in the message, so the doubled /v1 is visible
+    assert!(
+        e.contains(&format!("{}/chat/completions", server.base_url())),
+        "{e}"
+    );
+    // warmup 2 failed: the 100 samples were never sent
+    assert!(
+        server.requests_served() <= 3,
+        "{} requests",
+        server.requests_served()
+    );
+}
+
+#[test]
+fn a_server_that_never_answers_is_abandoned_after_the_warmup() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // accept and hold connections without answering, for at most 60 s
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        listener.set_nonblocking(true).unwrap();
+        while std::time::Instant::now() < deadline && held.len() < 50 {
+            if let Ok((s, _)) = listener.accept() {
+                held.push(s);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    });
+    let yaml = format!(
+        "scenarios:\n  - name: silent\n    endpoint: {{base_url: 'http://127.0.0.1:{port}/v1', model: m, first_token_timeout: 1s}}\n    request: {{prompt: hi, max_tokens: 4}}\n"
+    );
+    let dir = setup(&yaml);
+    let t = std::time::Instant::now();
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("first_token_timeout (1s)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        t.elapsed().as_secs() < 10,
+        "took {:?}: should stop after the 2 warmup requests",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn validate_warns_about_a_base_url_without_a_path() {
+    let yaml = "scenarios:\n  - name: nopath\n    endpoint: {base_url: 'http://127.0.0.1:8000', model: m}\n    request: {prompt: hi, max_tokens: 4}\n";
+    let dir = setup(yaml);
+    let o = perfgate(dir.path()).arg("validate").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("most OpenAI-compatible servers expect `/v1`"),
+        "{}",
+        stderr(&o)
+    );
 }

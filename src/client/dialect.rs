@@ -45,6 +45,9 @@ pub struct EventInfo {
     pub multi_choice: bool,
     /// The data was not JSON (and not `[DONE]`).
     pub malformed: bool,
+    /// The event belongs to another API's protocol (e.g. an Anthropic `message_start` read as
+    /// OpenAI chat): the API the stream looks like.
+    pub foreign_api: Option<&'static str>,
 }
 
 /// Fallback error text when an error object has no readable message (as openai-python).
@@ -78,6 +81,7 @@ pub fn interpret(api: Api, ev: &SseEvent) -> EventInfo {
         Api::OpenaiChat | Api::OpenaiCompletions => openai(api, &v),
         Api::AnthropicMessages => anthropic(ev.event.as_deref(), &v),
     };
+    info.foreign_api = foreign(api, ev.event.as_deref(), &v);
     if ev.event.as_deref() == Some("error") && info.error.is_none() {
         info.error = Some(error_message(v.get("error").unwrap_or(&v)));
     }
@@ -212,6 +216,30 @@ fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
     info
 }
 
+/// Which other API an event belongs to, if it plainly belongs to another one.
+fn foreign(api: Api, event: Option<&str>, v: &Value) -> Option<&'static str> {
+    const ANTHROPIC: [&str; 4] = [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "message_delta",
+    ];
+    let kind = v.get("type").and_then(Value::as_str).or(event);
+    match api {
+        Api::OpenaiChat | Api::OpenaiCompletions
+            if kind.is_some_and(|k| ANTHROPIC.contains(&k)) =>
+        {
+            Some("anthropic-messages")
+        }
+        Api::OpenaiChat if v.pointer("/choices/0/text").is_some_and(Value::is_string) => {
+            Some("openai-completions")
+        }
+        Api::OpenaiCompletions if v.pointer("/choices/0/delta").is_some() => Some("openai-chat"),
+        Api::AnthropicMessages if v.get("choices").is_some() => Some("openai-chat"),
+        _ => None,
+    }
+}
+
 fn nonempty(v: Option<&Value>) -> bool {
     v.and_then(Value::as_str).is_some_and(|s| !s.is_empty())
 }
@@ -234,6 +262,8 @@ fn usage(v: Option<&Value>) -> Option<Usage> {
 pub fn error_message(e: &Value) -> String {
     match e {
         Value::String(s) if !s.is_empty() => clip(s),
+        // e.g. {"error": [{"message": "Unrecognized key(s) in object: 'stream_options'"}]}
+        Value::Array(items) if !items.is_empty() => error_message(&items[0]),
         Value::Object(o) => {
             let msg = o
                 .get("message")

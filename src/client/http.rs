@@ -405,8 +405,8 @@ impl StreamClient {
                 None => format!("{base} (no API key was sent: set endpoint.api_key_env to the NAME of the variable that holds it)"),
             },
             404 => format!("{base} for {} (check base_url: it usually ends in /v1, and perfgate appends {})", self.url, self.api.path()),
-            429 => match headers.get("retry-after").and_then(|v| v.to_str().ok()) {
-                Some(r) => format!("{base} (rate limited; the server asks to retry after {r}s: lower load.concurrency or raise the limit)", r = clip(r)),
+            429 => match retry_after(headers) {
+                Some(r) => format!("{base} (rate limited; the server asks to retry after {r}: lower load.concurrency or raise the limit)"),
                 None => format!("{base} (rate limited: lower load.concurrency or raise the limit)"),
             },
             300..=399 => {
@@ -507,6 +507,31 @@ async fn read_prefix(mut resp: reqwest::Response, limit: usize, deadline: Instan
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+/// `Retry-After` as text: `2s` for delta-seconds; for an HTTP date, the seconds after the
+/// response's `Date` header (or now) plus the date itself (RFC 9110 s10.2.3).
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let raw = headers
+        .get("retry-after")?
+        .to_str()
+        .ok()?
+        .trim()
+        .to_string();
+    if let Ok(secs) = raw.parse::<u64>() {
+        return Some(format!("{secs}s"));
+    }
+    let parse = |s: &str| {
+        time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc2822).ok()
+    };
+    let at = parse(&raw)?;
+    let now = headers
+        .get("date")
+        .and_then(|d| d.to_str().ok())
+        .and_then(parse)
+        .unwrap_or_else(time::OffsetDateTime::now_utc);
+    let secs = (at - now).whole_seconds().max(0);
+    Some(format!("{secs}s ({})", clip(&raw)))
+}
+
 /// The readable part of an error body: a JSON error message, an HTML `<title>`, or the first
 /// line of text (at most 300 characters).
 pub fn body_detail(body: &str) -> String {
@@ -587,6 +612,24 @@ mod tests {
             "upstream connect error"
         );
         assert_eq!(body_detail(""), "");
+    }
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(retry_after(&h).as_deref(), Some("2s"));
+        h.insert(
+            "retry-after",
+            "Wed, 01 Jan 2025 00:00:05 GMT".parse().unwrap(),
+        );
+        h.insert("date", "Wed, 01 Jan 2025 00:00:02 GMT".parse().unwrap());
+        assert_eq!(
+            retry_after(&h).as_deref(),
+            Some("3s (Wed, 01 Jan 2025 00:00:05 GMT)")
+        );
+        h.insert("retry-after", "soon".parse().unwrap());
+        assert_eq!(retry_after(&h), None);
     }
 
     #[test]

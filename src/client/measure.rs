@@ -58,6 +58,7 @@ pub fn measure(start_ms: f64, events: &[Stamped], end: End) -> RequestRecord {
     let mut finish_seen = false;
     let mut done_at: Option<f64> = None;
     let mut error: Option<String> = None;
+    let mut foreign: Option<&'static str> = None;
     for e in events {
         if done_at.is_some() {
             break; // nothing after [DONE] counts
@@ -84,6 +85,7 @@ pub fn measure(start_ms: f64, events: &[Stamped], end: End) -> RequestRecord {
         if i.finish.is_some() {
             finish_seen = true;
         }
+        foreign = foreign.or(i.foreign_api);
         if let Some(msg) = &i.error {
             if error.is_none() {
                 error = Some(msg.clone());
@@ -133,11 +135,26 @@ pub fn measure(start_ms: f64, events: &[Stamped], end: End) -> RequestRecord {
             f.message = format!("{} after {} token events", f.message, n_events);
         }
         Some(f)
+    } else if let (0, Some(api)) = (n_events, foreign) {
+        Some(Failure {
+            class: FailureClass::NotSse,
+            status: None,
+            message: format!(
+                "protocol mismatch: the stream looks like {api}, not the configured API; set endpoint.api: {api}"
+            ),
+        })
     } else if n_events == 0 {
         Some(Failure {
             class: FailureClass::NoToken,
             status: None,
-            message: "the stream ended without any generated token (no content, reasoning or tool-call delta)".into(),
+            message: format!(
+                "empty response: no output tokens{} (no content, reasoning or tool-call delta)",
+                if finish_seen {
+                    ""
+                } else {
+                    " (stream ended without finish_reason)"
+                }
+            ),
         })
     } else if !finish_seen && done_at.is_none() {
         Some(Failure {

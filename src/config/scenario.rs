@@ -200,6 +200,8 @@ pub struct Endpoint {
     pub request_timeout: Duration,
     /// Send `stream_options: {include_usage: true}` (OpenAI APIs).
     pub include_usage: bool,
+    /// Things the user should know about this endpoint (e.g. a base_url without a path).
+    pub warnings: Vec<String>,
 }
 
 /// Prefix-cache policy (DESIGN s2).
@@ -259,6 +261,29 @@ pub struct LoadSpec {
     pub samples: u32,
     /// Requests sent first and discarded.
     pub warmup: u32,
+    /// Sequential sampling: measure up to this many requests, stopping early at a look where
+    /// every gated check is decided (PASS, FAIL or IMPROVED).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_samples: Option<u32>,
+}
+
+impl LoadSpec {
+    /// The sample counts at which a sequential run is evaluated: `samples`, then 50, then
+    /// doubling, ending at `max_samples` (e.g. 20, 50, 100, 200, 300). One look without
+    /// `max_samples`. The family-wise alpha is spent evenly over the looks (Bonferroni).
+    pub fn looks(&self) -> Vec<usize> {
+        let first = self.samples as usize;
+        let Some(max) = self.max_samples.map(|m| m as usize).filter(|&m| m > first) else {
+            return vec![first];
+        };
+        let mut looks = vec![first];
+        let mut n = first;
+        while n < max {
+            n = if n < 50 { 50 } else { n * 2 }.min(max);
+            looks.push(n);
+        }
+        looks
+    }
 }
 
 /// The validated `gate:` section.
@@ -276,6 +301,22 @@ pub struct GateSpec {
     pub alpha: f64,
     /// Highest acceptable share of failed requests (0..=1).
     pub max_error_rate: f64,
+}
+
+impl Default for GateSpec {
+    /// The defaults of DESIGN s2: TTFT and TPOT at P50 and P99, bands 5/10 % (P50), 10/20 %
+    /// (P90), 25/50 % (P99), min_delta 5 ms (TTFT) and 0.5 ms (TPOT), alpha 0.01,
+    /// max_error_rate 0.
+    fn default() -> Self {
+        build_gate(&RawGate::default()).unwrap_or_else(|_| GateSpec {
+            metrics: vec![Metric::Ttft, Metric::Tpot],
+            quantiles: vec![Quantile::P50, Quantile::P99],
+            bands: BTreeMap::new(),
+            min_delta_ms: BTreeMap::new(),
+            alpha: 0.01,
+            max_error_rate: 0.0,
+        })
+    }
 }
 
 impl GateSpec {
@@ -355,9 +396,14 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Normalises an HTTP base URL: no trailing slash, a doubled `/v1` collapsed, an empty path
-/// becomes `/v1`; a URL that already names an API route is rejected with a hint. Query kept.
-pub fn normalise_base_url(raw: &str) -> Result<String, String> {
+/// Normalises an HTTP base URL (OpenAI-SDK convention, shared/cases/35): the base includes
+/// the version segment and perfgate appends the API route. Trailing slashes are removed, a
+/// doubled `/v1/v1` is collapsed, and a pasted full URL ending in `api`'s own route is cut back
+/// to its base; a route of another API is an error. No `/v1` is ever inserted: a URL without a
+/// path gets a warning. Query strings are kept.
+///
+/// Returns the normalised URL and warnings for the user.
+pub fn normalise_base_url(raw: &str, api: Api) -> Result<(String, Vec<String>), String> {
     let mut url = url::Url::parse(raw).map_err(|e| {
         format!("base_url `{raw}` is not a URL ({e}); write it like `http://127.0.0.1:8000/v1`")
     })?;
@@ -372,25 +418,44 @@ pub fn normalise_base_url(raw: &str) -> Result<String, String> {
     if url.host_str().is_none() {
         return Err(format!("base_url `{raw}` has no host"));
     }
+    let mut warnings = Vec::new();
     let mut path = url.path().trim_end_matches('/').to_string();
     for route in ["/chat/completions", "/completions", "/messages"] {
         if path.ends_with(route) {
-            let mut base = url.clone();
-            base.set_path(&path[..path.len() - route.len()]);
-            return Err(format!(
-                "base_url `{raw}` ends with the API route `{route}`: write the base only (`{}`); perfgate appends the route",
-                base.as_str().trim_end_matches('/')
+            let base = path[..path.len() - route.len()].to_string();
+            if route != api.path() {
+                let mut b = url.clone();
+                b.set_path(&base);
+                return Err(format!(
+                    "base_url `{raw}` ends with the route `{route}`, but api is {} (route `{}`): write the base only (`{}`)",
+                    api.as_str(),
+                    api.path(),
+                    b.as_str().trim_end_matches('/')
+                ));
+            }
+            warnings.push(format!(
+                "base_url ends with the API route `{route}`; perfgate uses it as given (the base is `{}`)",
+                if base.is_empty() { "/" } else { &base }
             ));
+            path = base;
+            break;
         }
     }
     while path.contains("/v1/v1") {
         path = path.replace("/v1/v1", "/v1");
     }
     if path.is_empty() {
-        path = "/v1".into();
+        warnings.push(format!(
+            "base_url `{raw}` has no path, so requests go to `{}`; most OpenAI-compatible servers expect `/v1` at the end",
+            api.path()
+        ));
     }
     url.set_path(&path);
-    Ok(url.to_string())
+    let mut out = url.to_string();
+    if path.is_empty() && url.query().is_none() {
+        out = out.trim_end_matches('/').to_string();
+    }
+    Ok((out, warnings))
 }
 
 /// Everything needed to validate one scenario.
@@ -426,6 +491,12 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, String> {
         build_request(&raw.request, endpoint.api).map_err(|e| format!("scenario `{name}`: {e}"))?;
     let load = build_load(&raw.load).map_err(|e| format!("scenario `{name}`: {e}"))?;
     let gate = build_gate(&raw.gate).map_err(|e| format!("scenario `{name}`: {e}"))?;
+    if request.max_tokens < 2 && gate.metrics.contains(&Metric::Tpot) {
+        return Err(format!(
+            "scenario `{name}`: TPOT is undefined for max_tokens {} (it needs 2 or more output tokens); raise max_tokens or set gate.metrics without tpot",
+            request.max_tokens
+        ));
+    }
     let fingerprint = fingerprint(&endpoint, &request, &load);
     Ok(Scenario {
         name,
@@ -440,6 +511,7 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, String> {
 }
 
 fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, String> {
+    let mut warnings = Vec::new();
     let raw_url = e
         .base_url
         .as_deref()
@@ -468,12 +540,9 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
         }
         (Target::Sim(cfg), Some(model))
     } else {
-        (
-            Target::Http {
-                base_url: normalise_base_url(&url).map_err(|m| format!("endpoint.{m}"))?,
-            },
-            None,
-        )
+        let (base_url, w) = normalise_base_url(&url, api).map_err(|m| format!("endpoint.{m}"))?;
+        warnings.extend(w);
+        (Target::Http { base_url }, None)
     };
     let model = match (&e.model, default_model) {
         (Some(m), _) => expand_env(m, ctx.env).map_err(|m| format!("endpoint.model: {m}"))?,
@@ -541,6 +610,7 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
             Duration::from_secs(300),
         )?,
         include_usage: e.include_usage.unwrap_or(true),
+        warnings,
     })
 }
 
@@ -645,15 +715,18 @@ fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
             "load.rate (open-loop arrivals) is not supported yet: use load.concurrency".into(),
         );
     }
-    if l.max_samples.is_some() {
-        return Err(
-            "load.max_samples (sequential sampling) is not supported yet: use load.samples".into(),
-        );
+    if let Some(m) = l.max_samples {
+        if m < samples || m > 100_000 {
+            return Err(format!(
+                "load.max_samples is {m}: it must be between load.samples ({samples}) and 100000"
+            ));
+        }
     }
     Ok(LoadSpec {
         concurrency,
         samples,
         warmup: l.warmup.unwrap_or(2).min(10_000),
+        max_samples: l.max_samples.filter(|&m| m > samples),
     })
 }
 
@@ -818,23 +891,52 @@ mod tests {
     }
 
     #[test]
+    fn sequential_looks() {
+        let l = |samples, max| LoadSpec {
+            concurrency: 1,
+            samples,
+            warmup: 0,
+            max_samples: max,
+        };
+        assert_eq!(l(20, None).looks(), vec![20]);
+        assert_eq!(l(20, Some(300)).looks(), vec![20, 50, 100, 200, 300]);
+        assert_eq!(l(100, Some(150)).looks(), vec![100, 150]);
+        assert_eq!(
+            l(60, Some(1000)).looks(),
+            vec![60, 120, 240, 480, 960, 1000]
+        );
+    }
+
+    #[test]
     fn base_urls_are_normalised() {
+        let n = |u: &str| normalise_base_url(u, Api::OpenaiChat);
         assert_eq!(
-            normalise_base_url("http://127.0.0.1:8000/v1/").unwrap(),
+            n("http://127.0.0.1:8000/v1/").unwrap().0,
             "http://127.0.0.1:8000/v1"
         );
+        assert_eq!(n("http://h:8000/v1//").unwrap().0, "http://h:8000/v1");
+        assert_eq!(n("http://h/v1/v1").unwrap().0, "http://h/v1");
         assert_eq!(
-            normalise_base_url("http://127.0.0.1:8000").unwrap(),
-            "http://127.0.0.1:8000/v1"
-        );
-        assert_eq!(normalise_base_url("http://h/v1/v1").unwrap(), "http://h/v1");
-        assert_eq!(
-            normalise_base_url("https://h/openai/v1?api-version=1").unwrap(),
+            n("https://h/openai/v1?api-version=1").unwrap().0,
             "https://h/openai/v1?api-version=1"
         );
-        let e = normalise_base_url("http://h/v1/chat/completions").unwrap_err();
+        assert_eq!(
+            n("https://h/api/paas/v4").unwrap().0,
+            "https://h/api/paas/v4"
+        );
+        // no /v1 inserted, with a warning
+        let (u, w) = n("http://h:8000").unwrap();
+        assert_eq!(u, "http://h:8000");
+        assert!(w[0].contains("expect `/v1`"), "{w:?}");
+        // a pasted full URL is cut back to its base, with a note
+        let (u, w) = n("http://h:8000/v1/chat/completions").unwrap();
+        assert_eq!(u, "http://h:8000/v1");
+        assert_eq!(w.len(), 1);
+        // ...but the route of another API is an error
+        let e =
+            normalise_base_url("http://h/v1/chat/completions", Api::AnthropicMessages).unwrap_err();
         assert!(e.contains("`http://h/v1`"), "{e}");
-        assert!(normalise_base_url("ftp://h").is_err());
-        assert!(normalise_base_url("not a url").is_err());
+        assert!(n("ftp://h").is_err());
+        assert!(n("not a url").is_err());
     }
 }

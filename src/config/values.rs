@@ -13,9 +13,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("`{s}` is not a duration ({e}); write it like `30s`, `250ms` or `2m`"))
 }
 
-/// Parses a relative tolerance: `5%` -> 0.05, `0.05` -> 0.05. Must be in [0, 10].
+/// Parses a relative tolerance: `5%` -> 0.05, `0.05` -> 0.05. Must be in [0, 10]. A bare number
+/// above 1 (`warn: 5`) is an error: it almost always means a percentage, not 500 %.
 pub fn parse_fraction(v: &RawNumber) -> Result<f64, String> {
     let x = match v {
+        RawNumber::Num(x) if *x > 1.0 => {
+            return Err(format!(
+                "`{x}` would mean {:.0}%: write a percentage like `{x}%`, or a fraction like `{}`",
+                x * 100.0,
+                x / 100.0
+            ))
+        }
         RawNumber::Num(x) => *x,
         RawNumber::Text(t) => {
             let t = t.trim();
@@ -147,6 +155,12 @@ mod tests {
         assert_eq!(parse_fraction(&RawNumber::Num(0.1)).unwrap(), 0.1);
         assert!(parse_fraction(&RawNumber::Text("five".into())).is_err());
         assert!(parse_fraction(&RawNumber::Num(-0.1)).is_err());
+        let e = parse_fraction(&RawNumber::Num(5.0)).unwrap_err();
+        assert!(e.contains("would mean 500%") && e.contains("`5%`"), "{e}");
+        assert_eq!(
+            parse_fraction(&RawNumber::Text("150%".into())).unwrap(),
+            1.5
+        );
         assert_eq!(parse_ms(&RawNumber::Text("20ms".into())).unwrap(), 20.0);
         assert_eq!(parse_ms(&RawNumber::Text("2s".into())).unwrap(), 2000.0);
         assert_eq!(parse_ms(&RawNumber::Num(3.5)).unwrap(), 3.5);

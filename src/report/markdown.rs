@@ -49,6 +49,7 @@ pub fn render(r: &Results) -> String {
     let head = match r.verdict.as_str() {
         "FAIL" => "❌ **perfgate: latency regression**",
         "ERROR" => "🛑 **perfgate: could not measure**",
+        "NO_BASELINE" => "ℹ️ **perfgate: no usable baseline**",
         "WARN" => "⚠️ **perfgate: no regression, with warnings**",
         _ => "✅ **perfgate: no regression**",
     };

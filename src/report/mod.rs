@@ -30,11 +30,17 @@ pub fn fmt_ms(x: f64) -> String {
     }
 }
 
-/// The change column: `+30.1% [+25.0%, +35.2%]`.
+/// The change column: `+30.1% [+25.0%, +35.2%]` for quantiles (ratio with its CI); the
+/// difference in percentage points for shares (error rate, requests above the pooled P90).
 pub fn fmt_change(c: &Check) -> String {
     let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
     match (c.kind, c.ratio) {
-        (CheckKind::ErrorRate, _) | (CheckKind::TailExceedance, None) => "-".into(),
+        (CheckKind::ErrorRate, _) | (CheckKind::TailExceedance, _) => {
+            match (c.baseline, c.candidate) {
+                (Some(b), Some(x)) => format!("{:+.1} pp", (x - b) * 100.0),
+                _ => "-".into(),
+            }
+        }
         (_, None) => "-".into(),
         (_, Some(r)) => {
             let ci = match c.ci {
@@ -50,17 +56,21 @@ pub fn fmt_change(c: &Check) -> String {
     }
 }
 
-/// The tolerance column: `warn 5% / fail 10%, >0.5 ms`.
+/// The tolerance column: `5% / 10%, >0.50 ms`; a fail tolerance widened to the baseline's
+/// run-to-run spread is marked `*`.
 pub fn fmt_tolerance(c: &Check) -> String {
+    let fail = match c.fail_configured {
+        Some(_) => format!("{:.1}%*", c.fail * 100.0),
+        None => format!("{:.0}%", c.fail * 100.0),
+    };
     match c.kind {
-        CheckKind::ErrorRate => "any increase".into(),
+        CheckKind::ErrorRate => "significant increase".into(),
         _ if c.min_delta_ms > 0.0 => format!(
-            "{:.0}% / {:.0}%, >{}",
+            "{:.0}% / {fail}, >{}",
             c.warn * 100.0,
-            c.fail * 100.0,
             fmt_ms(c.min_delta_ms)
         ),
-        _ => format!("{:.0}% / {:.0}%", c.warn * 100.0, c.fail * 100.0),
+        _ => format!("{:.0}% / {fail}", c.warn * 100.0),
     }
 }
 

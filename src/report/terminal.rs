@@ -65,14 +65,18 @@ pub fn render(r: &Results) -> String {
             }
         }
         let sm = |k: &str| m.summary.get(k);
-        if let (Some(tt), Some(tp)) = (sm("ttft_ms"), sm("tpot_ms")) {
+        if m.ok > 0 {
+            let q = |k: &str, f: fn(&crate::baseline::MetricSummary) -> f64| {
+                sm(k).map(|s| fmt_ms(f(s))).unwrap_or_else(|| "-".into())
+            };
             let _ = writeln!(
                 out,
-                "   measured: TTFT P50 {} P99 {} | TPOT P50 {} | ITL P99 {} | {:.1} output tokens/s, {:.2} requests/s",
-                fmt_ms(tt.p50),
-                fmt_ms(tt.p99),
-                fmt_ms(tp.p50),
-                sm("itl_ms").map(|i| fmt_ms(i.p99)).unwrap_or_else(|| "-".into()),
+                "   measured (sample quantiles): TTFT P50 {} P99 {} | TPOT P50 {} | ITL P50 {} P99 {} | {:.1} output tokens/s, {:.2} requests/s",
+                q("ttft_ms", |s| s.p50),
+                q("ttft_ms", |s| s.p99),
+                q("tpot_ms", |s| s.p50),
+                q("itl_ms", |s| s.p50),
+                q("itl_ms", |s| s.p99),
                 m.output_tokens_per_s,
                 m.requests_per_s
             );
@@ -105,6 +109,25 @@ pub fn render(r: &Results) -> String {
         r.count(crate::gate::Verdict::Info),
         r.family_size
     );
+    let without: Vec<&str> = r
+        .scenarios
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.status,
+                Status::NoBaseline | Status::Stale | Status::InvalidBaseline
+            )
+        })
+        .map(|s| s.name.as_str())
+        .collect();
+    if !without.is_empty() {
+        let _ = writeln!(
+            out,
+            "perfgate: {} scenario(s) not compared for want of a usable baseline ({}): run `perfgate bless` and commit baselines/",
+            without.len(),
+            without.join(", ")
+        );
+    }
     out
 }
 
@@ -116,5 +139,6 @@ pub fn status_label(s: Status) -> &'static str {
         Status::Stale => "STALE BASELINE",
         Status::InvalidBaseline => "INVALID BASELINE",
         Status::Unmeasurable => "COULD NOT MEASURE",
+        Status::Misconfigured => "MISCONFIGURED",
     }
 }

@@ -102,7 +102,8 @@ pub struct ReplayExpect {
     /// `usage` or `events`.
     #[serde(default)]
     pub token_source: Option<String>,
-    /// Every gap between successive token-bearing events, ms.
+    /// Every gap between successive token-bearing events, ms (per token when the stream carries
+    /// cumulative usage on every token event, as perfgate measures it).
     #[serde(default)]
     pub itl_ms: Option<Vec<f64>>,
     /// Free text for humans.

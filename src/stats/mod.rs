@@ -13,6 +13,7 @@ pub mod normal;
 pub mod quantile;
 pub mod rank;
 pub mod shift;
+pub mod spread;
 pub mod tests_exact;
 
 pub use holm::holm_adjust;

@@ -1,0 +1,586 @@
+//! `perfgate calibrate`: Monte-Carlo calibration of the gate on documented noise profiles
+//! (background/gate-statistics.md s2): false-alarm rate and power of perfgate's gate, side by
+//! side with two comparator rules computed on the same simulated data:
+//!
+//! - **percentage threshold** (as github-action-benchmark): FAIL when the candidate's sample
+//!   P50 (P99) exceeds the baseline's by more than the fail tolerance (10 %, 50 %);
+//! - **t-test on per-run summaries** (as Bencher's `t_test` threshold): FAIL when the
+//!   candidate run's P50 (P99) is above the upper 99 % Student-t prediction bound
+//!   mean + t(0.99, k-1) * sd * sqrt(1 + 1/k) of the k baseline runs' values (needs k >= 2).
+//!
+//! Latency model: lognormal around a median (TTFT 200 ms, sigma 0.35, 5 % of requests on a 3x
+//! slow path; TPOT 20 ms, sigma 0.10), times a per-run drift exp(tau * Z) shared by every
+//! scenario of a run. Seeded: the same seed and replicate count print the same numbers.
+
+use crate::config::scenario::{GateSpec, Metric, Quantile};
+use crate::gate::{self, Samples, ScenarioSamples, Verdict};
+use crate::stats::quantile::{quantile_type7, sorted};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::StandardNormal;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// A noise profile of one metric.
+#[derive(Debug, Clone, Copy)]
+pub struct Profile {
+    /// Which metric it models.
+    pub metric: Metric,
+    /// Median, ms.
+    pub median_ms: f64,
+    /// Lognormal log-sd within a run.
+    pub sigma: f64,
+    /// Share of requests on the slow path.
+    pub slow_share: f64,
+    /// Slow-path multiplier.
+    pub slow_factor: f64,
+}
+
+/// TTFT: lognormal sigma 0.35 around 200 ms, 5 % of requests 3x slower.
+pub const TTFT: Profile = Profile {
+    metric: Metric::Ttft,
+    median_ms: 200.0,
+    sigma: 0.35,
+    slow_share: 0.05,
+    slow_factor: 3.0,
+};
+/// TPOT: lognormal sigma 0.10 around 20 ms.
+pub const TPOT: Profile = Profile {
+    metric: Metric::Tpot,
+    median_ms: 20.0,
+    sigma: 0.10,
+    slow_share: 0.0,
+    slow_factor: 1.0,
+};
+
+/// A change applied to the candidate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Change {
+    /// No change.
+    None,
+    /// Every request slower by this factor (1.2 = +20 %).
+    Uniform(f64),
+    /// The slow-path share becomes this (tail-only regression).
+    SlowShare(f64),
+}
+
+fn draw(p: &Profile, n: usize, drift: f64, change: Change, rng: &mut StdRng) -> Vec<f64> {
+    let (factor, slow) = match change {
+        Change::None => (1.0, p.slow_share),
+        Change::Uniform(f) => (f, p.slow_share),
+        Change::SlowShare(s) => (1.0, s),
+    };
+    (0..n)
+        .map(|_| {
+            let z: f64 = rng.sample(StandardNormal);
+            let mut x = p.median_ms * (p.sigma * z).exp() * drift * factor;
+            if slow > 0.0 && rng.random::<f64>() < slow {
+                x *= p.slow_factor;
+            }
+            x
+        })
+        .collect()
+}
+
+fn drift(tau: f64, rng: &mut StdRng) -> f64 {
+    let z: f64 = rng.sample(StandardNormal);
+    (tau * z).exp()
+}
+
+/// One simulated check: a baseline of k runs and a candidate run, per scenario and metric.
+struct Sim {
+    /// [scenario][metric] -> baseline runs
+    base: Vec<Vec<Vec<Vec<f64>>>>,
+    /// [scenario][metric] -> candidate
+    cand: Vec<Vec<Vec<f64>>>,
+}
+
+/// Draws one check of `e` with `n` samples per run on both sides.
+fn simulate(e: &Experiment, n: usize, rng: &mut StdRng) -> Sim {
+    let (profiles, scenarios, k, tau, change) = (&e.profiles, e.scenarios, e.k, e.tau, e.change);
+    let n_c = n;
+    let base_drifts: Vec<f64> = (0..k).map(|_| drift(tau, rng)).collect();
+    let cand_drift = drift(tau, rng);
+    let mut base = Vec::new();
+    let mut cand = Vec::new();
+    for _ in 0..scenarios {
+        let mut bm = Vec::new();
+        let mut cm = Vec::new();
+        for p in profiles {
+            bm.push(
+                base_drifts
+                    .iter()
+                    .map(|&d| draw(p, n, d, Change::None, rng))
+                    .collect(),
+            );
+            cm.push(draw(p, n_c, cand_drift, change, rng));
+        }
+        base.push(bm);
+        cand.push(cm);
+    }
+    Sim { base, cand }
+}
+
+fn inputs(
+    sim: &Sim,
+    profiles: &[Profile],
+    gate: &GateSpec,
+    n_c: usize,
+    looks: usize,
+) -> Vec<ScenarioSamples> {
+    sim.base
+        .iter()
+        .zip(&sim.cand)
+        .enumerate()
+        .map(|(i, (bm, cm))| {
+            let metrics = profiles
+                .iter()
+                .zip(bm.iter().zip(cm))
+                .map(|(p, (b, c))| {
+                    let pooled: Vec<f64> = b.iter().flatten().copied().collect();
+                    (
+                        p.metric,
+                        Samples {
+                            ok: pooled,
+                            failed: 0,
+                        },
+                        Samples {
+                            ok: c[..n_c.min(c.len())].to_vec(),
+                            failed: 0,
+                        },
+                    )
+                })
+                .collect();
+            let spread: BTreeMap<Metric, (f64, usize)> = if bm.first().map_or(0, |r| r.len()) >= 2 {
+                profiles
+                    .iter()
+                    .zip(bm)
+                    .filter_map(|(p, runs)| {
+                        crate::stats::spread::run_spread_upper(runs)
+                            .map(|t| (p.metric, (t, runs.len())))
+                    })
+                    .collect()
+            } else {
+                BTreeMap::new()
+            };
+            ScenarioSamples {
+                scenario: format!("s{i}"),
+                gate: gate.clone(),
+                metrics,
+                spread,
+                errors: ((0, 1), (0, 1)),
+                looks,
+            }
+        })
+        .collect()
+}
+
+fn p(v: &[f64], q: f64) -> f64 {
+    quantile_type7(&sorted(v), q).unwrap_or(f64::NAN)
+}
+
+/// Percentage-threshold comparator: any (metric, quantile) point ratio above 1 + fail.
+fn threshold_fails(
+    sim: &Sim,
+    gate: &GateSpec,
+    metric: Option<Metric>,
+    profiles: &[Profile],
+) -> bool {
+    sim.base.iter().zip(&sim.cand).any(|(bm, cm)| {
+        profiles.iter().zip(bm.iter().zip(cm)).any(|(pr, (b, c))| {
+            if metric.is_some_and(|m| m != pr.metric) {
+                return false;
+            }
+            let pooled: Vec<f64> = b.iter().flatten().copied().collect();
+            gate.quantiles
+                .iter()
+                .any(|q| p(c, q.p()) > (1.0 + gate.band(pr.metric, *q).fail) * p(&pooled, q.p()))
+        })
+    })
+}
+
+/// Bencher-style t-test on per-run summaries; `None` when the baseline has one run.
+fn ttest_fails(
+    sim: &Sim,
+    gate: &GateSpec,
+    metric: Option<Metric>,
+    profiles: &[Profile],
+) -> Option<bool> {
+    let k = sim.base.first()?.first()?.len();
+    if k < 2 {
+        return None;
+    }
+    let t = StudentsT::new(0.0, 1.0, (k - 1) as f64)
+        .ok()?
+        .inverse_cdf(0.99);
+    Some(sim.base.iter().zip(&sim.cand).any(|(bm, cm)| {
+        profiles.iter().zip(bm.iter().zip(cm)).any(|(pr, (b, c))| {
+            if metric.is_some_and(|m| m != pr.metric) {
+                return false;
+            }
+            gate.quantiles.iter().any(|q| {
+                let vals: Vec<f64> = b.iter().map(|r| p(r, q.p())).collect();
+                let mean = vals.iter().sum::<f64>() / k as f64;
+                let sd =
+                    (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (k - 1) as f64).sqrt();
+                p(c, q.p()) > mean + t * sd * (1.0 + 1.0 / k as f64).sqrt()
+            })
+        })
+    }))
+}
+
+/// Rates from one experiment.
+#[derive(Debug, Clone, Default)]
+pub struct Rates {
+    /// Share of replicates with a FAIL from perfgate's gate.
+    pub perfgate: f64,
+    /// Same for the percentage-threshold rule.
+    pub threshold: f64,
+    /// Same for the per-run t-test (None when k = 1).
+    pub ttest: Option<f64>,
+    /// Mean candidate samples used (sequential).
+    pub mean_n: f64,
+    /// Median of (samples at which a null run stopped with PASS) / (samples the first look
+    /// said it needed), when measured.
+    pub need_ratio: Option<f64>,
+}
+
+/// One experiment's settings.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    /// Row label.
+    pub label: String,
+    /// Metrics simulated (and gated).
+    pub profiles: Vec<Profile>,
+    /// Quantiles gated.
+    pub quantiles: Vec<Quantile>,
+    /// Scenarios in the check.
+    pub scenarios: usize,
+    /// Baseline runs.
+    pub k: usize,
+    /// Samples per run (baseline and the first candidate look).
+    pub n: usize,
+    /// Sequential: candidate max samples (looks 20, 50, 100, ...).
+    pub max_samples: Option<usize>,
+    /// Run-to-run drift.
+    pub tau: f64,
+    /// Candidate change.
+    pub change: Change,
+    /// Which metric's FAIL counts (None: any, i.e. family-wise).
+    pub count_metric: Option<Metric>,
+}
+
+/// Runs `reps` replicates of `e`.
+pub fn run_experiment(e: &Experiment, reps: usize, seed: u64) -> Rates {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let gate = GateSpec {
+        metrics: e.profiles.iter().map(|p| p.metric).collect(),
+        quantiles: e.quantiles.clone(),
+        ..GateSpec::default()
+    };
+    let looks = crate::config::scenario::LoadSpec {
+        concurrency: 1,
+        samples: e.n as u32,
+        warmup: 0,
+        max_samples: e.max_samples.map(|m| m as u32),
+    }
+    .looks();
+    let n_max = *looks.last().unwrap_or(&e.n);
+    let (mut fails, mut thr, mut tt, mut tt_n, mut n_sum) =
+        (0usize, 0usize, 0usize, 0usize, 0usize);
+    let mut need = Vec::new();
+    for _ in 0..reps {
+        // Baselines of max_samples, as bless measures when max_samples is set.
+        let sim = simulate(e, n_max, &mut rng);
+        let mut verdict_fail = false;
+        let mut used = n_max;
+        let mut first_need: Option<usize> = None;
+        for (i, &n_c) in looks.iter().enumerate() {
+            let ins = inputs(&sim, &e.profiles, &gate, n_c, looks.len());
+            let (checks, _) = gate::evaluate(&ins);
+            if i == 0 {
+                first_need = checks
+                    .iter()
+                    .filter(|c| {
+                        c.verdict == Verdict::Warn
+                            && c.kind == crate::gate::CheckKind::Quantile(Quantile::P50)
+                    })
+                    .filter_map(|c| c.samples_needed)
+                    .max();
+            }
+            let last = i + 1 == looks.len();
+            if last || gate::all_decided(&checks) {
+                verdict_fail = checks.iter().any(|c| {
+                    c.verdict == Verdict::Fail && e.count_metric.is_none_or(|m| c.metric == Some(m))
+                });
+                used = n_c;
+                if e.change == Change::None && !last && looks.len() > 1 && i > 0 {
+                    if let Some(f) = first_need {
+                        need.push(n_c as f64 / f as f64);
+                    }
+                }
+                break;
+            }
+        }
+        fails += verdict_fail as usize;
+        n_sum += used;
+        // Comparators on the fixed first-look sample (n per run on both sides).
+        let cut = |v: &Vec<f64>| v[..e.n.min(v.len())].to_vec();
+        let fixed_base = Sim {
+            base: sim
+                .base
+                .iter()
+                .map(|m| {
+                    m.iter()
+                        .map(|runs| runs.iter().map(cut).collect())
+                        .collect()
+                })
+                .collect(),
+            cand: sim
+                .cand
+                .iter()
+                .map(|m| m.iter().map(cut).collect())
+                .collect(),
+        };
+        thr += threshold_fails(&fixed_base, &gate, e.count_metric, &e.profiles) as usize;
+        if let Some(f) = ttest_fails(&fixed_base, &gate, e.count_metric, &e.profiles) {
+            tt += f as usize;
+            tt_n += 1;
+        }
+    }
+    need.sort_by(f64::total_cmp);
+    Rates {
+        perfgate: fails as f64 / reps as f64,
+        threshold: thr as f64 / reps as f64,
+        ttest: (tt_n > 0).then(|| tt as f64 / tt_n as f64),
+        mean_n: n_sum as f64 / reps as f64,
+        need_ratio: (!need.is_empty()).then(|| need[need.len() / 2]),
+    }
+}
+
+/// The experiments `calibrate` runs (issue targets in comments).
+pub fn experiments() -> Vec<Experiment> {
+    let both = vec![TTFT, TPOT];
+    let q = vec![Quantile::P50, Quantile::P99];
+    let mut v = Vec::new();
+    let e = |label: &str,
+             profiles: Vec<Profile>,
+             quantiles: Vec<Quantile>,
+             scenarios,
+             k,
+             n,
+             max,
+             tau,
+             change,
+             count| Experiment {
+        label: label.to_string(),
+        profiles,
+        quantiles,
+        scenarios,
+        k,
+        n,
+        max_samples: max,
+        tau,
+        change,
+        count_metric: count,
+    };
+    // Family-wise false alarms: 5 scenarios x (TTFT, TPOT) x (P50, P99). Target <= 1 % at tau 0,
+    // <= 5 % at tau 0.05 with a 5-run baseline.
+    for (tau, k) in [(0.0, 1), (0.03, 1), (0.03, 5), (0.05, 1), (0.05, 5)] {
+        v.push(e(
+            &format!("null, 5 scenarios, tau {tau}, k {k}, n 20"),
+            both.clone(),
+            q.clone(),
+            5,
+            k,
+            20,
+            None,
+            tau,
+            Change::None,
+            None,
+        ));
+    }
+    v.push(e(
+        "null, 5 scenarios, tau 0, k 1, n 100",
+        both.clone(),
+        q.clone(),
+        5,
+        1,
+        100,
+        None,
+        0.0,
+        Change::None,
+        None,
+    ));
+    // Power, TPOT P50 (target >= 90 % for +20 % at n 20).
+    for f in [1.1, 1.2, 1.5] {
+        v.push(e(
+            &format!("TPOT +{:.0}% uniform, n 20", (f - 1.0) * 100.0),
+            vec![TPOT],
+            vec![Quantile::P50],
+            1,
+            1,
+            20,
+            None,
+            0.0,
+            Change::Uniform(f),
+            Some(Metric::Tpot),
+        ));
+    }
+    // Power, TTFT P50 sequential up to 300 (target >= 90 % for +20 %).
+    for f in [1.1, 1.2, 1.5] {
+        v.push(e(
+            &format!("TTFT +{:.0}% uniform, seq 20..300", (f - 1.0) * 100.0),
+            vec![TTFT],
+            vec![Quantile::P50],
+            1,
+            1,
+            20,
+            Some(300),
+            0.0,
+            Change::Uniform(f),
+            Some(Metric::Ttft),
+        ));
+    }
+    v.push(e(
+        "TTFT tail-only (slow 5%->10%), n 20",
+        vec![TTFT],
+        q.clone(),
+        1,
+        1,
+        20,
+        None,
+        0.0,
+        Change::SlowShare(0.10),
+        Some(Metric::Ttft),
+    ));
+    v.push(e(
+        "TTFT tail-only (slow 5%->10%), n 300",
+        vec![TTFT],
+        q.clone(),
+        1,
+        1,
+        300,
+        None,
+        0.0,
+        Change::SlowShare(0.10),
+        Some(Metric::Ttft),
+    ));
+    // Sequential stopping under no change.
+    v.push(e(
+        "TPOT null, seq 20..300",
+        vec![TPOT],
+        vec![Quantile::P50],
+        1,
+        1,
+        20,
+        Some(300),
+        0.0,
+        Change::None,
+        None,
+    ));
+    v.push(e(
+        "TTFT null, seq 20..300",
+        vec![TTFT],
+        vec![Quantile::P50],
+        1,
+        1,
+        20,
+        Some(300),
+        0.0,
+        Change::None,
+        None,
+    ));
+    // P99 false alarms at every n (target <= 1 %).
+    for n in [20, 100, 300, 500, 1000] {
+        v.push(e(
+            &format!("TTFT P99 null, n {n}"),
+            vec![TTFT],
+            vec![Quantile::P99],
+            1,
+            1,
+            n,
+            None,
+            0.0,
+            Change::None,
+            None,
+        ));
+    }
+    v
+}
+
+/// Runs every experiment and renders the table.
+pub fn report(reps: usize, seed: u64, filter: Option<&str>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "perfgate calibrate: {reps} replicates per row, seed {seed}, alpha 0.01 (Holm), default bands");
+    let _ = writeln!(
+        out,
+        "FAIL rate = false-alarm rate for null rows, power otherwise.\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<48} {:>9} {:>10} {:>10} {:>8} {:>10}",
+        "experiment", "perfgate", "threshold", "t-test/run", "mean n", "n/needed"
+    );
+    for (i, e) in experiments().into_iter().enumerate() {
+        if filter.is_some_and(|f| !e.label.contains(f)) {
+            continue;
+        }
+        let r = run_experiment(&e, reps, seed.wrapping_add(i as u64 * 7919));
+        let _ = writeln!(
+            out,
+            "{:<48} {:>8.1}% {:>9.1}% {:>10} {:>8.0} {:>10}",
+            e.label,
+            r.perfgate * 100.0,
+            r.threshold * 100.0,
+            r.ttest
+                .map(|t| format!("{:.1}%", t * 100.0))
+                .unwrap_or_else(|| "n/a".into()),
+            r.mean_n,
+            r.need_ratio
+                .map(|x| format!("{x:.2}"))
+                .unwrap_or_else(|| "-".into()),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_follow_the_profile() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let x = draw(&TPOT, 20_000, 1.0, Change::None, &mut rng);
+        let med = p(&x, 0.5);
+        assert!((med / 20.0 - 1.0).abs() < 0.01, "median {med}");
+        let y = draw(&TPOT, 20_000, 1.0, Change::Uniform(1.2), &mut rng);
+        assert!((p(&y, 0.5) / med - 1.2).abs() < 0.02);
+        let t = draw(&TTFT, 40_000, 1.0, Change::None, &mut rng);
+        // 5 % of requests 3x slower: P99 well above the lognormal's own 200 * e^(2.326 * 0.35).
+        assert!(p(&t, 0.99) > 200.0 * (2.326f64 * 0.35).exp() * 1.5);
+    }
+
+    #[test]
+    fn gate_catches_a_large_tpot_regression_and_not_the_null() {
+        let exp = |change| Experiment {
+            label: "t".into(),
+            profiles: vec![TPOT],
+            quantiles: vec![Quantile::P50],
+            scenarios: 1,
+            k: 1,
+            n: 20,
+            max_samples: None,
+            tau: 0.0,
+            change,
+            count_metric: Some(Metric::Tpot),
+        };
+        let hit = run_experiment(&exp(Change::Uniform(1.5)), 100, 3);
+        assert!(hit.perfgate >= 0.95, "{hit:?}");
+        let null = run_experiment(&exp(Change::None), 200, 4);
+        assert!(null.perfgate <= 0.03, "{null:?}");
+        assert!(null.threshold >= null.perfgate);
+    }
+}
