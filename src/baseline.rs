@@ -2,7 +2,7 @@
 //! (temp file + fsync + rename, so a crash leaves the old file or the new one, never half of
 //! one), and loading with validation that names the file and the field.
 
-use crate::config::scenario::{Metric, Scenario, Target};
+use crate::config::scenario::{Metric, Scenario};
 use crate::record::{FailureClass, RequestRecord, TokenSource};
 use crate::runner::RunOutput;
 use crate::stats::quantile::{sorted, summarize};
@@ -213,10 +213,7 @@ pub fn summaries(records: &[BaselineRecord]) -> BTreeMap<String, MetricSummary> 
 /// become `<redacted>`; the API key is never included, only the variable's name).
 pub fn public_config(sc: &Scenario) -> serde_json::Value {
     let e = &sc.endpoint;
-    let url = match &e.target {
-        Target::Http { base_url } => base_url.clone(),
-        Target::Sim(_) => e.display_url.clone(),
-    };
+    let url = e.shown_url();
     let headers: BTreeMap<&str, &str> = e
         .headers
         .iter()
@@ -429,6 +426,17 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
         .map_err(|e| format!("{e}; fix the field or re-create the file with `perfgate bless`"))?;
     if b.schema_version == 0 {
         return Err("schema_version 0 is not valid".into());
+    }
+    if time::OffsetDateTime::parse(
+        &b.created_at,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .is_err()
+    {
+        return Err(format!(
+            "created_at `{}` is not an RFC 3339 time",
+            b.created_at
+        ));
     }
     for (ri, run) in b.runs.iter().enumerate() {
         for (i, r) in run.records.iter().enumerate() {

@@ -34,7 +34,11 @@ pub fn measured(run: &RunOutput) -> Measured {
         *by_class.entry(e.class.as_str().to_string()).or_default() += 1;
     }
     let wall_s = (run.wall_ms / 1000.0).max(1e-9);
-    let out_tokens: u64 = ok.iter().filter_map(|r| r.output_tokens).sum();
+    let out_tokens: f64 = ok
+        .iter()
+        .filter_map(|r| r.output_tokens)
+        .map(|t| t as f64)
+        .sum();
     let brecs: Vec<BaselineRecord> = recs.iter().map(BaselineRecord::from_record).collect();
     let mut outs: Vec<f64> = ok
         .iter()
@@ -51,7 +55,7 @@ pub fn measured(run: &RunOutput) -> Measured {
                 .find_map(|r| r.error.as_ref().map(|e| e.message.clone()))
         }),
         wall_ms: baseline::round3(run.wall_ms),
-        output_tokens_per_s: baseline::round3(out_tokens as f64 / wall_s),
+        output_tokens_per_s: baseline::round3(out_tokens / wall_s),
         requests_per_s: baseline::round3(ok.len() as f64 / wall_s),
         summary: measured_summary(recs),
         token_source: baseline::token_source_of(&brecs),
@@ -146,6 +150,12 @@ pub fn staleness(
     cand_source: Option<&str>,
     cand_out_p50: Option<f64>,
 ) -> Option<String> {
+    if b.scenario.name != sc.name {
+        return Some(format!(
+            "the file holds the baseline of scenario `{}`, not `{}`",
+            b.scenario.name, sc.name
+        ));
+    }
     if b.scenario.fingerprint != sc.fingerprint {
         let diff = config_diff(&b.scenario.config, &baseline::public_config(sc));
         return Some(format!(
@@ -278,7 +288,82 @@ pub async fn run_check(scenarios: &[Scenario], opts: &CheckOptions) -> Results {
         };
         runs.push(run);
     }
-    compare(scenarios, runs, opts)
+    let mut results = compare(scenarios, runs, opts);
+    confirm_failures(scenarios, opts, &mut results).await;
+    results
+}
+
+/// `gate.confirm: N`: a scenario with a FAIL is measured N more times; each FAIL holds only if
+/// the same check fails in every re-run (compared with the same baseline), otherwise it becomes
+/// WARN "not confirmed". The report lists each re-run. Only the candidate is re-measured, so a
+/// baseline that was itself unlucky is not refreshed: bless with --runs for that.
+async fn confirm_failures(scenarios: &[Scenario], opts: &CheckOptions, results: &mut Results) {
+    for sc in scenarios.iter().filter(|s| s.gate.confirm > 0) {
+        let Some(idx) = results.scenarios.iter().position(|r| r.name == sc.name) else {
+            continue;
+        };
+        if !results.scenarios[idx]
+            .checks
+            .iter()
+            .any(|c| c.verdict == Verdict::Fail)
+        {
+            continue;
+        }
+        for i in 1..=sc.gate.confirm {
+            eprintln!(
+                "perfgate: confirming {} (re-run {i} of {})",
+                sc.name, sc.gate.confirm
+            );
+            let again = crate::execute::measure(sc).await;
+            let re = compare(std::slice::from_ref(sc), vec![again], opts);
+            let Some(r) = re.scenarios.into_iter().next() else {
+                continue;
+            };
+            let res = &mut results.scenarios[idx];
+            let mut held = Vec::new();
+            for c in res.checks.iter_mut().filter(|c| c.verdict == Verdict::Fail) {
+                let same = r
+                    .checks
+                    .iter()
+                    .find(|x| x.metric == c.metric && x.kind == c.kind);
+                let label = crate::report::fmt_check_name(c);
+                match same {
+                    Some(x) if x.verdict == Verdict::Fail => held.push(format!(
+                        "{label} {} (FAIL, holds)",
+                        crate::report::fmt_change(x)
+                    )),
+                    other => {
+                        let got = other
+                            .map(|x| {
+                                format!("{} {}", crate::report::fmt_change(x), x.verdict.as_str())
+                            })
+                            .unwrap_or_else(|| "not compared".into());
+                        held.push(format!("{label} {got} (not confirmed)"));
+                        c.verdict = Verdict::Warn;
+                        c.reason = format!(
+                            "not confirmed by re-run {i} ({got}); first run: {}",
+                            c.reason
+                        );
+                    }
+                }
+            }
+            res.notes
+                .push(format!("confirmation re-run {i}: {}", held.join("; ")));
+            if !res.checks.iter().any(|c| c.verdict == Verdict::Fail) {
+                break;
+            }
+        }
+    }
+    // The overall verdict may have changed.
+    let any_fail = results
+        .scenarios
+        .iter()
+        .flat_map(|s| s.checks.iter())
+        .any(|c| c.verdict == Verdict::Fail);
+    if results.verdict == "FAIL" && !any_fail {
+        results.verdict = "WARN".into();
+        results.exit_code = exit::OK;
+    }
 }
 
 /// Compares measured runs with their baselines and builds the results and exit code.
@@ -294,10 +379,7 @@ pub fn compare(
             name: sc.name.clone(),
             fingerprint: sc.fingerprint.clone(),
             source: sc.source.clone(),
-            endpoint: match &sc.endpoint.target {
-                crate::config::Target::Http { base_url } => base_url.clone(),
-                crate::config::Target::Sim(_) => sc.endpoint.display_url.clone(),
-            },
+            endpoint: sc.endpoint.shown_url(),
             api: sc.endpoint.api.as_str().to_string(),
             model: sc.endpoint.model.clone(),
             concurrency: sc.load.concurrency,

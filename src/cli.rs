@@ -71,9 +71,12 @@ struct CheckArgs {
     /// Exit 2 when a scenario has no baseline or a stale one.
     #[arg(long)]
     require_baseline: bool,
-    /// Check id for the PR comment marker `<!-- perfgate:ID -->`.
-    #[arg(long, default_value = "perfgate")]
+    /// Check id for the PR comment marker `<!-- perfgate:ID -->` [default: GITHUB_WORKFLOW/GITHUB_JOB
+    /// inside GitHub Actions, else perfgate].
+    #[arg(long, default_value_t = crate::github::default_id(), hide_default_value = true)]
     id: String,
+    #[command(flatten)]
+    github: crate::github::GithubArgs,
 }
 
 #[derive(Debug, Args)]
@@ -195,7 +198,7 @@ async fn run(cli: Cli) -> Result<i32, ExitError> {
                     s.name,
                     s.source,
                     s.endpoint.api.as_str(),
-                    s.endpoint.display_url,
+                    s.endpoint.shown_url(),
                     s.endpoint.model,
                     s.request.max_tokens,
                     s.load.concurrency,
@@ -271,6 +274,12 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
         let json = serde_json::to_string_pretty(&results).unwrap_or_default() + "\n";
         check::write_report(p, &json).map_err(ExitError::invalid)?;
     }
+    // PR comment, step summary, annotations, outputs, tracking issue: warns, never changes the exit code.
+    let reports = crate::github::Reports {
+        json: a.output.as_deref(),
+        markdown: a.markdown.as_deref(),
+    };
+    crate::github::publish(&results, &a.github, reports).await;
     for s in &results.scenarios {
         match s.status {
             crate::results::Status::Unmeasurable => {

@@ -278,6 +278,26 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
             (Verdict::Warn, p.inconclusive_reason.clone())
         };
         c.verdict = v;
+        // Share checks (errors, tail>P90) have no tolerance in percent: say what was tested.
+        let why = match (c.kind, v) {
+            (CheckKind::ErrorRate, Verdict::Fail) => format!(
+                "significantly more failed requests, Holm p = {}",
+                fmt_p(reg_h[j])
+            ),
+            (CheckKind::ErrorRate, Verdict::Improved) => format!(
+                "significantly fewer failed requests, Holm p = {}",
+                fmt_p(imp_h[j])
+            ),
+            (CheckKind::ErrorRate, _) => format!(
+                "no significant increase in failed requests (Holm p = {})",
+                fmt_p(reg_h[j])
+            ),
+            (CheckKind::TailExceedance, Verdict::Pass) => format!(
+                "no significant growth of the tail (Holm p = {})",
+                fmt_p(reg_h[j])
+            ),
+            _ => why,
+        };
         let why = match (c.fail_configured, c.tau) {
             (Some(conf), Some(tau)) => format!(
                 "{why} (fail tolerance widened from {:.0}% to {:.1}% because this baseline's run-to-run spread tau is {:.1}%)",
@@ -401,8 +421,16 @@ fn p50_check(
     ch.ci = Some((Some(shift.lower), Some(shift.upper)));
     ch.p_value = stats::rank::mann_whitney_greater(&cs, &bs);
     ch.p_improve = stats::rank::mann_whitney_less(&cs, &bs);
-    let delta = base * (shift.ratio - 1.0);
-    let upper_delta = base * (shift.upper - 1.0);
+    // Absolute change of the medians, ms: the min_delta floor. With a baseline at or below the
+    // floor (e.g. TPOT 0 when a gateway delivers every token in one chunk) ratios say nothing,
+    // so the absolute change alone decides.
+    let delta = ch.candidate.unwrap_or(base) - base;
+    let tiny_base = base <= md || base <= 0.0;
+    let upper_delta = if tiny_base {
+        delta
+    } else {
+        base * (shift.upper - 1.0)
+    };
     let lim = (1.0 + band.fail).ln();
     let n = bs.len().min(cs.len());
     let w = shift.upper.ln() - shift.ratio.ln();
@@ -418,10 +446,14 @@ fn p50_check(
         None => format!("inconclusive at n = {n}"),
     };
     ch.pending = Some(Pending {
-        beyond_fail: shift.ratio > 1.0 + band.fail && delta > md,
-        beyond_warn: shift.ratio > 1.0 + band.warn && delta > md,
+        beyond_fail: (tiny_base || shift.ratio > 1.0 + band.fail) && delta > md,
+        beyond_warn: (tiny_base || shift.ratio > 1.0 + band.warn) && delta > md,
         improved_beyond_fail: shift.ratio < 1.0 / (1.0 + band.fail) && -delta > md,
-        pass: shift.upper <= 1.0 + band.fail || upper_delta <= md,
+        pass: if tiny_base {
+            delta <= md
+        } else {
+            shift.upper <= 1.0 + band.fail || upper_delta <= md
+        },
         inconclusive_reason: inconclusive,
     });
     ch
@@ -569,14 +601,17 @@ fn exceedance_check(
     let (nb, nc) = (b.n(), c.n());
     ch.baseline = Some(xb as f64 / nb.max(1) as f64);
     ch.candidate = Some(xc as f64 / nc.max(1) as f64);
+    // A zero baseline P90 with a positive candidate P90 is an unbounded ratio, not "no change".
     let r90 = match (
         harrell_davis(&sorted(&c.ok), 0.9),
         harrell_davis(&sorted(&b.ok), 0.9),
     ) {
         (Some(x), Some(y)) if y > 0.0 => Some(x / y),
+        (Some(x), Some(_)) if x > 0.0 => Some(f64::INFINITY),
+        (Some(_), Some(_)) => Some(1.0),
         _ => None,
     };
-    ch.ratio = r90;
+    ch.ratio = r90.filter(|r| r.is_finite());
     ch.p_value = Some(fisher_greater(xc as u64, nc as u64, xb as u64, nb as u64));
     ch.p_improve = Some(fisher_less(xc as u64, nc as u64, xb as u64, nb as u64));
     let r = r90.unwrap_or(1.0);
@@ -614,7 +649,7 @@ fn error_check(
         max_rate * 100.0
     );
     ch.pending = Some(Pending {
-        beyond_fail: rc > rb && rc > max_rate,
+        beyond_fail: rc > rb,
         beyond_warn: false,
         improved_beyond_fail: rc < rb,
         pass: true,
@@ -642,6 +677,7 @@ mod tests {
             min_delta_ms: BTreeMap::from([(Metric::Tpot, 0.5)]),
             alpha: 0.01,
             max_error_rate: 0.0,
+            confirm: 0,
         }
     }
 
@@ -755,6 +791,42 @@ mod tests {
             wide[0].reason.contains("widened from 10% to 13.6%"),
             "{}",
             wide[0].reason
+        );
+    }
+
+    #[test]
+    fn zero_baseline_cannot_hide_a_regression() {
+        // A gateway that delivered every token in one chunk: TPOT 0 in the baseline. 20 ms now.
+        let checks = run(
+            vec![0.0; 20],
+            sample(20.0, 20, 0.3),
+            vec![Quantile::P50, Quantile::P99],
+        );
+        assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
+        let same = run(vec![0.0; 20], vec![0.0; 20], vec![Quantile::P50]);
+        assert_eq!(same[0].verdict, Verdict::Pass, "{:?}", same[0]);
+    }
+
+    #[test]
+    fn error_rate_increase_fails_below_max_error_rate_too() {
+        let mut g = gate(vec![Quantile::P50]);
+        g.max_error_rate = 0.6;
+        let s = ScenarioSamples {
+            scenario: "s".into(),
+            gate: g,
+            metrics: vec![],
+            errors: ((2, 40), (21, 40)),
+            spread: BTreeMap::new(),
+            looks: 1,
+        };
+        let (checks, _) = evaluate(&[s]);
+        assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
+        assert!(
+            checks[0]
+                .reason
+                .starts_with("significantly more failed requests"),
+            "{}",
+            checks[0].reason
         );
     }
 

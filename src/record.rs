@@ -44,6 +44,11 @@ pub enum FailureClass {
     TimeoutRequest,
     /// The body or one event exceeded the size limit.
     TooLarge,
+    /// A data event that is not valid JSON (after accepting NaN/Infinity), so its tokens cannot
+    /// be counted.
+    MalformedEvent,
+    /// The stream uses something perfgate does not measure (several choices, n > 1).
+    Unsupported,
 }
 
 impl FailureClass {
@@ -62,6 +67,8 @@ impl FailureClass {
             FailureClass::TimeoutIdle => "timeout_idle",
             FailureClass::TimeoutRequest => "timeout_request",
             FailureClass::TooLarge => "too_large",
+            FailureClass::MalformedEvent => "malformed_event",
+            FailureClass::Unsupported => "unsupported",
         }
     }
 }

@@ -492,3 +492,229 @@ fn validate_warns_about_a_base_url_without_a_path() {
         stderr(&o)
     );
 }
+
+#[test]
+fn confirm_re_measures_a_failing_scenario() {
+    let dir = setup(&SIM.replace("    warmup: 1", "    warmup: 1\n  gate:\n    confirm: 1"));
+    assert_eq!(
+        perfgate(dir.path())
+            .arg("bless")
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(0)
+    );
+    let o = perfgate(dir.path())
+        .arg("check")
+        .env("T", "5.2")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("confirming tpot-scenario (re-run 1 of 1)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stdout(&o).contains("note: confirmation re-run 1: TPOT P50 +"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("(FAIL, holds)"), "{}", stdout(&o));
+    // an unchanged endpoint is not re-measured
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!stderr(&o).contains("confirming"));
+}
+
+#[test]
+fn sequential_sampling_stops_early_when_decided() {
+    let dir = setup(&SIM.replace("    warmup: 1", "    warmup: 1\n    max_samples: 200"));
+    assert_eq!(
+        perfgate(dir.path())
+            .arg("bless")
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(0)
+    );
+    let b: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("baselines/tpot-scenario.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        b["runs"][0]["records"].as_array().unwrap().len(),
+        200,
+        "bless measures max_samples"
+    );
+    let o = perfgate(dir.path())
+        .args(["check", "--output", "r.json"])
+        .env("T", "6")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("sequential sampling: stopped at look 1 of 4 (n = 20)"),
+        "{}",
+        stdout(&o)
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(r["scenarios"][0]["records"].as_array().unwrap().len(), 20);
+}
+
+fn replay(rt: &tokio::runtime::Runtime, yaml: &str) -> perfgate::sim::SimServer {
+    let case = perfgate::sim::ReplayCase::from_yaml(yaml).unwrap();
+    rt.block_on(perfgate::sim::SimServer::start_replay(case, 0))
+        .unwrap()
+}
+
+/// Everything perfgate wrote in `dir` plus its stdout and stderr.
+fn everything(dir: &Path, o: &std::process::Output) -> String {
+    let mut all = format!("{}{}", stdout(o), stderr(o));
+    for entry in walk(dir) {
+        if let Ok(t) = std::fs::read_to_string(&entry) {
+            all.push_str(&t);
+        }
+    }
+    all
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn secrets_never_leave_even_when_echoed_clipped_or_in_the_url() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let key = "sk-CANARYabcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ";
+    let url_secret = "url-CANARY-77af31c2";
+    // A stream whose model and system_fingerprint echo the key, with usage and timings.
+    let ok = replay(
+        &rt,
+        &format!(
+            "status: 200\nheaders: {{content-type: text/event-stream, server: 'proxy {key}'}}\nreads:\n  - at_ms: 5\n    text: \"data: {{\\\"model\\\":\\\"{key}\\\",\\\"system_fingerprint\\\":\\\"{key}\\\",\\\"choices\\\":[{{\\\"index\\\":0,\\\"delta\\\":{{\\\"content\\\":\\\"a\\\"}}}}]}}\\n\\n\"\n  - at_ms: 10\n    text: \"data: {{\\\"choices\\\":[{{\\\"index\\\":0,\\\"delta\\\":{{\\\"content\\\":\\\"b\\\"}},\\\"finish_reason\\\":\\\"stop\\\"}}],\\\"timings\\\":{{\\\"note\\\":\\\"{key}\\\"}}}}\\n\\ndata: [DONE]\\n\\n\"\n"
+        ),
+    );
+    // An error body that puts the key right where the 300-character clip cuts it.
+    let cut = replay(
+        &rt,
+        &format!(
+            "status: 500\nheaders: {{content-type: text/plain}}\nreads:\n  - at_ms: 5\n    text: \"{}Bearer {key}{}\"\n",
+            "x".repeat(246),
+            " tail".repeat(100)
+        ),
+    );
+    let yaml = format!(
+        "defaults:\n  endpoint: {{model: m, api_key_env: PG_KEY}}\n  request: {{prompt: hi, max_tokens: 4}}\n  load: {{samples: 20, warmup: 0}}\n  gate: {{metrics: [ttft]}}\nscenarios:\n  - name: ok\n    endpoint: {{base_url: '{}?key=${{PG_URL_SECRET}}'}}\n  - name: cut\n    endpoint: {{base_url: '{}'}}\n",
+        ok.base_url(),
+        cut.base_url()
+    );
+    let dir = setup(&yaml);
+    let run = |args: &[&str]| {
+        perfgate(dir.path())
+            .args(args)
+            .env("PG_KEY", key)
+            .env("PG_URL_SECRET", url_secret)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["validate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut all = everything(dir.path(), &o);
+    let o = run(&["bless"]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "the cut scenario fails: {}",
+        stderr(&o)
+    );
+    assert!(dir.path().join("baselines/ok.json").exists());
+    all.push_str(&everything(dir.path(), &o));
+    let o = run(&["check", "--output", "r.json", "--markdown", "r.md"]);
+    all.push_str(&everything(dir.path(), &o));
+    assert!(all.contains("<redacted>"), "redaction happened");
+    for secret in [key, url_secret, &key[..12]] {
+        assert!(!all.contains(secret), "`{secret}` leaked");
+    }
+}
+
+#[test]
+fn a_dropped_fresh_connection_is_a_failure_not_a_silent_retry() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        // Every second connection reads the request and closes without answering; the others
+        // answer a 2-token stream with `connection: close`. At most 200 connections.
+        for (i, conn) in listener.incoming().take(200).enumerate() {
+            let Ok(mut s) = conn else { continue };
+            let mut buf = [0u8; 8192];
+            let _ = s.read(&mut buf);
+            if i % 2 == 1 {
+                continue; // dropped
+            }
+            let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+            let _ = write!(s, "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        }
+    });
+    let yaml = format!(
+        "scenarios:\n  - name: drops\n    endpoint: {{base_url: 'http://127.0.0.1:{port}/v1', model: m}}\n    request: {{prompt: hi, max_tokens: 4}}\n    load: {{warmup: 0}}\n    gate: {{max_error_rate: 80%}}\n"
+    );
+    let dir = setup(&yaml);
+    let o = perfgate(dir.path())
+        .args(["check", "--output", "r.json"])
+        .output()
+        .unwrap();
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    let failed = r["scenarios"][0]["measured"]["failed"].as_u64().unwrap();
+    assert!(
+        failed >= 8,
+        "half the requests were dropped, {failed} recorded as failed: {}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn absurd_usage_does_not_crash_and_is_not_trusted() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = replay(
+        &rt,
+        "status: 200\nheaders: {content-type: text/event-stream}\nreads:\n  - at_ms: 5\n    text: \"data: {\\\"choices\\\":[{\\\"index\\\":0,\\\"delta\\\":{\\\"content\\\":\\\"a\\\"}}]}\\n\\n\"\n  - at_ms: 25\n    text: \"data: {\\\"choices\\\":[{\\\"index\\\":0,\\\"delta\\\":{\\\"content\\\":\\\"b\\\"},\\\"finish_reason\\\":\\\"stop\\\"}]}\\n\\ndata: {\\\"choices\\\":[],\\\"usage\\\":{\\\"completion_tokens\\\":18446744073709551615}}\\n\\ndata: [DONE]\\n\\n\"\n",
+    );
+    let yaml = format!(
+        "scenarios:\n  - name: usage\n    endpoint: {{base_url: '{}', model: m}}\n    request: {{prompt: hi, max_tokens: 6}}\n    load: {{warmup: 0}}\n",
+        server.base_url()
+    );
+    let dir = setup(&yaml);
+    let o = perfgate(dir.path())
+        .args(["check", "--output", "r.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    let rec = &r["scenarios"][0]["records"][0];
+    assert_eq!(
+        rec["output_tokens"], 2,
+        "usage above max_tokens is not believed: {rec}"
+    );
+    assert_eq!(rec["token_source"], "events");
+    let tpot = rec["tpot_ms"].as_f64().unwrap();
+    assert!(
+        (tpot - 20.0).abs() < 8.0,
+        "TPOT from the two events 20 ms apart: {tpot}"
+    );
+}

@@ -62,7 +62,14 @@ pub fn interpret(api: Api, ev: &SseEvent) -> EventInfo {
             ..Default::default()
         };
     }
-    let v: Value = match serde_json::from_str(data) {
+    let parsed = serde_json::from_str::<Value>(data).or_else(|e| {
+        // Python servers write NaN / Infinity (e.g. in logprobs): read them as null.
+        match sanitize_non_finite(data) {
+            Some(clean) => serde_json::from_str(&clean),
+            None => Err(e),
+        }
+    });
+    let v: Value = match parsed {
         Ok(v) => v,
         Err(_) => {
             if ev.event.as_deref() == Some("error") {
@@ -216,6 +223,37 @@ fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
     info
 }
 
+/// `data` with bare `NaN`, `Infinity` and `-Infinity` tokens (outside strings) replaced by
+/// `null`; `None` when there are none.
+pub fn sanitize_non_finite(data: &str) -> Option<String> {
+    let mut out = String::with_capacity(data.len());
+    let (mut in_str, mut escaped, mut changed) = (false, false, false);
+    let mut rest = data;
+    while let Some(c) = rest.chars().next() {
+        if !in_str {
+            if let Some(tok) = ["-Infinity", "Infinity", "NaN"]
+                .iter()
+                .find(|t| rest.starts_with(**t))
+            {
+                out.push_str("null");
+                rest = &rest[tok.len()..];
+                changed = true;
+                continue;
+            }
+            in_str = c == '"';
+        } else if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            in_str = false;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    changed.then_some(out)
+}
+
 /// Which other API an event belongs to, if it plainly belongs to another one.
 fn foreign(api: Api, event: Option<&str>, v: &Value) -> Option<&'static str> {
     const ANTHROPIC: [&str; 4] = [
@@ -285,15 +323,23 @@ pub fn error_message(e: &Value) -> String {
 }
 
 /// Shortens server text to at most 300 characters for messages.
+/// Control characters (terminal escapes, CR, BEL) are shown escaped (`\u{1b}`), so server text
+/// cannot rewrite a terminal or CI log line.
 pub fn clip(s: &str) -> String {
     let s = s.trim();
-    if s.chars().count() <= 300 {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(300).collect();
-        t.push('…');
-        t
+    let mut t = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == 300 {
+            t.push('…');
+            break;
+        }
+        if c.is_control() {
+            t.extend(c.escape_default());
+        } else {
+            t.push(c);
+        }
     }
+    t
 }
 
 #[cfg(test)]
@@ -305,6 +351,30 @@ mod tests {
             event: None,
             data: data.to_string(),
         }
+    }
+
+    #[test]
+    fn clip_escapes_control_characters_and_limits_length() {
+        assert_eq!(clip("\u{1b}[2Kok\r\u{7}"), "\\u{1b}[2Kok\\r\\u{7}");
+        let long = "x".repeat(400);
+        assert_eq!(clip(&long).chars().count(), 301);
+    }
+
+    #[test]
+    fn non_finite_numbers_become_null_outside_strings() {
+        let d = r#"{"logprob":NaN,"x":-Infinity,"s":"NaN Infinity \"NaN\"","y":Infinity}"#;
+        assert_eq!(
+            sanitize_non_finite(d).unwrap(),
+            r#"{"logprob":null,"x":null,"s":"NaN Infinity \"NaN\"","y":null}"#
+        );
+        assert_eq!(sanitize_non_finite(r#"{"a":"é"}"#), None);
+        let t = interpret(
+            Api::OpenaiChat,
+            &ev(
+                r#"{"choices":[{"index":0,"delta":{"content":"hi"},"logprobs":{"content":[{"logprob":NaN}]}}]}"#,
+            ),
+        );
+        assert!(t.token && !t.malformed);
     }
 
     #[test]

@@ -8,6 +8,8 @@ use super::measure::{self, End, Stamped};
 use super::sse::SseDecoder;
 use crate::config::scenario::{Api, Endpoint};
 use crate::record::{Failure, FailureClass, RequestRecord};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::time::timeout_at;
 
@@ -27,6 +29,8 @@ pub struct StreamClient {
     api: Api,
     api_key_env: Option<String>,
     secrets: Vec<String>,
+    /// New connections opened so far (to tell a reused connection from a fresh one).
+    connects: Arc<AtomicU64>,
     first_token_timeout: Duration,
     idle_timeout: Duration,
     request_timeout: Duration,
@@ -49,13 +53,12 @@ impl StreamClient {
         let path = format!("{}{}", url.path().trim_end_matches('/'), ep.api.path());
         url.set_path(&path);
         let mut headers = reqwest::header::HeaderMap::new();
-        let mut secrets = Vec::new();
+        let secrets = ep.secrets();
         headers.insert(
             reqwest::header::ACCEPT,
-            "text/event-stream".parse().expect("static header"),
+            reqwest::header::HeaderValue::from_static("text/event-stream"),
         );
         if let Some(key) = &ep.api_key {
-            secrets.push(key.expose().to_string());
             let (name, value) = match ep.api {
                 Api::AnthropicMessages => ("x-api-key", key.expose().to_string()),
                 _ => ("authorization", format!("Bearer {}", key.expose())),
@@ -72,7 +75,7 @@ impl StreamClient {
         if ep.api == Api::AnthropicMessages {
             headers.insert(
                 "anthropic-version",
-                "2023-06-01".parse().expect("static header"),
+                reqwest::header::HeaderValue::from_static("2023-06-01"),
             );
         }
         for h in &ep.headers {
@@ -82,12 +85,12 @@ impl StreamClient {
                 .map_err(|_| format!("header `{}` has an invalid value", h.name))?;
             if h.from_env {
                 v.set_sensitive(true);
-                secrets.push(h.value.expose().to_string());
             }
             headers.insert(name, v);
         }
-        secrets.retain(|s| s.len() >= 4);
+        let connects = Arc::new(AtomicU64::new(0));
         let http = reqwest::Client::builder()
+            .connector_layer(CountConnects::layer(Arc::clone(&connects)))
             .connect_timeout(ep.connect_timeout)
             .pool_max_idle_per_host(pool.max(1))
             .tcp_nodelay(true)
@@ -102,6 +105,7 @@ impl StreamClient {
             api: ep.api,
             api_key_env: ep.api_key_env.clone(),
             secrets,
+            connects,
             first_token_timeout: ep.first_token_timeout,
             idle_timeout: ep.idle_timeout,
             request_timeout: ep.request_timeout,
@@ -115,11 +119,7 @@ impl StreamClient {
 
     /// Replaces every secret (API key, env-sourced header values) in `s` with `<redacted>`.
     pub fn redact(&self, s: &str) -> String {
-        let mut out = s.to_string();
-        for sec in &self.secrets {
-            out = out.replace(sec.as_str(), "<redacted>");
-        }
-        out
+        crate::redact::redact(s, &self.secrets)
     }
 
     /// Sends one request with `body` and measures it. `run_start` is the run's clock origin
@@ -133,14 +133,25 @@ impl StreamClient {
         let mut sent = loop {
             let t0 = Instant::now();
             let start_ms = ms(t0.duration_since(run_start));
+            let connects_before = self.connects.load(Ordering::SeqCst);
             let s = self.send_inner(body, t0, start_ms).await;
-            if s.stale_connection && !retried {
+            // Retry only when no connection was opened meanwhile, i.e. this request went out
+            // on a pooled connection that the server had closed. A fresh connection that is
+            // dropped is the server's failure and is recorded as such.
+            let reused = self.connects.load(Ordering::SeqCst) == connects_before;
+            if s.stale_connection && reused && !retried {
                 retried = true;
                 continue;
             }
             break s;
         };
         sent.retried = retried;
+        sent.model = sent.model.map(|m| self.redact(&m));
+        sent.system_fingerprint = sent.system_fingerprint.map(|m| self.redact(&m));
+        sent.server = sent.server.map(|m| self.redact(&m));
+        if let Some(t) = sent.record.server_timings.take() {
+            sent.record.server_timings = Some(crate::redact::redact_json(&t, &self.secrets));
+        }
         if let Some(e) = sent.record.error.as_mut() {
             e.message = self.redact(&e.message);
         }
@@ -203,6 +214,7 @@ impl StreamClient {
                 first_deadline.max(Instant::now() + Duration::from_secs(5)),
             )
             .await;
+            let text = self.redact(&text);
             let msg = self.status_message(status.as_u16(), &headers, &text);
             let mut s = Sent::failed(
                 start_ms,
@@ -353,12 +365,17 @@ impl StreamClient {
             }
         }
         if stamped.is_empty() && !dec.saw_sse_syntax && !matches!(end, End::Failed(..)) {
-            let msg = not_sse_message(&content_type, &raw_prefix);
+            let msg = self.redact(&not_sse_message(
+                &content_type,
+                self.redact(&String::from_utf8_lossy(&raw_prefix))
+                    .as_bytes(),
+            ));
             let mut s = Sent::failed(start_ms, FailureClass::NotSse, Some(status.as_u16()), msg);
             s.server = server;
             return s;
         }
-        let mut record = measure::measure(start_ms, &stamped, end);
+        let max_tokens = body.get("max_tokens").and_then(serde_json::Value::as_u64);
+        let mut record = measure::measure(start_ms, &stamped, end, max_tokens);
         if let Some(e) = record.error.as_mut() {
             e.status.get_or_insert(status.as_u16());
         }
@@ -379,6 +396,10 @@ impl StreamClient {
         match classify_transport(e) {
             FailureClass::TimeoutConnect => format!("could not connect to {host}:{port} within connect_timeout ({})", root_cause(e)),
             FailureClass::Tls => format!("TLS handshake with {host}:{port} failed: {}", root_cause(e)),
+            _ if !e.is_connect() => format!(
+                "the connection to {host}:{port} closed or broke before a response ({}): the server dropped the request or does not speak HTTP/1.1 here",
+                root_cause(e)
+            ),
             _ => format!("could not connect to {host}:{port}: {}; is the server running and is base_url right?", root_cause(e)),
         }
     }
@@ -591,6 +612,54 @@ fn not_sse_message(content_type: &str, prefix: &[u8]) -> String {
         "the body is not an SSE stream ({ct}): {}",
         body_detail(trimmed)
     )
+}
+
+/// A connector layer that counts new connections (tower `Layer` over reqwest's connector).
+#[derive(Clone)]
+struct CountConnects {
+    count: Arc<AtomicU64>,
+}
+
+impl CountConnects {
+    fn layer(count: Arc<AtomicU64>) -> Self {
+        CountConnects { count }
+    }
+}
+
+impl<S> tower::Layer<S> for CountConnects {
+    type Service = Counted<S>;
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted {
+            inner,
+            count: Arc::clone(&self.count),
+        }
+    }
+}
+
+/// The service [`CountConnects`] wraps around the connector.
+#[derive(Clone)]
+struct Counted<S> {
+    inner: S,
+    count: Arc<AtomicU64>,
+}
+
+impl<S, R> tower::Service<R> for Counted<S>
+where
+    S: tower::Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+    fn call(&mut self, req: R) -> Self::Future {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        self.inner.call(req)
+    }
 }
 
 #[cfg(test)]

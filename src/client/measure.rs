@@ -34,7 +34,15 @@ pub enum End {
 
 /// Builds the record for a request whose response was a 2xx SSE stream.
 /// `start_ms` is the request's start offset within the run.
-pub fn measure(start_ms: f64, events: &[Stamped], end: End) -> RequestRecord {
+///
+/// `max_tokens` (the request's limit) bounds a believable usage figure: usage above it is
+/// distrusted and the events are counted instead.
+pub fn measure(
+    start_ms: f64,
+    events: &[Stamped],
+    end: End,
+    max_tokens: Option<u64>,
+) -> RequestRecord {
     let mut rec = RequestRecord {
         start_ms,
         ttft_ms: None,
@@ -59,12 +67,19 @@ pub fn measure(start_ms: f64, events: &[Stamped], end: End) -> RequestRecord {
     let mut done_at: Option<f64> = None;
     let mut error: Option<String> = None;
     let mut foreign: Option<&'static str> = None;
+    let mut malformed: Option<f64> = None;
+    let mut multi_choice = false;
     for e in events {
         if done_at.is_some() {
             break; // nothing after [DONE] counts
         }
         let i = &e.info;
-        if i.token {
+        if i.malformed && malformed.is_none() {
+            malformed = Some(e.at_ms);
+        }
+        multi_choice |= i.multi_choice;
+        // Token events after a finish_reason are not part of this answer (n = 1).
+        if i.token && !finish_seen {
             token_times.push(e.at_ms);
             token_usage.push(i.usage.and_then(|u| u.completion_tokens));
             if i.answer && first_answer.is_none() {
@@ -99,8 +114,10 @@ pub fn measure(start_ms: f64, events: &[Stamped], end: End) -> RequestRecord {
     rec.token_events = n_events;
     // Token count: usage unless it is missing, zero, or smaller than the number of token events
     // (every token-bearing event carries at least one token, so such usage is wrong).
+    // Usage above the request's max_tokens is impossible, so it is wrong too.
+    let believable = |u: u64| u >= n_events && u > 0 && max_tokens.is_none_or(|m| u <= m);
     let (tokens, source) = match last_usage {
-        Some(u) if u >= n_events && u > 0 => (u, TokenSource::Usage),
+        Some(u) if believable(u) => (u, TokenSource::Usage),
         _ => (n_events, TokenSource::Events),
     };
     if let (Some(&first), Some(&last)) = (token_times.first(), token_times.last()) {
@@ -123,7 +140,21 @@ pub fn measure(start_ms: f64, events: &[Stamped], end: End) -> RequestRecord {
         End::Failed(f, t) => (t, Some(f)),
     };
     rec.t_done_ms = Some(done_at.unwrap_or(end_ms));
-    rec.error = if let Some(msg) = error {
+    rec.error = if multi_choice {
+        Some(Failure {
+            class: FailureClass::Unsupported,
+            status: None,
+            message: "the stream carries several choices (n > 1), which perfgate does not measure; remove `n` from request.extra_body".into(),
+        })
+    } else if let Some(at) = malformed {
+        Some(Failure {
+            class: FailureClass::MalformedEvent,
+            status: None,
+            message: format!(
+                "an event at {at:.0} ms is not valid JSON, so its tokens cannot be counted (the server sent a broken or non-standard chunk)"
+            ),
+        })
+    } else if let Some(msg) = error {
         Some(Failure {
             class: FailureClass::InBandError,
             status: None,
@@ -232,7 +263,7 @@ mod tests {
             other(294.0, |i| i.finish = Some("stop".into())),
             other(295.0, |i| i.done = true),
         ];
-        let r = measure(0.0, &ev, End::Eof(296.0));
+        let r = measure(0.0, &ev, End::Eof(296.0), None);
         assert!(r.ok(), "{:?}", r.error);
         assert_eq!(r.ttft_ms, Some(214.0));
         assert_eq!(r.output_tokens, Some(4));
@@ -261,7 +292,7 @@ mod tests {
             }),
             other(261.0, |i| i.done = true),
         ];
-        let r = measure(0.0, &ev, End::Eof(261.0));
+        let r = measure(0.0, &ev, End::Eof(261.0), None);
         assert!(r.ok());
         assert_eq!(r.output_tokens, Some(6));
         assert_eq!(r.token_source, Some(TokenSource::Usage));
@@ -284,7 +315,7 @@ mod tests {
                 })
             }),
         ];
-        let r = measure(0.0, &ev, End::Eof(31.0));
+        let r = measure(0.0, &ev, End::Eof(31.0), None);
         assert_eq!(r.output_tokens, Some(2));
         assert_eq!(r.token_source, Some(TokenSource::Events));
         assert_eq!(r.tpot_ms, Some(10.0));
@@ -306,7 +337,7 @@ mod tests {
             with(140.0, 5),
             other(141.0, |i| i.done = true),
         ];
-        let r = measure(0.0, &ev, End::Eof(141.0));
+        let r = measure(0.0, &ev, End::Eof(141.0), None);
         assert_eq!(r.itl_ms, vec![10.0, 10.0, 10.0, 10.0]);
         assert_eq!(r.output_tokens, Some(5));
         assert_eq!(r.tpot_ms, Some(10.0));
@@ -318,7 +349,7 @@ mod tests {
             tok(540.0),
             other(2500.0, |i| i.error = Some("Provider disconnected".into())),
         ];
-        let r = measure(0.0, &err, End::Eof(2501.0));
+        let r = measure(0.0, &err, End::Eof(2501.0), None);
         assert_eq!(r.error.as_ref().unwrap().class, FailureClass::InBandError);
         assert!(r.error.unwrap().message.contains("Provider disconnected"));
         let none = vec![
@@ -326,11 +357,14 @@ mod tests {
             other(6.0, |i| i.done = true),
         ];
         assert_eq!(
-            measure(0.0, &none, End::Eof(6.0)).error.unwrap().class,
+            measure(0.0, &none, End::Eof(6.0), None)
+                .error
+                .unwrap()
+                .class,
             FailureClass::NoToken
         );
         let cut = vec![tok(100.0), tok(120.0)];
-        let r = measure(0.0, &cut, End::Eof(170.0));
+        let r = measure(0.0, &cut, End::Eof(170.0), None);
         assert_eq!(r.error.unwrap().class, FailureClass::Truncated);
         let finished_no_done = vec![
             tok(100.0),
@@ -338,7 +372,7 @@ mod tests {
             tok(140.0),
             other(150.0, |i| i.finish = Some("stop".into())),
         ];
-        let r = measure(0.0, &finished_no_done, End::Eof(170.0));
+        let r = measure(0.0, &finished_no_done, End::Eof(170.0), None);
         assert!(r.ok());
         assert_eq!(r.t_done_ms, Some(170.0));
         assert_eq!(r.tpot_ms, Some(20.0));

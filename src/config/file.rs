@@ -135,6 +135,8 @@ pub struct RawGate {
     pub min_delta: Option<BTreeMap<String, RawNumber>>,
     pub alpha: Option<f64>,
     pub max_error_rate: Option<RawNumber>,
+    /// Re-measure a failing scenario this many times; it fails only if every re-run fails too.
+    pub confirm: Option<u32>,
 }
 
 impl RawEndpoint {
@@ -243,6 +245,7 @@ impl RawGate {
             min_delta: merge(self.min_delta, &base.min_delta),
             alpha: self.alpha.or(base.alpha),
             max_error_rate: self.max_error_rate.or_else(|| base.max_error_rate.clone()),
+            confirm: self.confirm.or(base.confirm),
         }
     }
 }

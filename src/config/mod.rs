@@ -82,7 +82,8 @@ pub fn load(
     let mut names = BTreeSet::new();
     for f in files {
         for sc in load_file(f, env)? {
-            if !names.insert(sc.name.clone()) {
+            // Case-insensitive: `a` and `A` would share a baseline file on macOS and Windows.
+            if !names.insert(sc.name.to_ascii_lowercase()) {
                 return Err(ConfigError {
                     at: sc.source.clone(),
                     message: format!("scenario name `{}` is used twice; names must be unique (they name baseline files)", sc.name),
@@ -157,7 +158,8 @@ fn yaml_error(e: &serde_saphyr::Error, name: &str, text: &str) -> ConfigError {
         _ => name.to_string(),
     };
     let full = e.without_snippet().to_string();
-    let first = full.lines().next().unwrap_or("invalid YAML");
+    let first = humanize_yaml_error(full.lines().next().unwrap_or("invalid YAML"));
+    let first = first.as_str();
     // The location is already in `at`.
     let mut message = match first.rfind(" at line ") {
         Some(i) => first[..i].to_string(),
@@ -175,6 +177,31 @@ fn yaml_error(e: &serde_saphyr::Error, name: &str, text: &str) -> ConfigError {
         }
     }
     ConfigError { at, message }
+}
+
+/// Rewrites YAML library messages that name library internals into user terms.
+fn humanize_yaml_error(msg: &str) -> String {
+    let m = msg.to_string();
+    if m.contains("DuplicateKeyPolicy") || m.to_lowercase().contains("duplicate") {
+        let key = m
+            .split('`')
+            .nth(1)
+            .map(|k| format!(" `{k}`"))
+            .unwrap_or_default();
+        return format!("duplicate key{key}: each key may appear once in a mapping");
+    }
+    if m.contains("from_str_multiple") {
+        return "the file holds more than one YAML document (`---`): put every scenario in one document".into();
+    }
+    if m.contains("budget") {
+        return "the YAML is too large or expands too much (anchors/aliases); scenario files are small mappings".into();
+    }
+    if m.contains("expected mapping start")
+        || m.contains("invalid type: sequence, expected struct RawFile")
+    {
+        return "a scenario file is a mapping with `defaults:` and `scenarios:`".into();
+    }
+    m
 }
 
 /// From serde's "unknown field `x`, expected one of `a`, `b`" text (with or without backticks

