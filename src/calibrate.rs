@@ -317,7 +317,10 @@ pub fn run_experiment(e: &Experiment, reps: usize, seed: u64) -> Rates {
                 used = n_c;
                 if e.change == Change::None && !last && looks.len() > 1 && i > 0 {
                     if let Some(f) = first_need {
-                        need.push(n_c as f64 / f as f64);
+                        // Samples are only taken at looks: compare with the first look that
+                        // reaches the printed need.
+                        let at = looks.iter().copied().find(|&l| l >= f).unwrap_or(n_max);
+                        need.push(n_c as f64 / at as f64);
                     }
                 }
                 break;
@@ -516,7 +519,7 @@ pub fn report(reps: usize, seed: u64, filter: Option<&str>) -> String {
     let _ = writeln!(out, "perfgate calibrate: {reps} replicates per row, seed {seed}, alpha 0.01 (Holm), default bands");
     let _ = writeln!(
         out,
-        "FAIL rate = false-alarm rate for null rows, power otherwise.\n"
+        "FAIL rate = false-alarm rate for null rows, power otherwise. n/needed: median of (n where a\nsequential null run stopped) / (first look >= the samples the first look's WARN said it needed).\n"
     );
     let _ = writeln!(
         out,

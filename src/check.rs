@@ -60,6 +60,14 @@ pub fn measured(run: &RunOutput) -> Measured {
         summary: measured_summary(recs),
         token_source: baseline::token_source_of(&brecs),
         output_tokens_p50: crate::stats::quantile::quantile_type7(&outs, 0.5),
+        prompt_tokens_p50: {
+            let mut p: Vec<f64> = ok
+                .iter()
+                .filter_map(|r| r.prompt_tokens.map(|t| t as f64))
+                .collect();
+            p.sort_by(f64::total_cmp);
+            crate::stats::quantile::quantile_type7(&p, 0.5)
+        },
         model: run.model.clone(),
         server: run.server.clone(),
     }
@@ -149,6 +157,7 @@ pub fn staleness(
     b: &Baseline,
     cand_source: Option<&str>,
     cand_out_p50: Option<f64>,
+    cand_prompt_p50: Option<f64>,
 ) -> Option<String> {
     if b.scenario.name != sc.name {
         return Some(format!(
@@ -177,6 +186,18 @@ pub fn staleness(
     if let (Some(bs), Some(cs)) = (b.workload.token_source.as_deref(), cand_source) {
         if bs != cs {
             return Some(format!("output tokens were counted from {bs} in the baseline but from {cs} now: TPOT is not comparable (workload drift)"));
+        }
+    }
+    if let (Some(bp), Some(cp)) = (b.workload.prompt_tokens_p50, cand_prompt_p50) {
+        // The same prompt gives the same prompt tokens; a cold cache adds a short nonce line.
+        let limit = match sc.request.cache {
+            crate::config::CachePolicy::Warm => 0.0,
+            crate::config::CachePolicy::Cold => 0.05 * bp + 16.0,
+        };
+        if (cp - bp).abs() > limit {
+            return Some(format!(
+                "workload drift: median prompt tokens {bp} in the baseline vs {cp} now (a different tokenizer, chat template or server), so TTFT is not comparable"
+            ));
         }
     }
     if let (Some(bo), Some(co)) = (b.workload.output_tokens_p50, cand_out_p50) {
@@ -258,6 +279,10 @@ pub fn scenario_samples(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Scenari
 pub async fn run_check(scenarios: &[Scenario], opts: &CheckOptions) -> Results {
     let mut runs = Vec::with_capacity(scenarios.len());
     for sc in scenarios {
+        if crate::cancel::requested() {
+            runs.push(Err("not measured: interrupted".to_string()));
+            continue;
+        }
         let looks = sc.load.looks();
         eprintln!(
             "perfgate: measuring {} ({} warmup + {} requests{}, concurrency {})",
@@ -273,7 +298,7 @@ pub async fn run_check(scenarios: &[Scenario], opts: &CheckOptions) -> Results {
         let b = baseline::load(&baseline::path_for(&opts.baselines, &sc.name)).ok();
         let comparable = b
             .as_ref()
-            .filter(|b| staleness(sc, b, None, None).is_none());
+            .filter(|b| staleness(sc, b, None, None, None).is_none());
         let run = match comparable {
             Some(b) if looks.len() > 1 => {
                 let mut decide = |out: &RunOutput| {
@@ -289,7 +314,14 @@ pub async fn run_check(scenarios: &[Scenario], opts: &CheckOptions) -> Results {
         runs.push(run);
     }
     let mut results = compare(scenarios, runs, opts);
-    confirm_failures(scenarios, opts, &mut results).await;
+    if !crate::cancel::requested() {
+        confirm_failures(scenarios, opts, &mut results).await;
+    }
+    if crate::cancel::requested() {
+        results.incomplete = true;
+        results.verdict = "INTERRUPTED".into();
+        results.exit_code = exit::INTERRUPTED;
+    }
     results
 }
 
@@ -419,6 +451,9 @@ pub fn compare(
         } else if let Some(why) = &run.unreachable {
             res.status = Status::Unmeasurable;
             res.status_detail = why.clone();
+        } else if let Some(why) = run.resent_problem() {
+            res.status = Status::Unmeasurable;
+            res.status_detail = why;
         } else if res.measured.ok == 0 {
             res.status = Status::Unmeasurable;
             res.status_detail = format!(
@@ -455,6 +490,7 @@ pub fn compare(
                     &b,
                     res.measured.token_source.as_deref(),
                     res.measured.output_tokens_p50,
+                    res.measured.prompt_tokens_p50,
                 );
                 match (res.status, stale) {
                     (Status::Compared, Some(why)) => {
@@ -534,6 +570,7 @@ pub fn compare(
         verdict: verdict.to_string(),
         exit_code: code,
         family_size: family,
+        incomplete: false,
         scenarios: results,
     }
 }
@@ -557,4 +594,67 @@ fn misconfigured(run: &RunOutput) -> bool {
 /// Writes a report file, creating its directory. Errors name the file.
 pub fn write_report(path: &Path, text: &str) -> Result<(), String> {
     baseline::write_atomic(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::TokenSource;
+
+    fn scenario() -> Scenario {
+        let yaml = "scenarios:\n  - name: s\n    endpoint: {base_url: 'sim://'}\n    request: {prompt: hi there, max_tokens: 8, ignore_eos: true}\n";
+        crate::config::parse_str(yaml, "t.yaml", &|_| None)
+            .unwrap()
+            .remove(0)
+    }
+
+    fn record(prompt: u64, out: u64) -> RequestRecord {
+        RequestRecord {
+            start_ms: 0.0,
+            ttft_ms: Some(10.0),
+            ttfot_ms: None,
+            tpot_ms: Some(2.0),
+            e2e_ms: Some(24.0),
+            t_done_ms: Some(25.0),
+            itl_ms: vec![2.0; 7],
+            output_tokens: Some(out),
+            token_source: Some(TokenSource::Usage),
+            prompt_tokens: Some(prompt),
+            token_events: out,
+            server_timings: None,
+            error: None,
+        }
+    }
+
+    fn baseline_of(sc: &Scenario, prompt: u64, out: u64) -> Baseline {
+        let mut run = RunOutput::empty();
+        run.records = vec![record(prompt, out); 20];
+        run.started_at = "2026-11-30T00:00:00Z".into();
+        baseline::from_runs(sc, &[run], None)
+    }
+
+    #[test]
+    fn workload_drift_is_stale_not_a_verdict() {
+        let sc = scenario();
+        let b = baseline_of(&sc, 12, 8);
+        assert_eq!(
+            staleness(&sc, &b, Some("usage"), Some(8.0), Some(12.0)),
+            None
+        );
+        let why = staleness(&sc, &b, Some("usage"), Some(8.0), Some(30.0)).unwrap();
+        assert!(
+            why.contains("median prompt tokens 12 in the baseline vs 30 now"),
+            "{why}"
+        );
+        let why = staleness(&sc, &b, Some("usage"), Some(6.0), Some(12.0)).unwrap();
+        assert!(
+            why.contains("median output tokens 8 in the baseline vs 6 now"),
+            "{why}"
+        );
+        let why = staleness(&sc, &b, Some("events"), Some(8.0), Some(12.0)).unwrap();
+        assert!(
+            why.contains("counted from usage in the baseline but from events now"),
+            "{why}"
+        );
+    }
 }

@@ -30,6 +30,59 @@ enum Command {
     /// Simulate the gate on documented noise profiles: false-alarm rate and power, beside two
     /// common comparator rules.
     Calibrate(CalibrateArgs),
+    /// Re-render saved results (`check --output`) in any format, without measuring; exits with
+    /// the code the results carry.
+    Report(ReportArgs),
+    /// Scaffold scenarios/example.yaml, baselines/ and a pull-request workflow (never overwrites).
+    Init(InitArgs),
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// Results JSON files written by `perfgate check --output` (several are merged).
+    #[arg(required = true, value_name = "RESULTS.json")]
+    results: Vec<PathBuf>,
+    /// Directory of the baselines the results were compared with, for the HTML plots
+    /// [default: the paths recorded in the results].
+    #[arg(long)]
+    baseline_dir: Option<PathBuf>,
+    #[command(flatten)]
+    out: ReportFiles,
+}
+
+#[derive(Debug, Args)]
+struct InitArgs {
+    /// Directory to scaffold (created if needed).
+    #[arg(default_value = ".")]
+    dir: PathBuf,
+}
+
+/// The report files a command can write.
+#[derive(Debug, Args)]
+struct ReportFiles {
+    /// Write the markdown report (the PR comment body) to FILE.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// Write the results JSON to FILE (layout: schema/results.schema.json).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Write JUnit XML to FILE: one testcase per check, for CI systems other than GitHub.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Write a self-contained HTML page to FILE: distributions of baseline and candidate, verdicts.
+    #[arg(long)]
+    html: Option<PathBuf>,
+}
+
+impl ReportFiles {
+    fn outputs(&self) -> report::Outputs<'_> {
+        report::Outputs {
+            json: self.output.as_deref(),
+            markdown: self.markdown.as_deref(),
+            junit: self.junit.as_deref(),
+            html: self.html.as_deref(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -62,12 +115,8 @@ struct CheckArgs {
     /// Directory of baseline files.
     #[arg(long, default_value = "baselines")]
     baselines: PathBuf,
-    /// Write the markdown report (the PR comment body) to FILE.
-    #[arg(long)]
-    markdown: Option<PathBuf>,
-    /// Write the results JSON to FILE.
-    #[arg(long)]
-    output: Option<PathBuf>,
+    #[command(flatten)]
+    out: ReportFiles,
     /// Exit 2 when a scenario has no baseline or a stale one.
     #[arg(long)]
     require_baseline: bool,
@@ -186,6 +235,9 @@ fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
 }
 
 async fn run(cli: Cli) -> Result<i32, ExitError> {
+    if matches!(cli.command, Command::Check(_) | Command::Bless(_)) {
+        tokio::spawn(crate::cancel::watch_signals());
+    }
     match cli.command {
         Command::Validate(a) => {
             let scs = load_scenarios(&a)?;
@@ -209,6 +261,8 @@ async fn run(cli: Cli) -> Result<i32, ExitError> {
             Ok(exit::OK)
         }
         Command::Check(a) => cmd_check(a).await,
+        Command::Report(a) => cmd_report(a),
+        Command::Init(a) => crate::init::init(&a.dir),
         Command::Bless(a) => cmd_bless(a).await,
         Command::Sim(a) => cmd_sim(a).await,
         Command::Calibrate(a) => {
@@ -250,7 +304,7 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
                     p.display()
                 )),
                 Err(crate::baseline::LoadError::Invalid(m)) => Some(m),
-                Ok(b) => check::staleness(sc, &b, None, None),
+                Ok(b) => check::staleness(sc, &b, None, None, None),
             };
             if let Some(p) = problem {
                 return Err(ExitError::invalid(format!(
@@ -265,19 +319,28 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
         require_baseline: a.require_baseline,
         id: a.id.clone(),
     };
-    let results = check::run_check(&scs, &opts).await;
-    print!("{}", report::terminal::render(&results));
-    if let Some(p) = &a.markdown {
-        check::write_report(p, &report::markdown::render(&results)).map_err(ExitError::invalid)?;
+    // A live progress line while measuring, on an interactive terminal only (never in CI logs).
+    let results = match report::progress::TerminalProgress::stderr() {
+        Some(p) => {
+            crate::runner::PROGRESS
+                .scope(p, check::run_check(&scs, &opts))
+                .await
+        }
+        None => check::run_check(&scs, &opts).await,
+    };
+    let rep = report::Report::new(results, Some(&a.baselines));
+    print!(
+        "{}",
+        report::terminal::render_styled(&rep.results, report::terminal::use_color())
+    );
+    for w in report::write_outputs(&rep, &a.out.outputs()).map_err(ExitError::invalid)? {
+        eprintln!("perfgate: wrote {w}");
     }
-    if let Some(p) = &a.output {
-        let json = serde_json::to_string_pretty(&results).unwrap_or_default() + "\n";
-        check::write_report(p, &json).map_err(ExitError::invalid)?;
-    }
+    let results = rep.results;
     // PR comment, step summary, annotations, outputs, tracking issue: warns, never changes the exit code.
     let reports = crate::github::Reports {
-        json: a.output.as_deref(),
-        markdown: a.markdown.as_deref(),
+        json: a.out.output.as_deref(),
+        markdown: a.out.markdown.as_deref(),
     };
     crate::github::publish(&results, &a.github, reports).await;
     for s in &results.scenarios {
@@ -298,6 +361,26 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     Ok(results.exit_code)
 }
 
+/// `perfgate report`: loads (and merges) saved results, prints the terminal report, writes the
+/// requested files, and exits with the code the results carry.
+fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
+    let mut all = Vec::with_capacity(a.results.len());
+    for p in &a.results {
+        all.push(report::json::load(p).map_err(ExitError::invalid)?);
+    }
+    let names: Vec<String> = a.results.iter().map(|p| p.display().to_string()).collect();
+    let results = report::json::merge(all, &names).map_err(ExitError::invalid)?;
+    let rep = report::Report::new(results, a.baseline_dir.as_deref());
+    print!(
+        "{}",
+        report::terminal::render_styled(&rep.results, report::terminal::use_color())
+    );
+    for w in report::write_outputs(&rep, &a.out.outputs()).map_err(ExitError::invalid)? {
+        eprintln!("perfgate: wrote {w}");
+    }
+    Ok(rep.results.exit_code)
+}
+
 async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
     let scs = load_scenarios(&a.sc)?;
     let host = std::env::var("HOSTNAME").ok().or_else(|| {
@@ -305,7 +388,11 @@ async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
             .ok()
             .map(|s| s.trim().to_string())
     });
-    crate::bless::bless(&scs, &a.baselines, a.runs as usize, host).await
+    let bless = crate::bless::bless(&scs, &a.baselines, a.runs as usize, host);
+    match report::progress::TerminalProgress::stderr() {
+        Some(p) => crate::runner::PROGRESS.scope(p, bless).await,
+        None => bless.await,
+    }
 }
 
 async fn cmd_sim(a: SimArgs) -> Result<i32, ExitError> {

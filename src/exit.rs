@@ -6,6 +6,7 @@
 //! | 1 | regression |
 //! | 2 | invalid input or usage (bad YAML, bad flags, missing env var, stale or missing baseline when required) |
 //! | 3 | could not measure (endpoint unreachable, error rate above `max_error_rate`, every request failed) |
+//! | 130 | interrupted (Ctrl-C / SIGTERM): partial results marked incomplete, no baseline written |
 
 use std::fmt;
 
@@ -17,6 +18,8 @@ pub const REGRESSION: i32 = 1;
 pub const INVALID_INPUT: i32 = 2;
 /// The endpoint could not be measured.
 pub const COULD_NOT_MEASURE: i32 = 3;
+/// Interrupted by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it); partial results only.
+pub const INTERRUPTED: i32 = 130;
 
 /// An error that ends the program with a specific exit code and a one-line (or few-line) message.
 #[derive(Debug)]

@@ -140,6 +140,10 @@ pub struct Check {
     /// For WARN/INFO: samples per side the check would need.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples_needed: Option<usize>,
+    /// Tail checks: the smallest uniform change (fraction, 0.5 = +50 %) this sample size can
+    /// detect; INFO checks cannot detect any (see `samples_needed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_detectable_change: Option<f64>,
     /// The configured fail tolerance, when `fail` was widened to the run-to-run spread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_configured: Option<f64>,
@@ -363,6 +367,7 @@ fn empty_check(
         verdict: Verdict::Info,
         reason: String::new(),
         samples_needed: None,
+        min_detectable_change: None,
         fail_configured: None,
         tau: None,
         p_improve: None,
@@ -528,7 +533,7 @@ fn tail_check(
         let need = (alpha.ln() / p.ln()).ceil() as usize;
         ch.samples_needed = Some(need);
         ch.reason = format!(
-            "informational: {} baseline samples cannot bound {} at {:.0}% confidence; needs n >= {need}",
+            "informational: {} baseline samples cannot bound {} at {:.0}% confidence, so no change of it can be detected; needs n >= {need}",
             nb,
             q.label(),
             (1.0 - alpha) * 100.0
@@ -558,6 +563,21 @@ fn tail_check(
     };
     let need_c = stats::quantile::min_n_for_upper_bound(p, conf);
     ch.samples_needed = Some(need_c.max(c.n() + 1));
+    // Smallest uniform slowdown this n can flag: the candidate's lower bound must clear
+    // (1 + fail) x the baseline's upper bound, so a scaled copy of the baseline needs a ratio
+    // of (1 + fail) x upper / lower of the baseline's own bounds.
+    if let (Some(hi), Some(lo)) = (b_hi, b_lo) {
+        if lo > 0.0 && hi.is_finite() {
+            ch.min_detectable_change = Some((1.0 + band.fail) * hi / lo - 1.0);
+        }
+    }
+    if let Some(mdc) = ch.min_detectable_change {
+        ch.reason = format!(
+            "smallest change these {} baseline samples can detect: {:+.0}%",
+            bc.len(),
+            mdc * 100.0
+        );
+    }
     ch.pending = Some(Pending {
         beyond_fail: true, // the p-value itself encodes "beyond (1+fail) and min_delta"
         beyond_warn: false,
@@ -751,6 +771,10 @@ mod tests {
             vec![Quantile::P99],
         );
         assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
+        // The smallest detectable change is shown: with a log-sd of 0.1 the baseline's 99 %
+        // bounds of P99 at n = 600 are close, so it is a little above the 50 % tolerance.
+        let mdc = checks[0].min_detectable_change.unwrap();
+        assert!((0.5..0.7).contains(&mdc), "{mdc}");
         let same = run(
             sample(10.0, 600, 0.0),
             sample(10.0, 600, 0.5),

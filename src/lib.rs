@@ -6,6 +6,7 @@
 pub mod baseline;
 pub mod bless;
 pub mod calibrate;
+pub mod cancel;
 pub mod check;
 pub mod cli;
 pub mod client;
@@ -14,6 +15,7 @@ pub mod execute;
 pub mod exit;
 pub mod gate;
 pub mod github;
+pub mod init;
 pub mod record;
 pub mod redact;
 pub mod report;

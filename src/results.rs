@@ -45,6 +45,9 @@ pub struct Results {
     pub exit_code: i32,
     /// Number of gated checks in the Holm family.
     pub family_size: usize,
+    /// True when the run was interrupted (Ctrl-C / SIGTERM): the figures are partial.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub incomplete: bool,
     pub scenarios: Vec<ScenarioResult>,
 }
 
@@ -109,6 +112,9 @@ pub struct Measured {
     pub token_source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens_p50: Option<f64>,
+    /// Median prompt tokens the server reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_p50: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -65,6 +65,28 @@ impl RunOutput {
     }
 }
 
+/// Largest share of measured requests that may need a re-send (dropped before any response)
+/// before the run is not trusted: an occasional keep-alive race is normal, a server that drops
+/// requests is not.
+pub const MAX_RESENT_SHARE: f64 = 0.05;
+
+impl RunOutput {
+    /// When too many requests were dropped before any response and re-sent, why the run cannot
+    /// be trusted.
+    pub fn resent_problem(&self) -> Option<String> {
+        let n = self.records.len().max(1);
+        let allowed = ((n as f64) * MAX_RESENT_SHARE).floor().max(1.0) as u32;
+        (self.retried > allowed).then(|| {
+            format!(
+                "{} of {} requests were dropped by the server before any response and had to be re-sent (more than {:.0}%): the endpoint is dropping requests",
+                self.retried,
+                n,
+                MAX_RESENT_SHARE * 100.0
+            )
+        })
+    }
+}
+
 /// The current time as RFC 3339 UTC, second precision.
 pub fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()
@@ -84,6 +106,26 @@ struct Shared {
     completed: AtomicUsize,
     results: Mutex<Vec<(usize, Sent)>>,
     run_id: String,
+    /// Live progress display, when the caller set one with [`PROGRESS`].
+    progress: Option<Arc<dyn Progress>>,
+    /// False during warmup, true once measured requests are sent (for `progress`).
+    measuring: AtomicBool,
+}
+
+/// A live view of a measuring session (the terminal's progress line). Called from the workers:
+/// implementations must be cheap and must not block.
+pub trait Progress: Send + Sync {
+    /// A session of `sc` starts (its warmup requests come first).
+    fn start(&self, sc: &Scenario);
+    /// One request ended; `measured` is false for a warmup request.
+    fn request(&self, measured: bool, record: &RequestRecord);
+    /// The session ended (its requests are done).
+    fn finish(&self);
+}
+
+tokio::task_local! {
+    /// The progress display of every session started inside `PROGRESS.scope(...)`; none outside.
+    pub static PROGRESS: Arc<dyn Progress>;
 }
 
 /// A measuring session: warmup done, measured requests added in one or more looks, all on one
@@ -112,6 +154,8 @@ impl Session {
             next: AtomicUsize::new(0),
             completed: AtomicUsize::new(0),
             results: Mutex::new(Vec::new()),
+            progress: PROGRESS.try_with(Arc::clone).ok(),
+            measuring: AtomicBool::new(false),
             run_id: format!(
                 "{:x}",
                 std::process::id() as u64
@@ -119,6 +163,9 @@ impl Session {
                     ^ rand_seed()
             ),
         });
+        if let Some(p) = &shared.progress {
+            p.start(sc);
+        }
         let warm = phase(&shared, sc.load.warmup as usize, Instant::now()).await;
         // Two or more warmup requests that all failed: the endpoint is not usable.
         let unreachable = unreachable_reason(&warm).filter(|_| {
@@ -148,6 +195,7 @@ impl Session {
         if self.unreachable.is_some() || n == 0 {
             return;
         }
+        self.shared.measuring.store(true, Ordering::SeqCst);
         if self.measured.is_empty() {
             self.started_at = now_rfc3339();
             self.run_start = Instant::now();
@@ -196,6 +244,14 @@ impl Session {
             looks: Vec::new(),
             stop_reason: None,
             warmup_records: self.warm.iter().map(|s| s.record.clone()).collect(),
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(p) = &self.shared.progress {
+            p.finish();
         }
     }
 }
@@ -275,7 +331,7 @@ async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant) -> Vec<Se
 
 async fn worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
     loop {
-        if sh.stop.load(Ordering::SeqCst) {
+        if sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
             return;
         }
         let i = sh.next.fetch_add(1, Ordering::SeqCst);
@@ -294,7 +350,10 @@ async fn worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
                 usage,
                 Some(&nonce),
             );
-            let s = sh.client.send(&b, run_start).await;
+            let s = tokio::select! {
+                s = sh.client.send(&b, run_start) => s,
+                _ = crate::cancel::grace_expired() => return, // interrupted: not recorded
+            };
             if s.rejected_stream_options && usage && !retried {
                 sh.include_usage.store(false, Ordering::SeqCst);
                 sh.fallback.store(true, Ordering::SeqCst);
@@ -303,6 +362,9 @@ async fn worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
             }
             break s;
         };
+        if let Some(p) = &sh.progress {
+            p.request(sh.measuring.load(Ordering::SeqCst), &sent.record);
+        }
         if let Ok(mut r) = sh.results.lock() {
             r.push((i, sent));
             // A hopeless endpoint (refused, 404, 401, never answering): the first requests all

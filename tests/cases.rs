@@ -3,7 +3,8 @@
 //! perfgate's streaming client and compares the record with the case's hand-computed `expect`.
 //!
 //! One test per fixture file; its name contains the file stem. Times are compared with an
-//! absolute tolerance (loopback plus the tokio timer add ~1-2 ms of lateness), counts exactly.
+//! absolute tolerance of 15 ms (loopback and the tokio timer add 1-2 ms; a loaded 2-core machine
+//! more), counts exactly.
 //! The endpoint's first-token timeout is the case's length plus 30 s, so a slow recording (the
 //! 502 at 60 s of `33-http-error-bodies-e.yaml`, which makes that test take a minute) is
 //! measured, not timed out; the 30 s idle timeout only fires on a hang.
@@ -17,9 +18,10 @@ use perfgate::sim::replay::{ReplayExpect, APIS};
 use perfgate::sim::{ReplayCase, SimServer};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+/// Absolute tolerance for every time, ms: a loaded 2-core machine can delay a wake-up by
+/// tens of ms; lateness is not what these tests are about (issue 6 measures accuracy).
+const TOL_MS: f64 = 15.0;
 
-/// Absolute tolerance for every time, ms.
-const TOL_MS: f64 = 8.0;
 /// Endpoint idle timeout: far above any gap in the fixtures, so it only fires on a hang.
 const IDLE_TIMEOUT_S: u64 = 30;
 /// Slack added to a case's own length for the first-token timeout and the whole test, s.

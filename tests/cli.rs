@@ -651,7 +651,7 @@ fn secrets_never_leave_even_when_echoed_clipped_or_in_the_url() {
 }
 
 #[test]
-fn a_dropped_fresh_connection_is_a_failure_not_a_silent_retry() {
+fn dropped_requests_are_resent_once_and_too_many_make_the_run_untrusted() {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -677,14 +677,17 @@ fn a_dropped_fresh_connection_is_a_failure_not_a_silent_retry() {
         .args(["check", "--output", "r.json"])
         .output()
         .unwrap();
-    let r: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
-    let failed = r["scenarios"][0]["measured"]["failed"].as_u64().unwrap();
+    // Each dropped request is re-sent once (and then answered), but half the requests needing
+    // that is far beyond an occasional keep-alive race: the run is not trusted.
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
     assert!(
-        failed >= 8,
-        "half the requests were dropped, {failed} recorded as failed: {}",
-        stdout(&o)
+        stderr(&o).contains("were dropped by the server before any response"),
+        "{}",
+        stderr(&o)
     );
+    let o = perfgate(dir.path()).arg("bless").output().unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    assert!(!dir.path().join("baselines/drops.json").exists());
 }
 
 #[test]
@@ -716,5 +719,135 @@ fn absurd_usage_does_not_crash_and_is_not_trusted() {
     assert!(
         (tpot - 20.0).abs() < 8.0,
         "TPOT from the two events 20 ms apart: {tpot}"
+    );
+}
+
+/// Sends `sig` (e.g. "TERM", "KILL") to a child process.
+fn signal(child: &std::process::Child, sig: &str) {
+    let _ = std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &child.id().to_string()])
+        .status();
+}
+
+fn spawn(dir: &Path, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("perfgate"))
+        .current_dir(dir)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_with_limit(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+) -> (Option<i32>, std::time::Duration) {
+    let t = std::time::Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return (st.code(), t.elapsed());
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            return (None, t.elapsed());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Slow streams: 40 tokens x 50 ms = 2 s per request, so a signal lands mid-run.
+const SLOW: &str = r#"
+defaults:
+  endpoint:
+    base_url: "sim://?ttft_ms=20&tpot_ms=50&tpot_sigma=0"
+  request: {prompt: "Say something.", max_tokens: 40}
+  load: {samples: 20, warmup: 0, concurrency: 2}
+scenarios:
+  - name: slow
+"#;
+
+#[test]
+fn sigterm_during_check_writes_partial_results_and_exits_130() {
+    let dir = setup(SLOW);
+    let child = spawn(
+        dir.path(),
+        &["check", "--output", "r.json", "--markdown", "r.md"],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    signal(&child, "TERM");
+    let (code, took) = wait_with_limit(child, std::time::Duration::from_secs(20));
+    assert_eq!(code, Some(130));
+    assert!(
+        took.as_secs() <= 8,
+        "stopped within the grace period: {took:?}"
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(r["incomplete"], true);
+    assert_eq!(r["verdict"], "INTERRUPTED");
+    let n = r["scenarios"][0]["records"].as_array().unwrap().len();
+    assert!((1..20).contains(&n), "partial: {n} records");
+    assert!(std::fs::read_to_string(dir.path().join("r.md"))
+        .unwrap()
+        .contains("interrupted"));
+}
+
+#[test]
+fn sigint_during_bless_writes_no_baseline() {
+    let dir = setup(SLOW);
+    let child = spawn(dir.path(), &["bless"]);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    signal(&child, "INT");
+    let (code, _) = wait_with_limit(child, std::time::Duration::from_secs(20));
+    assert_eq!(code, Some(130));
+    assert!(!dir.path().join("baselines/slow.json").exists());
+}
+
+#[test]
+fn sigkill_at_random_moments_never_leaves_a_half_written_baseline() {
+    // Three fast scenarios; bless once, then kill 12 blesses at spread-out moments.
+    let yaml = SIM
+        .replace(
+            "  - name: tpot-scenario",
+            "  - name: a\n  - name: b\n  - name: c",
+        )
+        .replace("samples: 20", "samples: 20\n    concurrency: 4");
+    let dir = setup(&yaml);
+    assert_eq!(
+        perfgate(dir.path())
+            .arg("bless")
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(0)
+    );
+    let mut kills_after_write = 0;
+    for i in 0..12u64 {
+        let before: Vec<Vec<u8>> = ["a", "b", "c"]
+            .iter()
+            .map(|n| std::fs::read(dir.path().join(format!("baselines/{n}.json"))).unwrap())
+            .collect();
+        let child = spawn(dir.path(), &["bless"]);
+        // a deterministic spread of moments across the ~1-2 s bless
+        std::thread::sleep(std::time::Duration::from_millis(100 + (i * 733) % 1900));
+        signal(&child, "KILL");
+        let _ = wait_with_limit(child, std::time::Duration::from_secs(10));
+        for (j, n) in ["a", "b", "c"].iter().enumerate() {
+            let text =
+                std::fs::read_to_string(dir.path().join(format!("baselines/{n}.json"))).unwrap();
+            let b = perfgate::baseline::parse(&text)
+                .unwrap_or_else(|e| panic!("kill {i}: baselines/{n}.json is broken: {e}"));
+            assert_eq!(b.scenario.name, *n);
+            if text.as_bytes() != before[j].as_slice() {
+                kills_after_write += 1;
+            }
+        }
+    }
+    // Some kills landed after a file was replaced: the test exercised both sides of the rename.
+    assert!(
+        kills_after_write > 0,
+        "no kill happened after a write; spread the moments"
     );
 }

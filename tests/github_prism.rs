@@ -40,8 +40,9 @@ fn tools() -> Option<(String, String)> {
         }
         _ => {
             let msg = "Prism or GitHub's OpenAPI description not found: run \
-                       `eval \"$(bash scripts/github-tools.sh setup >&2; bash scripts/github-tools.sh env)\"` \
-                       (sets PERFGATE_PRISM and PERFGATE_GITHUB_OPENAPI)";
+                       `bash scripts/github-tools.sh setup` and \
+                       `eval \"$(bash scripts/github-tools.sh env)\"` (sets PERFGATE_PRISM and \
+                       PERFGATE_GITHUB_OPENAPI)";
             if std::env::var("PERFGATE_REQUIRE_GITHUB_TOOLS").as_deref() == Ok("1") {
                 panic!("{msg}; PERFGATE_REQUIRE_GITHUB_TOOLS=1 makes this a failure");
             }
@@ -228,4 +229,5 @@ fn every_github_call_matches_githubs_openapi_description() {
         .filter(|l| l.contains("/repos/") && l.contains("VIOLATIONS"))
         .collect();
     assert!(bad_answers.is_empty(), "{}", bad_answers.join("\n"));
+    let _ = std::fs::remove_file(&p.log);
 }

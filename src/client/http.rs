@@ -8,8 +8,6 @@ use super::measure::{self, End, Stamped};
 use super::sse::SseDecoder;
 use crate::config::scenario::{Api, Endpoint};
 use crate::record::{Failure, FailureClass, RequestRecord};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::time::timeout_at;
 
@@ -29,8 +27,6 @@ pub struct StreamClient {
     api: Api,
     api_key_env: Option<String>,
     secrets: Vec<String>,
-    /// New connections opened so far (to tell a reused connection from a fresh one).
-    connects: Arc<AtomicU64>,
     first_token_timeout: Duration,
     idle_timeout: Duration,
     request_timeout: Duration,
@@ -57,6 +53,13 @@ impl StreamClient {
         headers.insert(
             reqwest::header::ACCEPT,
             reqwest::header::HeaderValue::from_static("text/event-stream"),
+        );
+        // Ask for an uncompressed stream: a compressor between server and client can hold
+        // events back until its buffer fills, which moves TTFT and ITL (tests/encoding.rs). A
+        // body that is gzip or br encoded anyway is still decoded; `headers:` may override this.
+        headers.insert(
+            reqwest::header::ACCEPT_ENCODING,
+            reqwest::header::HeaderValue::from_static("identity"),
         );
         if let Some(key) = &ep.api_key {
             let (name, value) = match ep.api {
@@ -88,9 +91,7 @@ impl StreamClient {
             }
             headers.insert(name, v);
         }
-        let connects = Arc::new(AtomicU64::new(0));
         let http = reqwest::Client::builder()
-            .connector_layer(CountConnects::layer(Arc::clone(&connects)))
             .connect_timeout(ep.connect_timeout)
             .pool_max_idle_per_host(pool.max(1))
             .tcp_nodelay(true)
@@ -105,7 +106,6 @@ impl StreamClient {
             api: ep.api,
             api_key_env: ep.api_key_env.clone(),
             secrets,
-            connects,
             first_token_timeout: ep.first_token_timeout,
             idle_timeout: ep.idle_timeout,
             request_timeout: ep.request_timeout,
@@ -133,13 +133,11 @@ impl StreamClient {
         let mut sent = loop {
             let t0 = Instant::now();
             let start_ms = ms(t0.duration_since(run_start));
-            let connects_before = self.connects.load(Ordering::SeqCst);
             let s = self.send_inner(body, t0, start_ms).await;
-            // Retry only when no connection was opened meanwhile, i.e. this request went out
-            // on a pooled connection that the server had closed. A fresh connection that is
-            // dropped is the server's failure and is recorded as such.
-            let reused = self.connects.load(Ordering::SeqCst) == connects_before;
-            if s.stale_connection && reused && !retried {
+            // A request dropped before any response is sent once more, as OpenAI's SDKs do
+            // (a kept-alive connection the server closed as it was reused looks the same). The
+            // runner counts these re-sends: too many make the run untrustworthy.
+            if s.stale_connection && !retried {
                 retried = true;
                 continue;
             }
@@ -612,54 +610,6 @@ fn not_sse_message(content_type: &str, prefix: &[u8]) -> String {
         "the body is not an SSE stream ({ct}): {}",
         body_detail(trimmed)
     )
-}
-
-/// A connector layer that counts new connections (tower `Layer` over reqwest's connector).
-#[derive(Clone)]
-struct CountConnects {
-    count: Arc<AtomicU64>,
-}
-
-impl CountConnects {
-    fn layer(count: Arc<AtomicU64>) -> Self {
-        CountConnects { count }
-    }
-}
-
-impl<S> tower::Layer<S> for CountConnects {
-    type Service = Counted<S>;
-    fn layer(&self, inner: S) -> Counted<S> {
-        Counted {
-            inner,
-            count: Arc::clone(&self.count),
-        }
-    }
-}
-
-/// The service [`CountConnects`] wraps around the connector.
-#[derive(Clone)]
-struct Counted<S> {
-    inner: S,
-    count: Arc<AtomicU64>,
-}
-
-impl<S, R> tower::Service<R> for Counted<S>
-where
-    S: tower::Service<R>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-    fn call(&mut self, req: R) -> Self::Future {
-        self.count.fetch_add(1, Ordering::SeqCst);
-        self.inner.call(req)
-    }
 }
 
 #[cfg(test)]

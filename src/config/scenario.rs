@@ -488,12 +488,36 @@ pub fn normalise_base_url(raw: &str, api: Api) -> Result<(String, Vec<String>), 
             api.path()
         ));
     }
+    let tracking: Vec<String> = url
+        .query_pairs()
+        .map(|(k, _)| k.into_owned())
+        .filter(|k| is_tracking_param(k))
+        .collect();
+    if !tracking.is_empty() {
+        warnings.push(format!(
+            "base_url carries tracking parameter{} `{}` (copied from a link?): they are sent with every request and change the scenario fingerprint; remove them",
+            if tracking.len() == 1 { "" } else { "s" },
+            tracking.join("`, `")
+        ));
+    }
     url.set_path(&path);
     let mut out = url.to_string();
     if path.is_empty() && url.query().is_none() {
         out = out.trim_end_matches('/').to_string();
     }
     Ok((out, warnings))
+}
+
+/// A well-known marketing/click tracking query parameter (`utm_*`, `gclid`, `fbclid`, ...):
+/// never part of an API's URL, so a base_url carrying one was most likely pasted from a link.
+fn is_tracking_param(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    k.starts_with("utm_")
+        || [
+            "gclid", "gbraid", "wbraid", "dclid", "fbclid", "msclkid", "yclid", "twclid", "igshid",
+            "mc_cid", "mc_eid", "_ga", "_gl",
+        ]
+        .contains(&k.as_str())
 }
 
 /// Everything needed to validate one scenario.
@@ -555,7 +579,12 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
         .as_deref()
         .ok_or("endpoint.base_url is required (e.g. `http://127.0.0.1:8000/v1`, or `sim://` for the built-in simulator)")?;
     let url = expand_env(raw_url, ctx.env).map_err(|m| format!("endpoint.base_url: {m}"))?;
-    let url_secrets = super::values::url_secret_values(raw_url, ctx.env);
+    // The simulator's query holds latency settings, not keys.
+    let url_secrets = if url.starts_with("sim://") {
+        Vec::new()
+    } else {
+        super::values::url_secret_values(raw_url, ctx.env)
+    };
     // What perfgate shows: the URL with query/userinfo secrets masked.
     let display_url = url_secrets
         .iter()
@@ -999,5 +1028,36 @@ mod tests {
         assert!(e.contains("`http://h/v1`"), "{e}");
         assert!(n("ftp://h").is_err());
         assert!(n("not a url").is_err());
+    }
+
+    #[test]
+    fn tracking_parameters_are_flagged() {
+        let n = |u: &str| normalise_base_url(u, Api::OpenaiChat).unwrap();
+        let (u, w) = n("https://h/v1?utm_source=x&api-version=1&UTM_Campaign=y&gclid=z");
+        // kept as given (the query belongs to the user), but flagged once, naming each key
+        assert_eq!(
+            u,
+            "https://h/v1?utm_source=x&api-version=1&UTM_Campaign=y&gclid=z"
+        );
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("tracking parameters `utm_source`, `UTM_Campaign`, `gclid`"),
+            "{w:?}"
+        );
+        assert!(!w[0].contains("api-version"), "{w:?}");
+        for key in ["utm_medium", "utm_term", "utm_content", "fbclid", "msclkid"] {
+            let (_, w) = n(&format!("http://h:8000/v1?{key}=1"));
+            assert!(
+                w.len() == 1 && w[0].contains(&format!("tracking parameter `{key}`")),
+                "{key}: {w:?}"
+            );
+        }
+        // ordinary query parameters are not tracking
+        for u in [
+            "https://h/openai/v1?api-version=2024-10-21",
+            "http://h/v1?utmost=1&source=x",
+        ] {
+            assert!(n(u).1.is_empty(), "{u}");
+        }
     }
 }

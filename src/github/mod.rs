@@ -102,6 +102,8 @@ pub struct Outcome {
     pub body: Option<String>,
     /// One line each; printed as warnings.
     pub warnings: Vec<String>,
+    /// `::error`/`::warning` workflow commands for FAIL/WARN checks, for stdout.
+    pub annotations: Vec<String>,
 }
 
 /// The default `--id`: `GITHUB_WORKFLOW/GITHUB_JOB` inside GitHub Actions, else `perfgate`.
@@ -115,6 +117,9 @@ pub async fn publish(results: &Results, args: &GithubArgs, reports: Reports<'_>)
     let env = |k: &str| std::env::var(k).ok();
     let out = publish_with(results, args, reports, &env).await;
     let in_actions = env("GITHUB_ACTIONS").as_deref() == Some("true");
+    for a in &out.annotations {
+        println!("{a}");
+    }
     for w in &out.warnings {
         if in_actions {
             println!(
@@ -204,7 +209,29 @@ pub async fn publish_with(
         ..Outcome::default()
     };
     if !ctx.enabled {
+        // --comment-file is asked for explicitly: write it even outside GitHub Actions.
+        if let Some(p) = &args.comment_file {
+            let extra = Extra {
+                run_url: ctx.run_url.clone(),
+                commit: ctx.sha.clone(),
+                ..Extra::default()
+            };
+            let body = fit_body(results, &extra, MAX_BODY_BYTES);
+            write_comment_file(p, &body, &mut out.warnings);
+            out.body = Some(body);
+        }
         return out;
+    }
+    if ctx.pr.is_none()
+        && ctx
+            .event_name
+            .as_deref()
+            .is_some_and(|e| e.starts_with("pull_request"))
+    {
+        out.warnings.push(format!(
+            "a {} run, but no PR number in the event (GITHUB_EVENT_PATH) or --pr; no PR comment",
+            ctx.event_name.as_deref().unwrap_or_default()
+        ));
     }
     let wants_api =
         !args.no_comment && (ctx.pr.is_some() || (ctx.tracks_issue() && !args.no_issue));
@@ -267,23 +294,13 @@ pub async fn publish_with(
         }
     }
     if ctx.in_actions {
-        for line in actions::annotations(results) {
-            println!("{line}");
-        }
+        out.annotations = actions::annotations(results);
     }
 
     let body = fit_body(results, &extra, MAX_BODY_BYTES);
     let marker = body.lines().next().unwrap_or_default().to_string();
     if let Some(p) = &args.comment_file {
-        let written = p
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|_| std::fs::write(p, &body));
-        if let Err(e) = written {
-            out.warnings
-                .push(format!("--comment-file {}: {e}", p.display()));
-        }
+        write_comment_file(p, &body, &mut out.warnings);
     }
     out.body = Some(body.clone());
     let Some(api) = client.filter(|_| !args.no_comment) else {
@@ -310,7 +327,7 @@ pub async fn publish_with(
             _ => None,
         };
         let title = format!("perfgate: latency regression ({})", results.id);
-        let recovered = recovered_text(&marker, &ctx, results);
+        let recovered = recovered_text(&ctx, results);
         let r = tokio::time::timeout_at(
             deadline,
             api::track_issue(&api, &marker, failed, &title, &body, &recovered),
@@ -330,8 +347,18 @@ pub async fn publish_with(
     out
 }
 
-fn recovered_text(marker: &str, ctx: &Context, r: &Results) -> String {
-    let _ = marker;
+fn write_comment_file(p: &Path, body: &str, warnings: &mut Vec<String>) {
+    let written = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|_| std::fs::write(p, body));
+    if let Err(e) = written {
+        warnings.push(format!("--comment-file {}: {e}", p.display()));
+    }
+}
+
+fn recovered_text(ctx: &Context, r: &Results) -> String {
     let mut s = format!(
         "✅ **perfgate: recovered**: {}",
         markdown::escape(&format!(

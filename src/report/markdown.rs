@@ -78,6 +78,7 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     let head = match r.verdict.as_str() {
         "FAIL" => "❌ **perfgate: latency regression**",
         "ERROR" => "🛑 **perfgate: could not measure**",
+        "INTERRUPTED" => "⏹️ **perfgate: interrupted, partial results**",
         "NO_BASELINE" => "ℹ️ **perfgate: no usable baseline**",
         "WARN" => "⚠️ **perfgate: no regression, with warnings**",
         _ => "✅ **perfgate: no regression**",
@@ -149,6 +150,9 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
         footer(&mut o, r, x);
         return o;
     }
+    if let Some(c) = chart(r) {
+        let _ = write!(o, "\n{c}");
+    }
     for s in &r.scenarios {
         let _ = writeln!(
             o,
@@ -219,6 +223,72 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     }
     footer(&mut o, r, x);
     o
+}
+
+/// Scenarios drawn in the chart at most (two categories each).
+const CHART_MAX_SCENARIOS: usize = 12;
+
+/// A compact chart GitHub renders (mermaid `xychart-beta`): per gated metric (TTFT, TPOT,
+/// E2E), the baseline (bars) and candidate (line) P50 and P99 of every scenario that has both,
+/// from the same summaries as the tables. `None` when no scenario has both.
+pub fn chart(r: &Results) -> Option<String> {
+    use crate::config::Metric;
+    let mut metrics: Vec<Metric> = Vec::new();
+    for m in r
+        .scenarios
+        .iter()
+        .flat_map(|s| s.checks.iter().filter_map(|c| c.metric))
+    {
+        if !metrics.contains(&m) {
+            metrics.push(m);
+        }
+    }
+    metrics.sort();
+    let mut out = String::new();
+    for m in metrics {
+        let key = format!("{}_ms", m.as_str());
+        let mut cats = Vec::new();
+        let (mut base, mut cand) = (Vec::new(), Vec::new());
+        for s in r.scenarios.iter().take(CHART_MAX_SCENARIOS) {
+            let b = s.baseline.as_ref().and_then(|b| b.summary.get(&key));
+            let c = s.measured.summary.get(&key);
+            let (Some(b), Some(c)) = (b, c) else { continue };
+            // Names are [A-Za-z0-9._-]; keep the label safe inside mermaid's quotes anyway.
+            let name: String = s
+                .name
+                .chars()
+                .filter(|ch| ch.is_ascii_alphanumeric() || "._-".contains(*ch))
+                .collect();
+            for (q, bv, cv) in [("P50", b.p50, c.p50), ("P99", b.p99, c.p99)] {
+                cats.push(format!("\"{name} {q}\""));
+                base.push(format!("{:.2}", bv));
+                cand.push(format!("{:.2}", cv));
+            }
+        }
+        if cats.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "```mermaid\nxychart-beta\n    title \"{} in ms: baseline = bars, candidate = line\"\n    x-axis [{}]\n    y-axis \"{} (ms)\"\n    bar [{}]\n    line [{}]\n```",
+            m.label(),
+            cats.join(", "),
+            m.label(),
+            base.join(", "),
+            cand.join(", ")
+        );
+    }
+    let skipped = r.scenarios.len().saturating_sub(CHART_MAX_SCENARIOS);
+    if skipped > 0 && !out.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nThe chart shows the first {CHART_MAX_SCENARIOS} scenarios; {skipped} more are in the table."
+        );
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// The run link and the measured commit, when known.

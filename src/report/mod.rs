@@ -1,10 +1,22 @@
-//! Renderers of the one [`crate::results::Results`] model: terminal text and markdown (the PR
-//! comment body). Shared number formatting lives here so the renderers agree.
+//! Renderers of the one [`crate::results::Results`] model: terminal text, markdown (the PR
+//! comment body), the results JSON, JUnit XML and a self-contained HTML page. Shared number
+//! formatting lives here so the renderers agree; [`Report`] adds, for the HTML plots only, the
+//! per-request values of each compared baseline.
 
+pub mod html;
+pub mod json;
+pub mod junit;
 pub mod markdown;
+pub mod plot;
+pub mod progress;
 pub mod terminal;
 
+use crate::baseline::BaselineRecord;
 use crate::gate::{Check, CheckKind};
+use crate::record::RequestRecord;
+use crate::results::Results;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// A value of a check in its unit: ms for latency quantiles, a percentage for shares.
 pub fn fmt_value(c: &Check, v: Option<f64>) -> String {
@@ -80,4 +92,108 @@ pub fn fmt_check_name(c: &Check) -> String {
         Some(m) => format!("{} {}", m.label(), c.kind.label()),
         None => c.kind.label().to_string(),
     }
+}
+
+/// Per-request values of one side (baseline or candidate), successes only, ms: what the HTML
+/// plots draw. Both sides go through [`BaselineRecord`], so they are defined identically.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Distributions {
+    pub ttft_ms: Vec<f64>,
+    pub tpot_ms: Vec<f64>,
+    /// Each request's own ITL P99 (its worst gaps; the baseline keeps only this summary).
+    pub itl_p99_ms: Vec<f64>,
+}
+
+impl Distributions {
+    /// From stored baseline records.
+    pub fn from_baseline<'a>(recs: impl IntoIterator<Item = &'a BaselineRecord>) -> Self {
+        let mut d = Distributions::default();
+        for r in recs.into_iter().filter(|r| r.error.is_none()) {
+            d.ttft_ms.extend(r.ttft_ms);
+            d.tpot_ms.extend(r.tpot_ms);
+            d.itl_p99_ms.extend(r.itl_ms.as_ref().map(|i| i.p99));
+        }
+        d
+    }
+    /// From measured records.
+    pub fn from_records(recs: &[RequestRecord]) -> Self {
+        let b: Vec<BaselineRecord> = recs.iter().map(BaselineRecord::from_record).collect();
+        Self::from_baseline(&b)
+    }
+}
+
+/// The model every renderer reads: the results, and for the plots the baseline each compared
+/// scenario was compared with (or why it is not available).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub results: Results,
+    /// Per scenario name with a baseline in the results.
+    pub baselines: BTreeMap<String, Result<Distributions, String>>,
+}
+
+impl Report {
+    /// Loads the baseline of every scenario that has one in `results`: from `dir/<name>.json`
+    /// when `dir` is given, else from the path recorded in the results. A file whose
+    /// `created_at` differs from the recorded one is not the baseline that was compared, so
+    /// its values are not used (the page says why).
+    pub fn new(results: Results, dir: Option<&Path>) -> Report {
+        let mut baselines = BTreeMap::new();
+        for s in &results.scenarios {
+            let Some(info) = &s.baseline else { continue };
+            let path = match dir {
+                Some(d) => crate::baseline::path_for(d, &s.name),
+                None => PathBuf::from(&info.path),
+            };
+            let got = match crate::baseline::load(&path) {
+                Ok(b) if b.created_at == info.created_at => {
+                    Ok(Distributions::from_baseline(b.records()))
+                }
+                Ok(b) => Err(format!(
+                    "{} was blessed at {}, not at {} like the baseline these results were compared with; pass --baseline-dir with the compared baselines",
+                    path.display(),
+                    b.created_at,
+                    info.created_at
+                )),
+                Err(crate::baseline::LoadError::Missing(p)) => Err(format!(
+                    "baseline values not drawn: no file at {} (pass --baseline-dir)",
+                    p.display()
+                )),
+                Err(crate::baseline::LoadError::Invalid(m)) => Err(m),
+            };
+            baselines.insert(s.name.clone(), got);
+        }
+        Report { results, baselines }
+    }
+}
+
+/// Where to write each format (`None`: not written).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outputs<'a> {
+    pub json: Option<&'a Path>,
+    pub markdown: Option<&'a Path>,
+    pub junit: Option<&'a Path>,
+    pub html: Option<&'a Path>,
+}
+
+/// Writes every requested format (atomically; a missing directory is created) and returns one
+/// line per file written (`results JSON: out/results.json`). Errors name the file.
+pub fn write_outputs(r: &Report, o: &Outputs) -> Result<Vec<String>, String> {
+    type Render<'a> = &'a dyn Fn() -> String;
+    let jobs: [(&str, Option<&Path>, Render); 4] = [
+        ("results JSON", o.json, &|| json::render(&r.results)),
+        ("markdown report", o.markdown, &|| {
+            markdown::render(&r.results)
+        }),
+        ("JUnit XML", o.junit, &|| junit::render(&r.results)),
+        ("HTML report", o.html, &|| html::render(r)),
+    ];
+    let mut written = Vec::new();
+    for (what, path, render) in jobs {
+        if let Some(p) = path {
+            crate::baseline::write_atomic(p, &render())
+                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            written.push(format!("{what}: {}", p.display()));
+        }
+    }
+    Ok(written)
 }

@@ -1,13 +1,64 @@
 //! Plain-text report for the terminal and CI logs: one table per scenario with baseline,
-//! candidate, change with CI, tolerance and verdict, then the overall verdict.
+//! candidate, change with CI, tolerance and verdict, then the overall verdict. Verdicts are
+//! coloured only on a terminal ([`use_color`]: stdout is a TTY, `NO_COLOR` unset, `TERM` not
+//! `dumb`); the text is otherwise identical.
 
 use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value};
+use crate::gate::Verdict;
 use crate::results::{Results, Status};
 use comfy_table::{presets, Table};
 use std::fmt::Write;
+use std::io::IsTerminal;
 
-/// Renders the whole report.
+/// True when stdout is an interactive terminal and colour is not turned off (`NO_COLOR`, see
+/// no-color.org; `TERM=dumb`).
+pub fn use_color() -> bool {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    std::io::stdout().is_terminal()
+        && var("NO_COLOR").is_none()
+        && var("TERM").is_none_or(|t| t != "dumb")
+}
+
+/// The ANSI SGR code of a verdict: red, yellow, blue, green, dim.
+fn sgr(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Fail => "1;31",
+        Verdict::Warn => "33",
+        Verdict::Improved => "36",
+        Verdict::Pass => "32",
+        Verdict::Info => "2",
+    }
+}
+
+/// `text` in the colour of `v` when `color`.
+fn paint(text: &str, v: Verdict, color: bool) -> String {
+    if color {
+        format!("\x1b[{}m{text}\x1b[0m", sgr(v))
+    } else {
+        text.to_string()
+    }
+}
+
+/// Colours the last occurrence of `word` in `line`.
+fn paint_last(line: &str, word: &str, v: Verdict, color: bool) -> String {
+    match line.rfind(word) {
+        Some(i) if color => format!(
+            "{}{}{}",
+            &line[..i],
+            paint(word, v, true),
+            &line[i + word.len()..]
+        ),
+        _ => line.to_string(),
+    }
+}
+
+/// Renders the whole report as plain text (logs, files, snapshots).
 pub fn render(r: &Results) -> String {
+    render_styled(r, false)
+}
+
+/// Renders the whole report; with `color`, verdicts carry ANSI colours.
+pub fn render_styled(r: &Results, color: bool) -> String {
     let mut out = String::new();
     for s in &r.scenarios {
         let m = &s.measured;
@@ -47,7 +98,13 @@ pub fn render(r: &Results) -> String {
                     c.verdict.as_str().to_string(),
                 ]);
             }
-            for line in t.to_string().lines() {
+            // Header, separator, then one line per check in order (cells never wrap: the table
+            // has no width limit), so the verdict of line i + 3 is that of check i.
+            for (i, line) in t.to_string().lines().enumerate() {
+                let line = match i.checked_sub(3).and_then(|k| s.checks.get(k)) {
+                    Some(c) => paint_last(line, c.verdict.as_str(), c.verdict, color),
+                    None => line.to_string(),
+                };
                 let _ = writeln!(out, "   {line}");
             }
             for c in s
@@ -58,7 +115,7 @@ pub fn render(r: &Results) -> String {
                 let _ = writeln!(
                     out,
                     "   {} {}: {}",
-                    c.verdict.as_str(),
+                    paint(c.verdict.as_str(), c.verdict, color),
                     fmt_check_name(c),
                     c.reason
                 );
@@ -98,10 +155,20 @@ pub fn render(r: &Results) -> String {
             let _ = writeln!(out, "   note: {n}");
         }
     }
+    let overall = match r.verdict.as_str() {
+        "FAIL" | "ERROR" => Some(Verdict::Fail),
+        "WARN" => Some(Verdict::Warn),
+        "IMPROVED" => Some(Verdict::Improved),
+        "PASS" => Some(Verdict::Pass),
+        _ => None,
+    };
     let _ = writeln!(
         out,
         "\nperfgate: {} ({} FAIL, {} WARN, {} IMPROVED, {} PASS, {} INFO; Holm family of {} checks)",
-        r.verdict,
+        match overall {
+            Some(v) => paint(&r.verdict, v, color),
+            None => r.verdict.clone(),
+        },
         r.count(crate::gate::Verdict::Fail),
         r.count(crate::gate::Verdict::Warn),
         r.count(crate::gate::Verdict::Improved),

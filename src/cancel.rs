@@ -1,0 +1,69 @@
+//! Cooperative cancellation on Ctrl-C / SIGTERM (issue 8): the first signal stops new requests,
+//! lets in-flight ones finish for up to [`GRACE`], and makes `check` write partial results
+//! marked incomplete and `bless` write nothing; a second signal exits at once. Exit code
+//! [`crate::exit::INTERRUPTED`].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How long in-flight requests may run after the first signal.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+static FLAG: AtomicBool = AtomicBool::new(false);
+static CHANNEL: OnceLock<(watch::Sender<bool>, watch::Receiver<bool>)> = OnceLock::new();
+
+fn channel() -> &'static (watch::Sender<bool>, watch::Receiver<bool>) {
+    CHANNEL.get_or_init(|| watch::channel(false))
+}
+
+/// Marks the run as cancelled (what the signal handler does).
+pub fn request() {
+    FLAG.store(true, Ordering::SeqCst);
+    let _ = channel().0.send(true);
+}
+
+/// True once cancellation was requested.
+pub fn requested() -> bool {
+    FLAG.load(Ordering::SeqCst)
+}
+
+/// Completes [`GRACE`] after cancellation is requested (never, if it is not).
+pub async fn grace_expired() {
+    let mut rx = channel().1.clone();
+    while !*rx.borrow_and_update() {
+        if rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+    tokio::time::sleep(GRACE).await;
+}
+
+async fn next_signal(term: &mut Option<tokio::signal::unix::Signal>) {
+    match term.as_mut() {
+        Some(t) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = t.recv() => {}
+            }
+        }
+        None => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Waits for SIGINT or SIGTERM, requests cancellation, and exits the process on a second one.
+pub async fn watch_signals() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    next_signal(&mut term).await;
+    eprintln!(
+        "perfgate: interrupted: no new requests; in-flight ones get {}s; partial results are marked incomplete and no baseline is written (signal again to stop now)",
+        GRACE.as_secs()
+    );
+    request();
+    next_signal(&mut term).await;
+    eprintln!("perfgate: interrupted again: stopping now");
+    std::process::exit(crate::exit::INTERRUPTED);
+}

@@ -1,0 +1,200 @@
+//! JUnit XML (`--junit`), for CI systems other than GitHub (GitLab, Jenkins, Azure Pipelines,
+//! Buildkite): one `<testsuite>` per scenario and one `<testcase>` per check (scenario, metric,
+//! quantile; plus the tail and error-rate checks). FAIL is a `<failure>` carrying the numbers;
+//! WARN, PASS and IMPROVED pass with the numbers in `<system-out>`; INFO (never gating) is
+//! `<skipped>`. A scenario that was not compared gets one testcase: `<error>` when it could not be
+//! measured or is misconfigured, `<skipped>` when it has no usable baseline.
+
+use super::{fmt_change, fmt_check_name, fmt_tolerance, fmt_value};
+use crate::gate::{Check, Verdict};
+use crate::results::{Results, ScenarioResult, Status};
+use std::fmt::Write;
+
+/// Escapes text for XML 1.0 attributes and text; drops characters XML 1.0 cannot carry.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\n' => out.push_str("&#10;"),
+            '\r' | '\t' => out.push(' '),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The numbers behind a verdict, one line.
+pub fn numbers(c: &Check) -> String {
+    let mut s = format!(
+        "{}: baseline {}, candidate {}, change {}, tolerance warn/fail {}, n {}/{}",
+        fmt_check_name(c),
+        fmt_value(c, c.baseline),
+        fmt_value(c, c.candidate),
+        fmt_change(c),
+        fmt_tolerance(c),
+        c.n_baseline,
+        c.n_candidate
+    );
+    match c.p_holm {
+        Some(p) if p < 1e-4 => s.push_str(", Holm-adjusted p < 0.0001"),
+        Some(p) => {
+            let _ = write!(s, ", Holm-adjusted p {p:.4}");
+        }
+        None => {}
+    }
+    let _ = write!(s, ". {}: {}", c.verdict.as_str(), c.reason);
+    s
+}
+
+/// The extra testcase of a scenario that was not (fully) compared: `Some(true)` for an
+/// `<error>`, `Some(false)` for `<skipped>`.
+fn status_case(s: &ScenarioResult) -> Option<bool> {
+    match s.status {
+        Status::Compared => None,
+        Status::Unmeasurable | Status::Misconfigured => Some(true),
+        Status::NoBaseline | Status::Stale | Status::InvalidBaseline => Some(false),
+    }
+}
+
+/// (tests, failures, errors, skipped) of one scenario.
+fn counts(s: &ScenarioResult) -> (usize, usize, usize, usize) {
+    let n = |v: Verdict| s.checks.iter().filter(|c| c.verdict == v).count();
+    let (e, sk) = match status_case(s) {
+        Some(true) => (1, 0),
+        Some(false) => (0, 1),
+        None => (0, 0),
+    };
+    (
+        s.checks.len() + e + sk,
+        n(Verdict::Fail),
+        e,
+        n(Verdict::Info) + sk,
+    )
+}
+
+/// Renders the whole report.
+pub fn render(r: &Results) -> String {
+    let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let (mut t, mut f, mut e, mut sk) = (0, 0, 0, 0);
+    for s in &r.scenarios {
+        let c = counts(s);
+        t += c.0;
+        f += c.1;
+        e += c.2;
+        sk += c.3;
+    }
+    let total_s: f64 = r.scenarios.iter().map(|s| s.measured.wall_ms).sum::<f64>() / 1000.0;
+    let _ = writeln!(
+        o,
+        "<testsuites name=\"{}\" tests=\"{t}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{sk}\" time=\"{total_s:.3}\">",
+        escape(&r.id)
+    );
+    for s in &r.scenarios {
+        let (tests, failures, errors, skipped) = counts(s);
+        let _ = writeln!(
+            o,
+            "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{:.3}\" timestamp=\"{}\">",
+            escape(&s.name),
+            s.measured.wall_ms / 1000.0,
+            escape(r.created_at.trim_end_matches('Z'))
+        );
+        let _ = writeln!(o, "    <properties>");
+        let mut props = vec![
+            ("endpoint", s.endpoint.clone()),
+            ("api", s.api.clone()),
+            ("model", s.model.clone()),
+            ("concurrency", s.concurrency.to_string()),
+            ("requests", s.measured.requests.to_string()),
+            ("failed", s.measured.failed.to_string()),
+            ("verdict", r.verdict.clone()),
+        ];
+        if let Some(b) = &s.baseline {
+            props.push(("baseline", b.path.clone()));
+            props.push(("baseline_created_at", b.created_at.clone()));
+        }
+        for (k, v) in props {
+            let _ = writeln!(o, "      <property name=\"{k}\" value=\"{}\"/>", escape(&v));
+        }
+        let _ = writeln!(o, "    </properties>");
+        let class = format!("perfgate.{}", s.name);
+        if let Some(is_error) = status_case(s) {
+            let (name, tag) = if is_error {
+                ("measure", "error")
+            } else {
+                ("baseline", "skipped")
+            };
+            let _ = writeln!(
+                o,
+                "    <testcase name=\"{name}\" classname=\"{}\" time=\"0\">\n      <{tag} message=\"{}: {}\"/>\n    </testcase>",
+                escape(&class),
+                super::terminal::status_label(s.status),
+                escape(&s.status_detail)
+            );
+        }
+        for c in &s.checks {
+            let line = numbers(c);
+            let _ = write!(
+                o,
+                "    <testcase name=\"{}\" classname=\"{}\" time=\"0\">",
+                escape(&fmt_check_name(c)),
+                escape(&class)
+            );
+            match c.verdict {
+                Verdict::Fail => {
+                    let _ = write!(
+                        o,
+                        "\n      <failure message=\"{} {} regressed: {}\" type=\"perfgate.FAIL\">{}</failure>\n    ",
+                        escape(&s.name),
+                        escape(&fmt_check_name(c)),
+                        escape(&fmt_change(c)),
+                        escape(&line)
+                    );
+                }
+                Verdict::Info => {
+                    let _ = write!(o, "\n      <skipped message=\"{}\"/>\n    ", escape(&line));
+                }
+                _ => {
+                    let _ = write!(
+                        o,
+                        "\n      <system-out>{}</system-out>\n    ",
+                        escape(&line)
+                    );
+                }
+            }
+            let _ = writeln!(o, "</testcase>");
+        }
+        if !s.notes.is_empty() || s.measured.first_error.is_some() {
+            let mut text: Vec<String> = s.notes.iter().map(|n| format!("note: {n}")).collect();
+            if let Some(e) = &s.measured.first_error {
+                text.push(format!("first failure: {e}"));
+            }
+            let _ = writeln!(
+                o,
+                "    <system-out>{}</system-out>",
+                escape(&text.join("\n"))
+            );
+        }
+        let _ = writeln!(o, "  </testsuite>");
+    }
+    let _ = writeln!(o, "</testsuites>");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape;
+
+    #[test]
+    fn escapes_markup_and_drops_what_xml_cannot_carry() {
+        assert_eq!(
+            escape("a<b>&\"c'\u{1b}[31m\u{0}"),
+            "a&lt;b&gt;&amp;&quot;c&apos;[31m"
+        );
+    }
+}

@@ -1,0 +1,161 @@
+//! The HTML report's plots: empirical CDFs (ECDF) of baseline and candidate drawn over each
+//! other, as inline SVG (plotters' SVG backend: no fonts loaded, no bitmaps, deterministic).
+//!
+//! An ECDF shows, at each latency x, the share of requests that took at most x. Every request
+//! is drawn (no binning), the median and the tail are read off the y axis, and a slower candidate
+//! is a curve shifted to the right.
+
+use plotters::prelude::*;
+
+/// Baseline colour (blue), also used by the page's legend.
+pub const BASELINE: RGBColor = RGBColor(0x3b, 0x6e, 0xa8);
+/// Candidate colour (orange).
+pub const CANDIDATE: RGBColor = RGBColor(0xe0, 0x6c, 0x00);
+const GRID: RGBColor = RGBColor(0xe6, 0xe8, 0xeb);
+const AXIS: RGBColor = RGBColor(0x55, 0x5b, 0x66);
+
+/// The hex form of a colour, for CSS.
+pub fn css(c: RGBColor) -> String {
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+}
+
+/// The step points of an ECDF from `lo` to `hi`.
+fn steps(xs: &[f64], lo: f64, hi: f64) -> Vec<(f64, f64)> {
+    let mut s: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    s.sort_by(f64::total_cmp);
+    let n = s.len() as f64;
+    let mut pts = vec![(lo, 0.0)];
+    for (i, &x) in s.iter().enumerate() {
+        pts.push((x, i as f64 / n));
+        pts.push((x, (i + 1) as f64 / n));
+    }
+    pts.push((hi, 1.0));
+    pts
+}
+
+/// A readable tick label for a value in ms.
+fn tick(v: f64, span: f64) -> String {
+    if span >= 50.0 {
+        format!("{v:.0}")
+    } else if span >= 5.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// An ECDF panel as an SVG document (`<svg ...>...</svg>`), `w` x `h` px. `baseline` is `None`
+/// when its values are not available; an empty side is not drawn. Returns `None` when there is
+/// nothing to draw.
+pub fn ecdf_svg(
+    title: &str,
+    baseline: Option<&[f64]>,
+    candidate: &[f64],
+    w: u32,
+    h: u32,
+) -> Option<String> {
+    let all: Vec<f64> = baseline
+        .unwrap_or(&[])
+        .iter()
+        .chain(candidate)
+        .copied()
+        .filter(|x| x.is_finite())
+        .collect();
+    if all.is_empty() {
+        return None;
+    }
+    let min = all.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let pad = ((max - min) * 0.06).max(max.abs() * 0.02).max(1e-3);
+    let (lo, hi) = ((min - pad).max(0.0), max + pad);
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
+        root.fill(&WHITE).ok()?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 17).into_font().color(&AXIS))
+            .margin(8)
+            .margin_right(16)
+            .x_label_area_size(38)
+            .y_label_area_size(58)
+            .build_cartesian_2d(lo..hi, 0.0..1.0)
+            .ok()?;
+        let span = hi - lo;
+        chart
+            .configure_mesh()
+            .light_line_style(WHITE)
+            .bold_line_style(GRID)
+            .axis_style(AXIS)
+            .x_labels(6)
+            .y_labels(5)
+            .x_desc("ms")
+            .y_desc("requests at most x")
+            .x_label_formatter(&|v| tick(*v, span))
+            .y_label_formatter(&|v| format!("{:.0}%", v * 100.0))
+            .label_style(("sans-serif", 13).into_font().color(&AXIS))
+            .axis_desc_style(("sans-serif", 13).into_font().color(&AXIS))
+            .draw()
+            .ok()?;
+        let mut drawn = 0;
+        if let Some(b) = baseline.filter(|b| !b.is_empty()) {
+            chart
+                .draw_series(LineSeries::new(steps(b, lo, hi), BASELINE.stroke_width(2)))
+                .ok()?
+                .label(format!("baseline (n={})", b.len()))
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], BASELINE.stroke_width(2))
+                });
+            drawn += 1;
+        }
+        if !candidate.is_empty() {
+            chart
+                .draw_series(LineSeries::new(
+                    steps(candidate, lo, hi),
+                    CANDIDATE.stroke_width(2),
+                ))
+                .ok()?
+                .label(format!("candidate (n={})", candidate.len()))
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], CANDIDATE.stroke_width(2))
+                });
+            drawn += 1;
+        }
+        if drawn > 0 {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::LowerRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(GRID)
+                .label_font(("sans-serif", 13).into_font().color(&AXIS))
+                .draw()
+                .ok()?;
+        }
+        root.present().ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ecdf_steps_rise_from_zero_to_one_in_order() {
+        let p = steps(&[3.0, 1.0, 2.0], 0.0, 4.0);
+        assert_eq!(p.first(), Some(&(0.0, 0.0)));
+        assert_eq!(p.last(), Some(&(4.0, 1.0)));
+        assert!(p.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        assert_eq!(p[1], (1.0, 0.0));
+        assert_eq!(p[2], (1.0, 1.0 / 3.0));
+    }
+
+    #[test]
+    fn an_svg_with_both_sides_and_none_without_data() {
+        let svg = ecdf_svg("TTFT", Some(&[40.0, 41.0, 44.0]), &[50.0, 52.0], 400, 260).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("baseline (n=3)") && svg.contains("candidate (n=2)"));
+        assert!(ecdf_svg("TTFT", None, &[], 400, 260).is_none());
+        // one value on both sides: still a range to draw on
+        assert!(ecdf_svg("TPOT", Some(&[4.0]), &[4.0], 400, 260).is_some());
+    }
+}

@@ -1,0 +1,262 @@
+//! The report commands end to end: `perfgate init` (scaffold, never overwrite), `perfgate report`
+//! (re-render saved results without measuring), and the runner's progress hook.
+
+use assert_cmd::Command;
+use perfgate::config::Scenario;
+use perfgate::record::RequestRecord;
+use perfgate::report::{html, json, junit, markdown, terminal, Report};
+use perfgate::runner::{Progress, PROGRESS};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+fn perfgate() -> Command {
+    let mut c = Command::cargo_bin("perfgate").unwrap();
+    c.env_remove("GITHUB_ACTIONS").env_remove("CI");
+    c
+}
+
+#[test]
+fn init_scaffolds_a_project_that_validates() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("proj");
+    let out = perfgate().arg("init").arg(&d).assert().code(0);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(stdout.contains("perfgate bless"), "{stdout}");
+    let yaml = std::fs::read_to_string(d.join("scenarios/example.yaml")).unwrap();
+    assert!(d.join("baselines/.gitkeep").is_file());
+    let wf = std::fs::read_to_string(d.join(".github/workflows/perfgate.yml")).unwrap();
+    assert!(wf.contains("pull_request") && wf.contains(perfgate::init::USES_PLACEHOLDER));
+    // commented, every key: each key of the scenario format appears in the example
+    for key in [
+        "base_url:",
+        "api:",
+        "model:",
+        "api_key_env:",
+        "headers:",
+        "connect_timeout:",
+        "first_token_timeout:",
+        "idle_timeout:",
+        "request_timeout:",
+        "include_usage:",
+        "prompt:",
+        "messages:",
+        "system:",
+        "max_tokens:",
+        "temperature:",
+        "seed:",
+        "ignore_eos:",
+        "min_tokens:",
+        "extra_body:",
+        "cache:",
+        "concurrency:",
+        "samples:",
+        "warmup:",
+        "max_samples:",
+        "metrics:",
+        "quantiles:",
+        "tolerances:",
+        "min_delta:",
+        "alpha:",
+        "max_error_rate:",
+        "confirm:",
+        "name:",
+        "description:",
+    ] {
+        assert!(yaml.contains(key), "example.yaml lacks {key}");
+    }
+    assert!(
+        yaml.contains("# base_url: http://127.0.0.1:8000/v1"),
+        "the real endpoint, commented"
+    );
+    // it validates as written (sim://, no key), with the three classic shapes
+    let out = perfgate().current_dir(&d).arg("validate").assert().code(0);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    for s in [
+        "short-prompt-short-answer",
+        "short-prompt-long-answer",
+        "long-prompt-short-answer",
+    ] {
+        assert!(stdout.contains(s), "{stdout}");
+    }
+    // the workflow is YAML
+    let v: serde_json::Value = serde_saphyr::from_str(&wf).expect("workflow parses");
+    assert!(v["jobs"].is_object());
+}
+
+#[test]
+fn init_refuses_to_overwrite_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join(".github/workflows")).unwrap();
+    std::fs::write(d.join(".github/workflows/perfgate.yml"), "mine\n").unwrap();
+    let out = perfgate().arg("init").arg(d).assert().code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        err.contains(".github/workflows/perfgate.yml") && err.contains("already exists"),
+        "{err}"
+    );
+    assert!(!d.join("scenarios").exists() && !d.join("baselines").exists());
+    assert_eq!(
+        std::fs::read_to_string(d.join(".github/workflows/perfgate.yml")).unwrap(),
+        "mine\n"
+    );
+    // a second init over a complete scaffold names the first file it would overwrite
+    let e = tempfile::tempdir().unwrap();
+    perfgate().arg("init").arg(e.path()).assert().code(0);
+    let before = std::fs::read_to_string(e.path().join("scenarios/example.yaml")).unwrap();
+    let out = perfgate().arg("init").arg(e.path()).assert().code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.contains("scenarios/example.yaml"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(e.path().join("scenarios/example.yaml")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn report_re_renders_saved_results_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let out = perfgate()
+        .args([
+            "report",
+            "tests/fixtures/results.json",
+            "--baseline-dir",
+            "tests/fixtures/baselines",
+        ])
+        .arg("--markdown")
+        .arg(p("r.md"))
+        .arg("--html")
+        .arg(p("r.html"))
+        .arg("--junit")
+        .arg(p("r.xml"))
+        .arg("--output")
+        .arg(p("r.json"))
+        .assert()
+        .code(1); // the results carry a regression
+    let r = json::load(Path::new("tests/fixtures/results.json")).unwrap();
+    let rep = Report::new(r.clone(), Some(Path::new("tests/fixtures/baselines")));
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert_eq!(
+        stdout,
+        terminal::render(&r),
+        "plain text when stdout is not a terminal"
+    );
+    let read = |n: &str| std::fs::read_to_string(p(n)).unwrap();
+    assert_eq!(read("r.md"), markdown::render(&r));
+    assert_eq!(read("r.xml"), junit::render(&r));
+    assert_eq!(read("r.html"), html::render(&rep));
+    assert_eq!(
+        read("r.json"),
+        std::fs::read_to_string("tests/fixtures/results.json").unwrap()
+    );
+}
+
+#[test]
+fn report_errors_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"schema_version\": 99}").unwrap();
+    let out = perfgate().arg("report").arg(&bad).assert().code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        err.contains("bad.json") && err.contains("schema_version 99"),
+        "{err}"
+    );
+    let out = perfgate()
+        .args([
+            "report",
+            "tests/fixtures/results.json",
+            "tests/fixtures/results.json",
+        ])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.contains("scenario chat-short is in both"), "{err}");
+    perfgate().arg("report").assert().code(2); // a results file is required
+}
+
+#[derive(Default)]
+struct Counting {
+    log: Mutex<Vec<String>>,
+}
+
+impl Progress for Counting {
+    fn start(&self, sc: &Scenario) {
+        self.log.lock().unwrap().push(format!("start {}", sc.name));
+    }
+    fn request(&self, measured: bool, record: &RequestRecord) {
+        let kind = if measured { "measured" } else { "warmup" };
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{kind} ok={}", record.ok()));
+    }
+    fn finish(&self) {
+        self.log.lock().unwrap().push("finish".into());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_reports_progress_only_inside_the_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("s.yaml");
+    std::fs::write(
+        &f,
+        r#"
+defaults:
+  endpoint: {base_url: "sim://?ttft_ms=2&tpot_ms=1", model: perfgate-sim}
+  request: {prompt: hi, max_tokens: 3}
+  load: {samples: 20, warmup: 2, concurrency: 2}
+scenarios:
+  - name: p
+"#,
+    )
+    .unwrap();
+    let scs = perfgate::config::load(&[f], &|_| None).unwrap();
+    let sc = &scs[0];
+    let counting = Arc::new(Counting::default());
+    let p: Arc<dyn Progress> = counting.clone();
+    let run = PROGRESS
+        .scope(p, perfgate::execute::measure(sc))
+        .await
+        .unwrap();
+    assert_eq!(run.records.len(), 20);
+    let log = counting.log.lock().unwrap().clone();
+    assert_eq!(log.first().map(String::as_str), Some("start p"));
+    assert_eq!(log.last().map(String::as_str), Some("finish"));
+    assert_eq!(log.iter().filter(|l| l.starts_with("warmup")).count(), 2);
+    assert_eq!(log.iter().filter(|l| *l == "measured ok=true").count(), 20);
+    // warmup before measured
+    let last_warm = log.iter().rposition(|l| l.starts_with("warmup")).unwrap();
+    let first_meas = log.iter().position(|l| l.starts_with("measured")).unwrap();
+    assert!(last_warm < first_meas);
+    // outside the scope nothing is reported
+    let before = counting.log.lock().unwrap().len();
+    perfgate::execute::measure(sc).await.unwrap();
+    assert_eq!(counting.log.lock().unwrap().len(), before);
+}
+
+#[test]
+fn check_never_draws_progress_or_colour_into_a_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("s.yaml");
+    std::fs::write(
+        &f,
+        "defaults:\n  endpoint: {base_url: \"sim://?ttft_ms=2&tpot_ms=1\", model: perfgate-sim}\n  request: {prompt: hi, max_tokens: 3}\nscenarios:\n  - name: q\n",
+    )
+    .unwrap();
+    let out = perfgate()
+        .arg("check")
+        .arg("-s")
+        .arg(&f)
+        .arg("--baselines")
+        .arg(dir.path().join("b"))
+        .assert()
+        .code(0);
+    let o = out.get_output();
+    for text in [&o.stdout, &o.stderr] {
+        let t = String::from_utf8_lossy(text);
+        assert!(!t.contains('\x1b') && !t.contains('\r'), "{t:?}");
+    }
+}

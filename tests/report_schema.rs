@@ -1,0 +1,134 @@
+//! The results JSON and its documented schema (schema/results.schema.json) cannot drift apart:
+//! real output of `perfgate check` against the built-in simulator (a compared scenario, one
+//! without baseline, one that cannot be measured) and the snapshot fixture are validated with the
+//! `jsonschema` crate (JSON Schema 2020-12, formats checked). The schema forbids unknown fields,
+//! so a new field in `Results` fails here until the schema documents it.
+
+use assert_cmd::Command;
+use perfgate::results::RESULTS_SCHEMA_VERSION;
+use serde_json::Value;
+
+fn schema() -> Value {
+    let text = std::fs::read_to_string("schema/results.schema.json").expect("schema file");
+    serde_json::from_str(&text).expect("schema is JSON")
+}
+
+fn validator() -> jsonschema::Validator {
+    jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(&schema())
+        .expect("a valid JSON Schema 2020-12")
+}
+
+fn errors(v: &jsonschema::Validator, instance: &Value) -> Vec<String> {
+    v.iter_errors(instance)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
+}
+
+#[test]
+fn the_schema_is_versioned_like_the_results() {
+    let s = schema();
+    assert_eq!(
+        s["properties"]["schema_version"]["const"],
+        Value::from(RESULTS_SCHEMA_VERSION)
+    );
+    let id = s["$id"].as_str().unwrap();
+    assert!(
+        id.ends_with(&format!(":{RESULTS_SCHEMA_VERSION}")),
+        "$id {id} names the version"
+    );
+}
+
+#[test]
+fn the_fixture_validates() {
+    let text = std::fs::read_to_string("tests/fixtures/results.json").unwrap();
+    let inst: Value = serde_json::from_str(&text).unwrap();
+    let errs = errors(&validator(), &inst);
+    assert!(errs.is_empty(), "{errs:#?}");
+}
+
+#[test]
+fn the_schema_rejects_what_it_does_not_document() {
+    let v = validator();
+    let text = std::fs::read_to_string("tests/fixtures/results.json").unwrap();
+    let good: Value = serde_json::from_str(&text).unwrap();
+    let mut extra = good.clone();
+    extra["scenarios"][0]["surprise"] = Value::from(1);
+    assert!(!errors(&v, &extra).is_empty(), "an undocumented field");
+    let mut verdict = good.clone();
+    verdict["scenarios"][1]["checks"][3]["verdict"] = Value::from("MAYBE");
+    assert!(!errors(&v, &verdict).is_empty(), "an unknown verdict");
+    let mut date = good;
+    date["created_at"] = Value::from("yesterday");
+    assert!(
+        !errors(&v, &date).is_empty(),
+        "a created_at that is no date-time"
+    );
+}
+
+#[test]
+fn real_check_output_validates() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("s.yaml"),
+        r#"
+defaults:
+  endpoint: {base_url: "sim://?ttft_ms=5&tpot_ms=1&seed=4", model: perfgate-sim}
+  request: {prompt: hi, max_tokens: 4, ignore_eos: true}
+  load: {samples: 20, warmup: 1}
+scenarios:
+  - name: compared
+  - name: no-baseline
+  - name: broken
+    endpoint: {base_url: "sim://?ttft_ms=5&tpot_ms=1&error_rate=1"}
+"#,
+    )
+    .unwrap();
+    let s = d.join("s.yaml");
+    let b = d.join("baselines");
+    Command::cargo_bin("perfgate")
+        .unwrap()
+        .args(["bless", "--only", "compared", "-s"])
+        .arg(&s)
+        .arg("--baselines")
+        .arg(&b)
+        .assert()
+        .code(0);
+    let out = d.join("out/results.json");
+    let (junit, html) = (d.join("out/r.xml"), d.join("out/r.html"));
+    Command::cargo_bin("perfgate")
+        .unwrap()
+        .env_remove("GITHUB_ACTIONS")
+        .args(["check", "-s"])
+        .arg(&s)
+        .arg("--baselines")
+        .arg(&b)
+        .arg("--output")
+        .arg(&out)
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--html")
+        .arg(&html)
+        .assert()
+        .code(3); // `broken` could not be measured
+    let inst: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let statuses: Vec<&str> = inst["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["compared", "no_baseline", "unmeasurable"]);
+    let errs = errors(&validator(), &inst);
+    assert!(errs.is_empty(), "{errs:#?}");
+    // the other formats came from the same run
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        x.contains("<testsuite name=\"broken\"")
+            && x.contains("<error message=\"COULD NOT MEASURE")
+    );
+    let h = std::fs::read_to_string(&html).unwrap();
+    assert!(h.contains("id=\"s-compared\"") && h.contains("baseline (n=20)"));
+}

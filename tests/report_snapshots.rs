@@ -1,0 +1,300 @@
+//! Snapshot tests of every renderer on one fixed results file (tests/fixtures/results.json: a
+//! FAIL, a WARN with failed requests, PASS and INFO checks, a scenario without baseline, and a
+//! hand-added hostile note). All renderers read the same model, so the same numbers must appear
+//! in each; `cargo insta review` (or INSTA_UPDATE=always) after an intended change.
+
+use perfgate::report::{self, html, json, junit, markdown, terminal, Report};
+use perfgate::results::Results;
+use std::path::Path;
+
+const FIXTURE: &str = "tests/fixtures/results.json";
+const BASELINES: &str = "tests/fixtures/baselines";
+
+/// `insta::assert_snapshot!` into tests/snapshots/report/NAME.snap.
+macro_rules! snap {
+    ($name:expr, $value:expr) => {{
+        let mut s = insta::Settings::clone_current();
+        s.set_snapshot_path("snapshots/report");
+        s.set_prepend_module_to_snapshot(false);
+        s.bind(|| insta::assert_snapshot!($name, $value));
+    }};
+}
+
+fn fixture() -> Results {
+    json::load(Path::new(FIXTURE)).expect("fixture loads")
+}
+
+/// The HTML with each inline SVG reduced to what it says (its texts) and how many lines it
+/// draws, so the snapshot shows the page and the plots' labels without plotters' coordinates.
+fn html_digest(page: &str) -> String {
+    let mut out = String::new();
+    let mut rest = page;
+    while let Some(i) = rest.find("<svg") {
+        out.push_str(&rest[..i]);
+        let end = rest[i..].find("</svg>").expect("closed svg") + i + "</svg>".len();
+        let svg = &rest[i..end];
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| t.split_once('>').map(|(_, x)| x))
+            .filter_map(|t| t.split_once("</text>").map(|(x, _)| x.trim()))
+            .collect();
+        let lines = svg.matches("<polyline").count() + svg.matches("<path").count();
+        out.push_str(&format!(
+            "<svg digest: {lines} lines; texts: {}>",
+            texts.join(" | ")
+        ));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn terminal_snapshot() {
+    snap!("terminal", terminal::render(&fixture()));
+}
+
+#[test]
+fn terminal_colour_changes_nothing_but_the_escape_codes() {
+    let r = fixture();
+    let plain = terminal::render(&r);
+    let coloured = terminal::render_styled(&r, true);
+    assert!(coloured.contains("\x1b[1;31mFAIL\x1b[0m"), "{coloured}");
+    assert!(coloured.contains("\x1b[32mPASS\x1b[0m"));
+    assert!(coloured.contains("\x1b[33mWARN\x1b[0m"));
+    let mut stripped = String::new();
+    let mut it = coloured.chars();
+    while let Some(c) = it.next() {
+        if c == '\x1b' {
+            for d in it.by_ref() {
+                if d == 'm' {
+                    break;
+                }
+            }
+        } else {
+            stripped.push(c);
+        }
+    }
+    assert_eq!(stripped, plain);
+    assert!(!plain.contains('\x1b'));
+}
+
+#[test]
+fn markdown_snapshot() {
+    let md = markdown::render(&fixture());
+    snap!("markdown", md);
+}
+
+#[test]
+fn markdown_chart_draws_every_compared_scenario_from_the_table_numbers() {
+    let r = fixture();
+    let chart = markdown::chart(&r).expect("a chart");
+    assert_eq!(
+        chart.matches("```mermaid\nxychart-beta").count(),
+        2,
+        "{chart}"
+    ); // TTFT, TPOT
+    for s in ["chat-short", "chat-long", "flaky"] {
+        assert!(
+            chart.contains(&format!("\"{s} P50\", \"{s} P99\"")),
+            "{chart}"
+        );
+    }
+    assert!(!chart.contains("new-scenario"), "no baseline, no bar");
+    // chat-long's TPOT P50: baseline and candidate as in the results' summaries
+    let s = r.scenarios.iter().find(|s| s.name == "chat-long").unwrap();
+    let b = s.baseline.as_ref().unwrap().summary["tpot_ms"].p50;
+    let c = s.measured.summary["tpot_ms"].p50;
+    let tpot = chart.split("```mermaid").nth(2).unwrap();
+    assert!(tpot.contains(&format!("{b:.2}")) && tpot.contains(&format!("{c:.2}")));
+    // the chart sits under the summary table, before the details
+    let md = markdown::render(&r);
+    let (t, c1, d) = (
+        md.find("| scenario |").unwrap(),
+        md.find("```mermaid").unwrap(),
+        md.find("<details>").unwrap(),
+    );
+    assert!(t < c1 && c1 < d);
+}
+
+#[test]
+fn json_round_trips_byte_for_byte() {
+    let text = std::fs::read_to_string(FIXTURE).unwrap();
+    assert_eq!(json::render(&fixture()), text);
+}
+
+#[test]
+fn json_snapshot() {
+    // The full file is the fixture itself; the snapshot keeps one record per scenario.
+    let mut r = fixture();
+    for s in &mut r.scenarios {
+        s.records.truncate(1);
+    }
+    snap!("json", json::render(&r));
+}
+
+#[test]
+fn junit_snapshot() {
+    snap!("junit", junit::render(&fixture()));
+}
+
+#[test]
+fn html_snapshot() {
+    let rep = Report::new(fixture(), Some(Path::new(BASELINES)));
+    snap!("html", html_digest(&html::render(&rep)));
+}
+
+#[test]
+fn renderers_agree_on_the_failing_check() {
+    let r = fixture();
+    let fail = r
+        .scenarios
+        .iter()
+        .flat_map(|s| &s.checks)
+        .find(|c| c.verdict == perfgate::gate::Verdict::Fail)
+        .expect("the fixture has a FAIL");
+    let change = report::fmt_change(fail);
+    let cand = report::fmt_value(fail, fail.candidate);
+    let rep = Report::new(r.clone(), Some(Path::new(BASELINES)));
+    for (name, text) in [
+        ("terminal", terminal::render(&r)),
+        ("markdown", markdown::render(&r)),
+        ("junit", junit::render(&r)),
+        ("html", html::render(&rep)),
+    ] {
+        assert!(text.contains(&change), "{name} lacks {change}");
+        assert!(text.contains(&cand), "{name} lacks {cand}");
+    }
+}
+
+#[test]
+fn hostile_text_is_escaped_in_every_markup_renderer() {
+    let r = fixture();
+    let rep = Report::new(r.clone(), Some(Path::new(BASELINES)));
+    for (name, text) in [
+        ("markdown", markdown::render(&r)),
+        ("junit", junit::render(&r)),
+        ("html", html::render(&rep)),
+    ] {
+        assert!(!text.contains("<script>"), "{name}");
+        assert!(text.contains("&lt;script&gt;"), "{name}: shown, escaped");
+    }
+    assert!(
+        !markdown::render(&r).contains("@admin"),
+        "a mention in the PR comment"
+    );
+}
+
+#[test]
+fn html_draws_both_distributions_of_every_compared_scenario() {
+    let rep = Report::new(fixture(), Some(Path::new(BASELINES)));
+    let page = html::render(&rep);
+    for s in ["chat-short", "chat-long", "flaky"] {
+        let sec = page
+            .split(&format!("<section class=\"scenario\" id=\"s-{s}\">"))
+            .nth(1)
+            .unwrap()
+            .split("</section>")
+            .next()
+            .unwrap();
+        assert_eq!(sec.matches("<svg").count(), 3, "{s}: TTFT, TPOT, ITL");
+        assert_eq!(sec.matches("baseline (n=").count(), 3, "{s}");
+        assert_eq!(sec.matches("candidate (n=").count(), 3, "{s}");
+    }
+    // no baseline: the candidate alone
+    let sec = page.split("id=\"s-new-scenario\"").nth(1).unwrap();
+    let sec = sec.split("</section>").next().unwrap();
+    assert!(sec.contains("candidate (n=20)") && !sec.contains("baseline (n="));
+    // self-contained: nothing to fetch
+    for bad in [
+        "src=\"http",
+        "href=\"http",
+        "url(",
+        "@import",
+        "<script",
+        "<link rel=\"stylesheet\"",
+    ] {
+        assert!(!page.contains(bad), "{bad}");
+    }
+}
+
+#[test]
+fn html_says_why_when_the_baseline_is_not_the_one_compared() {
+    // Without --baseline-dir the recorded paths are used (they exist here).
+    let rep = Report::new(fixture(), None);
+    assert!(rep.baselines.values().all(|b| b.is_ok()));
+    // A directory without those files: the page says so and draws the candidate only.
+    let dir = tempfile::tempdir().unwrap();
+    let rep = Report::new(fixture(), Some(dir.path()));
+    let page = html::render(&rep);
+    assert!(page.contains("Baseline distributions not drawn"), "{page}");
+    // A re-blessed baseline (another created_at) is not used.
+    let text = std::fs::read_to_string(format!("{BASELINES}/chat-long.json")).unwrap();
+    let mut b: serde_json::Value = serde_json::from_str(&text).unwrap();
+    b["created_at"] = "2030-01-01T00:00:00Z".into();
+    std::fs::write(
+        dir.path().join("chat-long.json"),
+        serde_json::to_string(&b).unwrap(),
+    )
+    .unwrap();
+    let rep = Report::new(fixture(), Some(dir.path()));
+    let why = rep.baselines["chat-long"].as_ref().unwrap_err();
+    assert!(why.contains("2030-01-01T00:00:00Z"), "{why}");
+}
+
+#[test]
+fn outputs_are_written_from_one_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let rep = Report::new(fixture(), Some(Path::new(BASELINES)));
+    let (j, m, x, h) = (p("r.json"), p("sub/r.md"), p("r.xml"), p("r.html"));
+    report::write_outputs(
+        &rep,
+        &report::Outputs {
+            json: Some(&j),
+            markdown: Some(&m),
+            junit: Some(&x),
+            html: Some(&h),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&j).unwrap(),
+        json::render(&rep.results)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&m).unwrap(),
+        markdown::render(&rep.results)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&x).unwrap(),
+        junit::render(&rep.results)
+    );
+    assert_eq!(std::fs::read_to_string(&h).unwrap(), html::render(&rep));
+}
+
+#[test]
+fn merging_results_keeps_the_worst_verdict_and_refuses_duplicates() {
+    let a = fixture();
+    let mut b = fixture();
+    for s in &mut b.scenarios {
+        s.name = format!("{}-b", s.name);
+    }
+    b.verdict = "PASS".into();
+    b.exit_code = 0;
+    let m = json::merge(vec![b.clone(), a.clone()], &["b".into(), "a".into()]).unwrap();
+    assert_eq!((m.verdict.as_str(), m.exit_code), ("FAIL", 1));
+    assert_eq!(m.scenarios.len(), 8);
+    assert_eq!(m.family_size, a.family_size + b.family_size);
+    let e = json::merge(vec![a.clone(), a], &["x.json".into(), "y.json".into()]).unwrap_err();
+    assert!(e.contains("x.json") && e.contains("y.json"), "{e}");
+    // no baseline anywhere (exit 0) does not outrank a PASS
+    let mut n = b.clone();
+    n.verdict = "NO_BASELINE".into();
+    for s in &mut n.scenarios {
+        s.name.push('n');
+    }
+    let m = json::merge(vec![n, b], &["n".into(), "b".into()]).unwrap();
+    assert_eq!(m.verdict, "PASS");
+}
