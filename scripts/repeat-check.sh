@@ -29,7 +29,8 @@ for i in $(seq 1 "$N"); do
   out="$(cd "$work" && "$PG" check 2>/dev/null)"; code=$?
   set -e
   line="$(echo "$out" | grep '^perfgate: ' | head -1)"
-  echo "check $i: exit $code  $line"
+  echo "check $i: exit $code  $line  (load average $(cut -d' ' -f1 /proc/loadavg))"
+  echo "$out" | grep -E '^   (FAIL|WARN) ' | sed 's/^/    /' || true
   [ "$code" = 1 ] && fails=$((fails + 1))
 done
 echo "repeat-check: $N checks against an unchanged llama-server, baseline from $K runs: $fails FAIL"

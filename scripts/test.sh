@@ -24,6 +24,10 @@ bash scripts/github-tools.sh lint # actionlint, action-validator, zizmor, hadoli
 eval "$(bash scripts/github-tools.sh env)"
 export PERFGATE_REQUIRE_GITHUB_TOOLS=1
 
+step "third-party OpenAI-compatible servers from PyPI (xpyd-sim, fakellm, mockllm, llm-mock-api, LiteLLM 1.82.6): pinned venvs, installed once"
+bash scripts/thirdparty.sh setup >/dev/null
+export PERFGATE_REQUIRE_THIRDPARTY=1
+
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
@@ -33,8 +37,15 @@ DENY="$PERFGATE_CACHE/cargo/bin/cargo-deny"
 [ -x "$DENY" ] || cargo install --locked --root "$PERFGATE_CACHE/cargo" cargo-deny
 "$DENY" deny check licenses bans sources
 
-step "tests (unit, property, CLI, replayed cases, real llama.cpp server)"
+step "tests (unit, property, CLI, replayed cases, real llama.cpp server, third-party servers)"
 PERFGATE_REQUIRE_REALSERVER=1 cargo test --locked --all-targets
+
+step "fuzz smoke run: 20,000 executions per cargo-fuzz target (the full 10M run is scripts/fuzz.sh)"
+if [ -x "$PERFGATE_CACHE/cargo/bin/cargo-fuzz" ]; then
+  bash scripts/fuzz.sh 20000 # ~7 s with the build cached, ~1 min when perfgate changed
+else
+  echo "skipped: cargo-fuzz is not installed in $PERFGATE_CACHE/cargo (scripts/fuzz.sh installs it)"
+fi
 
 step "the README's main command: perfgate check on scenarios/ against the built-in simulator"
 cargo run --locked --release -- check

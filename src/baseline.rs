@@ -191,22 +191,24 @@ pub fn summaries(records: &[BaselineRecord]) -> BTreeMap<String, MetricSummary> 
     let mut out = BTreeMap::new();
     for m in [Metric::Ttft, Metric::Tpot, Metric::E2e] {
         let xs: Vec<f64> = records.iter().filter_map(|r| r.metric(m)).collect();
-        if let Some(s) = summarize(&xs) {
-            out.insert(
-                format!("{}_ms", m.as_str()),
-                MetricSummary {
-                    n: s.n,
-                    p50: round3(s.p50),
-                    p90: round3(s.p90),
-                    p99: round3(s.p99),
-                    mean: round3(s.mean),
-                    min: round3(s.min),
-                    max: round3(s.max),
-                },
-            );
+        if let Some(s) = metric_summary(&xs) {
+            out.insert(format!("{}_ms", m.as_str()), s);
         }
     }
     out
+}
+
+/// Type-7 quantiles, mean, min and max of `xs` (ms), rounded to 3 decimals; `None` when empty.
+pub fn metric_summary(xs: &[f64]) -> Option<MetricSummary> {
+    summarize(xs).map(|s| MetricSummary {
+        n: s.n,
+        p50: round3(s.p50),
+        p90: round3(s.p90),
+        p99: round3(s.p99),
+        mean: round3(s.mean),
+        min: round3(s.min),
+        max: round3(s.max),
+    })
 }
 
 /// The scenario's resolved configuration with secrets removed (header values from `${ENV}`

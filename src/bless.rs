@@ -10,6 +10,18 @@ use crate::report::fmt_ms;
 use crate::runner::RunOutput;
 use std::path::Path;
 
+/// True (and says so) when Ctrl-C / SIGTERM asked to stop: nothing more is blessed.
+fn interrupted(name: &str, path: &Path) -> bool {
+    let stop = crate::cancel::requested();
+    if stop {
+        eprintln!(
+            "perfgate: interrupted: {name} not blessed; {} left unchanged",
+            path.display()
+        );
+    }
+    stop
+}
+
 /// Removes temp files a killed bless may have left for this scenario (`.<name>.json.tmp-PID`).
 fn remove_stale_temp_files(dir: &Path, name: &str) {
     let prefix = format!(".{name}.json.tmp-");
@@ -63,12 +75,7 @@ pub async fn bless(
         let mut runs = Vec::with_capacity(k);
         remove_stale_temp_files(dir, &sc.name);
         for i in 0..k {
-            if crate::cancel::requested() {
-                eprintln!(
-                    "perfgate: interrupted: {} not blessed; {} left unchanged",
-                    sc.name,
-                    path.display()
-                );
+            if interrupted(&sc.name, &path) {
                 return Ok(exit::INTERRUPTED);
             }
             eprintln!(
@@ -101,12 +108,7 @@ pub async fn bless(
             }
             runs.push(run);
         }
-        if crate::cancel::requested() {
-            eprintln!(
-                "perfgate: interrupted: {} not blessed; {} left unchanged",
-                sc.name,
-                path.display()
-            );
+        if interrupted(&sc.name, &path) {
             return Ok(exit::INTERRUPTED);
         }
         let b = baseline::from_runs(sc, &runs, host.clone());

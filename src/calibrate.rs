@@ -284,6 +284,8 @@ pub fn run_experiment(e: &Experiment, reps: usize, seed: u64) -> Rates {
         samples: e.n as u32,
         warmup: 0,
         max_samples: e.max_samples.map(|m| m as u32),
+        rate: None,
+        seed: None,
     }
     .looks();
     let n_max = *looks.last().unwrap_or(&e.n);

@@ -45,6 +45,7 @@ pub fn measured(run: &RunOutput) -> Measured {
         .filter_map(|r| r.output_tokens.map(|x| x as f64))
         .collect();
     outs.sort_by(f64::total_cmp);
+    let sched = crate::results::schedule_summaries(recs);
     Measured {
         requests: recs.len(),
         ok: ok.len(),
@@ -70,7 +71,38 @@ pub fn measured(run: &RunOutput) -> Measured {
         },
         model: run.model.clone(),
         server: run.server.clone(),
+        achieved_concurrency: achieved_concurrency(recs, run.wall_ms),
+        target_rate: None,
+        schedule_delay_ms: sched.0,
+        ttft_from_schedule_ms: sched.1,
+        e2e_from_schedule_ms: sched.2,
     }
+}
+
+/// Mean requests in flight: the sum of request durations (send to stream close, or to the last
+/// event) over the wall time of the measured phase. `None` without records.
+pub fn achieved_concurrency(recs: &[RequestRecord], wall_ms: f64) -> Option<f64> {
+    if recs.is_empty() || wall_ms <= 0.0 {
+        return None;
+    }
+    let busy: f64 = recs.iter().filter_map(|r| r.t_done_ms.or(r.e2e_ms)).sum();
+    Some(baseline::round3(busy / wall_ms))
+}
+
+/// Open-loop notes: a client that fell behind its arrival schedule.
+pub fn schedule_notes(m: &Measured) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(d) = &m.schedule_delay_ms {
+        if d.p50 > crate::results::SCHEDULE_DELAY_WARN_MS {
+            notes.push(format!(
+                "open loop: the client fell behind its arrival schedule (median schedule delay {:.1} ms, P99 {:.1} ms, above {} ms): requests waited for a free slot of the concurrency cap or for a busy client, so latency from the send understates what users would see; see ttft_from_schedule_ms / e2e_from_schedule_ms",
+                d.p50,
+                d.p99,
+                crate::results::SCHEDULE_DELAY_WARN_MS
+            ));
+        }
+    }
+    notes
 }
 
 /// Notes about the run itself (fallbacks, fixed-length workloads that were not fixed).
@@ -95,6 +127,20 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
                 sc.request.max_tokens
             ));
         }
+    }
+    let distrusted: Vec<&RequestRecord> = run
+        .records
+        .iter()
+        .filter(|r| r.ok() && r.usage_distrusted.is_some())
+        .collect();
+    if let Some(r) = distrusted.first() {
+        notes.push(format!(
+            "{} request(s) reported a usage figure perfgate did not believe (e.g. completion_tokens {} for {} token events, max_tokens {}): output tokens were counted from events instead",
+            distrusted.len(),
+            r.usage_distrusted.unwrap_or(0),
+            r.token_events,
+            sc.request.max_tokens
+        ));
     }
     if run.retried > 0 {
         notes.push(format!(
@@ -285,7 +331,7 @@ pub async fn run_check(scenarios: &[Scenario], opts: &CheckOptions) -> Results {
         }
         let looks = sc.load.looks();
         eprintln!(
-            "perfgate: measuring {} ({} warmup + {} requests{}, concurrency {})",
+            "perfgate: measuring {} ({} warmup + {} requests{}, {})",
             sc.name,
             sc.load.warmup,
             sc.load.samples,
@@ -293,7 +339,13 @@ pub async fn run_check(scenarios: &[Scenario], opts: &CheckOptions) -> Results {
                 Some(m) => format!(", up to {m} in {} looks", looks.len()),
                 None => String::new(),
             },
-            sc.load.concurrency
+            match sc.load.rate {
+                Some(r) => format!(
+                    "open loop {r} requests/s, at most {} in flight",
+                    sc.load.concurrency
+                ),
+                None => format!("concurrency {}", sc.load.concurrency),
+            }
         );
         let b = baseline::load(&baseline::path_for(&opts.baselines, &sc.name)).ok();
         let comparable = b
@@ -433,8 +485,10 @@ pub fn compare(
             }
         };
         res.measured = measured(&run);
+        res.measured.target_rate = sc.load.rate;
         res.notes = sc.endpoint.warnings.clone();
         res.notes.extend(run_notes(sc, &run));
+        res.notes.extend(schedule_notes(&res.measured));
         let path = baseline::path_for(&opts.baselines, &sc.name);
         let rate = res.measured.failed as f64 / res.measured.requests.max(1) as f64;
         if res.measured.ok == 0 && misconfigured(&run) {
@@ -621,8 +675,11 @@ mod tests {
             token_source: Some(TokenSource::Usage),
             prompt_tokens: Some(prompt),
             token_events: out,
+            usage_distrusted: None,
             server_timings: None,
             error: None,
+            sched_ms: None,
+            sched_delay_ms: None,
         }
     }
 

@@ -17,18 +17,15 @@ pub async fn measure_until(
     sc: &Scenario,
     decide: &mut dyn FnMut(&RunOutput) -> Option<String>,
 ) -> Result<RunOutput, String> {
-    let sim = match &sc.endpoint.target {
-        Target::Sim(cfg) => Some(
-            SimServer::start(cfg.clone(), 0)
+    let (sim, base_url) = match &sc.endpoint.target {
+        Target::Sim(cfg) => {
+            let s = SimServer::start(cfg.clone(), 0)
                 .await
-                .map_err(|e| format!("cannot start the built-in simulator on 127.0.0.1: {e}"))?,
-        ),
-        Target::Http { .. } => None,
-    };
-    let base_url = match (&sim, &sc.endpoint.target) {
-        (Some(s), _) => s.base_url(),
-        (None, Target::Http { base_url }) => base_url.clone(),
-        (None, Target::Sim(_)) => unreachable!("the simulator was started above"),
+                .map_err(|e| format!("cannot start the built-in simulator on 127.0.0.1: {e}"))?;
+            let url = s.base_url();
+            (Some(s), url)
+        }
+        Target::Http { base_url } => (None, base_url.clone()),
     };
     let result = async {
         let mut session = Session::start(sc, &base_url).await?;

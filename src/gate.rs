@@ -150,6 +150,10 @@ pub struct Check {
     /// The baseline's run-to-run spread tau (log scale) behind a widened tolerance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tau: Option<f64>,
+    /// The family-wise alpha the Holm-adjusted p-value was compared with (kept so that
+    /// `perfgate report` can redo Holm over the union of merged shards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
     #[serde(skip)]
     p_improve: Option<f64>,
     #[serde(skip)]
@@ -245,6 +249,7 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
         let alpha = alpha_of(&checks[i].scenario);
         let c = &mut checks[i];
         c.p_holm = Some(reg_h[j]);
+        c.alpha = Some(alpha);
         let Some(p) = c.pending.take() else { continue };
         let sig_reg = reg_h[j] < alpha;
         let sig_imp = imp_h[j] < alpha;
@@ -370,6 +375,7 @@ fn empty_check(
         min_detectable_change: None,
         fail_configured: None,
         tau: None,
+        alpha: None,
         p_improve: None,
         pending: None,
     }

@@ -121,12 +121,25 @@ pub struct RequestRecord {
     pub prompt_tokens: Option<u64>,
     /// Number of token-bearing events seen.
     pub token_events: u64,
+    /// A usage figure the server reported but perfgate did not believe (zero, fewer than the
+    /// token events, or above max_tokens): output_tokens then counts events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_distrusted: Option<u64>,
     /// Server-reported timings (llama.cpp's `timings` object), kept verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timings: Option<serde_json::Value>,
     /// Present when the request failed; a failed request never enters success latency figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Failure>,
+    /// Open loop: when this request was scheduled to be sent, ms after the start of the
+    /// measured run (`start_ms` is when it was actually sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sched_ms: Option<f64>,
+    /// Open loop: `start_ms - sched_ms`, the time the request waited for a free slot (or for a
+    /// busy client) after its scheduled arrival. Latency from the scheduled time is this plus
+    /// the latency from the send (coordinated omission made visible).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sched_delay_ms: Option<f64>,
 }
 
 impl RequestRecord {
@@ -141,6 +154,8 @@ impl RequestRecord {
             e2e_ms: self.e2e_ms.map(r),
             t_done_ms: self.t_done_ms.map(r),
             itl_ms: self.itl_ms.iter().copied().map(r).collect(),
+            sched_ms: self.sched_ms.map(r),
+            sched_delay_ms: self.sched_delay_ms.map(r),
             ..self.clone()
         }
     }

@@ -2,10 +2,9 @@
 //! verdicts. Every renderer (terminal, markdown, JSON) reads this one model, so they cannot
 //! disagree. Serialised as the `--output` results JSON (`schema_version` 1).
 
-use crate::baseline::{round3, MetricSummary};
+use crate::baseline::MetricSummary;
 use crate::gate::{Check, Verdict};
 use crate::record::RequestRecord;
-use crate::stats::quantile::summarize;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -119,18 +118,52 @@ pub struct Measured {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// Mean requests in flight over the measured phase (sum of request durations / wall time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_concurrency: Option<f64>,
+    /// Open loop: the configured arrival rate, requests/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rate: Option<f64>,
+    /// Open loop: actual send minus scheduled send, ms, over every measured request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_delay_ms: Option<MetricSummary>,
+    /// Open loop: TTFT counted from the scheduled send (schedule delay + TTFT), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_from_schedule_ms: Option<MetricSummary>,
+    /// Open loop: E2E latency counted from the scheduled send, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_from_schedule_ms: Option<MetricSummary>,
 }
 
+/// Open-loop figures of a set of records: (schedule delay, TTFT from the schedule, E2E from the
+/// schedule) summaries; `None`s for a closed-loop run.
+pub fn schedule_summaries(
+    records: &[RequestRecord],
+) -> (
+    Option<MetricSummary>,
+    Option<MetricSummary>,
+    Option<MetricSummary>,
+) {
+    let delays: Vec<f64> = records.iter().filter_map(|r| r.sched_delay_ms).collect();
+    let from = |f: fn(&RequestRecord) -> Option<f64>| -> Vec<f64> {
+        records
+            .iter()
+            .filter(|r| r.ok())
+            .filter_map(|r| Some(r.sched_delay_ms? + f(r)?))
+            .collect()
+    };
+    (
+        summary(&delays),
+        summary(&from(|r| r.ttft_ms)),
+        summary(&from(|r| r.e2e_ms)),
+    )
+}
+
+/// Median schedule delay above which the report warns that the client fell behind, ms.
+pub const SCHEDULE_DELAY_WARN_MS: f64 = 5.0;
+
 fn summary(xs: &[f64]) -> Option<MetricSummary> {
-    summarize(xs).map(|s| MetricSummary {
-        n: s.n,
-        p50: round3(s.p50),
-        p90: round3(s.p90),
-        p99: round3(s.p99),
-        mean: round3(s.mean),
-        min: round3(s.min),
-        max: round3(s.max),
-    })
+    crate::baseline::metric_summary(xs)
 }
 
 /// Summaries of a set of measured records (successes), including ITL over every gap.

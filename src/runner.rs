@@ -1,5 +1,7 @@
 //! Runs one scenario: warmup requests (discarded), then `samples` measured requests in a closed
-//! loop of `concurrency` workers, each refilling its slot the moment its request ends.
+//! loop of `concurrency` workers, each refilling its slot the moment its request ends; or, with
+//! `load.rate`, in an open loop: request i is due at the i-th arrival of a seeded Poisson process
+//! and is sent at max(due, a slot of the `concurrency` cap free), keeping its scheduled time.
 //!
 //! Bounded: exactly `warmup + samples` requests (plus at most one retry when the server rejects
 //! `stream_options`), each bounded by the endpoint's timeouts. A run whose first requests all
@@ -310,12 +312,25 @@ async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant) -> Vec<Se
     shared.stop.store(false, Ordering::SeqCst);
     shared.results.lock().map(|mut r| r.clear()).ok();
     let workers = (shared.scenario.load.concurrency as usize).min(count);
+    // Open loop: request i is due at phase start + the i-th Poisson arrival; a worker (a slot of
+    // the concurrency cap) sends it at max(due, slot free).
+    let schedule: Option<Arc<Vec<Instant>>> = shared.scenario.load.rate.map(|rate| {
+        let start = Instant::now();
+        let seed = shared.scenario.load.seed.unwrap_or(0);
+        Arc::new(
+            arrivals(rate, seed, count)
+                .into_iter()
+                .map(|s| start + std::time::Duration::from_secs_f64(s))
+                .collect(),
+        )
+    });
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
         let sh = Arc::clone(shared);
-        handles.push(tokio::spawn(
-            async move { worker(sh, count, run_start).await },
-        ));
+        let sched = schedule.clone();
+        handles.push(tokio::spawn(async move {
+            worker(sh, count, run_start, sched).await
+        }));
     }
     for h in handles {
         let _ = h.await;
@@ -329,7 +344,29 @@ async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant) -> Vec<Se
     out.into_iter().map(|(_, s)| s).collect()
 }
 
-async fn worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
+/// Open-loop arrival offsets, seconds after the phase start: cumulative sums of exponential gaps
+/// of mean 1/rate (a Poisson process), deterministic for a seed. The first request is due at
+/// its first gap, not at 0.
+pub fn arrivals(rate: f64, seed: u64, count: usize) -> Vec<f64> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut t = 0.0f64;
+    (0..count)
+        .map(|_| {
+            // u in (0, 1]: -ln(u) is Exp(1)
+            let u: f64 = 1.0 - rng.random::<f64>();
+            t += -u.ln() / rate;
+            t
+        })
+        .collect()
+}
+
+async fn worker(
+    sh: Arc<Shared>,
+    count: usize,
+    run_start: Instant,
+    schedule: Option<Arc<Vec<Instant>>>,
+) {
     loop {
         if sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
             return;
@@ -337,6 +374,16 @@ async fn worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
         let i = sh.next.fetch_add(1, Ordering::SeqCst);
         if i >= count {
             return;
+        }
+        let due = schedule.as_ref().map(|s| s[i]);
+        if let Some(due) = due {
+            tokio::select! {
+                _ = tokio::time::sleep_until(due.into()) => {}
+                _ = crate::cancel::grace_expired() => return,
+            }
+            if sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
+                return;
+            }
         }
         let sc = &sh.scenario;
         let nonce = format!("{}-{i}", sh.run_id);
@@ -362,6 +409,17 @@ async fn worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
             }
             break s;
         };
+        let mut sent = sent;
+        if let Some(due) = due {
+            let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+            let sched_ms = if due >= run_start {
+                ms(due - run_start)
+            } else {
+                -ms(run_start - due)
+            };
+            sent.record.sched_ms = Some(sched_ms);
+            sent.record.sched_delay_ms = Some((sent.record.start_ms - sched_ms).max(0.0));
+        }
         if let Some(p) = &sh.progress {
             p.request(sh.measuring.load(Ordering::SeqCst), &sent.record);
         }
@@ -375,5 +433,20 @@ async fn worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
             }
         }
         sh.completed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::arrivals;
+
+    #[test]
+    fn poisson_arrivals_are_seeded_increasing_and_at_the_rate() {
+        let a = arrivals(50.0, 1, 20_000);
+        assert_eq!(a, arrivals(50.0, 1, 20_000));
+        assert_ne!(a[..10], arrivals(50.0, 2, 10)[..]);
+        assert!(a[0] > 0.0 && a.windows(2).all(|w| w[1] > w[0]));
+        let rate = a.len() as f64 / a[a.len() - 1];
+        assert!((rate - 50.0).abs() < 2.0, "{rate}");
     }
 }

@@ -642,8 +642,33 @@ fn secrets_never_leave_even_when_echoed_clipped_or_in_the_url() {
     );
     assert!(dir.path().join("baselines/ok.json").exists());
     all.push_str(&everything(dir.path(), &o));
-    let o = run(&["check", "--output", "r.json", "--markdown", "r.md"]);
+    let o = run(&[
+        "check",
+        "--output",
+        "r.json",
+        "--markdown",
+        "r.md",
+        "--junit",
+        "r.xml",
+        "--html",
+        "r.html",
+    ]);
     all.push_str(&everything(dir.path(), &o));
+    // re-rendering saved results writes every format again
+    let o = run(&[
+        "report",
+        "r.json",
+        "--markdown",
+        "r2.md",
+        "--junit",
+        "r2.xml",
+        "--html",
+        "r2.html",
+        "--output",
+        "r2.json",
+    ]);
+    all.push_str(&everything(dir.path(), &o));
+    assert!(dir.path().join("r2.html").exists());
     assert!(all.contains("<redacted>"), "redaction happened");
     for secret in [key, url_secret, &key[..12]] {
         assert!(!all.contains(secret), "`{secret}` leaked");
@@ -715,6 +740,13 @@ fn absurd_usage_does_not_crash_and_is_not_trusted() {
         "usage above max_tokens is not believed: {rec}"
     );
     assert_eq!(rec["token_source"], "events");
+    assert_eq!(rec["usage_distrusted"], 18446744073709551615u64);
+    // ...and the report says so
+    assert!(
+        stdout(&o).contains("20 request(s) reported a usage figure perfgate did not believe (e.g. completion_tokens 18446744073709551615 for 2 token events"),
+        "{}",
+        stdout(&o)
+    );
     let tpot = rec["tpot_ms"].as_f64().unwrap();
     assert!(
         (tpot - 20.0).abs() < 8.0,

@@ -385,6 +385,10 @@ impl StreamClient {
             rejected_stream_options: false,
             stale_connection: false,
             retried: false,
+            sim_request: headers
+                .get(crate::sim::server::SIM_REQUEST_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok()),
         }
     }
 
@@ -454,6 +458,9 @@ pub struct Sent {
     pub stale_connection: bool,
     /// The request was sent a second time after such a failure.
     pub retried: bool,
+    /// perfgate's simulator: the request number of its `x-perfgate-sim-request` header, to look
+    /// up the simulator's own send times (the accuracy benchmark).
+    pub sim_request: Option<u64>,
 }
 
 impl Sent {
@@ -471,12 +478,15 @@ impl Sent {
                 token_source: None,
                 prompt_tokens: None,
                 token_events: 0,
+                usage_distrusted: None,
                 server_timings: None,
                 error: Some(Failure {
                     class,
                     status,
                     message,
                 }),
+                sched_ms: None,
+                sched_delay_ms: None,
             },
             model: None,
             system_fingerprint: None,
@@ -484,6 +494,7 @@ impl Sent {
             rejected_stream_options: false,
             stale_connection: false,
             retried: false,
+            sim_request: None,
         }
     }
 }

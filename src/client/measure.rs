@@ -55,8 +55,11 @@ pub fn measure(
         token_source: None,
         prompt_tokens: None,
         token_events: 0,
+        usage_distrusted: None,
         server_timings: None,
         error: None,
+        sched_ms: None,
+        sched_delay_ms: None,
     };
     let mut token_times: Vec<f64> = Vec::new();
     // cumulative completion_tokens carried by each token event, when present
@@ -120,6 +123,7 @@ pub fn measure(
         Some(u) if believable(u) => (u, TokenSource::Usage),
         _ => (n_events, TokenSource::Events),
     };
+    rec.usage_distrusted = last_usage.filter(|&u| !believable(u) && n_events > 0);
     if let (Some(&first), Some(&last)) = (token_times.first(), token_times.last()) {
         rec.ttft_ms = Some(first);
         rec.e2e_ms = Some(last);
@@ -319,6 +323,7 @@ mod tests {
         assert_eq!(r.output_tokens, Some(2));
         assert_eq!(r.token_source, Some(TokenSource::Events));
         assert_eq!(r.tpot_ms, Some(10.0));
+        assert_eq!(r.usage_distrusted, Some(0));
     }
 
     #[test]

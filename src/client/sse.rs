@@ -68,6 +68,11 @@ impl SseDecoder {
     pub fn feed(&mut self, mut bytes: &[u8]) -> Result<Decoded, EventTooLarge> {
         let mut out = Decoded::default();
         self.bytes_seen += bytes.len() as u64;
+        if bytes.is_empty() {
+            // An empty read (a decoder or proxy can produce one) must not clear a pending CR:
+            // a CRLF split as "\r" | "" | "\n" is still one line ending (found by cargo fuzz).
+            return Ok(out);
+        }
         if !self.started {
             // Strip a UTF-8 BOM at the very start (possibly split: handled by buffering 3 bytes).
             let have = self.line.len() + bytes.len();
@@ -254,6 +259,22 @@ mod tests {
         assert_eq!(e[0].event.as_deref(), Some("error"));
         assert_eq!(e[0].data, "{\"x\":1}");
         assert_eq!(e[1].data, "l1\nl2");
+    }
+
+    #[test]
+    fn empty_read_between_cr_and_lf() {
+        // fuzz/artifacts crash (minimised): "data:\r" | "" | "\n..." counted the LF as a blank
+        // line, dispatching an event early and losing the `event:` field of the next lines.
+        let whole = all(&[b"data: a\r\ndata: b\n\n"]);
+        assert_eq!(data(&whole.0), ["a\nb"]);
+        assert_eq!(all(&[b"data: a\r", b"", b"\ndata: b\n\n"]), whole);
+        assert_eq!(
+            all(&[b"data: a\r", b"", b"", b"\n", b"", b"data: b\n\n"]),
+            whole
+        );
+        let minimised: &[&[u8]] = &[b"v\rdata:\r", b"", b"", b"\nevent:\xFFvent:\xFF"];
+        let joined = minimised.concat();
+        assert_eq!(all(minimised), all(&[&joined]));
     }
 
     #[test]

@@ -104,6 +104,7 @@ pub struct RawLoad {
     pub samples: Option<u32>,
     pub warmup: Option<u32>,
     pub rate: Option<f64>,
+    pub seed: Option<u64>,
     pub max_samples: Option<u32>,
 }
 
@@ -217,6 +218,7 @@ impl RawLoad {
             samples: self.samples.or(base.samples),
             warmup: self.warmup.or(base.warmup),
             rate: self.rate.or(base.rate),
+            seed: self.seed.or(base.seed),
             max_samples: self.max_samples.or(base.max_samples),
         }
     }

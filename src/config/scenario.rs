@@ -300,6 +300,13 @@ pub struct LoadSpec {
     /// every gated check is decided (PASS, FAIL or IMPROVED).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_samples: Option<u32>,
+    /// Open loop: requests per second, Poisson arrivals (`concurrency` then caps the requests
+    /// in flight). `None` = closed loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Seed of the open-loop arrival schedule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl LoadSpec {
@@ -786,14 +793,22 @@ fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
     if samples > 100_000 {
         return Err(format!("load.samples is {samples}: at most 100000"));
     }
-    let concurrency = l.concurrency.unwrap_or(1);
+    if let Some(r) = l.rate {
+        if !(r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r)) {
+            return Err(format!(
+                "load.rate is {r}: use {MIN_RATE}..={MAX_RATE} requests per second"
+            ));
+        }
+    }
+    // Open loop without a cap: at most OPEN_LOOP_CONCURRENCY requests in flight.
+    let default_concurrency = if l.rate.is_some() {
+        OPEN_LOOP_CONCURRENCY
+    } else {
+        1
+    };
+    let concurrency = l.concurrency.unwrap_or(default_concurrency);
     if concurrency == 0 || concurrency > 4096 {
         return Err(format!("load.concurrency is {concurrency}: use 1..=4096"));
-    }
-    if l.rate.is_some() {
-        return Err(
-            "load.rate (open-loop arrivals) is not supported yet: use load.concurrency".into(),
-        );
     }
     if let Some(m) = l.max_samples {
         if m < samples || m > 100_000 {
@@ -807,8 +822,19 @@ fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         samples,
         warmup: l.warmup.unwrap_or(2).min(10_000),
         max_samples: l.max_samples.filter(|&m| m > samples),
+        rate: l.rate,
+        seed: l.rate.map(|_| l.seed.unwrap_or(DEFAULT_LOAD_SEED)),
     })
 }
+
+/// Lowest accepted `load.rate`, requests/s (a run of 20 requests then lasts about 33 minutes).
+pub const MIN_RATE: f64 = 0.01;
+/// Highest accepted `load.rate`, requests/s.
+pub const MAX_RATE: f64 = 100_000.0;
+/// In-flight cap of an open-loop scenario that sets no `load.concurrency`.
+pub const OPEN_LOOP_CONCURRENCY: u32 = 1024;
+/// Arrival-schedule seed when `load.seed` is not set.
+pub const DEFAULT_LOAD_SEED: u64 = 1;
 
 fn parse_metric(s: &str) -> Result<Metric, String> {
     match s {
@@ -963,6 +989,12 @@ pub fn fingerprint(e: &Endpoint, r: &RequestSpec, l: &LoadSpec) -> String {
         "request": r,
         "concurrency": l.concurrency,
     });
+    // Open loop: the arrival rate is part of the load shape. Added only when set, so closed-loop
+    // fingerprints (and their committed baselines) are unchanged.
+    let mut v = v;
+    if let Some(rate) = l.rate {
+        v["rate"] = serde_json::json!(rate);
+    }
     short_hash(&v.to_string())
 }
 
@@ -981,12 +1013,54 @@ mod tests {
     }
 
     #[test]
+    fn open_loop_rate() {
+        let raw = |rate: Option<f64>, conc: Option<u32>, seed: Option<u64>| RawLoad {
+            rate,
+            concurrency: conc,
+            seed,
+            ..RawLoad::default()
+        };
+        let l = build_load(&raw(Some(50.0), None, None)).unwrap();
+        assert_eq!(l.rate, Some(50.0));
+        assert_eq!(l.concurrency, OPEN_LOOP_CONCURRENCY);
+        assert_eq!(l.seed, Some(DEFAULT_LOAD_SEED));
+        let l = build_load(&raw(Some(5.0), Some(2), Some(9))).unwrap();
+        assert_eq!((l.concurrency, l.seed), (2, Some(9)));
+        let closed = build_load(&raw(None, None, Some(9))).unwrap();
+        assert_eq!(
+            (closed.rate, closed.seed, closed.concurrency),
+            (None, None, 1)
+        );
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e9] {
+            let e = build_load(&raw(Some(bad), None, None)).unwrap_err();
+            assert!(e.contains("load.rate"), "{e}");
+        }
+    }
+
+    #[test]
+    fn rate_enters_the_fingerprint_only_when_set() {
+        let fp = |load: &str| {
+            let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'sim://'}}\n    request: {{prompt: hi, max_tokens: 4}}\n    load: {load}\n");
+            crate::config::parse_str(&y, "t.yaml", &|_| None).unwrap()[0]
+                .fingerprint
+                .clone()
+        };
+        let closed = fp("{concurrency: 4}");
+        assert_eq!(closed, fp("{concurrency: 4, seed: 3}"));
+        let open = fp("{concurrency: 4, rate: 10}");
+        assert_ne!(closed, open);
+        assert_ne!(open, fp("{concurrency: 4, rate: 20}"));
+    }
+
+    #[test]
     fn sequential_looks() {
         let l = |samples, max| LoadSpec {
             concurrency: 1,
             samples,
             warmup: 0,
             max_samples: max,
+            rate: None,
+            seed: None,
         };
         assert_eq!(l(20, None).looks(), vec![20]);
         assert_eq!(l(20, Some(300)).looks(), vec![20, 50, 100, 200, 300]);

@@ -14,4 +14,4 @@ mod tests;
 
 pub use config::SimConfig;
 pub use replay::{ReplayCase, ReplayExpect, ReplayRead};
-pub use server::SimServer;
+pub use server::{origin, EventKind, RequestTimings, SimServer};

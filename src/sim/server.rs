@@ -8,13 +8,14 @@
 //! own HTTP chunk, flushed when due. No network input can panic it: bad JSON gets 400, an
 //! unknown path 404, a request body over [`MAX_REQUEST_BODY`] bytes 413.
 
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -73,6 +74,131 @@ struct Shared {
     served: AtomicU64,
     /// Generation requests that passed validation; request n gets RNG stream n.
     gen_seq: AtomicU64,
+    /// Send times of the events of recent streamed requests (the simulator as a measuring
+    /// instrument): `x-perfgate-sim-request: N` names a request, `GET /sim/timings/N` reports it.
+    timings: Mutex<TimingLog>,
+}
+
+/// Streamed requests whose send times are kept (the oldest are forgotten first).
+pub const MAX_TIMED_REQUESTS: usize = 16_384;
+/// Events whose send time is kept per request (later ones are not recorded).
+pub const MAX_TIMED_EVENTS: usize = 65_536;
+/// Response header naming the request in `GET /sim/timings/N`.
+pub const SIM_REQUEST_HEADER: &str = "x-perfgate-sim-request";
+
+/// The process-wide origin of the simulator's clock (a monotonic `Instant`, taken the first time
+/// a simulator starts or this is called): an in-process client comparing its own `Instant`s with
+/// [`RequestTimings`] uses the same clock; `GET /sim/timings/N` reports ms since this origin.
+pub fn origin() -> std::time::Instant {
+    static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(std::time::Instant::now)
+}
+
+/// What one event of a simulated stream carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// The chat role chunk (no token).
+    Role,
+    /// A token-bearing chunk.
+    Token,
+    /// The chunk with `finish_reason`.
+    Finish,
+    /// The usage-only chunk.
+    Usage,
+    /// `data: [DONE]`.
+    Done,
+}
+
+impl EventKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Role => "role",
+            EventKind::Token => "token",
+            EventKind::Finish => "finish",
+            EventKind::Usage => "usage",
+            EventKind::Done => "done",
+        }
+    }
+}
+
+/// When the simulator received one streamed request and handed each of its events to the
+/// connection (HTTP chunk returned to hyper, which writes it to the socket), on the monotonic
+/// clock of [`origin`].
+#[derive(Debug, Clone)]
+pub struct RequestTimings {
+    /// The request number (`x-perfgate-sim-request`).
+    pub request: u64,
+    /// When the request's headers were received.
+    pub arrival: std::time::Instant,
+    /// Each event's send time and kind, in order.
+    pub events: Vec<(std::time::Instant, EventKind)>,
+}
+
+impl RequestTimings {
+    /// Send time of the first token-bearing event.
+    pub fn first_token(&self) -> Option<std::time::Instant> {
+        self.token_times().next()
+    }
+
+    /// Send times of the token-bearing events.
+    pub fn token_times(&self) -> impl Iterator<Item = std::time::Instant> + '_ {
+        self.events
+            .iter()
+            .filter(|(_, k)| *k == EventKind::Token)
+            .map(|(t, _)| *t)
+    }
+
+    /// The JSON of `GET /sim/timings/N`: times in ms since the request arrived and since
+    /// [`origin`].
+    pub fn to_json(&self) -> Value {
+        let o = origin();
+        let since = |a: std::time::Instant, b: std::time::Instant| {
+            a.saturating_duration_since(b).as_secs_f64() * 1000.0
+        };
+        json!({
+            "request": self.request,
+            "arrival_ms_since_origin": since(self.arrival, o),
+            "events": self.events.iter().map(|(t, k)| json!({
+                "kind": k.as_str(),
+                "ms_since_arrival": since(*t, self.arrival),
+                "ms_since_origin": since(*t, o),
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Recent requests' timings, bounded by [`MAX_TIMED_REQUESTS`].
+#[derive(Default)]
+struct TimingLog {
+    by_request: HashMap<u64, Arc<Mutex<RequestTimings>>>,
+    order: VecDeque<u64>,
+}
+
+impl TimingLog {
+    fn start(&mut self, request: u64, arrival: Instant) -> Arc<Mutex<RequestTimings>> {
+        if self.order.len() >= MAX_TIMED_REQUESTS {
+            if let Some(old) = self.order.pop_front() {
+                self.by_request.remove(&old);
+            }
+        }
+        let t = Arc::new(Mutex::new(RequestTimings {
+            request,
+            arrival: arrival.into_std(),
+            events: Vec::new(),
+        }));
+        self.by_request.insert(request, Arc::clone(&t));
+        self.order.push_back(request);
+        t
+    }
+}
+
+impl Shared {
+    fn timings(&self, request: u64) -> Option<RequestTimings> {
+        let log = self.timings.lock().ok()?;
+        let t = log.by_request.get(&request)?;
+        let t = t.lock().ok()?.clone();
+        Some(t)
+    }
 }
 
 enum Mode {
@@ -130,7 +256,9 @@ impl SimServer {
             mode,
             served: AtomicU64::new(0),
             gen_seq: AtomicU64::new(0),
+            timings: Mutex::new(TimingLog::default()),
         });
+        let _ = origin();
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
         Ok(SimServer { addr, shared, task })
     }
@@ -143,6 +271,12 @@ impl SimServer {
     /// The OpenAI base URL, `"http://127.0.0.1:PORT/v1"`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// The send times recorded for streamed request `request` (`x-perfgate-sim-request`), while
+    /// it is among the last [`MAX_TIMED_REQUESTS`].
+    pub fn timings(&self, request: u64) -> Option<RequestTimings> {
+        self.shared.timings(request)
     }
 
     /// Number of requests received so far (all endpoints, including rejected ones).
@@ -207,7 +341,7 @@ async fn handle(
     let arrival = Instant::now();
     shared.served.fetch_add(1, Ordering::Relaxed);
     let resp = match &shared.mode {
-        Mode::Sim(cfg) => handle_sim(req, arrival, cfg, &shared.gen_seq).await,
+        Mode::Sim(cfg) => handle_sim(req, arrival, cfg, &shared).await,
         Mode::Replay(plan) => handle_replay(req, arrival, plan).await,
     };
     Ok(resp)
@@ -226,18 +360,27 @@ async fn handle_sim(
     req: Request<Incoming>,
     arrival: Instant,
     cfg: &SimConfig,
-    gen_seq: &AtomicU64,
+    shared: &Shared,
 ) -> Response<ResBody> {
     let path = req.uri().path();
     let method = req.method();
+    if let Some(n) = path.strip_prefix("/sim/timings/") {
+        if method != Method::GET {
+            return method_not_allowed("GET");
+        }
+        return match n.parse::<u64>().ok().and_then(|n| shared.timings(n)) {
+            Some(t) => json_response(StatusCode::OK, &t.to_json()),
+            None => not_found(path),
+        };
+    }
     match path {
         "/v1/models" if method == Method::GET => models(&cfg.model),
         "/v1/models" => method_not_allowed("GET"),
         "/v1/chat/completions" if method == Method::POST => {
-            generate(req, arrival, cfg, gen_seq, Api::Chat).await
+            generate(req, arrival, cfg, shared, Api::Chat).await
         }
         "/v1/completions" if method == Method::POST => {
-            generate(req, arrival, cfg, gen_seq, Api::Completions).await
+            generate(req, arrival, cfg, shared, Api::Completions).await
         }
         "/v1/chat/completions" | "/v1/completions" => method_not_allowed("POST"),
         _ => not_found(path),
@@ -331,9 +474,10 @@ async fn generate(
     req: Request<Incoming>,
     arrival: Instant,
     cfg: &SimConfig,
-    gen_seq: &AtomicU64,
+    shared: &Shared,
     api: Api,
 ) -> Response<ResBody> {
+    let gen_seq = &shared.gen_seq;
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(resp) => return resp,
@@ -386,9 +530,21 @@ async fn generate(
             phase: Phase::Role,
             index: 0,
             last_at: arrival,
+            last_kind: EventKind::Role,
         };
-        let mut resp = Response::new(TimedBody::new(script, arrival).boxed_unsync());
+        let record = shared
+            .timings
+            .lock()
+            .ok()
+            .map(|mut log| log.start(seq, arrival));
+        let mut body = TimedBody::new(script, arrival);
+        body.record = record;
+        let mut resp = Response::new(body.boxed_unsync());
         let h = resp.headers_mut();
+        h.insert(
+            HeaderName::from_static(SIM_REQUEST_HEADER),
+            HeaderValue::from(seq),
+        );
         h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         h.insert(
@@ -535,15 +691,22 @@ struct SimScript {
     phase: Phase,
     index: u32,
     last_at: Instant,
+    /// The kind of the step `next_step` returned last.
+    last_kind: EventKind,
 }
 
 impl Script for SimScript {
+    fn last_kind(&self) -> EventKind {
+        self.last_kind
+    }
+
     fn next_step(&mut self) -> Step {
         loop {
             match self.phase {
                 Phase::Role => {
                     self.phase = Phase::Tokens;
                     if self.ctx.api == Api::Chat {
+                        self.last_kind = EventKind::Role;
                         return Step::Data(self.arrival, sse(&self.ctx.role_chunk()));
                     }
                 }
@@ -551,6 +714,7 @@ impl Script for SimScript {
                     Some(off) => {
                         self.index += 1;
                         self.last_at = at(self.arrival, ms(off));
+                        self.last_kind = EventKind::Token;
                         return Step::Data(self.last_at, sse(&self.ctx.token_chunk(self.index)));
                     }
                     None => {
@@ -562,16 +726,19 @@ impl Script for SimScript {
                 },
                 Phase::Finish => {
                     self.phase = Phase::Usage;
+                    self.last_kind = EventKind::Finish;
                     return Step::Data(self.last_at, sse(&self.ctx.finish_chunk()));
                 }
                 Phase::Usage => {
                     self.phase = Phase::Done;
                     if self.include_usage {
+                        self.last_kind = EventKind::Usage;
                         return Step::Data(self.last_at, sse(&self.ctx.usage_chunk()));
                     }
                 }
                 Phase::Done => {
                     self.phase = Phase::End;
+                    self.last_kind = EventKind::Done;
                     return Step::Data(self.last_at, Bytes::from_static(b"data: [DONE]\n\n"));
                 }
                 Phase::End => return Step::End(self.last_at),
@@ -686,6 +853,10 @@ impl Step {
 /// A lazily generated body; `next_step` is not called again after `End` or `Abort`.
 trait Script: Send + Unpin + 'static {
     fn next_step(&mut self) -> Step;
+    /// The kind of the step `next_step` returned last (for the timing record).
+    fn last_kind(&self) -> EventKind {
+        EventKind::Token
+    }
 }
 
 struct TimedBody<S> {
@@ -695,6 +866,8 @@ struct TimedBody<S> {
     /// Abort was reached and one `Pending` has been returned, so hyper flushed what it had.
     abort_flushed: bool,
     done: bool,
+    /// Where to record each data frame's send time (simulator streams only).
+    record: Option<Arc<Mutex<RequestTimings>>>,
 }
 
 impl<S: Script> TimedBody<S> {
@@ -705,6 +878,7 @@ impl<S: Script> TimedBody<S> {
             sleep: Box::pin(tokio::time::sleep_until(arrival)),
             abort_flushed: false,
             done: false,
+            record: None,
         }
     }
 }
@@ -748,7 +922,17 @@ impl<S: Script> Body for TimedBody<S> {
             }
         }
         match step {
-            Step::Data(_, bytes) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
+            Step::Data(_, bytes) => {
+                if let Some(r) = &this.record {
+                    if let Ok(mut r) = r.lock() {
+                        if r.events.len() < MAX_TIMED_EVENTS {
+                            r.events
+                                .push((std::time::Instant::now(), this.script.last_kind()));
+                        }
+                    }
+                }
+                Poll::Ready(Some(Ok(Frame::data(bytes))))
+            }
             Step::End(_) => {
                 this.done = true;
                 Poll::Ready(None)

@@ -728,3 +728,52 @@ async fn replay_error_status_and_empty_body() {
 fn near(measured: f64, planned: f64) -> bool {
     measured >= planned - 3.0 && measured <= planned + 40.0
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_times_are_recorded_and_served() {
+    timeout(LIMIT, async {
+        let srv = SimServer::start(sim("ttft_ms=30&tpot_ms=5&ttft_sigma=0&tpot_sigma=0"), 0)
+            .await
+            .unwrap();
+        let r = one(
+            srv.addr(),
+            &post("/v1/chat/completions", &chat_body(4, true, true)),
+        )
+        .await;
+        let n: u64 = r
+            .header(super::server::SIM_REQUEST_HEADER)
+            .expect("request header")
+            .parse()
+            .unwrap();
+        let t = srv.timings(n).expect("timings kept");
+        let kinds: Vec<_> = t.events.iter().map(|(_, k)| *k).collect();
+        use super::EventKind::*;
+        assert_eq!(
+            kinds,
+            [Role, Token, Token, Token, Token, Finish, Usage, Done]
+        );
+        // the first token was sent ~30 ms after arrival and arrived after it was sent
+        let first = t.first_token().unwrap();
+        let sent_ms = first.duration_since(t.arrival).as_secs_f64() * 1000.0;
+        assert!((25.0..200.0).contains(&sent_ms), "{sent_ms}");
+        // the client saw it about when it was sent (its t0 is after connecting and writing)
+        let seen_ms = content_times(&r)[0];
+        assert!((seen_ms - sent_ms).abs() < 25.0, "{seen_ms} vs {sent_ms}");
+        assert!(t.events.windows(2).all(|w| w[1].0 >= w[0].0));
+
+        let j = one(srv.addr(), &get(&format!("/sim/timings/{n}"))).await;
+        assert_eq!(j.status, 200);
+        let v = j.json();
+        assert_eq!(v["request"], n);
+        let ev = v["events"].as_array().unwrap();
+        assert_eq!(ev.len(), 8);
+        assert_eq!(ev[1]["kind"], "token");
+        let since_arrival = ev[1]["ms_since_arrival"].as_f64().unwrap();
+        assert!((since_arrival - sent_ms).abs() < 0.01);
+        let o = v["arrival_ms_since_origin"].as_f64().unwrap();
+        assert!((ev[1]["ms_since_origin"].as_f64().unwrap() - o - since_arrival).abs() < 0.01);
+        assert_eq!(one(srv.addr(), &get("/sim/timings/999")).await.status, 404);
+    })
+    .await
+    .expect("test timed out");
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh [RUNS] [TARGET...]
+#
+# Runs perfgate's cargo-fuzz targets (fuzz/): `sse_decoder` (the SSE decoder on arbitrary bytes in
+# arbitrary pieces: no panic, split == whole) and `scenario_yaml` (perfgate::config::parse_str on
+# arbitrary UTF-8: never panics), each for RUNS executions (default 10,000,000), one after the
+# other, and prints the exec count and time of each. Exit non-zero on a crash; libFuzzer then
+# names the input it saved under fuzz/artifacts/TARGET/ (reproduce with
+# `RUSTC_BOOTSTRAP=1 cargo fuzz run TARGET fuzz/artifacts/TARGET/crash-...`).
+#
+# cargo-fuzz is installed (pinned) into $PERFGATE_CACHE/cargo (default ~/.cache/perfgate/cargo)
+# the first time; the build lives in $PERFGATE_CACHE/fuzz-target, outside the clone. There is
+# no nightly toolchain here: RUSTC_BOOTSTRAP=1 lets stable rustc take cargo-fuzz's -Z flags.
+# Builds use debug assertions (-a: integer overflow panics too) and no sanitizer (-s none):
+# perfgate and its parsers are safe Rust, and ASan would cost throughput for nothing here.
+# Env: FUZZ_TIMEOUT_S (per-input limit, default 10), FUZZ_MAX_TIME_S (per-target cap, default 0 = none).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+RUNS="${1:-10000000}"
+shift || true
+TARGETS=("$@")
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(sse_decoder scenario_yaml)
+CACHE="${PERFGATE_CACHE:-$HOME/.cache/perfgate}"
+CARGO_FUZZ_VERSION=0.13.2
+export PATH="$CACHE/cargo/bin:$PATH"
+export RUSTC_BOOTSTRAP=1
+export CARGO_TARGET_DIR="$CACHE/fuzz-target"
+
+if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
+  echo "[fuzz] installing cargo-fuzz $CARGO_FUZZ_VERSION into $CACHE/cargo" >&2
+  cargo install --locked --root "$CACHE/cargo" cargo-fuzz --version "$CARGO_FUZZ_VERSION" >&2
+fi
+
+for t in "${TARGETS[@]}"; do
+  corpus="fuzz/corpus/$t"
+  mkdir -p "$corpus"
+  seeds=("fuzz/seeds/$t")
+  extra=()
+  if [ "$t" = scenario_yaml ]; then
+    seeds+=(scenarios)
+    extra+=("-dict=fuzz/scenario_yaml.dict")
+  fi
+  echo "[fuzz] $t: $RUNS runs" >&2
+  t0=$(date +%s)
+  log="$(mktemp)"
+  set +e
+  cargo fuzz run --fuzz-dir fuzz -s none -a "$t" "$corpus" "${seeds[@]}" -- \
+    -runs="$RUNS" -timeout="${FUZZ_TIMEOUT_S:-10}" -max_total_time="${FUZZ_MAX_TIME_S:-0}" \
+    -print_final_stats=1 "${extra[@]}" 2>&1 | tee "$log" | grep -E --line-buffered '^(#[0-9]+[[:space:]]+(INITED|DONE|pulse)|Done|stat::number_of_executed_units|stat::average_exec_per_sec|==|SUMMARY|thread .* panicked|artifact_prefix|Test unit written)' >&2
+  rc=${PIPESTATUS[0]}
+  set -e
+  execs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}' | tail -1)
+  echo "[fuzz] $t: exit $rc, ${execs:-?} executions in $(( $(date +%s) - t0 ))s" >&2
+  if [ "$rc" -ne 0 ]; then
+    tail -40 "$log" >&2
+    rm -f "$log"
+    exit "$rc"
+  fi
+  rm -f "$log"
+done
