@@ -100,8 +100,9 @@ lint() {
   "$VENV/bin/zizmor" --offline --no-progress --color=never action.yml "${workflows[@]}" >&2 || rc=1
   log "hadolint Dockerfile"
   "$VENV/bin/hadolint" --no-color Dockerfile >&2 || rc=1
-  log "shellcheck scripts/action-entrypoint.sh scripts/github-tools.sh"
-  "$VENV/bin/shellcheck" scripts/action-entrypoint.sh scripts/github-tools.sh >&2 || rc=1
+  log "shellcheck scripts/*.sh; python3 parses scripts/bench.py"
+  "$VENV/bin/shellcheck" scripts/*.sh >&2 || rc=1
+  "$PY" -c 'import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])' scripts/bench.py >&2 || rc=1
   if [ "$rc" -ne 0 ]; then log "lint findings above"; exit 1; fi
   log "all clean: actionlint, action-validator, zizmor, hadolint, shellcheck"
 }

@@ -76,6 +76,7 @@ pub fn measured(run: &RunOutput) -> Measured {
         schedule_delay_ms: sched.0,
         ttft_from_schedule_ms: sched.1,
         e2e_from_schedule_ms: sched.2,
+        client_lag_ms: run.client_lag.clone(),
     }
 }
 
@@ -105,9 +106,28 @@ pub fn schedule_notes(m: &Measured) -> Vec<String> {
     notes
 }
 
-/// Notes about the run itself (fallbacks, fixed-length workloads that were not fixed).
+/// The "client busy" note: the client's event loop lagged (P99 wakeup lag above
+/// [`crate::runner::CLIENT_LAG_WARN_MS`]) while it measured, so latencies may carry client-side
+/// delay. `None` when the client kept up or was not probed.
+pub fn client_lag_note(lag: Option<&crate::results::ClientLag>) -> Option<String> {
+    let lag = lag?;
+    (lag.p99 > crate::runner::CLIENT_LAG_WARN_MS).then(|| {
+        format!(
+            "client busy: perfgate itself was late to run its own tasks while measuring (event-loop lag P99 {:.1} ms, max {:.1} ms over {} wakeups every {} ms; above {} ms), so latencies may include client-side delay rather than the server's: lower load.concurrency, use a bigger runner, or split the scenarios across runners with --shard I/N",
+            lag.p99,
+            lag.max,
+            lag.samples,
+            crate::runner::LAG_PROBE_INTERVAL.as_millis(),
+            crate::runner::CLIENT_LAG_WARN_MS
+        )
+    })
+}
+
+/// Notes about the run itself (a busy client, fallbacks, fixed-length workloads that were not
+/// fixed).
 pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
     let mut notes = Vec::new();
+    notes.extend(client_lag_note(run.client_lag.as_ref()));
     if run.stream_options_fallback {
         notes.push("the server rejected `stream_options`; perfgate retried without it, so output tokens come from counting events (set endpoint.include_usage: false to skip the first attempt)".into());
     }
@@ -141,6 +161,9 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
             r.token_events,
             sc.request.max_tokens
         ));
+    }
+    if run.closes_after_stream {
+        notes.push("the server closed its connection after every streamed response (llama.cpp's llama-server does, although it announces keep-alive): each request opened a new connection, so TTFT includes connection setup (TCP, and TLS for https), as it does for any client of this server".into());
     }
     if run.retried > 0 {
         notes.push(format!(
@@ -675,6 +698,7 @@ mod tests {
             token_source: Some(TokenSource::Usage),
             prompt_tokens: Some(prompt),
             token_events: out,
+            response_id: None,
             usage_distrusted: None,
             server_timings: None,
             error: None,

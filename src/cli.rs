@@ -175,12 +175,33 @@ struct SimArgs {
     /// Share of requests answered with HTTP 500 (fault injection).
     #[arg(long, default_value_t = 0.0)]
     error_rate: f64,
+    /// Tokens per event after the first (bursts, as multi-step scheduling or speculative
+    /// decoding send them); each burst is sent when its last token is due.
+    #[arg(long, default_value_t = 1)]
+    burst: u32,
+    /// Stall after every Nth token (0 = never): the next gap is --stall-ms longer.
+    #[arg(long, default_value_t = 0)]
+    stall_every: u32,
+    /// Extra delay of a stalled gap, ms.
+    #[arg(long, default_value_t = 0.0)]
+    stall_ms: f64,
+    /// Request n generates min(max_tokens, max_output) - (n mod N) tokens (0 = off), so
+    /// another tool's per-request records can be matched to the simulator's by output length.
+    #[arg(long, default_value_t = 0)]
+    vary_output: u32,
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]
     replay: Option<PathBuf>,
 }
 
 /// Parses `std::env::args`, runs, and returns the process exit code.
+///
+/// Runtime sizing: one multi-thread tokio runtime with tokio's default worker count, one per
+/// CPU core. Every stream is I/O-bound (a read, an SSE decode, a timestamp), so more workers
+/// than cores would only add context switches between the read of a chunk and its timestamp,
+/// and fewer would leave a core idle while another queues wakeups. A machine too small for the
+/// load still shows: the runner's lag probe reports the event-loop lag of every scenario
+/// (`client_lag_ms`) and notes it above [`crate::runner::CLIENT_LAG_WARN_MS`].
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -467,18 +488,13 @@ async fn cmd_sim(a: SimArgs) -> Result<i32, ExitError> {
             tpot_sigma: a.tpot_sigma,
             max_output: a.max_output,
             error_rate: a.error_rate,
+            burst: a.burst,
+            stall_every: a.stall_every,
+            stall_ms: a.stall_ms,
+            vary_output: a.vary_output,
         };
-        let q = format!(
-            "seed={}&ttft_ms={}&ttft_sigma={}&tpot_ms={}&tpot_sigma={}&max_output={}&error_rate={}",
-            cfg.seed,
-            cfg.ttft_ms,
-            cfg.ttft_sigma,
-            cfg.tpot_ms,
-            cfg.tpot_sigma,
-            cfg.max_output,
-            cfg.error_rate
-        );
-        SimConfig::from_query(&q).map_err(|e| ExitError::invalid(format!("sim: {e}")))?;
+        cfg.validate()
+            .map_err(|e| ExitError::invalid(format!("sim: {e}")))?;
         SimServer::start(cfg, a.port).await
     }
     .map_err(|e| ExitError::invalid(format!("sim: cannot listen on 127.0.0.1:{}: {e}", a.port)))?;

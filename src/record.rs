@@ -121,6 +121,10 @@ pub struct RequestRecord {
     pub prompt_tokens: Option<u64>,
     /// Number of token-bearing events seen.
     pub token_events: u64,
+    /// The completion id the server gave this response (OpenAI `id`, e.g. `chatcmpl-...`;
+    /// Anthropic `message.id`), to find a slow request in the server's own logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
     /// A usage figure the server reported but perfgate did not believe (zero, fewer than the
     /// token events, or above max_tokens): output_tokens then counts events.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -133,6 +133,29 @@ pub struct Measured {
     /// Open loop: E2E latency counted from the scheduled send, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2e_from_schedule_ms: Option<MetricSummary>,
+    /// How late perfgate's own runtime woke a probe task while measuring (event-loop lag), ms:
+    /// high values mean the client, not the server, was busy. Absent when the measured phase
+    /// was too short for a sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_lag_ms: Option<ClientLag>,
+}
+
+/// Event-loop lag of the client while it measured: a probe task sleeps
+/// [`crate::runner::LAG_PROBE_INTERVAL`] in a loop on the measuring runtime and records how
+/// late each wakeup was (actual minus due time, ms; tokio rounds a sleep up to its 1 ms timer
+/// tick, so an idle runtime shows about 1-1.5 ms). Quantiles are type 7 over the kept samples (all of them up to
+/// [`crate::runner::LAG_RESERVOIR`], a uniform sample beyond).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientLag {
+    /// Median wakeup lag, ms.
+    pub p50: f64,
+    /// 99th percentile wakeup lag, ms; above [`crate::runner::CLIENT_LAG_WARN_MS`] the
+    /// scenario gets a "client busy" note.
+    pub p99: f64,
+    /// Largest wakeup lag, ms (over every wakeup).
+    pub max: f64,
+    /// Number of wakeups measured.
+    pub samples: u64,
 }
 
 /// Open-loop figures of a set of records: (schedule delay, TTFT from the schedule, E2E from the

@@ -6,14 +6,21 @@
 //! Bounded: exactly `warmup + samples` requests (plus at most one retry when the server rejects
 //! `stream_options`), each bounded by the endpoint's timeouts. A run whose first requests all
 //! fail (refused, 404, 401, no answer) stops early: the endpoint is not usable.
+//!
+//! perfgate's own delays stay out of the numbers: after the warmup, the connection pool is
+//! filled to `concurrency` connections ([`StreamClient::warm_pool`]) so the first measured wave
+//! does not pay TCP/TLS setup inside its TTFTs; and while measuring, a [`LagProbe`] records how
+//! late the runtime wakes a task, so a client too busy to read its sockets on time is reported
+//! ([`CLIENT_LAG_WARN_MS`]) instead of passing as a slow server.
 
 use crate::client::body;
 use crate::client::http::{Sent, StreamClient};
 use crate::config::Scenario;
 use crate::record::{FailureClass, RequestRecord};
+use crate::results::ClientLag;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What one run of a scenario produced.
 #[derive(Debug, Clone)]
@@ -44,6 +51,12 @@ pub struct RunOutput {
     pub warmup_records: Vec<RequestRecord>,
     /// Sequential sampling: why the run stopped where it did.
     pub stop_reason: Option<String>,
+    /// Event-loop lag of the client during the measured phase, ms (see [`LagProbe`]); `None`
+    /// when nothing was measured long enough for one probe wakeup.
+    pub client_lag: Option<ClientLag>,
+    /// The server closed its connection after every streamed response (llama-server does), so
+    /// each request opened a new one (see [`StreamClient::set_close_after_stream`]).
+    pub closes_after_stream: bool,
 }
 
 impl RunOutput {
@@ -63,6 +76,8 @@ impl RunOutput {
             looks: Vec::new(),
             stop_reason: None,
             warmup_records: Vec::new(),
+            client_lag: None,
+            closes_after_stream: false,
         }
     }
 }
@@ -130,6 +145,121 @@ tokio::task_local! {
     pub static PROGRESS: Arc<dyn Progress>;
 }
 
+/// Interval of the client-lag probe's sleeps (one wakeup per interval while measuring).
+pub const LAG_PROBE_INTERVAL: Duration = Duration::from_millis(10);
+/// P99 client lag above which a scenario gets the "client busy" note, ms: a client that wakes
+/// its tasks this late may stamp tokens this late, which shows up as TTFT/ITL the server did
+/// not cause.
+pub const CLIENT_LAG_WARN_MS: f64 = 10.0;
+/// Lag samples kept per session for the quantiles (all up to this many, about 2.7 minutes of
+/// wakeups; a uniform reservoir sample beyond), so a long run stays bounded in memory.
+pub const LAG_RESERVOIR: usize = 16_384;
+
+/// The lag samples of one probe.
+struct LagRecorder {
+    kept: Vec<f64>,
+    seen: u64,
+    max: f64,
+    rng: rand::rngs::StdRng,
+}
+
+impl LagRecorder {
+    fn push(&mut self, lag_ms: f64) {
+        use rand::Rng;
+        self.seen += 1;
+        self.max = self.max.max(lag_ms);
+        if self.kept.len() < LAG_RESERVOIR {
+            self.kept.push(lag_ms);
+        } else {
+            // Algorithm R: every wakeup so far is kept with the same probability.
+            let j = self.rng.random_range(0..self.seen);
+            if let Some(slot) = usize::try_from(j).ok().and_then(|j| self.kept.get_mut(j)) {
+                *slot = lag_ms;
+            }
+        }
+    }
+}
+
+/// Event-loop lag probe: a task on the current tokio runtime sleeps `interval` in a loop and
+/// records how late each wakeup was (actual minus due time, ms). A runtime whose threads are
+/// busy (too many streams to parse, a blocked thread, a starved machine) wakes it late, and
+/// wakes the measuring tasks just as late, so their timestamps then carry client-side delay.
+/// The probe's own cost is one timer per interval. Samples accumulate over `start`/`stop`
+/// cycles (the looks of a session); memory is bounded by [`LAG_RESERVOIR`].
+pub struct LagProbe {
+    interval: Duration,
+    rec: Arc<Mutex<LagRecorder>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl LagProbe {
+    /// A stopped probe that will sleep `interval` (at least 1 ms) between wakeups.
+    pub fn new(interval: Duration) -> LagProbe {
+        use rand::SeedableRng;
+        LagProbe {
+            interval: interval.max(Duration::from_millis(1)),
+            rec: Arc::new(Mutex::new(LagRecorder {
+                kept: Vec::new(),
+                seen: 0,
+                max: 0.0,
+                rng: rand::rngs::StdRng::seed_from_u64(0x1a9),
+            })),
+            task: None,
+        }
+    }
+
+    /// Starts probing on the current tokio runtime (must be called inside one); no-op when
+    /// already running.
+    pub fn start(&mut self) {
+        if self.task.is_some() {
+            return;
+        }
+        let rec = Arc::clone(&self.rec);
+        let interval = self.interval;
+        self.task = Some(tokio::spawn(async move {
+            loop {
+                let due = Instant::now() + interval;
+                tokio::time::sleep_until(due.into()).await;
+                let late = Instant::now().saturating_duration_since(due);
+                if let Ok(mut r) = rec.lock() {
+                    r.push(late.as_secs_f64() * 1000.0);
+                }
+            }
+        }));
+    }
+
+    /// Stops probing (the samples are kept).
+    pub fn stop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+
+    /// P50, P99 (type 7 over the kept samples), max and count of the wakeup lags, ms rounded to
+    /// 0.001; `None` before the first wakeup.
+    pub fn summary(&self) -> Option<ClientLag> {
+        let r = self.rec.lock().ok()?;
+        if r.seen == 0 {
+            return None;
+        }
+        let mut xs = r.kept.clone();
+        xs.sort_by(f64::total_cmp);
+        let q = |p: f64| crate::stats::quantile::quantile_type7(&xs, p).unwrap_or(r.max);
+        Some(ClientLag {
+            p50: crate::baseline::round3(q(0.5)),
+            p99: crate::baseline::round3(q(0.99)),
+            max: crate::baseline::round3(r.max),
+            samples: r.seen,
+        })
+    }
+}
+
+impl Drop for LagProbe {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// A measuring session: warmup done, measured requests added in one or more looks, all on one
 /// client (connection pool) and one clock origin.
 pub struct Session {
@@ -139,10 +269,16 @@ pub struct Session {
     started_at: String,
     run_start: Instant,
     unreachable: Option<String>,
+    /// Runs only while measured requests are sent.
+    probe: LagProbe,
 }
 
 impl Session {
-    /// Builds the client and sends the warmup requests (discarded).
+    /// Builds the client, sends the warmup requests (discarded), checks whether the server keeps
+    /// a connection open after a stream ([`StreamClient::keeps_alive_after_stream`]), then
+    /// warms the connection pool to `concurrency` connections when the warmup did not open
+    /// that many ([`StreamClient::warm_pool`]). Neither check nor warming is recorded or
+    /// counted as a request or a failure.
     ///
     /// Errors: only when the client cannot be built (bad URL); request failures are recorded.
     pub async fn start(sc: &Scenario, base_url: &str) -> Result<Session, String> {
@@ -181,6 +317,32 @@ impl Session {
                     })
                 })
         });
+        // A server that closes its connection after each stream (llama-server) would have the
+        // next request find its pooled connection closed: ask for `Connection: close` instead.
+        let streamed: Vec<std::net::SocketAddr> = warm
+            .iter()
+            .filter(|s| s.record.ok())
+            .filter_map(|s| s.conn)
+            .collect();
+        if unreachable.is_none()
+            && !crate::cancel::requested()
+            && !streamed.is_empty()
+            && shared.client.keeps_alive_after_stream(&streamed).await == Some(false)
+        {
+            shared.client.set_close_after_stream();
+        }
+        // The warmup ran min(warmup, concurrency) workers, so it opened at most that many
+        // connections (and a failed request may have lost its own). Fill the pool up to
+        // `concurrency`, so the first measured wave does not open connections inside its
+        // TTFTs. Not for an endpoint found unusable, nor after Ctrl-C.
+        let concurrency = sc.load.concurrency as usize;
+        let warm_workers = (sc.load.warmup as usize).min(concurrency);
+        if unreachable.is_none()
+            && !crate::cancel::requested()
+            && (warm_workers < concurrency || warm.iter().any(|s| !s.record.ok()))
+        {
+            shared.client.warm_pool(concurrency).await;
+        }
         Ok(Session {
             shared,
             warm,
@@ -188,6 +350,7 @@ impl Session {
             started_at: now_rfc3339(),
             run_start: Instant::now(),
             unreachable,
+            probe: LagProbe::new(LAG_PROBE_INTERVAL),
         })
     }
 
@@ -202,7 +365,9 @@ impl Session {
             self.started_at = now_rfc3339();
             self.run_start = Instant::now();
         }
+        self.probe.start();
         let m = phase(&self.shared, n, self.run_start).await;
+        self.probe.stop();
         if m.iter().all(|s| !s.record.ok()) && self.measured.iter().all(|s| !s.record.ok()) {
             self.unreachable = unreachable_reason(&m);
         }
@@ -246,6 +411,8 @@ impl Session {
             looks: Vec::new(),
             stop_reason: None,
             warmup_records: self.warm.iter().map(|s| s.record.clone()).collect(),
+            client_lag: self.probe.summary(),
+            closes_after_stream: self.shared.client.close_after_stream(),
         }
     }
 }
@@ -367,7 +534,15 @@ async fn worker(
     run_start: Instant,
     schedule: Option<Arc<Vec<Instant>>>,
 ) {
+    let mut first = true;
     loop {
+        if !first && schedule.is_none() {
+            // Closed loop: let the connection of the request that just ended go back to the
+            // pool (a task of its own) before this worker looks for one, so it does not start
+            // a new connection while its own is on the way back.
+            tokio::task::yield_now().await;
+        }
+        first = false;
         if sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
             return;
         }
@@ -409,6 +584,11 @@ async fn worker(
             }
             break s;
         };
+        if sent.retried && !sh.client.close_after_stream() {
+            // A pooled connection was found closed: the server may close after every stream
+            // (and there was no warmup to find out); stop reusing connections after streams.
+            sh.client.set_close_after_stream();
+        }
         let mut sent = sent;
         if let Some(due) = due {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
@@ -438,7 +618,28 @@ async fn worker(
 
 #[cfg(test)]
 mod tests {
-    use super::arrivals;
+    use super::{arrivals, LagProbe, LAG_RESERVOIR};
+
+    #[test]
+    fn lag_samples_are_bounded_and_summarised() {
+        let p = LagProbe::new(std::time::Duration::from_millis(10));
+        assert_eq!(p.summary(), None);
+        let n = 3 * LAG_RESERVOIR as u64;
+        if let Ok(mut r) = p.rec.lock() {
+            // 1 % of the wakeups 20 ms late, the rest 1 ms; one 250 ms stall
+            for i in 0..n {
+                r.push(if i % 100 == 0 { 20.0 } else { 1.0 });
+            }
+            r.push(250.0);
+            assert_eq!(r.kept.len(), LAG_RESERVOIR);
+        }
+        let s = p.summary().unwrap();
+        assert_eq!(s.samples, n + 1);
+        assert_eq!(s.max, 250.0);
+        assert_eq!(s.p50, 1.0);
+        // the reservoir keeps ~1 % of 20 ms values: P99 falls near the boundary
+        assert!((1.0..=20.0).contains(&s.p99), "{s:?}");
+    }
 
     #[test]
     fn poisson_arrivals_are_seeded_increasing_and_at_the_rate() {

@@ -41,6 +41,8 @@ pub struct EventInfo {
     pub model: Option<String>,
     /// `system_fingerprint` the server reported.
     pub system_fingerprint: Option<String>,
+    /// The completion's id (OpenAI `id`, Anthropic `message.id`), clipped to 300 characters.
+    pub id: Option<String>,
     /// More than one choice index was seen (n > 1), which perfgate does not measure.
     pub multi_choice: bool,
     /// The data was not JSON (and not `[DONE]`).
@@ -98,6 +100,7 @@ pub fn interpret(api: Api, ev: &SseEvent) -> EventInfo {
 fn openai(api: Api, v: &Value) -> EventInfo {
     let mut info = EventInfo {
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
+        id: v.get("id").and_then(Value::as_str).map(clip),
         system_fingerprint: v
             .get("system_fingerprint")
             .and_then(Value::as_str)
@@ -168,6 +171,10 @@ fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
     match kind {
         "message_start" => {
             let m = v.get("message");
+            info.id = m
+                .and_then(|m| m.get("id"))
+                .and_then(Value::as_str)
+                .map(clip);
             info.model = m
                 .and_then(|m| m.get("model"))
                 .and_then(Value::as_str)

@@ -4,10 +4,12 @@
 //! message (a server may echo the key back).
 
 use super::dialect::{self, clip};
-use super::measure::{self, End, Stamped};
+use super::measure::{End, Measurer, Stamped};
 use super::sse::SseDecoder;
 use crate::config::scenario::{Api, Endpoint};
 use crate::record::{Failure, FailureClass, RequestRecord};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::time::timeout_at;
 
@@ -17,6 +19,28 @@ pub const MAX_EVENT_BYTES: usize = 8 << 20;
 pub const MAX_BODY_BYTES: u64 = 256 << 20;
 /// How much of an error body is read for its message, bytes.
 const ERROR_BODY_BYTES: usize = 64 << 10;
+/// Pool warming: the most of a `GET <base>/models` body read (and discarded) so the connection
+/// returns to the pool, bytes. A longer body is dropped with its connection.
+pub const WARM_BODY_BYTES: usize = 64 << 10;
+/// Pool warming: limit on the whole pass of `GET <base>/models` requests (each connection is
+/// also bounded by the endpoint's `connect_timeout`); what is not done by then is abandoned.
+pub const POOL_WARM_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an idle connection stays in the pool (reqwest's default, set explicitly): far longer
+/// than the gap between perfgate's phases (warmup, pool warming, measured looks), which follow
+/// each other at once. Servers that close idle connections sooner (llama-server after 5 s) are
+/// met by the stale-connection re-send of [`StreamClient::send`].
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// After the end-of-stream event (`[DONE]`, `message_stop`) the rest of the body (the chunked
+/// terminator, normally in the same or the next packet) is read for at most this long, and at
+/// most [`WARM_BODY_BYTES`], so the connection returns to the pool instead of being closed and
+/// the worker's next request does not pay a new connection inside its TTFT. The figures are
+/// stamped before this; it only delays the worker's next send when a server holds the stream.
+pub const DRAIN_AFTER_DONE: Duration = Duration::from_millis(50);
+/// Pool warming: most passes of `GET <base>/models` requests (see [`StreamClient::warm_pool`]).
+pub const WARM_PASSES: usize = 6;
+/// Pool warming: pause after a pass, so connections whose responses just ended are back in the
+/// pool before the next pass or the measured requests look for one.
+pub const POOL_SETTLE: Duration = Duration::from_millis(5);
 
 /// A ready-to-use client for one endpoint.
 #[derive(Clone)]
@@ -24,6 +48,13 @@ pub struct StreamClient {
     http: reqwest::Client,
     url: reqwest::Url,
     headers: reqwest::header::HeaderMap,
+    /// `<base>/models` under the API route's base path (pool warming).
+    models_url: reqwest::Url,
+    /// `headers` with `Accept: application/json` (pool warming).
+    models_headers: reqwest::header::HeaderMap,
+    /// The server closes its connection after a streamed response (see
+    /// [`StreamClient::set_close_after_stream`]); shared by the clones of this client.
+    close_after_stream: Arc<AtomicBool>,
     api: Api,
     api_key_env: Option<String>,
     secrets: Vec<String>,
@@ -39,15 +70,18 @@ pub fn install_crypto_provider() {
 
 impl StreamClient {
     /// Builds a client for `ep` sending to `base_url` (already normalised) + the API route,
-    /// with a connection pool of `pool` idle connections per host.
+    /// with a connection pool of `pool` idle connections per host (kept [`POOL_IDLE_TIMEOUT`]).
     ///
     /// Errors: a message when the URL cannot be joined or the TLS stack cannot start.
     pub fn new(ep: &Endpoint, base_url: &str, pool: usize) -> Result<StreamClient, String> {
         install_crypto_provider();
         let mut url =
             reqwest::Url::parse(base_url).map_err(|e| format!("base_url `{base_url}`: {e}"))?;
-        let path = format!("{}{}", url.path().trim_end_matches('/'), ep.api.path());
-        url.set_path(&path);
+        let base_path = url.path().trim_end_matches('/').to_string();
+        let mut models_url = url.clone();
+        models_url.set_path(&format!("{base_path}/models"));
+        models_url.set_query(None);
+        url.set_path(&format!("{base_path}{}", ep.api.path()));
         let mut headers = reqwest::header::HeaderMap::new();
         let secrets = ep.secrets();
         headers.insert(
@@ -94,15 +128,24 @@ impl StreamClient {
         let http = reqwest::Client::builder()
             .connect_timeout(ep.connect_timeout)
             .pool_max_idle_per_host(pool.max(1))
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .tcp_nodelay(true)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("perfgate/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot start the HTTP client: {e}"))?;
+        let mut models_headers = headers.clone();
+        models_headers.insert(
+            reqwest::header::ACCEPT,
+            reqwest::header::HeaderValue::from_static("application/json"),
+        );
         Ok(StreamClient {
             http,
             url,
             headers,
+            models_url,
+            models_headers,
+            close_after_stream: Arc::new(AtomicBool::new(false)),
             api: ep.api,
             api_key_env: ep.api_key_env.clone(),
             secrets,
@@ -115,6 +158,109 @@ impl StreamClient {
     /// The full request URL.
     pub fn url(&self) -> &str {
         self.url.as_str()
+    }
+
+    /// The pool-warming URL: `<base>/models` under the API route's base path.
+    pub fn models_url(&self) -> &str {
+        self.models_url.as_str()
+    }
+
+    /// True once streamed requests ask for `Connection: close` (see
+    /// [`StreamClient::set_close_after_stream`]).
+    pub fn close_after_stream(&self) -> bool {
+        self.close_after_stream.load(Ordering::SeqCst)
+    }
+
+    /// Marks the server as one that closes its connection after every streamed response
+    /// (llama.cpp's llama-server does, although it announces keep-alive): a connection put back
+    /// in the pool after a stream would be found closed by the next request, which then fails
+    /// before any response and is re-sent. Streamed requests then carry `Connection: close`, so
+    /// each opens its own connection, as the server requires.
+    pub fn set_close_after_stream(&self) {
+        self.close_after_stream.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the server keeps a connection open after a streamed response: sends one
+    /// `GET <base>/models` after a short pause and looks whether it travels on one of `conns`
+    /// (the local addresses of connections that carried a finished stream, idle in the pool
+    /// since). `Some(false)` when it needed another connection or failed on a closed one,
+    /// `None` when the server did not answer within [`POOL_WARM_TIMEOUT`] or the connection
+    /// cannot be told.
+    pub async fn keeps_alive_after_stream(&self, conns: &[std::net::SocketAddr]) -> Option<bool> {
+        // let a close that follows the stream reach the connection first
+        tokio::time::sleep(POOL_SETTLE).await;
+        let deadline = Instant::now() + POOL_WARM_TIMEOUT;
+        let req = self
+            .http
+            .get(self.models_url.clone())
+            .headers(self.models_headers.clone());
+        match timeout_at(deadline.into(), req.send()).await.ok()? {
+            Ok(mut resp) => {
+                let on = local_addr(&resp)?;
+                drain(&mut resp, WARM_BODY_BYTES, deadline).await;
+                Some(conns.contains(&on))
+            }
+            Err(e) if e.is_connect() || e.is_timeout() => None,
+            Err(_) => Some(false),
+        }
+    }
+
+    /// Pool warming: fills the connection pool to `n` connections, so that `n` requests sent
+    /// at once all find an idle connection and none pays TCP/TLS setup inside its timing.
+    ///
+    /// A pass sends `n` concurrent `GET <base>/models` (the scenario's headers, API key
+    /// included; `Accept: application/json`): each takes an idle pooled connection or opens
+    /// its own. Every body is read to its end (at most [`WARM_BODY_BYTES`]) and discarded, so
+    /// its connection returns to the pool, whatever the status. Passes repeat until one is
+    /// served by `n` different connections that earlier passes had already used: `n`
+    /// requests at once then found `n` pooled connections and opened none. (One pass is not
+    /// enough: on a fast server a request can end, and free its connection for the next,
+    /// before all are sent; and the pool may drop a fresh connection it hands over.) Also
+    /// stops when no request got an answer, when the server speaks HTTP/2 (one multiplexed
+    /// connection) or the connection cannot be told apart, after [`WARM_PASSES`] passes, or
+    /// at [`POOL_WARM_TIMEOUT`]; each connect is bounded by `connect_timeout`. Nothing is
+    /// recorded; returns the number of connections the warming used.
+    pub async fn warm_pool(&self, n: usize) -> usize {
+        let deadline = Instant::now() + POOL_WARM_TIMEOUT;
+        let mut seen: std::collections::HashSet<std::net::SocketAddr> = Default::default();
+        for _ in 0..WARM_PASSES {
+            if Instant::now() >= deadline {
+                break;
+            }
+            let sends = (0..n).map(|_| {
+                let req = self
+                    .http
+                    .get(self.models_url.clone())
+                    .headers(self.models_headers.clone());
+                async move { timeout_at(deadline.into(), req.send()).await.ok()?.ok() }
+            });
+            let mut held: Vec<reqwest::Response> = futures_util::future::join_all(sends)
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
+            let h2 = held.iter().any(|r| r.version() == reqwest::Version::HTTP_2);
+            // the connection of each response, by its local address
+            let conns: Vec<Option<std::net::SocketAddr>> = held.iter().map(local_addr).collect();
+            futures_util::future::join_all(
+                held.iter_mut()
+                    .map(|resp| drain(resp, WARM_BODY_BYTES, deadline)),
+            )
+            .await;
+            // A connection whose body ended goes back to the pool from a task of its own.
+            tokio::time::sleep(POOL_SETTLE).await;
+            let distinct: std::collections::HashSet<_> = conns.iter().flatten().copied().collect();
+            let none_new = distinct.iter().all(|c| seen.contains(c));
+            seen.extend(distinct.iter().copied());
+            if held.is_empty()
+                || h2
+                || conns.iter().any(Option::is_none)
+                || (distinct.len() >= n && none_new)
+            {
+                break;
+            }
+        }
+        seen.len()
     }
 
     /// Replaces every secret (API key, env-sourced header values) in `s` with `<redacted>`.
@@ -146,6 +292,7 @@ impl StreamClient {
         sent.retried = retried;
         sent.model = sent.model.map(|m| self.redact(&m));
         sent.system_fingerprint = sent.system_fingerprint.map(|m| self.redact(&m));
+        sent.record.response_id = sent.record.response_id.map(|m| self.redact(&m));
         sent.server = sent.server.map(|m| self.redact(&m));
         if let Some(t) = sent.record.server_timings.take() {
             sent.record.server_timings = Some(crate::redact::redact_json(&t, &self.secrets));
@@ -159,12 +306,18 @@ impl StreamClient {
     async fn send_inner(&self, body: &serde_json::Value, t0: Instant, start_ms: f64) -> Sent {
         let request_deadline = t0 + self.request_timeout;
         let first_deadline = (t0 + self.first_token_timeout).min(request_deadline);
-        let req = self
+        let close = self.close_after_stream();
+        let mut req = self
             .http
             .post(self.url.clone())
             .headers(self.headers.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_string());
+        if close {
+            // The server closes the connection after a stream anyway: say so, so the
+            // connection is never put back in the pool and found dead by the next request.
+            req = req.header(reqwest::header::CONNECTION, "close");
+        }
         let resp = match timeout_at(first_deadline.into(), req.send()).await {
             Err(_) => {
                 let (class, what) = if first_deadline < request_deadline {
@@ -201,6 +354,7 @@ impl StreamClient {
         };
         let status = resp.status();
         let headers = resp.headers().clone();
+        let conn = local_addr(&resp);
         let server = headers
             .get("server")
             .and_then(|v| v.to_str().ok())
@@ -236,13 +390,15 @@ impl StreamClient {
             .to_string();
         let mut dec = SseDecoder::new(MAX_EVENT_BYTES);
         let mut raw_prefix: Vec<u8> = Vec::new();
-        let mut stamped: Vec<Stamped> = Vec::new();
+        // events are folded into the record as they arrive, never held (memory at 1,024 streams)
+        let mut stamped = Measurer::new(start_ms);
         let mut got_token = false;
         let mut last_event = t0;
         let mut total: u64 = 0;
         let mut resp = resp;
         let mut model = None;
         let mut fingerprint = None;
+        let mut saw_end_event = false;
         let end = loop {
             let deadline = if got_token {
                 (last_event + self.idle_timeout).min(request_deadline)
@@ -316,7 +472,13 @@ impl StreamClient {
                     at_ms,
                 );
             }
-            if raw_prefix.len() < ERROR_BODY_BYTES {
+            // The body's first bytes, to quote when it turns out not to be a stream; not needed
+            // (and freed) once SSE syntax was seen (64 KiB x 1,024 streams would be 64 MB).
+            if dec.saw_sse_syntax {
+                if raw_prefix.capacity() > 0 {
+                    raw_prefix = Vec::new();
+                }
+            } else if raw_prefix.len() < ERROR_BODY_BYTES {
                 let take = (ERROR_BODY_BYTES - raw_prefix.len()).min(chunk.len());
                 raw_prefix.extend_from_slice(&chunk[..take]);
             }
@@ -344,25 +506,35 @@ impl StreamClient {
                 }
                 got_token |= info.token;
                 done |= info.done;
-                stamped.push(Stamped { at_ms, info });
+                stamped.push(&Stamped { at_ms, info });
                 last_event = now;
             }
             if done {
+                saw_end_event = true;
                 break End::Eof(at_ms);
             }
             if !is_sse && !dec.saw_sse_syntax && raw_prefix.len() >= 512 {
                 break End::Eof(at_ms); // clearly not a stream: classified below
             }
         };
+        if saw_end_event && !close {
+            // Figures are stamped; let the connection go back to the pool.
+            drain(
+                &mut resp,
+                WARM_BODY_BYTES,
+                Instant::now() + DRAIN_AFTER_DONE,
+            )
+            .await;
+        }
         if let Some(ev) = dec.finish() {
             if let End::Eof(at) = end {
-                stamped.push(Stamped {
+                stamped.push(&Stamped {
                     at_ms: at,
                     info: dialect::interpret(self.api, &ev),
                 });
             }
         }
-        if stamped.is_empty() && !dec.saw_sse_syntax && !matches!(end, End::Failed(..)) {
+        if stamped.events() == 0 && !dec.saw_sse_syntax && !matches!(end, End::Failed(..)) {
             let msg = self.redact(&not_sse_message(
                 &content_type,
                 self.redact(&String::from_utf8_lossy(&raw_prefix))
@@ -373,7 +545,7 @@ impl StreamClient {
             return s;
         }
         let max_tokens = body.get("max_tokens").and_then(serde_json::Value::as_u64);
-        let mut record = measure::measure(start_ms, &stamped, end, max_tokens);
+        let mut record = stamped.finish(end, max_tokens);
         if let Some(e) = record.error.as_mut() {
             e.status.get_or_insert(status.as_u16());
         }
@@ -389,6 +561,7 @@ impl StreamClient {
                 .get(crate::sim::server::SIM_REQUEST_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse().ok()),
+            conn,
         }
     }
 
@@ -461,6 +634,9 @@ pub struct Sent {
     /// perfgate's simulator: the request number of its `x-perfgate-sim-request` header, to look
     /// up the simulator's own send times (the accuracy benchmark).
     pub sim_request: Option<u64>,
+    /// The local address of the connection that carried the response (tells connections
+    /// apart: was a kept-alive connection reused?).
+    pub conn: Option<std::net::SocketAddr>,
 }
 
 impl Sent {
@@ -478,6 +654,7 @@ impl Sent {
                 token_source: None,
                 prompt_tokens: None,
                 token_events: 0,
+                response_id: None,
                 usage_distrusted: None,
                 server_timings: None,
                 error: Some(Failure {
@@ -495,6 +672,7 @@ impl Sent {
             stale_connection: false,
             retried: false,
             sim_request: None,
+            conn: None,
         }
     }
 }
@@ -535,6 +713,27 @@ async fn read_prefix(mut resp: reqwest::Response, limit: usize, deadline: Instan
         }
     }
     String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// The local address of the connection that carried `resp` (distinct per connection).
+fn local_addr(resp: &reqwest::Response) -> Option<std::net::SocketAddr> {
+    resp.extensions()
+        .get::<hyper_util::client::legacy::connect::HttpInfo>()
+        .map(|i| i.local_addr())
+}
+
+/// Reads and discards the rest of a body, at most about `limit` bytes, until `deadline`; true
+/// when the body ended (its connection then returns to the pool).
+async fn drain(resp: &mut reqwest::Response, limit: usize, deadline: Instant) -> bool {
+    let mut read = 0usize;
+    while read <= limit {
+        match timeout_at(deadline.into(), resp.chunk()).await {
+            Ok(Ok(Some(c))) => read += c.len(),
+            Ok(Ok(None)) => return true,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// `Retry-After` as text: `2s` for delta-seconds; for an HTTP date, the seconds after the

@@ -36,62 +36,110 @@ pub enum End {
 /// `start_ms` is the request's start offset within the run.
 ///
 /// `max_tokens` (the request's limit) bounds a believable usage figure: usage above it is
-/// distrusted and the events are counted instead.
+/// distrusted and the events are counted instead. Equivalent to feeding every event to a
+/// [`Measurer`] and finishing it.
 pub fn measure(
     start_ms: f64,
     events: &[Stamped],
     end: End,
     max_tokens: Option<u64>,
 ) -> RequestRecord {
-    let mut rec = RequestRecord {
-        start_ms,
-        ttft_ms: None,
-        ttfot_ms: None,
-        tpot_ms: None,
-        e2e_ms: None,
-        t_done_ms: None,
-        itl_ms: Vec::new(),
-        output_tokens: None,
-        token_source: None,
-        prompt_tokens: None,
-        token_events: 0,
-        usage_distrusted: None,
-        server_timings: None,
-        error: None,
-        sched_ms: None,
-        sched_delay_ms: None,
-    };
-    let mut token_times: Vec<f64> = Vec::new();
-    // cumulative completion_tokens carried by each token event, when present
-    let mut token_usage: Vec<Option<u64>> = Vec::new();
-    let mut first_answer: Option<f64> = None;
-    let mut last_usage: Option<u64> = None;
-    let mut finish_seen = false;
-    let mut done_at: Option<f64> = None;
-    let mut error: Option<String> = None;
-    let mut foreign: Option<&'static str> = None;
-    let mut malformed: Option<f64> = None;
-    let mut multi_choice = false;
+    let mut m = Measurer::new(start_ms);
     for e in events {
-        if done_at.is_some() {
-            break; // nothing after [DONE] counts
+        m.push(e);
+    }
+    m.finish(end, max_tokens)
+}
+
+/// [`measure`] one event at a time, as the events arrive: it keeps only what the record needs
+/// (each token event's time, 8 bytes, and its cumulative usage, 16 bytes), so a long stream's
+/// events are never held in memory (1,024 streams of 4,096 tokens: ~100 MB less).
+#[derive(Debug, Clone)]
+pub struct Measurer {
+    rec: RequestRecord,
+    token_times: Vec<f64>,
+    // cumulative completion_tokens carried by each token event, when present
+    token_usage: Vec<Option<u64>>,
+    first_answer: Option<f64>,
+    last_usage: Option<u64>,
+    finish_seen: bool,
+    done_at: Option<f64>,
+    error: Option<String>,
+    foreign: Option<&'static str>,
+    malformed: Option<f64>,
+    multi_choice: bool,
+    events: u64,
+}
+
+impl Measurer {
+    /// A request that started `start_ms` after the start of the run.
+    pub fn new(start_ms: f64) -> Measurer {
+        Measurer {
+            rec: RequestRecord {
+                start_ms,
+                ttft_ms: None,
+                ttfot_ms: None,
+                tpot_ms: None,
+                e2e_ms: None,
+                t_done_ms: None,
+                itl_ms: Vec::new(),
+                output_tokens: None,
+                token_source: None,
+                prompt_tokens: None,
+                token_events: 0,
+                response_id: None,
+                usage_distrusted: None,
+                server_timings: None,
+                error: None,
+                sched_ms: None,
+                sched_delay_ms: None,
+            },
+            token_times: Vec::new(),
+            token_usage: Vec::new(),
+            first_answer: None,
+            last_usage: None,
+            finish_seen: false,
+            done_at: None,
+            error: None,
+            foreign: None,
+            malformed: None,
+            multi_choice: false,
+            events: 0,
         }
+    }
+
+    /// Events pushed so far (all kinds).
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Takes one event, in arrival order. Events after `[DONE]` are ignored.
+    pub fn push(&mut self, e: &Stamped) {
+        self.events += 1;
+        if self.done_at.is_some() {
+            return; // nothing after [DONE] counts
+        }
+        let rec = &mut self.rec;
         let i = &e.info;
-        if i.malformed && malformed.is_none() {
-            malformed = Some(e.at_ms);
+        if rec.response_id.is_none() {
+            rec.response_id = i.id.clone();
         }
-        multi_choice |= i.multi_choice;
+        if i.malformed && self.malformed.is_none() {
+            self.malformed = Some(e.at_ms);
+        }
+        self.multi_choice |= i.multi_choice;
         // Token events after a finish_reason are not part of this answer (n = 1).
-        if i.token && !finish_seen {
-            token_times.push(e.at_ms);
-            token_usage.push(i.usage.and_then(|u| u.completion_tokens));
-            if i.answer && first_answer.is_none() {
-                first_answer = Some(e.at_ms);
+        if i.token && !self.finish_seen {
+            self.token_times.push(e.at_ms);
+            self.token_usage
+                .push(i.usage.and_then(|u| u.completion_tokens));
+            if i.answer && self.first_answer.is_none() {
+                self.first_answer = Some(e.at_ms);
             }
         }
         if let Some(u) = i.usage {
             if let Some(c) = u.completion_tokens {
-                last_usage = Some(c);
+                self.last_usage = Some(c);
             }
             if let Some(p) = u.prompt_tokens {
                 rec.prompt_tokens = Some(p);
@@ -101,106 +149,124 @@ pub fn measure(
             rec.server_timings = i.timings.clone();
         }
         if i.finish.is_some() {
-            finish_seen = true;
+            self.finish_seen = true;
         }
-        foreign = foreign.or(i.foreign_api);
+        self.foreign = self.foreign.or(i.foreign_api);
         if let Some(msg) = &i.error {
-            if error.is_none() {
-                error = Some(msg.clone());
+            if self.error.is_none() {
+                self.error = Some(msg.clone());
             }
         }
         if i.done {
-            done_at = Some(e.at_ms);
+            self.done_at = Some(e.at_ms);
         }
     }
-    let n_events = token_times.len() as u64;
-    rec.token_events = n_events;
-    // Token count: usage unless it is missing, zero, or smaller than the number of token events
-    // (every token-bearing event carries at least one token, so such usage is wrong).
-    // Usage above the request's max_tokens is impossible, so it is wrong too.
-    let believable = |u: u64| u >= n_events && u > 0 && max_tokens.is_none_or(|m| u <= m);
-    let (tokens, source) = match last_usage {
-        Some(u) if believable(u) => (u, TokenSource::Usage),
-        _ => (n_events, TokenSource::Events),
-    };
-    rec.usage_distrusted = last_usage.filter(|&u| !believable(u) && n_events > 0);
-    if let (Some(&first), Some(&last)) = (token_times.first(), token_times.last()) {
-        rec.ttft_ms = Some(first);
-        rec.e2e_ms = Some(last);
-        rec.output_tokens = Some(tokens);
-        rec.token_source = Some(source);
-        if let Some(a) = first_answer {
-            if a != first {
-                rec.ttfot_ms = Some(a);
+
+    /// The record, given how the body ended (see [`measure`]).
+    pub fn finish(self, end: End, max_tokens: Option<u64>) -> RequestRecord {
+        let Measurer {
+            mut rec,
+            token_times,
+            token_usage,
+            first_answer,
+            last_usage,
+            finish_seen,
+            done_at,
+            error,
+            foreign,
+            malformed,
+            multi_choice,
+            events: _,
+        } = self;
+        let n_events = token_times.len() as u64;
+        rec.token_events = n_events;
+        // Token count: usage unless it is missing, zero, or smaller than the number of token events
+        // (every token-bearing event carries at least one token, so such usage is wrong).
+        // Usage above the request's max_tokens is impossible, so it is wrong too.
+        let believable = |u: u64| u >= n_events && u > 0 && max_tokens.is_none_or(|m| u <= m);
+        let (tokens, source) = match last_usage {
+            Some(u) if believable(u) => (u, TokenSource::Usage),
+            _ => (n_events, TokenSource::Events),
+        };
+        rec.usage_distrusted = last_usage.filter(|&u| !believable(u) && n_events > 0);
+        if let (Some(&first), Some(&last)) = (token_times.first(), token_times.last()) {
+            rec.ttft_ms = Some(first);
+            rec.e2e_ms = Some(last);
+            rec.output_tokens = Some(tokens);
+            rec.token_source = Some(source);
+            if let Some(a) = first_answer {
+                if a != first {
+                    rec.ttfot_ms = Some(a);
+                }
             }
+            if tokens > 1 {
+                rec.tpot_ms = Some((last - first) / (tokens - 1) as f64);
+            }
+            rec.itl_ms = itl(&token_times, &token_usage);
         }
-        if tokens > 1 {
-            rec.tpot_ms = Some((last - first) / (tokens - 1) as f64);
-        }
-        rec.itl_ms = itl(&token_times, &token_usage);
-    }
-    let (end_ms, transport_failure) = match end {
-        End::Eof(t) => (t, None),
-        End::Failed(f, t) => (t, Some(f)),
-    };
-    rec.t_done_ms = Some(done_at.unwrap_or(end_ms));
-    rec.error = if multi_choice {
-        Some(Failure {
+        let (end_ms, transport_failure) = match end {
+            End::Eof(t) => (t, None),
+            End::Failed(f, t) => (t, Some(f)),
+        };
+        rec.t_done_ms = Some(done_at.unwrap_or(end_ms));
+        rec.error = if multi_choice {
+            Some(Failure {
             class: FailureClass::Unsupported,
             status: None,
             message: "the stream carries several choices (n > 1), which perfgate does not measure; remove `n` from request.extra_body".into(),
         })
-    } else if let Some(at) = malformed {
-        Some(Failure {
+        } else if let Some(at) = malformed {
+            Some(Failure {
             class: FailureClass::MalformedEvent,
             status: None,
             message: format!(
                 "an event at {at:.0} ms is not valid JSON, so its tokens cannot be counted (the server sent a broken or non-standard chunk)"
             ),
         })
-    } else if let Some(msg) = error {
-        Some(Failure {
-            class: FailureClass::InBandError,
-            status: None,
-            message: format!("in-band error in a 200 stream: {msg}"),
-        })
-    } else if done_at.is_none() && transport_failure.is_some() {
-        let mut f = transport_failure.unwrap_or_else(unreachable_failure);
-        if f.class == FailureClass::Truncated {
-            f.message = format!("{} after {} token events", f.message, n_events);
-        }
-        Some(f)
-    } else if let (0, Some(api)) = (n_events, foreign) {
-        Some(Failure {
+        } else if let Some(msg) = error {
+            Some(Failure {
+                class: FailureClass::InBandError,
+                status: None,
+                message: format!("in-band error in a 200 stream: {msg}"),
+            })
+        } else if done_at.is_none() && transport_failure.is_some() {
+            let mut f = transport_failure.unwrap_or_else(unreachable_failure);
+            if f.class == FailureClass::Truncated {
+                f.message = format!("{} after {} token events", f.message, n_events);
+            }
+            Some(f)
+        } else if let (0, Some(api)) = (n_events, foreign) {
+            Some(Failure {
             class: FailureClass::NotSse,
             status: None,
             message: format!(
                 "protocol mismatch: the stream looks like {api}, not the configured API; set endpoint.api: {api}"
             ),
         })
-    } else if n_events == 0 {
-        Some(Failure {
-            class: FailureClass::NoToken,
-            status: None,
-            message: format!(
-                "empty response: no output tokens{} (no content, reasoning or tool-call delta)",
-                if finish_seen {
-                    ""
-                } else {
-                    " (stream ended without finish_reason)"
-                }
-            ),
-        })
-    } else if !finish_seen && done_at.is_none() {
-        Some(Failure {
+        } else if n_events == 0 {
+            Some(Failure {
+                class: FailureClass::NoToken,
+                status: None,
+                message: format!(
+                    "empty response: no output tokens{} (no content, reasoning or tool-call delta)",
+                    if finish_seen {
+                        ""
+                    } else {
+                        " (stream ended without finish_reason)"
+                    }
+                ),
+            })
+        } else if !finish_seen && done_at.is_none() {
+            Some(Failure {
             class: FailureClass::Truncated,
             status: None,
             message: format!("stream ended without finish_reason or [DONE] (truncated) after {n_events} token events"),
         })
-    } else {
-        None
-    };
-    rec
+        } else {
+            None
+        };
+        rec
+    }
 }
 
 fn unreachable_failure() -> Failure {

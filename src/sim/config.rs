@@ -16,7 +16,14 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "tpot_sigma",
     "max_output",
     "error_rate",
+    "burst",
+    "stall_every",
+    "stall_ms",
+    "vary_output",
 ];
+
+/// Largest `burst` accepted, tokens per event.
+pub const MAX_BURST: u32 = 1024;
 
 /// Largest median delay (`ttft_ms`, `tpot_ms`) accepted, and the cap on any single drawn
 /// delay, in ms (one hour).
@@ -50,6 +57,22 @@ pub struct SimConfig {
     pub max_output: u32,
     /// Share of generation requests answered HTTP 500 (fault injection), in [0, 1]. Default 0.
     pub error_rate: f64,
+    /// Tokens per token-bearing event after the first (the first token always comes alone, as
+    /// after a prefill), in 1..=1024. With `burst` K an event carries K tokens and is sent when
+    /// its last token is due, so TPOT keeps its median while each ITL gap is ~K x `tpot_ms`
+    /// (multi-step scheduling, speculative decoding). Default 1.
+    pub burst: u32,
+    /// Stall period, tokens: after every `stall_every`-th token the next gap is `stall_ms`
+    /// longer (0 = no stalls). Default 0.
+    pub stall_every: u32,
+    /// Extra delay of a stalled gap, ms (a preemption, a long prefill of another request).
+    /// Default 0.
+    pub stall_ms: f64,
+    /// Output-length variation, tokens: request n generates `min(max_tokens, max_output) -
+    /// (n mod vary_output)` tokens (at least 1), so requests can be told apart by their output
+    /// length (how `scripts/bench.py` matches another tool's records to the simulator's).
+    /// 0 = off. Default 0.
+    pub vary_output: u32,
 }
 
 impl Default for SimConfig {
@@ -63,6 +86,10 @@ impl Default for SimConfig {
             tpot_sigma: 0.10,
             max_output: 4096,
             error_rate: 0.0,
+            burst: 1,
+            stall_every: 0,
+            stall_ms: 0.0,
+            vary_output: 0,
         }
     }
 }
@@ -74,8 +101,9 @@ impl SimConfig {
     ///
     /// Unknown keys, repeated keys or bad values give `Err(message)` naming the key and the
     /// allowed keys. Ranges: `ttft_ms`, `tpot_ms` in [0, 3600000] ms; sigmas in [0, 5];
-    /// `max_output` in [1, 1000000] tokens; `error_rate` in [0, 1]; `model` non-empty, at most
-    /// 256 bytes, no control characters.
+    /// `max_output` in [1, 1000000] tokens; `error_rate` in [0, 1]; `burst` in 1..=1024 tokens;
+    /// `stall_every`, `vary_output` in 0..=1000000 tokens; `stall_ms` in [0, 3600000] ms; `model`
+    /// non-empty, at most 256 bytes, no control characters.
     pub fn from_query(q: &str) -> Result<SimConfig, String> {
         SimConfig::default().with_query(q)
     }
@@ -125,6 +153,10 @@ impl SimConfig {
                     cfg.max_output = n as u32;
                 }
                 "error_rate" => cfg.error_rate = parse_f64(&key, v, 0.0, 1.0, "")?,
+                "burst" => cfg.burst = parse_u32(&key, v, 1, MAX_BURST)?,
+                "stall_every" => cfg.stall_every = parse_u32(&key, v, 0, MAX_OUTPUT_LIMIT)?,
+                "stall_ms" => cfg.stall_ms = parse_f64(&key, v, 0.0, MAX_DELAY_MS, "ms")?,
+                "vary_output" => cfg.vary_output = parse_u32(&key, v, 0, MAX_OUTPUT_LIMIT)?,
                 _ => {
                     let hint = closest_key(&key)
                         .map(|k| format!(" (did you mean `{k}`?)"))
@@ -149,6 +181,7 @@ impl SimConfig {
             ("tpot_ms", self.tpot_ms, MAX_DELAY_MS),
             ("tpot_sigma", self.tpot_sigma, MAX_SIGMA),
             ("error_rate", self.error_rate, 1.0),
+            ("stall_ms", self.stall_ms, MAX_DELAY_MS),
         ];
         for (key, x, hi) in ranges {
             if !x.is_finite() || !(0.0..=hi).contains(&x) {
@@ -163,6 +196,18 @@ impl SimConfig {
                 self.max_output
             ));
         }
+        let ints = [
+            ("burst", self.burst, 1, MAX_BURST),
+            ("stall_every", self.stall_every, 0, MAX_OUTPUT_LIMIT),
+            ("vary_output", self.vary_output, 0, MAX_OUTPUT_LIMIT),
+        ];
+        for (key, x, lo, hi) in ints {
+            if !(lo..=hi).contains(&x) {
+                return Err(format!(
+                    "simulator setting `{key}`: {x} is out of range {lo}..={hi}"
+                ));
+            }
+        }
         let m = &self.model;
         if m.is_empty() || m.len() > MAX_MODEL_LEN || m.chars().any(char::is_control) {
             return Err(format!(
@@ -176,6 +221,16 @@ impl SimConfig {
 fn parse_u64(key: &str, v: &str) -> Result<u64, String> {
     v.parse::<u64>()
         .map_err(|_| format!("simulator setting `{key}`: {v:?} is not a non-negative integer"))
+}
+
+fn parse_u32(key: &str, v: &str, lo: u32, hi: u32) -> Result<u32, String> {
+    let n = parse_u64(key, v)?;
+    if n < u64::from(lo) || n > u64::from(hi) {
+        return Err(format!(
+            "simulator setting `{key}`: {n} is out of range {lo}..={hi}"
+        ));
+    }
+    Ok(n as u32)
 }
 
 fn parse_f64(key: &str, v: &str, lo: f64, hi: f64, unit: &str) -> Result<f64, String> {
@@ -247,7 +302,7 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = SimConfig::from_query(
-            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0",
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8",
         )
         .unwrap();
         assert_eq!(
@@ -261,8 +316,24 @@ mod tests {
                 tpot_sigma: 0.0,
                 max_output: 64,
                 error_rate: 0.1,
+                burst: 4,
+                stall_every: 16,
+                stall_ms: 250.0,
+                vary_output: 8,
             }
         );
+        for bad in [
+            "burst=0",
+            "burst=1025",
+            "stall_every=-1",
+            "stall_ms=-5",
+            "vary_output=x",
+        ] {
+            let e = SimConfig::from_query(bad).unwrap_err();
+            assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
+        }
+        let e = SimConfig::from_query("burst=0").unwrap_err();
+        assert_eq!(e, "simulator setting `burst`: 0 is out of range 1..=1024");
         let d = SimConfig::from_query("?model=my%20model&").unwrap();
         assert_eq!(d.model, "my model");
     }

@@ -6,6 +6,9 @@
 //! standard normal (lognormal with median `*_ms`). Draw order is fixed: one uniform for the
 //! fault decision, one Z for TTFT, then one Z per gap, whatever the settings, so changing
 //! `error_rate` does not change the latencies.
+//!
+//! Stalls are deterministic: with `stall_every` N > 0, the gap after token N, 2N, 3N, ... is
+//! `stall_ms` longer. (Bursts group these per-token offsets into events: see the server.)
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -39,6 +42,8 @@ pub struct RequestPlan {
     rng: StdRng,
     tpot_ms: f64,
     tpot_sigma: f64,
+    stall_every: u32,
+    stall_ms: f64,
     emitted: u32,
     offset_ms: f64,
 }
@@ -57,6 +62,8 @@ impl RequestPlan {
             rng,
             tpot_ms: cfg.tpot_ms,
             tpot_sigma: cfg.tpot_sigma,
+            stall_every: cfg.stall_every,
+            stall_ms: cfg.stall_ms,
             emitted: 0,
             offset_ms: ttft_ms,
         }
@@ -79,6 +86,9 @@ impl Iterator for RequestPlan {
         }
         if self.emitted > 0 {
             self.offset_ms += lognormal(&mut self.rng, self.tpot_ms, self.tpot_sigma);
+            if self.stall_every > 0 && self.emitted % self.stall_every == 0 {
+                self.offset_ms += self.stall_ms;
+            }
         }
         self.emitted += 1;
         Some(self.offset_ms)
@@ -119,6 +129,25 @@ mod tests {
         assert_eq!(offs, vec![100.0, 120.0, 140.0, 160.0, 180.0]);
         assert_eq!(RequestPlan::new(&c, 0, 5).total_ms(), 180.0);
         assert_eq!(RequestPlan::new(&c, 0, 0).total_ms(), 100.0);
+    }
+
+    #[test]
+    fn stalls_lengthen_every_nth_gap() {
+        let c = cfg("ttft_ms=10&tpot_ms=2&ttft_sigma=0&tpot_sigma=0&stall_every=3&stall_ms=50");
+        let offs: Vec<f64> = RequestPlan::new(&c, 0, 8).collect();
+        // tokens 1..8: gaps 2,2,(2+50),2,2,(2+50),2
+        assert_eq!(offs, vec![10.0, 12.0, 14.0, 66.0, 68.0, 70.0, 122.0, 124.0]);
+        // stalls do not shift the random draws: same gaps apart from the stalls
+        let r = cfg("seed=3&tpot_sigma=0.4&stall_every=2&stall_ms=7");
+        let plain = cfg("seed=3&tpot_sigma=0.4");
+        let a: Vec<f64> = RequestPlan::new(&r, 5, 9).collect();
+        let b: Vec<f64> = RequestPlan::new(&plain, 5, 9).collect();
+        let ga: Vec<f64> = a.windows(2).map(|w| w[1] - w[0]).collect();
+        let gb: Vec<f64> = b.windows(2).map(|w| w[1] - w[0]).collect();
+        for (i, (x, y)) in ga.iter().zip(&gb).enumerate() {
+            let stall = if (i + 1) % 2 == 0 { 7.0 } else { 0.0 };
+            assert!((x - y - stall).abs() < 1e-9, "gap {i}: {x} vs {y}");
+        }
     }
 
     #[test]

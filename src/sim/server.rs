@@ -130,6 +130,11 @@ pub struct RequestTimings {
     pub request: u64,
     /// When the request's headers were received.
     pub arrival: std::time::Instant,
+    /// The same moment on the wall clock (ms since the Unix epoch), for matching another
+    /// process's records by time; only [`RequestTimings::arrival`] is used for intervals.
+    pub arrival_unix_ms: f64,
+    /// Tokens this request generates (its `completion_tokens`).
+    pub output_tokens: u32,
     /// Each event's send time and kind, in order.
     pub events: Vec<(std::time::Instant, EventKind)>,
 }
@@ -157,6 +162,8 @@ impl RequestTimings {
         };
         json!({
             "request": self.request,
+            "arrival_unix_ms": self.arrival_unix_ms,
+            "output_tokens": self.output_tokens,
             "arrival_ms_since_origin": since(self.arrival, o),
             "events": self.events.iter().map(|(t, k)| json!({
                 "kind": k.as_str(),
@@ -175,7 +182,12 @@ struct TimingLog {
 }
 
 impl TimingLog {
-    fn start(&mut self, request: u64, arrival: Instant) -> Arc<Mutex<RequestTimings>> {
+    fn start(
+        &mut self,
+        request: u64,
+        arrival: Instant,
+        output_tokens: u32,
+    ) -> Arc<Mutex<RequestTimings>> {
         if self.order.len() >= MAX_TIMED_REQUESTS {
             if let Some(old) = self.order.pop_front() {
                 self.by_request.remove(&old);
@@ -184,6 +196,8 @@ impl TimingLog {
         let t = Arc::new(Mutex::new(RequestTimings {
             request,
             arrival: arrival.into_std(),
+            arrival_unix_ms: unix_ms_at(arrival.into_std()),
+            output_tokens,
             events: Vec::new(),
         }));
         self.by_request.insert(request, Arc::clone(&t));
@@ -192,7 +206,31 @@ impl TimingLog {
     }
 }
 
+/// `at` on the wall clock, ms since the Unix epoch (now minus the time elapsed since `at`).
+fn unix_ms_at(at: std::time::Instant) -> f64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    now - at.elapsed().as_secs_f64() * 1000.0
+}
+
 impl Shared {
+    /// Every kept request's timings with a request number >= `from`, in request order.
+    fn all_timings(&self, from: u64) -> Vec<RequestTimings> {
+        let Ok(log) = self.timings.lock() else {
+            return Vec::new();
+        };
+        let mut v: Vec<RequestTimings> = log
+            .order
+            .iter()
+            .filter(|&&n| n >= from)
+            .filter_map(|n| log.by_request.get(n))
+            .filter_map(|t| t.lock().ok().map(|t| t.clone()))
+            .collect();
+        v.sort_by_key(|t| t.request);
+        v
+    }
+
     fn timings(&self, request: u64) -> Option<RequestTimings> {
         let log = self.timings.lock().ok()?;
         let t = log.by_request.get(&request)?;
@@ -364,6 +402,23 @@ async fn handle_sim(
 ) -> Response<ResBody> {
     let path = req.uri().path();
     let method = req.method();
+    if path == "/sim/timings" {
+        if method != Method::GET {
+            return method_not_allowed("GET");
+        }
+        let from = req
+            .uri()
+            .query()
+            .and_then(|q| url::form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "from"))
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        let list: Vec<Value> = shared
+            .all_timings(from)
+            .iter()
+            .map(RequestTimings::to_json)
+            .collect();
+        return json_response(StatusCode::OK, &json!({ "requests": list }));
+    }
     if let Some(n) = path.strip_prefix("/sim/timings/") {
         if method != Method::GET {
             return method_not_allowed("GET");
@@ -374,6 +429,11 @@ async fn handle_sim(
         };
     }
     match path {
+        // vLLM, TGI, SGLang and llama-server answer GET /health; clients probe it (GuideLLM)
+        "/health" if method == Method::GET => {
+            json_response(StatusCode::OK, &json!({"status": "ok"}))
+        }
+        "/health" => method_not_allowed("GET"),
         "/v1/models" if method == Method::GET => models(&cfg.model),
         "/v1/models" => method_not_allowed("GET"),
         "/v1/chat/completions" if method == Method::POST => {
@@ -489,7 +549,11 @@ async fn generate(
     let seq = gen_seq.fetch_add(1, Ordering::Relaxed);
     let max_output = u64::from(cfg.max_output.min(MAX_OUTPUT_LIMIT));
     let requested = gen.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-    let tokens = requested.min(max_output) as u32;
+    let mut tokens = requested.min(max_output) as u32;
+    if cfg.vary_output > 0 && tokens > 1 {
+        let less = (seq % u64::from(cfg.vary_output)) as u32;
+        tokens = tokens.saturating_sub(less).max(1);
+    }
     let plan = RequestPlan::new(cfg, seq, tokens);
     if plan.fails {
         return error_response(
@@ -527,6 +591,7 @@ async fn generate(
             plan,
             arrival,
             include_usage: gen.include_usage,
+            burst: cfg.burst.max(1),
             phase: Phase::Role,
             index: 0,
             last_at: arrival,
@@ -536,7 +601,7 @@ async fn generate(
             .timings
             .lock()
             .ok()
-            .map(|mut log| log.start(seq, arrival));
+            .map(|mut log| log.start(seq, arrival, tokens));
         let mut body = TimedBody::new(script, arrival);
         body.record = record;
         let mut resp = Response::new(body.boxed_unsync());
@@ -601,8 +666,39 @@ impl ChunkCtx {
         }]))
     }
 
-    fn token_chunk(&self, i: u32) -> Value {
-        let text = token_text(i);
+    /// The SSE event carrying tokens `from..=to` (1-based): the bytes of
+    /// `sse(&self.token_chunk(from, to))`, written directly (the simulator shares the CPU with
+    /// the client it measures, so its per-event cost is kept small).
+    fn token_event(&self, from: u32, to: u32) -> Bytes {
+        use std::fmt::Write;
+        let mut text = String::with_capacity(8 * (to + 1 - from) as usize);
+        for i in from..=to {
+            let _ = write!(text, " tok{i}");
+        }
+        // token texts are ASCII letters, digits and spaces: no JSON escaping needed
+        let (id, model) = (
+            Value::from(self.id.as_str()),
+            Value::from(self.model.as_str()),
+        );
+        let choice = match self.api {
+            Api::Chat => {
+                format!(r#"{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}"#)
+            }
+            Api::Completions => {
+                format!(r#"{{"index":0,"text":"{text}","logprobs":null,"finish_reason":null}}"#)
+            }
+        };
+        Bytes::from(format!(
+            "data: {{\"id\":{id},\"object\":\"{}\",\"created\":{},\"model\":{model},\"choices\":[{choice}]}}\n\n",
+            self.object(),
+            self.created
+        ))
+    }
+
+    /// The chunk carrying tokens `from..=to` (1-based).
+    #[cfg(test)]
+    fn token_chunk(&self, from: u32, to: u32) -> Value {
+        let text: String = (from..=to).map(token_text).collect();
         self.chunk(match self.api {
             Api::Chat => json!([{"index": 0, "delta": {"content": text}, "finish_reason": null}]),
             Api::Completions => {
@@ -688,11 +784,33 @@ struct SimScript {
     plan: RequestPlan,
     arrival: Instant,
     include_usage: bool,
+    /// Tokens per event after the first.
+    burst: u32,
     phase: Phase,
     index: u32,
     last_at: Instant,
     /// The kind of the step `next_step` returned last.
     last_kind: EventKind,
+}
+
+impl SimScript {
+    /// The next token-bearing event: (send offset ms = the due time of its last token, number
+    /// of its first token). The first token comes alone, later events carry up to `burst`.
+    fn next_event(&mut self) -> Option<(f64, u32)> {
+        let k = if self.index == 0 { 1 } else { self.burst };
+        let from = self.index + 1;
+        let mut last = None;
+        for _ in 0..k {
+            match self.plan.next() {
+                Some(off) => {
+                    self.index += 1;
+                    last = Some(off);
+                }
+                None => break,
+            }
+        }
+        last.map(|off| (off, from))
+    }
 }
 
 impl Script for SimScript {
@@ -710,12 +828,12 @@ impl Script for SimScript {
                         return Step::Data(self.arrival, sse(&self.ctx.role_chunk()));
                     }
                 }
-                Phase::Tokens => match self.plan.next() {
-                    Some(off) => {
-                        self.index += 1;
+                Phase::Tokens => match self.next_event() {
+                    Some((off, from)) => {
                         self.last_at = at(self.arrival, ms(off));
                         self.last_kind = EventKind::Token;
-                        return Step::Data(self.last_at, sse(&self.ctx.token_chunk(self.index)));
+                        let event = self.ctx.token_event(from, self.index);
+                        return Step::Data(self.last_at, event);
                     }
                     None => {
                         if self.index == 0 {
@@ -1056,6 +1174,28 @@ fn json_response(status: StatusCode, v: &Value) -> Response<ResBody> {
 #[cfg(test)]
 mod unit_tests {
     use super::*;
+
+    #[test]
+    fn token_event_bytes_equal_the_serialized_chunk() {
+        for api in [Api::Chat, Api::Completions] {
+            let ctx = ChunkCtx {
+                api,
+                id: "chatcmpl-sim-7".into(),
+                created: 1_700_000_000,
+                model: "a \"quoted\" model\\".into(),
+                prompt_tokens: 3,
+                completion_tokens: 9,
+                finish_reason: "length",
+            };
+            for (from, to) in [(1, 1), (2, 5), (9, 9)] {
+                let fast = ctx.token_event(from, to);
+                let slow = sse(&ctx.token_chunk(from, to));
+                assert_eq!(fast, slow, "{api:?} {from}..={to}");
+                let v: Value = serde_json::from_slice(&fast[6..]).unwrap();
+                assert_eq!(v["model"], "a \"quoted\" model\\");
+            }
+        }
+    }
 
     #[test]
     fn parse_gen_fields() {

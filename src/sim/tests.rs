@@ -222,6 +222,8 @@ async fn models_endpoint() {
             json!({"object":"list","data":[{"id":"m1","object":"model","owned_by":"perfgate-sim"}]})
         );
         assert_eq!(srv.requests_served(), 1);
+        let h = one(srv.addr(), &get("/health")).await;
+        assert_eq!((h.status, h.json()), (200, json!({"status": "ok"})));
     })
     .await
     .expect("test timed out");
@@ -773,6 +775,102 @@ async fn send_times_are_recorded_and_served() {
         let o = v["arrival_ms_since_origin"].as_f64().unwrap();
         assert!((ev[1]["ms_since_origin"].as_f64().unwrap() - o - since_arrival).abs() < 0.01);
         assert_eq!(one(srv.addr(), &get("/sim/timings/999")).await.status, 404);
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_stalls_and_varied_output() {
+    timeout(LIMIT, async {
+        // 7 tokens: token 1 alone at 20 ms, then bursts of 3 sent when their last token is due;
+        // gaps 4 ms, with a 60 ms stall after token 4 (stall_every 4).
+        // token due times: 20, 24, 28, 32, 96, 100, 104 -> events [1]@20, [2..4]@32, [5..7]@104
+        let srv = SimServer::start(
+            sim("ttft_ms=20&tpot_ms=4&ttft_sigma=0&tpot_sigma=0&burst=3&stall_every=4&stall_ms=60&vary_output=3"),
+            0,
+        )
+        .await
+        .unwrap();
+        let mut seen_tokens = Vec::new();
+        for round in 0..3u64 {
+            let r = one(
+                srv.addr(),
+                &post("/v1/chat/completions", &chat_body(7, true, true)),
+            )
+            .await;
+            assert_eq!(r.status, 200);
+            let n: u64 = r
+                .header(super::server::SIM_REQUEST_HEADER)
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert_eq!(n, round);
+            let ev = r.events();
+            let usage: Value = ev
+                .iter()
+                .filter(|(_, p)| p.as_str() != "[DONE]")
+                .map(|(_, p)| serde_json::from_str::<Value>(p).unwrap())
+                .find(|v| v.get("usage").is_some_and(|u| !u.is_null()))
+                .expect("usage chunk");
+            // vary_output 3: request n generates 7 - (n mod 3) tokens
+            let want = 7 - round;
+            assert_eq!(usage["usage"]["completion_tokens"], want);
+            let texts: Vec<String> = ev
+                .iter()
+                .filter(|(_, p)| p.as_str() != "[DONE]")
+                .filter_map(|(_, p)| {
+                    let v: Value = serde_json::from_str(p).unwrap();
+                    v["choices"][0]["delta"]["content"]
+                        .as_str()
+                        .filter(|c| !c.is_empty())
+                        .map(str::to_string)
+                })
+                .collect();
+            seen_tokens.push(texts.clone());
+            let t = srv.timings(n).unwrap();
+            assert_eq!(u64::from(t.output_tokens), want);
+            let offs: Vec<f64> = t
+                .token_times()
+                .map(|x| x.duration_since(t.arrival).as_secs_f64() * 1000.0)
+                .collect();
+            let expect: &[f64] = match round {
+                0 => &[20.0, 32.0, 104.0],
+                1 => &[20.0, 32.0, 100.0], // 6 tokens: [1], [2..4], [5,6] due at 100
+                _ => &[20.0, 32.0, 96.0],  // 5 tokens: [1], [2..4], [5] due at 96
+            };
+            assert_eq!(offs.len(), expect.len(), "{offs:?}");
+            for (o, e) in offs.iter().zip(expect) {
+                // sent when due, never early, at most a timer tick or a busy machine late
+                assert!(*o >= e - 0.01 && *o < e + 40.0, "sent {o} ms, due {e} ms");
+            }
+        }
+        assert_eq!(
+            seen_tokens[0],
+            vec![" tok1", " tok2 tok3 tok4", " tok5 tok6 tok7"]
+        );
+        assert_eq!(seen_tokens[2], vec![" tok1", " tok2 tok3 tok4", " tok5"]);
+
+        // the list endpoint: every kept request, in order, with wall-clock arrival and tokens
+        let j = one(srv.addr(), &get("/sim/timings")).await;
+        assert_eq!(j.status, 200);
+        let list = j.json()["requests"].as_array().unwrap().clone();
+        assert_eq!(list.len(), 3);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+            * 1000.0;
+        for (i, r) in list.iter().enumerate() {
+            assert_eq!(r["request"], i as u64);
+            assert_eq!(r["output_tokens"], 7 - i as u64);
+            let a = r["arrival_unix_ms"].as_f64().unwrap();
+            assert!(a <= now_ms && now_ms - a < 10_000.0, "{a} vs {now_ms}");
+        }
+        let j = one(srv.addr(), &get("/sim/timings?from=2")).await;
+        let list = j.json()["requests"].as_array().unwrap().clone();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0]["request"], 2);
     })
     .await
     .expect("test timed out");

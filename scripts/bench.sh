@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# scripts/bench.sh [--no-peers] [--no-pin] [bench.py options...]
+#
+# The measurement-accuracy benchmark, in one invocation: perfgate at concurrency 1, 64, 256 and
+# 1024, and GuideLLM and AIPerf at 1, 64 and 256, each against a fresh `perfgate sim` process
+# with the same fixed schedule (the simulator pinned to CPU 1, the tool to CPU 0; --no-pin lets
+# them share); prints TTFT / ITL / TPOT error against the simulator's own send times, achieved request and event rates, client CPU seconds and peak RSS (scripts/bench.py says
+# how). Then the in-process numbers (`cargo run --release --example bench_accuracy`: the gate's
+# statistics time and the client's event throughput with the simulator in the same process).
+#
+# Installs, once per machine, under $PERFGATE_CACHE (default ~/.cache/perfgate):
+#   venvs/bench-guidellm-0.8.1, venvs/bench-aiperf-0.13.0  pinned, with every transitive
+#     dependency pinned by scripts/bench/*.txt (a `pip freeze` of the venvs that were measured;
+#     GuideLLM pulls torch: ~6 GB, ~4 min; AIPerf ~1.2 GB, ~4 min). Only PyPI is contacted.
+#   models/gemma3-270m-tokenizer  the Gemma 3 tokenizer exported from the GGUF of
+#     scripts/realserver.sh (the peers need a local Hugging Face tokenizer; none can be
+#     downloaded here). The simulator ignores the prompt, so the tokenizer only shapes prompts.
+#
+# Not part of scripts/test.sh (numbers, not assertions; ~10 minutes warm, the peers dominate).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${PERFGATE_CACHE:-$HOME/.cache/perfgate}"
+PY="${PYTHON:-python3}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
+GUIDELLM=guidellm==0.8.1
+AIPERF=aiperf==0.13.0
+TOKENIZER="$CACHE/models/gemma3-270m-tokenizer"
+
+log() { echo "[bench] $*" >&2; }
+
+venv() { # NAME SPEC CONSTRAINTS -> prints the venv's bin dir
+  local dir="$CACHE/venvs/bench-$1-${2##*==}"
+  if [ ! -f "$dir/.perfgate-installed" ]; then
+    log "installing $2 into $dir (once per machine)"
+    rm -rf "$dir"
+    "$PY" -m venv "$dir"
+    "$dir/bin/pip" install -q --disable-pip-version-check -c "$3" "$2" >&2
+    echo "$2" >"$dir/.perfgate-installed"
+  fi
+  echo "$dir/bin"
+}
+
+peers=1
+args=()
+for a in "$@"; do
+  case "$a" in
+    --no-peers) peers=0 ;;
+    *) args+=("$a") ;;
+  esac
+done
+
+log "building perfgate (release)"
+(cd "$ROOT" && cargo build --release --bin perfgate --example bench_accuracy >&2)
+PERFGATE="$CARGO_TARGET_DIR/release/perfgate"
+
+peer_args=()
+if [ "$peers" = 1 ]; then
+  G="$(venv guidellm "$GUIDELLM" "$ROOT/scripts/bench/guidellm.txt")"
+  A="$(venv aiperf "$AIPERF" "$ROOT/scripts/bench/aiperf.txt")"
+  if [ ! -f "$TOKENIZER/tokenizer.json" ]; then
+    gguf="$("$ROOT/scripts/realserver.sh" path | tail -1)"
+    [ -f "$gguf" ] || gguf="$("$ROOT/scripts/realserver.sh" setup | tail -1)"
+    log "exporting the tokenizer from $gguf"
+    (cd "$(dirname "$gguf")" && "$G/python" -c '
+import sys
+from transformers import AutoTokenizer
+AutoTokenizer.from_pretrained(".", gguf_file=sys.argv[1]).save_pretrained(sys.argv[2])
+' "$(basename "$gguf")" "$TOKENIZER.tmp" >&2)
+    rm -rf "$TOKENIZER" && mv "$TOKENIZER.tmp" "$TOKENIZER"
+  fi
+  peer_args=(--guidellm "$G/guidellm" --aiperf "$A/aiperf" --tokenizer "$TOKENIZER")
+fi
+
+"$PY" "$ROOT/scripts/bench.py" --perfgate "$PERFGATE" "${peer_args[@]}" --out "$CARGO_TARGET_DIR/bench" "${args[@]}"
+echo
+"$CARGO_TARGET_DIR/release/examples/bench_accuracy" 1 256 1024
