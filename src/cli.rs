@@ -152,42 +152,42 @@ struct SimArgs {
     #[arg(long, default_value_t = 0)]
     port: u16,
     /// Model id the simulator reports.
-    #[arg(long, default_value = "perfgate-sim")]
+    #[arg(long, conflicts_with = "replay", default_value = "perfgate-sim")]
     model: String,
     /// Median time to first token, ms.
-    #[arg(long, default_value_t = 40.0)]
+    #[arg(long, conflicts_with = "replay", default_value_t = 40.0)]
     ttft_ms: f64,
     /// Lognormal log-sd of TTFT (0 = fixed).
-    #[arg(long, default_value_t = 0.10)]
+    #[arg(long, conflicts_with = "replay", default_value_t = 0.10)]
     ttft_sigma: f64,
     /// Median gap between output tokens, ms.
-    #[arg(long, default_value_t = 8.0)]
+    #[arg(long, conflicts_with = "replay", default_value_t = 8.0)]
     tpot_ms: f64,
     /// Lognormal log-sd of each gap (0 = fixed).
-    #[arg(long, default_value_t = 0.10)]
+    #[arg(long, conflicts_with = "replay", default_value_t = 0.10)]
     tpot_sigma: f64,
     /// Cap on output tokens per request.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, conflicts_with = "replay", default_value_t = 4096)]
     max_output: u32,
     /// Seed of the latency draws.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, conflicts_with = "replay", default_value_t = 42)]
     seed: u64,
     /// Share of requests answered with HTTP 500 (fault injection).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, conflicts_with = "replay", default_value_t = 0.0)]
     error_rate: f64,
     /// Tokens per event after the first (bursts, as multi-step scheduling or speculative
     /// decoding send them); each burst is sent when its last token is due.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, conflicts_with = "replay", default_value_t = 1)]
     burst: u32,
     /// Stall after every Nth token (0 = never): the next gap is --stall-ms longer.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, conflicts_with = "replay", default_value_t = 0)]
     stall_every: u32,
     /// Extra delay of a stalled gap, ms.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, conflicts_with = "replay", default_value_t = 0.0)]
     stall_ms: f64,
     /// Request n generates min(max_tokens, max_output) - (n mod N) tokens (0 = off), so
     /// another tool's per-request records can be matched to the simulator's by output length.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, conflicts_with = "replay", default_value_t = 0)]
     vary_output: u32,
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]

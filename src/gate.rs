@@ -417,7 +417,7 @@ fn p50_check(
     ch.candidate = quantile_type7(&cs, 0.5);
     if bs.len() < 2 || cs.len() < 2 {
         ch.reason = format!(
-            "not compared: {} baseline and {} candidate successful requests",
+            "not compared: {} baseline and {} candidate values (successful requests where the metric is defined; TPOT needs 2 or more output tokens)",
             bs.len(),
             cs.len()
         );

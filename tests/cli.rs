@@ -883,3 +883,33 @@ fn sigkill_at_random_moments_never_leaves_a_half_written_baseline() {
         "no kill happened after a write; spread the moments"
     );
 }
+
+/// `sim --replay` serves a recorded stream: the simulator's own settings cannot apply, so giving
+/// one is refused (exit 2, naming both flags) instead of being silently ignored.
+#[test]
+fn sim_replay_refuses_simulator_settings() {
+    let dir = setup("scenarios: []\n");
+    let o = perfgate(dir.path())
+        .args([
+            "sim",
+            "--replay",
+            "tests/cases/nothing.yaml",
+            "--burst",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("--burst") && e.contains("--replay"), "{e}");
+    let o = perfgate(dir.path())
+        .args(["sim", "--burst", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("simulator setting `burst`: 0 is out of range 1..=1024"),
+        "{}",
+        stderr(&o)
+    );
+}

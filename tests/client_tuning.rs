@@ -247,6 +247,15 @@ async fn an_unusable_endpoint_is_not_warmed() {
 /// after every streamed response (`GET /v1/models` keeps it). Counts the POSTs and those that
 /// asked for `Connection: close`.
 async fn closing_server() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    stream_server(true, false).await
+}
+
+/// The same server; `close_after_stream` false keeps connections open after a stream, and
+/// `models_drops` answers `GET /v1/models` by closing the connection without a response.
+async fn stream_server(
+    close_after_stream: bool,
+    models_drops: bool,
+) -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -288,6 +297,9 @@ async fn closing_server() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
                     }
                     buf.drain(..head_end + len);
                     if head.starts_with("get ") {
+                        if models_drops {
+                            return;
+                        }
                         let body = r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#;
                         let resp = format!(
                             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
@@ -313,8 +325,9 @@ async fn closing_server() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
                         out.push_str(&format!("{:x}\r\n{e}\r\n", e.len()));
                     }
                     out.push_str("0\r\n\r\n");
-                    let _ = sock.write_all(out.as_bytes()).await;
-                    return; // and close, as llama-server does
+                    if sock.write_all(out.as_bytes()).await.is_err() || close_after_stream {
+                        return; // and close, as llama-server does
+                    }
                 }
             });
         }
@@ -347,6 +360,34 @@ async fn a_server_that_closes_after_each_stream_gets_connection_close() {
         notes
             .iter()
             .any(|n| n.contains("closed its connection after every streamed response")),
+        "{notes:?}"
+    );
+}
+
+/// A `/models` that drops its connection says nothing about the stream's connections: a server
+/// that keeps them open must not be taken for one that closes after each stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_models_route_that_drops_does_not_mean_closing_after_streams() {
+    let _serial = SERIAL.lock().await;
+    let (addr, posts, closes) = stream_server(false, true).await;
+    let base = format!("http://{addr}/v1");
+    let sc = scenario(&base, "{concurrency: 4, warmup: 2, samples: 20}");
+    let mut session = Session::start(&sc, &base).await.unwrap();
+    session.measure(20).await;
+    let out = session.output();
+    assert!(!out.closes_after_stream);
+    assert_eq!(out.records.len(), 20);
+    assert!(out.records.iter().all(|r| r.ok()), "{:?}", out.records);
+    assert_eq!(out.retried, 0);
+    assert_eq!(posts.load(Ordering::SeqCst), 22);
+    assert_eq!(
+        closes.load(Ordering::SeqCst),
+        0,
+        "no request asked to close"
+    );
+    let notes = perfgate::check::run_notes(&sc, &out);
+    assert!(
+        !notes.iter().any(|n| n.contains("closed its connection")),
         "{notes:?}"
     );
 }

@@ -24,7 +24,10 @@ const ERROR_BODY_BYTES: usize = 64 << 10;
 pub const WARM_BODY_BYTES: usize = 64 << 10;
 /// Pool warming: limit on the whole pass of `GET <base>/models` requests (each connection is
 /// also bounded by the endpoint's `connect_timeout`); what is not done by then is abandoned.
-pub const POOL_WARM_TIMEOUT: Duration = Duration::from_secs(5);
+pub const POOL_WARM_TIMEOUT: Duration = Duration::from_secs(3);
+/// The keep-alive check: limit on its one `GET <base>/models` (a server whose `/models` never
+/// answers costs at most this plus [`POOL_WARM_TIMEOUT`] per scenario).
+pub const KEEPALIVE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long an idle connection stays in the pool (reqwest's default, set explicitly): far longer
 /// than the gap between perfgate's phases (warmup, pool warming, measured looks), which follow
 /// each other at once. Servers that close idle connections sooner (llama-server after 5 s) are
@@ -183,13 +186,14 @@ impl StreamClient {
     /// Whether the server keeps a connection open after a streamed response: sends one
     /// `GET <base>/models` after a short pause and looks whether it travels on one of `conns`
     /// (the local addresses of connections that carried a finished stream, idle in the pool
-    /// since). `Some(false)` when it needed another connection or failed on a closed one,
-    /// `None` when the server did not answer within [`POOL_WARM_TIMEOUT`] or the connection
-    /// cannot be told.
+    /// since). `Some(false)` when it travelled on another connection; `None` when it failed
+    /// (a `/models` that resets or closes says nothing about the stream's connection), the
+    /// server did not answer within [`KEEPALIVE_PROBE_TIMEOUT`], or the connection cannot be
+    /// told.
     pub async fn keeps_alive_after_stream(&self, conns: &[std::net::SocketAddr]) -> Option<bool> {
         // let a close that follows the stream reach the connection first
         tokio::time::sleep(POOL_SETTLE).await;
-        let deadline = Instant::now() + POOL_WARM_TIMEOUT;
+        let deadline = Instant::now() + KEEPALIVE_PROBE_TIMEOUT;
         let req = self
             .http
             .get(self.models_url.clone())
@@ -200,8 +204,7 @@ impl StreamClient {
                 drain(&mut resp, WARM_BODY_BYTES, deadline).await;
                 Some(conns.contains(&on))
             }
-            Err(e) if e.is_connect() || e.is_timeout() => None,
-            Err(_) => Some(false),
+            Err(_) => None,
         }
     }
 

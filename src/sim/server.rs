@@ -154,23 +154,46 @@ impl RequestTimings {
     }
 
     /// The JSON of `GET /sim/timings/N`: times in ms since the request arrived and since
-    /// [`origin`].
+    /// [`origin`] (see [`RequestTimings::write_json`]).
     pub fn to_json(&self) -> Value {
+        let mut s = String::new();
+        self.write_json(&mut s);
+        serde_json::from_str(&s).unwrap_or(Value::Null)
+    }
+
+    /// Appends the JSON object of this request to `out`, written directly (no JSON tree: a
+    /// dump of thousands of long streams stays about the size of its text):
+    /// `{"request":N,"arrival_unix_ms":ms,"output_tokens":n,"arrival_ms_since_origin":ms,
+    /// "events":[{"kind":"token","ms_since_arrival":ms,"ms_since_origin":ms},...]}`.
+    pub fn write_json(&self, out: &mut String) {
+        use std::fmt::Write;
         let o = origin();
         let since = |a: std::time::Instant, b: std::time::Instant| {
             a.saturating_duration_since(b).as_secs_f64() * 1000.0
         };
-        json!({
-            "request": self.request,
-            "arrival_unix_ms": self.arrival_unix_ms,
-            "output_tokens": self.output_tokens,
-            "arrival_ms_since_origin": since(self.arrival, o),
-            "events": self.events.iter().map(|(t, k)| json!({
-                "kind": k.as_str(),
-                "ms_since_arrival": since(*t, self.arrival),
-                "ms_since_origin": since(*t, o),
-            })).collect::<Vec<_>>(),
-        })
+        // finite by construction (durations, and a wall clock read as a difference); a
+        // non-finite value would be written as null
+        let num =
+            |x: f64| serde_json::Number::from_f64(x).map_or("null".to_string(), |n| n.to_string());
+        let _ = write!(
+            out,
+            r#"{{"request":{},"arrival_unix_ms":{},"output_tokens":{},"arrival_ms_since_origin":{},"events":["#,
+            self.request,
+            num(self.arrival_unix_ms),
+            self.output_tokens,
+            num(since(self.arrival, o))
+        );
+        for (i, (t, k)) in self.events.iter().enumerate() {
+            let _ = write!(
+                out,
+                r#"{}{{"kind":"{}","ms_since_arrival":{},"ms_since_origin":{}}}"#,
+                if i == 0 { "" } else { "," },
+                k.as_str(),
+                num(since(*t, self.arrival)),
+                num(since(*t, o))
+            );
+        }
+        out.push_str("]}");
     }
 }
 
@@ -215,20 +238,33 @@ fn unix_ms_at(at: std::time::Instant) -> f64 {
 }
 
 impl Shared {
-    /// Every kept request's timings with a request number >= `from`, in request order.
-    fn all_timings(&self, from: u64) -> Vec<RequestTimings> {
-        let Ok(log) = self.timings.lock() else {
-            return Vec::new();
+    /// `{"requests":[...]}`: every kept request's timings with a request number >= `from`, in
+    /// request order. The log's lock is held only to list the requests; each request's own
+    /// lock only while it is written, so streams in progress are barely delayed.
+    fn all_timings_json(&self, from: u64) -> String {
+        let mut kept: Vec<(u64, Arc<Mutex<RequestTimings>>)> = match self.timings.lock() {
+            Ok(log) => log
+                .order
+                .iter()
+                .filter(|&&n| n >= from)
+                .filter_map(|n| log.by_request.get(n).map(|t| (*n, Arc::clone(t))))
+                .collect(),
+            Err(_) => Vec::new(),
         };
-        let mut v: Vec<RequestTimings> = log
-            .order
-            .iter()
-            .filter(|&&n| n >= from)
-            .filter_map(|n| log.by_request.get(n))
-            .filter_map(|t| t.lock().ok().map(|t| t.clone()))
-            .collect();
-        v.sort_by_key(|t| t.request);
-        v
+        kept.sort_by_key(|(n, _)| *n);
+        let mut out = String::from(r#"{"requests":["#);
+        let mut first = true;
+        for (_, t) in kept {
+            if let Ok(t) = t.lock() {
+                if !first {
+                    out.push(',');
+                }
+                first = false;
+                t.write_json(&mut out);
+            }
+        }
+        out.push_str("]}");
+        out
     }
 
     fn timings(&self, request: u64) -> Option<RequestTimings> {
@@ -406,26 +442,44 @@ async fn handle_sim(
         if method != Method::GET {
             return method_not_allowed("GET");
         }
-        let from = req
-            .uri()
-            .query()
-            .and_then(|q| url::form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "from"))
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        let list: Vec<Value> = shared
-            .all_timings(from)
-            .iter()
-            .map(RequestTimings::to_json)
-            .collect();
-        return json_response(StatusCode::OK, &json!({ "requests": list }));
+        let mut from = 0;
+        for (k, v) in url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()) {
+            match (k.as_ref(), v.parse::<u64>()) {
+                ("from", Ok(n)) => from = n,
+                ("from", Err(_)) => {
+                    return error_response(
+                        StatusCode::BAD_REQUEST,
+                        &format!("from={v:?}: expected a request number (0, 1, 2, ...)"),
+                        "invalid_request_error",
+                    )
+                }
+                _ => {
+                    return error_response(
+                        StatusCode::BAD_REQUEST,
+                        &format!("unknown query parameter `{k}`; /sim/timings takes `from=N`"),
+                        "invalid_request_error",
+                    )
+                }
+            }
+        }
+        return raw_json_response(StatusCode::OK, shared.all_timings_json(from));
     }
     if let Some(n) = path.strip_prefix("/sim/timings/") {
         if method != Method::GET {
             return method_not_allowed("GET");
         }
-        return match n.parse::<u64>().ok().and_then(|n| shared.timings(n)) {
+        let Ok(n) = n.parse::<u64>() else {
+            return not_found(path);
+        };
+        return match shared.timings(n) {
             Some(t) => json_response(StatusCode::OK, &t.to_json()),
-            None => not_found(path),
+            None => error_response(
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "no timings kept for request {n}: not yet received, not streamed, or older than the last {MAX_TIMED_REQUESTS} streamed requests"
+                ),
+                "not_found_error",
+            ),
         };
     }
     match path {
@@ -922,6 +976,9 @@ async fn handle_replay(
     }
     match req.uri().path() {
         "/v1/models" if req.method() == Method::GET => models(REPLAY_MODEL),
+        "/health" if req.method() == Method::GET => {
+            json_response(StatusCode::OK, &json!({"status": "ok"}))
+        }
         path => not_found(path),
     }
 }
@@ -1136,7 +1193,7 @@ fn not_found(path: &str) -> Response<ResBody> {
     error_response(
         StatusCode::NOT_FOUND,
         &format!(
-            "unknown path {shown:?}; the simulator serves GET /v1/models, POST /v1/chat/completions and POST /v1/completions"
+            "unknown path {shown:?}; the simulator serves GET /v1/models, POST /v1/chat/completions, POST /v1/completions, GET /health, GET /sim/timings[?from=N] and GET /sim/timings/N"
         ),
         "invalid_request_error",
     )
@@ -1161,7 +1218,12 @@ fn error_response(status: StatusCode, message: &str, kind: &str) -> Response<Res
 }
 
 fn json_response(status: StatusCode, v: &Value) -> Response<ResBody> {
-    let body = Full::new(Bytes::from(v.to_string()))
+    raw_json_response(status, v.to_string())
+}
+
+/// A response whose body is `json`, already serialized.
+fn raw_json_response(status: StatusCode, json: String) -> Response<ResBody> {
+    let body = Full::new(Bytes::from(json))
         .map_err(|never| match never {})
         .boxed_unsync();
     let mut resp = Response::new(body);

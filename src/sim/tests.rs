@@ -714,6 +714,8 @@ async fn replay_error_status_and_empty_body() {
         assert_eq!(r.status, 503);
         assert!(r.complete);
         assert_eq!(r.chunks.len(), 1);
+        let h = one(srv.addr(), &get("/health")).await;
+        assert_eq!((h.status, h.json()), (200, json!({"status": "ok"})));
         let bad = ReplayCase {
             status: 42,
             ..ReplayCase::from_yaml("status: 200").unwrap()
@@ -871,6 +873,37 @@ async fn bursts_stalls_and_varied_output() {
         let list = j.json()["requests"].as_array().unwrap().clone();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0]["request"], 2);
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timings_queries_are_checked() {
+    timeout(LIMIT, async {
+        let srv = SimServer::start(sim("ttft_ms=1&tpot_ms=1"), 0)
+            .await
+            .unwrap();
+        for q in ["from=abc", "from=-1", "from=", "since=3"] {
+            let r = one(srv.addr(), &get(&format!("/sim/timings?{q}"))).await;
+            assert_eq!(r.status, 400, "{q}");
+            let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+            assert!(msg.contains("from"), "{q}: {msg}");
+        }
+        let r = one(srv.addr(), &get("/sim/timings/12")).await;
+        assert_eq!(r.status, 404);
+        let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(msg.contains("no timings kept for request 12"), "{msg}");
+        let r = one(srv.addr(), &get("/nope")).await;
+        let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(
+            msg.contains("GET /health") && msg.contains("/sim/timings"),
+            "{msg}"
+        );
+        assert_eq!(
+            one(srv.addr(), &get("/sim/timings")).await.json(),
+            json!({"requests": []})
+        );
     })
     .await
     .expect("test timed out");
