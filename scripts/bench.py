@@ -21,7 +21,7 @@ n generates max_tokens - (n mod K) tokens, K >= concurrency) and wall-clock arri
 
 Also per run: achieved request and token-event rates (from the simulator's log), client CPU
 seconds (user + system of the tool's whole process tree, from wait4) and peak RSS (the sum over
-the tool's process tree, sampled from /proc every 20 ms).
+the tool's process tree of each process's high-water mark VmHWM, read from /proc every 20 ms).
 
 CPU placement: the simulator runs on CPU 1 with one runtime thread and the tool on CPU 0 (taskset),
 so the instrument and the tool under test never take each other's CPU and every tool gets the
@@ -152,8 +152,8 @@ def run_measured(cmd, log_path, timeout, env=None):
         pass
     cpu = max(ru.ru_utime + ru.ru_stime, cpu_seen)
     # peak RSS: the larger of the sampled sum over the tree and the sum of each process's own
-    # high-water mark (the main process's from wait4, which sees its whole life)
-    hwm[p.pid] = max(hwm.get(p.pid, 0), ru.ru_maxrss * 1024)
+    # high-water mark (VmHWM, read every 20 ms). Not wait4's ru_maxrss: it keeps the size of the
+    # forked child before exec, i.e. of this Python process with the previous runs' JSON.
     peak = max(peak, sum(hwm.values()) / 1e6)
     return rc, cpu, peak, time.monotonic() - t0
 

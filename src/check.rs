@@ -165,6 +165,12 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
     if run.closes_after_stream {
         notes.push("the server closed its connection after every streamed response (llama.cpp's llama-server does, although it announces keep-alive): each request opened a new connection, so TTFT includes connection setup (TCP, and TLS for https), as it does for any client of this server".into());
     }
+    if run.resent_before_close_mode > 0 {
+        notes.push(format!(
+            "{} request(s) were sent again, before perfgate found that the server closes its connection after every stream (set load.warmup >= 1 so it finds out before measuring); not counted as dropped requests",
+            run.resent_before_close_mode
+        ));
+    }
     if run.retried > 0 {
         notes.push(format!(
             "{} request(s) were sent again because the server closed a kept-alive connection as it was reused (timed from the second send)",

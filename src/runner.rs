@@ -57,6 +57,9 @@ pub struct RunOutput {
     /// The server closed its connection after every streamed response (llama-server does), so
     /// each request opened a new one (see [`StreamClient::set_close_after_stream`]).
     pub closes_after_stream: bool,
+    /// Measured requests re-sent before perfgate switched to `Connection: close` (a server that
+    /// closes after each stream, found without a warmup): expected, not counted in `retried`.
+    pub resent_before_close_mode: u32,
 }
 
 impl RunOutput {
@@ -78,6 +81,7 @@ impl RunOutput {
             warmup_records: Vec::new(),
             client_lag: None,
             closes_after_stream: false,
+            resent_before_close_mode: 0,
         }
     }
 }
@@ -127,6 +131,10 @@ struct Shared {
     progress: Option<Arc<dyn Progress>>,
     /// False during warmup, true once measured requests are sent (for `progress`).
     measuring: AtomicBool,
+    /// Once perfgate switched to `Connection: close`: how many more re-sends are still expected
+    /// (a request may take an idle pooled connection that carried a stream before the switch,
+    /// which the server is closing; at most one per pooled connection, i.e. `concurrency`).
+    close_leftovers: AtomicUsize,
 }
 
 /// A live view of a measuring session (the terminal's progress line). Called from the workers:
@@ -294,6 +302,7 @@ impl Session {
             results: Mutex::new(Vec::new()),
             progress: PROGRESS.try_with(Arc::clone).ok(),
             measuring: AtomicBool::new(false),
+            close_leftovers: AtomicUsize::new(0),
             run_id: format!(
                 "{:x}",
                 std::process::id() as u64
@@ -330,6 +339,9 @@ impl Session {
             && shared.client.keeps_alive_after_stream(&streamed).await == Some(false)
         {
             shared.client.set_close_after_stream();
+            shared
+                .close_leftovers
+                .store(sc.load.concurrency as usize, Ordering::SeqCst);
         }
         // The warmup ran min(warmup, concurrency) workers, so it opened at most that many
         // connections (and a failed request may have lost its own). Fill the pool up to
@@ -407,7 +419,16 @@ impl Session {
             stream_options_fallback: self.shared.fallback.load(Ordering::SeqCst),
             unreachable: self.unreachable.clone(),
             warmup_failures: self.warm.iter().filter(|s| !s.record.ok()).count() as u32,
-            retried: self.measured.iter().filter(|s| s.retried).count() as u32,
+            retried: self
+                .measured
+                .iter()
+                .filter(|s| s.retried && !s.resend_before_close_mode)
+                .count() as u32,
+            resent_before_close_mode: self
+                .measured
+                .iter()
+                .filter(|s| s.resend_before_close_mode)
+                .count() as u32,
             looks: Vec::new(),
             stop_reason: None,
             warmup_records: self.warm.iter().map(|s| s.record.clone()).collect(),
@@ -562,6 +583,7 @@ async fn worker(
         }
         let sc = &sh.scenario;
         let nonce = format!("{}-{i}", sh.run_id);
+        let close_mode_at_start = sh.client.close_after_stream();
         let mut retried = false;
         let sent = loop {
             let usage = sh.include_usage.load(Ordering::SeqCst);
@@ -584,12 +606,27 @@ async fn worker(
             }
             break s;
         };
-        if sent.retried && !sh.client.close_after_stream() {
+        let mut sent = sent;
+        if sent.retried && !close_mode_at_start {
             // A pooled connection was found closed: the server may close after every stream
             // (and there was no warmup to find out); stop reusing connections after streams.
-            sh.client.set_close_after_stream();
+            // The requests already sent on pooled connections meet the same closed connections:
+            // those re-sends are expected, not drops, and do not count against the run's trust.
+            if !sh.client.close_after_stream() {
+                sh.client.set_close_after_stream();
+                sh.close_leftovers
+                    .store(sc.load.concurrency as usize, Ordering::SeqCst);
+            }
+            sent.resend_before_close_mode = true;
+        } else if sent.retried
+            && sh
+                .close_leftovers
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            // one of the connections left in the pool from before the switch
+            sent.resend_before_close_mode = true;
         }
-        let mut sent = sent;
         if let Some(due) = due {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
             let sched_ms = if due >= run_start {

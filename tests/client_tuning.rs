@@ -247,14 +247,16 @@ async fn an_unusable_endpoint_is_not_warmed() {
 /// after every streamed response (`GET /v1/models` keeps it). Counts the POSTs and those that
 /// asked for `Connection: close`.
 async fn closing_server() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
-    stream_server(true, false).await
+    stream_server(true, false, 0).await
 }
 
 /// The same server; `close_after_stream` false keeps connections open after a stream, and
-/// `models_drops` answers `GET /v1/models` by closing the connection without a response.
+/// `models_drops` answers `GET /v1/models` by closing the connection without a response, and
+/// `close_delay_ms` closes that long after the stream (a request sent meanwhile is dropped).
 async fn stream_server(
     close_after_stream: bool,
     models_drops: bool,
+    close_delay_ms: u64,
 ) -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -326,6 +328,7 @@ async fn stream_server(
                     }
                     out.push_str("0\r\n\r\n");
                     if sock.write_all(out.as_bytes()).await.is_err() || close_after_stream {
+                        tokio::time::sleep(Duration::from_millis(close_delay_ms)).await;
                         return; // and close, as llama-server does
                     }
                 }
@@ -369,7 +372,7 @@ async fn a_server_that_closes_after_each_stream_gets_connection_close() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_models_route_that_drops_does_not_mean_closing_after_streams() {
     let _serial = SERIAL.lock().await;
-    let (addr, posts, closes) = stream_server(false, true).await;
+    let (addr, posts, closes) = stream_server(false, true, 0).await;
     let base = format!("http://{addr}/v1");
     let sc = scenario(&base, "{concurrency: 4, warmup: 2, samples: 20}");
     let mut session = Session::start(&sc, &base).await.unwrap();
@@ -389,6 +392,44 @@ async fn a_models_route_that_drops_does_not_mean_closing_after_streams() {
     assert!(
         !notes.iter().any(|n| n.contains("closed its connection")),
         "{notes:?}"
+    );
+}
+
+/// Without a warmup, a server that closes after each stream is found out by the first
+/// re-send; the re-sends of requests already under way are expected and must not make the run
+/// untrusted ("the endpoint is dropping requests", exit 3), and a note says what happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closing_server_without_warmup_is_not_called_a_dropper() {
+    let _serial = SERIAL.lock().await;
+    let mut resent_seen = 0;
+    for _ in 0..3 {
+        // closes 30 ms after each stream: the next request, sent at once on the kept-alive
+        // connection, is dropped before any response
+        let (addr, posts, _closes) = stream_server(true, false, 30).await;
+        let base = format!("http://{addr}/v1");
+        let sc = scenario(&base, "{concurrency: 4, warmup: 0, samples: 20}");
+        let mut session = Session::start(&sc, &base).await.unwrap();
+        session.measure(20).await;
+        let out = session.output();
+        assert_eq!(out.records.len(), 20);
+        assert!(out.records.iter().all(|r| r.ok()), "{:?}", out.records);
+        assert_eq!(out.resent_problem(), None, "{out:?}");
+        // a dropped request never reached the handler: each measured request was served once
+        assert_eq!(posts.load(Ordering::SeqCst), 20);
+        assert_eq!(out.retried, 0, "{out:?}");
+        let notes = perfgate::check::run_notes(&sc, &out);
+        let noted = notes
+            .iter()
+            .any(|n| n.contains("before perfgate found that the server closes"));
+        assert_eq!(noted, out.resent_before_close_mode > 0, "{notes:?}");
+        if out.resent_before_close_mode > 0 {
+            assert!(out.closes_after_stream);
+        }
+        resent_seen += out.resent_before_close_mode;
+    }
+    assert!(
+        resent_seen > 0,
+        "the delayed close must have caused re-sends"
     );
 }
 

@@ -24,6 +24,9 @@ const ERROR_BODY_BYTES: usize = 64 << 10;
 pub const WARM_BODY_BYTES: usize = 64 << 10;
 /// Pool warming: limit on the whole pass of `GET <base>/models` requests (each connection is
 /// also bounded by the endpoint's `connect_timeout`); what is not done by then is abandoned.
+/// Re-sends of one request allowed in `Connection: close` mode, where each re-send discards one
+/// stale pooled connection left from before the switch.
+pub const MAX_CLOSE_MODE_RESENDS: u32 = 3;
 pub const POOL_WARM_TIMEOUT: Duration = Duration::from_secs(3);
 /// The keep-alive check: limit on its one `GET <base>/models` (a server whose `/models` never
 /// answers costs at most this plus [`POOL_WARM_TIMEOUT`] per scenario).
@@ -278,21 +281,29 @@ impl StreamClient {
     /// connection as it was reused (a race every HTTP/1.1 client meets; llama-server closes
     /// idle connections after 5 s) is retried once on a fresh clock, and `Sent::retried` is set.
     pub async fn send(&self, body: &serde_json::Value, run_start: Instant) -> Sent {
-        let mut retried = false;
+        let mut resends = 0;
         let mut sent = loop {
             let t0 = Instant::now();
             let start_ms = ms(t0.duration_since(run_start));
             let s = self.send_inner(body, t0, start_ms).await;
             // A request dropped before any response is sent once more, as OpenAI's SDKs do
             // (a kept-alive connection the server closed as it was reused looks the same). The
-            // runner counts these re-sends: too many make the run untrustworthy.
-            if s.stale_connection && !retried {
-                retried = true;
+            // runner counts these re-sends: too many make the run untrustworthy. Against a
+            // server that closes after every stream (Connection: close mode), the pool may
+            // still hold several such connections from before the switch, each failing once
+            // and then discarded: up to MAX_CLOSE_MODE_RESENDS tries then.
+            let allowed = if self.close_after_stream() {
+                MAX_CLOSE_MODE_RESENDS
+            } else {
+                1
+            };
+            if s.stale_connection && resends < allowed {
+                resends += 1;
                 continue;
             }
             break s;
         };
-        sent.retried = retried;
+        sent.retried = resends > 0;
         sent.model = sent.model.map(|m| self.redact(&m));
         sent.system_fingerprint = sent.system_fingerprint.map(|m| self.redact(&m));
         sent.record.response_id = sent.record.response_id.map(|m| self.redact(&m));
@@ -564,6 +575,7 @@ impl StreamClient {
                 .get(crate::sim::server::SIM_REQUEST_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse().ok()),
+            resend_before_close_mode: false,
             conn,
         }
     }
@@ -637,6 +649,9 @@ pub struct Sent {
     /// perfgate's simulator: the request number of its `x-perfgate-sim-request` header, to look
     /// up the simulator's own send times (the accuracy benchmark).
     pub sim_request: Option<u64>,
+    /// Set by the runner: this re-send happened before perfgate learned that the server closes
+    /// its connection after every stream (so it is expected, not a dropped request).
+    pub resend_before_close_mode: bool,
     /// The local address of the connection that carried the response (tells connections
     /// apart: was a kept-alive connection reused?).
     pub conn: Option<std::net::SocketAddr>,
@@ -675,6 +690,7 @@ impl Sent {
             stale_connection: false,
             retried: false,
             sim_request: None,
+            resend_before_close_mode: false,
             conn: None,
         }
     }
