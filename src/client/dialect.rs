@@ -9,7 +9,10 @@
 
 use super::sse::SseEvent;
 use crate::config::Api;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// Usage figures from the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,6 +67,16 @@ pub fn interpret(api: Api, ev: &SseEvent) -> EventInfo {
             ..Default::default()
         };
     }
+    if api == Api::OpenaiChat && ev.event.is_none() {
+        if let Some(info) = fast_chat(data) {
+            return info;
+        }
+    }
+    general(api, ev, data)
+}
+
+/// [`interpret`] through a JSON tree: every dialect and quirk.
+fn general(api: Api, ev: &SseEvent, data: &str) -> EventInfo {
     let parsed = serde_json::from_str::<Value>(data).or_else(|e| {
         // Python servers write NaN / Infinity (e.g. in logprobs): read them as null.
         match sanitize_non_finite(data) {
@@ -159,6 +172,122 @@ fn openai(api: Api, v: &Value) -> EventInfo {
         }
     }
     info
+}
+
+/// The common OpenAI chat chunk, read without building a JSON tree (most of the per-event CPU of
+/// the general path, which matters at hundreds of streams: the client must keep up to stamp on
+/// time). Members the general path ([`openai`], [`foreign`]) does not read are skipped; when one
+/// it reads for anything but the plain case is present and not null (a usage object, `error`,
+/// `timings`, `type`; a choice's `text` or `message`; a delta's reasoning or tool calls), or a
+/// member has another type than expected (non-string content, a duplicate key, NaN),
+/// [`fast_chat`] returns `None` and the general path decides. Same result as the general path
+/// (`fast_path_agrees_with_the_general_path`).
+/// Bracket depth above which [`fast_chat`] declines.
+const FAST_MAX_DEPTH: i32 = 32;
+
+#[derive(Deserialize)]
+struct FastChunk<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    system_fingerprint: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    choices: Vec<FastChoice<'a>>,
+    // present and not null: the general path
+    #[serde(default)]
+    usage: Option<IgnoredAny>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+    #[serde(default)]
+    timings: Option<IgnoredAny>,
+    #[serde(default, rename = "type")]
+    kind: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct FastChoice<'a> {
+    #[serde(default)]
+    index: u64,
+    #[serde(borrow)]
+    delta: FastDelta<'a>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    text: Option<IgnoredAny>,
+    #[serde(default)]
+    message: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct FastDelta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default)]
+    reasoning_content: Option<IgnoredAny>,
+    #[serde(default)]
+    reasoning: Option<IgnoredAny>,
+    #[serde(default)]
+    tool_calls: Option<IgnoredAny>,
+}
+
+fn fast_chat(data: &str) -> Option<EventInfo> {
+    // Skipped members are not depth-limited as a JSON tree is (128 levels): leave anything
+    // nested deeply (brackets inside strings counted too, which only declines more) to the
+    // general path, so both paths judge such an event alike.
+    let mut depth = 0i32;
+    for b in data.bytes() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > FAST_MAX_DEPTH {
+                    return None;
+                }
+            }
+            b']' | b'}' => depth -= 1,
+            _ => {}
+        }
+    }
+    let c: FastChunk = serde_json::from_str(data).ok()?;
+    let plain_choices = c.choices.iter().all(|ch| {
+        ch.text.is_none()
+            && ch.message.is_none()
+            && ch.delta.reasoning_content.is_none()
+            && ch.delta.reasoning.is_none()
+            && ch.delta.tool_calls.is_none()
+    });
+    if c.usage.is_some()
+        || c.error.is_some()
+        || c.timings.is_some()
+        || c.kind.is_some()
+        || !plain_choices
+    {
+        return None;
+    }
+    let mut info = EventInfo {
+        model: c.model.map(Cow::into_owned),
+        system_fingerprint: c.system_fingerprint.map(Cow::into_owned),
+        id: c.id.as_deref().map(clip),
+        ..Default::default()
+    };
+    for ch in &c.choices {
+        if ch.index != 0 {
+            info.multi_choice = true;
+        }
+        if let Some(f) = &ch.finish_reason {
+            info.finish = Some(f.to_string());
+            if f == "error" && info.error.is_none() {
+                info.error =
+                    Some("the server ended the choice with finish_reason \"error\"".into());
+            }
+        }
+        if ch.delta.content.as_deref().is_some_and(|s| !s.is_empty()) {
+            info.token = true;
+            info.answer = true;
+        }
+    }
+    Some(info)
 }
 
 fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
@@ -352,6 +481,102 @@ pub fn clip(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn general_chat(data: &str) -> EventInfo {
+        let ev = SseEvent {
+            event: None,
+            data: data.to_string(),
+        };
+        general(Api::OpenaiChat, &ev, data)
+    }
+
+    #[test]
+    fn fast_path_agrees_with_the_general_path() {
+        // taken by the fast path: the same result as the general path
+        let plain = [
+            r#"{"id":"chatcmpl-sim-3","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok1"},"finish_reason":null}]}"#,
+            r#"{"id":"c","model":"m","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}"#,
+            r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"error"}]}"#,
+            r#"{"id":"c","model":"m","choices":[{"index":1,"delta":{"content":"x"},"finish_reason":null}]}"#,
+            r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":null},"logprobs":null,"finish_reason":null,"stop_reason":null}],"obfuscation":"ab12"}"#,
+            r#"{"id":"c","choices":[]}"#,
+            r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"é\"\\u00e9 \n"},"finish_reason":null}],"error":null,"timings":null,"type":null}"#,
+            r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"a","reasoning_content":null,"tool_calls":null},"finish_reason":null}]}"#,
+        ];
+        for d in plain {
+            let fast = fast_chat(d).unwrap_or_else(|| panic!("fast path refused {d}"));
+            assert_eq!(fast, general_chat(d), "{d}");
+        }
+        // left to the general path
+        let general_only: [&str; 14] = [
+            r#"{"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"function":{"name":"f"}}]}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"text":"completions shape"}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"message":{"content":"x"}}]}"#,
+            r#"{"error":{"message":"boom"},"choices":[]}"#,
+            r#"{"type":"message_start","message":{}}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}],"timings":{"predicted_ms":1}}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":["a"]}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"a"},"logprob":NaN}]}"#,
+            r#"{"id":"c","id":"d","choices":[]}"#,
+            r#"{"choices":null}"#,
+            r#"not json"#,
+            &format!(r#"{{"choices":[],"x":{}{}}}"#, "[".repeat(200), "]".repeat(200)),
+        ];
+        for d in general_only {
+            assert!(fast_chat(d).is_none(), "fast path took {d}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever mix of members a chunk has, the fast path either declines or agrees.
+        #[test]
+        fn fast_path_never_disagrees(
+            id in proptest::option::of("[a-z\"\\\\é -]{0,12}"),
+            model in proptest::option::of(proptest::prop_oneof![
+                proptest::strategy::Just("\"m\"".to_string()),
+                proptest::strategy::Just("3".to_string()),
+                proptest::strategy::Just("null".to_string())]),
+            index in 0u64..3,
+            content in proptest::option::of(proptest::prop_oneof![
+                proptest::strategy::Just("\"\"".to_string()),
+                proptest::strategy::Just("\"tok\"".to_string()),
+                proptest::strategy::Just("null".to_string()),
+                proptest::strategy::Just("7".to_string())]),
+            finish in proptest::prop_oneof![
+                proptest::strategy::Just("null"), proptest::strategy::Just("\"stop\""),
+                proptest::strategy::Just("\"error\""), proptest::strategy::Just("1")],
+            extra in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just(r#""usage":null"#),
+                proptest::strategy::Just(r#""usage":{"completion_tokens":2}"#),
+                proptest::strategy::Just(r#""error":null"#),
+                proptest::strategy::Just(r#""error":"x""#),
+                proptest::strategy::Just(r#""timings":{}"#),
+                proptest::strategy::Just(r#""type":"content_block_delta""#),
+                proptest::strategy::Just(r#""object":"chat.completion.chunk""#),
+                proptest::strategy::Just(r#""obfuscation":"zz""#),
+                proptest::strategy::Just(r#""system_fingerprint":"fp""#)], 0..4),
+            reasoning in proptest::option::of(proptest::prop_oneof![
+                proptest::strategy::Just("null"), proptest::strategy::Just("\"r\"")]),
+        ) {
+            let mut delta = Vec::new();
+            if let Some(c) = &content { delta.push(format!(r#""content":{c}"#)); }
+            if let Some(r) = reasoning { delta.push(format!(r#""reasoning_content":{r}"#)); }
+            let mut top = vec![format!(
+                r#""choices":[{{"index":{index},"delta":{{{}}},"finish_reason":{finish}}}]"#,
+                delta.join(",")
+            )];
+            if let Some(i) = &id { top.push(format!("\"id\":{}", serde_json::Value::from(i.as_str()))); }
+            if let Some(m) = &model { top.push(format!(r#""model":{m}"#)); }
+            top.extend(extra.iter().map(|e| e.to_string()));
+            let data = format!("{{{}}}", top.join(","));
+            if let Some(fast) = fast_chat(&data) {
+                proptest::prop_assert_eq!(fast, general_chat(&data), "{}", data);
+            }
+        }
+    }
 
     fn ev(data: &str) -> SseEvent {
         SseEvent {
