@@ -523,7 +523,11 @@ mod tests {
             r#"{"id":"c","id":"d","choices":[]}"#,
             r#"{"choices":null}"#,
             r#"not json"#,
-            &format!(r#"{{"choices":[],"x":{}{}}}"#, "[".repeat(200), "]".repeat(200)),
+            &format!(
+                r#"{{"choices":[],"x":{}{}}}"#,
+                "[".repeat(200),
+                "]".repeat(200)
+            ),
         ];
         for d in general_only {
             assert!(fast_chat(d).is_none(), "fast path took {d}");
