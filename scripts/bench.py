@@ -394,10 +394,9 @@ def main():
         both = [r for r in recs if r["id"] is not None and r["start_unix_ms"] is not None]
         agree = None
         if both:
-            blind = match([dict(r, id=None) for r in both], truth)
-            agree = sum(1 for r, t in blind if t["request"] == next(
-                x["id"] for x in both if x["start_unix_ms"] == r["start_unix_ms"]))
-            agree = f"{agree}/{len(both)}"
+            # the blind copies keep the true id aside, so each pairing is checked directly
+            blind = match([dict(r, id=None, true_id=r["id"]) for r in both], truth)
+            agree = f"{sum(1 for r, t in blind if t['request'] == r['true_id'])}/{len(both)}"
         ttft, itl, tpot, _ = errors(pairs)
         rq, ev = rates(pairs)
         absd = lambda xs: [abs(x) for x in xs]

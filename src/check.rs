@@ -693,9 +693,7 @@ mod tests {
 
     fn record(prompt: u64, out: u64) -> RequestRecord {
         RequestRecord {
-            start_ms: 0.0,
             ttft_ms: Some(10.0),
-            ttfot_ms: None,
             tpot_ms: Some(2.0),
             e2e_ms: Some(24.0),
             t_done_ms: Some(25.0),
@@ -704,12 +702,7 @@ mod tests {
             token_source: Some(TokenSource::Usage),
             prompt_tokens: Some(prompt),
             token_events: out,
-            response_id: None,
-            usage_distrusted: None,
-            server_timings: None,
-            error: None,
-            sched_ms: None,
-            sched_delay_ms: None,
+            ..RequestRecord::new(0.0)
         }
     }
 

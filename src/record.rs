@@ -147,6 +147,30 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// A record of a request that started `start_ms` after the start of the run, with nothing
+    /// measured yet (every figure `None`, no ITL, 0 token events, no error).
+    pub fn new(start_ms: f64) -> RequestRecord {
+        RequestRecord {
+            start_ms,
+            ttft_ms: None,
+            ttfot_ms: None,
+            tpot_ms: None,
+            e2e_ms: None,
+            t_done_ms: None,
+            itl_ms: Vec::new(),
+            output_tokens: None,
+            token_source: None,
+            prompt_tokens: None,
+            token_events: 0,
+            response_id: None,
+            usage_distrusted: None,
+            server_timings: None,
+            error: None,
+            sched_ms: None,
+            sched_delay_ms: None,
+        }
+    }
+
     /// A copy with every time rounded to 3 decimals (µs), for files people read and diff.
     pub fn rounded(&self) -> RequestRecord {
         let r = |x: f64| (x * 1000.0).round() / 1000.0;

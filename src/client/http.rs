@@ -661,27 +661,12 @@ impl Sent {
     fn failed(start_ms: f64, class: FailureClass, status: Option<u16>, message: String) -> Sent {
         Sent {
             record: RequestRecord {
-                start_ms,
-                ttft_ms: None,
-                ttfot_ms: None,
-                tpot_ms: None,
-                e2e_ms: None,
-                t_done_ms: None,
-                itl_ms: Vec::new(),
-                output_tokens: None,
-                token_source: None,
-                prompt_tokens: None,
-                token_events: 0,
-                response_id: None,
-                usage_distrusted: None,
-                server_timings: None,
                 error: Some(Failure {
                     class,
                     status,
                     message,
                 }),
-                sched_ms: None,
-                sched_delay_ms: None,
+                ..RequestRecord::new(start_ms)
             },
             model: None,
             system_fingerprint: None,

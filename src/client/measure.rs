@@ -75,25 +75,7 @@ impl Measurer {
     /// A request that started `start_ms` after the start of the run.
     pub fn new(start_ms: f64) -> Measurer {
         Measurer {
-            rec: RequestRecord {
-                start_ms,
-                ttft_ms: None,
-                ttfot_ms: None,
-                tpot_ms: None,
-                e2e_ms: None,
-                t_done_ms: None,
-                itl_ms: Vec::new(),
-                output_tokens: None,
-                token_source: None,
-                prompt_tokens: None,
-                token_events: 0,
-                response_id: None,
-                usage_distrusted: None,
-                server_timings: None,
-                error: None,
-                sched_ms: None,
-                sched_delay_ms: None,
-            },
+            rec: RequestRecord::new(start_ms),
             token_times: Vec::new(),
             token_usage: Vec::new(),
             first_answer: None,
