@@ -369,7 +369,23 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    std::fs::create_dir_all(dir).map_err(|e| {
+        let file_in_the_way = dir
+            .ancestors()
+            .any(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir());
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "cannot create the directory {}: {e}{}",
+                dir.display(),
+                if file_in_the_way {
+                    " (it, or a directory above it, is a file)"
+                } else {
+                    ""
+                }
+            ),
+        )
+    })?;
     let name = path
         .file_name()
         .and_then(|n| n.to_str())

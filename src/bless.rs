@@ -22,16 +22,42 @@ fn interrupted(name: &str, path: &Path) -> bool {
     stop
 }
 
-/// Removes temp files a killed bless may have left for this scenario (`.<name>.json.tmp-PID`).
+/// Removes temp files a killed bless left for this scenario (`.<name>.json.tmp-PID`), only those
+/// of processes that are gone: another bless writing the same directory right now keeps its
+/// file.
 fn remove_stale_temp_files(dir: &Path, name: &str) {
     let prefix = format!(".{name}.json.tmp-");
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let file = e.file_name().to_string_lossy().to_string();
+            let Some(pid) = file.strip_prefix(&prefix) else {
+                continue;
+            };
+            let dead = match pid.parse::<u32>() {
+                Ok(pid) => !process_alive(pid, &e.path()),
+                Err(_) => false, // not ours
+            };
+            if dead {
                 let _ = std::fs::remove_file(e.path());
             }
         }
     }
+}
+
+/// Whether process `pid` may still be writing `file`. On Linux, whether /proc/PID exists;
+/// elsewhere, a temp file younger than an hour is assumed to be in use.
+fn process_alive(pid: u32, file: &Path) -> bool {
+    if pid == std::process::id() {
+        return false; // our own leftover from an earlier scenario write cannot be in flight
+    }
+    if Path::new("/proc/self").exists() {
+        return Path::new(&format!("/proc/{pid}")).exists();
+    }
+    std::fs::metadata(file)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_none_or(|age| age < std::time::Duration::from_secs(3600))
 }
 
 /// Why a run may not become a baseline, if it may not.
@@ -61,12 +87,55 @@ pub fn refusal(sc: &Scenario, run: &RunOutput) -> Option<String> {
     }
 }
 
+/// Runs per scenario of a plain `perfgate bless`: enough for the run-to-run spread to be
+/// estimated tightly enough that the widened tolerance still catches +20 % TPOT (calibrate's
+/// "defaults" rows); bless is rare and a check is not.
+pub const DEFAULT_RUNS: u8 = 5;
+
+/// The largest fail tolerance a baseline may widen to: beyond it not even a 2x slowdown could
+/// FAIL, so such a baseline would pass every regression.
+pub const MAX_WIDENED_FAIL: f64 = 1.0;
+
+/// Why a k-run baseline's run-to-run spread makes it useless as a gate, if it does: the widened
+/// P50 fail tolerance of a gated metric could not catch a 2x change.
+pub fn unstable(sc: &Scenario, b: &baseline::Baseline) -> Option<String> {
+    let rs = b.run_spread.as_ref()?;
+    let mut why = Vec::new();
+    for &m in &sc.gate.metrics {
+        let key = format!("{}_ms", m.as_str());
+        let Some(&tau) = rs.tau.get(&key) else {
+            continue;
+        };
+        let fail = sc.gate.band(m, crate::config::Quantile::P50).fail;
+        let widened = crate::stats::spread::widened_fail(fail, tau, rs.runs);
+        if widened >= MAX_WIDENED_FAIL {
+            let meds: Vec<String> = rs
+                .run_medians_ms
+                .get(&key)
+                .map(|v| v.iter().map(|x| fmt_ms(*x)).collect())
+                .unwrap_or_default();
+            why.push(format!(
+                "{} P50 of the {} runs was {} (run-to-run spread tau {:.0}%), so a check would widen the {:.0}% fail tolerance to {:.0}%: not even a 2x slowdown could FAIL",
+                m.label(),
+                rs.runs,
+                meds.join(", "),
+                tau * 100.0,
+                fail * 100.0,
+                widened * 100.0
+            ));
+        }
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
 /// Blesses every scenario with `k` runs each; returns the exit code (0, or 3 when a scenario
-/// was refused). Errors writing a file are exit 2 with the path.
+/// was refused). Errors writing a file are exit 2 with the path. `allow_unstable` writes a
+/// baseline whose run-to-run spread is too large to gate (see [`unstable`]) instead of refusing.
 pub async fn bless(
     scs: &[Scenario],
     dir: &Path,
     k: usize,
+    allow_unstable: bool,
     host: Option<String>,
 ) -> Result<i32, exit::ExitError> {
     let mut code = exit::OK;
@@ -112,6 +181,19 @@ pub async fn bless(
             return Ok(exit::INTERRUPTED);
         }
         let b = baseline::from_runs(sc, &runs, host.clone());
+        if let Some(why) = unstable(sc, &b) {
+            if allow_unstable {
+                eprintln!("perfgate: {}: warning (--allow-unstable): {why}", sc.name);
+            } else {
+                eprintln!(
+                    "perfgate: not blessing {}: the endpoint's speed is not stable enough to gate: {why}; {} left unchanged. Find what makes its speed vary (other load on the machine, autoscaling, cold caches) and bless again, or pass --allow-unstable to write it anyway",
+                    sc.name,
+                    path.display()
+                );
+                code = exit::COULD_NOT_MEASURE;
+                continue 'scenario;
+            }
+        }
         baseline::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
             exit::ExitError::invalid(format!("cannot write {}: {e}", path.display()))
         })?;

@@ -5,12 +5,13 @@ use crate::baseline::{self, Baseline, BaselineRecord, LoadError};
 use crate::config::{Metric, Scenario};
 use crate::exit;
 use crate::gate::{self, Samples, ScenarioSamples, Verdict};
-use crate::record::RequestRecord;
+use crate::record::{RequestRecord, TokenSource};
 use crate::results::{
     measured_summary, BaselineInfo, Measured, Results, ScenarioResult, Status,
     RESULTS_SCHEMA_VERSION,
 };
 use crate::runner::RunOutput;
+use crate::verdict::Overall;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -19,8 +20,8 @@ use std::path::Path;
 pub struct CheckOptions {
     /// Directory of baseline files.
     pub baselines: std::path::PathBuf,
-    /// A missing or stale baseline is an error (exit 2) instead of a note.
-    pub require_baseline: bool,
+    /// Whether a missing or stale baseline fails the check (the default) or is only reported.
+    pub policy: crate::verdict::BaselinePolicy,
     /// The check id (comment marker).
     pub id: String,
 }
@@ -226,14 +227,10 @@ pub fn config_diff(old: &serde_json::Value, new: &serde_json::Value) -> Vec<Stri
     out
 }
 
-/// Why a baseline cannot be compared with this scenario and run, if it cannot.
-pub fn staleness(
-    sc: &Scenario,
-    b: &Baseline,
-    cand_source: Option<&str>,
-    cand_out_p50: Option<f64>,
-    cand_prompt_p50: Option<f64>,
-) -> Option<String> {
+/// Why a baseline cannot be compared with this scenario at all, if it cannot: it belongs to
+/// another scenario, the scenario's configuration changed, or the metric definitions did. Known
+/// before measuring.
+pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
     if b.scenario.name != sc.name {
         return Some(format!(
             "the file holds the baseline of scenario `{}`, not `{}`",
@@ -243,45 +240,169 @@ pub fn staleness(
     if b.scenario.fingerprint != sc.fingerprint {
         let diff = config_diff(&b.scenario.config, &baseline::public_config(sc));
         return Some(format!(
-            "the scenario changed since the baseline was blessed ({}); run `perfgate bless` if the change is intended",
+            "the scenario changed since its baseline was blessed ({}), so nothing was compared; if the change is intended, bless it against the unchanged server (`perfgate bless --only {}`) and commit the new baseline with the change",
             if diff.is_empty() {
                 format!("fingerprint {} vs {}", b.scenario.fingerprint, sc.fingerprint)
             } else {
                 diff.join(", ")
-            }
+            },
+            sc.name
         ));
     }
     if b.metrics_version != baseline::METRICS_VERSION {
         return Some(format!(
-            "the baseline uses metrics_version {} and this perfgate {}: re-bless",
+            "the baseline uses metrics_version {} and this perfgate {}: bless it again with this perfgate (`perfgate bless --only {}`) against the unchanged server",
             b.metrics_version,
-            baseline::METRICS_VERSION
+            baseline::METRICS_VERSION,
+            sc.name
         ));
     }
-    if let (Some(bs), Some(cs)) = (b.workload.token_source.as_deref(), cand_source) {
-        if bs != cs {
-            return Some(format!("output tokens were counted from {bs} in the baseline but from {cs} now: TPOT is not comparable (workload drift)"));
-        }
+    None
+}
+
+/// A difference in the workload between the baseline and this run, found after measuring, and
+/// the metrics it makes incomparable. The other metrics and the error rate stay gated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drift {
+    /// The metrics that depend on what drifted.
+    pub metrics: Vec<Metric>,
+    /// What drifted, with the numbers.
+    pub why: String,
+}
+
+/// The token source most requests used, its count and the number of requests with a source.
+fn majority_source(sources: &[TokenSource]) -> Option<(TokenSource, usize, usize)> {
+    let total = sources.len();
+    let usage = sources.iter().filter(|s| **s == TokenSource::Usage).count();
+    let (src, n) = if usage * 2 > total {
+        (TokenSource::Usage, usage)
+    } else if (total - usage) * 2 > total {
+        (TokenSource::Events, total - usage)
+    } else {
+        return None;
+    };
+    Some((src, n, total))
+}
+
+fn source_name(t: TokenSource) -> &'static str {
+    match t {
+        TokenSource::Usage => "usage",
+        TokenSource::Events => "events",
     }
-    if let (Some(bp), Some(cp)) = (b.workload.prompt_tokens_p50, cand_prompt_p50) {
+}
+
+fn median_of(v: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = v.collect();
+    v.sort_by(f64::total_cmp);
+    crate::stats::quantile::quantile_type7(&v, 0.5)
+}
+
+/// What drifted in the workload between the baseline and this run (successful requests only):
+/// - the median prompt tokens (a different tokenizer, chat template or server): TTFT and E2E;
+/// - the median output tokens: TPOT and E2E;
+/// - where most requests' output token counts came from (usage or counted events): TPOT. A
+///   minority of requests with another source (a proxy dropping the usage chunk now and then)
+///   is not a drift when their token counts agree with the others'.
+///
+/// Never advises a new bless: a run that drifted may also have regressed.
+pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift> {
+    let mut out = Vec::new();
+    let ok: Vec<&RequestRecord> = run.records.iter().filter(|r| r.ok()).collect();
+    let base_ok: Vec<&BaselineRecord> = b.records().filter(|r| r.error.is_none()).collect();
+    let cand_prompt = median_of(ok.iter().filter_map(|r| r.prompt_tokens.map(|t| t as f64)));
+    let cand_out = median_of(ok.iter().filter_map(|r| r.output_tokens.map(|t| t as f64)));
+    if let (Some(bp), Some(cp)) = (b.workload.prompt_tokens_p50, cand_prompt) {
         // The same prompt gives the same prompt tokens; a cold cache adds a short nonce line.
         let limit = match sc.request.cache {
             crate::config::CachePolicy::Warm => 0.0,
             crate::config::CachePolicy::Cold => 0.05 * bp + 16.0,
         };
         if (cp - bp).abs() > limit {
-            return Some(format!(
-                "workload drift: median prompt tokens {bp} in the baseline vs {cp} now (a different tokenizer, chat template or server), so TTFT is not comparable"
-            ));
+            out.push(Drift {
+                metrics: vec![Metric::Ttft, Metric::E2e],
+                why: format!(
+                    "median prompt tokens {bp} in the baseline vs {cp} now (a different tokenizer, chat template or server)"
+                ),
+            });
         }
     }
-    if let (Some(bo), Some(co)) = (b.workload.output_tokens_p50, cand_out_p50) {
-        let limit = if b.workload.fixed_length { 0.0 } else { 0.10 };
-        if (co - bo).abs() > limit * bo + 1e-9 {
-            return Some(format!("workload drift: median output tokens {bo} in the baseline vs {co} now; TPOT and E2E depend on it, so they are not compared"));
+    let out_limit = if b.workload.fixed_length { 0.0 } else { 0.10 };
+    let agrees = |bo: f64, co: f64| (co - bo).abs() <= out_limit * bo + 1e-9;
+    if let (Some(bo), Some(co)) = (b.workload.output_tokens_p50, cand_out) {
+        if !agrees(bo, co) {
+            out.push(Drift {
+                metrics: vec![Metric::Tpot, Metric::E2e],
+                why: format!("median output tokens {bo} in the baseline vs {co} now"),
+            });
         }
     }
-    None
+    let base_sources: Vec<TokenSource> = base_ok.iter().filter_map(|r| r.token_source).collect();
+    let cand_sources: Vec<TokenSource> = ok.iter().filter_map(|r| r.token_source).collect();
+    if let (false, false) = (base_sources.is_empty(), cand_sources.is_empty()) {
+        let bm = majority_source(&base_sources);
+        let cm = majority_source(&cand_sources);
+        match (bm, cm) {
+            (Some((bs, ..)), Some((cs, n, total))) if bs == cs => {
+                // A minority counted another way: comparable when its counts agree.
+                let majority_out = median_of(
+                    ok.iter()
+                        .filter(|r| r.token_source == Some(cs))
+                        .filter_map(|r| r.output_tokens.map(|t| t as f64)),
+                );
+                let off = ok
+                    .iter()
+                    .filter(|r| r.token_source.is_some_and(|s| s != cs))
+                    .filter(|r| match (majority_out, r.output_tokens) {
+                        (Some(m), Some(t)) => !agrees(m, t as f64),
+                        _ => false,
+                    })
+                    .count();
+                if off > 0 {
+                    out.push(Drift {
+                        metrics: vec![Metric::Tpot],
+                        why: format!(
+                            "{} of {total} requests counted output tokens from {} instead of {}, and {off} of them got a different count (median {} from {})",
+                            total - n,
+                            source_name(if cs == TokenSource::Usage { TokenSource::Events } else { TokenSource::Usage }),
+                            source_name(cs),
+                            majority_out.unwrap_or(0.0),
+                            source_name(cs)
+                        ),
+                    });
+                }
+            }
+            (bm, cm) => {
+                let say = |m: Option<(TokenSource, usize, usize)>| match m {
+                    Some((s, n, total)) => format!("{} ({n} of {total})", source_name(s)),
+                    None => "usage and events equally".to_string(),
+                };
+                out.push(Drift {
+                    metrics: vec![Metric::Tpot],
+                    why: format!(
+                        "output tokens were counted from {} in the baseline but from {} now",
+                        say(bm),
+                        say(cm)
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Notes for the requests whose output tokens came from another source than most (kept gated).
+fn minority_source_note(run: &RunOutput) -> Option<String> {
+    let ok: Vec<&RequestRecord> = run.records.iter().filter(|r| r.ok()).collect();
+    let sources: Vec<TokenSource> = ok.iter().filter_map(|r| r.token_source).collect();
+    let (src, n, total) = majority_source(&sources)?;
+    (n < total).then(|| {
+        format!(
+            "{} of {total} requests had no `{}` token count and were counted from {} (e.g. a proxy dropped the usage chunk); their counts agree with the others', so TPOT is still compared",
+            total - n,
+            source_name(src),
+            source_name(if src == TokenSource::Usage { TokenSource::Events } else { TokenSource::Usage })
+        )
+    })
 }
 
 fn samples_of(recs: impl Iterator<Item = (Option<f64>, bool)>) -> Samples {
@@ -304,13 +425,20 @@ fn metric_of(r: &RequestRecord, m: Metric) -> Option<f64> {
     }
 }
 
-/// The gate's input for one scenario: baseline records vs the candidate run.
-pub fn scenario_samples(sc: &Scenario, b: &Baseline, run: &RunOutput) -> ScenarioSamples {
+/// The gate's input for one scenario: baseline records vs the candidate run, without the
+/// metrics in `skip` (made incomparable by a workload drift).
+pub fn scenario_samples(
+    sc: &Scenario,
+    b: &Baseline,
+    run: &RunOutput,
+    skip: &[Metric],
+) -> ScenarioSamples {
     let brecs: Vec<&BaselineRecord> = b.records().collect();
     let metrics = sc
         .gate
         .metrics
         .iter()
+        .filter(|m| !skip.contains(m))
         .map(|&m| {
             let bs = samples_of(brecs.iter().map(|r| (r.metric(m), r.error.is_none())));
             let cs = samples_of(run.records.iter().map(|r| (metric_of(r, m), r.ok())));
@@ -377,13 +505,15 @@ pub async fn run_check(scenarios: &[Scenario], opts: &CheckOptions) -> Results {
             }
         );
         let b = baseline::load(&baseline::path_for(&opts.baselines, &sc.name)).ok();
-        let comparable = b
-            .as_ref()
-            .filter(|b| staleness(sc, b, None, None, None).is_none());
+        let comparable = b.as_ref().filter(|b| staleness(sc, b).is_none());
         let run = match comparable {
             Some(b) if looks.len() > 1 => {
                 let mut decide = |out: &RunOutput| {
-                    let ss = scenario_samples(sc, b, out);
+                    let skip: Vec<Metric> = workload_drift(sc, b, out)
+                        .into_iter()
+                        .flat_map(|d| d.metrics)
+                        .collect();
+                    let ss = scenario_samples(sc, b, out, &skip);
                     let (checks, _) = gate::evaluate(std::slice::from_ref(&ss));
                     gate::all_decided(&checks)
                         .then(|| "every gated check is PASS, FAIL or IMPROVED".to_string())
@@ -398,11 +528,8 @@ pub async fn run_check(scenarios: &[Scenario], opts: &CheckOptions) -> Results {
     if !crate::cancel::requested() {
         confirm_failures(scenarios, opts, &mut results).await;
     }
-    if crate::cancel::requested() {
-        results.incomplete = true;
-        results.verdict = "INTERRUPTED".into();
-        results.exit_code = exit::INTERRUPTED;
-    }
+    results.incomplete = crate::cancel::requested();
+    results.decide();
     results
 }
 
@@ -433,6 +560,18 @@ async fn confirm_failures(scenarios: &[Scenario], opts: &CheckOptions, results: 
                 continue;
             };
             let res = &mut results.scenarios[idx];
+            if r.status != Status::Compared {
+                // A re-run that could not measure is no evidence against the FAIL.
+                let why = if r.status_detail.is_empty() {
+                    format!("{:?}", r.status)
+                } else {
+                    r.status_detail.clone()
+                };
+                res.notes.push(format!(
+                    "confirmation re-run {i} could not be compared ({why}): no evidence against the FAIL, which holds"
+                ));
+                continue;
+            }
             let mut held = Vec::new();
             for c in res.checks.iter_mut().filter(|c| c.verdict == Verdict::Fail) {
                 let same = r
@@ -445,12 +584,10 @@ async fn confirm_failures(scenarios: &[Scenario], opts: &CheckOptions, results: 
                         "{label} {} (FAIL, holds)",
                         crate::report::fmt_change(x)
                     )),
-                    other => {
-                        let got = other
-                            .map(|x| {
-                                format!("{} {}", crate::report::fmt_change(x), x.verdict.as_str())
-                            })
-                            .unwrap_or_else(|| "not compared".into());
+                    None => held.push(format!("{label} not compared in the re-run (FAIL holds)")),
+                    Some(x) => {
+                        let got =
+                            format!("{} {}", crate::report::fmt_change(x), x.verdict.as_str());
                         held.push(format!("{label} {got} (not confirmed)"));
                         c.verdict = Verdict::Warn;
                         c.reason = format!(
@@ -467,16 +604,8 @@ async fn confirm_failures(scenarios: &[Scenario], opts: &CheckOptions, results: 
             }
         }
     }
-    // The overall verdict may have changed.
-    let any_fail = results
-        .scenarios
-        .iter()
-        .flat_map(|s| s.checks.iter())
-        .any(|c| c.verdict == Verdict::Fail);
-    if results.verdict == "FAIL" && !any_fail {
-        results.verdict = "WARN".into();
-        results.exit_code = exit::OK;
-    }
+    // The overall verdict may have changed: decided again over every scenario.
+    results.decide();
 }
 
 /// Compares measured runs with their baselines and builds the results and exit code.
@@ -548,10 +677,7 @@ pub fn compare(
             Err(LoadError::Missing(p)) => {
                 if res.status == Status::Compared {
                     res.status = Status::NoBaseline;
-                    res.status_detail = format!(
-                        "no baseline at {}; run `perfgate bless` and commit it",
-                        p.display()
-                    );
+                    res.status_detail = missing_message(&sc.name, &p);
                 }
             }
             Err(LoadError::Invalid(m)) => {
@@ -568,22 +694,52 @@ pub fn compare(
                     requests: b.records().count(),
                     summary: b.summary.clone(),
                 });
-                let stale = staleness(
-                    sc,
-                    &b,
-                    res.measured.token_source.as_deref(),
-                    res.measured.output_tokens_p50,
-                    res.measured.prompt_tokens_p50,
-                );
-                match (res.status, stale) {
+                match (res.status, staleness(sc, &b)) {
                     (Status::Compared, Some(why)) => {
                         res.status = Status::Stale;
                         res.status_detail = why;
                     }
-                    (Status::Compared, None) | (Status::Unmeasurable, None)
-                        if res.measured.ok > 0 =>
-                    {
-                        gate_inputs.push(scenario_samples(sc, &b, &run));
+                    (Status::Compared | Status::Unmeasurable, None) if res.measured.ok > 0 => {
+                        let drifts = workload_drift(sc, &b, &run);
+                        let skip: Vec<Metric> =
+                            drifts.iter().flat_map(|d| d.metrics.clone()).collect();
+                        let left: Vec<Metric> = sc
+                            .gate
+                            .metrics
+                            .iter()
+                            .copied()
+                            .filter(|m| !skip.contains(m))
+                            .collect();
+                        let whys: Vec<String> = drifts.iter().map(|d| d.why.clone()).collect();
+                        if !drifts.is_empty() && left.is_empty() {
+                            if res.status == Status::Compared {
+                                res.status = Status::Stale;
+                                res.status_detail = format!(
+                                    "workload drift: {}; every gated metric depends on it, so nothing was compared (find out why the workload changed before blessing anything)",
+                                    whys.join("; ")
+                                );
+                            }
+                        } else {
+                            for d in &drifts {
+                                let names: Vec<&str> = d
+                                    .metrics
+                                    .iter()
+                                    .filter(|m| sc.gate.metrics.contains(m))
+                                    .map(|m| m.label())
+                                    .collect();
+                                if !names.is_empty() {
+                                    res.notes.push(format!(
+                                        "workload drift: {}; {} not compared (the other metrics and the error rate are)",
+                                        d.why,
+                                        names.join(" and ")
+                                    ));
+                                }
+                            }
+                            if drifts.is_empty() {
+                                res.notes.extend(minority_source_note(&run));
+                            }
+                            gate_inputs.push(scenario_samples(sc, &b, &run, &skip));
+                        }
                     }
                     _ => {}
                 }
@@ -614,48 +770,52 @@ pub fn compare(
             r.checks.push(c);
         }
     }
-    let any = |v: Verdict| {
-        results
-            .iter()
-            .flat_map(|s| s.checks.iter())
-            .any(|c| c.verdict == v)
-    };
-    let any_status = |st: Status| results.iter().any(|s| s.status == st);
-    let missing = any_status(Status::NoBaseline)
-        || any_status(Status::Stale)
-        || any_status(Status::InvalidBaseline);
-    // DESIGN s6: a scenario that could not be measured (unreachable, every request failed, or
-    // error rate above max_error_rate) makes the whole check "could not measure", even when
-    // another scenario regressed: its numbers are not trustworthy. The report shows both.
-    let compared = any_status(Status::Compared);
-    let (verdict, code) = if any_status(Status::Unmeasurable) {
-        ("ERROR", exit::COULD_NOT_MEASURE)
-    } else if any_status(Status::Misconfigured) {
-        ("ERROR", exit::INVALID_INPUT)
-    } else if any(Verdict::Fail) {
-        ("FAIL", exit::REGRESSION)
-    } else if missing && (opts.require_baseline || any_status(Status::InvalidBaseline)) {
-        ("NO_BASELINE", exit::INVALID_INPUT)
-    } else if !compared {
-        ("NO_BASELINE", exit::OK)
-    } else if any(Verdict::Warn) {
-        ("WARN", exit::OK)
-    } else if any(Verdict::Improved) {
-        ("IMPROVED", exit::OK)
-    } else {
-        ("PASS", exit::OK)
-    };
-    Results {
+    let mut out = Results {
         schema_version: RESULTS_SCHEMA_VERSION,
         perfgate_version: env!("CARGO_PKG_VERSION").to_string(),
         created_at: crate::runner::now_rfc3339(),
         id: opts.id.clone(),
-        verdict: verdict.to_string(),
-        exit_code: code,
+        verdict: Overall::Pass,
+        exit_code: exit::OK,
         family_size: family,
         incomplete: false,
+        baseline_policy: opts.policy,
         scenarios: results,
+    };
+    out.decide();
+    out
+}
+
+/// The message for a scenario without a baseline file: which scenario, and what to run.
+pub fn missing_message(name: &str, path: &Path) -> String {
+    format!(
+        "no baseline at {}: run `perfgate bless --only {name}` against the unchanged server and commit {}, or pass --allow-missing-baseline for the first run of a new scenario (reported, not gated)",
+        path.display(),
+        path.display()
+    )
+}
+
+/// The scenarios whose baseline is known, before measuring, to be unusable: (name, why) for a
+/// missing file, a broken file, or a scenario that changed since it was blessed.
+pub fn unusable_baselines(scenarios: &[Scenario], dir: &Path) -> Vec<(String, Status, String)> {
+    let mut out = Vec::new();
+    for sc in scenarios {
+        let path = baseline::path_for(dir, &sc.name);
+        match baseline::load(&path) {
+            Err(LoadError::Missing(p)) => out.push((
+                sc.name.clone(),
+                Status::NoBaseline,
+                missing_message(&sc.name, &p),
+            )),
+            Err(LoadError::Invalid(m)) => out.push((sc.name.clone(), Status::InvalidBaseline, m)),
+            Ok(b) => {
+                if let Some(why) = staleness(sc, &b) {
+                    out.push((sc.name.clone(), Status::Stale, why));
+                }
+            }
+        }
     }
+    out
 }
 
 /// True when every failure is an HTTP 401/403/404/405: a wrong key or URL, not a slow server.
@@ -713,28 +873,62 @@ mod tests {
         baseline::from_runs(sc, &[run], None)
     }
 
+    fn run_of(recs: Vec<RequestRecord>) -> RunOutput {
+        let mut run = RunOutput::empty();
+        run.records = recs;
+        run
+    }
+
     #[test]
-    fn workload_drift_is_stale_not_a_verdict() {
+    fn workload_drift_removes_only_what_depends_on_it() {
         let sc = scenario();
         let b = baseline_of(&sc, 12, 8);
-        assert_eq!(
-            staleness(&sc, &b, Some("usage"), Some(8.0), Some(12.0)),
-            None
-        );
-        let why = staleness(&sc, &b, Some("usage"), Some(8.0), Some(30.0)).unwrap();
+        let same = run_of(vec![record(12, 8); 20]);
+        assert_eq!(workload_drift(&sc, &b, &same), vec![]);
+        let d = workload_drift(&sc, &b, &run_of(vec![record(30, 8); 20]));
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].metrics, vec![Metric::Ttft, Metric::E2e]);
         assert!(
-            why.contains("median prompt tokens 12 in the baseline vs 30 now"),
-            "{why}"
+            d[0].why
+                .contains("median prompt tokens 12 in the baseline vs 30 now"),
+            "{}",
+            d[0].why
         );
-        let why = staleness(&sc, &b, Some("usage"), Some(6.0), Some(12.0)).unwrap();
+        let d = workload_drift(&sc, &b, &run_of(vec![record(12, 6); 20]));
+        assert_eq!(d[0].metrics, vec![Metric::Tpot, Metric::E2e]);
+        assert!(d[0]
+            .why
+            .contains("median output tokens 8 in the baseline vs 6 now"));
+        let events = RequestRecord {
+            token_source: Some(TokenSource::Events),
+            ..record(12, 8)
+        };
+        let d = workload_drift(&sc, &b, &run_of(vec![events.clone(); 20]));
+        assert_eq!(d[0].metrics, vec![Metric::Tpot]);
         assert!(
-            why.contains("median output tokens 8 in the baseline vs 6 now"),
-            "{why}"
+            d[0].why
+                .contains("from usage (20 of 20) in the baseline but from events (20 of 20) now"),
+            "{}",
+            d[0].why
         );
-        let why = staleness(&sc, &b, Some("events"), Some(8.0), Some(12.0)).unwrap();
+        // One request of twenty without usage, same count: no drift, a note.
+        let mut mixed = vec![record(12, 8); 19];
+        mixed.push(events.clone());
+        let mixed = run_of(mixed);
+        assert_eq!(workload_drift(&sc, &b, &mixed), vec![]);
+        let note = minority_source_note(&mixed).unwrap();
         assert!(
-            why.contains("counted from usage in the baseline but from events now"),
-            "{why}"
+            note.starts_with("1 of 20 requests had no `usage` token count"),
+            "{note}"
         );
+        // ... with another count, TPOT is not compared.
+        let mut off = vec![record(12, 8); 19];
+        off.push(RequestRecord {
+            output_tokens: Some(5),
+            ..events
+        });
+        let d = workload_drift(&sc, &b, &run_of(off));
+        assert_eq!(d[0].metrics, vec![Metric::Tpot]);
+        assert!(d[0].why.contains("1 of 20 requests counted output tokens from events instead of usage, and 1 of them got a different count"), "{}", d[0].why);
     }
 }

@@ -117,8 +117,13 @@ struct CheckArgs {
     baselines: PathBuf,
     #[command(flatten)]
     out: ReportFiles,
-    /// Exit 2 when a scenario has no baseline or a stale one.
+    /// Report a scenario without a baseline (missing, or stale because the scenario changed)
+    /// instead of failing with exit 2: for the first run of a new scenario. An invalid baseline
+    /// file is an error either way.
     #[arg(long)]
+    allow_missing_baseline: bool,
+    /// The default since baselines became required; kept so older workflows still run.
+    #[arg(long, hide = true, conflicts_with = "allow_missing_baseline")]
     require_baseline: bool,
     /// Run only shard I of N (1 <= I <= N), e.g. `--shard 2/4` in a CI matrix: the scenarios
     /// sorted by name, the k-th (from 0) in shard k mod N + 1. Merge the shards' results files
@@ -140,10 +145,15 @@ struct BlessArgs {
     /// Directory of baseline files.
     #[arg(long, default_value = "baselines")]
     baselines: PathBuf,
-    /// Separate runs per scenario (1-20); with 2 or more, the run-to-run spread is stored and
-    /// check widens its fail tolerance to it. 5 is a good choice for remote endpoints.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=20))]
+    /// Separate runs per scenario (1-20). The run-to-run spread of the runs is stored and check
+    /// widens its fail tolerance to it, so a runner that drifts between the bless and a check
+    /// does not false-alarm (see docs/gate.md); 1 stores no spread.
+    #[arg(long, default_value_t = crate::bless::DEFAULT_RUNS, value_parser = clap::value_parser!(u8).range(1..=20))]
     runs: u8,
+    /// Write the baseline even when its runs' spread is so large that a check could not catch a
+    /// 2x slowdown (refused by default, exit 3).
+    #[arg(long)]
+    allow_unstable: bool,
 }
 
 #[derive(Debug, Args)]
@@ -373,29 +383,31 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
             names.join(", ")
         );
     }
-    if a.require_baseline {
-        // Fail before measuring: a missing, broken or stale baseline is known offline.
-        for sc in &scs {
-            let path = crate::baseline::path_for(&a.baselines, &sc.name);
-            let problem = match crate::baseline::load(&path) {
-                Err(crate::baseline::LoadError::Missing(p)) => Some(format!(
-                    "no baseline at {}; run `perfgate bless` and commit it",
-                    p.display()
-                )),
-                Err(crate::baseline::LoadError::Invalid(m)) => Some(m),
-                Ok(b) => check::staleness(sc, &b, None, None, None),
-            };
-            if let Some(p) = problem {
-                return Err(ExitError::invalid(format!(
-                    "--require-baseline: scenario {}: {p}",
-                    sc.name
-                )));
-            }
-        }
+    let policy = if a.allow_missing_baseline {
+        crate::verdict::BaselinePolicy::AllowMissing
+    } else {
+        crate::verdict::BaselinePolicy::Required
+    };
+    // Fail before measuring: a missing, broken or stale baseline is known offline.
+    let unusable: Vec<_> = check::unusable_baselines(&scs, &a.baselines)
+        .into_iter()
+        .filter(|(_, st, _)| *st == crate::results::Status::InvalidBaseline || policy.is_required())
+        .collect();
+    if !unusable.is_empty() {
+        let lines: Vec<String> = unusable
+            .iter()
+            .map(|(name, _, why)| format!("  - scenario {name}: {why}"))
+            .collect();
+        return Err(ExitError::invalid(format!(
+            "no usable baseline for {} of {} scenario(s), so this check would compare nothing for them (nothing was measured):\n{}",
+            unusable.len(),
+            scs.len(),
+            lines.join("\n")
+        )));
     }
     let opts = CheckOptions {
         baselines: a.baselines.clone(),
-        require_baseline: a.require_baseline,
+        policy,
         id: a.id.clone(),
     };
     // A live progress line while measuring, on an interactive terminal only (never in CI logs).
@@ -412,7 +424,8 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
         "{}",
         report::terminal::render_styled(&rep.results, report::terminal::use_color())
     );
-    for w in report::write_outputs(&rep, &a.out.outputs()).map_err(ExitError::invalid)? {
+    let written = report::write_outputs(&rep, &a.out.outputs());
+    for w in &written.written {
         eprintln!("perfgate: wrote {w}");
     }
     let results = rep.results;
@@ -422,6 +435,9 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
         markdown: a.out.markdown.as_deref(),
     };
     crate::github::publish(&results, &a.github, reports).await;
+    for f in &written.failed {
+        eprintln!("perfgate: error: {f}");
+    }
     for s in &results.scenarios {
         match s.status {
             crate::results::Status::Unmeasurable => {
@@ -437,7 +453,11 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
             _ => {}
         }
     }
-    Ok(results.exit_code)
+    Ok(if written.failed.is_empty() {
+        results.exit_code
+    } else {
+        crate::verdict::with_write_failure(results.exit_code)
+    })
 }
 
 /// `perfgate report`: loads (and merges) saved results, prints the terminal report, writes the
@@ -454,10 +474,18 @@ fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
         "{}",
         report::terminal::render_styled(&rep.results, report::terminal::use_color())
     );
-    for w in report::write_outputs(&rep, &a.out.outputs()).map_err(ExitError::invalid)? {
+    let written = report::write_outputs(&rep, &a.out.outputs());
+    for w in &written.written {
         eprintln!("perfgate: wrote {w}");
     }
-    Ok(rep.results.exit_code)
+    for f in &written.failed {
+        eprintln!("perfgate: error: {f}");
+    }
+    Ok(if written.failed.is_empty() {
+        rep.results.exit_code
+    } else {
+        crate::verdict::with_write_failure(rep.results.exit_code)
+    })
 }
 
 async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
@@ -467,7 +495,7 @@ async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
             .ok()
             .map(|s| s.trim().to_string())
     });
-    let bless = crate::bless::bless(&scs, &a.baselines, a.runs as usize, host);
+    let bless = crate::bless::bless(&scs, &a.baselines, a.runs as usize, a.allow_unstable, host);
     match report::progress::TerminalProgress::stderr() {
         Some(p) => crate::runner::PROGRESS.scope(p, bless).await,
         None => bless.await,

@@ -137,7 +137,7 @@ pub struct Check {
     pub verdict: Verdict,
     /// Why, in one sentence with the numbers.
     pub reason: String,
-    /// For WARN/INFO: samples per side the check would need.
+    /// For WARN/INFO, and a PASS not settled at this n: samples per side the check would need.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples_needed: Option<usize>,
     /// Tail checks: the smallest uniform change (fraction, 0.5 = +50 %) this sample size can
@@ -283,6 +283,18 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
                     fmt_p(reg_h[j])
                 ),
             )
+        } else if c.ratio.is_some_and(|r| r <= 1.0 + c.warn) {
+            // Not settled at this n, but what was measured is no slowdown worth a warning (an
+            // improvement never reads WARN); the bound that is missing is said in the reason.
+            (
+                Verdict::Pass,
+                format!(
+                    "no slowdown beyond the {:.0}% warn band measured ({:+.1}%), although at this n the bounds cannot yet exclude a change beyond {:.0}%",
+                    c.warn * 100.0,
+                    (c.ratio.unwrap_or(1.0) - 1.0) * 100.0,
+                    c.fail * 100.0
+                ),
+            )
         } else {
             (Verdict::Warn, p.inconclusive_reason.clone())
         };
@@ -321,12 +333,16 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
         } else {
             c.reason = format!("{why}; {}", c.reason);
         }
-        if v != Verdict::Warn {
+        // Kept for WARN and for a PASS not settled at this n (sequential sampling goes on).
+        if v != Verdict::Warn && (v != Verdict::Pass || p.pass) {
             c.samples_needed = None;
         }
     }
     (checks, family)
 }
+
+/// Above this many samples per side, "needs ~N samples" is no advice anyone can take.
+pub const PRACTICAL_SAMPLES: usize = 5000;
 
 /// True when every gated check (one with a p-value) is PASS, FAIL or IMPROVED: sequential
 /// sampling can stop.
@@ -334,7 +350,12 @@ pub fn all_decided(checks: &[Check]) -> bool {
     checks
         .iter()
         .filter(|c| c.p_value.is_some())
-        .all(|c| matches!(c.verdict, Verdict::Pass | Verdict::Fail | Verdict::Improved))
+        .all(|c| match c.verdict {
+            Verdict::Fail | Verdict::Improved => true,
+            // A PASS whose bounds are not settled yet keeps its samples_needed.
+            Verdict::Pass => c.samples_needed.is_none(),
+            Verdict::Warn | Verdict::Info => false,
+        })
 }
 
 fn fmt_p(p: f64) -> String {
@@ -448,6 +469,12 @@ fn p50_check(
     let target = (lim - shift.ratio.ln()).abs();
     ch.samples_needed = needed(n, w, target);
     let inconclusive = match ch.samples_needed {
+        Some(k) if k > PRACTICAL_SAMPLES => format!(
+            "inconclusive: the {:.0}% upper bound {:+.1}% cannot rule out a change beyond {:.0}% at n = {n}, and the change is so close to the tolerance that no practical number of samples would settle it (over {PRACTICAL_SAMPLES} per side)",
+            (1.0 - alpha) * 100.0,
+            (shift.upper - 1.0) * 100.0,
+            band.fail * 100.0
+        ),
         Some(k) => format!(
             "inconclusive: the {:.0}% upper bound {:+.1}% cannot rule out a change beyond {:.0}% at n = {n}; needs ~{k} samples per side",
             (1.0 - alpha) * 100.0,

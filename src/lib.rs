@@ -23,3 +23,4 @@ pub mod results;
 pub mod runner;
 pub mod sim;
 pub mod stats;
+pub mod verdict;

@@ -38,8 +38,9 @@ pub struct Results {
     pub created_at: String,
     /// The check id (names the PR comment marker).
     pub id: String,
-    /// FAIL, WARN, PASS, IMPROVED, NO_BASELINE or ERROR.
-    pub verdict: String,
+    /// FAIL, WARN, PASS, IMPROVED, NO_BASELINE, ERROR or INTERRUPTED; always
+    /// [`crate::verdict::decide`] over `scenarios`.
+    pub verdict: crate::verdict::Overall,
     /// The process exit code (DESIGN s6).
     pub exit_code: i32,
     /// Number of gated checks in the Holm family.
@@ -47,6 +48,12 @@ pub struct Results {
     /// True when the run was interrupted (Ctrl-C / SIGTERM): the figures are partial.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub incomplete: bool,
+    /// `allow_missing` when the check ran with `--allow-missing-baseline` (absent otherwise).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::verdict::BaselinePolicy::is_required"
+    )]
+    pub baseline_policy: crate::verdict::BaselinePolicy,
     pub scenarios: Vec<ScenarioResult>,
 }
 
@@ -218,6 +225,12 @@ impl ScenarioResult {
 }
 
 impl Results {
+    /// Sets `verdict` and `exit_code` from the scenarios, the policy and `incomplete`: the one
+    /// place they are decided ([`crate::verdict::decide`]).
+    pub fn decide(&mut self) {
+        (self.verdict, self.exit_code) =
+            crate::verdict::decide(&self.scenarios, self.baseline_policy, self.incomplete);
+    }
     /// Checks with a given verdict, across scenarios.
     pub fn count(&self, v: Verdict) -> usize {
         self.scenarios

@@ -92,9 +92,13 @@ fn bless_check_pass_then_thirty_percent_slower_tpot_fails() {
         .iter()
         .filter(|c| c["verdict"] == "FAIL")
         .collect();
-    assert_eq!(fails.len(), 1, "{fails:?}");
-    assert_eq!(fails[0]["metric"], "tpot");
-    let ratio = fails[0]["ratio"].as_f64().unwrap();
+    // TPOT P50, and with a 5-run (100-request) baseline the tail above P90 too; only TPOT.
+    assert!(fails.iter().all(|c| c["metric"] == "tpot"), "{fails:?}");
+    let p50 = fails
+        .iter()
+        .find(|c| c["kind"]["quantile"] == "p50")
+        .expect("TPOT P50 FAIL");
+    let ratio = p50["ratio"].as_f64().unwrap();
     assert!((1.2..1.4).contains(&ratio), "ratio {ratio}");
 }
 
@@ -158,7 +162,10 @@ fn dead_endpoint_exits_3_with_one_line_reason() {
     );
     let dir = setup(&yaml);
     let t = std::time::Instant::now();
-    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    let o = perfgate(dir.path())
+        .args(["check", "--allow-missing-baseline"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
     let e = stderr(&o);
     let reason: Vec<&str> = e
@@ -181,17 +188,26 @@ fn dead_endpoint_exits_3_with_one_line_reason() {
 }
 
 #[test]
-fn missing_baseline_is_a_note_unless_required() {
+fn missing_baseline_is_an_error_unless_allowed() {
     let dir = setup(SIM);
     let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("scenario tpot-scenario: no baseline at baselines/tpot-scenario.json: run `perfgate bless --only tpot-scenario`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = perfgate(dir.path())
+        .args(["check", "--allow-missing-baseline"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0));
     assert!(
-        stdout(&o).contains(
-            "NO BASELINE: no baseline at baselines/tpot-scenario.json; run `perfgate bless`"
-        ),
+        stdout(&o).contains("NO BASELINE: no baseline at baselines/tpot-scenario.json: run `perfgate bless --only tpot-scenario`"),
         "{}",
         stdout(&o)
     );
+    // --require-baseline, the old spelling of the default, still runs
     let o = perfgate(dir.path())
         .args(["check", "--require-baseline"])
         .output()
@@ -217,23 +233,23 @@ fn stale_and_broken_baselines_are_reported() {
         SIM.replace("max_tokens: 24", "max_tokens: 25"),
     )
     .unwrap();
-    // --require-baseline refuses before measuring, naming what changed
+    // refused before measuring, naming what changed
     let t = std::time::Instant::now();
-    let o = perfgate(dir.path())
-        .args(["check", "--require-baseline"])
-        .output()
-        .unwrap();
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains(
-            "the scenario changed since the baseline was blessed (request.max_tokens: 24 -> 25)"
+            "the scenario changed since its baseline was blessed (request.max_tokens: 24 -> 25)"
         ),
         "{}",
         stderr(&o)
     );
     assert!(t.elapsed().as_secs() < 3, "refused before measuring");
-    // without it, the stale scenario is reported and not compared
-    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    // with --allow-missing-baseline, the stale scenario is reported and not compared
+    let o = perfgate(dir.path())
+        .args(["check", "--allow-missing-baseline"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0));
     assert!(
         stdout(&o).contains("STALE BASELINE: the scenario changed"),
@@ -246,13 +262,20 @@ fn stale_and_broken_baselines_are_reported() {
     let p = dir.path().join("baselines/tpot-scenario.json");
     let text = std::fs::read_to_string(&p).unwrap();
     std::fs::write(&p, text.replacen("\"ttft_ms\": ", "\"ttft_ms\": -", 1)).unwrap();
-    let o = perfgate(dir.path()).arg("check").output().unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let out = stdout(&o);
-    assert!(
-        out.contains("baselines/tpot-scenario.json: runs[0].records[0].ttft_ms is -"),
-        "{out}"
-    );
+    // ... refused before measuring, with or without --allow-missing-baseline
+    for allow in [false, true] {
+        let mut args = vec!["check"];
+        if allow {
+            args.push("--allow-missing-baseline");
+        }
+        let o = perfgate(dir.path()).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let e = stderr(&o);
+        assert!(
+            e.contains("baselines/tpot-scenario.json: runs[0].records[0].ttft_ms is -"),
+            "{e}"
+        );
+    }
 }
 
 #[test]
@@ -334,7 +357,14 @@ fn http_401_names_the_variable_never_the_key() {
     );
     let dir = setup(&yaml);
     let o = perfgate(dir.path())
-        .args(["check", "--output", "r.json", "--markdown", "r.md"])
+        .args([
+            "check",
+            "--allow-missing-baseline",
+            "--output",
+            "r.json",
+            "--markdown",
+            "r.md",
+        ])
         .env("PG_CANARY_KEY", canary)
         .output()
         .unwrap();
@@ -400,7 +430,7 @@ fn bless_with_several_runs_stores_the_spread() {
 fn error_rate_above_the_limit_exits_3_even_without_a_baseline() {
     let dir = setup(SIM);
     let o = perfgate(dir.path())
-        .arg("check")
+        .args(["check", "--allow-missing-baseline"])
         .env("ERR", "0.3")
         .output()
         .unwrap();
@@ -428,7 +458,10 @@ fn every_request_404_is_a_configuration_error_and_stops_early() {
         server.base_url()
     );
     let dir = setup(&yaml);
-    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    let o = perfgate(dir.path())
+        .args(["check", "--allow-missing-baseline"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     let e = stderr(&o);
     assert!(e.contains("HTTP 404"), "{e}");
@@ -466,7 +499,10 @@ fn a_server_that_never_answers_is_abandoned_after_the_warmup() {
     );
     let dir = setup(&yaml);
     let t = std::time::Instant::now();
-    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    let o = perfgate(dir.path())
+        .args(["check", "--allow-missing-baseline"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
     assert!(
         stderr(&o).contains("first_token_timeout (1s)"),
@@ -533,7 +569,7 @@ fn sequential_sampling_stops_early_when_decided() {
     let dir = setup(&SIM.replace("    warmup: 1", "    warmup: 1\n    max_samples: 200"));
     assert_eq!(
         perfgate(dir.path())
-            .arg("bless")
+            .args(["bless", "--runs", "1"])
             .output()
             .unwrap()
             .status
@@ -644,6 +680,7 @@ fn secrets_never_leave_even_when_echoed_clipped_or_in_the_url() {
     all.push_str(&everything(dir.path(), &o));
     let o = run(&[
         "check",
+        "--allow-missing-baseline",
         "--output",
         "r.json",
         "--markdown",
@@ -699,7 +736,7 @@ fn dropped_requests_are_resent_once_and_too_many_make_the_run_untrusted() {
     );
     let dir = setup(&yaml);
     let o = perfgate(dir.path())
-        .args(["check", "--output", "r.json"])
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
         .output()
         .unwrap();
     // Each dropped request is re-sent once (and then answered), but half the requests needing
@@ -728,7 +765,7 @@ fn absurd_usage_does_not_crash_and_is_not_trusted() {
     );
     let dir = setup(&yaml);
     let o = perfgate(dir.path())
-        .args(["check", "--output", "r.json"])
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -804,7 +841,14 @@ fn sigterm_during_check_writes_partial_results_and_exits_130() {
     let dir = setup(SLOW);
     let child = spawn(
         dir.path(),
-        &["check", "--output", "r.json", "--markdown", "r.md"],
+        &[
+            "check",
+            "--allow-missing-baseline",
+            "--output",
+            "r.json",
+            "--markdown",
+            "r.md",
+        ],
     );
     std::thread::sleep(std::time::Duration::from_millis(2500));
     signal(&child, "TERM");
@@ -861,7 +905,7 @@ fn sigkill_at_random_moments_never_leaves_a_half_written_baseline() {
             .iter()
             .map(|n| std::fs::read(dir.path().join(format!("baselines/{n}.json"))).unwrap())
             .collect();
-        let child = spawn(dir.path(), &["bless"]);
+        let child = spawn(dir.path(), &["bless", "--runs", "1"]);
         // a deterministic spread of moments across the ~1-2 s bless
         std::thread::sleep(std::time::Duration::from_millis(100 + (i * 733) % 1900));
         signal(&child, "KILL");
@@ -912,4 +956,487 @@ fn sim_replay_refuses_simulator_settings() {
         "{}",
         stderr(&o)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A gate that is never silently green: each test below reproduces a way the gate used to pass,
+// or exit with the wrong code, without having compared, against a scripted 127.0.0.1 server.
+// ---------------------------------------------------------------------------------------------
+
+/// How the scripted server answers one streamed request (the n-th POST, from 0).
+#[derive(Debug, Clone, Copy)]
+struct Reply {
+    /// HTTP status; not 200 sends a JSON error body.
+    status: u16,
+    /// Time to the first token, ms.
+    ttft_ms: u64,
+    /// Gap between tokens, ms.
+    gap_ms: u64,
+    /// Tokens sent, one per event.
+    tokens: u64,
+    /// A final usage chunk (completion_tokens = tokens).
+    usage: bool,
+}
+
+impl Reply {
+    fn ok(ttft_ms: u64) -> Reply {
+        Reply {
+            status: 200,
+            ttft_ms,
+            gap_ms: 2,
+            tokens: 6,
+            usage: true,
+        }
+    }
+}
+
+/// A scripted OpenAI-compatible streaming server on 127.0.0.1: `GET .../models` lists model
+/// `m`; the n-th POST (from 0) is answered as `script(n)` says. One thread per connection, each
+/// response closes its connection; stopped (and its port freed) when dropped.
+struct Scripted {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    posts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Scripted {
+    fn start(script: impl Fn(usize) -> Reply + Send + Sync + 'static) -> Scripted {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::Ordering;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let posts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let script = std::sync::Arc::new(script);
+        let (stop2, posts2) = (stop.clone(), posts.clone());
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                if stop2.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut s) = conn else { continue };
+                let (script, posts) = (script.clone(), posts2.clone());
+                std::thread::spawn(move || {
+                    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                    let mut r = BufReader::new(s.try_clone().unwrap());
+                    let mut line = String::new();
+                    if r.read_line(&mut line).is_err() {
+                        return;
+                    }
+                    let post = line.starts_with("POST");
+                    let mut len = 0usize;
+                    loop {
+                        let mut h = String::new();
+                        if r.read_line(&mut h).is_err() || h.trim().is_empty() {
+                            break;
+                        }
+                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; len.min(1 << 20)];
+                    let _ = r.read_exact(&mut body);
+                    if !post {
+                        let b = r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#;
+                        let _ = write!(s, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{b}", b.len());
+                        return;
+                    }
+                    let n = posts.fetch_add(1, Ordering::SeqCst);
+                    let rep = script(n);
+                    if rep.status != 200 {
+                        let b = r#"{"error":{"message":"scripted failure","type":"server_error"}}"#;
+                        let _ = write!(s, "HTTP/1.1 {} Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{b}", rep.status, b.len());
+                        return;
+                    }
+                    let _ = write!(s, "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n");
+                    let _ = s.flush();
+                    std::thread::sleep(std::time::Duration::from_millis(rep.ttft_ms));
+                    for i in 0..rep.tokens {
+                        if i > 0 {
+                            std::thread::sleep(std::time::Duration::from_millis(rep.gap_ms));
+                        }
+                        let fin = if i + 1 == rep.tokens {
+                            "\"stop\""
+                        } else {
+                            "null"
+                        };
+                        let _ = write!(s, "data: {{\"id\":\"c{n}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{i} \"}},\"finish_reason\":{fin}}}]}}\n\n");
+                        let _ = s.flush();
+                    }
+                    if rep.usage {
+                        let _ = write!(s, "data: {{\"id\":\"c{n}\",\"choices\":[],\"usage\":{{\"prompt_tokens\":5,\"completion_tokens\":{},\"total_tokens\":{}}}}}\n\n", rep.tokens, rep.tokens + 5);
+                    }
+                    let _ = write!(s, "data: [DONE]\n\n");
+                    let _ = s.flush();
+                });
+            }
+        });
+        Scripted { port, stop, posts }
+    }
+
+    fn url(&self, host: &str) -> String {
+        format!("http://{host}:{}/v1", self.port)
+    }
+
+    fn posts(&self) -> usize {
+        self.posts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Scripted {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// One scenario on a scripted server: 20 samples, 1 warmup, 6 tokens.
+fn scripted_yaml(base_url: &str, extra_gate: &str) -> String {
+    format!(
+        "scenarios:\n  - name: s\n    endpoint: {{base_url: '{base_url}', model: m}}\n    request: {{prompt: hi, max_tokens: 6}}\n    load: {{samples: 20, warmup: 1}}\n    gate: {{metrics: [ttft, tpot]{extra_gate}}}\n"
+    )
+}
+
+#[test]
+fn a_stale_baseline_fails_the_check_unless_allowed() {
+    // Blessed at 20 ms TTFT on 127.0.0.1; then checked via localhost while 30 % slower.
+    let slower = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = slower.clone();
+    let server = Scripted::start(move |_| {
+        Reply::ok(if s2.load(std::sync::atomic::Ordering::SeqCst) {
+            26
+        } else {
+            20
+        })
+    });
+    let dir = setup(&scripted_yaml(&server.url("127.0.0.1"), ""));
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    slower.store(true, std::sync::atomic::Ordering::SeqCst);
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        scripted_yaml(&server.url("localhost"), ""),
+    )
+    .unwrap();
+    let before = server.posts();
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("no usable baseline for 1 of 1 scenario(s)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("scenario s: the scenario changed since its baseline was blessed (endpoint.base_url: \"http://127.0.0.1:"),
+        "{e}"
+    );
+    assert!(e.contains("`perfgate bless --only s`"), "{e}");
+    assert_eq!(server.posts(), before, "refused before measuring");
+    // A missing baseline: the same, naming the file and the opt-out.
+    std::fs::remove_file(dir.path().join("baselines/s.json")).unwrap();
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o)
+            .contains("scenario s: no baseline at baselines/s.json: run `perfgate bless --only s`")
+            && stderr(&o).contains("--allow-missing-baseline"),
+        "{}",
+        stderr(&o)
+    );
+    // The explicit opt-out, for the first run of a new scenario: reported, exit 0.
+    let o = perfgate(dir.path())
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("NO BASELINE"), "{}", stdout(&o));
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(r["verdict"], "NO_BASELINE");
+    assert_eq!(r["baseline_policy"], "allow_missing");
+}
+
+#[test]
+fn one_request_without_usage_keeps_the_gate_and_a_regression_fails() {
+    // Baseline: every request reports usage. Candidate: TTFT 2x, and request 5 of 20 has no
+    // usage chunk (same 6 tokens, counted from events).
+    let server = Scripted::start(|n| {
+        if n < 21 {
+            Reply::ok(20)
+        } else {
+            Reply {
+                usage: n != 26,
+                ..Reply::ok(40)
+            }
+        }
+    });
+    let dir = setup(&scripted_yaml(&server.url("127.0.0.1"), ""));
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = perfgate(dir.path())
+        .args(["check", "--output", "r.json"])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("TTFT P50"), "{out}");
+    assert!(
+        out.contains("1 of 20 requests had no `usage` token count and were counted from events"),
+        "{out}"
+    );
+    assert!(!out.to_lowercase().contains("re-bless"), "{out}");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    let s = &r["scenarios"][0];
+    assert_eq!(s["status"], "compared");
+    let ttft = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == "ttft" && c["kind"]["quantile"] == "p50")
+        .unwrap();
+    assert_eq!(ttft["verdict"], "FAIL", "{ttft}");
+    // TPOT is still compared: the counts agree.
+    assert!(s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["metric"] == "tpot" && c["kind"]["quantile"] == "p50"));
+}
+
+#[test]
+fn a_confirmation_rerun_that_cannot_measure_does_not_mask_a_fail() {
+    // Bless: POSTs 0-20 at 20 ms; check: 21-41 at 40 ms (+100 % TTFT); the confirmation re-run:
+    // HTTP 500 on every request.
+    let server = Scripted::start(|n| match n {
+        0..=20 => Reply::ok(20),
+        21..=41 => Reply::ok(40),
+        _ => Reply {
+            status: 500,
+            ..Reply::ok(0)
+        },
+    });
+    let dir = setup(&scripted_yaml(&server.url("127.0.0.1"), ", confirm: 1"));
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("confirmation re-run 1 could not be compared (")
+            && out.contains("no evidence against the FAIL, which holds"),
+        "{out}"
+    );
+    assert!(!out.contains("not confirmed"), "{out}");
+}
+
+/// The results fixture with its FAIL check given raw p-value `p` (one shard of a matrix).
+fn shard_results(name: &str, p: f64) -> Value {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
+    )
+    .unwrap();
+    let mut r: Value = serde_json::from_str(&text).unwrap();
+    let scenarios = r["scenarios"].as_array_mut().unwrap();
+    scenarios.retain(|s| s["name"] == "chat-long");
+    let s = &mut scenarios[0];
+    s["name"] = name.into();
+    for c in s["checks"].as_array_mut().unwrap() {
+        c["scenario"] = name.into();
+        c["alpha"] = 0.01.into();
+        if c["verdict"] == "FAIL" {
+            c["p_value"] = p.into();
+        }
+    }
+    r
+}
+
+#[test]
+fn report_decides_the_verdict_from_the_checks_and_keeps_every_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, v: &Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_json::to_string_pretty(v).unwrap()).unwrap();
+        p.display().to_string()
+    };
+    // Shard a: a weak FAIL that Holm over both shards demotes to WARN. Shard b: an invalid
+    // baseline (exit 2). Demoting the FAIL must not reset the exit code to 0.
+    let a = shard_results("a", 0.001);
+    let mut b = shard_results("b", 0.9);
+    b["scenarios"][0]["status"] = "invalid_baseline".into();
+    b["scenarios"][0]["status_detail"] = "baselines/b.json: not JSON".into();
+    for c in b["scenarios"][0]["checks"].as_array_mut().unwrap() {
+        c["verdict"] = "PASS".into();
+    }
+    b["verdict"] = "NO_BASELINE".into();
+    b["exit_code"] = 2.into();
+    let (pa, pb) = (write("a.json", &a), write("b.json", &b));
+    let o = perfgate(dir.path())
+        .args(["report", &pa, &pb, "--output", "m.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    let m: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("m.json")).unwrap()).unwrap();
+    assert_eq!(
+        (m["verdict"].as_str(), m["exit_code"].as_i64()),
+        (Some("NO_BASELINE"), Some(2))
+    );
+    // A file whose verdict and exit code were edited: decided again from its checks.
+    let mut liar = shard_results("c", 1e-9);
+    liar["verdict"] = "PASS".into();
+    liar["exit_code"] = 256.into();
+    let pl = write("liar.json", &liar);
+    let o = perfgate(dir.path()).args(["report", &pl]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+}
+
+#[test]
+fn an_unwritable_report_path_loses_nothing_else_and_keeps_the_verdict() {
+    let server = Scripted::start(|n| Reply::ok(if n < 21 { 20 } else { 40 }));
+    let dir = setup(&scripted_yaml(&server.url("127.0.0.1"), ""));
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    std::fs::write(dir.path().join("afile"), "x").unwrap();
+    let (summary, outputs) = (
+        dir.path().join("summary.md"),
+        dir.path().join("outputs.txt"),
+    );
+    let o = perfgate(dir.path())
+        .args([
+            "check",
+            "--output",
+            "afile/r.json",
+            "--markdown",
+            "report.md",
+        ])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .env("GITHUB_OUTPUT", &outputs)
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GITHUB_EVENT_PATH")
+        .output()
+        .unwrap();
+    // The regression's exit code is kept; the bad path has its own message.
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(
+            "cannot write the results JSON to afile/r.json: cannot create the directory afile:"
+        ) && e.contains("(it, or a directory above it, is a file)"),
+        "{e}"
+    );
+    assert!(
+        dir.path().join("report.md").exists(),
+        "the markdown is still written"
+    );
+    assert!(
+        std::fs::read_to_string(&summary).unwrap().contains("FAIL"),
+        "the step summary is still written"
+    );
+    assert!(std::fs::read_to_string(&outputs)
+        .unwrap()
+        .contains("verdict=FAIL"));
+    // With a passing verdict, an unwritten report is exit 2, never a silent 0.
+    let server2 = Scripted::start(|_| Reply::ok(20));
+    let dir2 = setup(&scripted_yaml(&server2.url("127.0.0.1"), ""));
+    let o = perfgate(dir2.path())
+        .args(["bless", "--runs", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    std::fs::write(dir2.path().join("afile"), "x").unwrap();
+    let o = perfgate(dir2.path())
+        .args(["check", "--output", "afile/r.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+}
+
+#[test]
+fn bless_leaves_the_temp_file_of_a_live_bless_alone() {
+    let dir = setup(SIM);
+    std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
+    // A live process (this test) and a dead one (PIDs never reach 4,194,304 on Linux).
+    let live = dir.path().join(format!(
+        "baselines/.tpot-scenario.json.tmp-{}",
+        std::process::id()
+    ));
+    let dead = dir.path().join("baselines/.tpot-scenario.json.tmp-4194999");
+    std::fs::write(&live, "in flight").unwrap();
+    std::fs::write(&dead, "left by a killed bless").unwrap();
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&live).unwrap(), "in flight");
+    assert!(!dead.exists());
+}
+
+#[test]
+fn bless_refuses_runs_too_far_apart_to_gate() {
+    // Run medians 20, 80, 10, 160, 40 ms: tau ~2; a check could not catch even a 2x slowdown.
+    let medians = [20u64, 80, 10, 160, 40];
+    let server = Scripted::start(move |n| Reply::ok(medians[(n / 21).min(4)]));
+    let dir = setup(&scripted_yaml(&server.url("127.0.0.1"), ""));
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("not blessing s: the endpoint's speed is not stable enough to gate: TTFT P50 of the 5 runs was ")
+            && e.contains("not even a 2x slowdown could FAIL")
+            && e.contains("--allow-unstable"),
+        "{e}"
+    );
+    assert!(!dir.path().join("baselines/s.json").exists());
+}
+
+#[test]
+fn configs_that_gate_nothing_or_twice_are_refused() {
+    for (gate, msg) in [
+        ("{quantiles: []}", "gate.quantiles is empty"),
+        ("{quantiles: [p50, p50]}", "gate.quantiles lists p50 twice"),
+        ("{metrics: [ttft, ttft]}", "gate.metrics lists ttft twice"),
+    ] {
+        let dir = setup(&format!(
+            "scenarios:\n  - name: s\n    endpoint: {{base_url: 'sim://'}}\n    request: {{prompt: hi, max_tokens: 4}}\n    gate: {gate}\n"
+        ));
+        let o = perfgate(dir.path()).arg("validate").output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{gate}");
+        assert!(stderr(&o).contains(msg), "{gate}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn a_key_pasted_into_api_key_env_is_never_echoed() {
+    for key in [
+        "sk-proj-Zx81kQv0aB3cD4eF5gH6iJ7kL8mN9",
+        "sk_live_4eF5gH6iJ7kL8mN9oP0qR1sT2u",
+    ] {
+        let dir = setup(&format!(
+            "scenarios:\n  - name: s\n    endpoint: {{base_url: 'http://127.0.0.1:9/v1', model: m, api_key_env: {key}}}\n    request: {{prompt: hi, max_tokens: 4}}\n"
+        ));
+        let o = perfgate(dir.path()).arg("validate").output().unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(all.contains("endpoint.api_key_env"), "{all}");
+        assert!(all.contains("not shown"), "{all}");
+        assert!(!all.contains(&key[6..]), "the key is echoed: {all}");
+    }
 }

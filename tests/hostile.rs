@@ -53,7 +53,7 @@ fn run(yaml: &str) -> (Option<i32>, Value, String, Duration) {
     let o = Command::cargo_bin("perfgate")
         .unwrap()
         .current_dir(dir.path())
-        .args(["check", "--output", "r.json"])
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
         .timeout(Duration::from_secs(120))
         .output()
         .unwrap();
@@ -210,7 +210,7 @@ fn a_redirect_to_another_host_is_not_followed_and_the_key_stays_home() {
     let o = Command::cargo_bin("perfgate")
         .unwrap()
         .current_dir(dir.path())
-        .arg("check")
+        .args(["check", "--allow-missing-baseline"])
         .env("PG_KEY", "sk-redirect-canary-123")
         .timeout(Duration::from_secs(60))
         .output()

@@ -13,7 +13,7 @@ fn check(yaml: &str) -> (Value, String) {
         .current_dir(dir.path())
         .env_remove("PERFGATE_SIM_TPOT_MS")
         .timeout(std::time::Duration::from_secs(120))
-        .args(["check", "--output", "r.json"])
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -247,7 +247,7 @@ fn check_never_draws_progress_or_colour_into_a_log() {
     )
     .unwrap();
     let out = perfgate()
-        .arg("check")
+        .args(["check", "--allow-missing-baseline"])
         .arg("-s")
         .arg(&f)
         .arg("--baselines")

@@ -90,7 +90,7 @@ scenarios:
     let b = d.join("baselines");
     Command::cargo_bin("perfgate")
         .unwrap()
-        .args(["bless", "--only", "compared", "-s"])
+        .args(["bless", "--runs", "1", "--only", "compared", "-s"])
         .arg(&s)
         .arg("--baselines")
         .arg(&b)
@@ -101,7 +101,7 @@ scenarios:
     Command::cargo_bin("perfgate")
         .unwrap()
         .env_remove("GITHUB_ACTIONS")
-        .args(["check", "-s"])
+        .args(["check", "--allow-missing-baseline", "-s"])
         .arg(&s)
         .arg("--baselines")
         .arg(&b)

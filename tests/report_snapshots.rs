@@ -257,8 +257,7 @@ fn outputs_are_written_from_one_model() {
             junit: Some(&x),
             html: Some(&h),
         },
-    )
-    .unwrap();
+    );
     assert_eq!(
         std::fs::read_to_string(&j).unwrap(),
         json::render(&rep.results)
@@ -281,20 +280,42 @@ fn merging_results_keeps_the_worst_verdict_and_refuses_duplicates() {
     for s in &mut b.scenarios {
         s.name = format!("{}-b", s.name);
     }
-    b.verdict = "PASS".into();
+    b.verdict = perfgate::verdict::Overall::Pass;
     b.exit_code = 0;
     let m = json::merge(vec![b.clone(), a.clone()], &["b".into(), "a".into()]).unwrap();
     assert_eq!((m.verdict.as_str(), m.exit_code), ("FAIL", 1));
     assert_eq!(m.scenarios.len(), 8);
     assert_eq!(m.family_size, a.family_size + b.family_size);
-    let e = json::merge(vec![a.clone(), a], &["x.json".into(), "y.json".into()]).unwrap_err();
+    let e = json::merge(
+        vec![a.clone(), a.clone()],
+        &["x.json".into(), "y.json".into()],
+    )
+    .unwrap_err();
     assert!(e.contains("x.json") && e.contains("y.json"), "{e}");
-    // no baseline anywhere (exit 0) does not outrank a PASS
+    // The verdict and exit code are decided from the checks, never read from the file: a file
+    // claiming PASS with exit code 256 for a FAIL check reads FAIL, exit 1.
+    let mut liar = a.clone();
+    liar.verdict = perfgate::verdict::Overall::Pass;
+    liar.exit_code = 256;
+    let m = json::merge(vec![liar], &["liar.json".into()]).unwrap();
+    assert_eq!((m.verdict.as_str(), m.exit_code), ("FAIL", 1));
+    // Scenarios without a baseline, allowed by --allow-missing-baseline, do not outrank a PASS;
+    // under the default policy (in either file) they are exit 2.
+    for s in &mut b.scenarios {
+        for c in &mut s.checks {
+            c.verdict = perfgate::gate::Verdict::Pass;
+        }
+    }
+    b.baseline_policy = perfgate::verdict::BaselinePolicy::AllowMissing;
     let mut n = b.clone();
-    n.verdict = "NO_BASELINE".into();
     for s in &mut n.scenarios {
         s.name.push('n');
+        s.status = perfgate::results::Status::NoBaseline;
+        s.checks.clear();
     }
+    let m = json::merge(vec![n.clone(), b.clone()], &["n".into(), "b".into()]).unwrap();
+    assert_eq!((m.verdict.as_str(), m.exit_code), ("PASS", 0));
+    b.baseline_policy = perfgate::verdict::BaselinePolicy::Required;
     let m = json::merge(vec![n, b], &["n".into(), "b".into()]).unwrap();
-    assert_eq!(m.verdict, "PASS");
+    assert_eq!((m.verdict.as_str(), m.exit_code), ("NO_BASELINE", 2));
 }

@@ -284,7 +284,7 @@ fn bless_then_check(dir: &Path, only: &[&str]) -> Vec<(String, Value)> {
         sel.push("--only");
         sel.push(o);
     }
-    let mut args = vec!["bless"];
+    let mut args = vec!["bless", "--runs", "1"];
     args.extend(&sel);
     let o = perfgate(dir, &args);
     assert_eq!(
@@ -392,7 +392,17 @@ fn assert_sane(s: &Value, e: &Expect) -> (f64, f64) {
 /// `perfgate check` on a scenario whose every request must fail with `class`; returns the
 /// scenario's first error message. Exit 3 (could not measure) or 2 (misconfigured: bad input).
 fn check_fails(dir: &Path, only: &str, class: &str) -> String {
-    let o = perfgate(dir, &["check", "--output", "results.json", "--only", only]);
+    let o = perfgate(
+        dir,
+        &[
+            "check",
+            "--allow-missing-baseline",
+            "--output",
+            "results.json",
+            "--only",
+            only,
+        ],
+    );
     let out = format!(
         "{}\n{}",
         String::from_utf8_lossy(&o.stdout),

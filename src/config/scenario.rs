@@ -633,14 +633,20 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
     let api_key = match &e.api_key_env {
         None => None,
         Some(var) => {
+            // Never echo the value when it may be a pasted key.
             if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(format!(
-                    "endpoint.api_key_env `{var}` is not a variable name: write the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key"
+                    "endpoint.api_key_env is not a variable name (a value of {} characters, not shown in case it is a key): write the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key itself",
+                    var.chars().count()
                 ));
             }
             match (ctx.env)(var) {
                 Some(v) if !v.is_empty() => Some(Secret::new(v)),
                 Some(_) => return Err(format!("endpoint.api_key_env: environment variable {var} is set but empty; export the API key in it")),
+                None if looks_like_a_key(var) => return Err(format!(
+                    "endpoint.api_key_env: no environment variable has this name, and the value ({} characters, not shown) looks like a key itself: write the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key, and revoke the key if this file was shared",
+                    var.chars().count()
+                )),
                 None => return Err(format!("endpoint.api_key_env: environment variable {var} is not set; export the API key in it")),
             }
         }
@@ -885,6 +891,22 @@ fn band_from(raw: &RawBand, base: Band, key: &str) -> Result<Band, String> {
     Ok(b)
 }
 
+/// A variable name that is really a pasted key: long, and either a known key prefix or mixed
+/// lower-case letters and digits (variable names are conventionally UPPER_SNAKE_CASE).
+fn looks_like_a_key(v: &str) -> bool {
+    let lower = v.chars().any(|c| c.is_ascii_lowercase());
+    let digit = v.chars().any(|c| c.is_ascii_digit());
+    v.len() >= 20 && (v.starts_with("sk") || v.starts_with("hf_") || (lower && digit))
+}
+
+/// The first value listed twice, if any.
+fn first_duplicate<T: PartialEq + Copy>(v: &[T]) -> Option<T> {
+    v.iter()
+        .enumerate()
+        .find(|(i, x)| v[..*i].contains(x))
+        .map(|(_, x)| *x)
+}
+
 fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
     let metrics = match &g.metrics {
         None => vec![Metric::Ttft, Metric::Tpot],
@@ -896,6 +918,12 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
     if metrics.is_empty() {
         return Err("gate.metrics is empty: gate at least one of ttft, tpot, e2e".into());
     }
+    if let Some(d) = first_duplicate(&metrics) {
+        return Err(format!(
+            "gate.metrics lists {} twice: each metric is gated once (a duplicate would add rows and inflate the Holm family)",
+            d.as_str()
+        ));
+    }
     let quantiles = match &g.quantiles {
         None => vec![Quantile::P50, Quantile::P99],
         Some(v) => v
@@ -903,6 +931,15 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
             .map(|s| parse_quantile(s))
             .collect::<Result<Vec<_>, _>>()?,
     };
+    if quantiles.is_empty() {
+        return Err("gate.quantiles is empty: then only the error rate would be gated and a 10x slower server would pass; list at least p50 (default [p50, p99])".into());
+    }
+    if let Some(d) = first_duplicate(&quantiles) {
+        return Err(format!(
+            "gate.quantiles lists {} twice: each quantile is gated once (a duplicate would add rows and inflate the Holm family)",
+            d.as_str()
+        ));
+    }
     let tol = g.tolerances.clone().unwrap_or_default();
     for key in tol.keys() {
         let ok = match key.split_once('_') {

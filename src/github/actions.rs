@@ -93,7 +93,7 @@ pub fn output_lines(pairs: &[(&str, String)]) -> String {
 /// `report-path` (when written).
 pub fn outputs(r: &Results, json: Option<&Path>, markdown: Option<&Path>) -> String {
     let mut pairs = vec![
-        ("verdict", r.verdict.clone()),
+        ("verdict", r.verdict.as_str().to_string()),
         ("regressions", r.count(Verdict::Fail).to_string()),
     ];
     if let Some(p) = json {

@@ -126,7 +126,7 @@ fn headline(verdict: &str) -> (&'static str, &'static str) {
 /// Renders the whole page.
 pub fn render(rep: &Report) -> String {
     let r = &rep.results;
-    let (head, cls) = headline(&r.verdict);
+    let (head, cls) = headline(r.verdict.as_str());
     let mut o = String::new();
     let _ = write!(
         o,
@@ -134,13 +134,13 @@ pub fn render(rep: &Report) -> String {
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
 <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n\
 <link rel=\"icon\" href=\"data:,\">\n<title>perfgate: {} ({} scenario(s))</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n",
-        escape(&r.verdict),
+        escape(r.verdict.as_str()),
         r.scenarios.len()
     );
     let _ = writeln!(
         o,
         "<div class=\"banner {cls}\">\n<h1>perfgate: {head} <span class=\"badge {cls}\">{}</span></h1>",
-        escape(&r.verdict)
+        escape(r.verdict.as_str())
     );
     let _ = writeln!(
         o,

@@ -34,26 +34,12 @@ pub fn load(path: &Path) -> Result<Results, String> {
     serde_json::from_value(v).map_err(|e| format!("{shown}: not a perfgate results file: {e}"))
 }
 
-/// Rank of an overall verdict, most severe first. As in `check`, scenarios without a usable
-/// baseline make the verdict NO_BASELINE only when it is an error (exit 2) or when nothing else
-/// was compared.
-fn rank(v: &str, code: i32) -> u8 {
-    match (v, code) {
-        ("INTERRUPTED" | "ERROR", _) => 0,
-        ("FAIL", _) => 1,
-        ("NO_BASELINE", 2) => 2,
-        ("WARN", _) => 3,
-        ("IMPROVED", _) => 4,
-        ("NO_BASELINE", _) => 6,
-        _ => 5,
-    }
-}
-
 /// Merges the results of several checks (e.g. one per CI matrix job) into one: scenarios in
-/// order, the most severe verdict, the exit code `check` would give (130 interrupted over 3 over
-/// 2-misconfigured over 1 over 2 over 0), Holm families added up and Holm redone over the union
-/// (see [`reholm`]). A scenario name seen twice is an error naming both
-/// files. `files` are the labels used in messages.
+/// order, Holm families added up and Holm redone over the union (see [`reholm`]), and the
+/// verdict and exit code decided again from the scenarios ([`crate::verdict::decide`]), never
+/// taken from the files' `verdict`/`exit_code` fields. The baseline policy is the strictest of
+/// the files'. A scenario name seen twice is an error naming both files. `files` are the labels
+/// used in messages. A single file is decided again too.
 pub fn merge(mut all: Vec<Results>, files: &[String]) -> Result<Results, String> {
     if all.is_empty() {
         return Err("no results file given".into());
@@ -74,31 +60,19 @@ pub fn merge(mut all: Vec<Results>, files: &[String]) -> Result<Results, String>
     }
     let merged = all.len();
     let mut out = all.remove(0);
-    let key = |code: i32, verdict: &str| match (code, verdict) {
-        (crate::exit::INTERRUPTED, _) => 5,
-        (3, _) => 4,
-        (2, "ERROR") => 3,
-        (1, _) => 2,
-        (2, _) => 1,
-        _ => 0,
-    };
     for r in all {
-        let worse_code = key(r.exit_code, &r.verdict) > key(out.exit_code, &out.verdict);
-        let worse_verdict = rank(&r.verdict, r.exit_code) < rank(&out.verdict, out.exit_code);
-        if worse_code {
-            out.exit_code = r.exit_code;
-        }
-        if worse_verdict {
-            out.verdict = r.verdict.clone();
-        }
         out.family_size += r.family_size;
         out.incomplete |= r.incomplete;
+        if r.baseline_policy.is_required() {
+            out.baseline_policy = r.baseline_policy;
+        }
         out.created_at = out.created_at.max(r.created_at);
         out.scenarios.extend(r.scenarios);
     }
     if merged > 1 {
         reholm(&mut out);
     }
+    out.decide();
     Ok(out)
 }
 
@@ -136,17 +110,6 @@ fn reholm(out: &mut Results) {
             }
         }
     }
-    let any_fail = out
-        .scenarios
-        .iter()
-        .flat_map(|s| s.checks.iter())
-        .any(|c| c.verdict == Verdict::Fail);
-    if out.verdict == "FAIL" && !any_fail {
-        out.verdict = "WARN".into();
-        if out.exit_code == crate::exit::REGRESSION {
-            out.exit_code = crate::exit::OK;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -172,7 +135,7 @@ mod reholm_tests {
             }
         }
         r.family_size = s.checks.iter().filter(|c| c.p_value.is_some()).count();
-        (r.verdict, r.exit_code) = ("FAIL".into(), 1);
+        (r.verdict, r.exit_code) = (crate::verdict::Overall::Fail, 1);
         r
     }
 

@@ -112,7 +112,7 @@ pub fn render(r: &Results) -> String {
             ("concurrency", s.concurrency.to_string()),
             ("requests", s.measured.requests.to_string()),
             ("failed", s.measured.failed.to_string()),
-            ("verdict", r.verdict.clone()),
+            ("verdict", r.verdict.as_str().to_string()),
         ];
         if let Some(b) = &s.baseline {
             props.push(("baseline", b.path.clone()));

@@ -186,10 +186,12 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
                 b.requests
             );
         }
-        if !s.checks.is_empty() {
+        let (info, gated): (Vec<&crate::gate::Check>, Vec<&crate::gate::Check>) =
+            s.checks.iter().partition(|c| c.verdict == Verdict::Info);
+        if !gated.is_empty() {
             let _ = writeln!(o, "| check | baseline | candidate | change [CI] | tolerance | n (b/c) | verdict | why |");
             let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
-            for c in &s.checks {
+            for c in &gated {
                 let _ = writeln!(
                     o,
                     "| {} | {} | {} | {} | {} | {}/{} | {} | {} |",
@@ -204,6 +206,9 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
                     escape(&c.reason)
                 );
             }
+        }
+        if let Some(line) = crate::report::info_line(&info) {
+            let _ = writeln!(o, "\n{}", escape(&line));
         }
         if let Some(itl) = m.summary.get("itl_ms") {
             let _ = writeln!(

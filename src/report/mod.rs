@@ -175,9 +175,42 @@ pub struct Outputs<'a> {
     pub html: Option<&'a Path>,
 }
 
-/// Writes every requested format (atomically; a missing directory is created) and returns one
-/// line per file written (`results JSON: out/results.json`). Errors name the file.
-pub fn write_outputs(r: &Report, o: &Outputs) -> Result<Vec<String>, String> {
+/// The one line that stands for every INFO check of a scenario (tails its sample size cannot
+/// judge): their values and the sample size that would gate them. `None` without INFO checks.
+pub fn info_line(info: &[&crate::gate::Check]) -> Option<String> {
+    let first = info.first()?;
+    let vals: Vec<String> = info
+        .iter()
+        .map(|c| {
+            format!(
+                "{} baseline {}, candidate {}",
+                fmt_check_name(c),
+                fmt_value(c, c.baseline),
+                fmt_value(c, c.candidate)
+            )
+        })
+        .collect();
+    let need = info.iter().filter_map(|c| c.samples_needed).max();
+    Some(format!(
+        "not gated at n = {}, too few samples to bound these tails, shown for information: {}{}",
+        first.n_baseline.min(first.n_candidate),
+        vals.join("; "),
+        need.map(|n| format!("; gating them needs at least {n} samples per side"))
+            .unwrap_or_default()
+    ))
+}
+
+/// What [`write_outputs`] did: one line per file written (`results JSON: out/results.json`) and
+/// one message per file that could not be written (naming the file and the reason).
+#[derive(Debug, Default)]
+pub struct Written {
+    pub written: Vec<String>,
+    pub failed: Vec<String>,
+}
+
+/// Writes every requested format (atomically; a missing directory is created). A file that
+/// cannot be written does not stop the others: every output that can be written is.
+pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
     type Render<'a> = &'a dyn Fn() -> String;
     let jobs: [(&str, Option<&Path>, Render); 4] = [
         ("results JSON", o.json, &|| json::render(&r.results)),
@@ -187,13 +220,17 @@ pub fn write_outputs(r: &Report, o: &Outputs) -> Result<Vec<String>, String> {
         ("JUnit XML", o.junit, &|| junit::render(&r.results)),
         ("HTML report", o.html, &|| html::render(r)),
     ];
-    let mut written = Vec::new();
+    let mut out = Written::default();
     for (what, path, render) in jobs {
         if let Some(p) = path {
-            crate::baseline::write_atomic(p, &render())
-                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-            written.push(format!("{what}: {}", p.display()));
+            match crate::baseline::write_atomic(p, &render()) {
+                Ok(()) => out.written.push(format!("{what}: {}", p.display())),
+                Err(e) => out.failed.push(format!(
+                    "cannot write the {what} to {}: {e}; the other reports were written and the verdict stands",
+                    p.display()
+                )),
+            }
         }
     }
-    Ok(written)
+    out
 }

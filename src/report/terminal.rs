@@ -77,7 +77,12 @@ pub fn render_styled(r: &Results, color: bool) -> String {
         if s.status != Status::Compared {
             let _ = writeln!(out, "   {}: {}", status_label(s.status), s.status_detail);
         }
-        if !s.checks.is_empty() {
+        // Tails that cannot be judged at this n: one line, not a row per metric.
+        let (info, shown): (Vec<&crate::gate::Check>, Vec<&crate::gate::Check>) = s
+            .checks
+            .iter()
+            .partition(|c| c.verdict == crate::gate::Verdict::Info);
+        if !shown.is_empty() {
             let mut t = Table::new();
             t.load_preset(presets::ASCII_BORDERS_ONLY_CONDENSED);
             t.set_header(vec![
@@ -88,7 +93,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
                 "tolerance",
                 "verdict",
             ]);
-            for c in &s.checks {
+            for c in &shown {
                 t.add_row(vec![
                     fmt_check_name(c),
                     fmt_value(c, c.baseline),
@@ -101,14 +106,13 @@ pub fn render_styled(r: &Results, color: bool) -> String {
             // Header, separator, then one line per check in order (cells never wrap: the table
             // has no width limit), so the verdict of line i + 3 is that of check i.
             for (i, line) in t.to_string().lines().enumerate() {
-                let line = match i.checked_sub(3).and_then(|k| s.checks.get(k)) {
+                let line = match i.checked_sub(3).and_then(|k| shown.get(k)) {
                     Some(c) => paint_last(line, c.verdict.as_str(), c.verdict, color),
                     None => line.to_string(),
                 };
                 let _ = writeln!(out, "   {line}");
             }
-            for c in s
-                .checks
+            for c in shown
                 .iter()
                 .filter(|c| c.verdict != crate::gate::Verdict::Pass)
             {
@@ -120,6 +124,9 @@ pub fn render_styled(r: &Results, color: bool) -> String {
                     c.reason
                 );
             }
+        }
+        if let Some(line) = crate::report::info_line(&info) {
+            let _ = writeln!(out, "   {line}");
         }
         let sm = |k: &str| m.summary.get(k);
         if m.ok > 0 {
@@ -166,8 +173,8 @@ pub fn render_styled(r: &Results, color: bool) -> String {
         out,
         "\nperfgate: {} ({} FAIL, {} WARN, {} IMPROVED, {} PASS, {} INFO; Holm family of {} checks)",
         match overall {
-            Some(v) => paint(&r.verdict, v, color),
-            None => r.verdict.clone(),
+            Some(v) => paint(r.verdict.as_str(), v, color),
+            None => r.verdict.as_str().to_string(),
         },
         r.count(crate::gate::Verdict::Fail),
         r.count(crate::gate::Verdict::Warn),
@@ -190,7 +197,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
     if !without.is_empty() {
         let _ = writeln!(
             out,
-            "perfgate: {} scenario(s) not compared for want of a usable baseline ({}): run `perfgate bless` and commit baselines/",
+            "perfgate: {} scenario(s) not compared for want of a usable baseline ({}): each one's reason above says what to do",
             without.len(),
             without.join(", ")
         );
