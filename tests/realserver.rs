@@ -2,11 +2,35 @@
 //! `scripts/realserver.sh setup`, cached under ~/.cache/perfgate). `perfgate bless` then
 //! `perfgate check` at concurrency 1 and 2, 20 samples, 48 tokens with ignore_eos.
 //!
-//! Asserts what a user relies on: exit 0 for an unchanged server; output_tokens from usage and
-//! equal to max_tokens; measured TPOT within 10 % of the server's own `timings` figure
-//! (predicted_ms / predicted_n); TTFT >= the server's prompt_ms; server timings kept in the
-//! records. When the server is not built, the test fails if PERFGATE_REQUIRE_REALSERVER=1 (as in
-//! CI, via scripts/test.sh) and is skipped with a message otherwise.
+//! What it proves: bless and check run end to end on a real server; output_tokens come from
+//! usage and equal max_tokens; measured TPOT is within 10 % of the server's own figure
+//! (`timings.predicted_ms / predicted_n`); TTFT >= the server's `prompt_ms`; the server's timings
+//! are kept in the records and the baseline.
+//!
+//! # Why the verdict is judged against the server's own timings (issue 12)
+//! A bless and a check a minute apart on a shared VM do NOT see the same server: on an ordinary
+//! CI machine llama-server's own decode speed moved ~10 % between two runs (as much as the 10 %
+//! fail tolerance), so "an unchanged server passes" is not a property of the machine and a test
+//! asserting exit 0 fails at random. What IS a property of perfgate, whatever the machine does:
+//! llama.cpp times every response itself (prompt and decode time, in `timings`), independently
+//! of perfgate's clock, so the server's own figures say how much the server really moved between
+//! the bless and the check. The test asserts that perfgate's verdicts agree with them:
+//! - TPOT: the server's own figure is its decode time per token. perfgate's P50 change (the
+//!   gate's Hodges-Lehmann ratio) must match the server's within [`AGREE`] (log scale); a TPOT
+//!   FAIL needs the server's own change beyond the fail tolerance minus that margin, and a TPOT
+//!   P50 change beyond the tolerance plus the margin must FAIL.
+//! - TTFT and E2E: the client's figure is the server's (prompt time; prompt plus decode time)
+//!   plus a client-side overhead the server cannot see (connection, HTTP, the first token's
+//!   sampling, scheduling): 3 ms on an idle machine, tens of ms beside a CPU-bound neighbour,
+//!   real latency that moves with the machine. The server's own figure for a request is taken
+//!   as its timing plus its side's median overhead; perfgate's P50 change must match it within
+//!   [`AGREE_TTFT`], and a FAIL needs it beyond the tolerance minus that margin.
+//! - exit 1 exactly when some check FAILs, else 0.
+//!
+//! A broken comparison (a wrong quantile, a swapped side, a miscomputed ratio) breaks these on
+//! every machine; a slow or drifting machine breaks none. The alternative, a same-job A/B run
+//! that cancels the drift, needs `perfgate ab` (issue 17); once it exists this test can run it
+//! beside the committed-baseline check.
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -14,6 +38,14 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 const MAX_TOKENS: u64 = 48;
+/// Largest |ln(measured change / server's own change)| accepted for TPOT: the client and the
+/// server time the same decode, so their changes agree to a few percent.
+const AGREE: f64 = 0.05;
+/// The same for TTFT and E2E, whose client figure also holds an overhead the server does not
+/// time (3 ms of a 37 ms TTFT on an idle machine, 3 to 27 ms of 120 ms on a loaded one, measured
+/// on this 2-core machine); each side's median overhead is added to the server's figure, and its
+/// request-to-request jitter is what this margin allows.
+const AGREE_TTFT: f64 = 0.10;
 
 struct Server {
     pid: u32,
@@ -68,8 +100,74 @@ fn start() -> Server {
 fn perfgate(dir: &Path) -> Command {
     let mut c = Command::cargo_bin("perfgate").unwrap();
     c.current_dir(dir)
-        .timeout(std::time::Duration::from_secs(600));
+        .timeout(std::time::Duration::from_secs(900));
     c
+}
+
+/// Type-7 quantile (as the gate's reports use) of unsorted values.
+fn quantile(mut v: Vec<f64>, p: f64) -> f64 {
+    assert!(!v.is_empty());
+    v.sort_by(f64::total_cmp);
+    let h = (v.len() - 1) as f64 * p;
+    let lo = h.floor() as usize;
+    let hi = h.ceil() as usize;
+    v[lo] + (h - lo as f64) * (v[hi] - v[lo])
+}
+
+/// The server's own timing for a gated metric of one request, from llama.cpp's `timings`:
+/// TPOT = decode time per generated token; TTFT = prompt time (the first token is sampled from
+/// the prompt's logits); E2E = prompt plus decode time.
+fn server_timing(rec: &Value, metric: &str) -> f64 {
+    let t = &rec["server_timings"];
+    let num = |k: &str| {
+        t[k].as_f64()
+            .unwrap_or_else(|| panic!("server_timings.{k} missing: {t}"))
+    };
+    match metric {
+        "tpot" => num("predicted_ms") / num("predicted_n"),
+        "ttft" => num("prompt_ms"),
+        "e2e" => num("prompt_ms") + num("predicted_ms"),
+        other => panic!("no server figure for metric {other}"),
+    }
+}
+
+/// The server's own figure for each request of one side: its timing, plus (TTFT, E2E) the side's
+/// median client-side overhead (measured minus server timing), which the server cannot see.
+fn server_figures(recs: &[Value], metric: &str) -> Vec<f64> {
+    let timing: Vec<f64> = recs.iter().map(|r| server_timing(r, metric)).collect();
+    if metric == "tpot" {
+        return timing;
+    }
+    let overhead = quantile(
+        recs.iter()
+            .zip(&timing)
+            .map(|(r, t)| r[format!("{metric}_ms")].as_f64().unwrap() - t)
+            .collect(),
+        0.5,
+    );
+    timing.iter().map(|t| t + overhead).collect()
+}
+
+/// Hodges-Lehmann ratio median_{i,j} c_i / b_j, as the gate estimates a P50 change.
+fn hl_ratio(c: &[f64], b: &[f64]) -> f64 {
+    quantile(
+        c.iter()
+            .flat_map(|x| b.iter().map(move |y| (x / y).ln()))
+            .collect(),
+        0.5,
+    )
+    .exp()
+}
+
+/// How much the server's own figure for `metric` moved from the baseline's requests to the
+/// check's, as a ratio: the Hodges-Lehmann ratio for P50, the ratio of quantiles for a tail.
+fn server_change(base: &[Value], cand: &[Value], metric: &str, p: f64) -> f64 {
+    let (b, c) = (server_figures(base, metric), server_figures(cand, metric));
+    if p == 0.5 {
+        hl_ratio(&c, &b)
+    } else {
+        quantile(c, p) / quantile(b, p)
+    }
 }
 
 #[test]
@@ -107,7 +205,13 @@ scenarios:
     );
     std::fs::write(dir.path().join("scenarios/llama.yaml"), yaml).unwrap();
 
-    let o = perfgate(dir.path()).arg("bless").output().unwrap();
+    // One run: the assertions below do not lean on the tolerance widened to a run-to-run spread
+    // (a few runs a minute apart on a shared machine can widen it to anything), and CI time is
+    // spent once.
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "1"])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "bless failed: {err}");
     println!("{}", String::from_utf8_lossy(&o.stdout));
@@ -118,16 +222,17 @@ scenarios:
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     println!("{out}");
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "check against an unchanged server: {out}\n{}",
+    let code = o.status.code();
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "check against a working server must compare (exit 0 or 1), got {code:?}: {out}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
             .unwrap();
 
+    let mut any_fail = false;
     for s in r["scenarios"].as_array().unwrap() {
         let name = s["name"].as_str().unwrap();
         assert_eq!(s["status"], "compared", "{name}");
@@ -142,24 +247,23 @@ scenarios:
                 "{name}: output tokens"
             );
             assert_eq!(x["token_source"], "usage", "{name}");
-            let t = &x["server_timings"];
-            assert!(t.is_object(), "{name}: server timings kept");
-            let server_tpot =
-                t["predicted_ms"].as_f64().unwrap() / t["predicted_n"].as_f64().unwrap();
-            ratios.push(x["tpot_ms"].as_f64().unwrap() / server_tpot);
+            assert!(
+                x["server_timings"].is_object(),
+                "{name}: server timings kept"
+            );
+            ratios.push(x["tpot_ms"].as_f64().unwrap() / server_timing(x, "tpot"));
             let ttft = x["ttft_ms"].as_f64().unwrap();
-            let prompt_ms = t["prompt_ms"].as_f64().unwrap();
+            let prompt_ms = x["server_timings"]["prompt_ms"].as_f64().unwrap();
             assert!(
                 ttft >= prompt_ms,
                 "{name}: TTFT {ttft} ms < server prompt_ms {prompt_ms}"
             );
         }
-        ratios.sort_by(f64::total_cmp);
-        let median = ratios[ratios.len() / 2];
+        let median = quantile(ratios.clone(), 0.5);
         println!(
             "{name}: measured/server TPOT ratio median {median:.4}, min {:.4}, max {:.4}",
-            ratios[0],
-            ratios[ratios.len() - 1]
+            ratios.iter().copied().fold(f64::INFINITY, f64::min),
+            ratios.iter().copied().fold(0.0, f64::max)
         );
         assert!(
             (0.9..=1.1).contains(&median),
@@ -169,13 +273,78 @@ scenarios:
             ratios.iter().all(|r| (0.8..=1.2).contains(r)),
             "{name}: {ratios:?}"
         );
+
+        // The baseline's requests, from every blessed run.
+        let b: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(format!("baselines/{name}.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(b["environment"]["server"], "llama.cpp");
+        let base: Vec<Value> = b["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|run| run["records"].as_array().unwrap().clone())
+            .collect();
+        assert_eq!(base.len(), 20, "{name}: 20 requests blessed");
+        assert!(base
+            .iter()
+            .all(|x| x["server_timings"]["predicted_ms"].is_number()));
+
+        // The verdicts against the server's own timings.
+        for c in s["checks"].as_array().unwrap() {
+            let Some(metric) = c["metric"].as_str() else {
+                continue; // the error-rate check: no request failed on either side
+            };
+            let verdict = c["verdict"].as_str().unwrap();
+            let fail_tol = c["fail"].as_f64().unwrap();
+            let is_p50 = c["kind"]["quantile"] == "p50";
+            let p = if is_p50 { 0.5 } else { 0.9 };
+            let own = server_change(&base, recs, metric, p);
+            let agree = if metric == "tpot" { AGREE } else { AGREE_TTFT };
+            println!(
+                "{name}: {metric} {}: server's own change {:+.1} %, perfgate {}, fail tolerance {:.1} %, {verdict}",
+                c["kind"],
+                (own - 1.0) * 100.0,
+                c["ratio"]
+                    .as_f64()
+                    .map(|r| format!("{:+.1} %", (r - 1.0) * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+                fail_tol * 100.0
+            );
+            if verdict == "FAIL" {
+                any_fail = true;
+                assert!(
+                    own.ln() > (1.0 + fail_tol).ln() - agree,
+                    "{name}: perfgate FAILs {metric} {} but the server's own timings moved only {:+.1} % (fail tolerance {:.1} %): a regression the server does not show",
+                    c["kind"],
+                    (own - 1.0) * 100.0,
+                    fail_tol * 100.0
+                );
+            }
+            if is_p50 {
+                let measured = c["ratio"].as_f64().unwrap();
+                assert!(
+                    (measured / own).ln().abs() <= agree,
+                    "{name}: {metric} P50 changed {:+.1} % by perfgate's clock but {:+.1} % by the server's own timings",
+                    (measured - 1.0) * 100.0,
+                    (own - 1.0) * 100.0
+                );
+                if metric == "tpot" && own.ln() > (1.0 + fail_tol).ln() + agree {
+                    assert_eq!(
+                        verdict, "FAIL",
+                        "{name}: the server's own {metric} moved {:+.1} %, beyond the {:.1} % tolerance, and perfgate did not FAIL",
+                        (own - 1.0) * 100.0,
+                        fail_tol * 100.0
+                    );
+                }
+            }
+        }
     }
-    // The baseline keeps the server's timings per request too.
-    let b: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("baselines/llama-c1.json")).unwrap(),
-    )
-    .unwrap();
-    assert!(b["runs"][0]["records"][0]["server_timings"]["predicted_ms"].is_number());
-    assert_eq!(b["environment"]["server"], "llama.cpp");
+    assert_eq!(
+        code,
+        Some(if any_fail { 1 } else { 0 }),
+        "exit code against the verdicts"
+    );
     drop(server);
 }
