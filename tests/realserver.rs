@@ -17,8 +17,10 @@
 //! the bless and the check. The test asserts that perfgate's verdicts agree with them:
 //! - TPOT: the server's own figure is its decode time per token. perfgate's P50 change (the
 //!   gate's Hodges-Lehmann ratio) must match the server's within [`AGREE`] (log scale); a TPOT
-//!   FAIL needs the server's own change beyond the fail tolerance minus that margin, and a TPOT
-//!   P50 change beyond the tolerance plus the margin must FAIL.
+//!   FAIL needs the server's own change beyond the fail tolerance minus that margin, and when the
+//!   server's own figures show it clearly slower (its P5 beyond its blessed P95 by more than
+//!   the tolerance plus the margin) the TPOT P50 check must FAIL. A change just past the
+//!   tolerance with overlapping samples may honestly be WARN, so that is not asserted.
 //! - TTFT and E2E: the client's figure is the server's (prompt time; prompt plus decode time)
 //!   plus a client-side overhead the server cannot see (connection, HTTP, the first token's
 //!   sampling, scheduling): 3 ms on an idle machine, tens of ms beside a CPU-bound neighbour,
@@ -26,6 +28,9 @@
 //!   as its timing plus its side's median overhead; perfgate's P50 change must match it within
 //!   [`AGREE_TTFT`], and a FAIL needs it beyond the tolerance minus that margin.
 //! - exit 1 exactly when some check FAILs, else 0.
+//!
+//! Tail checks (share of requests above the pooled P90) have tolerances in percentage points,
+//! which the server's timings cannot be set against; their verdicts are printed, not judged.
 //!
 //! A broken comparison (a wrong quantile, a swapped side, a miscomputed ratio) breaks these on
 //! every machine; a slow or drifting machine breaks none. The alternative, a same-job A/B run
@@ -314,6 +319,10 @@ scenarios:
             );
             if verdict == "FAIL" {
                 any_fail = true;
+            }
+            // A tail check's tolerance is in percentage points of the share of requests above
+            // the pooled P90, not a ratio the server's timings can be set against: printed only.
+            if verdict == "FAIL" && is_p50 {
                 assert!(
                     own.ln() > (1.0 + fail_tol).ln() - agree,
                     "{name}: perfgate FAILs {metric} {} but the server's own timings moved only {:+.1} % (fail tolerance {:.1} %): a regression the server does not show",
@@ -330,11 +339,19 @@ scenarios:
                     (measured - 1.0) * 100.0,
                     (own - 1.0) * 100.0
                 );
-                if metric == "tpot" && own.ln() > (1.0 + fail_tol).ln() + agree {
+                // Clearly slower by the server's own clock: its fastest check requests (P5)
+                // slower than its slowest baseline requests (P95) by more than the tolerance
+                // and the margin. Then fewer than 10 % of the candidate/baseline pairs fall
+                // below the tolerance, and the gate's 99 % Moses bound (an order statistic
+                // near the 21st percentile of the 400 pair ratios, after Holm) cannot either.
+                let separation = quantile(server_figures(recs, metric), 0.05)
+                    / quantile(server_figures(&base, metric), 0.95);
+                if metric == "tpot" && separation.ln() > (1.0 + fail_tol).ln() + agree {
                     assert_eq!(
                         verdict, "FAIL",
-                        "{name}: the server's own {metric} moved {:+.1} %, beyond the {:.1} % tolerance, and perfgate did not FAIL",
+                        "{name}: the server's own {metric} moved {:+.1} % (its P5 now {:+.1} % above its blessed P95), beyond the {:.1} % tolerance, and perfgate did not FAIL",
                         (own - 1.0) * 100.0,
+                        (separation - 1.0) * 100.0,
                         fail_tol * 100.0
                     );
                 }
