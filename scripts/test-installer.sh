@@ -13,8 +13,13 @@ INSTALL="$PWD/scripts/install.sh"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/perfgate-installer-test.XXXXXX")
 server_pid=""
+sim_pid=""
 stop() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  local pid
+  for pid in $server_pid $sim_pid; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   rm -rf "$work"
 }
 trap stop EXIT
@@ -283,6 +288,54 @@ if [ -n "$real" ] && [ -x "$real" ]; then
   size=$(du -k "$REL/v0.9.0/$name.tar.gz" | cut -f 1)
   check "real binary" "installed and runs ($version)" test "$rc" = 0 -a -n "$version"
   echo "     install of $real ($((size / 1024)) MB archive) from 127.0.0.1, start to a running '$version': $ms ms"
+
+  # The whole action on the host, as a job runs it: an earlier step's server on 127.0.0.1
+  # (perfgate's simulator), then the action's run step with the binary the install step gave.
+  installed="$gpath/perfgate"
+  ws="$work/workspace"
+  mkdir -p "$ws/scenarios" "$ws/baselines"
+  timeout 300 "$installed" sim --port 0 >"$work/sim.log" 2>&1 &
+  sim_pid=$!
+  url=""
+  for _ in $(seq 100); do
+    url=$(sed -n 's/^perfgate sim listening on //p' "$work/sim.log")
+    [ -n "$url" ] && break
+    sleep 0.05
+  done
+  cat >"$ws/scenarios/local.yaml" <<YAML
+defaults:
+  endpoint:
+    base_url: "$url"
+    model: perfgate-sim
+  request:
+    prompt: "Write a haiku about latency."
+    max_tokens: 8
+    ignore_eos: true
+  load:
+    concurrency: 1
+    samples: 20
+    warmup: 1
+scenarios:
+  - name: on-localhost
+YAML
+  entry="$PWD/scripts/action-entrypoint.sh"
+  step() { # step COMMAND: the action's run step in $ws, as GitHub runs it
+    : >"$work/step-output"
+    (cd "$ws" && env -i HOME="$work/home" PATH="/usr/bin:/bin" \
+      GITHUB_ACTIONS=true GITHUB_OUTPUT="$work/step-output" GITHUB_STEP_SUMMARY="$work/summary" \
+      PERFGATE_BIN="$installed" PERFGATE_COMMAND="$1" PERFGATE_COMMENT=false \
+      timeout 120 bash "$entry" >"$work/step.log" 2>&1)
+  }
+  rc=0
+  step bless || rc=$?
+  if [ "$rc" = 0 ]; then step check || rc=$?; fi
+  out=$(cat "$work/step.log")
+  check "action on the host" "the run step reaches a server an earlier step started on 127.0.0.1 (${url:-no url})" \
+    test "$rc" = 0 -a -n "$url" -a -f "$ws/perfgate-results.json"
+  check "action on the host" "step outputs as the action maps them" \
+    grep -q '^report-json=perfgate-results.json$' "$work/step-output"
+  kill "$sim_pid" 2>/dev/null || true
+  wait "$sim_pid" 2>/dev/null || true
 else
   echo "skip real binary timing: no PERFGATE_INSTALLER_REAL_BIN and no $tdir/{dist,debug}/perfgate"
 fi
