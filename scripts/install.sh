@@ -285,10 +285,17 @@ elif [ -n "$ref" ]; then
     fi
   elif is_sha "$ref"; then
     # A commit pinned by SHA is the release named by its own Cargo.toml if that release was built
-    # from this very commit (the release's COMMIT asset).
+    # from this very commit (the release's COMMIT asset). Both answers are kept in the tool cache,
+    # so a warm runner asks nothing: refs/SHA names the release, git-SHA holds a build.
+    known="$cache_root/refs/$ref"
     version=$(cargo_version)
     released=""
-    if [ -n "$version" ] && is_version "$version" && [ -n "$base" ]; then
+    if [ -f "$known" ] && is_version "$(cat "$known")"; then
+      version=$(cat "$known")
+      released=$ref
+    elif [ -f "$cache_root/git-$ref/$arch_dir.complete" ]; then
+      released=""
+    elif [ -n "$version" ] && is_version "$version" && [ -n "$base" ]; then
       new_stage
       rc=0
       fetch "$base/v$version/COMMIT" "$stage/COMMIT" || rc=$?
@@ -298,6 +305,8 @@ elif [ -n "$ref" ]; then
     fi
     if [ "$released" = "$ref" ]; then
       say "action ref $ref is the commit of release v$version"
+      mkdir -p "$cache_root/refs"
+      echo "$version" >"$known"
       install_release "v$version" 1
     else
       build_with_cargo "commit $ref (not a release)" "$ref" "git-$ref" --git "$git" --rev "$ref"

@@ -242,6 +242,15 @@ run cache2 PERFGATE_VERSION=v0.1.0
 check cache "first run downloads (SHA256SUMS + asset), a hit downloads nothing" \
   test "$first" = 2 -a "$n_requests" = 0 -a "$rc" = 0 -a "$gpath" = "$CACHE/perfgate/0.1.0/x64"
 check cache "says it came from the tool cache" has "from the tool cache"
+run cachesha1 PERFGATE_ACTION_REF="$COMMIT_SHA"
+run cachesha2 PERFGATE_ACTION_REF="$COMMIT_SHA"
+check cache "a release pinned by commit SHA: a warm cache asks nothing (not even COMMIT)" \
+  test "$rc" = 0 -a "$n_requests" = 0 -a "$gpath" = "$CACHE/perfgate/0.1.0/x64"
+: >"$work/cargo.log"
+run cachegit1 PERFGATE_ACTION_REF="$OTHER_SHA"
+run cachegit2 PERFGATE_ACTION_REF="$OTHER_SHA"
+check cache "a cargo build of a commit is built once and then asks nothing" \
+  test "$rc" = 0 -a "$n_requests" = 0 -a "$(wc -l <"$work/cargo.log")" = 1 -a "$gpath" = "$CACHE/perfgate/git-$OTHER_SHA/x64"
 echo "tampered" >>"$CACHE/perfgate/0.1.0/x64/perfgate"
 run cache3 PERFGATE_VERSION=v0.1.0
 check cache "a tampered cache entry is downloaded and verified again" \
