@@ -1,30 +1,24 @@
-# perfgate as a GitHub Docker action (action.yml). Two stages: build with the official Rust image,
-# run on slim Debian. TLS is rustls (no OpenSSL in the image); ca-certificates supplies the roots
-# that rustls-native-certs reads for https endpoints and the GitHub API.
-# Not built in this repository's CI: no Docker engine is available there (see README).
+# perfgate's container image, for GitLab CI, Jenkins and Kubernetes (the GitHub Action runs the
+# binary on the runner's host and never uses it). .github/workflows/release.yml builds it for
+# linux/amd64 and linux/arm64 from the release's own static musl binaries, staged in the build
+# context as dist/linux-ARCH/perfgate: nothing is compiled here, and no step runs on the target
+# platform, so the multi-arch build needs no emulation. TLS is rustls (no OpenSSL); the CA roots
+# come from Debian's ca-certificates, installed on the build platform and copied in.
 
-FROM rust:1.95-slim-bookworm AS build
-WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
-COPY src ./src
-# `perfgate init` embeds the PR workflow example (include_str!).
-COPY examples/workflows ./examples/workflows
-# No debug info in the shipped binary (the release profile keeps some for local profiling).
-ENV CARGO_PROFILE_RELEASE_DEBUG=0 \
-    CARGO_PROFILE_RELEASE_STRIP=true
-RUN cargo build --locked --release --bin perfgate \
-    && cp target/release/perfgate /usr/local/bin/perfgate
-
-FROM debian:bookworm-slim
+FROM --platform=$BUILDPLATFORM debian:bookworm-slim AS certs
 # ca-certificates is deliberately not pinned: an old root store is worse than a moved version.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
-    && rm -rf /var/lib/apt/lists/* \
-    && useradd --uid 1001 --user-group --create-home --shell /usr/sbin/nologin perfgate
-COPY --from=build /usr/local/bin/perfgate /usr/local/bin/perfgate
-COPY scripts/action-entrypoint.sh /usr/local/bin/perfgate-action
-# Non-root. uid 1001 is the runner user of GitHub-hosted runners, which owns the mounted workspace
-# and the $GITHUB_OUTPUT / $GITHUB_STEP_SUMMARY files the action writes.
-USER 1001
-ENTRYPOINT ["/usr/local/bin/perfgate-action"]
+    && rm -rf /var/lib/apt/lists/*
+
+# A shell stays in the image: GitLab CI and Jenkins run their job scripts with it.
+FROM debian:bookworm-slim
+ARG TARGETARCH
+COPY --from=certs /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY dist/linux-${TARGETARCH}/perfgate /usr/local/bin/perfgate
+ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
+# Non-root, by number (no useradd: nothing runs on the target platform at build time).
+USER 1001:1001
+ENTRYPOINT ["/usr/local/bin/perfgate"]
+CMD ["--help"]

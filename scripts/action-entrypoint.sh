@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Entry point of the perfgate Docker action (action.yml, Dockerfile): turns the action's inputs,
-# passed as PERFGATE_* environment variables, into one perfgate command line, and applies
-# `fail-on` to its exit code. No eval: extra args are split on whitespace, never interpreted.
+# The run step of the perfgate composite action (action.yml), on the runner's host after
+# scripts/install.sh: turns the action's inputs, passed as PERFGATE_* environment variables (never
+# interpolated into a script), into one perfgate command line, and applies `fail-on` to its exit
+# code. No eval: extra args are split on whitespace, never interpreted. PERFGATE_BIN is the binary
+# the install step verified (default: perfgate on PATH). Bash 3.2 compatible (macOS runners).
 set -euo pipefail
 set -f # no globbing of the split inputs
 
@@ -14,6 +16,11 @@ fail_on="${PERFGATE_FAIL_ON:-fail}"
 case "$fail_on" in
   fail | warn | never) ;;
   *) echo "::error title=perfgate::input fail-on must be fail, warn or never"; exit 2 ;;
+esac
+allow_missing="${PERFGATE_ALLOW_MISSING_BASELINE:-false}"
+case "$allow_missing" in
+  true | false) ;;
+  *) echo "::error title=perfgate::input allow-missing-baseline must be true or false"; exit 2 ;;
 esac
 
 args=("$cmd")
@@ -30,12 +37,16 @@ md=perfgate-report.md
 if [ "$cmd" = check ]; then
   args+=(--output "$json" --markdown "$md")
   [ "${PERFGATE_COMMENT:-true}" = true ] || args+=(--no-comment)
+  [ "$allow_missing" = false ] || args+=(--allow-missing-baseline)
+elif [ "$allow_missing" = true ]; then
+  echo "perfgate: allow-missing-baseline applies to check only; $cmd runs without it"
 fi
 read -r -a extra <<<"${PERFGATE_ARGS:-}"
-args+=("${extra[@]}")
+# ${a[@]+...}: an empty array is "unbound" under set -u in bash before 4.4 (macOS ships 3.2).
+args+=(${extra[@]+"${extra[@]}"})
 
 rc=0
-perfgate "${args[@]}" || rc=$?
+"${PERFGATE_BIN:-perfgate}" "${args[@]}" || rc=$?
 if [ "$cmd" = check ]; then
   case "$fail_on:$rc" in
     never:1) echo "perfgate: fail-on: never, so the regression does not fail this step"; rc=0 ;;

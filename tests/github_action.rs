@@ -1,9 +1,15 @@
-//! Consistency of the Docker action's files, checked without a Docker engine (none is available
-//! here): the image's build context holds every file the build embeds, the entry point reads the
-//! variables action.yml sets, and every input and output is documented in the README.
-//! The linters (actionlint, action-validator, zizmor, hadolint) run in scripts/test.sh.
+//! Consistency of the composite Action and the release that feeds it, checked without GitHub
+//! (no runner is reachable here): action.yml installs perfgate with scripts/install.sh and runs
+//! scripts/action-entrypoint.sh on the host, every input reaches a script through `env:` and is
+//! documented in the README, the entry point maps the inputs to one perfgate command line, the
+//! release workflow builds exactly the archives the installer asks for, and the container image
+//! only copies a prebuilt binary. The installer itself is tested by scripts/test-installer.sh;
+//! the linters (actionlint, action-validator, zizmor, hadolint, shellcheck) run in scripts/test.sh.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -13,174 +19,134 @@ fn read(p: &str) -> String {
     std::fs::read_to_string(root().join(p)).unwrap_or_else(|e| panic!("{p}: {e}"))
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
+fn yaml(p: &str) -> Value {
+    serde_saphyr::from_str(&read(p)).unwrap_or_else(|e| panic!("{p}: {e}"))
 }
 
-/// Normalises `a/b/../c` without touching the file system.
-fn normalise(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other),
-        }
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
+}
+
+/// The README's "Use in GitHub Actions" section (up to the next `## ` heading).
+fn readme_section() -> String {
+    let readme = read("README.md");
+    let start = readme
+        .find("\n## Use in GitHub Actions\n")
+        .expect("README section");
+    let rest = &readme[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+    rest[..end].to_string()
+}
+
+const INPUTS: [&str; 9] = [
+    "command",
+    "scenarios",
+    "baselines",
+    "github-token",
+    "comment",
+    "fail-on",
+    "allow-missing-baseline",
+    "args",
+    "version",
+];
+const OUTPUTS: [&str; 4] = ["verdict", "regressions", "report-json", "report-path"];
+
+#[test]
+fn the_action_is_composite_and_runs_perfgate_on_the_host() {
+    let action = yaml("action.yml");
+    let runs = &action["runs"];
+    assert_eq!(s(&runs["using"]), "composite");
+    assert!(runs.get("image").is_none(), "no container");
+    let steps = runs["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "install, then run");
+    let (install, run) = (&steps[0], &steps[1]);
+    assert_eq!(s(&install["id"]), "install");
+    assert_eq!(
+        s(&install["run"]),
+        "bash \"$GITHUB_ACTION_PATH/scripts/install.sh\""
+    );
+    assert_eq!(s(&run["id"]), "perfgate");
+    assert_eq!(
+        s(&run["run"]),
+        "bash \"$GITHUB_ACTION_PATH/scripts/action-entrypoint.sh\""
+    );
+    for step in steps {
+        assert_eq!(s(&step["shell"]), "bash");
+        // Template injection: expressions only in env:, never inside the script.
+        assert!(!s(&step["run"]).contains("${{"), "{step}");
     }
-    out
+    let env = &install["env"];
+    assert_eq!(s(&env["PERFGATE_VERSION"]), "${{ inputs.version }}");
+    // Read in env:, where composite actions see their own ref and repository.
+    assert_eq!(s(&env["PERFGATE_ACTION_REF"]), "${{ github.action_ref }}");
+    assert_eq!(
+        s(&env["PERFGATE_ACTION_REPOSITORY"]),
+        "${{ github.action_repository }}"
+    );
+    assert_eq!(
+        s(&run["env"]["PERFGATE_BIN"]),
+        "${{ steps.install.outputs.path }}",
+        "the run step runs the binary the install step verified"
+    );
+    let installer = read("scripts/install.sh");
+    assert!(installer.contains("echo \"path=$bin\""));
+
+    let outputs = action["outputs"].as_object().unwrap();
+    assert_eq!(outputs.keys().collect::<Vec<_>>(), OUTPUTS);
+    for (name, o) in outputs {
+        assert_eq!(
+            s(&o["value"]),
+            format!("${{{{ steps.perfgate.outputs.{name} }}}}")
+        );
+    }
 }
 
 #[test]
-fn the_image_build_context_has_every_file_the_build_embeds() {
-    let dockerfile = read("Dockerfile");
-    // Sources the build stage copies (before the runtime stage starts).
-    let build_stage = dockerfile.split("\nFROM ").nth(1).unwrap_or("");
-    let copied: Vec<String> = build_stage
-        .lines()
-        .filter_map(|l| l.strip_prefix("COPY "))
-        .filter(|l| !l.starts_with("--from"))
-        .flat_map(|l| {
-            let parts: Vec<&str> = l.split_whitespace().collect();
-            parts[..parts.len() - 1]
-                .iter()
-                .map(|s| s.trim_end_matches('/').to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    assert!(copied.contains(&"src".to_string()), "{copied:?}");
-    let ignore = read(".dockerignore");
-    let allowed: Vec<&str> = ignore
-        .lines()
-        .filter_map(|l| l.strip_prefix('!'))
-        .map(|l| l.trim_end_matches('/'))
-        .collect();
-    assert!(
-        ignore.lines().any(|l| l.trim() == "*"),
-        "the context is an allow-list"
-    );
-    for c in &copied {
-        assert!(
-            allowed
-                .iter()
-                .any(|a| c == a || c.starts_with(&format!("{a}/"))),
-            "Dockerfile copies {c}, which .dockerignore leaves out"
-        );
-    }
+fn every_input_reaches_a_script_through_env_and_the_readme_documents_it() {
+    let action = yaml("action.yml");
+    let inputs = action["inputs"].as_object().unwrap();
+    assert_eq!(inputs.keys().collect::<Vec<_>>(), INPUTS);
+    assert_eq!(s(&inputs["allow-missing-baseline"]["default"]), "false");
+    assert_eq!(s(&inputs["version"]["default"]), "");
+    let args_doc = s(&inputs["args"]["description"]);
+    assert!(args_doc.contains("--only my-scenario"), "{args_doc}");
+    assert!(!args_doc.contains("--require-baseline"), "a removed flag");
 
-    let mut files = Vec::new();
-    rust_files(&root().join("src"), &mut files);
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap();
-        for mac in ["include_str!(\"", "include_bytes!(\""] {
-            for (i, _) in text.match_indices(mac) {
-                let rest = &text[i + mac.len()..];
-                let arg = &rest[..rest.find('"').unwrap()];
-                let target = normalise(&f.parent().unwrap().join(arg));
-                let rel = target
-                    .strip_prefix(root())
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
+    let scripts = [
+        ("install", read("scripts/install.sh")),
+        ("perfgate", read("scripts/action-entrypoint.sh")),
+    ];
+    let mut mapped = Vec::new();
+    for step in action["runs"]["steps"].as_array().unwrap() {
+        let script = &scripts
+            .iter()
+            .find(|(id, _)| id == &s(&step["id"]))
+            .unwrap()
+            .1;
+        for (var, value) in step["env"].as_object().unwrap() {
+            if let Some(input) = s(value)
+                .strip_prefix("${{ inputs.")
+                .and_then(|v| v.strip_suffix(" }}"))
+            {
+                mapped.push(input.to_string());
+            }
+            // GITHUB_TOKEN is read by perfgate itself (--github-token-env).
+            if var != "GITHUB_TOKEN" {
                 assert!(
-                    copied
-                        .iter()
-                        .any(|c| rel == *c || rel.starts_with(&format!("{c}/"))),
-                    "{} embeds {rel}, which the Dockerfile's build stage does not copy",
-                    f.display()
+                    script.contains(&format!("${{{var}")),
+                    "step {} sets {var}, which its script never reads",
+                    s(&step["id"])
                 );
             }
         }
     }
-}
+    mapped.sort();
+    let mut expected: Vec<String> = INPUTS.iter().map(|i| i.to_string()).collect();
+    expected.sort();
+    assert_eq!(mapped, expected, "every input reaches a script, once");
 
-#[test]
-fn the_entry_point_reads_what_action_yml_sets_and_the_readme_documents_it() {
-    let action = read("action.yml");
-    let entry = read("scripts/action-entrypoint.sh");
-    let readme = read("README.md");
-    let dockerfile = read("Dockerfile");
-    assert!(action.contains("  using: docker\n  image: Dockerfile\n"));
-    assert!(dockerfile.contains("COPY scripts/action-entrypoint.sh /usr/local/bin/perfgate-action"));
-    assert!(dockerfile.contains("ENTRYPOINT [\"/usr/local/bin/perfgate-action\"]"));
-    assert!(dockerfile.contains("\nUSER "), "runs as a non-root user");
-    // runs.env: each PERFGATE_* variable maps one input, and the entry point reads it.
-    let env_block = action.split("  env:\n").nth(1).expect("runs.env");
-    let mut inputs_mapped = Vec::new();
-    for line in env_block.lines().filter(|l| l.starts_with("    ")) {
-        let (var, value) = line.trim().split_once(": ").unwrap();
-        let input = value
-            .strip_prefix("${{ inputs.")
-            .and_then(|v| v.strip_suffix(" }}"))
-            .unwrap_or_else(|| panic!("{line}"));
-        inputs_mapped.push(input.to_string());
-        if var != "GITHUB_TOKEN" {
-            assert!(
-                entry.contains(&format!("${{{var}")),
-                "the entry point ignores {var}"
-            );
-        }
-    }
-    let inputs_block = action
-        .split("\ninputs:\n")
-        .nth(1)
-        .unwrap()
-        .split("\noutputs:\n")
-        .next()
-        .unwrap();
-    let inputs: Vec<&str> = inputs_block
-        .lines()
-        .filter(|l| l.starts_with("  ") && !l.starts_with("   ") && l.ends_with(':'))
-        .map(|l| l.trim().trim_end_matches(':'))
-        .collect();
-    assert_eq!(
-        inputs,
-        [
-            "command",
-            "scenarios",
-            "baselines",
-            "github-token",
-            "comment",
-            "fail-on",
-            "args"
-        ]
-    );
-    let mut sorted_inputs = inputs.clone();
-    sorted_inputs.sort();
-    inputs_mapped.sort();
-    assert_eq!(
-        sorted_inputs, inputs_mapped,
-        "every input reaches the container"
-    );
-    let outputs_block = action
-        .split("\noutputs:\n")
-        .nth(1)
-        .unwrap()
-        .split("\nruns:\n")
-        .next()
-        .unwrap();
-    let outputs: Vec<&str> = outputs_block
-        .lines()
-        .filter(|l| l.starts_with("  ") && !l.starts_with("   ") && l.ends_with(':'))
-        .map(|l| l.trim().trim_end_matches(':'))
-        .collect();
-    assert_eq!(
-        outputs,
-        ["verdict", "regressions", "report-json", "report-path"]
-    );
-    let section = readme
-        .split("## Use in GitHub Actions")
-        .nth(1)
-        .expect("README section");
-    for name in inputs.iter().chain(outputs.iter()) {
+    let section = readme_section();
+    for name in INPUTS.iter().chain(OUTPUTS.iter()) {
         assert!(
             section.contains(&format!("| `{name}` |")),
             "README does not document `{name}`"
@@ -190,19 +156,310 @@ fn the_entry_point_reads_what_action_yml_sets_and_the_readme_documents_it() {
         let name = wf.unwrap().file_name().to_string_lossy().into_owned();
         assert!(section.contains(&name), "README does not mention {name}");
     }
-    assert!(section.contains("No Docker engine"));
+    for f in [
+        "examples/gitlab-ci.yml",
+        "examples/Jenkinsfile",
+        "scripts/install.sh",
+    ] {
+        assert!(section.contains(f), "README does not mention {f}");
+    }
+    assert!(
+        section.contains("What could not be run here"),
+        "the README says what was not run"
+    );
+}
+
+/// Runs scripts/action-entrypoint.sh with the inputs as environment variables and a stand-in
+/// perfgate (PERFGATE_BIN) that records its arguments; returns (exit code, stdout, arguments).
+fn entrypoint(inputs: &[(&str, &str)]) -> (i32, String, Option<Vec<String>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("perfgate");
+    let argfile = dir.path().join("args");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > '{}'\n",
+            argfile.display()
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut c = Command::new("bash");
+    c.arg(root().join("scripts/action-entrypoint.sh"))
+        .current_dir(dir.path())
+        .env("PERFGATE_BIN", &fake);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("PERFGATE_") && k != "PERFGATE_BIN" {
+            c.env_remove(k);
+        }
+    }
+    for (k, v) in inputs {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    let args = std::fs::read_to_string(&argfile)
+        .ok()
+        .map(|t| t.lines().map(str::to_string).collect());
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        args,
+    )
 }
 
 #[test]
-fn example_workflows_are_least_privilege() {
-    for wf in std::fs::read_dir(root().join("examples/workflows")).unwrap() {
-        let p = wf.unwrap().path();
-        let text = std::fs::read_to_string(&p).unwrap();
-        let name = p.display();
+fn the_entry_point_maps_inputs_to_one_command_line() {
+    const DEFAULT: [&str; 9] = [
+        "check",
+        "--scenarios",
+        "scenarios",
+        "--baselines",
+        "baselines",
+        "--output",
+        "perfgate-results.json",
+        "--markdown",
+        "perfgate-report.md",
+    ];
+    // The defaults: the same command line as the Docker action had.
+    let (rc, _, args) = entrypoint(&[]);
+    assert_eq!(rc, 0);
+    assert_eq!(args.unwrap(), DEFAULT);
+    let (_, _, args) = entrypoint(&[("PERFGATE_ALLOW_MISSING_BASELINE", "false")]);
+    assert_eq!(args.unwrap(), DEFAULT);
+
+    // allow-missing-baseline: true appends the flag to check.
+    let (rc, _, args) = entrypoint(&[("PERFGATE_ALLOW_MISSING_BASELINE", "true")]);
+    assert_eq!(rc, 0);
+    let mut want: Vec<&str> = DEFAULT.to_vec();
+    want.push("--allow-missing-baseline");
+    assert_eq!(args.unwrap(), want);
+
+    // Anything else is refused before perfgate runs.
+    for bad in ["yes", "TRUE", "1", "true --delete"] {
+        let (rc, out, args) = entrypoint(&[("PERFGATE_ALLOW_MISSING_BASELINE", bad)]);
+        assert_eq!(rc, 2, "{bad}");
         assert!(
-            text.contains("\npermissions: {}\n"),
-            "{name}: no top-level `permissions: {{}}`"
+            out.starts_with(
+                "::error title=perfgate::input allow-missing-baseline must be true or false"
+            ),
+            "{out}"
         );
+        assert!(
+            args.is_none(),
+            "perfgate ran with allow-missing-baseline={bad}"
+        );
+    }
+
+    // bless and validate take no such flag: it is left out, and the log says so.
+    let (rc, out, args) = entrypoint(&[
+        ("PERFGATE_COMMAND", "validate"),
+        ("PERFGATE_ALLOW_MISSING_BASELINE", "true"),
+    ]);
+    assert_eq!(rc, 0);
+    assert_eq!(args.unwrap(), ["validate", "--scenarios", "scenarios"]);
+    assert!(out.contains("allow-missing-baseline applies to check only"));
+
+    // Every other input, together.
+    let (rc, _, args) = entrypoint(&[
+        ("PERFGATE_COMMAND", "check"),
+        ("PERFGATE_SCENARIOS", "  scenarios/a.yaml\n\nscenarios/b \n"),
+        ("PERFGATE_BASELINES", "perf/baselines"),
+        ("PERFGATE_COMMENT", "false"),
+        ("PERFGATE_FAIL_ON", "warn"),
+        ("PERFGATE_ALLOW_MISSING_BASELINE", "true"),
+        ("PERFGATE_ARGS", "--only my-scenario  --id *"),
+    ]);
+    assert_eq!(rc, 0);
+    assert_eq!(
+        args.unwrap(),
+        [
+            "check",
+            "--scenarios",
+            "scenarios/a.yaml",
+            "--scenarios",
+            "scenarios/b",
+            "--baselines",
+            "perf/baselines",
+            "--output",
+            "perfgate-results.json",
+            "--markdown",
+            "perfgate-report.md",
+            "--no-comment",
+            "--allow-missing-baseline",
+            "--only",
+            "my-scenario",
+            "--id",
+            "*",
+        ]
+    );
+}
+
+#[test]
+fn the_image_only_copies_a_prebuilt_binary() {
+    let dockerfile = read("Dockerfile");
+    let instructions: Vec<&str> = dockerfile
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty() && !l.starts_with(' '))
+        .collect();
+    assert!(!dockerfile.contains("cargo") && !dockerfile.contains("rustc"));
+    for l in &instructions {
+        assert!(!l.starts_with("FROM rust"), "{l}");
+    }
+    // The only file from the build context: the binary of the platform being built.
+    let copies: Vec<&str> = instructions
+        .iter()
+        .filter_map(|l| l.strip_prefix("COPY "))
+        .filter(|l| !l.starts_with("--from="))
+        .collect();
+    assert_eq!(
+        copies,
+        ["dist/linux-${TARGETARCH}/perfgate /usr/local/bin/perfgate"]
+    );
+    // RUN only in the stage that runs on the build platform (no emulation for arm64).
+    let mut stage = "";
+    for l in &instructions {
+        if l.starts_with("FROM ") {
+            stage = l;
+        }
+        if l.starts_with("RUN ") {
+            assert!(stage.starts_with("FROM --platform=$BUILDPLATFORM "), "{l}");
+        }
+    }
+    let last_user = instructions
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("USER");
+    assert!(!last_user.starts_with("root") && !last_user.starts_with('0'));
+    assert!(instructions.contains(&"ENTRYPOINT [\"/usr/local/bin/perfgate\"]"));
+
+    // The build context is an allow-list of exactly those binaries, which release.yml stages.
+    let ignore = read(".dockerignore");
+    let allowed: Vec<&str> = ignore.lines().filter_map(|l| l.strip_prefix('!')).collect();
+    assert!(ignore.lines().any(|l| l.trim() == "*"));
+    assert_eq!(
+        allowed,
+        ["dist/linux-amd64/perfgate", "dist/linux-arm64/perfgate"]
+    );
+    let release = read(".github/workflows/release.yml");
+    assert!(release.contains("for pair in amd64:x86_64 arm64:aarch64; do"));
+    assert!(release.contains("mv \"artifacts/$name/perfgate\" \"dist/linux-$arch/perfgate\""));
+    assert!(release.contains("--platform linux/amd64,linux/arm64"));
+}
+
+/// The targets scripts/install.sh maps RUNNER_OS/RUNNER_ARCH to.
+fn installer_targets() -> Vec<String> {
+    let installer = read("scripts/install.sh");
+    let mut t: Vec<String> = installer
+        .lines()
+        .filter_map(|l| l.trim().split_once(") target="))
+        .map(|(_, rest)| rest.trim_end_matches(" ;;").to_string())
+        .collect();
+    t.sort();
+    t
+}
+
+#[test]
+fn the_release_builds_every_archive_the_installer_asks_for() {
+    let targets = installer_targets();
+    assert_eq!(
+        targets,
+        [
+            "aarch64-apple-darwin",
+            "aarch64-unknown-linux-musl",
+            "x86_64-apple-darwin",
+            "x86_64-unknown-linux-musl"
+        ]
+    );
+    let wf = yaml(".github/workflows/release.yml");
+    let mut built: Vec<String> = wf["jobs"]["build"]["strategy"]["matrix"]["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| s(&e["target"]).to_string())
+        .collect();
+    built.sort();
+    assert_eq!(
+        built, targets,
+        "release.yml builds what install.sh downloads"
+    );
+
+    // One archive name everywhere: perfgate-TAG-TARGET.tar.gz holding perfgate-TAG-TARGET/perfgate.
+    let installer = read("scripts/install.sh");
+    assert!(installer.contains("local asset=\"perfgate-$tag-$target.tar.gz\""));
+    assert!(installer.contains("local member=\"perfgate-$tag-$target/perfgate\""));
+    assert!(installer.contains("\"$base/$tag/SHA256SUMS\""));
+    assert!(installer.contains("\"$base/v$version/COMMIT\""));
+    let release = read(".github/workflows/release.yml");
+    for needle in [
+        "cargo build --locked --profile dist --target \"$TARGET\" --bin perfgate",
+        "name=\"perfgate-$TAG-$TARGET\"",
+        "cp \"target/$TARGET/dist/perfgate\" README.md \"dist/$name/\"",
+        "tar -C dist -czf \"dist/$name.tar.gz\" \"$name\"",
+        "printf '%s\\n' \"$SHA\" > COMMIT",
+        "sha256sum -- *.tar.gz COMMIT > SHA256SUMS",
+        "dist/*.tar.gz dist/SHA256SUMS dist/COMMIT",
+        "if [ \"v$version\" != \"$TAG\" ]; then",
+    ] {
+        assert!(release.contains(needle), "release.yml lacks {needle}");
+    }
+    let cargo = read("Cargo.toml");
+    for needle in [
+        "pkg-url = \"{ repo }/releases/download/v{ version }/{ name }-v{ version }-{ target }{ archive-suffix }\"",
+        "bin-dir = \"{ name }-v{ version }-{ target }/{ bin }{ binary-ext }\"",
+        "pkg-fmt = \"tgz\"",
+    ] {
+        assert!(cargo.contains(needle), "Cargo.toml binstall metadata lacks {needle}");
+    }
+    let dist = cargo
+        .split("\n[profile.dist]\n")
+        .nth(1)
+        .expect("[profile.dist]")
+        .split("\n\n")
+        .next()
+        .unwrap();
+    let mut keys: Vec<&str> = dist.lines().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "codegen-units = 1",
+            "debug = 0",
+            "inherits = \"release\"",
+            "lto = true",
+            "strip = true"
+        ]
+    );
+}
+
+/// Every workflow, shipped or example: `permissions: {}` on top, each job granted only what it
+/// names, third-party actions pinned to a full commit SHA, no persisted checkout credentials.
+#[test]
+fn workflows_are_least_privilege_and_pinned() {
+    let mut files = Vec::new();
+    for dir in ["examples/workflows", ".github/workflows"] {
+        for e in std::fs::read_dir(root().join(dir)).unwrap() {
+            files.push(e.unwrap().path());
+        }
+    }
+    files.push(root().join("action.yml"));
+    for p in files {
+        let text = std::fs::read_to_string(&p).unwrap();
+        let name = p.strip_prefix(root()).unwrap().display().to_string();
+        if name != "action.yml" {
+            assert!(
+                text.contains("\npermissions: {}\n"),
+                "{name}: no top-level `permissions: {{}}`"
+            );
+            let wf: Value = serde_saphyr::from_str(&text).unwrap();
+            for (job, j) in wf["jobs"].as_object().unwrap() {
+                assert!(j.get("permissions").is_some(), "{name}: job {job}");
+            }
+        }
         assert!(
             !text.contains("write-all") && !text.contains("pull_request_target"),
             "{name}"
@@ -229,5 +486,43 @@ fn example_workflows_are_least_privilege() {
         if text.contains("actions/checkout@") {
             assert!(text.contains("persist-credentials: false"), "{name}");
         }
+    }
+}
+
+/// The examples for other CI systems run the published image and keep the JUnit report.
+#[test]
+fn gitlab_and_jenkins_examples_use_the_image_and_junit() {
+    let gitlab = yaml("examples/gitlab-ci.yml");
+    let job = &gitlab["perfgate"];
+    assert!(s(&job["image"]["name"]).starts_with("ghcr.io/OWNER/perfgate:"));
+    assert_eq!(job["image"]["entrypoint"], serde_json::json!([""]));
+    assert_eq!(
+        s(&job["artifacts"]["reports"]["junit"]),
+        "perfgate-junit.xml"
+    );
+    let script = job["script"].as_array().unwrap();
+    assert!(script
+        .iter()
+        .any(|l| s(l).contains("--junit perfgate-junit.xml")));
+
+    let jenkins = read("examples/Jenkinsfile");
+    assert!(jenkins.contains("image 'ghcr.io/OWNER/perfgate:"));
+    assert!(jenkins.contains("args '--entrypoint="));
+    assert!(jenkins.contains("--junit perfgate-junit.xml"));
+    assert!(jenkins.contains("junit testResults: 'perfgate-junit.xml'"));
+    // Both use flags perfgate has.
+    let help = Command::new(assert_cmd::cargo::cargo_bin("perfgate"))
+        .args(["check", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for flag in [
+        "--scenarios",
+        "--baselines",
+        "--junit",
+        "--markdown",
+        "--output",
+    ] {
+        assert!(help.contains(flag), "perfgate check has no {flag}");
     }
 }

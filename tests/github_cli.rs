@@ -252,9 +252,9 @@ fn outside_github_actions_nothing_is_sent() {
     assert_eq!(gh.state().comments_on(8).len(), 1);
 }
 
-/// The Docker action's entry point (scripts/action-entrypoint.sh), run directly with the
-/// binary on PATH, since no Docker engine is available here: inputs become flags, `fail-on`
-/// maps the exit code, bad inputs are refused.
+/// The composite action's run step (scripts/action-entrypoint.sh), run directly with the binary
+/// on PATH as the install step leaves it: inputs become flags, `fail-on` maps the exit code, bad
+/// inputs are refused.
 #[test]
 fn action_entrypoint_maps_inputs_to_flags_and_fail_on() {
     let dir = setup();
