@@ -24,9 +24,6 @@ bash scripts/github-tools.sh lint # actionlint, action-validator, zizmor, hadoli
 eval "$(bash scripts/github-tools.sh env)"
 export PERFGATE_REQUIRE_GITHUB_TOOLS=1
 
-step "the Action's installer against fake releases on 127.0.0.1 and file:// (scripts/test-installer.sh, ~10 s)"
-bash scripts/test-installer.sh
-
 step "third-party OpenAI-compatible servers from PyPI (xpyd-sim, fakellm, mockllm, llm-mock-api, LiteLLM 1.82.6): pinned venvs, installed once"
 bash scripts/thirdparty.sh setup >/dev/null
 export PERFGATE_REQUIRE_THIRDPARTY=1
@@ -42,6 +39,9 @@ DENY="$PERFGATE_CACHE/cargo/bin/cargo-deny"
 
 step "tests (unit, property, CLI, replayed cases, real llama.cpp server, third-party servers)"
 PERFGATE_REQUIRE_REALSERVER=1 cargo test --locked --all-targets
+
+step "the Action's installer against fake releases on 127.0.0.1 and file:// (scripts/test-installer.sh, ~10 s), with the perfgate just built"
+bash scripts/test-installer.sh
 
 step "fuzz smoke run: 20,000 executions per cargo-fuzz target (the full 10M run is scripts/fuzz.sh)"
 if [ -x "$PERFGATE_CACHE/cargo/bin/cargo-fuzz" ]; then
