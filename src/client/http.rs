@@ -291,8 +291,11 @@ impl StreamClient {
             // runner counts these re-sends: too many make the run untrustworthy. Against a
             // server that closes after every stream (Connection: close mode), the pool may
             // still hold several such connections from before the switch, each failing once
-            // and then discarded: up to MAX_CLOSE_MODE_RESENDS tries then.
-            let allowed = if self.close_after_stream() {
+            // and then discarded: up to MAX_CLOSE_MODE_RESENDS tries then. The same holds for
+            // a re-send that meets a second closed pooled connection before the runner has
+            // switched to that mode (concurrency N leaves up to N of them; on a busy machine two
+            // in a row were seen): after one stale connection, another is the same race.
+            let allowed = if self.close_after_stream() || resends > 0 {
                 MAX_CLOSE_MODE_RESENDS
             } else {
                 1
