@@ -673,77 +673,68 @@ pub fn compare(
                 res.measured.first_error.clone().unwrap_or_default()
             );
         }
-        match baseline::load(&path) {
-            Err(LoadError::Missing(p)) => {
+        let loaded = baseline::load(&path);
+        if let Ok(b) = &loaded {
+            res.baseline = Some(BaselineInfo {
+                path: path.display().to_string(),
+                created_at: b.created_at.clone(),
+                perfgate_version: b.perfgate_version.clone(),
+                requests: b.records().count(),
+                summary: b.summary.clone(),
+            });
+        }
+        match (&loaded, unusable(sc, &loaded)) {
+            (_, Some((status, why))) => {
                 if res.status == Status::Compared {
-                    res.status = Status::NoBaseline;
-                    res.status_detail = missing_message(&sc.name, &p);
+                    res.status = status;
+                    res.status_detail = why;
                 }
             }
-            Err(LoadError::Invalid(m)) => {
-                if res.status == Status::Compared {
-                    res.status = Status::InvalidBaseline;
-                    res.status_detail = m;
-                }
-            }
-            Ok(b) => {
-                res.baseline = Some(BaselineInfo {
-                    path: path.display().to_string(),
-                    created_at: b.created_at.clone(),
-                    perfgate_version: b.perfgate_version.clone(),
-                    requests: b.records().count(),
-                    summary: b.summary.clone(),
-                });
-                match (res.status, staleness(sc, &b)) {
-                    (Status::Compared, Some(why)) => {
-                        res.status = Status::Stale;
-                        res.status_detail = why;
-                    }
-                    (Status::Compared | Status::Unmeasurable, None) if res.measured.ok > 0 => {
-                        let drifts = workload_drift(sc, &b, &run);
-                        let skip: Vec<Metric> =
-                            drifts.iter().flat_map(|d| d.metrics.clone()).collect();
-                        let left: Vec<Metric> = sc
-                            .gate
-                            .metrics
-                            .iter()
-                            .copied()
-                            .filter(|m| !skip.contains(m))
-                            .collect();
-                        let whys: Vec<String> = drifts.iter().map(|d| d.why.clone()).collect();
-                        if !drifts.is_empty() && left.is_empty() {
-                            if res.status == Status::Compared {
-                                res.status = Status::Stale;
-                                res.status_detail = format!(
+            (Ok(b), None) => match res.status {
+                Status::Compared | Status::Unmeasurable if res.measured.ok > 0 => {
+                    let drifts = workload_drift(sc, b, &run);
+                    let skip: Vec<Metric> = drifts.iter().flat_map(|d| d.metrics.clone()).collect();
+                    let left: Vec<Metric> = sc
+                        .gate
+                        .metrics
+                        .iter()
+                        .copied()
+                        .filter(|m| !skip.contains(m))
+                        .collect();
+                    let whys: Vec<String> = drifts.iter().map(|d| d.why.clone()).collect();
+                    if !drifts.is_empty() && left.is_empty() {
+                        if res.status == Status::Compared {
+                            res.status = Status::Stale;
+                            res.status_detail = format!(
                                     "workload drift: {}; every gated metric depends on it, so nothing was compared (find out why the workload changed before blessing anything)",
                                     whys.join("; ")
                                 );
-                            }
-                        } else {
-                            for d in &drifts {
-                                let names: Vec<&str> = d
-                                    .metrics
-                                    .iter()
-                                    .filter(|m| sc.gate.metrics.contains(m))
-                                    .map(|m| m.label())
-                                    .collect();
-                                if !names.is_empty() {
-                                    res.notes.push(format!(
+                        }
+                    } else {
+                        for d in &drifts {
+                            let names: Vec<&str> = d
+                                .metrics
+                                .iter()
+                                .filter(|m| sc.gate.metrics.contains(m))
+                                .map(|m| m.label())
+                                .collect();
+                            if !names.is_empty() {
+                                res.notes.push(format!(
                                         "workload drift: {}; {} not compared (the other metrics and the error rate are)",
                                         d.why,
                                         names.join(" and ")
                                     ));
-                                }
                             }
-                            if drifts.is_empty() {
-                                res.notes.extend(minority_source_note(&run));
-                            }
-                            gate_inputs.push(scenario_samples(sc, &b, &run, &skip));
                         }
+                        if drifts.is_empty() {
+                            res.notes.extend(minority_source_note(&run));
+                        }
+                        gate_inputs.push(scenario_samples(sc, b, &run, &skip));
                     }
-                    _ => {}
                 }
-            }
+                _ => {}
+            },
+            (Err(_), None) => {} // a failed load is always unusable
         }
         if matches!(
             res.status,
@@ -798,24 +789,23 @@ pub fn missing_message(name: &str, path: &Path) -> String {
 /// The scenarios whose baseline is known, before measuring, to be unusable: (name, why) for a
 /// missing file, a broken file, or a scenario that changed since it was blessed.
 pub fn unusable_baselines(scenarios: &[Scenario], dir: &Path) -> Vec<(String, Status, String)> {
-    let mut out = Vec::new();
-    for sc in scenarios {
-        let path = baseline::path_for(dir, &sc.name);
-        match baseline::load(&path) {
-            Err(LoadError::Missing(p)) => out.push((
-                sc.name.clone(),
-                Status::NoBaseline,
-                missing_message(&sc.name, &p),
-            )),
-            Err(LoadError::Invalid(m)) => out.push((sc.name.clone(), Status::InvalidBaseline, m)),
-            Ok(b) => {
-                if let Some(why) = staleness(sc, &b) {
-                    out.push((sc.name.clone(), Status::Stale, why));
-                }
-            }
-        }
+    scenarios
+        .iter()
+        .filter_map(|sc| {
+            let loaded = baseline::load(&baseline::path_for(dir, &sc.name));
+            unusable(sc, &loaded).map(|(status, why)| (sc.name.clone(), status, why))
+        })
+        .collect()
+}
+
+/// Why a scenario cannot be compared against its loaded baseline, the one place this is
+/// decided (before measuring and after): missing, broken, or stale for its configuration.
+fn unusable(sc: &Scenario, loaded: &Result<Baseline, LoadError>) -> Option<(Status, String)> {
+    match loaded {
+        Err(LoadError::Missing(p)) => Some((Status::NoBaseline, missing_message(&sc.name, p))),
+        Err(LoadError::Invalid(m)) => Some((Status::InvalidBaseline, m.clone())),
+        Ok(b) => staleness(sc, b).map(|why| (Status::Stale, why)),
     }
-    out
 }
 
 /// True when every failure is an HTTP 401/403/404/405: a wrong key or URL, not a slow server.
