@@ -1,4 +1,4 @@
-//! Baseline files (`baselines/<scenario>.json`, DESIGN s5): the format, atomic writes
+//! Baseline files (`baselines/<scenario>.json`, docs/design.md "Files"): the format, atomic writes
 //! (temp file + fsync + rename, so a crash leaves the old file or the new one, never half of
 //! one), and loading with validation that names the file and the field.
 
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// Version of the file layout; a newer file is refused with a clear message.
 pub const SCHEMA_VERSION: u32 = 1;
-/// Version of the metric definitions (DESIGN s3); numbers defined differently are not compared.
+/// Version of the metric definitions (docs/design.md "Metrics"); numbers defined differently are not compared.
 pub const METRICS_VERSION: u32 = 1;
 
 /// A whole baseline file.
@@ -32,7 +32,7 @@ pub struct Baseline {
     /// Per metric (`ttft_ms`, `tpot_ms`, `e2e_ms`, `itl_ms`): quantiles over all runs.
     pub summary: BTreeMap<String, MetricSummary>,
     /// With k >= 2 runs: per metric, the upper 90 % bound of the run-to-run spread tau (log
-    /// scale) and k. `check` widens the fail tolerance to it (DESIGN s4).
+    /// scale) and k. `check` widens the fail tolerance to it (docs/gate.md "Family and bands").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_spread: Option<RunSpread>,
 }

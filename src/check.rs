@@ -1,5 +1,5 @@
 //! `perfgate check`: measure every scenario, compare with its baseline, decide the verdict and
-//! exit code (DESIGN s1, s4, s6).
+//! exit code (docs/design.md "Jobs" and "Exit codes", docs/gate.md).
 
 use crate::baseline::{self, Baseline, BaselineRecord, LoadError};
 use crate::config::{Metric, Scenario};
@@ -651,7 +651,7 @@ pub fn compare(
         let rate = res.measured.failed as f64 / res.measured.requests.max(1) as f64;
         if res.measured.ok == 0 && misconfigured(&run) {
             // Every request was refused as unauthorised or not found: the scenario is wrong,
-            // not the server slow (shared/cases/35).
+            // not the server slow (tests/cases/35-base-url-joining.yaml).
             res.status = Status::Misconfigured;
             let first = run
                 .records

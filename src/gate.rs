@@ -1,4 +1,4 @@
-//! The gate (DESIGN s4): from baseline and candidate samples to verdicts.
+//! The gate (docs/gate.md): from baseline and candidate samples to verdicts.
 //!
 //! Pure: takes numbers, returns [`Check`]s. For each scenario and gated metric:
 //! - **P50**: Hodges-Lehmann ratio with Moses CI and one-sided Mann-Whitney p-values on

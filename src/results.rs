@@ -41,7 +41,7 @@ pub struct Results {
     /// FAIL, WARN, PASS, IMPROVED, NO_BASELINE, ERROR or INTERRUPTED; always
     /// [`crate::verdict::decide`] over `scenarios`.
     pub verdict: crate::verdict::Overall,
-    /// The process exit code (DESIGN s6).
+    /// The process exit code (docs/design.md "Exit codes").
     pub exit_code: i32,
     /// Number of gated checks in the Holm family.
     pub family_size: usize,
