@@ -194,7 +194,7 @@ pub async fn bless(
                 continue 'scenario;
             }
         }
-        baseline::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
+        crate::fsutil::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
             exit::ExitError::invalid(format!("cannot write {}: {e}", path.display()))
         })?;
         let p50 = |key: &str| {

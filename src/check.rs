@@ -56,9 +56,9 @@ pub fn measured(run: &RunOutput) -> Measured {
             recs.iter()
                 .find_map(|r| r.error.as_ref().map(|e| e.message.clone()))
         }),
-        wall_ms: baseline::round3(run.wall_ms),
-        output_tokens_per_s: baseline::round3(out_tokens / wall_s),
-        requests_per_s: baseline::round3(ok.len() as f64 / wall_s),
+        wall_ms: crate::units::round3(run.wall_ms),
+        output_tokens_per_s: crate::units::round3(out_tokens / wall_s),
+        requests_per_s: crate::units::round3(ok.len() as f64 / wall_s),
         summary: measured_summary(recs),
         token_source: baseline::token_source_of(&brecs),
         output_tokens_p50: crate::stats::quantile::quantile_type7(&outs, 0.5),
@@ -88,7 +88,7 @@ pub fn achieved_concurrency(recs: &[RequestRecord], wall_ms: f64) -> Option<f64>
         return None;
     }
     let busy: f64 = recs.iter().filter_map(|r| r.t_done_ms.or(r.e2e_ms)).sum();
-    Some(baseline::round3(busy / wall_ms))
+    Some(crate::units::round3(busy / wall_ms))
 }
 
 /// Open-loop notes: a client that fell behind its arrival schedule.
@@ -110,7 +110,7 @@ pub fn schedule_notes(m: &Measured) -> Vec<String> {
 /// The "client busy" note: the client's event loop lagged (P99 wakeup lag above
 /// [`crate::runner::CLIENT_LAG_WARN_MS`]) while it measured, so latencies may carry client-side
 /// delay. `None` when the client kept up or was not probed.
-pub fn client_lag_note(lag: Option<&crate::results::ClientLag>) -> Option<String> {
+pub fn client_lag_note(lag: Option<&crate::summary::ClientLag>) -> Option<String> {
     let lag = lag?;
     (lag.p99 > crate::runner::CLIENT_LAG_WARN_MS).then(|| {
         format!(
@@ -764,7 +764,7 @@ pub fn compare(
     let mut out = Results {
         schema_version: RESULTS_SCHEMA_VERSION,
         perfgate_version: env!("CARGO_PKG_VERSION").to_string(),
-        created_at: crate::runner::now_rfc3339(),
+        created_at: crate::clock::now_rfc3339(),
         id: opts.id.clone(),
         verdict: Overall::Pass,
         exit_code: exit::OK,
@@ -826,7 +826,8 @@ fn misconfigured(run: &RunOutput) -> bool {
 
 /// Writes a report file, creating its directory. Errors name the file.
 pub fn write_report(path: &Path, text: &str) -> Result<(), String> {
-    baseline::write_atomic(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    crate::fsutil::write_atomic(path, text)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -143,7 +143,7 @@ pub fn init(dir: &Path) -> Result<i32, ExitError> {
         }
     }
     for (p, text) in &files {
-        crate::baseline::write_atomic(p, text)
+        crate::fsutil::write_atomic(p, text)
             .map_err(|e| ExitError::invalid(format!("init: cannot write {}: {e}", p.display())))?;
         println!("wrote {}", p.display());
     }

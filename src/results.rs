@@ -2,32 +2,16 @@
 //! verdicts. Every renderer (terminal, markdown, JSON) reads this one model, so they cannot
 //! disagree. Serialised as the `--output` results JSON (`schema_version` 1).
 
-use crate::baseline::MetricSummary;
 use crate::gate::{Check, Verdict};
 use crate::record::RequestRecord;
+use crate::summary::ClientLag;
+use crate::summary::MetricSummary;
+pub use crate::verdict::Status;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version of the results JSON layout.
 pub const RESULTS_SCHEMA_VERSION: u32 = 1;
-
-/// Whether a scenario could be compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Compared with its baseline; see `checks`.
-    Compared,
-    /// No baseline file: run `perfgate bless`.
-    NoBaseline,
-    /// The baseline measures something else (fingerprint, workload or metric definitions).
-    Stale,
-    /// The baseline file is broken.
-    InvalidBaseline,
-    /// The endpoint could not be measured (unreachable, or error rate above `max_error_rate`).
-    Unmeasurable,
-    /// Every request was rejected with 401/403/404/405: a wrong key or base_url (exit 2).
-    Misconfigured,
-}
 
 /// The whole run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,24 +131,6 @@ pub struct Measured {
     pub client_lag_ms: Option<ClientLag>,
 }
 
-/// Event-loop lag of the client while it measured: a probe task sleeps
-/// [`crate::runner::LAG_PROBE_INTERVAL`] in a loop on the measuring runtime and records how
-/// late each wakeup was (actual minus due time, ms; tokio rounds a sleep up to its 1 ms timer
-/// tick, so an idle runtime shows about 1-1.5 ms). Quantiles are type 7 over the kept samples (all of them up to
-/// [`crate::runner::LAG_RESERVOIR`], a uniform sample beyond).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClientLag {
-    /// Median wakeup lag, ms.
-    pub p50: f64,
-    /// 99th percentile wakeup lag, ms; above [`crate::runner::CLIENT_LAG_WARN_MS`] the
-    /// scenario gets a "client busy" note.
-    pub p99: f64,
-    /// Largest wakeup lag, ms (over every wakeup).
-    pub max: f64,
-    /// Number of wakeups measured.
-    pub samples: u64,
-}
-
 /// Open-loop figures of a set of records: (schedule delay, TTFT from the schedule, E2E from the
 /// schedule) summaries; `None`s for a closed-loop run.
 pub fn schedule_summaries(
@@ -193,7 +159,7 @@ pub fn schedule_summaries(
 pub const SCHEDULE_DELAY_WARN_MS: f64 = 5.0;
 
 fn summary(xs: &[f64]) -> Option<MetricSummary> {
-    crate::baseline::metric_summary(xs)
+    crate::summary::metric_summary(xs)
 }
 
 /// Summaries of a set of measured records (successes), including ITL over every gap.
@@ -228,8 +194,11 @@ impl Results {
     /// Sets `verdict` and `exit_code` from the scenarios, the policy and `incomplete`: the one
     /// place they are decided ([`crate::verdict::decide`]).
     pub fn decide(&mut self) {
-        (self.verdict, self.exit_code) =
-            crate::verdict::decide(&self.scenarios, self.baseline_policy, self.incomplete);
+        (self.verdict, self.exit_code) = crate::verdict::decide(
+            self.scenarios.iter().map(|s| (s.status, s.worst())),
+            self.baseline_policy,
+            self.incomplete,
+        );
     }
     /// Checks with a given verdict, across scenarios.
     pub fn count(&self, v: Verdict) -> usize {

@@ -223,7 +223,7 @@ pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
     let mut out = Written::default();
     for (what, path, render) in jobs {
         if let Some(p) = path {
-            match crate::baseline::write_atomic(p, &render()) {
+            match crate::fsutil::write_atomic(p, &render()) {
                 Ok(()) => out.written.push(format!("{what}: {}", p.display())),
                 Err(e) => out.failed.push(format!(
                     "cannot write the {what} to {}: {e}; the other reports were written and the verdict stands",
