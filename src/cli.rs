@@ -389,7 +389,9 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
         crate::verdict::BaselinePolicy::Required
     };
     // Fail before measuring: a missing, broken or stale baseline is known offline.
-    let unusable: Vec<_> = check::unusable_baselines(&scs, &a.baselines)
+    let baselines = check::Baselines::load(&scs, &a.baselines);
+    let unusable: Vec<_> = baselines
+        .unusable(&scs)
         .into_iter()
         .filter(|(_, st, _)| *st == crate::results::Status::InvalidBaseline || policy.is_required())
         .collect();
@@ -406,7 +408,6 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
         )));
     }
     let opts = CheckOptions {
-        baselines: a.baselines.clone(),
         policy,
         id: a.id.clone(),
     };
@@ -414,12 +415,14 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     let results = match report::progress::TerminalProgress::stderr() {
         Some(p) => {
             crate::runner::PROGRESS
-                .scope(p, check::run_check(&scs, &opts))
+                .scope(p, check::run_check(&scs, &baselines, &opts))
                 .await
         }
-        None => check::run_check(&scs, &opts).await,
+        None => check::run_check(&scs, &baselines, &opts).await,
     };
-    let rep = report::Report::new(results, Some(&a.baselines));
+    let rep = report::Report::with_loaded(results, |name| {
+        (baselines.path_for(name), baselines.get(name))
+    });
     print!(
         "{}",
         report::terminal::render_styled(&rep.results, report::terminal::use_color())
