@@ -471,7 +471,7 @@ fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
         all.push(report::json::load(p).map_err(ExitError::invalid)?);
     }
     let names: Vec<String> = a.results.iter().map(|p| p.display().to_string()).collect();
-    let results = report::json::merge(all, &names).map_err(ExitError::invalid)?;
+    let results = crate::results::merge(all, &names).map_err(ExitError::invalid)?;
     let rep = report::Report::new(results, a.baseline_dir.as_deref());
     print!(
         "{}",
