@@ -95,7 +95,7 @@ impl StreamClient {
             reqwest::header::HeaderValue::from_static("text/event-stream"),
         );
         // Ask for an uncompressed stream: a compressor between server and client can hold
-        // events back until its buffer fills, which moves TTFT and ITL (tests/encoding.rs). A
+        // events back until its buffer fills, which moves TTFT and ITL (tests/it/encoding.rs). A
         // body that is gzip or br encoded anyway is still decoded; `headers:` may override this.
         headers.insert(
             reqwest::header::ACCEPT_ENCODING,
