@@ -169,7 +169,7 @@ fn inputs(
                 gate: gate.clone(),
                 metrics,
                 spread,
-                errors: ((0, 1), (0, 1)),
+                errors: gate::ErrorCounts::new((0, 1), (0, 1)),
                 looks,
             }
         })

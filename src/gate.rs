@@ -90,6 +90,36 @@ impl Samples {
     }
 }
 
+/// Failed requests out of all requests, on one side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Failures {
+    pub failed: usize,
+    pub total: usize,
+}
+
+/// The error-rate check's input: failures of the baseline and of the candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ErrorCounts {
+    pub baseline: Failures,
+    pub candidate: Failures,
+}
+
+impl ErrorCounts {
+    /// From (failed, total) of the baseline and of the candidate.
+    pub fn new((fb, nb): (usize, usize), (fc, nc): (usize, usize)) -> Self {
+        ErrorCounts {
+            baseline: Failures {
+                failed: fb,
+                total: nb,
+            },
+            candidate: Failures {
+                failed: fc,
+                total: nc,
+            },
+        }
+    }
+}
+
 /// Everything the gate needs for one scenario.
 #[derive(Debug, Clone)]
 pub struct ScenarioSamples {
@@ -99,8 +129,8 @@ pub struct ScenarioSamples {
     pub gate: GateSpec,
     /// Per gated metric: (baseline, candidate).
     pub metrics: Vec<(Metric, Samples, Samples)>,
-    /// (failed, total) for baseline and candidate.
-    pub errors: ((usize, usize), (usize, usize)),
+    /// Failed and total requests of each side, for the error-rate check.
+    pub errors: ErrorCounts,
     /// Per metric: run-to-run spread tau (log scale) of a k-run baseline, and k.
     pub spread: BTreeMap<Metric, (f64, usize)>,
     /// Planned looks of sequential sampling (1 for a fixed sample). The scenario's p-values are
@@ -289,12 +319,7 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
             ));
         }
     }
-    checks.push(error_check(
-        &s.scenario,
-        s.errors.0,
-        s.errors.1,
-        s.gate.max_error_rate,
-    ));
+    checks.push(error_check(&s.scenario, s.errors, s.gate.max_error_rate));
     let looks = s.looks as f64;
     checks
         .into_iter()
@@ -816,12 +841,15 @@ fn exceedance_check(
     ch
 }
 
-fn error_check(
-    scenario: &str,
-    (fb, nb): (usize, usize),
-    (fc, nc): (usize, usize),
-    max_rate: f64,
-) -> Draft {
+fn error_check(scenario: &str, errors: ErrorCounts, max_rate: f64) -> Draft {
+    let Failures {
+        failed: fb,
+        total: nb,
+    } = errors.baseline;
+    let Failures {
+        failed: fc,
+        total: nc,
+    } = errors.candidate;
     let band = Band {
         warn: 0.0,
         fail: 0.0,
@@ -890,7 +918,7 @@ mod tests {
                 Samples { ok: b, failed: 0 },
                 Samples { ok: c, failed: 0 },
             )],
-            errors: ((0, 20), (0, 20)),
+            errors: ErrorCounts::new((0, 20), (0, 20)),
             spread: BTreeMap::new(),
             looks: 1,
         };
@@ -970,7 +998,7 @@ mod tests {
                     failed: 0,
                 },
             )],
-            errors: ((0, 100), (0, 100)),
+            errors: ErrorCounts::new((0, 100), (0, 100)),
             spread,
             looks: 1,
         };
@@ -1008,7 +1036,7 @@ mod tests {
             scenario: "s".into(),
             gate: g,
             metrics: vec![],
-            errors: ((2, 40), (21, 40)),
+            errors: ErrorCounts::new((2, 40), (21, 40)),
             spread: BTreeMap::new(),
             looks: 1,
         };
@@ -1029,7 +1057,7 @@ mod tests {
             scenario: "s".into(),
             gate: gate(vec![Quantile::P50]),
             metrics: vec![],
-            errors: ((0, 100), (12, 100)),
+            errors: ErrorCounts::new((0, 100), (12, 100)),
             spread: BTreeMap::new(),
             looks: 1,
         };

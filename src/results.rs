@@ -131,15 +131,19 @@ pub struct Measured {
     pub client_lag_ms: Option<ClientLag>,
 }
 
-/// Open-loop figures of a set of records: (schedule delay, TTFT from the schedule, E2E from the
-/// schedule) summaries; `None`s for a closed-loop run.
-pub fn schedule_summaries(
-    records: &[RequestRecord],
-) -> (
-    Option<MetricSummary>,
-    Option<MetricSummary>,
-    Option<MetricSummary>,
-) {
+/// Open-loop figures of a set of records; `None`s for a closed-loop run.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ScheduleSummaries {
+    /// Delay between a request's scheduled arrival and its send.
+    pub delay: Option<MetricSummary>,
+    /// TTFT counted from the scheduled arrival.
+    pub ttft_from_schedule: Option<MetricSummary>,
+    /// E2E counted from the scheduled arrival.
+    pub e2e_from_schedule: Option<MetricSummary>,
+}
+
+/// The open-loop summaries of a set of records.
+pub fn schedule_summaries(records: &[RequestRecord]) -> ScheduleSummaries {
     let delays: Vec<f64> = records.iter().filter_map(|r| r.sched_delay_ms).collect();
     let from = |f: fn(&RequestRecord) -> Option<f64>| -> Vec<f64> {
         records
@@ -148,11 +152,11 @@ pub fn schedule_summaries(
             .filter_map(|r| Some(r.sched_delay_ms? + f(r)?))
             .collect()
     };
-    (
-        summary(&delays),
-        summary(&from(|r| r.ttft_ms)),
-        summary(&from(|r| r.e2e_ms)),
-    )
+    ScheduleSummaries {
+        delay: summary(&delays),
+        ttft_from_schedule: summary(&from(|r| r.ttft_ms)),
+        e2e_from_schedule: summary(&from(|r| r.e2e_ms)),
+    }
 }
 
 /// Median schedule delay above which the report warns that the client fell behind, ms.

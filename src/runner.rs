@@ -297,7 +297,9 @@ impl Session {
             run_id: format!(
                 "{:x}",
                 std::process::id() as u64
-                    ^ Instant::now().elapsed().as_nanos() as u64
+                    ^ std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64)
                     ^ rand_seed()
             ),
         });

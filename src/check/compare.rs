@@ -115,7 +115,7 @@ pub fn gate_input(
         gate: sc.gate.clone(),
         metrics,
         spread,
-        errors: (baseline.errors(), candidate.errors()),
+        errors: gate::ErrorCounts::new(baseline.errors(), candidate.errors()),
         looks: sc.load.looks().len(),
     }
 }

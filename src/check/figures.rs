@@ -55,9 +55,9 @@ pub fn measured(run: &RunOutput) -> Measured {
         server: run.server.clone(),
         achieved_concurrency: achieved_concurrency(recs, run.wall_ms),
         target_rate: None,
-        schedule_delay_ms: sched.0,
-        ttft_from_schedule_ms: sched.1,
-        e2e_from_schedule_ms: sched.2,
+        schedule_delay_ms: sched.delay,
+        ttft_from_schedule_ms: sched.ttft_from_schedule,
+        e2e_from_schedule_ms: sched.e2e_from_schedule,
         client_lag_ms: run.client_lag.clone(),
     }
 }
