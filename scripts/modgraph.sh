@@ -48,7 +48,7 @@ edges=$(
 status=0
 [[ ${1:-} == --quiet ]] || {
   echo "module graph (module: modules it uses)"
-  modules=$(find src -maxdepth 1 -name '*.rs' -o -maxdepth 1 -mindepth 1 -type d | sed -E 's#^src/##; s#\.rs$##' | grep -vE '^(lib|main)$' | sort)
+  modules=$(find src -maxdepth 1 -name '*.rs' -o -maxdepth 1 -mindepth 1 -type d | sed -E 's#^src/##; s#\.rs$##' | grep -vE '^(lib|main)$' | sort -u)
   for m in $modules; do
     printf '  %-10s L%-2s: %s\n' "$m" "$(layer_of "$m")" "$(echo "$edges" | awk -v m="$m" '$1 == m {printf "%s ", $2}')"
   done
