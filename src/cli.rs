@@ -352,18 +352,7 @@ async fn run(cli: Cli) -> Result<i32, ExitError> {
 }
 
 async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
-    if a.id.is_empty()
-        || a.id.len() > 100
-        || !a
-            .id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
-    {
-        return Err(ExitError::invalid(format!(
-            "--id `{}`: use 1 to 100 letters, digits and . _ : / - (it goes into an HTML comment)",
-            a.id
-        )));
-    }
+    check::validate_id(&a.id).map_err(ExitError::invalid)?;
     let mut scs = load_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
         let total = scs.len();
@@ -493,11 +482,7 @@ fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
 
 async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
     let scs = load_scenarios(&a.sc)?;
-    let host = std::env::var("HOSTNAME").ok().or_else(|| {
-        std::fs::read_to_string("/etc/hostname")
-            .ok()
-            .map(|s| s.trim().to_string())
-    });
+    let host = crate::bless::this_host();
     let bless = crate::bless::bless(&scs, &a.baselines, a.runs as usize, a.allow_unstable, host);
     match report::progress::TerminalProgress::stderr() {
         Some(p) => crate::runner::PROGRESS.scope(p, bless).await,

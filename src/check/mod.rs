@@ -24,6 +24,22 @@ use crate::gate;
 use crate::results::Results;
 use crate::runner::RunOutput;
 
+/// Checks a `--id` (it names the PR comment marker, inside an HTML comment): 1 to 100 letters,
+/// digits and `. _ : / -`. The error is the message for the user.
+pub fn validate_id(id: &str) -> Result<(), String> {
+    if id.is_empty()
+        || id.len() > 100
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
+    {
+        return Err(format!(
+            "--id `{id}`: use 1 to 100 letters, digits and . _ : / - (it goes into an HTML comment)"
+        ));
+    }
+    Ok(())
+}
+
 /// Options of one check.
 #[derive(Debug, Clone)]
 pub struct CheckOptions {
@@ -92,4 +108,19 @@ pub async fn run_check(
     results.incomplete = crate::cancel::requested();
     results.decide();
     results
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validate_id;
+
+    #[test]
+    fn check_ids_are_short_and_plain() {
+        assert!(validate_id("perfgate").is_ok());
+        assert!(validate_id("ci/latency:gpu-1.2_a").is_ok());
+        assert!(validate_id("").is_err());
+        assert!(validate_id(&"a".repeat(101)).is_err());
+        let e = validate_id("x-->y <b>").unwrap_err();
+        assert!(e.starts_with("--id `x-->y <b>`"), "{e}");
+    }
 }
