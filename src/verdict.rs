@@ -4,8 +4,25 @@
 
 use crate::exit;
 use crate::gate::Verdict;
-use crate::results::{ScenarioResult, Status};
 use serde::{Deserialize, Serialize};
+
+/// Whether a scenario could be compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Compared with its baseline; see `checks`.
+    Compared,
+    /// No baseline file: run `perfgate bless`.
+    NoBaseline,
+    /// The baseline measures something else (fingerprint, workload or metric definitions).
+    Stale,
+    /// The baseline file is broken.
+    InvalidBaseline,
+    /// The endpoint could not be measured (unreachable, or error rate above `max_error_rate`).
+    Unmeasurable,
+    /// Every request was rejected with 401/403/404/405: a wrong key or base_url (exit 2).
+    Misconfigured,
+}
 
 /// The overall verdict, serialised as in the results JSON (`"FAIL"`, `"NO_BASELINE"`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,18 +100,18 @@ impl BaselinePolicy {
 /// 5. a scenario without a usable baseline: NO_BASELINE, 2 (an invalid baseline file always;
 ///    missing or stale unless the policy allows them, then 0 when nothing was compared);
 /// 6. WARN, IMPROVED, PASS: 0.
+///
+/// Each scenario comes as its status and its worst check verdict
+/// ([`crate::results::ScenarioResult::worst`]). As FAIL < WARN < IMPROVED < PASS < INFO, "some
+/// check is WARN" is "some worst is WARN" once no check is FAIL, and so on down the list.
 pub fn decide(
-    scenarios: &[ScenarioResult],
+    scenarios: impl IntoIterator<Item = (Status, Option<Verdict>)>,
     policy: BaselinePolicy,
     interrupted: bool,
 ) -> (Overall, i32) {
-    let any_status = |st: Status| scenarios.iter().any(|s| s.status == st);
-    let any_check = |v: Verdict| {
-        scenarios
-            .iter()
-            .flat_map(|s| s.checks.iter())
-            .any(|c| c.verdict == v)
-    };
+    let scenarios: Vec<(Status, Option<Verdict>)> = scenarios.into_iter().collect();
+    let any_status = |st: Status| scenarios.iter().any(|s| s.0 == st);
+    let any_check = |v: Verdict| scenarios.iter().any(|s| s.1 == Some(v));
     let missing = any_status(Status::NoBaseline) || any_status(Status::Stale);
     if interrupted {
         (Overall::Interrupted, exit::INTERRUPTED)
@@ -132,24 +149,11 @@ pub fn with_write_failure(code: i32) -> i32 {
 mod tests {
     use super::*;
 
-    fn scenario(status: Status, verdicts: &[Verdict]) -> ScenarioResult {
-        let text = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
-        )
-        .unwrap();
-        let r: crate::results::Results = serde_json::from_str(&text).unwrap();
-        let mut s = r.scenarios[0].clone();
-        s.status = status;
-        let proto = s.checks[0].clone();
-        s.checks = verdicts
-            .iter()
-            .map(|&v| {
-                let mut c = proto.clone();
-                c.verdict = v;
-                c
-            })
-            .collect();
-        s
+    /// A scenario as [`decide`] sees it: its status and its worst check.
+    type Scenario = (Status, Option<Verdict>);
+
+    fn scenario(status: Status, verdicts: &[Verdict]) -> Scenario {
+        (status, verdicts.iter().copied().min())
     }
 
     #[test]
@@ -166,10 +170,7 @@ mod tests {
         let invalid = scenario(InvalidBaseline, &[]);
         let down = scenario(Unmeasurable, &[]);
         let wrong = scenario(Misconfigured, &[]);
-        let d = |v: &[&ScenarioResult], p| {
-            let v: Vec<ScenarioResult> = v.iter().map(|s| (*s).clone()).collect();
-            decide(&v, p, false)
-        };
+        let d = |v: &[&Scenario], p| decide(v.iter().map(|s| **s), p, false);
         assert_eq!(d(&[&pass], Required), (Overall::Pass, 0));
         assert_eq!(d(&[&pass, &imp], Required), (Overall::Improved, 0));
         assert_eq!(d(&[&imp, &warn], Required), (Overall::Warn, 0));
@@ -185,8 +186,10 @@ mod tests {
         assert_eq!(d(&[&fail, &none], Required), (Overall::Fail, 1));
         assert_eq!(d(&[&fail, &wrong], Required), (Overall::Error, 2));
         assert_eq!(d(&[&wrong, &down], Required), (Overall::Error, 3));
-        let all: Vec<ScenarioResult> = vec![fail.clone(), down.clone()];
-        assert_eq!(decide(&all, Required, true), (Overall::Interrupted, 130));
+        assert_eq!(
+            decide([fail, down], Required, true),
+            (Overall::Interrupted, 130)
+        );
     }
 
     #[test]
