@@ -65,5 +65,6 @@ pub async fn watch_signals() {
     request();
     next_signal(&mut term).await;
     eprintln!("perfgate: interrupted again: stopping now");
+    crate::server::kill_all_now();
     std::process::exit(crate::exit::INTERRUPTED);
 }

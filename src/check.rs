@@ -631,6 +631,7 @@ pub fn compare(
             measured: measured(&RunOutput::empty()),
             checks: Vec::new(),
             notes: Vec::new(),
+            server: None,
             records: Vec::new(),
         };
         let run = match run {
@@ -645,6 +646,8 @@ pub fn compare(
         res.measured = measured(&run);
         res.measured.target_rate = sc.load.rate;
         res.notes = sc.endpoint.warnings.clone();
+        res.server = run.server_side.clone();
+        res.notes.extend(run.server_side.as_ref().map(|s| s.note()));
         res.notes.extend(run_notes(sc, &run));
         res.notes.extend(schedule_notes(&res.measured));
         let path = baseline::path_for(&opts.baselines, &sc.name);
