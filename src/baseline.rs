@@ -66,6 +66,13 @@ pub struct Environment {
     pub system_fingerprint: Option<String>,
     pub server: Option<String>,
     pub host: Option<String>,
+    /// Who the server perfgate started said it was (`server:`; see [`crate::server::identity`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub server_identity: BTreeMap<String, String>,
+    /// Its server-side figures from `/metrics` (see [`crate::server::metrics`]), the median over
+    /// the bless runs, so a check can say where the time went.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub server_metrics: BTreeMap<String, f64>,
 }
 
 /// The workload actually measured.
@@ -309,6 +316,11 @@ pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Bas
             system_fingerprint: first.and_then(|r| r.system_fingerprint.clone()),
             server: first.and_then(|r| r.server.clone()),
             host,
+            server_identity: first
+                .and_then(|r| r.server_side.as_ref())
+                .map(|s| s.identity.clone())
+                .unwrap_or_default(),
+            server_metrics: crate::server::median_figures(runs),
         },
         workload: workload_of(sc, &all),
         summary: summaries(&all),

@@ -616,6 +616,8 @@ pub fn compare(
 ) -> Results {
     let mut results: Vec<ScenarioResult> = Vec::new();
     let mut gate_inputs: Vec<ScenarioSamples> = Vec::new();
+    // the baselines' server-side figures, to say where a FAIL's time went
+    let mut base_figures: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
     for (sc, run) in scenarios.iter().zip(runs) {
         let mut res = ScenarioResult {
             name: sc.name.clone(),
@@ -677,6 +679,13 @@ pub fn compare(
             );
         }
         let loaded = baseline::load(&path);
+        if let (Ok(b), Some(s)) = (&loaded, &run.server_side) {
+            res.notes.extend(crate::server::explain::identity_drift(
+                &b.environment.server_identity,
+                &s.identity,
+            ));
+            base_figures.insert(sc.name.clone(), b.environment.server_metrics.clone());
+        }
         if let Ok(b) = &loaded {
             res.baseline = Some(BaselineInfo {
                 path: path.display().to_string(),
@@ -762,6 +771,12 @@ pub fn compare(
     for c in checks {
         if let Some(r) = results.iter_mut().find(|r| r.name == c.scenario) {
             r.checks.push(c);
+        }
+    }
+    for r in results.iter_mut() {
+        if let Some(base) = base_figures.get(&r.name) {
+            let notes = crate::server::explain::fail_notes(r, base);
+            r.notes.extend(notes);
         }
     }
     let mut out = Results {

@@ -430,3 +430,73 @@ fn wait_ready_waits_for_an_endpoint_perfgate_did_not_start() {
     assert!(s.get("pid").is_none());
     assert_eq!(c.results()["scenarios"][0]["measured"]["ok"], 20);
 }
+
+#[test]
+fn a_fail_says_where_the_time_went_and_a_new_server_build_is_a_note() {
+    if python().is_none() {
+        return;
+    }
+    let c = Case::new();
+    let f = c.write(&[], "", LOAD, "  - name: slow\n");
+    let mut bless = Command::new(env!("CARGO_BIN_EXE_perfgate"));
+    bless
+        .args(["bless", "--runs", "1", "-s"])
+        .arg(&f)
+        .arg("--baselines")
+        .arg(c.dir.path().join("baselines"));
+    let (code, stderr, _) = run(bless);
+    assert_eq!(code, 0, "{stderr}");
+    let pid_bless = c.server_pid();
+    assert!(gone_within(pid_bless, Duration::from_secs(5)));
+    let b: Value = serde_json::from_str(
+        &std::fs::read_to_string(c.dir.path().join("baselines/slow.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        b["environment"]["server_identity"]["llama.cpp.build_info"],
+        "scripted-1.0"
+    );
+    let blessed = b["environment"]["server_metrics"]["llamacpp_decode_ms_per_token"]
+        .as_f64()
+        .unwrap();
+    // the same scenario against a build that decodes 4x slower
+    std::fs::remove_file(c.pidfile()).unwrap();
+    let f = c.write(
+        &["--token-ms", "8", "--build", "scripted-2.0"],
+        "",
+        LOAD,
+        "  - name: slow\n",
+    );
+    let (code, stderr, _) = run(c.check_cmd(&f));
+    assert_eq!(code, 1, "{stderr}");
+    let pid = c.server_pid();
+    let r = c.results();
+    let notes: Vec<&str> = r["scenarios"][0]["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    let why = notes
+        .iter()
+        .find(|n| n.starts_with("where the time went: TPOT"))
+        .unwrap_or_else(|| panic!("{notes:?}"));
+    assert!(
+        why.contains("server side llamacpp_decode_ms_per_token"),
+        "{why}"
+    );
+    let now = r["scenarios"][0]["server"]["metrics"]["llamacpp_decode_ms_per_token"]
+        .as_f64()
+        .unwrap();
+    assert!(now > 2.0 * blessed, "{blessed} -> {now}");
+    assert!(
+        notes.iter().any(|n| n.contains(
+            "not the one the baseline was blessed against: llama.cpp.build_info scripted-1.0 -> scripted-2.0"
+        )),
+        "{notes:?}"
+    );
+    assert!(
+        gone_within(pid, Duration::from_secs(5)),
+        "server {pid} survived"
+    );
+}

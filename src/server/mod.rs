@@ -14,6 +14,7 @@
 //! - nothing secret is shown: the command line is redacted ([`crate::config::server`]), env
 //!   values never appear, log tails are redacted.
 
+pub mod explain;
 pub mod identity;
 pub mod metrics;
 pub mod process;
@@ -475,4 +476,20 @@ pub async fn wait_endpoint(
         tokio::time::sleep(pause.min(left)).await;
         pause = (pause * 2).min(Duration::from_secs(5));
     }
+}
+
+/// Per figure, the median over the runs that have it (for a baseline's environment).
+pub fn median_figures(runs: &[crate::runner::RunOutput]) -> BTreeMap<String, f64> {
+    let mut all: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in runs {
+        for (k, v) in r.server_side.iter().flat_map(|s| s.metrics.iter()) {
+            all.entry(k.clone()).or_default().push(*v);
+        }
+    }
+    all.into_iter()
+        .filter_map(|(k, mut v)| {
+            v.sort_by(f64::total_cmp);
+            crate::stats::quantile::quantile_type7(&v, 0.5).map(|m| (k, crate::baseline::round3(m)))
+        })
+        .collect()
 }

@@ -3,8 +3,8 @@
 
 Behaviour by flag: --ready-after S (HTTP 503 "Loading model" for S seconds), --never-ready,
 --exit-after N (exits with code 7 when the N-th chat request arrives), --ignore-term (ignores
-SIGTERM), --pidfile PATH (writes its pid). Serves /v1/models, /v1/chat/completions (SSE,
-max_tokens tokens 2 ms apart, usage at the end), /props (llama.cpp style) and /metrics
+SIGTERM), --pidfile PATH (writes its pid), --build B (its /props build_info). Serves /v1/models, /v1/chat/completions (SSE,
+max_tokens tokens --token-ms apart (default 2), usage at the end), /props (llama.cpp style) and /metrics
 (llamacpp:* counters). Logs to stdout.
 """
 import argparse
@@ -24,6 +24,8 @@ ap.add_argument("--exit-after", type=int, default=0)
 ap.add_argument("--ignore-term", action="store_true")
 ap.add_argument("--pidfile")
 ap.add_argument("--api-key")
+ap.add_argument("--token-ms", type=float, default=2.0)
+ap.add_argument("--build", default="scripted-1.0")
 args = ap.parse_args()
 
 START = time.monotonic()
@@ -69,7 +71,7 @@ class H(BaseHTTPRequestHandler):
         if self.path == "/v1/models":
             self.json(200, {"object": "list", "data": [{"id": "scripted", "owned_by": "scripted-owner"}]})
         elif self.path == "/props":
-            self.json(200, {"build_info": "scripted-1.0", "model_path": "/models/scripted.gguf",
+            self.json(200, {"build_info": args.build, "model_path": "/models/scripted.gguf",
                             "total_slots": 4, "default_generation_settings": {"n_ctx": 4096}})
         elif self.path == "/metrics":
             with LOCK:
@@ -114,7 +116,7 @@ class H(BaseHTTPRequestHandler):
                      "choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]}
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
-            time.sleep(0.002)
+            time.sleep(args.token_ms / 1000.0)
         t2 = time.monotonic()
         usage = {"id": "c", "object": "chat.completion.chunk", "model": "scripted", "choices": [],
                  "usage": {"prompt_tokens": 5, "completion_tokens": max_tokens, "total_tokens": 5 + max_tokens}}
