@@ -129,8 +129,28 @@ impl Case {
     fn results_path(&self) -> PathBuf {
         self.dir.path().join("results.json")
     }
+    /// The results JSON, checked against schema/results.schema.json (which forbids unknown
+    /// fields, so `scenarios[].server` must be documented there).
     fn results(&self) -> Value {
-        serde_json::from_str(&std::fs::read_to_string(self.results_path()).unwrap()).unwrap()
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.results_path()).unwrap()).unwrap();
+        let schema: Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/results.schema.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let v = jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(&schema)
+            .unwrap();
+        let errors: Vec<String> = v
+            .iter_errors(&r)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{errors:?}");
+        r
     }
 }
 

@@ -17,7 +17,9 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn text(v: &Value) -> Option<String> {
     match v {
-        Value::String(s) if !s.is_empty() => Some(s.chars().take(200).collect()),
+        Value::String(s) if !s.is_empty() => {
+            Some(super::process::printable(s).chars().take(200).collect())
+        }
         Value::Number(n) => Some(n.to_string()),
         Value::Bool(b) => Some(b.to_string()),
         _ => None,

@@ -235,7 +235,7 @@ pub async fn stop(p: &Proc, stop_timeout: Duration) -> String {
 }
 
 /// The last `n` lines of the log (at most the last 256 KiB read), each clipped to 400
-/// characters, secrets redacted.
+/// characters, control characters escaped ([`printable`]), secrets redacted.
 pub fn log_tail(log: &Path, n: usize, secrets: &[String]) -> Vec<String> {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = std::fs::File::open(log) else {
@@ -253,8 +253,22 @@ pub fn log_tail(log: &Path, n: usize, secrets: &[String]) -> Vec<String> {
     lines[skip..]
         .iter()
         .map(|l| {
-            let l: String = l.chars().take(400).collect();
+            let l: String = printable(l).chars().take(400).collect();
             crate::redact::redact(&l, secrets)
+        })
+        .collect()
+}
+
+/// `s` with control characters (ANSI escapes, carriage returns) shown escaped, so a server's
+/// log cannot rewrite terminal or CI log lines.
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
         })
         .collect()
 }
