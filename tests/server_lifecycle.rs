@@ -421,6 +421,34 @@ fn perfgate_sigkilled_mid_run_takes_its_server_with_it() {
 }
 
 #[test]
+fn a_port_already_in_use_is_refused_before_starting() {
+    if python().is_none() {
+        return;
+    }
+    let c = Case::new();
+    // an older server already listens where the started one would
+    let mut other = Command::new("python3")
+        .arg(script())
+        .args(["--port", &c.port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", c.port)).is_err() {
+        assert!(Instant::now() < end, "the other server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let f = c.write(&[], "", LOAD, "  - name: taken\n");
+    let (code, stderr, _) = run(c.check_cmd(&f));
+    let _ = other.kill();
+    let _ = other.wait();
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("something already answers GET"), "{stderr}");
+    assert!(!c.pidfile().exists(), "no server was started");
+}
+
+#[test]
 fn wait_ready_waits_for_an_endpoint_perfgate_did_not_start() {
     if python().is_none() {
         return;

@@ -264,6 +264,17 @@ pub async fn ensure(
     for o in others {
         stop_one(o).await;
     }
+    // Something else on the port would answer the readiness probe and be measured instead.
+    if let Ready::Http { url, .. } = &spec.ready {
+        if let Ok((status, _)) = client.get(url, Duration::from_secs(2)).await {
+            let why = format!(
+                "something already answers GET {url} (HTTP {status}) before perfgate started the server `{}`: stop it or give the server another port, so that what is measured is the server perfgate starts",
+                spec.shown_command
+            );
+            lock(&FAILED).insert(spec.key.clone(), why.clone());
+            return Err(why);
+        }
+    }
     let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let p = process::spawn(spec, n).inspect_err(|e| {
         lock(&FAILED).insert(spec.key.clone(), e.clone());
