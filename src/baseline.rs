@@ -73,6 +73,9 @@ pub struct Environment {
     /// the bless runs, so a check can say where the time went.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub server_metrics: BTreeMap<String, f64>,
+    /// Its time to ready, ms (process start to the first ready answer), for the check's note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_time_to_ready_ms: Option<f64>,
 }
 
 /// The workload actually measured.
@@ -321,6 +324,11 @@ pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Bas
                 .map(|s| s.identity.clone())
                 .unwrap_or_default(),
             server_metrics: crate::server::median_figures(runs),
+            server_time_to_ready_ms: runs
+                .iter()
+                .filter_map(|r| r.server_side.as_ref())
+                .find(|s| s.pid.is_some())
+                .and_then(|s| s.time_to_ready_ms),
         },
         workload: workload_of(sc, &all),
         summary: summaries(&all),

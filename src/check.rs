@@ -684,6 +684,12 @@ pub fn compare(
                 &b.environment.server_identity,
                 &s.identity,
             ));
+            if s.started_here {
+                res.notes.extend(crate::server::explain::ready_note(
+                    b.environment.server_time_to_ready_ms,
+                    s,
+                ));
+            }
             base_figures.insert(sc.name.clone(), b.environment.server_metrics.clone());
         }
         if let Ok(b) = &loaded {

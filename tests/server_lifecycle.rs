@@ -504,6 +504,12 @@ fn a_fail_says_where_the_time_went_and_a_new_server_build_is_a_note() {
         b["environment"]["server_identity"]["llama.cpp.build_info"],
         "scripted-1.0"
     );
+    assert!(
+        b["environment"]["server_time_to_ready_ms"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     let blessed = b["environment"]["server_metrics"]["llamacpp_decode_ms_per_token"]
         .as_f64()
         .unwrap();
@@ -541,6 +547,12 @@ fn a_fail_says_where_the_time_went_and_a_new_server_build_is_a_note() {
         notes.iter().any(|n| n.contains(
             "not the one the baseline was blessed against: llama.cpp.build_info scripted-1.0 -> scripted-2.0"
         )),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("time to ready ") && n.contains("against the baseline's")),
         "{notes:?}"
     );
     assert!(

@@ -121,6 +121,21 @@ pub fn fail_notes(
         .collect()
 }
 
+/// The time-to-ready note of a started server: this start's against the baseline's (reported,
+/// not gated). `None` when either is unknown.
+pub fn ready_note(base_ms: Option<f64>, now: &super::ServerReport) -> Option<String> {
+    let (b, n) = (base_ms?, now.time_to_ready_ms?);
+    now.pid?;
+    (b > 0.0).then(|| {
+        format!(
+            "time to ready {:.2} s, {:+.0}% against the baseline's {:.2} s (one start each: reported, not gated)",
+            n / 1000.0,
+            (n / b - 1.0) * 100.0,
+            b / 1000.0
+        )
+    })
+}
+
 /// A note when the server's identity differs from the baseline's: every key whose value
 /// changed, appeared or went away. `None` when either side has no identity or nothing differs.
 pub fn identity_drift(
