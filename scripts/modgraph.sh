@@ -15,7 +15,7 @@ LAYERS=(
   "config"                                           # YAML -> validated scenarios
   "record summary"                                   # per-request records, metric summaries
   "client"                                           # HTTP, SSE decoding, per-request timing
-  "runner execute"                                   # schedules and sessions -> RunOutput
+  "runner execute server"                            # schedules and sessions -> RunOutput; the server under test
   "baseline gate"                                    # baseline files; the statistical gate
   "verdict"                                          # overall verdict and exit code
   "results"                                          # the results model every renderer reads

@@ -67,6 +67,16 @@ pub struct Environment {
     pub system_fingerprint: Option<String>,
     pub server: Option<String>,
     pub host: Option<String>,
+    /// Who the server perfgate started said it was (`server:`; see [`crate::server::identity`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub server_identity: BTreeMap<String, String>,
+    /// Its server-side figures from `/metrics` (see [`crate::server::metrics`]), the median over
+    /// the bless runs, so a check can say where the time went.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub server_metrics: BTreeMap<String, f64>,
+    /// Its time to ready, ms (process start to the first ready answer), for the check's note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_time_to_ready_ms: Option<f64>,
 }
 
 /// The workload actually measured.
@@ -279,6 +289,18 @@ pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Bas
             system_fingerprint: first.and_then(|r| r.system_fingerprint.clone()),
             server: first.and_then(|r| r.server.clone()),
             host,
+            server_identity: first
+                .and_then(|r| r.server_side.as_ref())
+                .map(|s| s.identity.clone())
+                .unwrap_or_default(),
+            server_metrics: crate::server::median_figures(
+                runs.iter().filter_map(|r| r.server_side.as_ref()),
+            ),
+            server_time_to_ready_ms: runs
+                .iter()
+                .filter_map(|r| r.server_side.as_ref())
+                .find(|s| s.pid.is_some())
+                .and_then(|s| s.time_to_ready_ms),
         },
         workload: workload_of(sc, &all),
         summary: summaries(&all),

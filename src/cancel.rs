@@ -54,6 +54,16 @@ async fn next_signal(term: &mut Option<tokio::signal::unix::Signal>) {
     }
 }
 
+/// What must run before perfgate exits on a second signal (the server module registers the
+/// killing of every server it started); set once.
+static ON_FORCE_EXIT: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Registers `f` to run before perfgate exits on a second signal (only the first call counts).
+/// Lets a module above this one (`server`) clean up without this leaf importing it.
+pub fn on_force_exit(f: fn()) {
+    let _ = ON_FORCE_EXIT.set(f);
+}
+
 /// Waits for SIGINT or SIGTERM, requests cancellation, and exits the process on a second one.
 pub async fn watch_signals() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -65,5 +75,8 @@ pub async fn watch_signals() {
     request();
     next_signal(&mut term).await;
     eprintln!("perfgate: interrupted again: stopping now");
+    if let Some(f) = ON_FORCE_EXIT.get() {
+        f();
+    }
     std::process::exit(crate::exit::INTERRUPTED);
 }

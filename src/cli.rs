@@ -309,6 +309,13 @@ async fn run(cli: Cli) -> Result<i32, ExitError> {
     if matches!(cli.command, Command::Check(_) | Command::Bless(_)) {
         tokio::spawn(crate::cancel::watch_signals());
     }
+    let code = run_command(cli).await;
+    // Every server perfgate started stops here, whatever the command's outcome.
+    crate::server::stop_all().await;
+    code
+}
+
+async fn run_command(cli: Cli) -> Result<i32, ExitError> {
     match cli.command {
         Command::Validate(a) => {
             let scs = load_scenarios(&a)?;

@@ -1,5 +1,8 @@
 //! Measures one scenario end to end: starts the in-process simulator for `sim://` endpoints,
-//! runs the scenario (in sequential looks when `max_samples` is set), and stops the simulator.
+//! or the scenario's `server:` (shared with the scenarios that name the same block; stopped by
+//! [`crate::server::stop_all`]), or waits for the endpoint (`endpoint.wait_ready`); runs the
+//! scenario (in sequential looks when `max_samples` is set), scraping the started server's
+//! `/metrics` around the measured requests; and stops the simulator.
 
 use crate::config::{Scenario, Target};
 use crate::runner::{RunOutput, Session};
@@ -27,8 +30,29 @@ pub async fn measure_until(
         }
         Target::Http { base_url } => (None, base_url.clone()),
     };
+    let mut server_side = None;
+    let models = crate::config::server::models_url(&base_url);
+    if let Some(spec) = &sc.server {
+        let probe = crate::client::http::StreamClient::new(&sc.endpoint, &base_url, 1)?;
+        server_side = Some(crate::server::ensure(spec, &probe, &models).await?);
+    } else if let Some(limit) = sc.endpoint.wait_ready {
+        let probe = crate::client::http::StreamClient::new(&sc.endpoint, &base_url, 1)?;
+        server_side = Some(crate::server::wait_endpoint(&probe, &models, limit).await?);
+    }
     let result = async {
         let mut session = Session::start(sc, &base_url).await?;
+        let probe = match &sc.server {
+            Some(_) => Some(crate::client::http::StreamClient::new(
+                &sc.endpoint,
+                &base_url,
+                1,
+            )?),
+            None => None,
+        };
+        let before = match (&sc.server, &probe) {
+            (Some(spec), Some(c)) => crate::server::scrape(spec, c).await,
+            _ => None,
+        };
         let looks = sc.load.looks();
         let mut done = Vec::new();
         let mut stop_reason = None;
@@ -61,6 +85,16 @@ pub async fn measure_until(
         let mut out = session.output();
         out.looks = done;
         out.stop_reason = stop_reason;
+        if let (Some(spec), Some(c), Some(rep)) = (&sc.server, &probe, server_side.as_mut()) {
+            if let (Some(b), Some(a)) = (before, crate::server::scrape(spec, c).await) {
+                rep.metrics = crate::server::metrics::figures(&b, &a);
+            }
+            if let Some((status, why)) = crate::server::exited_during(spec, &sc.name).await {
+                rep.exit = Some(status);
+                out.unreachable = Some(why);
+            }
+        }
+        out.server_side = server_side;
         Ok(out)
     }
     .await;

@@ -23,6 +23,7 @@ pub mod redact;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod server;
 pub mod sim;
 pub mod stats;
 pub mod summary;

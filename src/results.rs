@@ -64,6 +64,10 @@ pub struct ScenarioResult {
     /// Warnings for the reader (workload changes, fallbacks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The server perfgate started (`server:`) or waited for (`endpoint.wait_ready`): time
+    /// to ready, identity, server-side metrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::server::ServerReport>,
     /// Every measured request.
     pub records: Vec<RequestRecord>,
 }

@@ -60,6 +60,8 @@ pub struct RunOutput {
     /// Measured requests re-sent before perfgate switched to `Connection: close` (a server that
     /// closes after each stream, found without a warmup): expected, not counted in `retried`.
     pub resent_before_close_mode: u32,
+    /// The server perfgate started or waited for (`server:`, `endpoint.wait_ready`).
+    pub server_side: Option<crate::server::ServerReport>,
 }
 
 impl RunOutput {
@@ -82,6 +84,7 @@ impl RunOutput {
             client_lag: None,
             closes_after_stream: false,
             resent_before_close_mode: 0,
+            server_side: None,
         }
     }
 }
@@ -427,6 +430,7 @@ impl Session {
             warmup_records: self.warm.iter().map(|s| s.record.clone()).collect(),
             client_lag: self.probe.summary(),
             closes_after_stream: self.shared.client.close_after_stream(),
+            server_side: None,
         }
     }
 }

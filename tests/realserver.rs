@@ -2,7 +2,13 @@
 //! `scripts/realserver.sh setup`, cached under ~/.cache/perfgate). `perfgate bless` then
 //! `perfgate check` at concurrency 1 and 2, 20 samples, 48 tokens with ignore_eos.
 //!
-//! What it proves: bless and check run end to end on a real server; output_tokens come from
+//! perfgate itself starts llama-server (with `--metrics`) from the scenarios' `server:` block for
+//! the bless and again for the check, both scenarios sharing one process each time (issue 16).
+//!
+//! What it proves: perfgate starts, waits for and stops a real server (its PID is gone
+//! afterwards), reads its identity from `/props` and `/v1/models`, and its server-side prompt and
+//! decode timing from `/metrics` (decode ms/token within 10 % of the requests' own `timings`);
+//! bless and check run end to end on a real server; output_tokens come from
 //! usage and equal max_tokens; measured TPOT is within 10 % of the server's own figure
 //! (`timings.predicted_ms / predicted_n`); TTFT >= the server's `prompt_ms`; the server's timings
 //! are kept in the records and the baseline.
@@ -43,7 +49,6 @@ mod support;
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 const MAX_TOKENS: u64 = 48;
 /// Largest |ln(measured change / server's own change)| accepted for TPOT: the client and the
@@ -55,24 +60,12 @@ const AGREE: f64 = 0.05;
 /// request-to-request jitter is what this margin allows.
 const AGREE_TTFT: f64 = 0.10;
 
-struct Server {
-    pid: u32,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .arg(self.pid.to_string())
-            .status();
-    }
-}
-
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/realserver.sh")
 }
 
-fn built() -> bool {
+/// The llama-server binary and the model file, when `realserver.sh setup` has built them.
+fn built() -> Option<(String, String)> {
     let out = std::process::Command::new("bash")
         .arg(script())
         .arg("path")
@@ -80,29 +73,21 @@ fn built() -> bool {
         .expect("run realserver.sh path");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let paths: Vec<&str> = text.lines().collect();
-    paths.len() == 2 && paths.iter().all(|p| Path::new(p).exists())
+    (paths.len() == 2 && paths.iter().all(|p| Path::new(p).exists()))
+        .then(|| (paths[0].to_string(), paths[1].to_string()))
 }
 
-fn start() -> Server {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    // One thread: the client shares this 2-core machine (shared/realserver/REPORT.md).
-    let out = std::process::Command::new("bash")
-        .arg(script())
-        .args(["start", &port.to_string()])
-        .env("THREADS", "1")
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("start llama-server");
-    assert!(out.status.success(), "llama-server did not start");
-    let pid: u32 = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .expect("pid");
-    Server { pid, port }
+/// True while `pid` runs (a zombie or a missing /proc entry is dead).
+fn alive(pid: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !matches!(
+            s.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next()),
+            Some("Z") | Some("X")
+        ),
+        Err(_) => false,
+    }
 }
 
 fn perfgate(dir: &Path) -> Command {
@@ -177,14 +162,17 @@ fn server_change(base: &[Value], cand: &[Value], metric: &str, p: f64) -> f64 {
 
 #[test]
 fn bless_then_check_against_llama_server() {
-    if !built() {
+    let Some((llama_server, model)) = built() else {
         support::missing(
             "PERFGATE_REQUIRE_REALSERVER",
             "llama-server is not built: run `scripts/realserver.sh setup`",
         );
         return;
-    }
-    let server = start();
+    };
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
     let yaml = format!(
@@ -200,13 +188,19 @@ fn bless_then_check_against_llama_server() {
   load:
     samples: 20
     warmup: 2
+  server:
+    # perfgate starts it (issue 16); one thread: the client shares this 2-core machine
+    # (shared/realserver/REPORT.md). Both scenarios share the process.
+    command: ["{llama_server}", -m, "{model}", --alias, gemma-3-270m, --host, 127.0.0.1,
+              --port, "{port}", -t, "1", -np, "4", -c, "8192", --no-webui, --metrics]
+    ready_timeout: 2m
+    log: llama-server.log
 scenarios:
   - name: llama-c1
     load: {{concurrency: 1}}
   - name: llama-c2
     load: {{concurrency: 2}}
-"#,
-        port = server.port
+"#
     );
     std::fs::write(dir.path().join("scenarios/llama.yaml"), yaml).unwrap();
 
@@ -238,9 +232,54 @@ scenarios:
             .unwrap();
 
     let mut any_fail = false;
+    let mut pids = Vec::new();
     for s in r["scenarios"].as_array().unwrap() {
         let name = s["name"].as_str().unwrap();
         assert_eq!(s["status"], "compared", "{name}");
+        // Started by perfgate, who says who it is and what it timed itself.
+        let srv = &s["server"];
+        println!("{name}: server {srv}");
+        pids.push(srv["pid"].as_u64().expect("server pid"));
+        let ttr = srv["time_to_ready_ms"].as_f64().unwrap();
+        assert!(ttr > 0.0 && ttr < 120_000.0, "{name}: time to ready {ttr}");
+        assert!(
+            srv["identity"]["llama.cpp.build_info"]
+                .as_str()
+                .is_some_and(|b| !b.is_empty()),
+            "{name}: /props build_info: {srv}"
+        );
+        // the context of one slot: -c 8192 shared by -np 4 slots
+        assert_eq!(srv["identity"]["llama.cpp.n_ctx"], "2048", "{name}");
+        assert_eq!(srv["identity"]["llama.cpp.total_slots"], "4", "{name}");
+        assert_eq!(srv["identity"]["models.id"], "gemma-3-270m", "{name}");
+        let fig = |k: &str| {
+            srv["metrics"][k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name}: server metric {k} missing: {srv}"))
+        };
+        assert!(fig("llamacpp_prompt_ms_per_token") > 0.0, "{name}");
+        assert!(fig("llamacpp_prompt_seconds") > 0.0, "{name}");
+        // decode time per token over the measured requests: the weighted mean of the requests'
+        // own `timings` (every request decodes 48 tokens), give or take the last request's
+        // counters landing after the scrape
+        let decode = fig("llamacpp_decode_ms_per_token");
+        let per_request: Vec<f64> = s["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| server_timing(x, "tpot"))
+            .collect();
+        let mean = per_request.iter().sum::<f64>() / per_request.len() as f64;
+        println!("{name}: /metrics decode {decode:.3} ms/token, records' timings mean {mean:.3}");
+        assert!(
+            (decode / mean).ln().abs() < 0.10,
+            "{name}: /metrics decode {decode} ms/token vs timings {mean}"
+        );
+        let tokens = fig("llamacpp_decode_tokens");
+        assert!(
+            (18.0 * MAX_TOKENS as f64..=22.0 * MAX_TOKENS as f64).contains(&tokens),
+            "{name}: {tokens} decode tokens over 20 requests of {MAX_TOKENS}"
+        );
         let recs = s["records"].as_array().unwrap();
         assert_eq!(recs.len(), 20, "{name}");
         let mut ratios = Vec::new();
@@ -285,6 +324,12 @@ scenarios:
         )
         .unwrap();
         assert_eq!(b["environment"]["server"], "llama.cpp");
+        assert_eq!(
+            b["environment"]["server_identity"]["llama.cpp.build_info"],
+            srv["identity"]["llama.cpp.build_info"],
+            "{name}: the same build blessed and checked"
+        );
+        assert!(b["environment"]["server_metrics"]["llamacpp_decode_ms_per_token"].is_number());
         let base: Vec<Value> = b["runs"]
             .as_array()
             .unwrap()
@@ -363,5 +408,14 @@ scenarios:
         Some(if any_fail { 1 } else { 0 }),
         "exit code against the verdicts"
     );
-    drop(server);
+    // one process for both scenarios, and gone once perfgate ended
+    assert_eq!(pids[0], pids[1], "the scenarios share one server");
+    assert!(
+        !alive(pids[0]),
+        "llama-server {} survived perfgate",
+        pids[0]
+    );
+    assert!(std::fs::read_to_string(dir.path().join("llama-server.log"))
+        .unwrap()
+        .contains(&format!("listening on http://127.0.0.1:{port}")));
 }

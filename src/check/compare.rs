@@ -165,6 +165,8 @@ pub fn compare(
 ) -> Results {
     let mut results: Vec<ScenarioResult> = Vec::new();
     let mut gate_inputs: Vec<ScenarioSamples> = Vec::new();
+    // the baselines' server-side figures, to say where a FAIL's time went
+    let mut base_figures: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
     for (sc, run) in scenarios.iter().zip(runs) {
         let mut res = ScenarioResult {
             name: sc.name.clone(),
@@ -180,6 +182,7 @@ pub fn compare(
             measured: measured(&RunOutput::empty()),
             checks: Vec::new(),
             notes: Vec::new(),
+            server: None,
             records: Vec::new(),
         };
         let run = match run {
@@ -194,6 +197,8 @@ pub fn compare(
         res.measured = measured(&run);
         res.measured.target_rate = sc.load.rate;
         res.notes = sc.endpoint.warnings.clone();
+        res.server = run.server_side.clone();
+        res.notes.extend(run.server_side.as_ref().map(|s| s.note()));
         res.notes.extend(run_notes(sc, &run));
         res.notes.extend(schedule_notes(&res.measured));
         let path = baselines.path_for(&sc.name);
@@ -223,6 +228,19 @@ pub fn compare(
             );
         }
         let loaded = baselines.get(&sc.name);
+        if let (Ok(b), Some(s)) = (&loaded, &run.server_side) {
+            res.notes.extend(super::server_notes::identity_drift(
+                &b.environment.server_identity,
+                &s.identity,
+            ));
+            if s.started_here {
+                res.notes.extend(super::server_notes::ready_note(
+                    b.environment.server_time_to_ready_ms,
+                    s,
+                ));
+            }
+            base_figures.insert(sc.name.clone(), b.environment.server_metrics.clone());
+        }
         if let Ok(b) = &loaded {
             res.baseline = Some(BaselineInfo {
                 path: path.display().to_string(),
@@ -308,6 +326,12 @@ pub fn compare(
     for c in checks {
         if let Some(r) = results.iter_mut().find(|r| r.name == c.scenario) {
             r.checks.push(c);
+        }
+    }
+    for r in results.iter_mut() {
+        if let Some(base) = base_figures.get(&r.name) {
+            let notes = super::server_notes::fail_notes(r, base);
+            r.notes.extend(notes);
         }
     }
     let mut out = Results {

@@ -12,6 +12,7 @@ mod confirm;
 mod drift;
 mod figures;
 mod notes;
+mod server_notes;
 
 pub use baselines::{missing_message, Baselines};
 pub use compare::{baseline_spread, compare, gate_input, scenario_samples, Arm, ArmRequest};

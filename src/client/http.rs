@@ -48,6 +48,18 @@ pub const WARM_PASSES: usize = 6;
 /// pool before the next pass or the measured requests look for one.
 pub const POOL_SETTLE: Duration = Duration::from_millis(5);
 
+/// Largest body [`StreamClient::get`] keeps (a vLLM `/metrics` page is a few hundred KiB).
+pub const GET_BODY_BYTES: usize = 4 << 20;
+
+/// Why a [`StreamClient::get`] got no answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GetError {
+    /// The connection could not be made (refused, no route): the server is not listening yet.
+    pub refused: bool,
+    /// What happened (secrets redacted).
+    pub message: String,
+}
+
 /// A ready-to-use client for one endpoint.
 #[derive(Clone)]
 pub struct StreamClient {
@@ -267,6 +279,41 @@ impl StreamClient {
             }
         }
         seen.len()
+    }
+
+    /// One `GET url` with the scenario's headers (API key included) and `Accept:
+    /// application/json`, bounded by `limit` as a whole: the status and at most
+    /// [`GET_BODY_BYTES`] of the body (lossy UTF-8). For readiness probes, server identity and
+    /// `/metrics` scrapes (src/server/), never for measuring. Errors are redacted and say
+    /// whether the connection was refused (`refused: true`) or the time ran out.
+    pub async fn get(&self, url: &str, limit: Duration) -> Result<(u16, String), GetError> {
+        let deadline = Instant::now() + limit;
+        let req = self.http.get(url).headers(self.models_headers.clone());
+        let mut resp = match timeout_at(deadline.into(), req.send()).await {
+            Err(_) => {
+                return Err(GetError {
+                    refused: false,
+                    message: format!("no answer within {} ms", limit.as_millis()),
+                })
+            }
+            Ok(Err(e)) => {
+                return Err(GetError {
+                    refused: e.is_connect(),
+                    message: self.redact(&root_cause(&e)),
+                })
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status().as_u16();
+        let mut body = Vec::new();
+        while body.len() < GET_BODY_BYTES {
+            match timeout_at(deadline.into(), resp.chunk()).await {
+                Ok(Ok(Some(c))) => body.extend_from_slice(&c),
+                _ => break,
+            }
+        }
+        body.truncate(GET_BODY_BYTES);
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
     }
 
     /// Replaces every secret (API key, env-sourced header values) in `s` with `<redacted>`.

@@ -36,6 +36,9 @@ pub struct RawSections {
     /// How to compare with the baseline.
     #[serde(default)]
     pub gate: RawGate,
+    /// The server under test, started by perfgate (src/server/).
+    #[serde(default)]
+    pub server: Option<RawServer>,
 }
 
 /// One scenario: a name plus the same sections as `defaults:`.
@@ -54,6 +57,49 @@ pub struct RawScenario {
     pub load: RawLoad,
     #[serde(default)]
     pub gate: RawGate,
+    /// Replaces `defaults.server` as a whole (one block is one server process).
+    #[serde(default)]
+    pub server: Option<RawServer>,
+}
+
+/// `server:` keys: a server process perfgate starts, waits for and stops. Scenarios with the
+/// same block share one process.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    /// argv words; `${ENV}` expanded in each.
+    pub command: Option<Vec<String>>,
+    /// Extra environment variables (values may use `${ENV}`; never printed).
+    pub env: Option<BTreeMap<String, String>>,
+    /// Working directory (relative to perfgate's).
+    pub cwd: Option<String>,
+    /// How readiness is known (default: `GET <base_url>/models` answers 200).
+    pub ready: Option<RawReady>,
+    pub ready_timeout: Option<String>,
+    pub stop_timeout: Option<String>,
+    /// File for the server's stdout and stderr (default: a new file in the temp directory).
+    pub log: Option<String>,
+    /// Log lines shown when something goes wrong (default 20).
+    pub log_tail: Option<u32>,
+    /// Prometheus text endpoint scraped before and after each scenario (default
+    /// `<origin>/metrics`; `false` turns scraping off).
+    pub metrics: Option<RawMetrics>,
+}
+
+/// `server.ready`: `{url: ...}` (2xx) or `{log: text}` (a log line containing the text).
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawReady {
+    pub url: Option<String>,
+    pub log: Option<String>,
+}
+
+/// `server.metrics`: a URL, or `false`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum RawMetrics {
+    On(bool),
+    Url(String),
 }
 
 /// `endpoint:` keys.
@@ -70,6 +116,8 @@ pub struct RawEndpoint {
     pub idle_timeout: Option<String>,
     pub request_timeout: Option<String>,
     pub include_usage: Option<bool>,
+    /// Poll `<base_url>/models` until the endpoint is ready, for up to this long.
+    pub wait_ready: Option<String>,
 }
 
 /// One chat message.
@@ -167,6 +215,7 @@ impl RawEndpoint {
                 .request_timeout
                 .or_else(|| base.request_timeout.clone()),
             include_usage: self.include_usage.or(base.include_usage),
+            wait_ready: self.wait_ready.or_else(|| base.wait_ready.clone()),
         }
     }
 }

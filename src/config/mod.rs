@@ -6,6 +6,7 @@
 
 pub mod file;
 pub mod scenario;
+pub mod server;
 pub mod values;
 
 pub use scenario::{Api, Band, CachePolicy, Metric, Quantile, Scenario, Secret, Target};
@@ -141,6 +142,7 @@ pub fn parse_str(
             request: s.request.over(&raw.defaults.request),
             load: s.load.over(&raw.defaults.load),
             gate: s.gate.over(&raw.defaults.gate),
+            server: s.server.or_else(|| raw.defaults.server.clone()),
         };
         let ctx = scenario::BuildCtx {
             env,

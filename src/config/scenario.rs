@@ -204,6 +204,9 @@ pub struct Endpoint {
     pub warnings: Vec<String>,
     /// `${VAR}` values placed in the URL's query or userinfo: secrets, redacted in all output.
     pub url_secrets: Vec<Secret>,
+    /// Poll `<base_url>/models` until the endpoint is ready, for up to this long, before the
+    /// warmup (`endpoint.wait_ready`); `None`: measure at once.
+    pub wait_ready: Option<Duration>,
 }
 
 impl Endpoint {
@@ -394,6 +397,9 @@ pub struct Scenario {
     pub gate: GateSpec,
     /// Hash of everything that changes what is measured (docs/design.md "Scenarios").
     pub fingerprint: String,
+    /// The server perfgate starts for this scenario (`server:`), if any. Not part of the
+    /// fingerprint: how the server is started is not what is measured.
+    pub server: Option<super::server::ServerSpec>,
 }
 
 /// The default band for a quantile (5 %/10 % for P50, 25 %/50 % for P99; docs/gate.md).
@@ -567,6 +573,18 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, String> {
         ));
     }
     let fingerprint = fingerprint(&endpoint, &request, &load);
+    let server = match (&raw.server, &endpoint.target) {
+        (None, _) => None,
+        (Some(rs), Target::Http { base_url }) => Some(
+            super::server::build(rs, base_url, &endpoint.secrets(), ctx.env)
+                .map_err(|e| format!("scenario `{name}`: {e}"))?,
+        ),
+        (Some(_), Target::Sim(_)) => {
+            return Err(format!(
+                "scenario `{name}`: server: the built-in simulator (sim://) needs no server; give an http:// base_url the started server listens on"
+            ))
+        }
+    };
     Ok(Scenario {
         name,
         description: raw.description,
@@ -576,6 +594,7 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, String> {
         load,
         gate,
         fingerprint,
+        server,
     })
 }
 
@@ -695,6 +714,10 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
             Duration::from_secs(300),
         )?,
         include_usage: e.include_usage.unwrap_or(true),
+        wait_ready: match &e.wait_ready {
+            None => None,
+            Some(_) => Some(dur(&e.wait_ready, "wait_ready", Duration::from_secs(300))?),
+        },
         warnings,
         url_secrets: url_secrets.into_iter().map(Secret::new).collect(),
     })

@@ -23,5 +23,6 @@ mod report_html;
 mod report_junit;
 mod report_schema;
 mod report_snapshots;
+mod server_lifecycle;
 mod shard;
 mod sim_schedules;

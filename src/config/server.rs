@@ -1,0 +1,389 @@
+//! The validated `server:` block: a server process perfgate starts before the scenarios that
+//! name it, waits for until it is ready, and stops afterwards (src/server/ runs it).
+//!
+//! Invariants: `command` is non-empty; every `${ENV}` is expanded; `shown_command` never holds a
+//! secret (values of flags that name a key, token, secret, password or auth, `${VAR}` values of
+//! such variables, and the endpoint's own secrets are `<redacted>`); `env` values are never
+//! shown, only their names.
+
+use super::file::{RawMetrics, RawServer};
+use super::scenario::Secret;
+use super::values::{expand_env, parse_duration};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default `ready_timeout`: model loads take minutes on a CI runner.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default `stop_timeout`: SIGTERM, then SIGKILL after this long.
+pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `log_tail`: log lines shown on a failure.
+pub const DEFAULT_LOG_TAIL: usize = 20;
+
+/// How perfgate knows the server is ready.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ready {
+    /// `GET url` answers 200 (the default, `<base_url>/models`) or any 2xx (an explicit URL).
+    Http {
+        /// The URL polled.
+        url: String,
+        /// True for the default `<base_url>/models`, which must answer exactly 200.
+        default: bool,
+    },
+    /// A line of the server's log contains this text.
+    Log(String),
+}
+
+/// A validated `server:` block.
+#[derive(Clone, PartialEq)]
+pub struct ServerSpec {
+    /// argv after `${ENV}` expansion; may hold secrets: show [`ServerSpec::shown_command`].
+    pub command: Vec<String>,
+    /// The command line as shown everywhere (shell-quoted, secrets `<redacted>`).
+    pub shown_command: String,
+    /// Extra environment; the values are never shown.
+    pub env: Vec<(String, Secret)>,
+    /// Working directory of the server.
+    pub cwd: Option<PathBuf>,
+    /// Readiness.
+    pub ready: Ready,
+    /// Longest wait from the start to the first ready answer.
+    pub ready_timeout: Duration,
+    /// Wait after SIGTERM before SIGKILL.
+    pub stop_timeout: Duration,
+    /// Log file (stdout and stderr); `None`: a new file in the temp directory.
+    pub log: Option<PathBuf>,
+    /// Log lines shown on a failure.
+    pub log_tail: usize,
+    /// Prometheus text endpoint, or `None` when scraping is off.
+    pub metrics_url: Option<String>,
+    /// `scheme://host:port` of the endpoint, for identity probes (`/props`, `/version`, ...).
+    pub origin: String,
+    /// Values to redact from everything shown (log tails, messages).
+    pub secrets: Vec<String>,
+    /// Identifies the block: scenarios whose spec has the same key share one process.
+    pub key: String,
+}
+
+impl std::fmt::Debug for ServerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("ServerSpec")
+            .field("command", &self.shown_command)
+            .field("env", &env)
+            .field("cwd", &self.cwd)
+            .field("ready", &self.ready)
+            .field("ready_timeout", &self.ready_timeout)
+            .field("stop_timeout", &self.stop_timeout)
+            .field("log", &self.log)
+            .field("metrics_url", &self.metrics_url)
+            .finish()
+    }
+}
+
+/// True for a flag or variable name that usually holds a credential.
+pub fn names_a_secret(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "key",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "auth",
+        "credential",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+}
+
+/// Quotes one argv word for display, as a POSIX shell would need it.
+fn quote(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%<>".contains(c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+/// The `${VAR}` names a raw word refers to.
+fn referenced_vars(raw: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = raw;
+    while let Some(i) = rest.find("${") {
+        let body = &rest[i + 2..];
+        let Some(end) = body.find('}') else { break };
+        let inner = &body[..end];
+        let name = inner.split(":-").next().unwrap_or(inner);
+        out.push(name.to_string());
+        rest = &body[end + 1..];
+    }
+    out
+}
+
+/// Validates a `server:` block for an endpoint at `base_url` (already normalised).
+/// `endpoint_secrets` (the API key, ...) are redacted from the shown command too.
+///
+/// Errors: one message naming the key and what to write instead.
+pub fn build(
+    raw: &RawServer,
+    base_url: &str,
+    endpoint_secrets: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ServerSpec, String> {
+    let words = raw
+        .command
+        .as_ref()
+        .filter(|c| !c.is_empty())
+        .ok_or("server.command is required: the server's argv as a list, e.g. [llama-server, -m, model.gguf, --port, \"8080\"]")?;
+    let mut command = Vec::with_capacity(words.len());
+    let mut secrets: Vec<String> = endpoint_secrets.to_vec();
+    for (i, w) in words.iter().enumerate() {
+        let v = expand_env(w, env).map_err(|m| format!("server.command[{i}]: {m}"))?;
+        if referenced_vars(w).iter().any(|n| names_a_secret(n)) {
+            for n in referenced_vars(w) {
+                if let Some(val) = env(&n).filter(|v| !v.is_empty()) {
+                    secrets.push(val);
+                }
+            }
+        }
+        command.push(v);
+    }
+    if command[0].is_empty() {
+        return Err("server.command[0] is empty: name the program to run".into());
+    }
+    // Values of credential flags: `--api-key VALUE` and `--api-key=VALUE`.
+    for (i, w) in command.iter().enumerate() {
+        if let Some(flag) = w.strip_prefix('-') {
+            match flag.split_once('=') {
+                Some((name, value)) if names_a_secret(name) => secrets.push(value.to_string()),
+                None if names_a_secret(flag) => {
+                    if let Some(next) = command.get(i + 1) {
+                        secrets.push(next.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut env_out = Vec::new();
+    for (k, v) in raw.env.clone().unwrap_or_default() {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(format!("server.env: `{k}` is not a variable name"));
+        }
+        let val = expand_env(&v, env).map_err(|m| format!("server.env.{k}: {m}"))?;
+        if names_a_secret(&k) || v.contains("${") {
+            secrets.push(val.clone());
+        }
+        env_out.push((k, Secret::new(val)));
+    }
+    secrets.retain(|s| s.chars().count() >= 4);
+    secrets.sort();
+    secrets.dedup();
+    let shown_command = crate::redact::redact(
+        &command
+            .iter()
+            .map(|w| quote(w))
+            .collect::<Vec<_>>()
+            .join(" "),
+        &secrets,
+    );
+    let url = url::Url::parse(base_url)
+        .map_err(|e| format!("server: base_url `{base_url}` is not a URL ({e})"))?;
+    let origin = format!(
+        "{}://{}{}",
+        url.scheme(),
+        url.host_str().unwrap_or("127.0.0.1"),
+        url.port().map(|p| format!(":{p}")).unwrap_or_default()
+    );
+    let ready = match &raw.ready {
+        None => Ready::Http {
+            url: models_url(base_url),
+            default: true,
+        },
+        Some(r) => match (&r.url, &r.log) {
+            (Some(u), None) => {
+                let u = expand_env(u, env).map_err(|m| format!("server.ready.url: {m}"))?;
+                let p = url::Url::parse(&u).map_err(|e| {
+                    format!("server.ready.url `{u}` is not a URL ({e}); write it like `http://127.0.0.1:8080/health`")
+                })?;
+                if !matches!(p.scheme(), "http" | "https") {
+                    return Err(format!("server.ready.url `{u}`: use http:// or https://"));
+                }
+                Ready::Http {
+                    url: u,
+                    default: false,
+                }
+            }
+            (None, Some(t)) if !t.is_empty() => Ready::Log(t.clone()),
+            _ => return Err("server.ready: give `url: <URL answering 2xx when ready>` or `log: <text of the log line that says it is ready>`, one of them".into()),
+        },
+    };
+    let dur = |v: &Option<String>, key: &str, d: Duration| -> Result<Duration, String> {
+        match v {
+            None => Ok(d),
+            Some(s) => {
+                let x = parse_duration(s).map_err(|e| format!("server.{key}: {e}"))?;
+                if x.is_zero() {
+                    return Err(format!("server.{key} must be more than 0"));
+                }
+                Ok(x)
+            }
+        }
+    };
+    let ready_timeout = dur(&raw.ready_timeout, "ready_timeout", DEFAULT_READY_TIMEOUT)?;
+    let stop_timeout = dur(&raw.stop_timeout, "stop_timeout", DEFAULT_STOP_TIMEOUT)?;
+    let metrics_url = match &raw.metrics {
+        None | Some(RawMetrics::On(true)) => Some(format!("{origin}/metrics")),
+        Some(RawMetrics::On(false)) => None,
+        Some(RawMetrics::Url(u)) => {
+            let u = expand_env(u, env).map_err(|m| format!("server.metrics: {m}"))?;
+            url::Url::parse(&u).map_err(|e| format!("server.metrics `{u}` is not a URL ({e})"))?;
+            Some(u)
+        }
+    };
+    let cwd = match &raw.cwd {
+        None => None,
+        Some(c) => Some(PathBuf::from(
+            expand_env(c, env).map_err(|m| format!("server.cwd: {m}"))?,
+        )),
+    };
+    let log = match &raw.log {
+        None => None,
+        Some(l) => Some(PathBuf::from(
+            expand_env(l, env).map_err(|m| format!("server.log: {m}"))?,
+        )),
+    };
+    let log_tail = raw.log_tail.map(|n| n as usize).unwrap_or(DEFAULT_LOG_TAIL);
+    if log_tail > 10_000 {
+        return Err(format!(
+            "server.log_tail is {log_tail}: at most 10000 lines"
+        ));
+    }
+    let key = super::scenario::short_hash(
+        &serde_json::json!({
+            "command": command,
+            "env": env_out.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect::<Vec<_>>(),
+            "cwd": cwd,
+            "ready": format!("{ready:?}"),
+            "ready_timeout": ready_timeout.as_millis() as u64,
+            "stop_timeout": stop_timeout.as_millis() as u64,
+            "log": log,
+            "log_tail": log_tail,
+            "metrics": metrics_url,
+        })
+        .to_string(),
+    );
+    Ok(ServerSpec {
+        command,
+        shown_command,
+        env: env_out,
+        cwd,
+        ready,
+        ready_timeout,
+        stop_timeout,
+        log,
+        log_tail,
+        metrics_url,
+        origin,
+        secrets,
+        key,
+    })
+}
+
+/// `<base_url>/models` (query dropped).
+pub fn models_url(base_url: &str) -> String {
+    match url::Url::parse(base_url) {
+        Ok(mut u) => {
+            let p = u.path().trim_end_matches('/').to_string();
+            u.set_path(&format!("{p}/models"));
+            u.set_query(None);
+            u.to_string()
+        }
+        Err(_) => format!("{}/models", base_url.trim_end_matches('/')),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(n: &str) -> Option<String> {
+        match n {
+            "MODEL" => Some("/m/gemma.gguf".into()),
+            "HF_TOKEN" => Some("hf_canary_value".into()),
+            _ => None,
+        }
+    }
+
+    fn raw(cmd: &[&str]) -> RawServer {
+        RawServer {
+            command: Some(cmd.iter().map(|s| s.to_string()).collect()),
+            ..RawServer::default()
+        }
+    }
+
+    #[test]
+    fn command_is_expanded_and_shown_redacted() {
+        let r = raw(&[
+            "llama-server",
+            "-m",
+            "${MODEL}",
+            "--api-key",
+            "sk-secret-1234",
+            "--hf-token=${HF_TOKEN}",
+            "--alias",
+            "my model",
+        ]);
+        let s = build(&r, "http://127.0.0.1:8080/v1", &[], &env).unwrap();
+        assert_eq!(s.command[2], "/m/gemma.gguf");
+        assert_eq!(s.command[5], "--hf-token=hf_canary_value");
+        assert_eq!(
+            s.shown_command,
+            "llama-server -m /m/gemma.gguf --api-key <redacted> --hf-token=<redacted> --alias 'my model'"
+        );
+        assert!(!format!("{s:?}").contains("sk-secret"));
+        assert_eq!(s.origin, "http://127.0.0.1:8080");
+        assert_eq!(
+            s.ready,
+            Ready::Http {
+                url: "http://127.0.0.1:8080/v1/models".into(),
+                default: true
+            }
+        );
+        assert_eq!(
+            s.metrics_url.as_deref(),
+            Some("http://127.0.0.1:8080/metrics")
+        );
+        assert_eq!(s.ready_timeout, DEFAULT_READY_TIMEOUT);
+    }
+
+    #[test]
+    fn bad_blocks_are_explained() {
+        let e = build(&RawServer::default(), "http://h:1/v1", &[], &env).unwrap_err();
+        assert!(e.contains("server.command is required"), "{e}");
+        let mut r = raw(&["x"]);
+        r.ready = Some(super::super::file::RawReady {
+            url: Some("http://h/x".into()),
+            log: Some("up".into()),
+        });
+        let e = build(&r, "http://h:1/v1", &[], &env).unwrap_err();
+        assert!(e.contains("one of them"), "{e}");
+        let e = build(&raw(&["${NOPE}"]), "http://h:1/v1", &[], &env).unwrap_err();
+        assert!(e.contains("server.command[0]") && e.contains("NOPE"), "{e}");
+        let mut r = raw(&["x"]);
+        r.stop_timeout = Some("0s".into());
+        assert!(build(&r, "http://h:1/v1", &[], &env).is_err());
+    }
+
+    #[test]
+    fn same_block_same_key() {
+        let a = build(&raw(&["s", "1"]), "http://h:1/v1", &[], &env).unwrap();
+        let b = build(&raw(&["s", "1"]), "http://h:1/v1", &[], &env).unwrap();
+        let c = build(&raw(&["s", "2"]), "http://h:1/v1", &[], &env).unwrap();
+        assert_eq!(a.key, b.key);
+        assert_ne!(a.key, c.key);
+    }
+}
