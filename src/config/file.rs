@@ -8,9 +8,8 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
 
-/// A whole file: `defaults:` plus a list of `scenarios:`.
+/// A whole file: `defaults:` plus a list of `scenarios:`, and any top-level `x-` keys.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawFile {
     /// Values every scenario inherits unless it overrides them.
     #[serde(default)]
@@ -18,6 +17,10 @@ pub struct RawFile {
     /// The scenarios, in order.
     #[serde(default)]
     pub scenarios: Vec<Spanned<RawScenario>>,
+    /// Every other top-level key. Only `x-` keys are allowed (and ignored: a place for YAML
+    /// anchors, as in docker-compose files); [`super::parse_str`] refuses the rest.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde::de::IgnoredAny>,
 }
 
 /// The sections shared by `defaults:` and a scenario.

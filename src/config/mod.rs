@@ -124,6 +124,9 @@ pub fn parse_str(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<Scenario>, ConfigError> {
     let raw: RawFile = serde_saphyr::from_str(text).map_err(|e| yaml_error(&e, name, text))?;
+    if let Some(key) = raw.other.keys().find(|k| !k.starts_with("x-")) {
+        return Err(unknown_top_level_key(key, name, text));
+    }
     if raw.scenarios.is_empty() {
         return Err(ConfigError {
             at: name.to_string(),
@@ -177,6 +180,30 @@ fn yaml_error(e: &serde_saphyr::Error, name: &str, text: &str) -> ConfigError {
         }
     }
     ConfigError { at, message }
+}
+
+/// A top-level key other than `defaults`, `scenarios` and `x-...`, located by its line (the
+/// first line that starts with it), with a did-you-mean hint.
+fn unknown_top_level_key(key: &str, name: &str, text: &str) -> ConfigError {
+    let line = text
+        .lines()
+        .position(|l| {
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+        .map(|i| format!("{name}:{}:1", i + 1))
+        .unwrap_or_else(|| name.to_string());
+    let shown: String = key.chars().take(60).collect();
+    let mut message = format!(
+        "unknown field `{shown}`, expected `defaults`, `scenarios` or a key starting with `x-` \
+         (ignored: a place for YAML anchors)"
+    );
+    if let Some(hint) = did_you_mean(&format!(
+        "unknown field `{shown}`, expected one of `defaults`, `scenarios`"
+    )) {
+        message.push_str(&format!("; did you mean `{hint}`?"));
+    }
+    ConfigError { at: line, message }
 }
 
 /// Rewrites YAML library messages that name library internals into user terms.
@@ -260,6 +287,44 @@ scenarios:
         assert_eq!(s[1].request.prompt, "Say hello");
         assert_eq!(s[0].source, "t.yaml:10");
         assert_ne!(s[0].fingerprint, s[1].fingerprint);
+    }
+
+    #[test]
+    fn top_level_x_keys_hold_anchors_and_are_ignored() {
+        let text = "\
+x-long-prompt: &long
+  prompt: Tell me a long story about a lighthouse keeper
+  max_tokens: 64
+x-notes: [anything, { goes: here }]
+defaults:
+  endpoint:
+    base_url: sim://?ttft_ms=30&tpot_ms=5
+  load:
+    samples: 20
+scenarios:
+  - name: long
+    request: *long
+";
+        let s = parse_str(text, "t.yaml", &no_env).unwrap();
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            s[0].request.prompt,
+            "Tell me a long story about a lighthouse keeper"
+        );
+        assert_eq!(s[0].request.max_tokens, 64);
+    }
+
+    #[test]
+    fn other_top_level_keys_are_refused_with_line_and_hint() {
+        let bad = GOOD.replace("scenarios:", "scenarioss:");
+        let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
+        assert_eq!(e.at, "t.yaml:9:1", "{e}");
+        assert!(e.message.starts_with("unknown field `scenarioss`"), "{e}");
+        assert!(e.message.contains("starting with `x-`"), "{e}");
+        assert!(e.message.contains("did you mean `scenarios`?"), "{e}");
+        let e = parse_str(&format!("long-prompt: x\n{GOOD}"), "t.yaml", &no_env).unwrap_err();
+        assert_eq!(e.at, "t.yaml:1:1", "{e}");
+        assert!(!e.message.contains("did you mean"), "{e}");
     }
 
     #[test]
