@@ -129,6 +129,15 @@ pub fn client_lag_note(lag: Option<&crate::results::ClientLag>) -> Option<String
 pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
     let mut notes = Vec::new();
     notes.extend(client_lag_note(run.client_lag.as_ref()));
+    notes.extend(crate::client::models::unlisted_note(
+        &sc.endpoint.model,
+        run.listed_models.as_deref(),
+    ));
+    notes.extend(
+        run.prompt_fit
+            .as_ref()
+            .map(crate::prompt_fit::PromptFit::note),
+    );
     if run.stream_options_fallback {
         notes.push("the server rejected `stream_options`; perfgate retried without it, so output tokens come from counting events (set endpoint.include_usage: false to skip the first attempt)".into());
     }

@@ -60,6 +60,11 @@ pub struct RunOutput {
     /// Measured requests re-sent before perfgate switched to `Connection: close` (a server that
     /// closes after each stream, found without a warmup): expected, not counted in `retried`.
     pub resent_before_close_mode: u32,
+    /// The model ids `GET <base>/models` listed before the warmup; `None` when it did not
+    /// answer with a list.
+    pub listed_models: Option<Vec<String>>,
+    /// `request.prompt_tokens`: the synthetic prompt fitted before the warmup.
+    pub prompt_fit: Option<crate::prompt_fit::PromptFit>,
 }
 
 impl RunOutput {
@@ -82,6 +87,8 @@ impl RunOutput {
             client_lag: None,
             closes_after_stream: false,
             resent_before_close_mode: 0,
+            listed_models: None,
+            prompt_fit: None,
         }
     }
 }
@@ -279,6 +286,10 @@ pub struct Session {
     unreachable: Option<String>,
     /// Runs only while measured requests are sent.
     probe: LagProbe,
+    /// What `GET <base>/models` listed before the warmup.
+    listed_models: Option<Vec<String>>,
+    /// `request.prompt_tokens`: the synthetic prompt fitted before the warmup.
+    prompt_fit: Option<crate::prompt_fit::PromptFit>,
 }
 
 impl Session {
@@ -291,9 +302,23 @@ impl Session {
     /// Errors: only when the client cannot be built (bad URL); request failures are recorded.
     pub async fn start(sc: &Scenario, base_url: &str) -> Result<Session, String> {
         let client = StreamClient::new(&sc.endpoint, base_url, sc.load.concurrency as usize)?;
+        // What the server offers, for messages (a wrong or unlisted model name); not a request.
+        let listed_models = if crate::cancel::requested() {
+            None
+        } else {
+            client.list_models().await
+        };
+        // `request.prompt_tokens`: fit the synthetic prompt in this run's copy of the scenario.
+        let mut scenario = sc.clone();
+        let prompt_fit = match sc.request.prompt_tokens {
+            Some(n) if !crate::cancel::requested() => {
+                Some(crate::prompt_fit::fit(&client, &mut scenario, n).await)
+            }
+            _ => None,
+        };
         let shared = Arc::new(Shared {
             client,
-            scenario: sc.clone(),
+            scenario,
             include_usage: AtomicBool::new(sc.endpoint.include_usage),
             fallback: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -357,6 +382,8 @@ impl Session {
         }
         Ok(Session {
             shared,
+            listed_models,
+            prompt_fit,
             warm,
             measured: Vec::new(),
             started_at: now_rfc3339(),
@@ -434,6 +461,8 @@ impl Session {
             warmup_records: self.warm.iter().map(|s| s.record.clone()).collect(),
             client_lag: self.probe.summary(),
             closes_after_stream: self.shared.client.close_after_stream(),
+            listed_models: self.listed_models.clone(),
+            prompt_fit: self.prompt_fit.clone(),
         }
     }
 }

@@ -88,6 +88,8 @@ pub struct RawMessage {
 #[serde(deny_unknown_fields)]
 pub struct RawRequest {
     pub prompt: Option<String>,
+    /// A synthetic prompt of about this many tokens instead of `prompt`/`messages`.
+    pub prompt_tokens: Option<u32>,
     pub messages: Option<Vec<RawMessage>>,
     pub system: Option<String>,
     pub max_tokens: Option<u32>,
@@ -175,15 +177,23 @@ impl RawEndpoint {
 }
 
 impl RawRequest {
-    /// Field-wise overlay. `prompt`, `messages` and `system` go together: a scenario that sets
-    /// any of them replaces all three.
+    /// Field-wise overlay. `prompt`, `prompt_tokens`, `messages` and `system` go together: a
+    /// scenario that sets any of them replaces all four.
     pub fn over(self, base: &RawRequest) -> RawRequest {
-        let own_text = self.prompt.is_some() || self.messages.is_some() || self.system.is_some();
+        let own_text = self.prompt.is_some()
+            || self.prompt_tokens.is_some()
+            || self.messages.is_some()
+            || self.system.is_some();
         RawRequest {
             prompt: if own_text {
                 self.prompt
             } else {
                 base.prompt.clone()
+            },
+            prompt_tokens: if own_text {
+                self.prompt_tokens
+            } else {
+                base.prompt_tokens
             },
             messages: if own_text {
                 self.messages

@@ -273,12 +273,23 @@ pub struct RequestSpec {
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// Prefix-cache policy.
     pub cache: CachePolicy,
+    /// `prompt_tokens: N`: `prompt` and `messages` hold a synthetic prompt, calibrated during
+    /// the warmup to about N tokens by the server's own count (crate::synthetic_prompt).
+    /// Part of the fingerprint (the text is not: the calibrated text follows the tokenizer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u32>,
 }
 
 impl RequestSpec {
-    /// sha256 (hex, 16 chars) of the prompt text: messages, prompt and system.
+    /// sha256 (hex, 16 chars) of the prompt text: messages, prompt and system; for a
+    /// synthetic prompt, of `prompt_tokens` and system (its text follows the tokenizer).
     pub fn prompt_hash(&self) -> String {
-        let v = serde_json::json!({"messages": self.messages, "prompt": self.prompt, "system": self.system});
+        let v = match self.prompt_tokens {
+            Some(n) => serde_json::json!({"prompt_tokens": n, "system": self.system}),
+            None => {
+                serde_json::json!({"messages": self.messages, "prompt": self.prompt, "system": self.system})
+            }
+        };
         short_hash(&v.to_string())
     }
     /// True when the request asks for a fixed output length.
@@ -701,10 +712,38 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
 }
 
 fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
-    let (messages, prompt) = match (&r.prompt, &r.messages) {
-        (Some(_), Some(_)) => return Err("request: give `prompt` or `messages`, not both".into()),
-        (None, None) => return Err("request.prompt (or request.messages) is required".into()),
-        (Some(p), None) => {
+    let given = [
+        r.prompt.is_some(),
+        r.messages.is_some(),
+        r.prompt_tokens.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() > 1 {
+        return Err("request: give one of `prompt`, `messages` or `prompt_tokens`".into());
+    }
+    let (messages, prompt) = match (&r.prompt, &r.messages, r.prompt_tokens) {
+        (None, None, None) => {
+            return Err(
+                "request.prompt (or request.messages, or request.prompt_tokens) is required".into(),
+            )
+        }
+        (_, _, Some(n)) => {
+            if !(1..=crate::synthetic_prompt::MAX_PROMPT_TOKENS).contains(&n) {
+                return Err(format!(
+                    "request.prompt_tokens is {n}: use 1..={}",
+                    crate::synthetic_prompt::MAX_PROMPT_TOKENS
+                ));
+            }
+            // The first guess; the runner calibrates it against the server's count.
+            let p = crate::synthetic_prompt::text(crate::synthetic_prompt::first_guess(n));
+            (
+                vec![RawMessage {
+                    role: "user".into(),
+                    content: p.clone(),
+                }],
+                p,
+            )
+        }
+        (Some(p), _, _) => {
             if p.is_empty() {
                 return Err("request.prompt is empty".into());
             }
@@ -716,7 +755,7 @@ fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
                 p.clone(),
             )
         }
-        (None, Some(ms)) => {
+        (None, Some(ms), _) => {
             if ms.is_empty() {
                 return Err("request.messages is empty: give at least one {role, content}".into());
             }
@@ -786,6 +825,7 @@ fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
         min_tokens: r.min_tokens,
         extra_body: r.extra_body.clone().unwrap_or_default(),
         cache,
+        prompt_tokens: r.prompt_tokens,
     })
 }
 
