@@ -634,6 +634,7 @@ pub fn compare(
             api: sc.endpoint.api.as_str().to_string(),
             model: sc.endpoint.model.clone(),
             concurrency: sc.load.concurrency,
+            family: sc.family.clone(),
             status: Status::Compared,
             status_detail: String::new(),
             baseline: None,

@@ -1,13 +1,14 @@
 //! Fits a synthetic prompt (`request.prompt_tokens: N`) to the server's own token count before
 //! the warmup: a few unmeasured requests with `max_tokens: 1`, each reading the server's
 //! `usage.prompt_tokens`, stepping the word count with [`synthetic_prompt::next_words`] until
-//! the count is within [`synthetic_prompt::TOLERANCE`] of N. The request text is changed only
+//! the count is within 1 % of N ([`synthetic_prompt::on_target`]; the promise is
+//! [`synthetic_prompt::TOLERANCE`], 5 %), keeping the closest. The request text is changed only
 //! in the runner's copy of the scenario; the configuration (and its fingerprint) keeps N.
 
 use crate::client::body;
 use crate::client::http::StreamClient;
 use crate::config::Scenario;
-use crate::synthetic_prompt::{self, close_enough, next_words, MAX_TRIES};
+use crate::synthetic_prompt::{self, close_enough, next_words, on_target, MAX_TRIES};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -22,6 +23,9 @@ pub struct PromptFit {
     pub server_tokens: Option<u64>,
     /// Fitting requests sent (not measured).
     pub requests: usize,
+    /// Why the fitting stopped early: a fitting request that failed (its message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 impl PromptFit {
@@ -43,8 +47,13 @@ impl PromptFit {
                 self.words
             ),
             None => format!(
-                "synthetic prompt: the server reported no usage.prompt_tokens, so the prompt was not fitted: {} filler words, about one token a word in common tokenizers (prompt_tokens {})",
-                self.words, self.target
+                "synthetic prompt: {}, so the prompt was not fitted: {} filler words, about one token a word in common tokenizers (prompt_tokens {})",
+                match &self.failure {
+                    Some(e) => format!("the fitting request failed ({e})"),
+                    None => "the server reported no usage.prompt_tokens".to_string(),
+                },
+                self.words,
+                self.target
             ),
         }
     }
@@ -65,6 +74,7 @@ pub fn set_words(sc: &mut Scenario, words: u32) {
 pub async fn fit(client: &StreamClient, sc: &mut Scenario, target: u32) -> PromptFit {
     let mut tried: Vec<(u32, u64)> = Vec::new();
     let mut requests = 0;
+    let mut failure = None;
     let mut words = next_words(target, &tried);
     while requests < MAX_TRIES && !crate::cancel::requested() {
         set_words(sc, words);
@@ -80,11 +90,15 @@ pub async fn fit(client: &StreamClient, sc: &mut Scenario, target: u32) -> Promp
         );
         let sent = client.send(&b, Instant::now()).await;
         requests += 1;
-        let Some(t) = sent.record.prompt_tokens.filter(|_| sent.record.ok()) else {
+        if let Some(e) = &sent.record.error {
+            failure = Some(client.redact(&e.message));
+            break;
+        }
+        let Some(t) = sent.record.prompt_tokens else {
             break;
         };
         tried.push((words, t));
-        if close_enough(target, t) {
+        if on_target(target, t) {
             break;
         }
         words = next_words(target, &tried);
@@ -103,5 +117,6 @@ pub async fn fit(client: &StreamClient, sc: &mut Scenario, target: u32) -> Promp
         words,
         server_tokens,
         requests,
+        failure,
     }
 }

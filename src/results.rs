@@ -69,6 +69,10 @@ pub struct ScenarioResult {
     pub api: String,
     pub model: String,
     pub concurrency: u32,
+    /// The scenario as written, when `load.concurrency` or `load.rate` listed levels and this
+    /// is one of them (drawn together in the HTML report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
     pub status: Status,
     /// Why, when not `compared`.
     #[serde(default, skip_serializing_if = "String::is_empty")]

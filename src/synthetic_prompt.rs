@@ -52,6 +52,13 @@ pub fn first_guess(target: u32) -> u32 {
     target.saturating_sub(16).max(1)
 }
 
+/// True when the fitting can stop: the server's count `reported` is within 1 % (or 1 token)
+/// of `target`. Fitting aims there, well inside [`TOLERANCE`], so that a count that moves a
+/// little with the chat template does not end near the edge.
+pub fn on_target(target: u32, reported: u64) -> bool {
+    reported.abs_diff(target as u64) <= (target as u64 / 100).max(1)
+}
+
 /// True when the server's count `reported` is within [`TOLERANCE`] of `target`.
 pub fn close_enough(target: u32, reported: u64) -> bool {
     (reported as f64 - target as f64).abs() <= TOLERANCE * target as f64
@@ -116,7 +123,7 @@ mod tests {
             let w = next_words(target, &tried);
             let t = count(w);
             tried.push((w, t));
-            if close_enough(target, t) || tried.len() == MAX_TRIES {
+            if on_target(target, t) || tried.len() == MAX_TRIES {
                 return (w, t, tried.len());
             }
         }
@@ -134,7 +141,7 @@ mod tests {
                     close_enough(target, t),
                     "target {target}, {overhead}+{per_word}/word: {w} words -> {t} tokens"
                 );
-                assert!(tries <= 3, "{tries} tries for {target}");
+                assert!(tries <= 4, "{tries} tries for {target}");
             }
         }
         // A template longer than N cannot be met: the fitting stops at one word, not zero.

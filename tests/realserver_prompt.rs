@@ -3,7 +3,8 @@
 //! one slot of 8192 tokens. For N = 128, 1024 and 4096, `perfgate check` fits the synthetic
 //! prompt during its warmup, and the server's own `usage.prompt_tokens` of every measured
 //! request must be within 5 % of N (the server's count is the truth here: its tokenizer and
-//! chat template are the ones that matter).
+//! chat template are the ones that matter). Timeouts are long: a 4096-token prompt that no
+//! cache holds takes 35 s to prefill on one busy thread here (117 tokens/s measured).
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -76,7 +77,7 @@ fn synthetic_prompts_are_fitted_to_the_servers_token_count() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
     let mut yaml = format!(
-        "defaults:\n  endpoint: {{base_url: 'http://127.0.0.1:{}/v1', model: gemma-3-270m}}\n  request: {{max_tokens: 4, temperature: 0}}\n  load: {{samples: 20, warmup: 1}}\nscenarios:\n",
+        "defaults:\n  endpoint: {{base_url: 'http://127.0.0.1:{}/v1', model: gemma-3-270m, first_token_timeout: 300s, idle_timeout: 300s, request_timeout: 600s}}\n  request: {{max_tokens: 4, temperature: 0}}\n  load: {{samples: 20, warmup: 1}}\nscenarios:\n",
         server.port
     );
     for n in [128, 1024, 4096] {

@@ -73,3 +73,81 @@ fn prompt_tokens_is_one_of_three_ways_to_give_the_prompt() {
         "{text}"
     );
 }
+
+#[test]
+fn a_concurrency_list_is_one_scenario_and_baseline_per_level_drawn_as_one_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        "x-request: &req {prompt: hi, max_tokens: 8}\nscenarios:\n  - name: sweep\n    endpoint: {base_url: 'sim://?ttft_ms=5&tpot_ms=1'}\n    request: *req\n    load: {concurrency: [1, 2, 4], samples: 20, warmup: 1}\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::cargo_bin("perfgate")
+            .unwrap()
+            .current_dir(dir.path())
+            .args(args)
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap()
+    };
+    // One run, stability not judged: this test is about levels, names and files.
+    let o = run(&["bless", "--runs", "1", "--allow-unstable"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for level in [1, 2, 4] {
+        let b: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(format!("baselines/sweep-c{level}.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(b["scenario"]["name"], format!("sweep-c{level}"));
+    }
+    let o = run(&["check", "--output", "r.json", "--html", "r.html"]);
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(1)),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    let got: Vec<(String, u64, String)> = r["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["concurrency"].as_u64().unwrap(),
+                s["family"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("sweep-c1".to_string(), 1, "sweep".to_string()),
+            ("sweep-c2".to_string(), 2, "sweep".to_string()),
+            ("sweep-c4".to_string(), 4, "sweep".to_string()),
+        ]
+    );
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    let sweep = html
+        .split("<h2>Load sweep: sweep</h2>")
+        .nth(1)
+        .expect("a sweep section");
+    let sweep = sweep.split("</section>").next().unwrap();
+    assert!(
+        sweep.contains("3 levels (sweep-c1, sweep-c2, sweep-c4)"),
+        "{sweep}"
+    );
+    assert_eq!(sweep.matches("<svg").count(), 2); // TTFT and TPOT
+    for l in ["c1", "c2", "c4"] {
+        assert_eq!(sweep.matches(&format!("\n{l}\n</text>")).count(), 2, "{l}");
+    }
+}

@@ -105,12 +105,36 @@ pub struct RawRequest {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLoad {
-    pub concurrency: Option<u32>,
+    /// One level, or a list: one scenario per level (see [`super::sweep`]).
+    pub concurrency: Option<OneOrMany<u32>>,
     pub samples: Option<u32>,
     pub warmup: Option<u32>,
-    pub rate: Option<f64>,
+    /// One arrival rate, or a list: one scenario per rate (see [`super::sweep`]).
+    pub rate: Option<OneOrMany<f64>>,
     pub seed: Option<u64>,
     pub max_samples: Option<u32>,
+}
+
+/// One value or a list of values: `concurrency: 4` or `concurrency: [1, 4, 16]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a number or a list of numbers, e.g. 4 or [1, 4, 16]"
+)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T: Copy> OneOrMany<T> {
+    /// The single value; `None` for a list (expanded before validation, see
+    /// [`super::sweep`]).
+    pub fn single(&self) -> Option<T> {
+        match self {
+            OneOrMany::One(v) => Some(*v),
+            OneOrMany::Many(_) => None,
+        }
+    }
 }
 
 /// A tolerance band: `{warn: 5%, fail: 10%}`.
@@ -227,10 +251,10 @@ impl RawLoad {
     /// Field-wise overlay.
     pub fn over(self, base: &RawLoad) -> RawLoad {
         RawLoad {
-            concurrency: self.concurrency.or(base.concurrency),
+            concurrency: self.concurrency.or_else(|| base.concurrency.clone()),
             samples: self.samples.or(base.samples),
             warmup: self.warmup.or(base.warmup),
-            rate: self.rate.or(base.rate),
+            rate: self.rate.or_else(|| base.rate.clone()),
             seed: self.seed.or(base.seed),
             max_samples: self.max_samples.or(base.max_samples),
         }

@@ -6,6 +6,7 @@
 
 pub mod file;
 pub mod scenario;
+pub mod sweep;
 pub mod values;
 
 pub use scenario::{Api, Band, CachePolicy, Metric, Quantile, Scenario, Secret, Target};
@@ -149,7 +150,19 @@ pub fn parse_str(
             env,
             at: at.clone(),
         };
-        out.push(scenario::build(merged, &ctx).map_err(|message| ConfigError { at, message })?);
+        let written = merged.name.clone().unwrap_or_default();
+        let levels = sweep::expand(merged).map_err(|message| ConfigError {
+            at: at.clone(),
+            message: format!("scenario `{written}`: {message}"),
+        })?;
+        for (one, family) in levels {
+            let mut sc = scenario::build(one, &ctx).map_err(|message| ConfigError {
+                at: at.clone(),
+                message,
+            })?;
+            sc.family = family;
+            out.push(sc);
+        }
     }
     Ok(out)
 }
@@ -325,6 +338,40 @@ scenarios:
         let e = parse_str(&format!("long-prompt: x\n{GOOD}"), "t.yaml", &no_env).unwrap_err();
         assert_eq!(e.at, "t.yaml:1:1", "{e}");
         assert!(!e.message.contains("did you mean"), "{e}");
+    }
+
+    #[test]
+    fn a_concurrency_list_is_one_scenario_per_level() {
+        let text = GOOD.replace("concurrency: 2", "concurrency: [1, 4, 16]");
+        let s = parse_str(&text, "t.yaml", &no_env).unwrap();
+        let names: Vec<&str> = s.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["a", "b-c1", "b-c4", "b-c16"]);
+        assert_eq!(s[0].family, None);
+        assert!(s[1..].iter().all(|x| x.family.as_deref() == Some("b")));
+        assert_eq!(
+            s[1..]
+                .iter()
+                .map(|x| x.load.concurrency)
+                .collect::<Vec<_>>(),
+            [1, 4, 16]
+        );
+        // each level is its own workload, with its own fingerprint
+        assert_ne!(s[1].fingerprint, s[2].fingerprint);
+        // the same level written out by hand is the same scenario
+        let one = parse_str(
+            &GOOD.replace("concurrency: 2", "concurrency: 4"),
+            "t.yaml",
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(one[1].fingerprint, s[2].fingerprint);
+        let e = parse_str(
+            &GOOD.replace("concurrency: 2", "concurrency: [2, x]"),
+            "t.yaml",
+            &no_env,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("a number or a list of numbers"), "{e}");
     }
 
     #[test]

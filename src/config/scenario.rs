@@ -405,6 +405,9 @@ pub struct Scenario {
     pub gate: GateSpec,
     /// Hash of everything that changes what is measured (DESIGN s2).
     pub fingerprint: String,
+    /// The scenario as written, when `load.concurrency` or `load.rate` listed levels and this
+    /// is one of them (named `<family>-c<N>` / `<family>-r<R>`).
+    pub family: Option<String>,
 }
 
 /// The default band for a quantile (DESIGN s2: 5 %/10 % for P50, 25 %/50 % for P99).
@@ -587,6 +590,7 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, String> {
         load,
         gate,
         fingerprint,
+        family: None,
     })
 }
 
@@ -830,6 +834,23 @@ fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
 }
 
 fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
+    // Lists were expanded into one scenario per level before this (config::sweep).
+    let single = |what: &str, many: bool| {
+        if many {
+            Err(format!("load.{what}: a list is not allowed here"))
+        } else {
+            Ok(())
+        }
+    };
+    single(
+        "concurrency",
+        l.concurrency.as_ref().is_some_and(|c| c.single().is_none()),
+    )?;
+    single(
+        "rate",
+        l.rate.as_ref().is_some_and(|r| r.single().is_none()),
+    )?;
+    let rate = l.rate.as_ref().and_then(|r| r.single());
     let samples = l.samples.unwrap_or(MIN_SAMPLES);
     if samples < MIN_SAMPLES {
         return Err(format!(
@@ -839,7 +860,7 @@ fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
     if samples > 100_000 {
         return Err(format!("load.samples is {samples}: at most 100000"));
     }
-    if let Some(r) = l.rate {
+    if let Some(r) = rate {
         if !(r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r)) {
             return Err(format!(
                 "load.rate is {r}: use {MIN_RATE}..={MAX_RATE} requests per second"
@@ -847,12 +868,16 @@ fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         }
     }
     // Open loop without a cap: at most OPEN_LOOP_CONCURRENCY requests in flight.
-    let default_concurrency = if l.rate.is_some() {
+    let default_concurrency = if rate.is_some() {
         OPEN_LOOP_CONCURRENCY
     } else {
         1
     };
-    let concurrency = l.concurrency.unwrap_or(default_concurrency);
+    let concurrency = l
+        .concurrency
+        .as_ref()
+        .and_then(|c| c.single())
+        .unwrap_or(default_concurrency);
     if concurrency == 0 || concurrency > 4096 {
         return Err(format!("load.concurrency is {concurrency}: use 1..=4096"));
     }
@@ -868,8 +893,8 @@ fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         samples,
         warmup: l.warmup.unwrap_or(2).min(10_000),
         max_samples: l.max_samples.filter(|&m| m > samples),
-        rate: l.rate,
-        seed: l.rate.map(|_| l.seed.unwrap_or(DEFAULT_LOAD_SEED)),
+        rate,
+        seed: rate.map(|_| l.seed.unwrap_or(DEFAULT_LOAD_SEED)),
     })
 }
 
@@ -1078,6 +1103,7 @@ pub fn fingerprint(e: &Endpoint, r: &RequestSpec, l: &LoadSpec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::file::OneOrMany;
 
     #[test]
     fn names_are_checked() {
@@ -1092,8 +1118,8 @@ mod tests {
     #[test]
     fn open_loop_rate() {
         let raw = |rate: Option<f64>, conc: Option<u32>, seed: Option<u64>| RawLoad {
-            rate,
-            concurrency: conc,
+            rate: rate.map(OneOrMany::One),
+            concurrency: conc.map(OneOrMany::One),
             seed,
             ..RawLoad::default()
         };

@@ -9,6 +9,7 @@ pub mod junit;
 pub mod markdown;
 pub mod plot;
 pub mod progress;
+pub mod sweep_plot;
 pub mod terminal;
 
 use crate::baseline::BaselineRecord;

@@ -27,6 +27,30 @@ pub struct ShareTest {
     pub p_met: f64,
 }
 
+/// What the data show about an objective at level alpha.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Shown missed: P(Bin(n, allowed) >= over) <= alpha.
+    Missed,
+    /// Shown met: P(Bin(n, allowed) <= over) <= alpha.
+    Met,
+    /// Neither at this n.
+    Undecided,
+}
+
+impl ShareTest {
+    /// The decision at `alpha` (for "missed", the caller passes its multiplicity-adjusted level).
+    pub fn decide(&self, alpha: f64) -> Decision {
+        if self.p_missed <= alpha {
+            Decision::Missed
+        } else if self.p_met <= alpha {
+            Decision::Met
+        } else {
+            Decision::Undecided
+        }
+    }
+}
+
 /// The exact one-sided tests of `over` of `n` against an allowed share in [0, 1]. An allowed
 /// share of 0 (an error-rate objective of 0 %) is missed by a single request over and met by
 /// none (p-values 0 and 1 at the extremes of the binomial).
