@@ -627,7 +627,7 @@ pub fn slo_experiments() -> Vec<SloExperiment> {
     ] {
         for n in [20, 100, 500] {
             v.push(SloExperiment {
-                label: format!("slo ttft_p90 {what}, n {n}"),
+                label: format!("SLO ttft_p90 {what}, n {n}"),
                 n,
                 factor,
             });
@@ -700,14 +700,14 @@ mod tests {
         let rows = slo_experiments();
         let at = rows
             .iter()
-            .find(|e| e.label == "slo ttft_p90 at the true P90, n 100")
+            .find(|e| e.label == "SLO ttft_p90 at the true P90, n 100")
             .unwrap();
         let r = run_slo(at, 2000, 11);
         // exact binomial test: at most alpha (0.01) plus Monte-Carlo error (sd 0.0022 at 2000)
         assert!(r[0] <= 0.01 + 3.0 * 0.0023, "{r:?}");
         let below = rows
             .iter()
-            .find(|e| e.label == "slo ttft_p90 25% below P90, n 500")
+            .find(|e| e.label == "SLO ttft_p90 25% below P90, n 500")
             .unwrap();
         assert!(run_slo(below, 400, 12)[0] > 0.9);
     }

@@ -731,6 +731,7 @@ mod tests {
             alpha: 0.01,
             max_error_rate: 0.0,
             confirm: 0,
+            slo: Vec::new(),
         }
     }
 

@@ -167,6 +167,8 @@ pub struct RawGate {
     pub max_error_rate: Option<RawNumber>,
     /// Re-measure a failing scenario this many times; it fails only if every re-run fails too.
     pub confirm: Option<u32>,
+    /// Absolute objectives: `ttft_p90: 500ms`, `tpot_p50: 50ms`, `error_rate: 1%`.
+    pub slo: Option<BTreeMap<String, RawNumber>>,
 }
 
 impl RawEndpoint {
@@ -285,6 +287,7 @@ impl RawGate {
             alpha: self.alpha.or(base.alpha),
             max_error_rate: self.max_error_rate.or_else(|| base.max_error_rate.clone()),
             confirm: self.confirm.or(base.confirm),
+            slo: merge(self.slo, &base.slo),
         }
     }
 }

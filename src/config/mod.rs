@@ -375,6 +375,55 @@ scenarios:
     }
 
     #[test]
+    fn slo_objectives_are_validated_and_merged_key_by_key() {
+        use crate::config::scenario::{Metric, Objective, Quantile};
+        let text = GOOD
+            .replace(
+                "  load:\n    samples: 20\n",
+                "  load:\n    samples: 20\n  gate:\n    slo: {ttft_p90: 500ms, error_rate: 1%}\n",
+            )
+            .replace(
+                "  - name: a\n",
+                "  - name: a\n    gate:\n      slo: {tpot_p50: 0.05s, ttft_p90: 400ms}\n",
+            );
+        let s = parse_str(&text, "t.yaml", &no_env).unwrap();
+        assert_eq!(
+            s[0].gate.slo,
+            [
+                Objective::Latency {
+                    metric: Metric::Ttft,
+                    quantile: Quantile::P90,
+                    max_ms: 400.0
+                },
+                Objective::Latency {
+                    metric: Metric::Tpot,
+                    quantile: Quantile::P50,
+                    max_ms: 50.0
+                },
+                Objective::ErrorRate { max: 0.01 },
+            ]
+        );
+        assert_eq!(s[1].gate.slo.len(), 2);
+        // an error-rate objective judges failures itself: they no longer stop the scenario
+        assert_eq!(s[1].gate.max_error_rate, 1.0);
+        let bad = |slo: &str| {
+            parse_str(
+                &GOOD.replace(
+                    "  load:\n    samples: 20\n",
+                    &format!("  load:\n    samples: 20\n  gate:\n    slo: {slo}\n"),
+                ),
+                "t.yaml",
+                &no_env,
+            )
+            .unwrap_err()
+            .message
+        };
+        assert!(bad("{ttft_p95: 1s}").contains("`ttft_p95` is not an objective"));
+        assert!(bad("{ttft_p90: 0ms}").contains("gate.slo.ttft_p90 must be a time above 0"));
+        assert!(bad("{error_rate: 100%}").contains("gate.slo.error_rate is 100.0%"));
+    }
+
+    #[test]
     fn unknown_key_gives_line_and_hint() {
         let bad = GOOD.replace("concurrency: 2", "concurency: 2");
         let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();

@@ -356,6 +356,35 @@ pub struct GateSpec {
     pub max_error_rate: f64,
     /// Confirmation re-runs of a failing scenario (0 = none).
     pub confirm: u32,
+    /// Absolute objectives (`gate.slo`), in the order metric, quantile; the error rate last.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<Objective>,
+}
+
+/// One absolute objective of `gate.slo`.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Objective {
+    /// The quantile of a latency metric is at most `max_ms`.
+    Latency {
+        metric: Metric,
+        quantile: Quantile,
+        max_ms: f64,
+    },
+    /// The share of failed requests is at most `max` (0..=1).
+    ErrorRate { max: f64 },
+}
+
+impl Objective {
+    /// The key as written: `ttft_p90`, `error_rate`.
+    pub fn key(&self) -> String {
+        match self {
+            Objective::Latency {
+                metric, quantile, ..
+            } => format!("{}_{}", metric.as_str(), quantile.as_str()),
+            Objective::ErrorRate { .. } => "error_rate".into(),
+        }
+    }
 }
 
 impl Default for GateSpec {
@@ -371,6 +400,7 @@ impl Default for GateSpec {
             alpha: 0.01,
             max_error_rate: 0.0,
             confirm: 0,
+            slo: Vec::new(),
         })
     }
 }
@@ -1048,13 +1078,21 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
     if !(alpha > 0.0 && alpha <= 0.2) {
         return Err(format!("gate.alpha {alpha} is outside (0, 0.2]: the default 0.01 fails an unchanged endpoint about 1% of the time"));
     }
+    let slo = build_slo(g.slo.as_ref())?;
+    // With an error-rate objective the SLO check judges failed requests (FAIL, exit 1), so by
+    // default they do not stop the scenario as unmeasurable first.
+    let default_max_error_rate = if slo.iter().any(|o| matches!(o, Objective::ErrorRate { .. })) {
+        1.0
+    } else {
+        0.0
+    };
     let max_error_rate = g
         .max_error_rate
         .as_ref()
         .map(parse_fraction)
         .transpose()
         .map_err(|e| format!("gate.max_error_rate: {e}"))?
-        .unwrap_or(0.0);
+        .unwrap_or(default_max_error_rate);
     if max_error_rate > 1.0 {
         return Err("gate.max_error_rate must be between 0% and 100%".into());
     }
@@ -1072,7 +1110,48 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
         alpha,
         max_error_rate,
         confirm,
+        slo,
     })
+}
+
+/// `gate.slo`: keys `<metric>_<quantile>` (ttft, tpot, e2e; p50, p90, p99) with a time
+/// (`500ms`, `2s`), and `error_rate` with a share (`1%`).
+fn build_slo(
+    raw: Option<&BTreeMap<String, crate::config::file::RawNumber>>,
+) -> Result<Vec<Objective>, String> {
+    let mut out = Vec::new();
+    for (k, v) in raw.into_iter().flatten() {
+        if k == "error_rate" {
+            let max = parse_fraction(v).map_err(|e| format!("gate.slo.error_rate: {e}"))?;
+            if !(0.0..1.0).contains(&max) {
+                return Err(format!(
+                    "gate.slo.error_rate is {:.1}%: use 0% up to (not including) 100%",
+                    max * 100.0
+                ));
+            }
+            out.push(Objective::ErrorRate { max });
+            continue;
+        }
+        let parsed = k
+            .split_once('_')
+            .and_then(|(m, q)| Some((parse_metric(m).ok()?, parse_quantile(q).ok()?)));
+        let Some((metric, quantile)) = parsed else {
+            return Err(format!(
+                "gate.slo: `{k}` is not an objective: use <metric>_<quantile> (metric ttft, tpot or e2e; quantile p50, p90 or p99), e.g. ttft_p90: 500ms, or error_rate: 1%"
+            ));
+        };
+        let max_ms = parse_ms(v).map_err(|e| format!("gate.slo.{k}: {e}"))?;
+        if !(max_ms > 0.0 && max_ms.is_finite()) {
+            return Err(format!("gate.slo.{k} must be a time above 0, e.g. 500ms"));
+        }
+        out.push(Objective::Latency {
+            metric,
+            quantile,
+            max_ms,
+        });
+    }
+    out.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    Ok(out)
 }
 
 /// The scenario fingerprint (DESIGN s2): a hash of endpoint URL, api, model, request and load
