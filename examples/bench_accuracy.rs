@@ -185,6 +185,7 @@ fn gate_timing() -> f64 {
             errors: ((0, 1000), (0, 1000)),
             spread: Default::default(),
             looks: 1,
+            slo: Vec::new(),
         })
         .collect();
     let t = Instant::now();

@@ -171,6 +171,7 @@ fn inputs(
                 spread,
                 errors: ((0, 1), (0, 1)),
                 looks,
+                slo: Vec::new(),
             }
         })
         .collect()

@@ -2,6 +2,7 @@
 //! exit code (DESIGN s1, s4, s6).
 
 use crate::baseline::{self, Baseline, BaselineRecord, LoadError};
+use crate::config::scenario::Objective;
 use crate::config::{Metric, Scenario};
 use crate::exit;
 use crate::gate::{self, Samples, ScenarioSamples, Verdict};
@@ -138,6 +139,7 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
             .as_ref()
             .map(crate::prompt_fit::PromptFit::note),
     );
+    notes.extend(goodput_note(sc, run));
     if run.stream_options_fallback {
         notes.push("the server rejected `stream_options`; perfgate retried without it, so output tokens come from counting events (set endpoint.include_usage: false to skip the first attempt)".into());
     }
@@ -483,6 +485,88 @@ pub fn scenario_samples(
             (failed_c, run.records.len()),
         ),
         looks: sc.load.looks().len(),
+        slo: slo_samples(sc, run),
+    }
+}
+
+/// Goodput under `gate.slo`: the share of requests that succeeded and met every latency
+/// objective on their own (each request's TTFT, TPOT, E2E at most the objective's value,
+/// whatever its quantile), with its exact 95 % interval and the good requests per second.
+/// `None` without latency objectives or requests.
+pub fn goodput_note(sc: &Scenario, run: &RunOutput) -> Option<String> {
+    let limits: Vec<(Metric, f64)> = sc
+        .gate
+        .slo
+        .iter()
+        .filter_map(|o| match *o {
+            Objective::Latency { metric, max_ms, .. } => Some((metric, max_ms)),
+            Objective::ErrorRate { .. } => None,
+        })
+        .collect();
+    let n = run.records.len();
+    if limits.is_empty() || n == 0 {
+        return None;
+    }
+    let good = run
+        .records
+        .iter()
+        .filter(|r| {
+            r.ok()
+                && limits
+                    .iter()
+                    .all(|&(m, max)| metric_of(r, m).is_none_or(|v| v <= max))
+        })
+        .count();
+    let (lo, hi) = crate::stats::objective::clopper_pearson(good as u64, n as u64, 0.95)?;
+    let per_s = if run.wall_ms > 0.0 {
+        format!(
+            "; {:.2} good requests/s",
+            good as f64 / (run.wall_ms / 1000.0)
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "goodput: {good} of {n} requests ({:.1}%, 95% CI [{:.1}%, {:.1}%]) succeeded and met every latency objective of gate.slo on their own{per_s}",
+        good as f64 / n as f64 * 100.0,
+        lo * 100.0,
+        hi * 100.0
+    ))
+}
+
+/// The candidate's samples for each `gate.slo` objective.
+pub fn slo_samples(sc: &Scenario, run: &RunOutput) -> Vec<(Objective, Samples)> {
+    sc.gate
+        .slo
+        .iter()
+        .map(|&o| {
+            let s = match o {
+                Objective::Latency { metric, .. } => {
+                    samples_of(run.records.iter().map(|r| (metric_of(r, metric), r.ok())))
+                }
+                // Every request: successes by their E2E (defined for each), failures counted.
+                Objective::ErrorRate { .. } => samples_of(
+                    run.records
+                        .iter()
+                        .map(|r| (metric_of(r, Metric::E2e).or(Some(0.0)), r.ok())),
+                ),
+            };
+            (o, s)
+        })
+        .collect()
+}
+
+/// The gate's input for a scenario without a usable baseline that has `gate.slo` objectives:
+/// those objectives alone (a gate on day one).
+pub fn slo_only_samples(sc: &Scenario, run: &RunOutput) -> ScenarioSamples {
+    ScenarioSamples {
+        scenario: sc.name.clone(),
+        gate: sc.gate.clone(),
+        metrics: Vec::new(),
+        spread: BTreeMap::new(),
+        errors: ((0, 0), (0, run.records.len())),
+        looks: sc.load.looks().len(),
+        slo: slo_samples(sc, run),
     }
 }
 
@@ -745,6 +829,26 @@ pub fn compare(
                 _ => {}
             },
             (Err(_), None) => {} // a failed load is always unusable
+        }
+        // gate.slo needs no baseline: a scenario that could not be compared still has its
+        // absolute objectives checked (a gate on day one).
+        if !sc.gate.slo.is_empty()
+            && res.measured.ok > 0
+            && matches!(
+                res.status,
+                Status::NoBaseline | Status::Stale | Status::InvalidBaseline
+            )
+            && !gate_inputs.iter().any(|g| g.scenario == sc.name)
+        {
+            gate_inputs.push(slo_only_samples(sc, &run));
+            let why = match res.status {
+                Status::Stale => "the baseline is stale",
+                Status::InvalidBaseline => "the baseline file is broken",
+                _ => "no baseline yet",
+            };
+            res.notes.push(format!(
+                "{why}: only the gate.slo objectives were checked; bless to gate regressions too"
+            ));
         }
         if matches!(
             res.status,

@@ -81,7 +81,8 @@ impl BaselinePolicy {
 /// 3. a misconfigured scenario (every request 401/403/404/405): ERROR, 2;
 /// 4. a FAIL check: FAIL, 1;
 /// 5. a scenario without a usable baseline: NO_BASELINE, 2 (an invalid baseline file always;
-///    missing or stale unless the policy allows them, then 0 when nothing was compared);
+///    missing or stale unless the policy allows them or the scenario's gate.slo objectives were
+///    checked, then 0 when nothing was compared or checked);
 /// 6. WARN, IMPROVED, PASS: 0.
 pub fn decide(
     scenarios: &[ScenarioResult],
@@ -95,7 +96,15 @@ pub fn decide(
             .flat_map(|s| s.checks.iter())
             .any(|c| c.verdict == v)
     };
-    let missing = any_status(Status::NoBaseline) || any_status(Status::Stale);
+    // A scenario whose gate.slo objectives were checked is gated without a baseline: its
+    // missing or stale baseline is reported, not an error (a gate on day one).
+    let slo_checked = |s: &ScenarioResult| s.checks.iter().any(|c| c.kind.is_slo());
+    let missing = scenarios
+        .iter()
+        .any(|s| matches!(s.status, Status::NoBaseline | Status::Stale) && !slo_checked(s));
+    let gated = scenarios
+        .iter()
+        .any(|s| s.status == Status::Compared || slo_checked(s));
     if interrupted {
         (Overall::Interrupted, exit::INTERRUPTED)
     } else if any_status(Status::Unmeasurable) {
@@ -106,7 +115,7 @@ pub fn decide(
         (Overall::Fail, exit::REGRESSION)
     } else if any_status(Status::InvalidBaseline) || (missing && policy.is_required()) {
         (Overall::NoBaseline, exit::INVALID_INPUT)
-    } else if !any_status(Status::Compared) {
+    } else if !gated {
         (Overall::NoBaseline, exit::OK)
     } else if any_check(Verdict::Warn) {
         (Overall::Warn, exit::OK)

@@ -231,6 +231,7 @@ struct Row {
 struct Legend {
     tail: bool,
     open_ci: bool,
+    slo: bool,
 }
 
 /// The summary table's rows in scenario order: gated checks (INFO ones are in the details) and
@@ -254,6 +255,7 @@ fn table_rows(r: &Results) -> Vec<Row> {
             let change = fmt_change(c);
             let tail = c.kind == crate::gate::CheckKind::TailExceedance;
             let open_ci = change.contains('?');
+            let slo = c.kind.is_slo();
             rows.push(Row {
                 rank: match c.verdict {
                     Verdict::Fail => 0,
@@ -269,7 +271,7 @@ fn table_rows(r: &Results) -> Vec<Row> {
                     change,
                     emoji(c.verdict)
                 ),
-                explained: (tail || open_ci).then_some(Legend { tail, open_ci }),
+                explained: (tail || open_ci || slo).then_some(Legend { tail, open_ci, slo }),
             });
         }
     }
@@ -289,6 +291,14 @@ fn legend(rows: &[Row]) -> String {
         parts.push(
             "a `?` end means this many requests cannot bound that side of the interval \
              (a tail needs more samples than a median)"
+                .to_string(),
+        );
+    }
+    if any(|l| l.slo) {
+        parts.push(
+            "*SLO* rows (gate.slo): the baseline column is the objective, and the change is the \
+             measured quantile against it; FAIL when the data show it missed, PASS when they \
+             show it met, WARN when this many requests cannot tell"
                 .to_string(),
         );
     }
