@@ -37,6 +37,7 @@ extern "C" {
 }
 
 /// (CPU seconds user + system, peak RSS MB) of this process so far.
+#[allow(unsafe_code)] // getrusage: see SAFETY below
 fn usage() -> (f64, f64) {
     let mut r = Rusage {
         utime: [0; 2],
@@ -182,7 +183,7 @@ fn gate_timing() -> f64 {
                 (Metric::Ttft, side(1.0), side(1.02)),
                 (Metric::Tpot, side(1.0), side(1.0)),
             ],
-            errors: ((0, 1000), (0, 1000)),
+            errors: perfgate::gate::ErrorCounts::new((0, 1000), (0, 1000)),
             spread: Default::default(),
             looks: 1,
             slo: Vec::new(),

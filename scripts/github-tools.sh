@@ -17,7 +17,7 @@
 #           (the action's installer and entry point among them), check-jsonschema on
 #           examples/gitlab-ci.yml; exits non-zero on any finding
 #   env     prints `export PERFGATE_PRISM=... PERFGATE_GITHUB_OPENAPI=...` for `eval`
-#           (the Prism tests in tests/github_prism.rs read them)
+#           (the Prism tests in tests/it/github_prism.rs read them)
 # Logs go to stderr; stdout carries only what `env` prints.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -71,7 +71,7 @@ if [ -z "$arch" ]; then
   esac
 fi
 if ! is_plain "$os" || ! is_plain "$arch"; then die "$ERR_INPUT" "unreadable OS or architecture name"; fi
-# The targets .github/workflows/release.yml builds (tests/github_action.rs keeps the two in step).
+# The targets .github/workflows/release.yml builds (tests/it/github_action.rs keeps the two in step).
 case "$os/$arch" in
   Linux/X64) target=x86_64-unknown-linux-musl ;;
   Linux/ARM64) target=aarch64-unknown-linux-musl ;;

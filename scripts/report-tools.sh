@@ -3,10 +3,10 @@
 #
 # The outside programs the report tests use to read perfgate's reports as their real consumers
 # would, installed once per machine:
-#   Debian -> chromium (/usr/bin/chromium): tests/report_html.rs opens the HTML report headless,
+#   Debian -> chromium (/usr/bin/chromium): tests/it/report_html.rs opens the HTML report headless,
 #             takes a screenshot and checks the page logged nothing to the console
 #   PyPI   -> $CACHE/venvs/report-tools: junitparser (the JUnit reader of CI result publishers),
-#             which tests/report_junit.rs runs on perfgate's JUnit XML
+#             which tests/it/report_junit.rs runs on perfgate's JUnit XML
 #
 #   setup   idempotent: chromium is installed with apt-get only when missing; the venv has a stamp
 #           with the pinned version, so a warm run only checks it

@@ -1,4 +1,4 @@
-//! Baseline files (`baselines/<scenario>.json`, DESIGN s5): the format, atomic writes
+//! Baseline files (`baselines/<scenario>.json`, docs/design.md "Files"): the format, atomic writes
 //! (temp file + fsync + rename, so a crash leaves the old file or the new one, never half of
 //! one), and loading with validation that names the file and the field.
 
@@ -6,14 +6,15 @@ use crate::config::scenario::{Metric, Scenario};
 use crate::record::{FailureClass, RequestRecord, TokenSource};
 use crate::runner::RunOutput;
 use crate::stats::quantile::{sorted, summarize};
+use crate::summary::{metric_summary, MetricSummary};
+use crate::units::round3;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Version of the file layout; a newer file is refused with a clear message.
 pub const SCHEMA_VERSION: u32 = 1;
-/// Version of the metric definitions (DESIGN s3); numbers defined differently are not compared.
+/// Version of the metric definitions (docs/design.md "Metrics"); numbers defined differently are not compared.
 pub const METRICS_VERSION: u32 = 1;
 
 /// A whole baseline file.
@@ -32,7 +33,7 @@ pub struct Baseline {
     /// Per metric (`ttft_ms`, `tpot_ms`, `e2e_ms`, `itl_ms`): quantiles over all runs.
     pub summary: BTreeMap<String, MetricSummary>,
     /// With k >= 2 runs: per metric, the upper 90 % bound of the run-to-run spread tau (log
-    /// scale) and k. `check` widens the fail tolerance to it (DESIGN s4).
+    /// scale) and k. `check` widens the fail tolerance to it (docs/gate.md "Family and bands").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_spread: Option<RunSpread>,
 }
@@ -130,24 +131,6 @@ pub struct ItlSummary {
     pub max: f64,
 }
 
-/// Quantiles of one metric (type 7), ms, over successful requests.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MetricSummary {
-    pub n: usize,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub mean: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
-/// Rounds to 3 decimals (µs for ms values), so files diff cleanly.
-pub fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
 impl BaselineRecord {
     /// From a measured record.
     pub fn from_record(r: &RequestRecord) -> Self {
@@ -196,19 +179,6 @@ pub fn summaries(records: &[BaselineRecord]) -> BTreeMap<String, MetricSummary> 
         }
     }
     out
-}
-
-/// Type-7 quantiles, mean, min and max of `xs` (ms), rounded to 3 decimals; `None` when empty.
-pub fn metric_summary(xs: &[f64]) -> Option<MetricSummary> {
-    summarize(xs).map(|s| MetricSummary {
-        n: s.n,
-        p50: round3(s.p50),
-        p90: round3(s.p90),
-        p99: round3(s.p99),
-        mean: round3(s.mean),
-        min: round3(s.min),
-        max: round3(s.max),
-    })
 }
 
 /// The scenario's resolved configuration with secrets removed (header values from `${ENV}`
@@ -303,7 +273,7 @@ pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Bas
             fingerprint: sc.fingerprint.clone(),
             config: public_config(sc),
         },
-        created_at: crate::runner::now_rfc3339(),
+        created_at: crate::clock::now_rfc3339(),
         environment: Environment {
             model: first.and_then(|r| r.model.clone()),
             system_fingerprint: first.and_then(|r| r.system_fingerprint.clone()),
@@ -360,52 +330,6 @@ pub fn to_json(b: &Baseline) -> String {
     let mut s = serde_json::to_string_pretty(b).unwrap_or_else(|_| "{}".into());
     s.push('\n');
     s
-}
-
-/// Writes `text` to `path` atomically: a temp file in the same directory, fsync, rename over
-/// the target, fsync the directory. A crash at any point leaves the old file or the new one.
-pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| {
-        let file_in_the_way = dir
-            .ancestors()
-            .any(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir());
-        std::io::Error::new(
-            e.kind(),
-            format!(
-                "cannot create the directory {}: {e}{}",
-                dir.display(),
-                if file_in_the_way {
-                    " (it, or a directory above it, is a file)"
-                } else {
-                    ""
-                }
-            ),
-        )
-    })?;
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("baseline.json");
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// Why a baseline could not be used.
@@ -485,20 +409,6 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn atomic_write_replaces_and_leaves_no_temp() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.json");
-        write_atomic(&p, "one\n").unwrap();
-        write_atomic(&p, "two\n").unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "two\n");
-        let names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names.len(), 1);
-    }
 
     #[test]
     fn broken_baselines_name_the_field() {

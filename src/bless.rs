@@ -87,6 +87,16 @@ pub fn refusal(sc: &Scenario, run: &RunOutput) -> Option<String> {
     }
 }
 
+/// The name of the machine blessing (`$HOSTNAME`, else `/etc/hostname`), recorded in the
+/// baseline's environment; `None` when neither is readable.
+pub fn this_host() -> Option<String> {
+    std::env::var("HOSTNAME").ok().or_else(|| {
+        std::fs::read_to_string("/etc/hostname")
+            .ok()
+            .map(|s| s.trim().to_string())
+    })
+}
+
 /// Runs per scenario of a plain `perfgate bless`: enough for the run-to-run spread to be
 /// estimated tightly enough that the widened tolerance still catches +20 % TPOT (calibrate's
 /// "defaults" rows); bless is rare and a check is not.
@@ -194,7 +204,7 @@ pub async fn bless(
                 continue 'scenario;
             }
         }
-        baseline::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
+        crate::fsutil::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
             exit::ExitError::invalid(format!("cannot write {}: {e}", path.display()))
         })?;
         let p50 = |key: &str| {

@@ -1,5 +1,5 @@
 //! `perfgate calibrate`: Monte-Carlo calibration of the gate on documented noise profiles
-//! (background/gate-statistics.md s2): false-alarm rate and power of perfgate's gate, side by
+//! (docs/gate.md): false-alarm rate and power of perfgate's gate, side by
 //! side with two comparator rules computed on the same simulated data:
 //!
 //! - **percentage threshold** (as github-action-benchmark): FAIL when the candidate's sample
@@ -169,7 +169,7 @@ fn inputs(
                 gate: gate.clone(),
                 metrics,
                 spread,
-                errors: ((0, 1), (0, 1)),
+                errors: gate::ErrorCounts::new((0, 1), (0, 1)),
                 looks,
                 slo: Vec::new(),
             }

@@ -352,18 +352,7 @@ async fn run(cli: Cli) -> Result<i32, ExitError> {
 }
 
 async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
-    if a.id.is_empty()
-        || a.id.len() > 100
-        || !a
-            .id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
-    {
-        return Err(ExitError::invalid(format!(
-            "--id `{}`: use 1 to 100 letters, digits and . _ : / - (it goes into an HTML comment)",
-            a.id
-        )));
-    }
+    check::validate_id(&a.id).map_err(ExitError::invalid)?;
     let mut scs = load_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
         let total = scs.len();
@@ -389,7 +378,9 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
         crate::verdict::BaselinePolicy::Required
     };
     // Fail before measuring: a missing, broken or stale baseline is known offline.
-    let unusable: Vec<_> = check::unusable_baselines(&scs, &a.baselines)
+    let baselines = check::Baselines::load(&scs, &a.baselines);
+    let unusable: Vec<_> = baselines
+        .unusable(&scs)
         .into_iter()
         .filter(|(_, st, _)| *st == crate::results::Status::InvalidBaseline || policy.is_required())
         // gate.slo objectives gate a scenario without a baseline (a gate on day one).
@@ -413,7 +404,6 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
         )));
     }
     let opts = CheckOptions {
-        baselines: a.baselines.clone(),
         policy,
         id: a.id.clone(),
     };
@@ -421,12 +411,14 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     let results = match report::progress::TerminalProgress::stderr() {
         Some(p) => {
             crate::runner::PROGRESS
-                .scope(p, check::run_check(&scs, &opts))
+                .scope(p, check::run_check(&scs, &baselines, &opts))
                 .await
         }
-        None => check::run_check(&scs, &opts).await,
+        None => check::run_check(&scs, &baselines, &opts).await,
     };
-    let rep = report::Report::new(results, Some(&a.baselines));
+    let rep = report::Report::with_loaded(results, |name| {
+        (baselines.path_for(name), baselines.get(name))
+    });
     print!(
         "{}",
         report::terminal::render_styled(&rep.results, report::terminal::use_color())
@@ -475,7 +467,7 @@ fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
         all.push(report::json::load(p).map_err(ExitError::invalid)?);
     }
     let names: Vec<String> = a.results.iter().map(|p| p.display().to_string()).collect();
-    let results = report::json::merge(all, &names).map_err(ExitError::invalid)?;
+    let results = crate::results::merge(all, &names).map_err(ExitError::invalid)?;
     let rep = report::Report::new(results, a.baseline_dir.as_deref());
     print!(
         "{}",
@@ -497,11 +489,7 @@ fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
 
 async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
     let scs = load_scenarios(&a.sc)?;
-    let host = std::env::var("HOSTNAME").ok().or_else(|| {
-        std::fs::read_to_string("/etc/hostname")
-            .ok()
-            .map(|s| s.trim().to_string())
-    });
+    let host = crate::bless::this_host();
     let bless = crate::bless::bless(&scs, &a.baselines, a.runs as usize, a.allow_unstable, host);
     match report::progress::TerminalProgress::stderr() {
         Some(p) => crate::runner::PROGRESS.scope(p, bless).await,

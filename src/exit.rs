@@ -1,4 +1,4 @@
-//! Exit codes, defined once (DESIGN s6), and the error type that carries them.
+//! Exit codes, defined once (docs/design.md "Exit codes"), and the error type that carries them.
 //!
 //! | code | meaning |
 //! |---|---|

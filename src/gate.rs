@@ -1,4 +1,4 @@
-//! The gate (DESIGN s4): from baseline and candidate samples to verdicts.
+//! The gate (docs/gate.md): from baseline and candidate samples to verdicts.
 //!
 //! Pure: takes numbers, returns [`Check`]s. For each scenario and gated metric:
 //! - **P50**: Hodges-Lehmann ratio with Moses CI and one-sided Mann-Whitney p-values on
@@ -104,6 +104,36 @@ impl Samples {
     }
 }
 
+/// Failed requests out of all requests, on one side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Failures {
+    pub failed: usize,
+    pub total: usize,
+}
+
+/// The error-rate check's input: failures of the baseline and of the candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ErrorCounts {
+    pub baseline: Failures,
+    pub candidate: Failures,
+}
+
+impl ErrorCounts {
+    /// From (failed, total) of the baseline and of the candidate.
+    pub fn new((fb, nb): (usize, usize), (fc, nc): (usize, usize)) -> Self {
+        ErrorCounts {
+            baseline: Failures {
+                failed: fb,
+                total: nb,
+            },
+            candidate: Failures {
+                failed: fc,
+                total: nc,
+            },
+        }
+    }
+}
+
 /// Everything the gate needs for one scenario.
 #[derive(Debug, Clone)]
 pub struct ScenarioSamples {
@@ -113,8 +143,8 @@ pub struct ScenarioSamples {
     pub gate: GateSpec,
     /// Per gated metric: (baseline, candidate).
     pub metrics: Vec<(Metric, Samples, Samples)>,
-    /// (failed, total) for baseline and candidate.
-    pub errors: ((usize, usize), (usize, usize)),
+    /// Failed and total requests of each side, for the error-rate check.
+    pub errors: ErrorCounts,
     /// Per metric: run-to-run spread tau (log scale) of a k-run baseline, and k.
     pub spread: BTreeMap<Metric, (f64, usize)>,
     /// Planned looks of sequential sampling (1 for a fixed sample). The scenario's p-values are
@@ -172,10 +202,42 @@ pub struct Check {
     /// `perfgate report` can redo Holm over the union of merged shards).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha: Option<f64>,
-    #[serde(skip)]
+}
+
+/// A check being built by one of the per-check functions: the check, and what stage 1 keeps
+/// beside it ([`Evaluated`]).
+#[derive(Debug, Clone, PartialEq)]
+struct Draft {
+    check: Check,
     p_improve: Option<f64>,
-    #[serde(skip)]
     pending: Option<Pending>,
+}
+
+impl std::ops::Deref for Draft {
+    type Target = Check;
+    fn deref(&self) -> &Check {
+        &self.check
+    }
+}
+
+impl std::ops::DerefMut for Draft {
+    fn deref_mut(&mut self) -> &mut Check {
+        &mut self.check
+    }
+}
+
+/// What a quantile check compares: one metric of one scenario, baseline vs candidate, with the
+/// band, floor and per-look alpha that apply.
+#[derive(Debug, Clone, Copy)]
+struct CheckInput<'a> {
+    scenario: &'a str,
+    metric: Metric,
+    baseline: &'a Samples,
+    candidate: &'a Samples,
+    band: Band,
+    /// Absolute floor, ms.
+    min_delta: f64,
+    alpha: f64,
 }
 
 /// What is needed after Holm to settle the verdict.
@@ -188,96 +250,166 @@ struct Pending {
     inconclusive_reason: String,
 }
 
-/// Evaluates every check of every scenario, with Holm over the whole family.
+/// A check evaluated on its own (stage 1 of 3): its numbers, and what is needed after the
+/// family correction to settle its verdict. Comes from [`evaluate_scenario`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluated {
+    check: Check,
+    /// One-sided improvement p-value, before Holm.
+    p_improve: Option<f64>,
+    /// `None` for a check that is settled already (INFO, not compared).
+    pending: Option<Pending>,
+    /// The family-wise alpha of the check's scenario.
+    alpha: f64,
+}
+
+/// A check after the family correction (stage 2 of 3): its Holm-adjusted regression and
+/// improvement p-values. Comes from [`correct_family`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Corrected {
+    evaluated: Evaluated,
+    /// (regression, improvement) Holm-adjusted p-values; `None` for a check outside the family.
+    holm: Option<(f64, f64)>,
+}
+
+/// Every check of a check run after the Holm correction, and the family size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    pub checks: Vec<Corrected>,
+    /// Number of gated checks (those with a p-value).
+    pub size: usize,
+}
+
+/// Evaluates every check of every scenario, with Holm over the whole family: the three stages
+/// [`evaluate_scenario`], [`correct_family`] and [`Corrected::finish`].
 /// Returns the checks and the family size (number of gated checks).
 pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
+    let family = correct_family(scenarios.iter().flat_map(evaluate_scenario).collect());
+    let size = family.size;
+    (
+        family.checks.into_iter().map(Corrected::finish).collect(),
+        size,
+    )
+}
+
+/// Stage 1: the checks of one scenario, each evaluated on its own (pure; no other scenario is
+/// looked at). With sequential looks, the p-values are multiplied by the number of looks
+/// (Bonferroni alpha spending within the scenario).
+pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
     let mut checks = Vec::new();
-    for s in scenarios {
-        for (m, b, c) in &s.metrics {
-            for q in &s.gate.quantiles {
-                let configured = s.gate.band(*m, *q);
-                let mut band = configured;
-                let spread = s.spread.get(m).copied();
-                if let Some((tau, k)) = spread {
-                    band.fail = stats::spread::widened_fail(configured.fail, tau, k);
-                    band.warn = band.warn.min(band.fail);
-                }
-                let md = s.gate.min_delta(*m);
-                // Confidence bounds at the alpha of one look (alpha spent evenly over looks).
-                let alpha = s.gate.alpha / s.looks.max(1) as f64;
-                let mut ch = match q {
-                    Quantile::P50 => p50_check(&s.scenario, *m, b, c, band, md, alpha),
-                    _ => tail_check(&s.scenario, *m, *q, b, c, band, md, alpha),
-                };
-                if band.fail > configured.fail {
-                    ch.fail_configured = Some(configured.fail);
-                    ch.tau = spread.map(|(t, _)| t);
-                }
-                checks.push(ch);
+    for (m, b, c) in &s.metrics {
+        for q in &s.gate.quantiles {
+            let configured = s.gate.band(*m, *q);
+            let mut band = configured;
+            let spread = s.spread.get(m).copied();
+            if let Some((tau, k)) = spread {
+                band.fail = stats::spread::widened_fail(configured.fail, tau, k);
+                band.warn = band.warn.min(band.fail);
             }
-            if s.gate.quantiles.iter().any(|q| *q != Quantile::P50) {
-                checks.push(exceedance_check(
-                    &s.scenario,
-                    *m,
-                    b,
-                    c,
-                    s.gate.band(*m, Quantile::P90),
-                    s.gate.alpha,
-                ));
+            // Confidence bounds at the alpha of one look (alpha spent evenly over looks).
+            let input = CheckInput {
+                scenario: &s.scenario,
+                metric: *m,
+                baseline: b,
+                candidate: c,
+                band,
+                min_delta: s.gate.min_delta(*m),
+                alpha: s.gate.alpha / s.looks.max(1) as f64,
+            };
+            let mut ch = match q {
+                Quantile::P50 => p50_check(&input),
+                _ => tail_check(&input, *q),
+            };
+            if band.fail > configured.fail {
+                ch.check.fail_configured = Some(configured.fail);
+                ch.check.tau = spread.map(|(t, _)| t);
             }
+            checks.push(ch);
         }
-        // No baseline (an SLO-only scenario): nothing to compare the error rate with.
-        if s.errors.0 .1 > 0 {
-            checks.push(error_check(
+        if s.gate.quantiles.iter().any(|q| *q != Quantile::P50) {
+            checks.push(exceedance_check(
                 &s.scenario,
-                s.errors.0,
-                s.errors.1,
-                s.gate.max_error_rate,
+                *m,
+                b,
+                c,
+                s.gate.band(*m, Quantile::P90),
+                s.gate.alpha,
             ));
         }
-        let alpha = s.gate.alpha / s.looks.max(1) as f64;
-        for (o, c) in &s.slo {
-            checks.push(slo_check(&s.scenario, *o, c, alpha));
-        }
     }
-    // Alpha spending over sequential looks: Bonferroni within the scenario.
-    for s in scenarios.iter().filter(|s| s.looks > 1) {
-        for c in checks.iter_mut().filter(|c| c.scenario == s.scenario) {
-            c.p_value = c.p_value.map(|p| (p * s.looks as f64).min(1.0));
-            c.p_improve = c.p_improve.map(|p| (p * s.looks as f64).min(1.0));
-        }
+    // No baseline requests (a scenario gated by gate.slo alone): no error rate to compare.
+    if s.errors.baseline.total > 0 {
+        checks.push(error_check(&s.scenario, s.errors, s.gate.max_error_rate));
     }
-    // Holm over the gated family (checks with a p-value).
-    let idx: Vec<usize> = (0..checks.len())
-        .filter(|&i| checks[i].p_value.is_some())
-        .collect();
-    let family = idx.len();
-    let reg: Vec<f64> = idx
+    let alpha = s.gate.alpha / s.looks.max(1) as f64;
+    for (o, c) in &s.slo {
+        checks.push(slo_check(&s.scenario, *o, c, alpha));
+    }
+    let looks = s.looks as f64;
+    checks
+        .into_iter()
+        .map(|d| {
+            let mut d = Evaluated {
+                check: d.check,
+                p_improve: d.p_improve,
+                pending: d.pending,
+                alpha: s.gate.alpha,
+            };
+            if s.looks > 1 {
+                d.check.p_value = d.check.p_value.map(|p| (p * looks).min(1.0));
+                d.p_improve = d.p_improve.map(|p| (p * looks).min(1.0));
+            }
+            d
+        })
+        .collect()
+}
+
+/// Stage 2: Holm over the gated family (the checks with a p-value), regression and improvement
+/// p-values adjusted separately.
+pub fn correct_family(checks: Vec<Evaluated>) -> Family {
+    let gated = |e: &Evaluated| e.check.p_value.is_some();
+    let reg: Vec<f64> = checks
         .iter()
-        .map(|&i| checks[i].p_value.unwrap_or(1.0))
+        .filter(|e| gated(e))
+        .map(|e| e.check.p_value.unwrap_or(1.0))
         .collect();
-    let imp: Vec<f64> = idx
+    let imp: Vec<f64> = checks
         .iter()
-        .map(|&i| checks[i].p_improve.unwrap_or(1.0))
+        .filter(|e| gated(e))
+        .map(|e| e.p_improve.unwrap_or(1.0))
         .collect();
-    let reg_h = stats::holm::holm_adjust(&reg);
-    let imp_h = stats::holm::holm_adjust(&imp);
-    let alphas: Vec<f64> = scenarios.iter().map(|s| s.gate.alpha).collect();
-    let alpha_of = |name: &str| {
-        scenarios
-            .iter()
-            .position(|s| s.scenario == name)
-            .map(|i| alphas[i])
-            .unwrap_or(0.01)
-    };
-    for (j, &i) in idx.iter().enumerate() {
-        let alpha = alpha_of(&checks[i].scenario);
-        let c = &mut checks[i];
-        c.p_holm = Some(reg_h[j]);
+    let size = reg.len();
+    let mut adjusted = stats::holm::holm_adjust(&reg)
+        .into_iter()
+        .zip(stats::holm::holm_adjust(&imp));
+    let checks = checks
+        .into_iter()
+        .map(|e| Corrected {
+            holm: if gated(&e) { adjusted.next() } else { None },
+            evaluated: e,
+        })
+        .collect();
+    Family { checks, size }
+}
+
+impl Corrected {
+    /// Stage 3: the final verdict and reason of a check from its Holm-adjusted p-values.
+    pub fn finish(self) -> Check {
+        let Corrected { evaluated, holm } = self;
+        let Evaluated {
+            check: mut c,
+            pending,
+            alpha,
+            ..
+        } = evaluated;
+        let Some((reg_h, imp_h)) = holm else {
+            return c;
+        };
+        c.p_holm = Some(reg_h);
         c.alpha = Some(alpha);
-        let Some(p) = c.pending.take() else { continue };
-        let sig_reg = reg_h[j] < alpha;
-        let sig_imp = imp_h[j] < alpha;
+        let Some(p) = pending else { return c };
+        let sig_reg = reg_h < alpha;
+        let sig_imp = imp_h < alpha;
         let raw_sig = c.p_value.is_some_and(|pv| pv < alpha);
         if c.kind.is_slo() {
             // Missed when Holm says so; met when its own test shows it; otherwise WARN, never
@@ -285,7 +417,7 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
             let (v, why) = if sig_reg {
                 (
                     Verdict::Fail,
-                    format!("objective missed, Holm p = {}", fmt_p(reg_h[j])),
+                    format!("objective missed, Holm p = {}", fmt_p(reg_h)),
                 )
             } else if p.pass {
                 (Verdict::Pass, "objective met".to_string())
@@ -297,7 +429,7 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
             if v != Verdict::Warn {
                 c.samples_needed = None;
             }
-            continue;
+            return c;
         }
         let (v, why) = if sig_reg && p.beyond_fail {
             (
@@ -305,7 +437,7 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
                 format!(
                     "regression: beyond the {:.0}% fail tolerance, Holm p = {}",
                     c.fail * 100.0,
-                    fmt_p(reg_h[j])
+                    fmt_p(reg_h)
                 ),
             )
         } else if sig_imp && p.improved_beyond_fail {
@@ -314,7 +446,7 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
                 format!(
                     "improvement beyond {:.0}%, Holm p = {}",
                     c.fail * 100.0,
-                    fmt_p(imp_h[j])
+                    fmt_p(imp_h)
                 ),
             )
         } else if raw_sig && p.beyond_warn {
@@ -325,7 +457,7 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
                 format!(
                     "no change beyond {:.0}% (p = {})",
                     c.fail * 100.0,
-                    fmt_p(reg_h[j])
+                    fmt_p(reg_h)
                 ),
             )
         } else if c.ratio.is_some_and(|r| r <= 1.0 + c.warn) {
@@ -348,19 +480,19 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
         let why = match (c.kind, v) {
             (CheckKind::ErrorRate, Verdict::Fail) => format!(
                 "significantly more failed requests, Holm p = {}",
-                fmt_p(reg_h[j])
+                fmt_p(reg_h)
             ),
             (CheckKind::ErrorRate, Verdict::Improved) => format!(
                 "significantly fewer failed requests, Holm p = {}",
-                fmt_p(imp_h[j])
+                fmt_p(imp_h)
             ),
             (CheckKind::ErrorRate, _) => format!(
                 "no significant increase in failed requests (Holm p = {})",
-                fmt_p(reg_h[j])
+                fmt_p(reg_h)
             ),
             (CheckKind::TailExceedance, Verdict::Pass) => format!(
                 "no significant growth of the tail (Holm p = {})",
-                fmt_p(reg_h[j])
+                fmt_p(reg_h)
             ),
             _ => why,
         };
@@ -382,8 +514,34 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
         if v != Verdict::Warn && (v != Verdict::Pass || p.pass) {
             c.samples_needed = None;
         }
+        c
     }
-    (checks, family)
+}
+
+/// Holm over the union of merged shards (`perfgate report` with several results files): each
+/// shard adjusted its p-values over its own family only, so a FAIL there may not survive the
+/// larger family. Re-adjusts every check's `p_value` over all merged checks (the same family an
+/// unsharded check would use), and turns a FAIL whose new Holm p-value is no longer below its
+/// `alpha` into WARN, as [`Corrected::finish`] would have (a FAIL was significant before
+/// adjustment and beyond its fail band, hence beyond its warn band). Checks without a recorded
+/// `alpha` (older files) keep their verdict. IMPROVED is left as it is (its p-value is not saved;
+/// it never changes the exit code).
+pub fn correct_merged_family<'a>(checks: impl IntoIterator<Item = &'a mut Check>) {
+    let mut gated: Vec<&mut Check> = checks.into_iter().filter(|c| c.p_value.is_some()).collect();
+    let ps: Vec<f64> = gated.iter().filter_map(|c| c.p_value).collect();
+    let adj = stats::holm::holm_adjust(&ps);
+    for (c, &p) in gated.iter_mut().zip(adj.iter()) {
+        c.p_holm = Some(p);
+        if let (Verdict::Fail, Some(alpha)) = (c.verdict, c.alpha) {
+            if p >= alpha {
+                c.verdict = Verdict::Warn;
+                c.reason = format!(
+                    "slowdown beyond the {:.0}% fail tolerance, but not significant over the merged shards' Holm family (Holm p = {p:.3} >= alpha {alpha}): WARN, not FAIL",
+                    c.fail * 100.0
+                );
+            }
+        }
+    }
 }
 
 /// Above this many samples per side, "needs ~N samples" is no advice anyone can take.
@@ -419,8 +577,8 @@ fn empty_check(
     md: f64,
     nb: usize,
     nc: usize,
-) -> Check {
-    Check {
+) -> Draft {
+    let check = Check {
         scenario: scenario.to_string(),
         metric,
         kind,
@@ -442,6 +600,9 @@ fn empty_check(
         fail_configured: None,
         tau: None,
         alpha: None,
+    };
+    Draft {
+        check,
         p_improve: None,
         pending: None,
     }
@@ -459,15 +620,16 @@ fn needed(n: usize, w: f64, target: f64) -> Option<usize> {
     )
 }
 
-fn p50_check(
-    scenario: &str,
-    m: Metric,
-    b: &Samples,
-    c: &Samples,
-    band: Band,
-    md: f64,
-    alpha: f64,
-) -> Check {
+fn p50_check(input: &CheckInput) -> Draft {
+    let CheckInput {
+        scenario,
+        metric: m,
+        baseline: b,
+        candidate: c,
+        band,
+        min_delta: md,
+        alpha,
+    } = *input;
     let mut ch = empty_check(
         scenario,
         Some(m),
@@ -570,17 +732,16 @@ fn tail_p(hi: &[f64], lo: &[f64], p: f64, fail: f64, md: f64) -> Option<f64> {
     best
 }
 
-#[allow(clippy::too_many_arguments)]
-fn tail_check(
-    scenario: &str,
-    m: Metric,
-    q: Quantile,
-    b: &Samples,
-    c: &Samples,
-    band: Band,
-    md: f64,
-    alpha: f64,
-) -> Check {
+fn tail_check(input: &CheckInput, q: Quantile) -> Draft {
+    let CheckInput {
+        scenario,
+        metric: m,
+        baseline: b,
+        candidate: c,
+        band,
+        min_delta: md,
+        alpha,
+    } = *input;
     let p = q.p();
     let mut ch = empty_check(
         scenario,
@@ -679,7 +840,7 @@ fn exceedance_check(
     c: &Samples,
     band: Band,
     alpha: f64,
-) -> Check {
+) -> Draft {
     let mut ch = empty_check(
         scenario,
         Some(m),
@@ -725,12 +886,15 @@ fn exceedance_check(
     ch
 }
 
-fn error_check(
-    scenario: &str,
-    (fb, nb): (usize, usize),
-    (fc, nc): (usize, usize),
-    max_rate: f64,
-) -> Check {
+fn error_check(scenario: &str, errors: ErrorCounts, max_rate: f64) -> Draft {
+    let Failures {
+        failed: fb,
+        total: nb,
+    } = errors.baseline;
+    let Failures {
+        failed: fc,
+        total: nc,
+    } = errors.candidate;
     let band = Band {
         warn: 0.0,
         fail: 0.0,
@@ -762,7 +926,7 @@ fn error_check(
 /// it (1 - q, or the error rate). Missed (FAIL, through Holm with the other checks) when
 /// P(Bin(n, allowed) >= over) is small; met (PASS) when P(Bin(n, allowed) <= over) <= alpha;
 /// else WARN with the samples the test would need at the share measured.
-fn slo_check(scenario: &str, o: Objective, c: &Samples, alpha: f64) -> Check {
+fn slo_check(scenario: &str, o: Objective, c: &Samples, alpha: f64) -> Draft {
     let band = Band {
         warn: 0.0,
         fail: 0.0,
@@ -912,7 +1076,7 @@ mod tests {
                 Samples { ok: b, failed: 0 },
                 Samples { ok: c, failed: 0 },
             )],
-            errors: ((0, 20), (0, 20)),
+            errors: ErrorCounts::new((0, 20), (0, 20)),
             spread: BTreeMap::new(),
             looks: 1,
             slo: Vec::new(),
@@ -993,7 +1157,7 @@ mod tests {
                     failed: 0,
                 },
             )],
-            errors: ((0, 100), (0, 100)),
+            errors: ErrorCounts::new((0, 100), (0, 100)),
             spread,
             looks: 1,
             slo: Vec::new(),
@@ -1032,7 +1196,7 @@ mod tests {
             scenario: "s".into(),
             gate: g,
             metrics: vec![],
-            errors: ((2, 40), (21, 40)),
+            errors: ErrorCounts::new((2, 40), (21, 40)),
             spread: BTreeMap::new(),
             looks: 1,
             slo: Vec::new(),
@@ -1054,7 +1218,7 @@ mod tests {
             scenario: "s".into(),
             gate: gate(vec![Quantile::P50]),
             metrics: vec![],
-            errors: ((0, 100), (12, 100)),
+            errors: ErrorCounts::new((0, 100), (12, 100)),
             spread: BTreeMap::new(),
             looks: 1,
             slo: Vec::new(),

@@ -2,11 +2,11 @@
 //!
 //! A [`RequestRecord`] is the unit everything downstream works on (stats, gate, baselines).
 //! All times are milliseconds (f64) measured on one monotonic clock from t0, the instant just
-//! before the request was sent (DESIGN s3).
+//! before the request was sent (docs/design.md "Metrics").
 
 use serde::{Deserialize, Serialize};
 
-/// Where `output_tokens` came from (DESIGN s3).
+/// Where `output_tokens` came from (docs/design.md "Metrics").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TokenSource {
@@ -85,7 +85,7 @@ pub struct Failure {
     pub message: String,
 }
 
-/// One measured request (DESIGN s3). Success figures are `None` when undefined.
+/// One measured request (docs/design.md "Metrics"). Success figures are `None` when undefined.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
     /// Start of this request, ms after the start of the measured run.
@@ -107,7 +107,7 @@ pub struct RequestRecord {
     pub t_done_ms: Option<f64>,
     /// Every gap between successive token-bearing events, ms: per event, or per token (a gap
     /// over an event carrying k tokens counted as k gaps of gap/k) when the server reports
-    /// cumulative usage on every token event (DESIGN s3).
+    /// cumulative usage on every token event (docs/design.md "Metrics").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub itl_ms: Vec<f64>,
     /// Generated tokens (see `token_source`).

@@ -2,32 +2,16 @@
 //! verdicts. Every renderer (terminal, markdown, JSON) reads this one model, so they cannot
 //! disagree. Serialised as the `--output` results JSON (`schema_version` 1).
 
-use crate::baseline::MetricSummary;
 use crate::gate::{Check, Verdict};
 use crate::record::RequestRecord;
+use crate::summary::ClientLag;
+use crate::summary::MetricSummary;
+pub use crate::verdict::Status;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version of the results JSON layout.
 pub const RESULTS_SCHEMA_VERSION: u32 = 1;
-
-/// Whether a scenario could be compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Compared with its baseline; see `checks`.
-    Compared,
-    /// No baseline file: run `perfgate bless`.
-    NoBaseline,
-    /// The baseline measures something else (fingerprint, workload or metric definitions).
-    Stale,
-    /// The baseline file is broken.
-    InvalidBaseline,
-    /// The endpoint could not be measured (unreachable, or error rate above `max_error_rate`).
-    Unmeasurable,
-    /// Every request was rejected with 401/403/404/405: a wrong key or base_url (exit 2).
-    Misconfigured,
-}
 
 /// The whole run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,7 +25,7 @@ pub struct Results {
     /// FAIL, WARN, PASS, IMPROVED, NO_BASELINE, ERROR or INTERRUPTED; always
     /// [`crate::verdict::decide`] over `scenarios`.
     pub verdict: crate::verdict::Overall,
-    /// The process exit code (DESIGN s6).
+    /// The process exit code (docs/design.md "Exit codes").
     pub exit_code: i32,
     /// Number of gated checks in the Holm family.
     pub family_size: usize,
@@ -151,33 +135,19 @@ pub struct Measured {
     pub client_lag_ms: Option<ClientLag>,
 }
 
-/// Event-loop lag of the client while it measured: a probe task sleeps
-/// [`crate::runner::LAG_PROBE_INTERVAL`] in a loop on the measuring runtime and records how
-/// late each wakeup was (actual minus due time, ms; tokio rounds a sleep up to its 1 ms timer
-/// tick, so an idle runtime shows about 1-1.5 ms). Quantiles are type 7 over the kept samples (all of them up to
-/// [`crate::runner::LAG_RESERVOIR`], a uniform sample beyond).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClientLag {
-    /// Median wakeup lag, ms.
-    pub p50: f64,
-    /// 99th percentile wakeup lag, ms; above [`crate::runner::CLIENT_LAG_WARN_MS`] the
-    /// scenario gets a "client busy" note.
-    pub p99: f64,
-    /// Largest wakeup lag, ms (over every wakeup).
-    pub max: f64,
-    /// Number of wakeups measured.
-    pub samples: u64,
+/// Open-loop figures of a set of records; `None`s for a closed-loop run.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ScheduleSummaries {
+    /// Delay between a request's scheduled arrival and its send.
+    pub delay: Option<MetricSummary>,
+    /// TTFT counted from the scheduled arrival.
+    pub ttft_from_schedule: Option<MetricSummary>,
+    /// E2E counted from the scheduled arrival.
+    pub e2e_from_schedule: Option<MetricSummary>,
 }
 
-/// Open-loop figures of a set of records: (schedule delay, TTFT from the schedule, E2E from the
-/// schedule) summaries; `None`s for a closed-loop run.
-pub fn schedule_summaries(
-    records: &[RequestRecord],
-) -> (
-    Option<MetricSummary>,
-    Option<MetricSummary>,
-    Option<MetricSummary>,
-) {
+/// The open-loop summaries of a set of records.
+pub fn schedule_summaries(records: &[RequestRecord]) -> ScheduleSummaries {
     let delays: Vec<f64> = records.iter().filter_map(|r| r.sched_delay_ms).collect();
     let from = |f: fn(&RequestRecord) -> Option<f64>| -> Vec<f64> {
         records
@@ -186,18 +156,18 @@ pub fn schedule_summaries(
             .filter_map(|r| Some(r.sched_delay_ms? + f(r)?))
             .collect()
     };
-    (
-        summary(&delays),
-        summary(&from(|r| r.ttft_ms)),
-        summary(&from(|r| r.e2e_ms)),
-    )
+    ScheduleSummaries {
+        delay: summary(&delays),
+        ttft_from_schedule: summary(&from(|r| r.ttft_ms)),
+        e2e_from_schedule: summary(&from(|r| r.e2e_ms)),
+    }
 }
 
 /// Median schedule delay above which the report warns that the client fell behind, ms.
 pub const SCHEDULE_DELAY_WARN_MS: f64 = 5.0;
 
 fn summary(xs: &[f64]) -> Option<MetricSummary> {
-    crate::baseline::metric_summary(xs)
+    crate::summary::metric_summary(xs)
 }
 
 /// Summaries of a set of measured records (successes), including ITL over every gap.
@@ -232,8 +202,25 @@ impl Results {
     /// Sets `verdict` and `exit_code` from the scenarios, the policy and `incomplete`: the one
     /// place they are decided ([`crate::verdict::decide`]).
     pub fn decide(&mut self) {
-        (self.verdict, self.exit_code) =
-            crate::verdict::decide(&self.scenarios, self.baseline_policy, self.incomplete);
+        // A scenario without a usable baseline whose gate.slo objectives were checked is gated
+        // by them (a gate on day one): for the verdict it counts as compared. A broken
+        // baseline file stays an error.
+        let gated_by_slo = |s: &ScenarioResult| {
+            matches!(s.status, Status::NoBaseline | Status::Stale)
+                && s.checks.iter().any(|c| c.kind.is_slo())
+        };
+        (self.verdict, self.exit_code) = crate::verdict::decide(
+            self.scenarios.iter().map(|s| {
+                let status = if gated_by_slo(s) {
+                    Status::Compared
+                } else {
+                    s.status
+                };
+                (status, s.worst())
+            }),
+            self.baseline_policy,
+            self.incomplete,
+        );
     }
     /// Checks with a given verdict, across scenarios.
     pub fn count(&self, v: Verdict) -> usize {
@@ -242,5 +229,105 @@ impl Results {
             .flat_map(|s| s.checks.iter())
             .filter(|c| c.verdict == v)
             .count()
+    }
+}
+
+/// Merges the results of several checks (e.g. one per CI matrix job) into one: scenarios in
+/// order, Holm families added up and Holm redone over the union
+/// ([`crate::gate::correct_merged_family`]), and the
+/// verdict and exit code decided again from the scenarios ([`crate::verdict::decide`]), never
+/// taken from the files' `verdict`/`exit_code` fields. The baseline policy is the strictest of
+/// the files'. A scenario name seen twice is an error naming both files. `files` are the labels
+/// used in messages. A single file is decided again too.
+pub fn merge(mut all: Vec<Results>, files: &[String]) -> Result<Results, String> {
+    if all.is_empty() {
+        return Err("no results file given".into());
+    }
+    let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+    for (i, r) in all.iter().enumerate() {
+        for s in &r.scenarios {
+            if let Some(&j) = seen.get(&s.name) {
+                return Err(format!(
+                    "scenario {} is in both {} and {}: render them separately",
+                    s.name,
+                    files.get(j).map(String::as_str).unwrap_or("?"),
+                    files.get(i).map(String::as_str).unwrap_or("?")
+                ));
+            }
+            seen.insert(s.name.clone(), i);
+        }
+    }
+    let merged = all.len();
+    let mut out = all.remove(0);
+    for r in all {
+        out.family_size += r.family_size;
+        out.incomplete |= r.incomplete;
+        if r.baseline_policy.is_required() {
+            out.baseline_policy = r.baseline_policy;
+        }
+        out.created_at = out.created_at.max(r.created_at);
+        out.scenarios.extend(r.scenarios);
+    }
+    if merged > 1 {
+        crate::gate::correct_merged_family(
+            out.scenarios.iter_mut().flat_map(|s| s.checks.iter_mut()),
+        );
+    }
+    out.decide();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+    use crate::gate::Verdict;
+
+    /// The fixture's `chat-long` scenario alone, its FAIL check given raw p-value `p`.
+    fn shard(name: &str, p: f64) -> Results {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
+        )
+        .unwrap();
+        let mut r: Results = serde_json::from_str(&text).unwrap();
+        r.scenarios.retain(|s| s.name == "chat-long");
+        let s = &mut r.scenarios[0];
+        s.name = name.into();
+        for c in &mut s.checks {
+            c.scenario = name.into();
+            c.alpha = Some(0.01);
+            if c.verdict == Verdict::Fail {
+                c.p_value = Some(p);
+            }
+        }
+        r.family_size = s.checks.iter().filter(|c| c.p_value.is_some()).count();
+        (r.verdict, r.exit_code) = (crate::verdict::Overall::Fail, 1);
+        r
+    }
+
+    fn fails(r: &Results) -> usize {
+        let all = r.scenarios.iter().flat_map(|s| s.checks.iter());
+        all.filter(|c| c.verdict == Verdict::Fail).count()
+    }
+
+    #[test]
+    fn holm_is_redone_over_the_union_of_shards() {
+        // 5 p-values per shard: 0.001 * 5 < 0.01 alone, and 0.001 * 10 = 0.01 over the union
+        let files = ["a.json".to_string(), "b.json".to_string()];
+        let m = merge(vec![shard("a", 0.001), shard("b", 0.001)], &files).unwrap();
+        assert_eq!(m.family_size, 10);
+        assert_eq!(fails(&m), 0);
+        assert_eq!((m.verdict.as_str(), m.exit_code), ("WARN", 0));
+        let c = m.scenarios[0]
+            .checks
+            .iter()
+            .find(|c| c.p_value == Some(0.001));
+        assert!(c.unwrap().reason.contains("merged shards"));
+        // a strong regression survives the larger family (1e-9 * 10), a weak one not (0.002 * 9)
+        let m = merge(vec![shard("a", 1e-9), shard("b", 0.002)], &files).unwrap();
+        assert_eq!(fails(&m), 1);
+        assert_eq!((m.verdict.as_str(), m.exit_code), ("FAIL", 1));
+        // one file: nothing is redone
+        let one = merge(vec![shard("a", 0.001)], &files[..1]).unwrap();
+        assert_eq!(fails(&one), 1);
     }
 }

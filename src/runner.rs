@@ -17,7 +17,7 @@ use crate::client::body;
 use crate::client::http::{Sent, StreamClient};
 use crate::config::Scenario;
 use crate::record::{FailureClass, RequestRecord};
-use crate::results::ClientLag;
+use crate::summary::ClientLag;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -113,15 +113,6 @@ impl RunOutput {
             )
         })
     }
-}
-
-/// The current time as RFC 3339 UTC, second precision.
-pub fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .unwrap_or_else(|_| time::OffsetDateTime::now_utc())
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }
 
 struct Shared {
@@ -261,9 +252,9 @@ impl LagProbe {
         xs.sort_by(f64::total_cmp);
         let q = |p: f64| crate::stats::quantile::quantile_type7(&xs, p).unwrap_or(r.max);
         Some(ClientLag {
-            p50: crate::baseline::round3(q(0.5)),
-            p99: crate::baseline::round3(q(0.99)),
-            max: crate::baseline::round3(r.max),
+            p50: crate::units::round3(q(0.5)),
+            p99: crate::units::round3(q(0.99)),
+            max: crate::units::round3(r.max),
             samples: r.seen,
         })
     }
@@ -331,7 +322,9 @@ impl Session {
             run_id: format!(
                 "{:x}",
                 std::process::id() as u64
-                    ^ Instant::now().elapsed().as_nanos() as u64
+                    ^ std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64)
                     ^ rand_seed()
             ),
         });
@@ -386,7 +379,7 @@ impl Session {
             prompt_fit,
             warm,
             measured: Vec::new(),
-            started_at: now_rfc3339(),
+            started_at: crate::clock::now_rfc3339(),
             run_start: Instant::now(),
             unreachable,
             probe: LagProbe::new(LAG_PROBE_INTERVAL),
@@ -401,7 +394,7 @@ impl Session {
         }
         self.shared.measuring.store(true, Ordering::SeqCst);
         if self.measured.is_empty() {
-            self.started_at = now_rfc3339();
+            self.started_at = crate::clock::now_rfc3339();
             self.run_start = Instant::now();
         }
         self.probe.start();

@@ -4,8 +4,25 @@
 
 use crate::exit;
 use crate::gate::Verdict;
-use crate::results::{ScenarioResult, Status};
 use serde::{Deserialize, Serialize};
+
+/// Whether a scenario could be compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Compared with its baseline; see `checks`.
+    Compared,
+    /// No baseline file: run `perfgate bless`.
+    NoBaseline,
+    /// The baseline measures something else (fingerprint, workload or metric definitions).
+    Stale,
+    /// The baseline file is broken.
+    InvalidBaseline,
+    /// The endpoint could not be measured (unreachable, or error rate above `max_error_rate`).
+    Unmeasurable,
+    /// Every request was rejected with 401/403/404/405: a wrong key or base_url (exit 2).
+    Misconfigured,
+}
 
 /// The overall verdict, serialised as in the results JSON (`"FAIL"`, `"NO_BASELINE"`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,30 +98,23 @@ impl BaselinePolicy {
 /// 3. a misconfigured scenario (every request 401/403/404/405): ERROR, 2;
 /// 4. a FAIL check: FAIL, 1;
 /// 5. a scenario without a usable baseline: NO_BASELINE, 2 (an invalid baseline file always;
-///    missing or stale unless the policy allows them or the scenario's gate.slo objectives were
-///    checked, then 0 when nothing was compared or checked);
+///    missing or stale unless the policy allows them, then 0 when nothing was compared; a
+///    scenario gated by its gate.slo objectives alone comes here as compared, see
+///    [`crate::results::Results::decide`]);
 /// 6. WARN, IMPROVED, PASS: 0.
+///
+/// Each scenario comes as its status and its worst check verdict
+/// ([`crate::results::ScenarioResult::worst`]). As FAIL < WARN < IMPROVED < PASS < INFO, "some
+/// check is WARN" is "some worst is WARN" once no check is FAIL, and so on down the list.
 pub fn decide(
-    scenarios: &[ScenarioResult],
+    scenarios: impl IntoIterator<Item = (Status, Option<Verdict>)>,
     policy: BaselinePolicy,
     interrupted: bool,
 ) -> (Overall, i32) {
-    let any_status = |st: Status| scenarios.iter().any(|s| s.status == st);
-    let any_check = |v: Verdict| {
-        scenarios
-            .iter()
-            .flat_map(|s| s.checks.iter())
-            .any(|c| c.verdict == v)
-    };
-    // A scenario whose gate.slo objectives were checked is gated without a baseline: its
-    // missing or stale baseline is reported, not an error (a gate on day one).
-    let slo_checked = |s: &ScenarioResult| s.checks.iter().any(|c| c.kind.is_slo());
-    let missing = scenarios
-        .iter()
-        .any(|s| matches!(s.status, Status::NoBaseline | Status::Stale) && !slo_checked(s));
-    let gated = scenarios
-        .iter()
-        .any(|s| s.status == Status::Compared || slo_checked(s));
+    let scenarios: Vec<(Status, Option<Verdict>)> = scenarios.into_iter().collect();
+    let any_status = |st: Status| scenarios.iter().any(|s| s.0 == st);
+    let any_check = |v: Verdict| scenarios.iter().any(|s| s.1 == Some(v));
+    let missing = any_status(Status::NoBaseline) || any_status(Status::Stale);
     if interrupted {
         (Overall::Interrupted, exit::INTERRUPTED)
     } else if any_status(Status::Unmeasurable) {
@@ -115,7 +125,7 @@ pub fn decide(
         (Overall::Fail, exit::REGRESSION)
     } else if any_status(Status::InvalidBaseline) || (missing && policy.is_required()) {
         (Overall::NoBaseline, exit::INVALID_INPUT)
-    } else if !gated {
+    } else if !any_status(Status::Compared) {
         (Overall::NoBaseline, exit::OK)
     } else if any_check(Verdict::Warn) {
         (Overall::Warn, exit::OK)
@@ -141,24 +151,11 @@ pub fn with_write_failure(code: i32) -> i32 {
 mod tests {
     use super::*;
 
-    fn scenario(status: Status, verdicts: &[Verdict]) -> ScenarioResult {
-        let text = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
-        )
-        .unwrap();
-        let r: crate::results::Results = serde_json::from_str(&text).unwrap();
-        let mut s = r.scenarios[0].clone();
-        s.status = status;
-        let proto = s.checks[0].clone();
-        s.checks = verdicts
-            .iter()
-            .map(|&v| {
-                let mut c = proto.clone();
-                c.verdict = v;
-                c
-            })
-            .collect();
-        s
+    /// A scenario as [`decide`] sees it: its status and its worst check.
+    type Scenario = (Status, Option<Verdict>);
+
+    fn scenario(status: Status, verdicts: &[Verdict]) -> Scenario {
+        (status, verdicts.iter().copied().min())
     }
 
     #[test]
@@ -175,10 +172,7 @@ mod tests {
         let invalid = scenario(InvalidBaseline, &[]);
         let down = scenario(Unmeasurable, &[]);
         let wrong = scenario(Misconfigured, &[]);
-        let d = |v: &[&ScenarioResult], p| {
-            let v: Vec<ScenarioResult> = v.iter().map(|s| (*s).clone()).collect();
-            decide(&v, p, false)
-        };
+        let d = |v: &[&Scenario], p| decide(v.iter().map(|s| **s), p, false);
         assert_eq!(d(&[&pass], Required), (Overall::Pass, 0));
         assert_eq!(d(&[&pass, &imp], Required), (Overall::Improved, 0));
         assert_eq!(d(&[&imp, &warn], Required), (Overall::Warn, 0));
@@ -194,8 +188,10 @@ mod tests {
         assert_eq!(d(&[&fail, &none], Required), (Overall::Fail, 1));
         assert_eq!(d(&[&fail, &wrong], Required), (Overall::Error, 2));
         assert_eq!(d(&[&wrong, &down], Required), (Overall::Error, 3));
-        let all: Vec<ScenarioResult> = vec![fail.clone(), down.clone()];
-        assert_eq!(decide(&all, Required, true), (Overall::Interrupted, 130));
+        assert_eq!(
+            decide([fail, down], Required, true),
+            (Overall::Interrupted, 130)
+        );
     }
 
     #[test]

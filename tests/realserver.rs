@@ -37,6 +37,9 @@
 //! that cancels the drift, needs `perfgate ab` (issue 17); once it exists this test can run it
 //! beside the committed-baseline check.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -103,10 +106,7 @@ fn start() -> Server {
 }
 
 fn perfgate(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("perfgate").unwrap();
-    c.current_dir(dir)
-        .timeout(std::time::Duration::from_secs(900));
-    c
+    support::perfgate_in(dir, 900)
 }
 
 /// Type-7 quantile (as the gate's reports use) of unsorted values.
@@ -178,10 +178,10 @@ fn server_change(base: &[Value], cand: &[Value], metric: &str, p: f64) -> f64 {
 #[test]
 fn bless_then_check_against_llama_server() {
     if !built() {
-        if std::env::var("PERFGATE_REQUIRE_REALSERVER").as_deref() == Ok("1") {
-            panic!("llama-server is not built: run `scripts/realserver.sh setup` (PERFGATE_REQUIRE_REALSERVER=1 forbids skipping)");
-        }
-        eprintln!("SKIPPED: llama-server not built; run `scripts/realserver.sh setup` to enable this test");
+        support::missing(
+            "PERFGATE_REQUIRE_REALSERVER",
+            "llama-server is not built: run `scripts/realserver.sh setup`",
+        );
         return;
     }
     let server = start();

@@ -18,7 +18,9 @@
 //! test fails if PERFGATE_REQUIRE_THIRDPARTY=1 (as in CI, via scripts/test.sh) and is skipped
 //! with a message otherwise.
 
-use assert_cmd::Command;
+#[path = "support/mod.rs"]
+mod support;
+
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -57,14 +59,12 @@ fn venv_bin(name: &str) -> Option<PathBuf> {
             String::from_utf8_lossy(&out.stdout).trim().to_string(),
         ));
     }
-    if std::env::var("PERFGATE_REQUIRE_THIRDPARTY").as_deref() == Ok("1") {
-        panic!(
-            "{name} is not installed: run `scripts/thirdparty.sh setup` (PERFGATE_REQUIRE_THIRDPARTY=1 forbids skipping)\n{}",
+    support::missing(
+        "PERFGATE_REQUIRE_THIRDPARTY",
+        &format!(
+            "{name} is not installed: run `scripts/thirdparty.sh setup`\n{}",
             String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    eprintln!(
-        "SKIPPED: {name} not installed; run `scripts/thirdparty.sh setup` to enable this test"
+        ),
     );
     None
 }
@@ -234,8 +234,7 @@ const KEY: &str = "sk-perfgate-test";
 const WRONG_KEY: &str = "sk-wrong";
 
 fn perfgate(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("perfgate")
-        .unwrap()
+    support::perfgate()
         .current_dir(dir)
         .args(args)
         .env("PG_TP_KEY", KEY)

@@ -1,7 +1,7 @@
 //! What one SSE event means, per API dialect: does it carry generated tokens, usage, a finish,
 //! an error, the end of the stream? Pure functions over the event's `event:` name and `data:`.
 //!
-//! Token-bearing rules follow DESIGN s3 and `shared/cases/README.md`: non-empty
+//! Token-bearing rules follow docs/design.md ("Metrics") and `tests/cases/README.md`: non-empty
 //! `delta.content`, `delta.reasoning_content` / `delta.reasoning`, a `tool_calls` entry with a
 //! function name or argument text (chat); non-empty `text` (completions); a
 //! `content_block_delta` with text, thinking or JSON (Anthropic). Role-only, empty or null

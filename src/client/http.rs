@@ -24,10 +24,10 @@ const ERROR_BODY_BYTES: usize = 64 << 10;
 pub const WARM_BODY_BYTES: usize = 64 << 10;
 /// Pool warming: limit on the whole pass of `GET <base>/models` requests (each connection is
 /// also bounded by the endpoint's `connect_timeout`); what is not done by then is abandoned.
+pub const POOL_WARM_TIMEOUT: Duration = Duration::from_secs(3);
 /// Re-sends of one request allowed in `Connection: close` mode, where each re-send discards one
 /// stale pooled connection left from before the switch.
 pub const MAX_CLOSE_MODE_RESENDS: u32 = 3;
-pub const POOL_WARM_TIMEOUT: Duration = Duration::from_secs(3);
 /// The keep-alive check: limit on its one `GET <base>/models` (a server whose `/models` never
 /// answers costs at most this plus [`POOL_WARM_TIMEOUT`] per scenario).
 pub const KEEPALIVE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -98,7 +98,7 @@ impl StreamClient {
             reqwest::header::HeaderValue::from_static("text/event-stream"),
         );
         // Ask for an uncompressed stream: a compressor between server and client can hold
-        // events back until its buffer fills, which moves TTFT and ITL (tests/encoding.rs). A
+        // events back until its buffer fills, which moves TTFT and ITL (tests/it/encoding.rs). A
         // body that is gzip or br encoded anyway is still decoded; `headers:` may override this.
         headers.insert(
             reqwest::header::ACCEPT_ENCODING,

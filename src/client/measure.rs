@@ -1,4 +1,4 @@
-//! From stamped events to one [`RequestRecord`] (DESIGN s3). Pure: the known-answer tests feed
+//! From stamped events to one [`RequestRecord`] (docs/design.md "Metrics"). Pure: the known-answer tests feed
 //! it arrival times computed by hand.
 //!
 //! - TTFT = t_first - t0 (first token-bearing event, any channel); TTFOT = first answer event.

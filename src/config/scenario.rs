@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-/// The smallest allowed `load.samples` (DESIGN s2).
+/// The smallest allowed `load.samples` (docs/design.md "Scenarios").
 pub const MIN_SAMPLES: u32 = 20;
 
 /// The streaming API dialect an endpoint speaks.
@@ -239,7 +239,7 @@ impl Endpoint {
     }
 }
 
-/// Prefix-cache policy (DESIGN s2).
+/// Prefix-cache policy (docs/design.md "Scenarios").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CachePolicy {
@@ -388,7 +388,7 @@ impl Objective {
 }
 
 impl Default for GateSpec {
-    /// The defaults of DESIGN s2: TTFT and TPOT at P50 and P99, bands 5/10 % (P50), 10/20 %
+    /// The defaults (docs/gate.md): TTFT and TPOT at P50 and P99, bands 5/10 % (P50), 10/20 %
     /// (P90), 25/50 % (P99), min_delta 5 ms (TTFT) and 0.5 ms (TPOT), alpha 0.01,
     /// max_error_rate 0.
     fn default() -> Self {
@@ -433,14 +433,14 @@ pub struct Scenario {
     pub load: LoadSpec,
     /// Gate.
     pub gate: GateSpec,
-    /// Hash of everything that changes what is measured (DESIGN s2).
+    /// Hash of everything that changes what is measured (docs/design.md "Scenarios").
     pub fingerprint: String,
     /// The scenario as written, when `load.concurrency` or `load.rate` listed levels and this
     /// is one of them (named `<family>-c<N>` / `<family>-r<R>`).
     pub family: Option<String>,
 }
 
-/// The default band for a quantile (DESIGN s2: 5 %/10 % for P50, 25 %/50 % for P99).
+/// The default band for a quantile (5 %/10 % for P50, 25 %/50 % for P99; docs/gate.md).
 pub fn default_band(q: Quantile) -> Band {
     match q {
         Quantile::P50 => Band {
@@ -485,7 +485,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Normalises an HTTP base URL (OpenAI-SDK convention, shared/cases/35): the base includes
+/// Normalises an HTTP base URL (OpenAI-SDK convention, tests/cases/35-base-url-joining.yaml): the base includes
 /// the version segment and perfgate appends the API route. Trailing slashes are removed, a
 /// doubled `/v1/v1` is collapsed, and a pasted full URL ending in `api`'s own route is cut back
 /// to its base; a route of another API is an error. No `/v1` is ever inserted: a URL without a
@@ -1154,7 +1154,7 @@ fn build_slo(
     Ok(out)
 }
 
-/// The scenario fingerprint (DESIGN s2): a hash of endpoint URL, api, model, request and load
+/// The scenario fingerprint (docs/design.md "Scenarios"): a hash of endpoint URL, api, model, request and load
 /// shape (concurrency). `samples`/`warmup` change precision, not what is measured, so they are
 /// excluded; for `sim://` endpoints only the model enters, since the simulator's latency
 /// parameters play the part of the server under test.

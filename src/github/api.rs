@@ -3,7 +3,7 @@
 //! created) and the one tracking issue of runs without a PR (opened or updated on FAIL, closed
 //! with one comment when a later run passes).
 //!
-//! Every call here runs in `tests/github_prism.rs` against Prism serving GitHub's own OpenAPI
+//! Every call here runs in `tests/it/github_prism.rs` against Prism serving GitHub's own OpenAPI
 //! description, which rejects requests that do not match it. Responses are read into minimal
 //! structs (only the fields used), so GitHub Enterprise versions with other fields still parse.
 //! Loops are bounded ([`MAX_COMMENT_PAGES`], [`MAX_ISSUE_PAGES`]); every request has connect

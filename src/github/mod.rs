@@ -1,4 +1,4 @@
-//! GitHub (DESIGN s7): after `check` has written its reports, keep one PR comment per check id
+//! GitHub (docs/design.md "GitHub"): after `check` has written its reports, keep one PR comment per check id
 //! up to date (found by the hidden `<!-- perfgate:ID -->` marker, edited in place), write the
 //! step summary, annotations and step outputs, and on scheduled/push runs keep one tracking issue.
 //!

@@ -356,7 +356,7 @@ pub fn chart(r: &Results) -> Option<String> {
                 .filter(|ch| ch.is_ascii_alphanumeric() || "._-".contains(*ch))
                 .collect();
             for q in &quantiles {
-                let pick = |s: &crate::baseline::MetricSummary| match q {
+                let pick = |s: &crate::summary::MetricSummary| match q {
                     Quantile::P50 => s.p50,
                     Quantile::P90 => s.p90,
                     Quantile::P99 => s.p99,

@@ -12,7 +12,7 @@ pub mod progress;
 pub mod sweep_plot;
 pub mod terminal;
 
-use crate::baseline::BaselineRecord;
+use crate::baseline::{Baseline, BaselineRecord, LoadError};
 use crate::gate::{Check, CheckKind};
 use crate::record::RequestRecord;
 use crate::results::Results;
@@ -146,25 +146,49 @@ impl Report {
                 Some(d) => crate::baseline::path_for(d, &s.name),
                 None => PathBuf::from(&info.path),
             };
-            let got = match crate::baseline::load(&path) {
-                Ok(b) if b.created_at == info.created_at => {
-                    Ok(Distributions::from_baseline(b.records()))
-                }
-                Ok(b) => Err(format!(
-                    "{} was blessed at {}, not at {} like the baseline these results were compared with; pass --baseline-dir with the compared baselines",
-                    path.display(),
-                    b.created_at,
-                    info.created_at
-                )),
-                Err(crate::baseline::LoadError::Missing(p)) => Err(format!(
-                    "baseline values not drawn: no file at {} (pass --baseline-dir)",
-                    p.display()
-                )),
-                Err(crate::baseline::LoadError::Invalid(m)) => Err(m),
-            };
+            let loaded = crate::baseline::load(&path);
+            let got = distributions(&path, info, loaded.as_ref().map_err(Clone::clone));
             baselines.insert(s.name.clone(), got);
         }
         Report { results, baselines }
+    }
+
+    /// As [`Report::new`], with baselines already loaded (by the check that produced
+    /// `results`): `lookup` gives each scenario's baseline path and file.
+    pub fn with_loaded<'a>(
+        results: Results,
+        lookup: impl Fn(&str) -> (PathBuf, Result<&'a Baseline, LoadError>),
+    ) -> Report {
+        let mut baselines = BTreeMap::new();
+        for s in &results.scenarios {
+            let Some(info) = &s.baseline else { continue };
+            let (path, loaded) = lookup(&s.name);
+            baselines.insert(s.name.clone(), distributions(&path, info, loaded));
+        }
+        Report { results, baselines }
+    }
+}
+
+/// The baseline values to draw for a scenario compared with the baseline `info` describes, or
+/// why they are not available (the file at `path` is missing, broken, or another bless).
+fn distributions(
+    path: &Path,
+    info: &crate::results::BaselineInfo,
+    loaded: Result<&Baseline, LoadError>,
+) -> Result<Distributions, String> {
+    match loaded {
+        Ok(b) if b.created_at == info.created_at => Ok(Distributions::from_baseline(b.records())),
+        Ok(b) => Err(format!(
+            "{} was blessed at {}, not at {} like the baseline these results were compared with; pass --baseline-dir with the compared baselines",
+            path.display(),
+            b.created_at,
+            info.created_at
+        )),
+        Err(LoadError::Missing(p)) => Err(format!(
+            "baseline values not drawn: no file at {} (pass --baseline-dir)",
+            p.display()
+        )),
+        Err(LoadError::Invalid(m)) => Err(m),
     }
 }
 
@@ -225,7 +249,7 @@ pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
     let mut out = Written::default();
     for (what, path, render) in jobs {
         if let Some(p) = path {
-            match crate::baseline::write_atomic(p, &render()) {
+            match crate::fsutil::write_atomic(p, &render()) {
                 Ok(()) => out.written.push(format!("{what}: {}", p.display())),
                 Err(e) => out.failed.push(format!(
                     "cannot write the {what} to {}: {e}; the other reports were written and the verdict stands",

@@ -130,7 +130,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
         }
         let sm = |k: &str| m.summary.get(k);
         if m.ok > 0 {
-            let q = |k: &str, f: fn(&crate::baseline::MetricSummary) -> f64| {
+            let q = |k: &str, f: fn(&crate::summary::MetricSummary) -> f64| {
                 sm(k).map(|s| fmt_ms(f(s))).unwrap_or_else(|| "-".into())
             };
             let _ = writeln!(

@@ -1,4 +1,4 @@
-//! The built-in OpenAI-compatible streaming simulator (DESIGN s1, `perfgate sim`), on loopback
+//! The built-in OpenAI-compatible streaming simulator (docs/design.md "Jobs", `perfgate sim`), on loopback
 //! only: seeded lognormal TTFT and inter-token gaps (ms) with fault injection, or a recorded
 //! stream case replayed with its timing. It stands in for a server in the quickstart and tests.
 

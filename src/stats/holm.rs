@@ -1,5 +1,5 @@
 //! Holm's step-down multiple-testing adjustment (Holm 1979, Scand. J. Statist. 6:65), controlling the
-//! family-wise error rate over all gated checks of one run (DESIGN.md s4; gate-statistics.md s2.4).
+//! family-wise error rate over all gated checks of one run (docs/gate.md).
 
 /// Holm-adjusted p-values, in the input order: with the m p-values sorted ascending p_(1) <= ... <= p_(m),
 /// adj_(i) = min(1, max_{j <= i} (m - j + 1) p_(j)). Rejecting where adj < alpha is Holm's procedure.

@@ -1,5 +1,5 @@
-//! Pure statistics for the regression gate (DESIGN.md s4; formulas from
-//! `background/gate-statistics.md` s2): quantiles, rank tests, the Hodges-Lehmann shift with its Moses
+//! Pure statistics for the regression gate (docs/gate.md; each file cites the literature of its
+//! formulas): quantiles, rank tests, the Hodges-Lehmann shift with its Moses
 //! interval, exact binomial/Fisher tests and Holm's step-down adjustment.
 //!
 //! Invariants shared by every submodule:

@@ -1,6 +1,6 @@
 //! Sample quantiles and distribution-free order-statistic bounds: Hyndman & Fan (1996) type 7 (numpy's
 //! default "linear"), Harrell & Davis (1982, Biometrika 69:635), and exact binomial bounds for X_(k)
-//! (David & Nagaraja, "Order Statistics", s7.1; gate-statistics.md s2.1).
+//! (David & Nagaraja, "Order Statistics", s7.1; docs/gate.md).
 //!
 //! Quantile functions take a slice that is already sorted ascending and free of NaN (use [`sorted`]);
 //! probabilities `p` are in [0, 1]; results are in the unit of the samples.
@@ -110,7 +110,7 @@ pub fn harrell_davis(sorted: &[f64], p: f64) -> Option<f64> {
 
 /// The largest 1-based k such that X_(k) is a one-sided `conf` lower confidence bound for the
 /// population p-quantile q_p, from the exact, distribution-free identity P(X_(k) <= q_p) = P(Bin(n, p) >= k)
-/// (continuous distributions; David & Nagaraja s7.1, gate-statistics.md s2.1).
+/// (continuous distributions; David & Nagaraja s7.1; docs/gate.md).
 ///
 /// Example: n = 100, p = 0.99, conf = 0.95 gives Some(97) (coverage 98.2 %; k = 98 covers only 92.1 %).
 /// Returns `None` when even k = 1 fails (1 - (1 - p)^n < conf), when n = 0, or when `p` or `conf` is not
@@ -139,7 +139,7 @@ pub fn order_stat_lower_bound(n: usize, p: f64, conf: f64) -> Option<usize> {
 
 /// The smallest 1-based k such that X_(k) is a one-sided `conf` upper confidence bound for the
 /// population p-quantile q_p: P(X_(k) >= q_p) = P(Bin(n, p) <= k - 1) >= conf (exact, distribution-free;
-/// David & Nagaraja s7.1, gate-statistics.md s2.1).
+/// David & Nagaraja s7.1; docs/gate.md).
 ///
 /// Returns `None` when even k = n fails, i.e. 1 - p^n < conf: P99 at 95 % needs n >= 299 (n = 299 gives
 /// Some(299), n = 298 None) and P90 needs n >= 29 (see [`min_n_for_upper_bound`]); also `None` when n = 0 or
@@ -168,7 +168,7 @@ pub fn order_stat_upper_bound(n: usize, p: f64, conf: f64) -> Option<usize> {
 }
 
 /// The smallest n for which a one-sided `conf` upper bound for the p-quantile exists, i.e. for which the
-/// sample maximum X_(n) covers: 1 - p^n >= conf (gate-statistics.md s2.1). P90 at 95 %: 29; P99 at 95 %: 299.
+/// sample maximum X_(n) covers: 1 - p^n >= conf (docs/gate.md). P90 at 95 %: 29; P99 at 95 %: 299.
 ///
 /// Returns 1 when p <= 0 or conf <= 0 (any single sample bounds it), and `usize::MAX` when no n suffices
 /// (p >= 1, conf >= 1, or a NaN argument).
@@ -388,7 +388,8 @@ mod tests {
         assert!(close(s.p99, 3.97, 1e-15));
     }
 
-    /// gate-statistics.md s2.1 table, checked against the exact binomial coverage.
+    /// The smallest n that bounds each tail quantile (docs/gate.md, "Checks"), checked against
+    /// the exact binomial coverage.
     /// Coverage values: scipy 1.17.1 `stats.binom.sf(k-1, n, p)` (P(Bin(n,p) >= k)):
     /// n=100,p=.99: k=97 -> 0.9816259635553503, k=98 -> 0.9206267977478195;
     /// n=20: k=19 -> 0.9831406623643482, k=20 -> 0.8179069375972308.

@@ -1,7 +1,7 @@
 //! The Mann-Whitney U test (Mann & Whitney 1947, Ann. Math. Statist. 18:50): exact null distribution by the
 //! Mann-Whitney recursion when there are no ties and n_c n_b <= [`EXACT_MAX_PAIRS`], else the normal
 //! approximation with tie and continuity corrections (Hollander & Wolfe, "Nonparametric Statistical
-//! Methods", ch. 4; gate-statistics.md s2.2 M1). Also the critical count k behind the Moses interval.
+//! Methods", ch. 4; docs/gate.md). Also the critical count k behind the Moses interval.
 //!
 //! U_c = #{(i, j): c_i > b_j} + 0.5 #{(i, j): c_i = b_j}. The test is rank-based, so it gives the same
 //! answer on latencies and on ln(latency). NaN samples are dropped; +inf (censored) samples are ranked
@@ -123,7 +123,7 @@ pub fn mann_whitney_less(c: &[f64], b: &[f64]) -> Option<f64> {
 }
 
 /// The Moses critical count k for a one-sided (1 - `alpha_one_sided`) bound on the shift between samples of
-/// sizes `n_c` and `n_b` (Hollander & Wolfe ch. 4; gate-statistics.md s2.2 M1): with the N = n_c n_b pairwise
+/// sizes `n_c` and `n_b` (Hollander & Wolfe ch. 4; docs/gate.md): with the N = n_c n_b pairwise
 /// differences sorted, D_(k+1) is the lower bound and D_(N-k) the upper bound.
 ///
 /// - `exact = true`: the largest k with P0(U <= k) <= alpha under the exact null distribution (valid when

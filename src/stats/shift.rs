@@ -1,5 +1,5 @@
 //! Hodges-Lehmann shift with Moses CI (Hodges & Lehmann 1963, Ann. Math. Statist. 34:598; Moses interval
-//! as in Hollander & Wolfe, "Nonparametric Statistical Methods", ch. 4; gate-statistics.md s2.2 M1), on
+//! as in Hollander & Wolfe, "Nonparametric Statistical Methods", ch. 4; docs/gate.md), on
 //! ln(latency) and reported on the ratio scale.
 //!
 //! With l = ln(latency), the N = n_c n_b differences D_ij = lc_i - lb_j are never materialised: their order

@@ -1,6 +1,6 @@
 //! Run-to-run spread tau: the log-sd of a per-run multiplicative effect (runner or endpoint
 //! drift between the bless run and a later check), estimated from k >= 2 runs
-//! (DESIGN s4, background/gate-statistics.md s2.3).
+//! (docs/gate.md "Family and bands").
 //!
 //! With m_i the median of run i and ln m_i its log, the spread of the k log medians is
 //! tau^2 + v_w, where v_w is the part explained by sampling within runs: the variance of a
@@ -59,7 +59,7 @@ pub fn spread_upper_at(runs: &[Vec<f64>], gamma: f64) -> Option<f64> {
     Some((upper_total - v_w).max(0.0).sqrt())
 }
 
-/// The fail tolerance widened to the run-to-run spread (DESIGN s4):
+/// The fail tolerance widened to the run-to-run spread (docs/gate.md "Family and bands"):
 /// max(fail, exp(2.33 * tau * sqrt(1 + 1/k)) - 1).
 pub fn widened_fail(fail: f64, tau: f64, k: usize) -> f64 {
     if k == 0 || !tau.is_finite() || tau <= 0.0 {
@@ -112,7 +112,7 @@ mod tests {
     #[test]
     fn widening_follows_the_formula() {
         assert_eq!(widened_fail(0.10, 0.0, 5), 0.10);
-        // tau 0.05, k 5: exp(2.33 * 0.05 * sqrt(1.2)) - 1 = 0.1361 (gate-statistics.md: 13.6 %)
+        // tau 0.05, k 5: exp(2.33 * 0.05 * sqrt(1.2)) - 1 = 0.1361 (13.6 %)
         assert!((widened_fail(0.10, 0.05, 5) - 0.1361).abs() < 0.0005);
         assert_eq!(widened_fail(0.50, 0.05, 5), 0.50);
     }

@@ -1,6 +1,6 @@
 //! Exact tests on counts: binomial tails and the one-sided Fisher exact test (Fisher 1935; hypergeometric
 //! tail given both margins, as in Agresti, "Categorical Data Analysis", s3.5), used for error rates and the
-//! tail-exceedance check (DESIGN.md s4; gate-statistics.md s2.2 M3/M4).
+//! tail-exceedance check (docs/gate.md).
 //!
 //! Tails are summed from their largest term outward (the smaller tail directly, the larger one as a
 //! complement), with each term from the previous by the exact pmf ratio, so small p-values keep their

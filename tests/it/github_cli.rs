@@ -1,10 +1,10 @@
 //! The `perfgate` binary in a simulated GitHub Actions pull_request run: the built-in simulator
 //! (`sim://`) as the endpoint, a fake PR event file (`GITHUB_EVENT_PATH`) and the local fake
-//! GitHub (`GITHUB_API_URL`, tests/github_support). Two `check` runs leave exactly one comment,
+//! GitHub (`GITHUB_API_URL`, tests/it/github_support). Two `check` runs leave exactly one comment,
 //! edited in place, whose body matches the insta snapshot (volatile numbers and timestamps
 //! redacted); a fork's 403 warns and leaves the exit code to the verdict.
 
-mod github_support;
+use crate::github_support;
 
 use assert_cmd::Command;
 use github_support::{FakeGithub, TOKEN};
@@ -44,14 +44,7 @@ fn setup() -> tempfile::TempDir {
 /// perfgate with none of the host's GitHub or runner variables (the tests may themselves run
 /// inside GitHub Actions).
 fn perfgate(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("perfgate").unwrap();
-    c.current_dir(dir)
-        .timeout(std::time::Duration::from_secs(180));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("GITHUB_") || k.starts_with("RUNNER_") || k.starts_with("PERFGATE_SIM") {
-            c.env_remove(k);
-        }
-    }
+    let mut c = crate::support::perfgate_in(dir, 180);
     c.env_remove("T");
     c
 }
@@ -159,6 +152,10 @@ fn two_checks_in_a_pr_leave_one_comment_edited_in_place() {
 
     insta::with_settings!({
         description => "the PR comment after the second `perfgate check` (numbers redacted)",
+        // tests/snapshots/github_cli__pr_comment_after_two_runs.snap, as when this file was its
+        // own test binary.
+        snapshot_path => "../snapshots",
+        prepend_module_to_snapshot => false,
         filters => vec![
             // Charts belong to the markdown renderer's own snapshots; here only their place.
             (r"(?s)```mermaid\n.*```\n", "[charts]\n"),
@@ -181,7 +178,7 @@ fn two_checks_in_a_pr_leave_one_comment_edited_in_place() {
             (r"(needs ~?|needs n >= )\d+", "${1}[n]"),
         ]
     }, {
-        insta::assert_snapshot!("pr_comment_after_two_runs", ours.body);
+        insta::assert_snapshot!("github_cli__pr_comment_after_two_runs", ours.body);
     });
 }
 

@@ -4,7 +4,6 @@
 //! `jsonschema` crate (JSON Schema 2020-12, formats checked). The schema forbids unknown fields,
 //! so a new field in `Results` fails here until the schema documents it.
 
-use assert_cmd::Command;
 use perfgate::results::RESULTS_SCHEMA_VERSION;
 use serde_json::Value;
 
@@ -88,8 +87,7 @@ scenarios:
     .unwrap();
     let s = d.join("s.yaml");
     let b = d.join("baselines");
-    Command::cargo_bin("perfgate")
-        .unwrap()
+    crate::support::perfgate()
         .args(["bless", "--runs", "1", "--only", "compared", "-s"])
         .arg(&s)
         .arg("--baselines")
@@ -98,8 +96,7 @@ scenarios:
         .code(0);
     let out = d.join("out/results.json");
     let (junit, html) = (d.join("out/r.xml"), d.join("out/r.html"));
-    Command::cargo_bin("perfgate")
-        .unwrap()
+    crate::support::perfgate()
         .env_remove("GITHUB_ACTIONS")
         .args(["check", "--allow-missing-baseline", "-s"])
         .arg(&s)

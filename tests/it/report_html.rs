@@ -19,19 +19,16 @@ fn chromium() -> Option<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
     if p.exists() {
-        Some(p)
-    } else if std::env::var("PERFGATE_REQUIRE_CHROMIUM").as_deref() == Ok("1") {
-        panic!(
-            "PERFGATE_REQUIRE_CHROMIUM=1 but {} is missing: run scripts/report-tools.sh setup",
-            p.display()
-        );
-    } else {
-        eprintln!(
-            "skipped: no Chromium at {} (scripts/report-tools.sh setup installs Debian's)",
-            p.display()
-        );
-        None
+        return Some(p);
     }
+    crate::support::missing(
+        "PERFGATE_REQUIRE_CHROMIUM",
+        &format!(
+            "no Chromium at {} (scripts/report-tools.sh setup installs Debian's)",
+            p.display()
+        ),
+    );
+    None
 }
 
 /// Opens `page` headless, writes a screenshot to `png`, and returns the page's console lines

@@ -1,9 +1,9 @@
 //! Behaviour of the GitHub integration against a local stateful fake of GitHub's REST API
-//! (tests/github_support): the marker found on page 2, update in place, a fork's 403, a report
+//! (tests/it/github_support): the marker found on page 2, update in place, a fork's 403, a report
 //! over GitHub's 65,536-character limit, the tracking issue of scheduled runs, a missing token.
 //! Everything runs on 127.0.0.1; every call is bounded by perfgate's own API deadline.
 
-mod github_support;
+use crate::github_support;
 
 use github_support::{results, FakeGithub, BLESS_SHA, TOKEN};
 use perfgate::github::api::{CommentAction, IssueAction};

@@ -1,15 +1,13 @@
 //! Open-loop load (`load.rate`): Poisson arrivals on the built-in simulator, schedule delay
 //! reported, and a warning when the client falls behind its schedule.
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 fn check(yaml: &str) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
     std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
-    let out = Command::cargo_bin("perfgate")
-        .unwrap()
+    let out = crate::support::perfgate()
         .current_dir(dir.path())
         .env_remove("PERFGATE_SIM_TPOT_MS")
         .timeout(std::time::Duration::from_secs(120))

@@ -6,11 +6,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 fn perfgate(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("perfgate").unwrap();
-    c.current_dir(dir)
-        .env_remove("PERFGATE_SIM_TPOT_MS")
-        .timeout(std::time::Duration::from_secs(180));
-    c
+    crate::support::perfgate_in(dir, 180)
 }
 
 /// Four scenarios on the simulator; TPOT comes from T (default 4 ms). Names not in sorted order.

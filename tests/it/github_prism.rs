@@ -43,10 +43,7 @@ fn tools() -> Option<(String, String)> {
                        `bash scripts/github-tools.sh setup` and \
                        `eval \"$(bash scripts/github-tools.sh env)\"` (sets PERFGATE_PRISM and \
                        PERFGATE_GITHUB_OPENAPI)";
-            if std::env::var("PERFGATE_REQUIRE_GITHUB_TOOLS").as_deref() == Ok("1") {
-                panic!("{msg}; PERFGATE_REQUIRE_GITHUB_TOOLS=1 makes this a failure");
-            }
-            eprintln!("SKIPPED github_prism: {msg}");
+            crate::support::missing("PERFGATE_REQUIRE_GITHUB_TOOLS", msg);
             None
         }
     }

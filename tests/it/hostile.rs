@@ -2,7 +2,6 @@
 //! memory, and leaves other scenarios unaffected. Every server here is a thread on 127.0.0.1
 //! that serves a bounded number of connections for a bounded time.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -50,8 +49,7 @@ fn run(yaml: &str) -> (Option<i32>, Value, String, Duration) {
     std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
     std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
     let t = Instant::now();
-    let o = Command::cargo_bin("perfgate")
-        .unwrap()
+    let o = crate::support::perfgate()
         .current_dir(dir.path())
         .args(["check", "--allow-missing-baseline", "--output", "r.json"])
         .timeout(Duration::from_secs(120))
@@ -207,8 +205,7 @@ fn a_redirect_to_another_host_is_not_followed_and_the_key_stays_home() {
         format!("scenarios:\n  - name: redirect\n    endpoint: {{base_url: 'http://127.0.0.1:{port}/v1', model: m, api_key_env: PG_KEY}}\n    request: {{prompt: hi, max_tokens: 4}}\n"),
     )
     .unwrap();
-    let o = Command::cargo_bin("perfgate")
-        .unwrap()
+    let o = crate::support::perfgate()
         .current_dir(dir.path())
         .args(["check", "--allow-missing-baseline"])
         .env("PG_KEY", "sk-redirect-canary-123")

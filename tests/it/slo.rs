@@ -3,13 +3,11 @@
 //! client's own few ms, so with `ttft_ms=40` every request is far above 10 ms and far below
 //! 1 s: the counts over each objective below are known exactly, and so are the binomial tails.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
 
 fn perfgate(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o = Command::cargo_bin("perfgate")
-        .unwrap()
+    let o = crate::support::perfgate()
         .current_dir(dir)
         .args(args)
         .timeout(std::time::Duration::from_secs(120))

@@ -16,7 +16,7 @@ const BASELINES: &str = "tests/fixtures/baselines";
 macro_rules! snap {
     ($name:expr, $value:expr) => {{
         let mut s = insta::Settings::clone_current();
-        s.set_snapshot_path("snapshots/report");
+        s.set_snapshot_path("../snapshots/report");
         s.set_prepend_module_to_snapshot(false);
         s.bind(|| insta::assert_snapshot!($name, $value));
     }};

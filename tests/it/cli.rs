@@ -6,11 +6,7 @@ use serde_json::Value;
 use std::path::Path;
 
 fn perfgate(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("perfgate").unwrap();
-    c.current_dir(dir)
-        .env_remove("PERFGATE_SIM_TPOT_MS")
-        .timeout(std::time::Duration::from_secs(120));
-    c
+    crate::support::perfgate_in(dir, 120)
 }
 
 /// A scenario file on the simulator; TPOT comes from the env var T (default 4 ms).

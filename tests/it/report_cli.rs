@@ -1,7 +1,6 @@
 //! The report commands end to end: `perfgate init` (scaffold, never overwrite), `perfgate report`
 //! (re-render saved results without measuring), and the runner's progress hook.
 
-use assert_cmd::Command;
 use perfgate::config::Scenario;
 use perfgate::record::RequestRecord;
 use perfgate::report::{html, json, junit, markdown, terminal, Report};
@@ -9,11 +8,7 @@ use perfgate::runner::{Progress, PROGRESS};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-fn perfgate() -> Command {
-    let mut c = Command::cargo_bin("perfgate").unwrap();
-    c.env_remove("GITHUB_ACTIONS").env_remove("CI");
-    c
-}
+use crate::support::perfgate;
 
 #[test]
 fn init_scaffolds_a_project_that_validates() {

@@ -3,7 +3,6 @@
 //! accepts it; `https://` against a plain-http server says so. Real processes, real HTTP over
 //! 127.0.0.1; each server thread serves a bounded number of connections for a bounded time.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -48,8 +47,7 @@ fn check(yaml: &str) -> (Option<i32>, String, Value) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
     std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
-    let o = Command::cargo_bin("perfgate")
-        .unwrap()
+    let o = crate::support::perfgate()
         .current_dir(dir.path())
         .args(["check", "--allow-missing-baseline", "--output", "r.json"])
         .timeout(Duration::from_secs(120))

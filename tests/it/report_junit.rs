@@ -49,19 +49,16 @@ fn python() -> Option<PathBuf> {
         }
     };
     if p.exists() {
-        Some(p)
-    } else if std::env::var("PERFGATE_REQUIRE_JUNITPARSER").as_deref() == Ok("1") {
-        panic!(
-            "PERFGATE_REQUIRE_JUNITPARSER=1 but {} is missing: run scripts/report-tools.sh setup",
-            p.display()
-        );
-    } else {
-        eprintln!(
-            "skipped: no junitparser venv at {} (scripts/report-tools.sh setup)",
-            p.display()
-        );
-        None
+        return Some(p);
     }
+    crate::support::missing(
+        "PERFGATE_REQUIRE_JUNITPARSER",
+        &format!(
+            "no junitparser venv at {} (scripts/report-tools.sh setup)",
+            p.display()
+        ),
+    );
+    None
 }
 
 /// Renders `r` to JUnit XML and returns what junitparser read from it.

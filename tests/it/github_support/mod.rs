@@ -1,5 +1,5 @@
 //! A stateful fake of the parts of GitHub's REST API perfgate uses, on 127.0.0.1, for behaviour
-//! tests (tests/github_fake.rs, tests/github_cli.rs). It keeps comments and issues in memory,
+//! tests (tests/it/github_fake.rs, tests/it/github_cli.rs). It keeps comments and issues in memory,
 //! pages lists like GitHub (per_page up to 100, `Link` headers), enforces the 65,536-character
 //! body limit with GitHub's 422, checks the bearer token, and can answer writes with 403 (a fork's
 //! read-only token) or everything with 404. Bounded: at most [`MAX_REQUESTS`] requests are served,

@@ -3,15 +3,13 @@
 //! every message), so the fitting steps can be computed exactly. The real tokenizer case is
 //! tests/realserver_prompt.rs.
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 fn check(yaml: &str) -> (Option<i32>, String, Value) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
     std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
-    let o = Command::cargo_bin("perfgate")
-        .unwrap()
+    let o = crate::support::perfgate()
         .current_dir(dir.path())
         .args(["check", "--allow-missing-baseline", "--output", "r.json"])
         .timeout(std::time::Duration::from_secs(120))
@@ -84,8 +82,7 @@ fn a_concurrency_list_is_one_scenario_and_baseline_per_level_drawn_as_one_sweep(
     )
     .unwrap();
     let run = |args: &[&str]| {
-        Command::cargo_bin("perfgate")
-            .unwrap()
+        crate::support::perfgate()
             .current_dir(dir.path())
             .args(args)
             .timeout(std::time::Duration::from_secs(120))

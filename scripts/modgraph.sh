@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The module graph of src/: which top-level module uses which (`crate::x` paths in code, comments
+# and doc links ignored, `#[cfg(test)]` code included), then two checks:
+#   - no cycle (tsort);
+#   - no upward import: every module sits in a layer (LAYERS below, the data flow of
+#     docs/architecture.md) and uses only modules of lower layers, or of its own layer.
+# Prints the graph and exits 1 on a cycle, an upward import or a module missing from LAYERS.
+# Usage: scripts/modgraph.sh [--quiet]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Lowest first. A module may use modules in its own or lower layers.
+LAYERS=(
+  "exit units clock fsutil cancel redact stats sim"  # leaves: no crate imports of their own
+  "config"                                           # YAML -> validated scenarios
+  "record summary"                                   # per-request records, metric summaries
+  "client"                                           # HTTP, SSE decoding, per-request timing
+  "runner execute"                                   # schedules and sessions -> RunOutput
+  "baseline gate"                                    # baseline files; the statistical gate
+  "verdict"                                          # overall verdict and exit code
+  "results"                                          # the results model every renderer reads
+  "report github"                                    # renderers; the PR comment
+  "check bless calibrate init"                       # commands
+  "cli"                                              # argument parsing and dispatch
+)
+
+layer_of() {
+  local i=0
+  for l in "${LAYERS[@]}"; do
+    for m in $l; do [[ $m == "$1" ]] && { echo $i; return; }; done
+    i=$((i + 1))
+  done
+  echo -1
+}
+
+edges=$(
+  for f in $(find src -name '*.rs' | sort); do
+    m=$(echo "$f" | sed -E 's#^src/##; s#/.*##; s#\.rs$##')
+    [[ $m == lib || $m == main ]] && continue
+    perl -ne 's#//.*##; print' "$f" \
+      | grep -oE 'crate::(\{[^}]*\}|[a-z_0-9]+)' \
+      | sed -E 's/crate:://' | tr -d '{}' | tr ',' '\n' \
+      | sed -E 's/^ *//; s/::.*//' | grep -E '^[a-z_0-9]+$' | sort -u \
+      | sed "s/^/$m /" || true
+  done | awk '$1 != $2' | sort -u
+)
+
+status=0
+[[ ${1:-} == --quiet ]] || {
+  echo "module graph (module: modules it uses)"
+  modules=$(find src -maxdepth 1 -name '*.rs' -o -maxdepth 1 -mindepth 1 -type d | sed -E 's#^src/##; s#\.rs$##' | grep -vE '^(lib|main)$' | sort -u)
+  for m in $modules; do
+    printf '  %-10s L%-2s: %s\n' "$m" "$(layer_of "$m")" "$(echo "$edges" | awk -v m="$m" '$1 == m {printf "%s ", $2}')"
+  done
+}
+
+if ! echo "$edges" | tsort >/dev/null 2>/tmp/modgraph.$$; then :; fi
+if [[ -s /tmp/modgraph.$$ ]]; then
+  echo "CYCLE:"; sed 's/^/  /' /tmp/modgraph.$$; status=1
+else
+  echo "cycles: none"
+fi
+rm -f /tmp/modgraph.$$
+
+upward=0
+while read -r from to; do
+  [[ -z $from ]] && continue
+  lf=$(layer_of "$from"); lt=$(layer_of "$to")
+  if [[ $lf == -1 || $lt == -1 ]]; then
+    echo "NOT IN LAYERS: $from -> $to"; status=1; upward=1
+  elif ((lt > lf)); then
+    echo "UPWARD: $from (L$lf) uses $to (L$lt)"; status=1; upward=1
+  fi
+done <<<"$edges"
+((upward)) || echo "upward imports: none"
+exit $status

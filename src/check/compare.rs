@@ -1,0 +1,399 @@
+//! Compares measured runs with their baselines: each scenario's status, notes and gate input,
+//! then the gate over the whole family, into the [`Results`] model.
+
+use super::baselines::{unusable, Baselines};
+use super::drift::{minority_source_note, workload_drift};
+use super::figures::measured;
+use super::notes::{run_notes, schedule_notes};
+use super::CheckOptions;
+use crate::baseline::Baseline;
+use crate::config::scenario::Objective;
+use crate::config::{Metric, Scenario};
+use crate::exit;
+use crate::gate::{self, Samples, ScenarioSamples};
+use crate::record::RequestRecord;
+use crate::results::{BaselineInfo, Results, ScenarioResult, Status, RESULTS_SCHEMA_VERSION};
+use crate::runner::RunOutput;
+use crate::verdict::Overall;
+use std::collections::BTreeMap;
+
+/// One side of a comparison, whatever produced it (a baseline file, a run just measured, one arm
+/// of a future A/B run): per request, its gated metrics, or `None` for a failed request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Arm {
+    pub requests: Vec<Option<ArmRequest>>,
+}
+
+/// The gated metrics of one successful request, ms (`None` where undefined, e.g. TPOT of a
+/// one-token answer).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ArmRequest {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
+impl ArmRequest {
+    fn metric(&self, m: Metric) -> Option<f64> {
+        match m {
+            Metric::Ttft => self.ttft_ms,
+            Metric::Tpot => self.tpot_ms,
+            Metric::E2e => self.e2e_ms,
+        }
+    }
+}
+
+impl Arm {
+    /// The stored records of a baseline.
+    pub fn from_baseline(b: &Baseline) -> Self {
+        let requests = b
+            .records()
+            .map(|r| {
+                r.error.is_none().then_some(ArmRequest {
+                    ttft_ms: r.ttft_ms,
+                    tpot_ms: r.tpot_ms,
+                    e2e_ms: r.e2e_ms,
+                })
+            })
+            .collect();
+        Arm { requests }
+    }
+
+    /// Measured records.
+    pub fn from_records(recs: &[RequestRecord]) -> Self {
+        let requests = recs
+            .iter()
+            .map(|r| {
+                r.ok().then_some(ArmRequest {
+                    ttft_ms: r.ttft_ms,
+                    tpot_ms: r.tpot_ms,
+                    e2e_ms: r.e2e_ms,
+                })
+            })
+            .collect();
+        Arm { requests }
+    }
+
+    /// The values of one metric over the successes, and the number of failures.
+    fn samples(&self, m: Metric) -> Samples {
+        let mut s = Samples::default();
+        for r in &self.requests {
+            match r {
+                Some(r) => s.ok.extend(r.metric(m)), // None: e.g. TPOT of a 1-token answer
+                None => s.failed += 1,
+            }
+        }
+        s
+    }
+
+    /// Every request as an outcome: one value (0, unused) per success and the failures; for
+    /// checks that count requests (the error-rate objective).
+    fn outcomes(&self) -> Samples {
+        Samples {
+            ok: vec![0.0; self.requests.iter().filter(|r| r.is_some()).count()],
+            failed: self.requests.iter().filter(|r| r.is_none()).count(),
+        }
+    }
+
+    /// (failed, total) requests.
+    fn errors(&self) -> (usize, usize) {
+        let failed = self.requests.iter().filter(|r| r.is_none()).count();
+        (failed, self.requests.len())
+    }
+}
+
+/// The gate's input for one scenario: `baseline` vs `candidate` for each gated metric not in
+/// `skip` (made incomparable by a workload drift), with the baseline's run-to-run `spread` (per
+/// metric: tau and the number of runs; empty when the baseline is a single run). Knows nothing
+/// of where the two arms came from.
+pub fn gate_input(
+    sc: &Scenario,
+    baseline: &Arm,
+    candidate: &Arm,
+    spread: BTreeMap<Metric, (f64, usize)>,
+    skip: &[Metric],
+) -> ScenarioSamples {
+    let metrics = sc
+        .gate
+        .metrics
+        .iter()
+        .filter(|m| !skip.contains(m))
+        .map(|&m| (m, baseline.samples(m), candidate.samples(m)))
+        .collect();
+    ScenarioSamples {
+        scenario: sc.name.clone(),
+        gate: sc.gate.clone(),
+        metrics,
+        spread,
+        errors: gate::ErrorCounts::new(baseline.errors(), candidate.errors()),
+        looks: sc.load.looks().len(),
+        slo: slo_samples(sc, candidate),
+    }
+}
+
+/// The candidate's samples for each `gate.slo` objective.
+fn slo_samples(sc: &Scenario, candidate: &Arm) -> Vec<(Objective, Samples)> {
+    sc.gate
+        .slo
+        .iter()
+        .map(|&o| match o {
+            Objective::Latency { metric, .. } => (o, candidate.samples(metric)),
+            Objective::ErrorRate { .. } => (o, candidate.outcomes()),
+        })
+        .collect()
+}
+
+/// The gate's input for a scenario without a usable baseline that has `gate.slo` objectives:
+/// those objectives alone (a gate on day one): no metric compared, no baseline requests.
+pub fn slo_only_input(sc: &Scenario, candidate: &Arm) -> ScenarioSamples {
+    gate_input(
+        sc,
+        &Arm::default(),
+        candidate,
+        BTreeMap::new(),
+        &sc.gate.metrics,
+    )
+}
+
+/// The run-to-run spread of a k-run baseline for the scenario's gated metrics (empty for a
+/// single-run baseline).
+pub fn baseline_spread(sc: &Scenario, b: &Baseline) -> BTreeMap<Metric, (f64, usize)> {
+    b.run_spread
+        .as_ref()
+        .map(|rs| {
+            sc.gate
+                .metrics
+                .iter()
+                .filter_map(|&m| {
+                    rs.tau
+                        .get(&format!("{}_ms", m.as_str()))
+                        .map(|&t| (m, (t, rs.runs)))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The gate's input for one scenario: its baseline file vs the candidate run, without the
+/// metrics in `skip`.
+pub fn scenario_samples(
+    sc: &Scenario,
+    b: &Baseline,
+    run: &RunOutput,
+    skip: &[Metric],
+) -> ScenarioSamples {
+    gate_input(
+        sc,
+        &Arm::from_baseline(b),
+        &Arm::from_records(&run.records),
+        baseline_spread(sc, b),
+        skip,
+    )
+}
+
+/// Compares measured runs with their baselines and builds the results and exit code.
+pub fn compare(
+    scenarios: &[Scenario],
+    runs: Vec<Result<RunOutput, String>>,
+    baselines: &Baselines,
+    opts: &CheckOptions,
+) -> Results {
+    let mut results: Vec<ScenarioResult> = Vec::new();
+    let mut gate_inputs: Vec<ScenarioSamples> = Vec::new();
+    for (sc, run) in scenarios.iter().zip(runs) {
+        let mut res = ScenarioResult {
+            name: sc.name.clone(),
+            fingerprint: sc.fingerprint.clone(),
+            source: sc.source.clone(),
+            endpoint: sc.endpoint.shown_url(),
+            api: sc.endpoint.api.as_str().to_string(),
+            model: sc.endpoint.model.clone(),
+            concurrency: sc.load.concurrency,
+            family: sc.family.clone(),
+            status: Status::Compared,
+            status_detail: String::new(),
+            baseline: None,
+            measured: measured(&RunOutput::empty()),
+            checks: Vec::new(),
+            notes: Vec::new(),
+            records: Vec::new(),
+        };
+        let run = match run {
+            Ok(r) => r,
+            Err(e) => {
+                res.status = Status::Unmeasurable;
+                res.status_detail = e;
+                results.push(res);
+                continue;
+            }
+        };
+        res.measured = measured(&run);
+        res.measured.target_rate = sc.load.rate;
+        res.notes = sc.endpoint.warnings.clone();
+        res.notes.extend(run_notes(sc, &run));
+        res.notes.extend(schedule_notes(&res.measured));
+        let path = baselines.path_for(&sc.name);
+        let rate = res.measured.failed as f64 / res.measured.requests.max(1) as f64;
+        if res.measured.ok == 0 && misconfigured(&run) {
+            // Every request was refused as unauthorised or not found: the scenario is wrong,
+            // not the server slow (tests/cases/35-base-url-joining.yaml).
+            res.status = Status::Misconfigured;
+            let first = run
+                .records
+                .iter()
+                .chain(&run.warmup_records)
+                .find_map(|r| r.error.as_ref().map(|e| e.message.clone()));
+            res.status_detail =
+                format!("every request was rejected: {}", first.unwrap_or_default());
+        } else if let Some(why) = &run.unreachable {
+            res.status = Status::Unmeasurable;
+            res.status_detail = why.clone();
+        } else if let Some(why) = run.resent_problem() {
+            res.status = Status::Unmeasurable;
+            res.status_detail = why;
+        } else if res.measured.ok == 0 {
+            res.status = Status::Unmeasurable;
+            res.status_detail = format!(
+                "every request failed; first: {}",
+                res.measured.first_error.clone().unwrap_or_default()
+            );
+        }
+        let loaded = baselines.get(&sc.name);
+        if let Ok(b) = &loaded {
+            res.baseline = Some(BaselineInfo {
+                path: path.display().to_string(),
+                created_at: b.created_at.clone(),
+                perfgate_version: b.perfgate_version.clone(),
+                requests: b.records().count(),
+                summary: b.summary.clone(),
+            });
+        }
+        match (&loaded, unusable(sc, loaded.clone())) {
+            (_, Some((status, why))) => {
+                if res.status == Status::Compared {
+                    res.status = status;
+                    res.status_detail = why;
+                }
+            }
+            (Ok(b), None) => match res.status {
+                Status::Compared | Status::Unmeasurable if res.measured.ok > 0 => {
+                    let drifts = workload_drift(sc, b, &run);
+                    let skip: Vec<Metric> = drifts.iter().flat_map(|d| d.metrics.clone()).collect();
+                    let left: Vec<Metric> = sc
+                        .gate
+                        .metrics
+                        .iter()
+                        .copied()
+                        .filter(|m| !skip.contains(m))
+                        .collect();
+                    let whys: Vec<String> = drifts.iter().map(|d| d.why.clone()).collect();
+                    if !drifts.is_empty() && left.is_empty() {
+                        if res.status == Status::Compared {
+                            res.status = Status::Stale;
+                            res.status_detail = format!(
+                                    "workload drift: {}; every gated metric depends on it, so nothing was compared (find out why the workload changed before blessing anything)",
+                                    whys.join("; ")
+                                );
+                        }
+                    } else {
+                        for d in &drifts {
+                            let names: Vec<&str> = d
+                                .metrics
+                                .iter()
+                                .filter(|m| sc.gate.metrics.contains(m))
+                                .map(|m| m.label())
+                                .collect();
+                            if !names.is_empty() {
+                                res.notes.push(format!(
+                                        "workload drift: {}; {} not compared (the other metrics and the error rate are)",
+                                        d.why,
+                                        names.join(" and ")
+                                    ));
+                            }
+                        }
+                        if drifts.is_empty() {
+                            res.notes.extend(minority_source_note(&run));
+                        }
+                        gate_inputs.push(scenario_samples(sc, b, &run, &skip));
+                    }
+                }
+                _ => {}
+            },
+            (Err(_), None) => {} // a failed load is always unusable
+        }
+        // gate.slo needs no baseline: a scenario that could not be compared still has its
+        // absolute objectives checked (a gate on day one).
+        if !sc.gate.slo.is_empty()
+            && res.measured.ok > 0
+            && matches!(
+                res.status,
+                Status::NoBaseline | Status::Stale | Status::InvalidBaseline
+            )
+            && !gate_inputs.iter().any(|g| g.scenario == sc.name)
+        {
+            gate_inputs.push(slo_only_input(sc, &Arm::from_records(&run.records)));
+            let why = match res.status {
+                Status::Stale => "the baseline is stale",
+                Status::InvalidBaseline => "the baseline file is broken",
+                _ => "no baseline yet",
+            };
+            res.notes.push(format!(
+                "{why}: only the gate.slo objectives were checked; bless to gate regressions too"
+            ));
+        }
+        if matches!(
+            res.status,
+            Status::Compared | Status::NoBaseline | Status::Stale
+        ) && rate > sc.gate.max_error_rate
+        {
+            res.status = Status::Unmeasurable;
+            res.status_detail = format!(
+                "error rate {:.1}% is above max_error_rate {:.1}% (first failure: {})",
+                rate * 100.0,
+                sc.gate.max_error_rate * 100.0,
+                res.measured.first_error.clone().unwrap_or_default()
+            );
+        }
+        if let Some(why) = &run.stop_reason {
+            res.notes.push(format!("sequential sampling: {why}"));
+        }
+        res.records = run.records.iter().map(RequestRecord::rounded).collect();
+        results.push(res);
+    }
+    let (checks, family) = gate::evaluate(&gate_inputs);
+    for c in checks {
+        if let Some(r) = results.iter_mut().find(|r| r.name == c.scenario) {
+            r.checks.push(c);
+        }
+    }
+    let mut out = Results {
+        schema_version: RESULTS_SCHEMA_VERSION,
+        perfgate_version: env!("CARGO_PKG_VERSION").to_string(),
+        created_at: crate::clock::now_rfc3339(),
+        id: opts.id.clone(),
+        verdict: Overall::Pass,
+        exit_code: exit::OK,
+        family_size: family,
+        incomplete: false,
+        baseline_policy: opts.policy,
+        scenarios: results,
+    };
+    out.decide();
+    out
+}
+
+/// True when every failure is an HTTP 401/403/404/405: a wrong key or URL, not a slow server.
+fn misconfigured(run: &RunOutput) -> bool {
+    let recs = if run.records.is_empty() {
+        &run.warmup_records
+    } else {
+        &run.records
+    };
+    !recs.is_empty()
+        && recs.iter().all(|r| {
+            r.error.as_ref().is_some_and(|e| {
+                e.class == crate::record::FailureClass::HttpStatus
+                    && matches!(e.status, Some(401 | 403 | 404 | 405))
+            })
+        })
+}

@@ -1,0 +1,323 @@
+//! Whether a baseline still measures the same thing as this scenario: configuration changes
+//! and metric definitions (known before measuring, [`staleness`]) and the workload the run
+//! actually got (known after, [`workload_drift`]).
+
+use crate::baseline::{self, Baseline, BaselineRecord};
+use crate::config::{Metric, Scenario};
+use crate::record::{RequestRecord, TokenSource};
+use crate::runner::RunOutput;
+
+/// The leaves that differ between two configurations, as `path: old -> new` (at most 5).
+pub fn config_diff(old: &serde_json::Value, new: &serde_json::Value) -> Vec<String> {
+    fn walk(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value;
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(
+                        &p,
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                        out,
+                    );
+                }
+            }
+            _ if a != b => {
+                let show = |v: &Value| {
+                    let s = v.to_string();
+                    if s.chars().count() > 40 {
+                        format!("{}…", s.chars().take(40).collect::<String>())
+                    } else {
+                        s
+                    }
+                };
+                out.push(format!("{path}: {} -> {}", show(a), show(b)));
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk("", old, new, &mut out);
+    // the sim's latency settings are not part of the fingerprint
+    out.retain(|d| !d.starts_with("endpoint.base_url: \"sim://"));
+    out.truncate(5);
+    out
+}
+
+/// Why a baseline cannot be compared with this scenario at all, if it cannot: it belongs to
+/// another scenario, the scenario's configuration changed, or the metric definitions did. Known
+/// before measuring.
+pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
+    if b.scenario.name != sc.name {
+        return Some(format!(
+            "the file holds the baseline of scenario `{}`, not `{}`",
+            b.scenario.name, sc.name
+        ));
+    }
+    if b.scenario.fingerprint != sc.fingerprint {
+        let diff = config_diff(&b.scenario.config, &baseline::public_config(sc));
+        return Some(format!(
+            "the scenario changed since its baseline was blessed ({}), so nothing was compared; if the change is intended, bless it against the unchanged server (`perfgate bless --only {}`) and commit the new baseline with the change",
+            if diff.is_empty() {
+                format!("fingerprint {} vs {}", b.scenario.fingerprint, sc.fingerprint)
+            } else {
+                diff.join(", ")
+            },
+            sc.name
+        ));
+    }
+    if b.metrics_version != baseline::METRICS_VERSION {
+        return Some(format!(
+            "the baseline uses metrics_version {} and this perfgate {}: bless it again with this perfgate (`perfgate bless --only {}`) against the unchanged server",
+            b.metrics_version,
+            baseline::METRICS_VERSION,
+            sc.name
+        ));
+    }
+    None
+}
+
+/// A difference in the workload between the baseline and this run, found after measuring, and
+/// the metrics it makes incomparable. The other metrics and the error rate stay gated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drift {
+    /// The metrics that depend on what drifted.
+    pub metrics: Vec<Metric>,
+    /// What drifted, with the numbers.
+    pub why: String,
+}
+
+/// The token source most requests used, its count and the number of requests with a source.
+fn majority_source(sources: &[TokenSource]) -> Option<(TokenSource, usize, usize)> {
+    let total = sources.len();
+    let usage = sources.iter().filter(|s| **s == TokenSource::Usage).count();
+    let (src, n) = if usage * 2 > total {
+        (TokenSource::Usage, usage)
+    } else if (total - usage) * 2 > total {
+        (TokenSource::Events, total - usage)
+    } else {
+        return None;
+    };
+    Some((src, n, total))
+}
+
+fn source_name(t: TokenSource) -> &'static str {
+    match t {
+        TokenSource::Usage => "usage",
+        TokenSource::Events => "events",
+    }
+}
+
+fn median_of(v: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = v.collect();
+    v.sort_by(f64::total_cmp);
+    crate::stats::quantile::quantile_type7(&v, 0.5)
+}
+
+/// What drifted in the workload between the baseline and this run (successful requests only):
+/// - the median prompt tokens (a different tokenizer, chat template or server): TTFT and E2E;
+/// - the median output tokens: TPOT and E2E;
+/// - where most requests' output token counts came from (usage or counted events): TPOT. A
+///   minority of requests with another source (a proxy dropping the usage chunk now and then)
+///   is not a drift when their token counts agree with the others'.
+///
+/// Never advises a new bless: a run that drifted may also have regressed.
+pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift> {
+    let mut out = Vec::new();
+    let ok: Vec<&RequestRecord> = run.records.iter().filter(|r| r.ok()).collect();
+    let base_ok: Vec<&BaselineRecord> = b.records().filter(|r| r.error.is_none()).collect();
+    let cand_prompt = median_of(ok.iter().filter_map(|r| r.prompt_tokens.map(|t| t as f64)));
+    let cand_out = median_of(ok.iter().filter_map(|r| r.output_tokens.map(|t| t as f64)));
+    if let (Some(bp), Some(cp)) = (b.workload.prompt_tokens_p50, cand_prompt) {
+        // The same prompt gives the same prompt tokens; a cold cache adds a short nonce line.
+        let limit = match sc.request.cache {
+            crate::config::CachePolicy::Warm => 0.0,
+            crate::config::CachePolicy::Cold => 0.05 * bp + 16.0,
+        };
+        if (cp - bp).abs() > limit {
+            out.push(Drift {
+                metrics: vec![Metric::Ttft, Metric::E2e],
+                why: format!(
+                    "median prompt tokens {bp} in the baseline vs {cp} now (a different tokenizer, chat template or server)"
+                ),
+            });
+        }
+    }
+    let out_limit = if b.workload.fixed_length { 0.0 } else { 0.10 };
+    let agrees = |bo: f64, co: f64| (co - bo).abs() <= out_limit * bo + 1e-9;
+    if let (Some(bo), Some(co)) = (b.workload.output_tokens_p50, cand_out) {
+        if !agrees(bo, co) {
+            out.push(Drift {
+                metrics: vec![Metric::Tpot, Metric::E2e],
+                why: format!("median output tokens {bo} in the baseline vs {co} now"),
+            });
+        }
+    }
+    let base_sources: Vec<TokenSource> = base_ok.iter().filter_map(|r| r.token_source).collect();
+    let cand_sources: Vec<TokenSource> = ok.iter().filter_map(|r| r.token_source).collect();
+    if let (false, false) = (base_sources.is_empty(), cand_sources.is_empty()) {
+        let bm = majority_source(&base_sources);
+        let cm = majority_source(&cand_sources);
+        match (bm, cm) {
+            (Some((bs, ..)), Some((cs, n, total))) if bs == cs => {
+                // A minority counted another way: comparable when its counts agree.
+                let majority_out = median_of(
+                    ok.iter()
+                        .filter(|r| r.token_source == Some(cs))
+                        .filter_map(|r| r.output_tokens.map(|t| t as f64)),
+                );
+                let off = ok
+                    .iter()
+                    .filter(|r| r.token_source.is_some_and(|s| s != cs))
+                    .filter(|r| match (majority_out, r.output_tokens) {
+                        (Some(m), Some(t)) => !agrees(m, t as f64),
+                        _ => false,
+                    })
+                    .count();
+                if off > 0 {
+                    out.push(Drift {
+                        metrics: vec![Metric::Tpot],
+                        why: format!(
+                            "{} of {total} requests counted output tokens from {} instead of {}, and {off} of them got a different count (median {} from {})",
+                            total - n,
+                            source_name(if cs == TokenSource::Usage { TokenSource::Events } else { TokenSource::Usage }),
+                            source_name(cs),
+                            majority_out.unwrap_or(0.0),
+                            source_name(cs)
+                        ),
+                    });
+                }
+            }
+            (bm, cm) => {
+                let say = |m: Option<(TokenSource, usize, usize)>| match m {
+                    Some((s, n, total)) => format!("{} ({n} of {total})", source_name(s)),
+                    None => "usage and events equally".to_string(),
+                };
+                out.push(Drift {
+                    metrics: vec![Metric::Tpot],
+                    why: format!(
+                        "output tokens were counted from {} in the baseline but from {} now",
+                        say(bm),
+                        say(cm)
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Notes for the requests whose output tokens came from another source than most (kept gated).
+pub(super) fn minority_source_note(run: &RunOutput) -> Option<String> {
+    let ok: Vec<&RequestRecord> = run.records.iter().filter(|r| r.ok()).collect();
+    let sources: Vec<TokenSource> = ok.iter().filter_map(|r| r.token_source).collect();
+    let (src, n, total) = majority_source(&sources)?;
+    (n < total).then(|| {
+        format!(
+            "{} of {total} requests had no `{}` token count and were counted from {} (e.g. a proxy dropped the usage chunk); their counts agree with the others', so TPOT is still compared",
+            total - n,
+            source_name(src),
+            source_name(if src == TokenSource::Usage { TokenSource::Events } else { TokenSource::Usage })
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::TokenSource;
+
+    fn scenario() -> Scenario {
+        let yaml = "scenarios:\n  - name: s\n    endpoint: {base_url: 'sim://'}\n    request: {prompt: hi there, max_tokens: 8, ignore_eos: true}\n";
+        crate::config::parse_str(yaml, "t.yaml", &|_| None)
+            .unwrap()
+            .remove(0)
+    }
+
+    fn record(prompt: u64, out: u64) -> RequestRecord {
+        RequestRecord {
+            ttft_ms: Some(10.0),
+            tpot_ms: Some(2.0),
+            e2e_ms: Some(24.0),
+            t_done_ms: Some(25.0),
+            itl_ms: vec![2.0; 7],
+            output_tokens: Some(out),
+            token_source: Some(TokenSource::Usage),
+            prompt_tokens: Some(prompt),
+            token_events: out,
+            ..RequestRecord::new(0.0)
+        }
+    }
+
+    fn baseline_of(sc: &Scenario, prompt: u64, out: u64) -> Baseline {
+        let mut run = RunOutput::empty();
+        run.records = vec![record(prompt, out); 20];
+        run.started_at = "2026-11-30T00:00:00Z".into();
+        baseline::from_runs(sc, &[run], None)
+    }
+
+    fn run_of(recs: Vec<RequestRecord>) -> RunOutput {
+        let mut run = RunOutput::empty();
+        run.records = recs;
+        run
+    }
+
+    #[test]
+    fn workload_drift_removes_only_what_depends_on_it() {
+        let sc = scenario();
+        let b = baseline_of(&sc, 12, 8);
+        let same = run_of(vec![record(12, 8); 20]);
+        assert_eq!(workload_drift(&sc, &b, &same), vec![]);
+        let d = workload_drift(&sc, &b, &run_of(vec![record(30, 8); 20]));
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].metrics, vec![Metric::Ttft, Metric::E2e]);
+        assert!(
+            d[0].why
+                .contains("median prompt tokens 12 in the baseline vs 30 now"),
+            "{}",
+            d[0].why
+        );
+        let d = workload_drift(&sc, &b, &run_of(vec![record(12, 6); 20]));
+        assert_eq!(d[0].metrics, vec![Metric::Tpot, Metric::E2e]);
+        assert!(d[0]
+            .why
+            .contains("median output tokens 8 in the baseline vs 6 now"));
+        let events = RequestRecord {
+            token_source: Some(TokenSource::Events),
+            ..record(12, 8)
+        };
+        let d = workload_drift(&sc, &b, &run_of(vec![events.clone(); 20]));
+        assert_eq!(d[0].metrics, vec![Metric::Tpot]);
+        assert!(
+            d[0].why
+                .contains("from usage (20 of 20) in the baseline but from events (20 of 20) now"),
+            "{}",
+            d[0].why
+        );
+        // One request of twenty without usage, same count: no drift, a note.
+        let mut mixed = vec![record(12, 8); 19];
+        mixed.push(events.clone());
+        let mixed = run_of(mixed);
+        assert_eq!(workload_drift(&sc, &b, &mixed), vec![]);
+        let note = minority_source_note(&mixed).unwrap();
+        assert!(
+            note.starts_with("1 of 20 requests had no `usage` token count"),
+            "{note}"
+        );
+        // ... with another count, TPOT is not compared.
+        let mut off = vec![record(12, 8); 19];
+        off.push(RequestRecord {
+            output_tokens: Some(5),
+            ..events
+        });
+        let d = workload_drift(&sc, &b, &run_of(off));
+        assert_eq!(d[0].metrics, vec![Metric::Tpot]);
+        assert!(d[0].why.contains("1 of 20 requests counted output tokens from events instead of usage, and 1 of them got a different count"), "{}", d[0].why);
+    }
+}

@@ -1,0 +1,126 @@
+//! `perfgate check`: measure every scenario, compare with its baseline, decide the verdict and
+//! exit code (docs/design.md "Jobs" and "Exit codes", docs/gate.md).
+//!
+//! One module per job: [`figures`] and [`notes`] describe a run, [`baselines`] loads each
+//! baseline once and says whether it is usable, [`drift`] finds what changed between a baseline
+//! and a run, [`compare`] turns runs and baselines into [`Results`], [`confirm`] re-runs FAILs;
+//! this file measures and orchestrates.
+
+mod baselines;
+mod compare;
+mod confirm;
+mod drift;
+mod figures;
+mod notes;
+
+pub use baselines::{missing_message, Baselines};
+pub use compare::{baseline_spread, compare, gate_input, scenario_samples, Arm, ArmRequest};
+pub use drift::{config_diff, staleness, workload_drift, Drift};
+pub use figures::{achieved_concurrency, measured};
+pub use notes::{client_lag_note, run_notes, schedule_notes};
+
+use crate::config::{Metric, Scenario};
+use crate::gate;
+use crate::results::Results;
+use crate::runner::RunOutput;
+
+/// Checks a `--id` (it names the PR comment marker, inside an HTML comment): 1 to 100 letters,
+/// digits and `. _ : / -`. The error is the message for the user.
+pub fn validate_id(id: &str) -> Result<(), String> {
+    if id.is_empty()
+        || id.len() > 100
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
+    {
+        return Err(format!(
+            "--id `{id}`: use 1 to 100 letters, digits and . _ : / - (it goes into an HTML comment)"
+        ));
+    }
+    Ok(())
+}
+
+/// Options of one check.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// Whether a missing or stale baseline fails the check (the default) or is only reported.
+    pub policy: crate::verdict::BaselinePolicy,
+    /// The check id (comment marker).
+    pub id: String,
+}
+
+/// Measures every scenario (sequentially, in looks when `max_samples` is set, stopping a
+/// scenario as soon as all its gated checks are decided) and compares with the baselines.
+///
+/// `baselines` holds every scenario's baseline, read once before measuring
+/// ([`Baselines::load`]).
+pub async fn run_check(
+    scenarios: &[Scenario],
+    baselines: &Baselines,
+    opts: &CheckOptions,
+) -> Results {
+    let mut runs = Vec::with_capacity(scenarios.len());
+    for sc in scenarios {
+        if crate::cancel::requested() {
+            runs.push(Err("not measured: interrupted".to_string()));
+            continue;
+        }
+        let looks = sc.load.looks();
+        eprintln!(
+            "perfgate: measuring {} ({} warmup + {} requests{}, {})",
+            sc.name,
+            sc.load.warmup,
+            sc.load.samples,
+            match sc.load.max_samples {
+                Some(m) => format!(", up to {m} in {} looks", looks.len()),
+                None => String::new(),
+            },
+            match sc.load.rate {
+                Some(r) => format!(
+                    "open loop {r} requests/s, at most {} in flight",
+                    sc.load.concurrency
+                ),
+                None => format!("concurrency {}", sc.load.concurrency),
+            }
+        );
+        let run = match baselines.usable(sc) {
+            Some(b) if looks.len() > 1 => {
+                let mut decide = |out: &RunOutput| {
+                    let skip: Vec<Metric> = workload_drift(sc, b, out)
+                        .into_iter()
+                        .flat_map(|d| d.metrics)
+                        .collect();
+                    let ss = scenario_samples(sc, b, out, &skip);
+                    let (checks, _) = gate::evaluate(std::slice::from_ref(&ss));
+                    gate::all_decided(&checks)
+                        .then(|| "every gated check is PASS, FAIL or IMPROVED".to_string())
+                };
+                crate::execute::measure_until(sc, &mut decide).await
+            }
+            _ => crate::execute::measure(sc).await,
+        };
+        runs.push(run);
+    }
+    let mut results = compare(scenarios, runs, baselines, opts);
+    if !crate::cancel::requested() {
+        confirm::confirm_failures(scenarios, baselines, opts, &mut results).await;
+    }
+    results.incomplete = crate::cancel::requested();
+    results.decide();
+    results
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validate_id;
+
+    #[test]
+    fn check_ids_are_short_and_plain() {
+        assert!(validate_id("perfgate").is_ok());
+        assert!(validate_id("ci/latency:gpu-1.2_a").is_ok());
+        assert!(validate_id("").is_err());
+        assert!(validate_id(&"a".repeat(101)).is_err());
+        let e = validate_id("x-->y <b>").unwrap_err();
+        assert!(e.starts_with("--id `x-->y <b>`"), "{e}");
+    }
+}

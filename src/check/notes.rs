@@ -1,0 +1,161 @@
+//! Notes for the reader about a run: a busy client, fallbacks, a client behind its open-loop
+//! schedule, fixed-length workloads that were not fixed.
+
+use crate::config::Scenario;
+use crate::record::RequestRecord;
+use crate::results::Measured;
+use crate::runner::RunOutput;
+
+/// Open-loop notes: a client that fell behind its arrival schedule.
+pub fn schedule_notes(m: &Measured) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(d) = &m.schedule_delay_ms {
+        if d.p50 > crate::results::SCHEDULE_DELAY_WARN_MS {
+            notes.push(format!(
+                "open loop: the client fell behind its arrival schedule (median schedule delay {:.1} ms, P99 {:.1} ms, above {} ms): requests waited for a free slot of the concurrency cap or for a busy client, so latency from the send understates what users would see; see ttft_from_schedule_ms / e2e_from_schedule_ms",
+                d.p50,
+                d.p99,
+                crate::results::SCHEDULE_DELAY_WARN_MS
+            ));
+        }
+    }
+    notes
+}
+
+/// The "client busy" note: the client's event loop lagged (P99 wakeup lag above
+/// [`crate::runner::CLIENT_LAG_WARN_MS`]) while it measured, so latencies may carry client-side
+/// delay. `None` when the client kept up or was not probed.
+pub fn client_lag_note(lag: Option<&crate::summary::ClientLag>) -> Option<String> {
+    let lag = lag?;
+    (lag.p99 > crate::runner::CLIENT_LAG_WARN_MS).then(|| {
+        format!(
+            "client busy: perfgate itself was late to run its own tasks while measuring (event-loop lag P99 {:.1} ms, max {:.1} ms over {} wakeups every {} ms; above {} ms), so latencies may include client-side delay rather than the server's: lower load.concurrency, use a bigger runner, or split the scenarios across runners with --shard I/N",
+            lag.p99,
+            lag.max,
+            lag.samples,
+            crate::runner::LAG_PROBE_INTERVAL.as_millis(),
+            crate::runner::CLIENT_LAG_WARN_MS
+        )
+    })
+}
+
+/// Notes about the run itself (a busy client, fallbacks, fixed-length workloads that were not
+/// fixed).
+pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
+    let mut notes = Vec::new();
+    notes.extend(client_lag_note(run.client_lag.as_ref()));
+    notes.extend(crate::client::models::unlisted_note(
+        &sc.endpoint.model,
+        run.listed_models.as_deref(),
+    ));
+    notes.extend(
+        run.prompt_fit
+            .as_ref()
+            .map(crate::prompt_fit::PromptFit::note),
+    );
+    notes.extend(goodput_note(sc, run));
+    if run.stream_options_fallback {
+        notes.push("the server rejected `stream_options`; perfgate retried without it, so output tokens come from counting events (set endpoint.include_usage: false to skip the first attempt)".into());
+    }
+    if sc.request.fixed_length() {
+        let off = run
+            .records
+            .iter()
+            .filter(|r| {
+                r.ok()
+                    && r.output_tokens
+                        .is_some_and(|t| t != sc.request.max_tokens as u64)
+            })
+            .count();
+        if off > 0 {
+            notes.push(format!(
+                "workload: {off} successful requests returned a different number of output tokens than max_tokens {} although ignore_eos/min_tokens asked for a fixed length: the server may not support it",
+                sc.request.max_tokens
+            ));
+        }
+    }
+    let distrusted: Vec<&RequestRecord> = run
+        .records
+        .iter()
+        .filter(|r| r.ok() && r.usage_distrusted.is_some())
+        .collect();
+    if let Some(r) = distrusted.first() {
+        notes.push(format!(
+            "{} request(s) reported a usage figure perfgate did not believe (e.g. completion_tokens {} for {} token events, max_tokens {}): output tokens were counted from events instead",
+            distrusted.len(),
+            r.usage_distrusted.unwrap_or(0),
+            r.token_events,
+            sc.request.max_tokens
+        ));
+    }
+    if run.closes_after_stream {
+        notes.push("the server closed its connection after every streamed response (llama.cpp's llama-server does, although it announces keep-alive): each request opened a new connection, so TTFT includes connection setup (TCP, and TLS for https), as it does for any client of this server".into());
+    }
+    if run.resent_before_close_mode > 0 {
+        notes.push(format!(
+            "{} request(s) were sent again, before perfgate found that the server closes its connection after every stream (set load.warmup >= 1 so it finds out before measuring); not counted as dropped requests",
+            run.resent_before_close_mode
+        ));
+    }
+    if run.retried > 0 {
+        notes.push(format!(
+            "{} request(s) were sent again because the server closed a kept-alive connection as it was reused (timed from the second send)",
+            run.retried
+        ));
+    }
+    if run.warmup_failures > 0 {
+        notes.push(format!("{} warmup request(s) failed", run.warmup_failures));
+    }
+    notes
+}
+
+/// Goodput under `gate.slo`: the share of requests that succeeded and met every latency
+/// objective on their own (each request's TTFT, TPOT, E2E at most the objective's value,
+/// whatever its quantile), with its exact 95 % interval and the good requests per second.
+/// `None` without latency objectives or requests.
+pub fn goodput_note(sc: &Scenario, run: &RunOutput) -> Option<String> {
+    use crate::config::scenario::Objective;
+    let limits: Vec<(crate::config::Metric, f64)> = sc
+        .gate
+        .slo
+        .iter()
+        .filter_map(|o| match *o {
+            Objective::Latency { metric, max_ms, .. } => Some((metric, max_ms)),
+            Objective::ErrorRate { .. } => None,
+        })
+        .collect();
+    let n = run.records.len();
+    if limits.is_empty() || n == 0 {
+        return None;
+    }
+    let good = run
+        .records
+        .iter()
+        .filter(|r| {
+            r.ok()
+                && limits.iter().all(|&(m, max)| {
+                    let v = match m {
+                        crate::config::Metric::Ttft => r.ttft_ms,
+                        crate::config::Metric::Tpot => r.tpot_ms,
+                        crate::config::Metric::E2e => r.e2e_ms,
+                    };
+                    v.is_none_or(|v| v <= max)
+                })
+        })
+        .count();
+    let (lo, hi) = crate::stats::objective::clopper_pearson(good as u64, n as u64, 0.95)?;
+    let per_s = if run.wall_ms > 0.0 {
+        format!(
+            "; {:.2} good requests/s",
+            good as f64 / (run.wall_ms / 1000.0)
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "goodput: {good} of {n} requests ({:.1}%, 95% CI [{:.1}%, {:.1}%]) succeeded and met every latency objective of gate.slo on their own{per_s}",
+        good as f64 / n as f64 * 100.0,
+        lo * 100.0,
+        hi * 100.0
+    ))
+}

@@ -1,0 +1,30 @@
+//! The integration tests, in one binary (each test binary links all of perfgate, which made 19 of
+//! them slow to build on 2 cores). One module per former file; run one with
+//! `cargo test --test it MODULE::` (e.g. `cargo test --test it report_snapshots::`).
+//! tests/realserver.rs and tests/thirdparty.rs stay binaries of their own: they start external
+//! servers and must not share the machine with the other tests.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cases;
+mod cli;
+mod client_tuning;
+mod encoding;
+mod github_action;
+mod github_cli;
+mod github_fake;
+mod github_prism;
+mod github_support;
+mod hostile;
+mod messages;
+mod open_loop;
+mod report_cli;
+mod report_html;
+mod report_junit;
+mod report_schema;
+mod report_snapshots;
+mod shard;
+mod sim_schedules;
+mod slo;
+mod workload;

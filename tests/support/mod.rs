@@ -1,0 +1,43 @@
+//! What every integration test binary shares (tests/it/main.rs, tests/realserver.rs,
+//! tests/thirdparty.rs include this file): the perfgate command, and the rule for tests that
+//! need a tool installed outside cargo.
+#![allow(dead_code)] // each binary uses what it needs
+
+use assert_cmd::Command;
+use std::path::Path;
+use std::time::Duration;
+
+/// The built `perfgate` binary, without the CI environment of the machine running the tests
+/// (`GITHUB_*`, `RUNNER_*`, `CI`) or the simulator overrides (`PERFGATE_SIM*`), so a test sees
+/// the same perfgate locally and inside GitHub Actions. Set what a test needs with `.env()`.
+pub fn perfgate() -> Command {
+    let mut c = Command::cargo_bin("perfgate").expect("the perfgate binary is built");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GITHUB_")
+            || k.starts_with("RUNNER_")
+            || k.starts_with("PERFGATE_SIM")
+            || k == "CI"
+        {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+/// [`perfgate`] run in `dir`, killed after `timeout_s` seconds.
+pub fn perfgate_in(dir: &Path, timeout_s: u64) -> Command {
+    let mut c = perfgate();
+    c.current_dir(dir).timeout(Duration::from_secs(timeout_s));
+    c
+}
+
+/// For a test that needs something cargo does not install (a browser, a Python package, a
+/// server): `why` says what is missing and how to install it. With `require_var=1` (as
+/// scripts/test.sh sets for everything it installs) a missing tool fails the test; otherwise the
+/// test is skipped with a message. Call it when the tool is missing, and return.
+pub fn missing(require_var: &str, why: &str) {
+    if std::env::var(require_var).as_deref() == Ok("1") {
+        panic!("{why} ({require_var}=1 forbids skipping)");
+    }
+    eprintln!("SKIPPED: {why}");
+}
