@@ -186,6 +186,7 @@ fn gate_timing() -> f64 {
             errors: perfgate::gate::ErrorCounts::new((0, 1000), (0, 1000)),
             spread: Default::default(),
             looks: 1,
+            slo: Vec::new(),
         })
         .collect();
     let t = Instant::now();

@@ -390,6 +390,13 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
         .unusable(&scs)
         .into_iter()
         .filter(|(_, st, _)| *st == crate::results::Status::InvalidBaseline || policy.is_required())
+        // gate.slo objectives gate a scenario without a baseline (a gate on day one).
+        .filter(|(name, st, _)| {
+            *st == crate::results::Status::InvalidBaseline
+                || !scs
+                    .iter()
+                    .any(|s| &s.name == name && !s.gate.slo.is_empty())
+        })
         .collect();
     if !unusable.is_empty() {
         let lines: Vec<String> = unusable

@@ -15,7 +15,7 @@
 //! Holm (1979) adjusts the regression p-values over every gated check of one `check` (and,
 //! separately, the improvement p-values), so an unchanged endpoint fails at most ~alpha of runs.
 
-use crate::config::scenario::{Band, GateSpec, Metric, Quantile};
+use crate::config::scenario::{Band, GateSpec, Metric, Objective, Quantile};
 use crate::stats;
 use crate::stats::quantile::{harrell_davis, quantile_type7, sorted};
 use crate::stats::tests_exact::{binomial_cdf, binomial_sf, fisher_greater, fisher_less};
@@ -61,16 +61,30 @@ pub enum CheckKind {
     TailExceedance,
     /// Share of failed requests.
     ErrorRate,
+    /// `gate.slo`: the quantile of a latency metric against an absolute objective (no
+    /// baseline needed).
+    Slo(Quantile),
+    /// `gate.slo.error_rate`: the share of failed requests against an absolute objective.
+    ErrorSlo,
 }
 
 impl CheckKind {
-    /// `P50`, `tail>P90`, `errors`.
+    /// `P50`, `tail>P90`, `errors`, `P90 SLO`, `errors SLO`.
     pub fn label(self) -> &'static str {
         match self {
             CheckKind::Quantile(q) => q.label(),
             CheckKind::TailExceedance => "tail>P90",
             CheckKind::ErrorRate => "errors",
+            CheckKind::Slo(Quantile::P50) => "P50 SLO",
+            CheckKind::Slo(Quantile::P90) => "P90 SLO",
+            CheckKind::Slo(Quantile::P99) => "P99 SLO",
+            CheckKind::ErrorSlo => "errors SLO",
         }
+    }
+
+    /// True for the absolute objectives of `gate.slo`.
+    pub fn is_slo(self) -> bool {
+        matches!(self, CheckKind::Slo(_) | CheckKind::ErrorSlo)
     }
 }
 
@@ -136,6 +150,10 @@ pub struct ScenarioSamples {
     /// Planned looks of sequential sampling (1 for a fixed sample). The scenario's p-values are
     /// multiplied by it (Bonferroni alpha spending over looks) before Holm.
     pub looks: usize,
+    /// `gate.slo`: each objective with the candidate's samples of its metric (the error-rate
+    /// objective: every request, values unused). Evaluated with or without a baseline; a
+    /// scenario without one has no `metrics` and a baseline error count of 0 of 0.
+    pub slo: Vec<(Objective, Samples)>,
 }
 
 /// One check with the numbers behind its verdict.
@@ -319,7 +337,14 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
             ));
         }
     }
-    checks.push(error_check(&s.scenario, s.errors, s.gate.max_error_rate));
+    // No baseline requests (a scenario gated by gate.slo alone): no error rate to compare.
+    if s.errors.baseline.total > 0 {
+        checks.push(error_check(&s.scenario, s.errors, s.gate.max_error_rate));
+    }
+    let alpha = s.gate.alpha / s.looks.max(1) as f64;
+    for (o, c) in &s.slo {
+        checks.push(slo_check(&s.scenario, *o, c, alpha));
+    }
     let looks = s.looks as f64;
     checks
         .into_iter()
@@ -386,6 +411,26 @@ impl Corrected {
         let sig_reg = reg_h < alpha;
         let sig_imp = imp_h < alpha;
         let raw_sig = c.p_value.is_some_and(|pv| pv < alpha);
+        if c.kind.is_slo() {
+            // Missed when Holm says so; met when its own test shows it; otherwise WARN, never
+            // a PASS the data do not show.
+            let (v, why) = if sig_reg {
+                (
+                    Verdict::Fail,
+                    format!("objective missed, Holm p = {}", fmt_p(reg_h)),
+                )
+            } else if p.pass {
+                (Verdict::Pass, "objective met".to_string())
+            } else {
+                (Verdict::Warn, p.inconclusive_reason.clone())
+            };
+            c.verdict = v;
+            c.reason = format!("{why}: {}", c.reason);
+            if v != Verdict::Warn {
+                c.samples_needed = None;
+            }
+            return c;
+        }
         let (v, why) = if sig_reg && p.beyond_fail {
             (
                 Verdict::Fail,
@@ -875,6 +920,118 @@ fn error_check(scenario: &str, errors: ErrorCounts, max_rate: f64) -> Draft {
     ch
 }
 
+/// One `gate.slo` objective on the candidate alone (stats::objective): with `over` of `n`
+/// requests above the objective (failed requests count as above, as in the tail checks; the
+/// error-rate objective counts failed requests), the objective allows a share `allowed` above
+/// it (1 - q, or the error rate). Missed (FAIL, through Holm with the other checks) when
+/// P(Bin(n, allowed) >= over) is small; met (PASS) when P(Bin(n, allowed) <= over) <= alpha;
+/// else WARN with the samples the test would need at the share measured.
+fn slo_check(scenario: &str, o: Objective, c: &Samples, alpha: f64) -> Draft {
+    let band = Band {
+        warn: 0.0,
+        fail: 0.0,
+    };
+    let n = c.n();
+    let (mut ch, over, allowed, objective_text) = match o {
+        Objective::Latency {
+            metric,
+            quantile,
+            max_ms,
+        } => {
+            let mut ch = empty_check(
+                scenario,
+                Some(metric),
+                CheckKind::Slo(quantile),
+                band,
+                0.0,
+                0,
+                n,
+            );
+            let cs = censored(c);
+            let p = quantile.p();
+            let est = if quantile == Quantile::P50 {
+                quantile_type7(&cs, p)
+            } else {
+                harrell_davis(&sorted(&c.ok), p).filter(|_| c.failed == 0)
+            };
+            ch.baseline = Some(max_ms);
+            ch.candidate = est.filter(|x| x.is_finite());
+            ch.ratio = ch.candidate.map(|x| x / max_ms);
+            // The quantile's (1 - alpha) order-statistic bounds, relative to the objective.
+            let lo = stats::quantile::order_stat_lower_bound(n, p, 1.0 - alpha)
+                .and_then(|k| cs.get(k - 1).copied())
+                .filter(|x| x.is_finite())
+                .map(|x| x / max_ms);
+            let hi = stats::quantile::order_stat_upper_bound(n, p, 1.0 - alpha)
+                .and_then(|k| cs.get(k - 1).copied())
+                .filter(|x| x.is_finite())
+                .map(|x| x / max_ms);
+            ch.ci = Some((lo, hi));
+            let over = cs.iter().filter(|x| **x > max_ms).count();
+            let text = format!(
+                "{} {} objective {}",
+                metric.label(),
+                quantile.label(),
+                fmt_objective_ms(max_ms)
+            );
+            (ch, over, 1.0 - p, text)
+        }
+        Objective::ErrorRate { max } => {
+            let mut ch = empty_check(scenario, None, CheckKind::ErrorSlo, band, 0.0, 0, n);
+            ch.baseline = Some(max);
+            ch.candidate = Some(c.failed as f64 / n.max(1) as f64);
+            (
+                ch,
+                c.failed,
+                max,
+                format!("error-rate objective {:.1}%", max * 100.0),
+            )
+        }
+    };
+    if n == 0 {
+        ch.reason = format!("{objective_text}: no requests");
+        return ch;
+    }
+    let t = stats::objective::share_test(over as u64, n as u64, allowed);
+    ch.p_value = Some(t.p_missed);
+    let needed = stats::objective::samples_to_decide(
+        over as u64,
+        n as u64,
+        allowed,
+        alpha,
+        PRACTICAL_SAMPLES as u64,
+    );
+    ch.samples_needed = needed.map(|k| k as usize).filter(|&k| k > n);
+    let shares = format!(
+        "{over} of {n} requests ({:.1}%) above the {objective_text}, {:.1}% allowed",
+        over as f64 / n as f64 * 100.0,
+        allowed * 100.0
+    );
+    ch.reason = shares.clone();
+    ch.pending = Some(Pending {
+        beyond_fail: true,
+        beyond_warn: false,
+        improved_beyond_fail: false,
+        pass: t.p_met <= alpha,
+        inconclusive_reason: match ch.samples_needed {
+            Some(k) => format!("cannot tell at this n; needs ~{k} samples"),
+            None => format!(
+                "cannot tell at this n: the share sits so close to the objective that no practical number of samples (over {PRACTICAL_SAMPLES}) would settle it"
+            ),
+        },
+    });
+    ch
+}
+
+/// `500 ms`, `8 s`.
+fn fmt_objective_ms(ms: f64) -> String {
+    if ms >= 1000.0 && (ms / 1000.0).fract() == 0.0 {
+        format!("{} s", ms / 1000.0)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -895,6 +1052,7 @@ mod tests {
             alpha: 0.01,
             max_error_rate: 0.0,
             confirm: 0,
+            slo: Vec::new(),
         }
     }
 
@@ -921,6 +1079,7 @@ mod tests {
             errors: ErrorCounts::new((0, 20), (0, 20)),
             spread: BTreeMap::new(),
             looks: 1,
+            slo: Vec::new(),
         };
         evaluate(&[s]).0
     }
@@ -1001,6 +1160,7 @@ mod tests {
             errors: ErrorCounts::new((0, 100), (0, 100)),
             spread,
             looks: 1,
+            slo: Vec::new(),
         };
         let (plain, _) = evaluate(&[mk(BTreeMap::new())]);
         assert_eq!(plain[0].verdict, Verdict::Fail, "{:?}", plain[0]);
@@ -1039,6 +1199,7 @@ mod tests {
             errors: ErrorCounts::new((2, 40), (21, 40)),
             spread: BTreeMap::new(),
             looks: 1,
+            slo: Vec::new(),
         };
         let (checks, _) = evaluate(&[s]);
         assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
@@ -1060,6 +1221,7 @@ mod tests {
             errors: ErrorCounts::new((0, 100), (12, 100)),
             spread: BTreeMap::new(),
             looks: 1,
+            slo: Vec::new(),
         };
         let (checks, fam) = evaluate(&[s]);
         assert_eq!(fam, 1);

@@ -53,6 +53,10 @@ pub struct ScenarioResult {
     pub api: String,
     pub model: String,
     pub concurrency: u32,
+    /// The scenario as written, when `load.concurrency` or `load.rate` listed levels and this
+    /// is one of them (drawn together in the HTML report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
     pub status: Status,
     /// Why, when not `compared`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -202,8 +206,22 @@ impl Results {
     /// Sets `verdict` and `exit_code` from the scenarios, the policy and `incomplete`: the one
     /// place they are decided ([`crate::verdict::decide`]).
     pub fn decide(&mut self) {
+        // A scenario without a usable baseline whose gate.slo objectives were checked is gated
+        // by them (a gate on day one): for the verdict it counts as compared. A broken
+        // baseline file stays an error.
+        let gated_by_slo = |s: &ScenarioResult| {
+            matches!(s.status, Status::NoBaseline | Status::Stale)
+                && s.checks.iter().any(|c| c.kind.is_slo())
+        };
         (self.verdict, self.exit_code) = crate::verdict::decide(
-            self.scenarios.iter().map(|s| (s.status, s.worst())),
+            self.scenarios.iter().map(|s| {
+                let status = if gated_by_slo(s) {
+                    Status::Compared
+                } else {
+                    s.status
+                };
+                (status, s.worst())
+            }),
             self.baseline_policy,
             self.incomplete,
         );

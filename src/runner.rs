@@ -62,6 +62,11 @@ pub struct RunOutput {
     pub resent_before_close_mode: u32,
     /// The server perfgate started or waited for (`server:`, `endpoint.wait_ready`).
     pub server_side: Option<crate::server::ServerReport>,
+    /// The model ids `GET <base>/models` listed before the warmup; `None` when it did not
+    /// answer with a list.
+    pub listed_models: Option<Vec<String>>,
+    /// `request.prompt_tokens`: the synthetic prompt fitted before the warmup.
+    pub prompt_fit: Option<crate::prompt_fit::PromptFit>,
 }
 
 impl RunOutput {
@@ -85,6 +90,8 @@ impl RunOutput {
             closes_after_stream: false,
             resent_before_close_mode: 0,
             server_side: None,
+            listed_models: None,
+            prompt_fit: None,
         }
     }
 }
@@ -273,6 +280,10 @@ pub struct Session {
     unreachable: Option<String>,
     /// Runs only while measured requests are sent.
     probe: LagProbe,
+    /// What `GET <base>/models` listed before the warmup.
+    listed_models: Option<Vec<String>>,
+    /// `request.prompt_tokens`: the synthetic prompt fitted before the warmup.
+    prompt_fit: Option<crate::prompt_fit::PromptFit>,
 }
 
 impl Session {
@@ -285,9 +296,23 @@ impl Session {
     /// Errors: only when the client cannot be built (bad URL); request failures are recorded.
     pub async fn start(sc: &Scenario, base_url: &str) -> Result<Session, String> {
         let client = StreamClient::new(&sc.endpoint, base_url, sc.load.concurrency as usize)?;
+        // What the server offers, for messages (a wrong or unlisted model name); not a request.
+        let listed_models = if crate::cancel::requested() {
+            None
+        } else {
+            client.list_models().await
+        };
+        // `request.prompt_tokens`: fit the synthetic prompt in this run's copy of the scenario.
+        let mut scenario = sc.clone();
+        let prompt_fit = match sc.request.prompt_tokens {
+            Some(n) if !crate::cancel::requested() => {
+                Some(crate::prompt_fit::fit(&client, &mut scenario, n).await)
+            }
+            _ => None,
+        };
         let shared = Arc::new(Shared {
             client,
-            scenario: sc.clone(),
+            scenario,
             include_usage: AtomicBool::new(sc.endpoint.include_usage),
             fallback: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -353,6 +378,8 @@ impl Session {
         }
         Ok(Session {
             shared,
+            listed_models,
+            prompt_fit,
             warm,
             measured: Vec::new(),
             started_at: crate::clock::now_rfc3339(),
@@ -431,6 +458,8 @@ impl Session {
             client_lag: self.probe.summary(),
             closes_after_stream: self.shared.client.close_after_stream(),
             server_side: None,
+            listed_models: self.listed_models.clone(),
+            prompt_fit: self.prompt_fit.clone(),
         }
     }
 }

@@ -98,7 +98,9 @@ impl BaselinePolicy {
 /// 3. a misconfigured scenario (every request 401/403/404/405): ERROR, 2;
 /// 4. a FAIL check: FAIL, 1;
 /// 5. a scenario without a usable baseline: NO_BASELINE, 2 (an invalid baseline file always;
-///    missing or stale unless the policy allows them, then 0 when nothing was compared);
+///    missing or stale unless the policy allows them, then 0 when nothing was compared; a
+///    scenario gated by its gate.slo objectives alone comes here as compared, see
+///    [`crate::results::Results::decide`]);
 /// 6. WARN, IMPROVED, PASS: 0.
 ///
 /// Each scenario comes as its status and its worst check verdict

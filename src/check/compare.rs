@@ -7,6 +7,7 @@ use super::figures::measured;
 use super::notes::{run_notes, schedule_notes};
 use super::CheckOptions;
 use crate::baseline::Baseline;
+use crate::config::scenario::Objective;
 use crate::config::{Metric, Scenario};
 use crate::exit;
 use crate::gate::{self, Samples, ScenarioSamples};
@@ -85,6 +86,15 @@ impl Arm {
         s
     }
 
+    /// Every request as an outcome: one value (0, unused) per success and the failures; for
+    /// checks that count requests (the error-rate objective).
+    fn outcomes(&self) -> Samples {
+        Samples {
+            ok: vec![0.0; self.requests.iter().filter(|r| r.is_some()).count()],
+            failed: self.requests.iter().filter(|r| r.is_none()).count(),
+        }
+    }
+
     /// (failed, total) requests.
     fn errors(&self) -> (usize, usize) {
         let failed = self.requests.iter().filter(|r| r.is_none()).count();
@@ -117,7 +127,32 @@ pub fn gate_input(
         spread,
         errors: gate::ErrorCounts::new(baseline.errors(), candidate.errors()),
         looks: sc.load.looks().len(),
+        slo: slo_samples(sc, candidate),
     }
+}
+
+/// The candidate's samples for each `gate.slo` objective.
+fn slo_samples(sc: &Scenario, candidate: &Arm) -> Vec<(Objective, Samples)> {
+    sc.gate
+        .slo
+        .iter()
+        .map(|&o| match o {
+            Objective::Latency { metric, .. } => (o, candidate.samples(metric)),
+            Objective::ErrorRate { .. } => (o, candidate.outcomes()),
+        })
+        .collect()
+}
+
+/// The gate's input for a scenario without a usable baseline that has `gate.slo` objectives:
+/// those objectives alone (a gate on day one): no metric compared, no baseline requests.
+pub fn slo_only_input(sc: &Scenario, candidate: &Arm) -> ScenarioSamples {
+    gate_input(
+        sc,
+        &Arm::default(),
+        candidate,
+        BTreeMap::new(),
+        &sc.gate.metrics,
+    )
 }
 
 /// The run-to-run spread of a k-run baseline for the scenario's gated metrics (empty for a
@@ -176,6 +211,7 @@ pub fn compare(
             api: sc.endpoint.api.as_str().to_string(),
             model: sc.endpoint.model.clone(),
             concurrency: sc.load.concurrency,
+            family: sc.family.clone(),
             status: Status::Compared,
             status_detail: String::new(),
             baseline: None,
@@ -302,6 +338,26 @@ pub fn compare(
                 _ => {}
             },
             (Err(_), None) => {} // a failed load is always unusable
+        }
+        // gate.slo needs no baseline: a scenario that could not be compared still has its
+        // absolute objectives checked (a gate on day one).
+        if !sc.gate.slo.is_empty()
+            && res.measured.ok > 0
+            && matches!(
+                res.status,
+                Status::NoBaseline | Status::Stale | Status::InvalidBaseline
+            )
+            && !gate_inputs.iter().any(|g| g.scenario == sc.name)
+        {
+            gate_inputs.push(slo_only_input(sc, &Arm::from_records(&run.records)));
+            let why = match res.status {
+                Status::Stale => "the baseline is stale",
+                Status::InvalidBaseline => "the baseline file is broken",
+                _ => "no baseline yet",
+            };
+            res.notes.push(format!(
+                "{why}: only the gate.slo objectives were checked; bless to gate regressions too"
+            ));
         }
         if matches!(
             res.status,

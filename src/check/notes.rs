@@ -44,6 +44,16 @@ pub fn client_lag_note(lag: Option<&crate::summary::ClientLag>) -> Option<String
 pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
     let mut notes = Vec::new();
     notes.extend(client_lag_note(run.client_lag.as_ref()));
+    notes.extend(crate::client::models::unlisted_note(
+        &sc.endpoint.model,
+        run.listed_models.as_deref(),
+    ));
+    notes.extend(
+        run.prompt_fit
+            .as_ref()
+            .map(crate::prompt_fit::PromptFit::note),
+    );
+    notes.extend(goodput_note(sc, run));
     if run.stream_options_fallback {
         notes.push("the server rejected `stream_options`; perfgate retried without it, so output tokens come from counting events (set endpoint.include_usage: false to skip the first attempt)".into());
     }
@@ -97,4 +107,55 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
         notes.push(format!("{} warmup request(s) failed", run.warmup_failures));
     }
     notes
+}
+
+/// Goodput under `gate.slo`: the share of requests that succeeded and met every latency
+/// objective on their own (each request's TTFT, TPOT, E2E at most the objective's value,
+/// whatever its quantile), with its exact 95 % interval and the good requests per second.
+/// `None` without latency objectives or requests.
+pub fn goodput_note(sc: &Scenario, run: &RunOutput) -> Option<String> {
+    use crate::config::scenario::Objective;
+    let limits: Vec<(crate::config::Metric, f64)> = sc
+        .gate
+        .slo
+        .iter()
+        .filter_map(|o| match *o {
+            Objective::Latency { metric, max_ms, .. } => Some((metric, max_ms)),
+            Objective::ErrorRate { .. } => None,
+        })
+        .collect();
+    let n = run.records.len();
+    if limits.is_empty() || n == 0 {
+        return None;
+    }
+    let good = run
+        .records
+        .iter()
+        .filter(|r| {
+            r.ok()
+                && limits.iter().all(|&(m, max)| {
+                    let v = match m {
+                        crate::config::Metric::Ttft => r.ttft_ms,
+                        crate::config::Metric::Tpot => r.tpot_ms,
+                        crate::config::Metric::E2e => r.e2e_ms,
+                    };
+                    v.is_none_or(|v| v <= max)
+                })
+        })
+        .count();
+    let (lo, hi) = crate::stats::objective::clopper_pearson(good as u64, n as u64, 0.95)?;
+    let per_s = if run.wall_ms > 0.0 {
+        format!(
+            "; {:.2} good requests/s",
+            good as f64 / (run.wall_ms / 1000.0)
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "goodput: {good} of {n} requests ({:.1}%, 95% CI [{:.1}%, {:.1}%]) succeeded and met every latency objective of gate.slo on their own{per_s}",
+        good as f64 / n as f64 * 100.0,
+        lo * 100.0,
+        hi * 100.0
+    ))
 }

@@ -118,6 +118,7 @@ mod tests {
             min_tokens: None,
             extra_body: serde_json::from_str(r#"{"cache_prompt": false}"#).unwrap(),
             cache,
+            prompt_tokens: None,
         }
     }
 

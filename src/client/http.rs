@@ -73,6 +73,9 @@ pub struct StreamClient {
     /// The server closes its connection after a streamed response (see
     /// [`StreamClient::set_close_after_stream`]); shared by the clones of this client.
     close_after_stream: Arc<AtomicBool>,
+    /// The model ids `GET <base>/models` listed (see [`StreamClient::list_models`]); shared by
+    /// the clones of this client; unset when the server did not answer with a list.
+    listed_models: Arc<std::sync::OnceLock<Vec<String>>>,
     api: Api,
     api_key_env: Option<String>,
     secrets: Vec<String>,
@@ -164,6 +167,7 @@ impl StreamClient {
             models_url,
             models_headers,
             close_after_stream: Arc::new(AtomicBool::new(false)),
+            listed_models: Arc::new(std::sync::OnceLock::new()),
             api: ep.api,
             api_key_env: ep.api_key_env.clone(),
             secrets,
@@ -181,6 +185,24 @@ impl StreamClient {
     /// The pool-warming URL: `<base>/models` under the API route's base path.
     pub fn models_url(&self) -> &str {
         self.models_url.as_str()
+    }
+
+    /// Asks `GET <base>/models` (one request, at most [`KEEPALIVE_PROBE_TIMEOUT`], a body of at
+    /// most [`super::models::MODELS_BODY_BYTES`]) which models the server offers, and keeps the
+    /// answer for messages. `None` when it did not answer 200 with a list.
+    pub async fn list_models(&self) -> Option<Vec<String>> {
+        let deadline = Instant::now() + KEEPALIVE_PROBE_TIMEOUT;
+        let req = self
+            .http
+            .get(self.models_url.clone())
+            .headers(self.models_headers.clone());
+        let resp = timeout_at(deadline.into(), req.send()).await.ok()?.ok()?;
+        if resp.status() != reqwest::StatusCode::OK {
+            return None;
+        }
+        let body = read_prefix(resp, super::models::MODELS_BODY_BYTES, deadline).await;
+        let ids = super::models::parse_ids(&body)?;
+        Some(self.listed_models.get_or_init(|| ids).clone())
     }
 
     /// True once streamed requests ask for `Connection: close` (see
@@ -633,6 +655,12 @@ impl StreamClient {
     fn transport_message(&self, e: &reqwest::Error) -> String {
         let host = self.url.host_str().unwrap_or("?");
         let port = self.url.port_or_known_default().unwrap_or(0);
+        if plain_http_answer(&root_cause(e)) {
+            return format!(
+                "TLS handshake with {host}:{port} failed: the server answered plain HTTP, not TLS; use http:// in base_url ({})",
+                root_cause(e)
+            );
+        }
         match classify_transport(e) {
             FailureClass::TimeoutConnect => format!("could not connect to {host}:{port} within connect_timeout ({})", root_cause(e)),
             FailureClass::Tls => format!("TLS handshake with {host}:{port} failed: {}", root_cause(e)),
@@ -665,7 +693,23 @@ impl StreamClient {
                 Some(var) => format!("{base} (the key was read from {var}; check that it is valid for this endpoint)"),
                 None => format!("{base} (no API key was sent: set endpoint.api_key_env to the NAME of the variable that holds it)"),
             },
-            404 => format!("{base} for {} (check base_url: it usually ends in /v1, and perfgate appends {})", self.url, self.api.path()),
+            404 => match self.listed_models.get() {
+                // `/models` answered with a list, so base_url is right: say what the server offers.
+                Some(ids) if !ids.is_empty() => format!(
+                    "{base} for {} (the server lists these models at {}: {}; set endpoint.model to one of them, or check that this server serves {})",
+                    self.url,
+                    self.models_url,
+                    super::models::shown(ids),
+                    self.api.path()
+                ),
+                Some(_) => format!(
+                    "{base} for {} (the server answers {}, so base_url is right; check endpoint.model, and that this server serves {})",
+                    self.url,
+                    self.models_url,
+                    self.api.path()
+                ),
+                None => format!("{base} for {} (check base_url: it usually ends in /v1, and perfgate appends {})", self.url, self.api.path()),
+            },
             429 => match retry_after(headers) {
                 Some(r) => format!("{base} (rate limited; the server asks to retry after {r}: lower load.concurrency or raise the limit)"),
                 None => format!("{base} (rate limited: lower load.concurrency or raise the limit)"),
@@ -748,6 +792,12 @@ fn classify_transport(e: &reqwest::Error) -> FailureClass {
 }
 
 /// The innermost error text (e.g. "Connection refused (os error 111)").
+/// rustls' words for a TLS client that received a plain-HTTP answer (`https://` against a
+/// plain-http server): "received corrupt message of type InvalidContentType".
+fn plain_http_answer(cause: &str) -> bool {
+    cause.contains("InvalidContentType")
+}
+
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cur: &dyn std::error::Error = e;
     let mut text = cur.to_string();

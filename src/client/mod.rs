@@ -5,4 +5,5 @@ pub mod body;
 pub mod dialect;
 pub mod http;
 pub mod measure;
+pub mod models;
 pub mod sse;

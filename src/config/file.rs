@@ -8,9 +8,8 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
 
-/// A whole file: `defaults:` plus a list of `scenarios:`.
+/// A whole file: `defaults:` plus a list of `scenarios:`, and any top-level `x-` keys.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawFile {
     /// Values every scenario inherits unless it overrides them.
     #[serde(default)]
@@ -18,6 +17,10 @@ pub struct RawFile {
     /// The scenarios, in order.
     #[serde(default)]
     pub scenarios: Vec<Spanned<RawScenario>>,
+    /// Every other top-level key. Only `x-` keys are allowed (and ignored: a place for YAML
+    /// anchors, as in docker-compose files); [`super::parse_str`] refuses the rest.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde::de::IgnoredAny>,
 }
 
 /// The sections shared by `defaults:` and a scenario.
@@ -133,6 +136,8 @@ pub struct RawMessage {
 #[serde(deny_unknown_fields)]
 pub struct RawRequest {
     pub prompt: Option<String>,
+    /// A synthetic prompt of about this many tokens instead of `prompt`/`messages`.
+    pub prompt_tokens: Option<u32>,
     pub messages: Option<Vec<RawMessage>>,
     pub system: Option<String>,
     pub max_tokens: Option<u32>,
@@ -148,12 +153,36 @@ pub struct RawRequest {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLoad {
-    pub concurrency: Option<u32>,
+    /// One level, or a list: one scenario per level (see [`super::sweep`]).
+    pub concurrency: Option<OneOrMany<u32>>,
     pub samples: Option<u32>,
     pub warmup: Option<u32>,
-    pub rate: Option<f64>,
+    /// One arrival rate, or a list: one scenario per rate (see [`super::sweep`]).
+    pub rate: Option<OneOrMany<f64>>,
     pub seed: Option<u64>,
     pub max_samples: Option<u32>,
+}
+
+/// One value or a list of values: `concurrency: 4` or `concurrency: [1, 4, 16]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a number or a list of numbers, e.g. 4 or [1, 4, 16]"
+)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T: Copy> OneOrMany<T> {
+    /// The single value; `None` for a list (expanded before validation, see
+    /// [`super::sweep`]).
+    pub fn single(&self) -> Option<T> {
+        match self {
+            OneOrMany::One(v) => Some(*v),
+            OneOrMany::Many(_) => None,
+        }
+    }
 }
 
 /// A tolerance band: `{warn: 5%, fail: 10%}`.
@@ -186,6 +215,8 @@ pub struct RawGate {
     pub max_error_rate: Option<RawNumber>,
     /// Re-measure a failing scenario this many times; it fails only if every re-run fails too.
     pub confirm: Option<u32>,
+    /// Absolute objectives: `ttft_p90: 500ms`, `tpot_p50: 50ms`, `error_rate: 1%`.
+    pub slo: Option<BTreeMap<String, RawNumber>>,
 }
 
 impl RawEndpoint {
@@ -221,15 +252,23 @@ impl RawEndpoint {
 }
 
 impl RawRequest {
-    /// Field-wise overlay. `prompt`, `messages` and `system` go together: a scenario that sets
-    /// any of them replaces all three.
+    /// Field-wise overlay. `prompt`, `prompt_tokens`, `messages` and `system` go together: a
+    /// scenario that sets any of them replaces all four.
     pub fn over(self, base: &RawRequest) -> RawRequest {
-        let own_text = self.prompt.is_some() || self.messages.is_some() || self.system.is_some();
+        let own_text = self.prompt.is_some()
+            || self.prompt_tokens.is_some()
+            || self.messages.is_some()
+            || self.system.is_some();
         RawRequest {
             prompt: if own_text {
                 self.prompt
             } else {
                 base.prompt.clone()
+            },
+            prompt_tokens: if own_text {
+                self.prompt_tokens
+            } else {
+                base.prompt_tokens
             },
             messages: if own_text {
                 self.messages
@@ -263,10 +302,10 @@ impl RawLoad {
     /// Field-wise overlay.
     pub fn over(self, base: &RawLoad) -> RawLoad {
         RawLoad {
-            concurrency: self.concurrency.or(base.concurrency),
+            concurrency: self.concurrency.or_else(|| base.concurrency.clone()),
             samples: self.samples.or(base.samples),
             warmup: self.warmup.or(base.warmup),
-            rate: self.rate.or(base.rate),
+            rate: self.rate.or_else(|| base.rate.clone()),
             seed: self.seed.or(base.seed),
             max_samples: self.max_samples.or(base.max_samples),
         }
@@ -297,6 +336,7 @@ impl RawGate {
             alpha: self.alpha.or(base.alpha),
             max_error_rate: self.max_error_rate.or_else(|| base.max_error_rate.clone()),
             confirm: self.confirm.or(base.confirm),
+            slo: merge(self.slo, &base.slo),
         }
     }
 }

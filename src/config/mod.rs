@@ -7,6 +7,7 @@
 pub mod file;
 pub mod scenario;
 pub mod server;
+pub mod sweep;
 pub mod values;
 
 pub use scenario::{Api, Band, CachePolicy, Metric, Quantile, Scenario, Secret, Target};
@@ -125,6 +126,9 @@ pub fn parse_str(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<Scenario>, ConfigError> {
     let raw: RawFile = serde_saphyr::from_str(text).map_err(|e| yaml_error(&e, name, text))?;
+    if let Some(key) = raw.other.keys().find(|k| !k.starts_with("x-")) {
+        return Err(unknown_top_level_key(key, name, text));
+    }
     if raw.scenarios.is_empty() {
         return Err(ConfigError {
             at: name.to_string(),
@@ -148,7 +152,19 @@ pub fn parse_str(
             env,
             at: at.clone(),
         };
-        out.push(scenario::build(merged, &ctx).map_err(|message| ConfigError { at, message })?);
+        let written = merged.name.clone().unwrap_or_default();
+        let levels = sweep::expand(merged).map_err(|message| ConfigError {
+            at: at.clone(),
+            message: format!("scenario `{written}`: {message}"),
+        })?;
+        for (one, family) in levels {
+            let mut sc = scenario::build(one, &ctx).map_err(|message| ConfigError {
+                at: at.clone(),
+                message,
+            })?;
+            sc.family = family;
+            out.push(sc);
+        }
     }
     Ok(out)
 }
@@ -179,6 +195,30 @@ fn yaml_error(e: &serde_saphyr::Error, name: &str, text: &str) -> ConfigError {
         }
     }
     ConfigError { at, message }
+}
+
+/// A top-level key other than `defaults`, `scenarios` and `x-...`, located by its line (the
+/// first line that starts with it), with a did-you-mean hint.
+fn unknown_top_level_key(key: &str, name: &str, text: &str) -> ConfigError {
+    let line = text
+        .lines()
+        .position(|l| {
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+        .map(|i| format!("{name}:{}:1", i + 1))
+        .unwrap_or_else(|| name.to_string());
+    let shown: String = key.chars().take(60).collect();
+    let mut message = format!(
+        "unknown field `{shown}`, expected `defaults`, `scenarios` or a key starting with `x-` \
+         (ignored: a place for YAML anchors)"
+    );
+    if let Some(hint) = did_you_mean(&format!(
+        "unknown field `{shown}`, expected one of `defaults`, `scenarios`"
+    )) {
+        message.push_str(&format!("; did you mean `{hint}`?"));
+    }
+    ConfigError { at: line, message }
 }
 
 /// Rewrites YAML library messages that name library internals into user terms.
@@ -262,6 +302,127 @@ scenarios:
         assert_eq!(s[1].request.prompt, "Say hello");
         assert_eq!(s[0].source, "t.yaml:10");
         assert_ne!(s[0].fingerprint, s[1].fingerprint);
+    }
+
+    #[test]
+    fn top_level_x_keys_hold_anchors_and_are_ignored() {
+        let text = "\
+x-long-prompt: &long
+  prompt: Tell me a long story about a lighthouse keeper
+  max_tokens: 64
+x-notes: [anything, { goes: here }]
+defaults:
+  endpoint:
+    base_url: sim://?ttft_ms=30&tpot_ms=5
+  load:
+    samples: 20
+scenarios:
+  - name: long
+    request: *long
+";
+        let s = parse_str(text, "t.yaml", &no_env).unwrap();
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            s[0].request.prompt,
+            "Tell me a long story about a lighthouse keeper"
+        );
+        assert_eq!(s[0].request.max_tokens, 64);
+    }
+
+    #[test]
+    fn other_top_level_keys_are_refused_with_line_and_hint() {
+        let bad = GOOD.replace("scenarios:", "scenarioss:");
+        let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
+        assert_eq!(e.at, "t.yaml:9:1", "{e}");
+        assert!(e.message.starts_with("unknown field `scenarioss`"), "{e}");
+        assert!(e.message.contains("starting with `x-`"), "{e}");
+        assert!(e.message.contains("did you mean `scenarios`?"), "{e}");
+        let e = parse_str(&format!("long-prompt: x\n{GOOD}"), "t.yaml", &no_env).unwrap_err();
+        assert_eq!(e.at, "t.yaml:1:1", "{e}");
+        assert!(!e.message.contains("did you mean"), "{e}");
+    }
+
+    #[test]
+    fn a_concurrency_list_is_one_scenario_per_level() {
+        let text = GOOD.replace("concurrency: 2", "concurrency: [1, 4, 16]");
+        let s = parse_str(&text, "t.yaml", &no_env).unwrap();
+        let names: Vec<&str> = s.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["a", "b-c1", "b-c4", "b-c16"]);
+        assert_eq!(s[0].family, None);
+        assert!(s[1..].iter().all(|x| x.family.as_deref() == Some("b")));
+        assert_eq!(
+            s[1..]
+                .iter()
+                .map(|x| x.load.concurrency)
+                .collect::<Vec<_>>(),
+            [1, 4, 16]
+        );
+        // each level is its own workload, with its own fingerprint
+        assert_ne!(s[1].fingerprint, s[2].fingerprint);
+        // the same level written out by hand is the same scenario
+        let one = parse_str(
+            &GOOD.replace("concurrency: 2", "concurrency: 4"),
+            "t.yaml",
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(one[1].fingerprint, s[2].fingerprint);
+        let e = parse_str(
+            &GOOD.replace("concurrency: 2", "concurrency: [2, x]"),
+            "t.yaml",
+            &no_env,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("a number or a list of numbers"), "{e}");
+    }
+
+    #[test]
+    fn slo_objectives_are_validated_and_merged_key_by_key() {
+        use crate::config::scenario::{Metric, Objective, Quantile};
+        let text = GOOD
+            .replace(
+                "  load:\n    samples: 20\n",
+                "  load:\n    samples: 20\n  gate:\n    slo: {ttft_p90: 500ms, error_rate: 1%}\n",
+            )
+            .replace(
+                "  - name: a\n",
+                "  - name: a\n    gate:\n      slo: {tpot_p50: 0.05s, ttft_p90: 400ms}\n",
+            );
+        let s = parse_str(&text, "t.yaml", &no_env).unwrap();
+        assert_eq!(
+            s[0].gate.slo,
+            [
+                Objective::Latency {
+                    metric: Metric::Ttft,
+                    quantile: Quantile::P90,
+                    max_ms: 400.0
+                },
+                Objective::Latency {
+                    metric: Metric::Tpot,
+                    quantile: Quantile::P50,
+                    max_ms: 50.0
+                },
+                Objective::ErrorRate { max: 0.01 },
+            ]
+        );
+        assert_eq!(s[1].gate.slo.len(), 2);
+        // an error-rate objective judges failures itself: they no longer stop the scenario
+        assert_eq!(s[1].gate.max_error_rate, 1.0);
+        let bad = |slo: &str| {
+            parse_str(
+                &GOOD.replace(
+                    "  load:\n    samples: 20\n",
+                    &format!("  load:\n    samples: 20\n  gate:\n    slo: {slo}\n"),
+                ),
+                "t.yaml",
+                &no_env,
+            )
+            .unwrap_err()
+            .message
+        };
+        assert!(bad("{ttft_p95: 1s}").contains("`ttft_p95` is not an objective"));
+        assert!(bad("{ttft_p90: 0ms}").contains("gate.slo.ttft_p90 must be a time above 0"));
+        assert!(bad("{error_rate: 100%}").contains("gate.slo.error_rate is 100.0%"));
     }
 
     #[test]

@@ -276,12 +276,23 @@ pub struct RequestSpec {
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// Prefix-cache policy.
     pub cache: CachePolicy,
+    /// `prompt_tokens: N`: `prompt` and `messages` hold a synthetic prompt, calibrated during
+    /// the warmup to about N tokens by the server's own count (crate::synthetic_prompt).
+    /// Part of the fingerprint (the text is not: the calibrated text follows the tokenizer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u32>,
 }
 
 impl RequestSpec {
-    /// sha256 (hex, 16 chars) of the prompt text: messages, prompt and system.
+    /// sha256 (hex, 16 chars) of the prompt text: messages, prompt and system; for a
+    /// synthetic prompt, of `prompt_tokens` and system (its text follows the tokenizer).
     pub fn prompt_hash(&self) -> String {
-        let v = serde_json::json!({"messages": self.messages, "prompt": self.prompt, "system": self.system});
+        let v = match self.prompt_tokens {
+            Some(n) => serde_json::json!({"prompt_tokens": n, "system": self.system}),
+            None => {
+                serde_json::json!({"messages": self.messages, "prompt": self.prompt, "system": self.system})
+            }
+        };
         short_hash(&v.to_string())
     }
     /// True when the request asks for a fixed output length.
@@ -348,6 +359,35 @@ pub struct GateSpec {
     pub max_error_rate: f64,
     /// Confirmation re-runs of a failing scenario (0 = none).
     pub confirm: u32,
+    /// Absolute objectives (`gate.slo`), in the order metric, quantile; the error rate last.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<Objective>,
+}
+
+/// One absolute objective of `gate.slo`.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Objective {
+    /// The quantile of a latency metric is at most `max_ms`.
+    Latency {
+        metric: Metric,
+        quantile: Quantile,
+        max_ms: f64,
+    },
+    /// The share of failed requests is at most `max` (0..=1).
+    ErrorRate { max: f64 },
+}
+
+impl Objective {
+    /// The key as written: `ttft_p90`, `error_rate`.
+    pub fn key(&self) -> String {
+        match self {
+            Objective::Latency {
+                metric, quantile, ..
+            } => format!("{}_{}", metric.as_str(), quantile.as_str()),
+            Objective::ErrorRate { .. } => "error_rate".into(),
+        }
+    }
 }
 
 impl Default for GateSpec {
@@ -363,6 +403,7 @@ impl Default for GateSpec {
             alpha: 0.01,
             max_error_rate: 0.0,
             confirm: 0,
+            slo: Vec::new(),
         })
     }
 }
@@ -400,6 +441,9 @@ pub struct Scenario {
     /// The server perfgate starts for this scenario (`server:`), if any. Not part of the
     /// fingerprint: how the server is started is not what is measured.
     pub server: Option<super::server::ServerSpec>,
+    /// The scenario as written, when `load.concurrency` or `load.rate` listed levels and this
+    /// is one of them (named `<family>-c<N>` / `<family>-r<R>`).
+    pub family: Option<String>,
 }
 
 /// The default band for a quantile (5 %/10 % for P50, 25 %/50 % for P99; docs/gate.md).
@@ -595,6 +639,7 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, String> {
         gate,
         fingerprint,
         server,
+        family: None,
     })
 }
 
@@ -724,10 +769,38 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
 }
 
 fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
-    let (messages, prompt) = match (&r.prompt, &r.messages) {
-        (Some(_), Some(_)) => return Err("request: give `prompt` or `messages`, not both".into()),
-        (None, None) => return Err("request.prompt (or request.messages) is required".into()),
-        (Some(p), None) => {
+    let given = [
+        r.prompt.is_some(),
+        r.messages.is_some(),
+        r.prompt_tokens.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() > 1 {
+        return Err("request: give one of `prompt`, `messages` or `prompt_tokens`".into());
+    }
+    let (messages, prompt) = match (&r.prompt, &r.messages, r.prompt_tokens) {
+        (None, None, None) => {
+            return Err(
+                "request.prompt (or request.messages, or request.prompt_tokens) is required".into(),
+            )
+        }
+        (_, _, Some(n)) => {
+            if !(1..=crate::synthetic_prompt::MAX_PROMPT_TOKENS).contains(&n) {
+                return Err(format!(
+                    "request.prompt_tokens is {n}: use 1..={}",
+                    crate::synthetic_prompt::MAX_PROMPT_TOKENS
+                ));
+            }
+            // The first guess; the runner calibrates it against the server's count.
+            let p = crate::synthetic_prompt::text(crate::synthetic_prompt::first_guess(n));
+            (
+                vec![RawMessage {
+                    role: "user".into(),
+                    content: p.clone(),
+                }],
+                p,
+            )
+        }
+        (Some(p), _, _) => {
             if p.is_empty() {
                 return Err("request.prompt is empty".into());
             }
@@ -739,7 +812,7 @@ fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
                 p.clone(),
             )
         }
-        (None, Some(ms)) => {
+        (None, Some(ms), _) => {
             if ms.is_empty() {
                 return Err("request.messages is empty: give at least one {role, content}".into());
             }
@@ -809,10 +882,28 @@ fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
         min_tokens: r.min_tokens,
         extra_body: r.extra_body.clone().unwrap_or_default(),
         cache,
+        prompt_tokens: r.prompt_tokens,
     })
 }
 
 fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
+    // Lists were expanded into one scenario per level before this (config::sweep).
+    let single = |what: &str, many: bool| {
+        if many {
+            Err(format!("load.{what}: a list is not allowed here"))
+        } else {
+            Ok(())
+        }
+    };
+    single(
+        "concurrency",
+        l.concurrency.as_ref().is_some_and(|c| c.single().is_none()),
+    )?;
+    single(
+        "rate",
+        l.rate.as_ref().is_some_and(|r| r.single().is_none()),
+    )?;
+    let rate = l.rate.as_ref().and_then(|r| r.single());
     let samples = l.samples.unwrap_or(MIN_SAMPLES);
     if samples < MIN_SAMPLES {
         return Err(format!(
@@ -822,7 +913,7 @@ fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
     if samples > 100_000 {
         return Err(format!("load.samples is {samples}: at most 100000"));
     }
-    if let Some(r) = l.rate {
+    if let Some(r) = rate {
         if !(r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r)) {
             return Err(format!(
                 "load.rate is {r}: use {MIN_RATE}..={MAX_RATE} requests per second"
@@ -830,12 +921,16 @@ fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         }
     }
     // Open loop without a cap: at most OPEN_LOOP_CONCURRENCY requests in flight.
-    let default_concurrency = if l.rate.is_some() {
+    let default_concurrency = if rate.is_some() {
         OPEN_LOOP_CONCURRENCY
     } else {
         1
     };
-    let concurrency = l.concurrency.unwrap_or(default_concurrency);
+    let concurrency = l
+        .concurrency
+        .as_ref()
+        .and_then(|c| c.single())
+        .unwrap_or(default_concurrency);
     if concurrency == 0 || concurrency > 4096 {
         return Err(format!("load.concurrency is {concurrency}: use 1..=4096"));
     }
@@ -851,8 +946,8 @@ fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         samples,
         warmup: l.warmup.unwrap_or(2).min(10_000),
         max_samples: l.max_samples.filter(|&m| m > samples),
-        rate: l.rate,
-        seed: l.rate.map(|_| l.seed.unwrap_or(DEFAULT_LOAD_SEED)),
+        rate,
+        seed: rate.map(|_| l.seed.unwrap_or(DEFAULT_LOAD_SEED)),
     })
 }
 
@@ -1006,13 +1101,21 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
     if !(alpha > 0.0 && alpha <= 0.2) {
         return Err(format!("gate.alpha {alpha} is outside (0, 0.2]: the default 0.01 fails an unchanged endpoint about 1% of the time"));
     }
+    let slo = build_slo(g.slo.as_ref())?;
+    // With an error-rate objective the SLO check judges failed requests (FAIL, exit 1), so by
+    // default they do not stop the scenario as unmeasurable first.
+    let default_max_error_rate = if slo.iter().any(|o| matches!(o, Objective::ErrorRate { .. })) {
+        1.0
+    } else {
+        0.0
+    };
     let max_error_rate = g
         .max_error_rate
         .as_ref()
         .map(parse_fraction)
         .transpose()
         .map_err(|e| format!("gate.max_error_rate: {e}"))?
-        .unwrap_or(0.0);
+        .unwrap_or(default_max_error_rate);
     if max_error_rate > 1.0 {
         return Err("gate.max_error_rate must be between 0% and 100%".into());
     }
@@ -1030,7 +1133,48 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
         alpha,
         max_error_rate,
         confirm,
+        slo,
     })
+}
+
+/// `gate.slo`: keys `<metric>_<quantile>` (ttft, tpot, e2e; p50, p90, p99) with a time
+/// (`500ms`, `2s`), and `error_rate` with a share (`1%`).
+fn build_slo(
+    raw: Option<&BTreeMap<String, crate::config::file::RawNumber>>,
+) -> Result<Vec<Objective>, String> {
+    let mut out = Vec::new();
+    for (k, v) in raw.into_iter().flatten() {
+        if k == "error_rate" {
+            let max = parse_fraction(v).map_err(|e| format!("gate.slo.error_rate: {e}"))?;
+            if !(0.0..1.0).contains(&max) {
+                return Err(format!(
+                    "gate.slo.error_rate is {:.1}%: use 0% up to (not including) 100%",
+                    max * 100.0
+                ));
+            }
+            out.push(Objective::ErrorRate { max });
+            continue;
+        }
+        let parsed = k
+            .split_once('_')
+            .and_then(|(m, q)| Some((parse_metric(m).ok()?, parse_quantile(q).ok()?)));
+        let Some((metric, quantile)) = parsed else {
+            return Err(format!(
+                "gate.slo: `{k}` is not an objective: use <metric>_<quantile> (metric ttft, tpot or e2e; quantile p50, p90 or p99), e.g. ttft_p90: 500ms, or error_rate: 1%"
+            ));
+        };
+        let max_ms = parse_ms(v).map_err(|e| format!("gate.slo.{k}: {e}"))?;
+        if !(max_ms > 0.0 && max_ms.is_finite()) {
+            return Err(format!("gate.slo.{k} must be a time above 0, e.g. 500ms"));
+        }
+        out.push(Objective::Latency {
+            metric,
+            quantile,
+            max_ms,
+        });
+    }
+    out.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    Ok(out)
 }
 
 /// The scenario fingerprint (docs/design.md "Scenarios"): a hash of endpoint URL, api, model, request and load
@@ -1061,6 +1205,7 @@ pub fn fingerprint(e: &Endpoint, r: &RequestSpec, l: &LoadSpec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::file::OneOrMany;
 
     #[test]
     fn names_are_checked() {
@@ -1075,8 +1220,8 @@ mod tests {
     #[test]
     fn open_loop_rate() {
         let raw = |rate: Option<f64>, conc: Option<u32>, seed: Option<u64>| RawLoad {
-            rate,
-            concurrency: conc,
+            rate: rate.map(OneOrMany::One),
+            concurrency: conc.map(OneOrMany::One),
             seed,
             ..RawLoad::default()
         };

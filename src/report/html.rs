@@ -162,6 +162,7 @@ pub fn render(rep: &Report) -> String {
         escape(&r.perfgate_version)
     );
     summary_table(&mut o, rep);
+    sweeps(&mut o, r);
     for s in &r.scenarios {
         scenario(&mut o, rep, s);
     }
@@ -174,6 +175,60 @@ The verdicts come from the statistics in the tables, not from the plots. Generat
         escape(&r.perfgate_version)
     );
     o
+}
+
+/// One section per load sweep (a scenario written with a list of concurrency levels or rates,
+/// at least two of them measured): P50 latency against output token throughput per level.
+fn sweeps(o: &mut String, r: &crate::results::Results) {
+    let mut families: Vec<(&str, Vec<&ScenarioResult>)> = Vec::new();
+    for s in &r.scenarios {
+        let Some(f) = s.family.as_deref() else {
+            continue;
+        };
+        match families.iter_mut().find(|(name, _)| *name == f) {
+            Some((_, members)) => members.push(s),
+            None => families.push((f, vec![s])),
+        }
+    }
+    for (family, members) in families.iter().filter(|(_, m)| m.len() >= 2) {
+        let _ = writeln!(
+            o,
+            "<section class=\"scenario\">\n<h2>Load sweep: {}</h2>\n<p class=\"meta\">{} levels ({}); each point is one level's P50 against its output token throughput. Where latency rises and throughput stops growing, the server is saturated.</p>\n<div class=\"plots\">",
+            escape(family),
+            members.len(),
+            escape(
+                &members
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        );
+        for (key, title) in [
+            ("ttft_ms", "TTFT P50 against throughput"),
+            ("tpot_ms", "TPOT P50 against throughput"),
+        ] {
+            let pts: Vec<super::sweep_plot::Point> = members
+                .iter()
+                .filter_map(|s| {
+                    Some(super::sweep_plot::Point {
+                        label: s
+                            .name
+                            .strip_prefix(*family)
+                            .map(|l| l.trim_start_matches('-'))
+                            .unwrap_or(&s.name)
+                            .to_string(),
+                        tokens_per_s: s.measured.output_tokens_per_s,
+                        p50_ms: s.measured.summary.get(key)?.p50,
+                    })
+                })
+                .collect();
+            if let Some(svg) = super::sweep_plot::sweep_svg(title, &[], &pts, 420, 280) {
+                let _ = writeln!(o, "<figure>{svg}</figure>");
+            }
+        }
+        let _ = writeln!(o, "</div>\n</section>");
+    }
 }
 
 fn summary_table(o: &mut String, rep: &Report) {

@@ -1,5 +1,6 @@
 //! Markdown report: the PR comment body and the step summary. First line is the hidden marker
-//! `<!-- perfgate:ID -->`; then the verdict line, one summary table, and per-scenario details in
+//! `<!-- perfgate:ID -->`; then the verdict line, the FAIL and WARN rows, a legend, every row in a
+//! collapsed `<details>`, a chart of the gated quantiles, and per-scenario details in
 //! `<details>`. Text that came from a server or a file (error messages, model names, scenario
 //! names) is escaped so it cannot inject markdown, HTML, mentions or links.
 
@@ -96,52 +97,22 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     if let Some(n) = &x.note {
         let _ = writeln!(o, "{}\n", escape(n));
     }
-    let _ = writeln!(
-        o,
-        "| scenario | check | baseline | candidate | change [CI] | verdict |"
-    );
-    let _ = writeln!(o, "|---|---|---|---|---|---|");
-    // (sort key, row): FAIL rows first in the compact form.
-    let mut rows: Vec<(u8, String)> = Vec::new();
-    for s in &r.scenarios {
-        if s.status != Status::Compared && s.checks.is_empty() {
-            rows.push((
-                0,
-                format!(
-                    "| {} | - | - | - | - | {} |",
-                    escape(&s.name),
-                    super::terminal::status_label(s.status)
-                ),
-            ));
-            continue;
-        }
-        for c in s.checks.iter().filter(|c| c.verdict != Verdict::Info) {
-            if x.compact && !matches!(c.verdict, Verdict::Fail | Verdict::Warn) {
-                continue;
-            }
-            rows.push((
-                u8::from(c.verdict != Verdict::Fail),
-                format!(
-                    "| {} | {} | {} | {} | {} | {} |",
-                    escape(&s.name),
-                    fmt_check_name(c),
-                    fmt_value(c, c.baseline),
-                    fmt_value(c, c.candidate),
-                    fmt_change(c),
-                    emoji(c.verdict)
-                ),
-            ));
-        }
-    }
-    if x.compact {
-        rows.sort_by_key(|(k, _)| *k);
-    }
+    // Lead with what needs a reviewer: FAIL rows, then WARN rows, then scenarios that were not
+    // compared; every row, in scenario order, follows inside a collapsed `<details>`.
+    let rows = table_rows(r);
+    let mut attention: Vec<&Row> = rows.iter().filter(|row| row.rank < 3).collect();
+    attention.sort_by_key(|row| row.rank);
     let shown = x.max_rows.filter(|_| x.compact).unwrap_or(usize::MAX);
-    for (_, row) in rows.iter().take(shown) {
-        let _ = writeln!(o, "{row}");
+    if attention.is_empty() {
+        let _ = writeln!(o, "No check failed or warned.");
+    } else {
+        let _ = writeln!(o, "{TABLE_HEAD}");
+        for row in attention.iter().take(shown) {
+            let _ = writeln!(o, "{}", row.text);
+        }
     }
     if x.compact {
-        let omitted = rows.len().saturating_sub(shown);
+        let omitted = attention.len().saturating_sub(shown);
         let passing = r.count(Verdict::Pass) + r.count(Verdict::Improved);
         let _ = writeln!(
             o,
@@ -150,6 +121,19 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
         footer(&mut o, r, x);
         return o;
     }
+    if !rows.is_empty() {
+        let _ = writeln!(o, "\n{}", legend(&rows));
+    }
+    let _ = writeln!(
+        o,
+        "\n<details><summary>All {} check(s) of {} scenario(s)</summary>\n\n{TABLE_HEAD}",
+        rows.iter().filter(|row| row.rank != 2).count(),
+        r.scenarios.len()
+    );
+    for row in &rows {
+        let _ = writeln!(o, "{}", row.text);
+    }
+    let _ = writeln!(o, "\n</details>");
     if let Some(c) = chart(r) {
         let _ = write!(o, "\n{c}");
     }
@@ -230,27 +214,134 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     o
 }
 
-/// Scenarios drawn in the chart at most (two categories each).
+const TABLE_HEAD: &str =
+    "| scenario | check | baseline | candidate | change [CI] | verdict |\n|---|---|---|---|---|---|";
+
+/// One row of the summary table.
+struct Row {
+    /// 0 FAIL, 1 WARN, 2 a scenario that was not compared, 3 anything else.
+    rank: u8,
+    text: String,
+    /// Which explanations in the legend this row needs.
+    explained: Option<Legend>,
+}
+
+/// What the legend under the table explains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Legend {
+    tail: bool,
+    open_ci: bool,
+    slo: bool,
+}
+
+/// The summary table's rows in scenario order: gated checks (INFO ones are in the details) and
+/// one row for each scenario that was not compared.
+fn table_rows(r: &Results) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for s in &r.scenarios {
+        if s.status != Status::Compared && s.checks.is_empty() {
+            rows.push(Row {
+                rank: 2,
+                text: format!(
+                    "| {} | - | - | - | - | {} |",
+                    escape(&s.name),
+                    super::terminal::status_label(s.status)
+                ),
+                explained: None,
+            });
+            continue;
+        }
+        for c in s.checks.iter().filter(|c| c.verdict != Verdict::Info) {
+            let change = fmt_change(c);
+            let tail = c.kind == crate::gate::CheckKind::TailExceedance;
+            let open_ci = change.contains('?');
+            let slo = c.kind.is_slo();
+            rows.push(Row {
+                rank: match c.verdict {
+                    Verdict::Fail => 0,
+                    Verdict::Warn => 1,
+                    _ => 3,
+                },
+                text: format!(
+                    "| {} | {} | {} | {} | {} | {} |",
+                    escape(&s.name),
+                    fmt_check_name(c),
+                    fmt_value(c, c.baseline),
+                    fmt_value(c, c.candidate),
+                    change,
+                    emoji(c.verdict)
+                ),
+                explained: (tail || open_ci || slo).then_some(Legend { tail, open_ci, slo }),
+            });
+        }
+    }
+    rows
+}
+
+/// How to read the table, in a reviewer's words: the change column always; a `tail>P90` row
+/// and a `?` in an interval only when the table has one.
+fn legend(rows: &[Row]) -> String {
+    let any = |f: fn(&Legend) -> bool| rows.iter().any(|r| r.explained.as_ref().is_some_and(f));
+    let mut parts = vec![
+        "*change [CI]*: the candidate against the baseline (P50: the typical per-request shift), \
+         with its 95 % confidence interval"
+            .to_string(),
+    ];
+    if any(|l| l.open_ci) {
+        parts.push(
+            "a `?` end means this many requests cannot bound that side of the interval \
+             (a tail needs more samples than a median)"
+                .to_string(),
+        );
+    }
+    if any(|l| l.slo) {
+        parts.push(
+            "*SLO* rows (gate.slo): the baseline column is the objective, and the change is the \
+             measured quantile against it; FAIL when the data show it missed, PASS when they \
+             show it met, WARN when this many requests cannot tell"
+                .to_string(),
+        );
+    }
+    if any(|l| l.tail) {
+        parts.push(
+            "*tail>P90*: the share of requests slower than the usual P90 (the P90 of both runs \
+             pooled); about 10 % when nothing changed, and its change is in percentage points"
+                .to_string(),
+        );
+    }
+    format!("{}.", parts.join("; "))
+}
+
+/// Scenarios drawn in the chart at most (one category per gated quantile each).
 const CHART_MAX_SCENARIOS: usize = 12;
 
 /// A compact chart GitHub renders (mermaid `xychart-beta`): per gated metric (TTFT, TPOT,
-/// E2E), the baseline (bars) and candidate (line) P50 and P99 of every scenario that has both,
-/// from the same summaries as the tables. `None` when no scenario has both.
+/// E2E), the baseline (bars) and candidate (line) value of each quantile that is gated for it
+/// (P50, P90, P99), for every scenario that has both, from the same summaries as the tables.
+/// `None` when no scenario has both.
 pub fn chart(r: &Results) -> Option<String> {
-    use crate::config::Metric;
-    let mut metrics: Vec<Metric> = Vec::new();
-    for m in r
-        .scenarios
-        .iter()
-        .flat_map(|s| s.checks.iter().filter_map(|c| c.metric))
-    {
-        if !metrics.contains(&m) {
-            metrics.push(m);
+    use crate::config::{Metric, Quantile};
+    use crate::gate::CheckKind;
+    let mut metrics: Vec<(Metric, Vec<Quantile>)> = Vec::new();
+    for c in r.scenarios.iter().flat_map(|s| &s.checks) {
+        let (Some(m), CheckKind::Quantile(q)) = (c.metric, c.kind) else {
+            continue;
+        };
+        if c.verdict == Verdict::Info {
+            continue;
+        }
+        match metrics.iter_mut().find(|(x, _)| *x == m) {
+            Some((_, qs)) if !qs.contains(&q) => qs.push(q),
+            Some(_) => {}
+            None => metrics.push((m, vec![q])),
         }
     }
     metrics.sort();
+    for (_, qs) in &mut metrics {
+        qs.sort();
+    }
     let mut out = String::new();
-    for m in metrics {
+    for (m, quantiles) in metrics {
         let key = format!("{}_ms", m.as_str());
         let mut cats = Vec::new();
         let (mut base, mut cand) = (Vec::new(), Vec::new());
@@ -264,8 +355,14 @@ pub fn chart(r: &Results) -> Option<String> {
                 .chars()
                 .filter(|ch| ch.is_ascii_alphanumeric() || "._-".contains(*ch))
                 .collect();
-            for (q, bv, cv) in [("P50", b.p50, c.p50), ("P99", b.p99, c.p99)] {
-                cats.push(format!("\"{name} {q}\""));
+            for q in &quantiles {
+                let pick = |s: &crate::summary::MetricSummary| match q {
+                    Quantile::P50 => s.p50,
+                    Quantile::P90 => s.p90,
+                    Quantile::P99 => s.p99,
+                };
+                let (bv, cv) = (pick(b), pick(c));
+                cats.push(format!("\"{name} {}\"", q.label()));
                 base.push(format!("{:.2}", bv));
                 cand.push(format!("{:.2}", cv));
             }

@@ -9,6 +9,7 @@ pub mod junit;
 pub mod markdown;
 pub mod plot;
 pub mod progress;
+pub mod sweep_plot;
 pub mod terminal;
 
 use crate::baseline::{Baseline, BaselineRecord, LoadError};
@@ -22,7 +23,7 @@ use std::path::{Path, PathBuf};
 pub fn fmt_value(c: &Check, v: Option<f64>) -> String {
     match (c.kind, v) {
         (_, None) => "-".into(),
-        (CheckKind::Quantile(_), Some(x)) => fmt_ms(x),
+        (CheckKind::Quantile(_) | CheckKind::Slo(_), Some(x)) => fmt_ms(x),
         (_, Some(x)) => format!("{:.1}%", x * 100.0),
     }
 }
@@ -47,7 +48,7 @@ pub fn fmt_ms(x: f64) -> String {
 pub fn fmt_change(c: &Check) -> String {
     let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
     match (c.kind, c.ratio) {
-        (CheckKind::ErrorRate, _) | (CheckKind::TailExceedance, _) => {
+        (CheckKind::ErrorRate | CheckKind::TailExceedance | CheckKind::ErrorSlo, _) => {
             match (c.baseline, c.candidate) {
                 (Some(b), Some(x)) => format!("{:+.1} pp", (x - b) * 100.0),
                 _ => "-".into(),
@@ -77,6 +78,7 @@ pub fn fmt_tolerance(c: &Check) -> String {
     };
     match c.kind {
         CheckKind::ErrorRate => "significant increase".into(),
+        CheckKind::Slo(_) | CheckKind::ErrorSlo => "objective (SLO)".into(),
         _ if c.min_delta_ms > 0.0 => format!(
             "{:.0}% / {fail}, >{}",
             c.warn * 100.0,

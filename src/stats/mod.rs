@@ -10,6 +10,7 @@
 
 pub mod holm;
 pub mod normal;
+pub mod objective;
 pub mod quantile;
 pub mod rank;
 pub mod shift;

@@ -159,6 +159,8 @@ fn two_checks_in_a_pr_leave_one_comment_edited_in_place() {
         filters => vec![
             // Charts belong to the markdown renderer's own snapshots; here only their place.
             (r"(?s)```mermaid\n.*```\n", "[charts]\n"),
+            // A busy machine adds a client-lag note; whether it does depends on the load.
+            (r"(?m)^Note: client busy: .*\n\n", ""),
             // The `why` cell of the per-scenario tables: its wording follows the verdict and
             // belongs to the gate; the cell must be there.
             (r"(?m)^((?:\| (?:[^|\n\\]|\\.)* ){7})\| (?:[^|\n\\]|\\.)+ \|$", "${1}| [why] |"),

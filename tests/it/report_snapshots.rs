@@ -3,6 +3,8 @@
 //! hand-added hostile note). All renderers read the same model, so the same numbers must appear
 //! in each; `cargo insta review` (or INSTA_UPDATE=always) after an intended change.
 
+use perfgate::config::{Metric, Quantile};
+use perfgate::gate::{CheckKind, Verdict};
 use perfgate::report::{self, html, json, junit, markdown, terminal, Report};
 use perfgate::results::Results;
 use std::path::Path;
@@ -95,12 +97,12 @@ fn markdown_chart_draws_every_compared_scenario_from_the_table_numbers() {
         2,
         "{chart}"
     ); // TTFT, TPOT
-    for s in ["chat-short", "chat-long", "flaky"] {
-        assert!(
-            chart.contains(&format!("\"{s} P50\", \"{s} P99\"")),
-            "{chart}"
-        );
-    }
+       // Only the gated quantiles are drawn: at n = 20 the P99 checks are INFO, so P50 alone.
+    assert!(
+        chart.contains("x-axis [\"chat-short P50\", \"chat-long P50\", \"flaky P50\"]"),
+        "{chart}"
+    );
+    assert!(!chart.contains("P99"), "{chart}");
     assert!(!chart.contains("new-scenario"), "no baseline, no bar");
     // chat-long's TPOT P50: baseline and candidate as in the results' summaries
     let s = r.scenarios.iter().find(|s| s.name == "chat-long").unwrap();
@@ -108,14 +110,97 @@ fn markdown_chart_draws_every_compared_scenario_from_the_table_numbers() {
     let c = s.measured.summary["tpot_ms"].p50;
     let tpot = chart.split("```mermaid").nth(2).unwrap();
     assert!(tpot.contains(&format!("{b:.2}")) && tpot.contains(&format!("{c:.2}")));
-    // the chart sits under the summary table, before the details
+    // the chart sits under the collapsed table of every row, before the per-scenario details
     let md = markdown::render(&r);
-    let (t, c1, d) = (
-        md.find("| scenario |").unwrap(),
+    let (all, c1, d) = (
+        md.find("<details><summary>All ").unwrap(),
         md.find("```mermaid").unwrap(),
-        md.find("<details>").unwrap(),
+        md.find("<details><summary>chat-short").unwrap(),
     );
-    assert!(t < c1 && c1 < d);
+    assert!(all < c1 && c1 < d);
+}
+
+#[test]
+fn markdown_chart_draws_a_tail_quantile_once_it_is_gated() {
+    let mut r = fixture();
+    for s in &mut r.scenarios {
+        for c in &mut s.checks {
+            if c.kind == CheckKind::Quantile(Quantile::P99) && c.metric == Some(Metric::Tpot) {
+                c.verdict = Verdict::Pass;
+            }
+        }
+    }
+    let chart = markdown::chart(&r).expect("a chart");
+    let tpot = chart.split("```mermaid").nth(2).unwrap();
+    assert!(
+        tpot.contains("x-axis [\"chat-short P50\", \"chat-short P99\", \"chat-long P50\""),
+        "{tpot}"
+    );
+    let s = r.scenarios.iter().find(|s| s.name == "chat-long").unwrap();
+    let b = s.baseline.as_ref().unwrap().summary["tpot_ms"].p99;
+    assert!(tpot.contains(&format!("{b:.2}")), "{tpot}");
+    // TTFT's P99 stays INFO: its chart keeps P50 only.
+    let ttft = chart.split("```mermaid").nth(1).unwrap();
+    assert!(!ttft.contains("P99"), "{ttft}");
+}
+
+#[test]
+fn markdown_leads_with_fail_then_warn_and_folds_every_row() {
+    let r = fixture();
+    let md = markdown::render(&r);
+    let folded = md
+        .find("<details><summary>All 15 check(s) of 4 scenario(s)</summary>")
+        .unwrap();
+    let lead: Vec<&str> = md[..folded]
+        .lines()
+        .filter(|l| l.starts_with("| "))
+        .collect();
+    assert_eq!(
+        lead,
+        [
+            "| scenario | check | baseline | candidate | change [CI] | verdict |",
+            "| chat-long | TPOT P50 | 3.99 ms | 6.00 ms | +49.8% [+47.5%, +52.4%] | ❌ FAIL |",
+            "| flaky | TTFT P50 | 64.2 ms | 63.6 ms | +0.1% [-9.5%, +10.6%] | ⚠️ WARN |",
+            "| new-scenario | - | - | - | - | NO BASELINE |",
+        ]
+    );
+    // Every row, PASS ones included, is in the folded table, in scenario order.
+    let end = folded + md[folded..].find("</details>").unwrap();
+    let all: Vec<&str> = md[folded..end]
+        .lines()
+        .filter(|l| l.starts_with("| "))
+        .collect();
+    assert_eq!(all.len(), 1 + 15 + 1, "{all:#?}"); // the head, 15 checks, one NO BASELINE
+    assert!(all[1].starts_with("| chat-short | TTFT P50 |"), "{all:#?}");
+    // The legend explains the tail rows in words; no interval here has an open end.
+    assert!(md.contains("*tail>P90*: the share of requests slower than the usual P90"));
+    assert!(!md.contains("a `?` end means"));
+}
+
+#[test]
+fn markdown_explains_an_open_interval_and_says_when_nothing_needs_a_look() {
+    let mut r = fixture();
+    r.scenarios.retain(|s| s.name != "new-scenario");
+    for s in &mut r.scenarios {
+        for c in &mut s.checks {
+            if matches!(c.verdict, Verdict::Fail | Verdict::Warn) {
+                c.verdict = Verdict::Pass;
+            }
+        }
+    }
+    let c = r.scenarios[0]
+        .checks
+        .iter_mut()
+        .find(|c| c.ci.is_some())
+        .unwrap();
+    c.ci = Some((Some(0.95), None));
+    let md = markdown::render(&r);
+    assert!(md.contains("\nNo check failed or warned.\n"), "{md}");
+    assert!(md.contains("[-5.0%, ?]"), "{md}");
+    assert!(
+        md.contains("a `?` end means this many requests cannot bound that side"),
+        "{md}"
+    );
 }
 
 #[test]

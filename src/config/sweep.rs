@@ -1,0 +1,150 @@
+//! `load.concurrency: [1, 4, 16]` and `load.rate: [...]`: one scenario per level (pure).
+//!
+//! A scenario whose merged `load:` lists levels becomes one scenario per level, named
+//! `<name>-c<N>` (concurrency) and `<name>-r<R>` (rate; both when both list), each with its own
+//! baseline file, fingerprint and checks; they keep the written name as their `family`, which
+//! the HTML report draws as one latency-versus-throughput plot.
+
+use super::file::{OneOrMany, RawScenario};
+
+/// Levels one list may hold.
+pub const MAX_LEVELS: usize = 16;
+
+/// The scenarios `raw` stands for, each with its family (`None` when nothing was listed).
+pub fn expand(raw: RawScenario) -> Result<Vec<(RawScenario, Option<String>)>, String> {
+    let conc = levels(raw.load.concurrency.as_ref(), "concurrency", |c| {
+        format!("c{c}")
+    })?;
+    let rate = levels(raw.load.rate.as_ref(), "rate", |r| {
+        format!("r{}", fmt_rate(*r))
+    })?;
+    if conc.is_none() && rate.is_none() {
+        return Ok(vec![(raw, None)]);
+    }
+    let name = raw.name.clone().unwrap_or_default();
+    let conc = conc.unwrap_or_else(|| vec![(raw.load.concurrency.clone(), String::new())]);
+    let rate = rate.unwrap_or_else(|| vec![(raw.load.rate.clone(), String::new())]);
+    let mut out = Vec::with_capacity(conc.len() * rate.len());
+    for (c, cs) in &conc {
+        for (r, rs) in &rate {
+            let mut s = raw.clone();
+            s.load.concurrency = c.clone();
+            s.load.rate = r.clone();
+            let suffix: Vec<&str> = [cs.as_str(), rs.as_str()]
+                .into_iter()
+                .filter(|x| !x.is_empty())
+                .collect();
+            s.name = Some(format!("{name}-{}", suffix.join("-")));
+            out.push((s, Some(name.clone())));
+        }
+    }
+    Ok(out)
+}
+
+/// A list's levels as single values with their name suffix; `None` for a single value or none.
+#[allow(clippy::type_complexity)]
+fn levels<T: Copy + PartialEq + std::fmt::Display>(
+    v: Option<&OneOrMany<T>>,
+    what: &str,
+    suffix: impl Fn(&T) -> String,
+) -> Result<Option<Vec<(Option<OneOrMany<T>>, String)>>, String> {
+    let Some(OneOrMany::Many(list)) = v else {
+        return Ok(None);
+    };
+    if list.is_empty() {
+        return Err(format!(
+            "load.{what} is an empty list: give one level or several, e.g. [1, 4, 16]"
+        ));
+    }
+    if list.len() > MAX_LEVELS {
+        return Err(format!(
+            "load.{what} lists {} levels: at most {MAX_LEVELS} (each level is a scenario with its own baseline)",
+            list.len()
+        ));
+    }
+    for (i, x) in list.iter().enumerate() {
+        if list[..i].contains(x) {
+            return Err(format!(
+                "load.{what} lists {x} twice: each level is one scenario"
+            ));
+        }
+    }
+    Ok(Some(
+        list.iter()
+            .map(|x| (Some(OneOrMany::One(*x)), suffix(x)))
+            .collect(),
+    ))
+}
+
+/// A rate for a scenario name: `2`, `0.5`, `12.25` (no exponent, no trailing zeros).
+fn fmt_rate(r: f64) -> String {
+    let s = format!("{r:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::file::RawLoad;
+
+    fn raw(conc: Option<OneOrMany<u32>>, rate: Option<OneOrMany<f64>>) -> RawScenario {
+        RawScenario {
+            name: Some("chat".into()),
+            load: RawLoad {
+                concurrency: conc,
+                rate,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn names(v: &[(RawScenario, Option<String>)]) -> Vec<String> {
+        v.iter().map(|(s, _)| s.name.clone().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_single_level_is_left_alone() {
+        let v = expand(raw(Some(OneOrMany::One(4)), None)).unwrap();
+        assert_eq!(names(&v), ["chat"]);
+        assert_eq!(v[0].1, None);
+        assert_eq!(v[0].0.load.concurrency, Some(OneOrMany::One(4)));
+    }
+
+    #[test]
+    fn lists_become_one_scenario_per_level() {
+        let v = expand(raw(Some(OneOrMany::Many(vec![1, 4, 16])), None)).unwrap();
+        assert_eq!(names(&v), ["chat-c1", "chat-c4", "chat-c16"]);
+        assert!(v.iter().all(|(_, f)| f.as_deref() == Some("chat")));
+        assert_eq!(v[2].0.load.concurrency, Some(OneOrMany::One(16)));
+        let v = expand(raw(
+            Some(OneOrMany::One(8)),
+            Some(OneOrMany::Many(vec![0.5, 2.0])),
+        ))
+        .unwrap();
+        assert_eq!(names(&v), ["chat-r0.5", "chat-r2"]);
+        assert_eq!(v[0].0.load.concurrency, Some(OneOrMany::One(8)));
+        let v = expand(raw(
+            Some(OneOrMany::Many(vec![1, 2])),
+            Some(OneOrMany::Many(vec![1.25, 3.0])),
+        ))
+        .unwrap();
+        assert_eq!(
+            names(&v),
+            ["chat-c1-r1.25", "chat-c1-r3", "chat-c2-r1.25", "chat-c2-r3"]
+        );
+    }
+
+    #[test]
+    fn bad_lists_say_why() {
+        let e = expand(raw(Some(OneOrMany::Many(vec![])), None)).unwrap_err();
+        assert!(e.contains("empty list"), "{e}");
+        let e = expand(raw(Some(OneOrMany::Many(vec![1, 4, 1])), None)).unwrap_err();
+        assert_eq!(
+            e,
+            "load.concurrency lists 1 twice: each level is one scenario"
+        );
+        let e = expand(raw(Some(OneOrMany::Many((1..=17).collect())), None)).unwrap_err();
+        assert!(e.contains("17 levels: at most 16"), "{e}");
+    }
+}

@@ -1,0 +1,144 @@
+//! The HTML report's load-sweep plots: for a scenario written with `load.concurrency: [...]`
+//! (or `load.rate: [...]`), one panel per metric with latency (y, the P50) against output token
+//! throughput (x), one point per level, candidate and baseline as lines: where latency turns up
+//! while throughput stops growing is the serving capacity. Inline SVG, as plot.rs.
+
+use super::plot::{BASELINE, CANDIDATE};
+use plotters::prelude::*;
+
+const GRID: RGBColor = RGBColor(0xe6, 0xe8, 0xeb);
+const AXIS: RGBColor = RGBColor(0x55, 0x5b, 0x66);
+
+/// One level of a sweep: its label (`c4`), output tokens/s, and the P50 in ms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub label: String,
+    pub tokens_per_s: f64,
+    pub p50_ms: f64,
+}
+
+/// Points that can be drawn: finite and non-negative, in the order given.
+fn drawable(pts: &[Point]) -> Vec<&Point> {
+    pts.iter()
+        .filter(|p| {
+            p.tokens_per_s.is_finite()
+                && p.p50_ms.is_finite()
+                && p.tokens_per_s >= 0.0
+                && p.p50_ms >= 0.0
+        })
+        .collect()
+}
+
+/// A latency-versus-throughput panel as an SVG document, `w` x `h` px; `None` when neither
+/// side has a point to draw.
+pub fn sweep_svg(
+    title: &str,
+    baseline: &[Point],
+    candidate: &[Point],
+    w: u32,
+    h: u32,
+) -> Option<String> {
+    let (b, c) = (drawable(baseline), drawable(candidate));
+    let all: Vec<&&Point> = b.iter().chain(&c).collect();
+    if all.is_empty() {
+        return None;
+    }
+    let xmax = all.iter().map(|p| p.tokens_per_s).fold(0.0, f64::max);
+    let ymax = all.iter().map(|p| p.p50_ms).fold(0.0, f64::max);
+    let (xhi, yhi) = ((xmax * 1.12).max(1e-3), (ymax * 1.15).max(1e-3));
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
+        root.fill(&WHITE).ok()?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 17).into_font().color(&AXIS))
+            .margin(8)
+            .margin_right(16)
+            .x_label_area_size(38)
+            .y_label_area_size(58)
+            .build_cartesian_2d(0.0..xhi, 0.0..yhi)
+            .ok()?;
+        chart
+            .configure_mesh()
+            .light_line_style(WHITE)
+            .bold_line_style(GRID)
+            .axis_style(AXIS)
+            .x_labels(6)
+            .y_labels(5)
+            .x_desc("output tokens/s")
+            .y_desc("P50 (ms)")
+            .label_style(("sans-serif", 13).into_font().color(&AXIS))
+            .axis_desc_style(("sans-serif", 13).into_font().color(&AXIS))
+            .draw()
+            .ok()?;
+        for (pts, colour, name) in [(&b, BASELINE, "baseline"), (&c, CANDIDATE, "candidate")] {
+            if pts.is_empty() {
+                continue;
+            }
+            let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.tokens_per_s, p.p50_ms)).collect();
+            chart
+                .draw_series(LineSeries::new(xy.clone(), colour.stroke_width(2)))
+                .ok()?
+                .label(name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
+                });
+            chart
+                .draw_series(pts.iter().map(|p| {
+                    EmptyElement::at((p.tokens_per_s, p.p50_ms))
+                        + Circle::new((0, 0), 3, colour.filled())
+                        + Text::new(
+                            p.label.clone(),
+                            (5, -14),
+                            ("sans-serif", 12).into_font().color(&AXIS),
+                        )
+                }))
+                .ok()?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(GRID)
+            .label_font(("sans-serif", 13).into_font().color(&AXIS))
+            .draw()
+            .ok()?;
+        root.present().ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(label: &str, x: f64, y: f64) -> Point {
+        Point {
+            label: label.into(),
+            tokens_per_s: x,
+            p50_ms: y,
+        }
+    }
+
+    #[test]
+    fn draws_each_level_labelled_and_skips_what_cannot_be_drawn() {
+        let cand = [
+            p("c1", 40.0, 30.0),
+            p("c4", 120.0, 45.0),
+            p("c16", 150.0, 160.0),
+        ];
+        let base = [
+            p("c1", 41.0, 29.0),
+            p("c4", f64::NAN, 44.0),
+            p("c16", 1e308 * 10.0, 1.0),
+        ];
+        let svg = sweep_svg("TTFT P50 against throughput", &base, &cand, 420, 280).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        for l in ["c1", "c4", "c16", "baseline", "candidate"] {
+            assert!(svg.contains(&format!("\n{l}\n</text>")), "{l}: {svg}");
+        }
+        // 3 candidate points and the 1 drawable baseline point
+        assert_eq!(svg.matches("<circle").count(), 4, "{svg}");
+        assert!(sweep_svg("x", &[], &[p("c1", f64::NAN, 1.0)], 420, 280).is_none());
+    }
+}

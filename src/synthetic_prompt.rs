@@ -1,0 +1,163 @@
+//! `request.prompt_tokens: N`: a deterministic synthetic prompt of about N tokens (pure).
+//!
+//! The text is common English words, one short and frequent word each, so that most
+//! tokenizers (Llama, Gemma, Qwen, Mistral, GPT) spend about one token per word; the word
+//! sequence is fixed (a linear congruential walk over the list from a fixed seed), so the same
+//! N gives the same text on every run and machine. How many tokens the server really counts
+//! (chat template included) is learned during the warmup from its own `usage.prompt_tokens`
+//! ([`next_words`], driven by the runner), until it is within [`TOLERANCE`] of N.
+
+/// The share of N the server's count may differ by once calibrated (issue 19: within 5 %).
+pub const TOLERANCE: f64 = 0.05;
+/// Calibration requests at most before measuring with the closest prompt found.
+pub const MAX_TRIES: usize = 5;
+/// The largest `prompt_tokens` accepted.
+pub const MAX_PROMPT_TOKENS: u32 = 262_144;
+
+/// Frequent words that are one token in the common tokenizers (with the leading space).
+const WORDS: [&str; 64] = [
+    "the", "time", "people", "year", "way", "day", "man", "thing", "woman", "life", "child",
+    "world", "school", "state", "family", "student", "group", "country", "problem", "hand", "part",
+    "place", "case", "week", "company", "system", "program", "question", "work", "number", "night",
+    "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month", "lot",
+    "right", "study", "book", "eye", "job", "word", "business", "issue", "side", "kind", "head",
+    "house", "service", "friend", "father", "power", "hour", "game", "line", "end", "member",
+    "law",
+];
+
+/// The instruction before the filler words (short, so that small N stay possible).
+const HEAD: &str = "Read the following words and then write a long story.";
+
+/// The prompt with `words` filler words after [`HEAD`]: deterministic, a sentence break every
+/// 16 words. `words` = 0 gives the head alone.
+pub fn text(words: u32) -> String {
+    let mut out = String::with_capacity(HEAD.len() + 8 * words as usize);
+    out.push_str(HEAD);
+    let mut state: u32 = 0x2545_f491;
+    for i in 0..words {
+        // Numerical Recipes' LCG; the high bits pick the word.
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        let w = WORDS[(state >> 26) as usize];
+        out.push(' ');
+        out.push_str(w);
+        if i % 16 == 15 {
+            out.push('.');
+        }
+    }
+    out
+}
+
+/// The first guess: one word per token, less a small allowance for the head and template.
+pub fn first_guess(target: u32) -> u32 {
+    target.saturating_sub(16).max(1)
+}
+
+/// True when the fitting can stop: the server's count `reported` is within 1 % (or 1 token)
+/// of `target`. Fitting aims there, well inside [`TOLERANCE`], so that a count that moves a
+/// little with the chat template does not end near the edge.
+pub fn on_target(target: u32, reported: u64) -> bool {
+    reported.abs_diff(target as u64) <= (target as u64 / 100).max(1)
+}
+
+/// True when the server's count `reported` is within [`TOLERANCE`] of `target`.
+pub fn close_enough(target: u32, reported: u64) -> bool {
+    (reported as f64 - target as f64).abs() <= TOLERANCE * target as f64
+}
+
+/// The next word count from what was tried: `(words, reported tokens)` pairs, oldest first.
+/// With two different tries, the secant through the last two (the server's count is close to
+/// a constant template overhead plus tokens per word); with one, proportional. Never 0, at most
+/// `4 * target` words (a tokenizer that packs several words per token is not chased further).
+pub fn next_words(target: u32, tried: &[(u32, u64)]) -> u32 {
+    let cap = target.saturating_mul(4).max(1);
+    let guess = match tried {
+        [] => first_guess(target) as f64,
+        [.., (w1, t1), (w2, t2)] if w1 != w2 && t1 != t2 => {
+            let slope = (*t2 as f64 - *t1 as f64) / (*w2 as f64 - *w1 as f64);
+            if slope > 0.0 {
+                *w2 as f64 + (target as f64 - *t2 as f64) / slope
+            } else {
+                proportional(target, *w2, *t2)
+            }
+        }
+        [.., (w, t)] => proportional(target, *w, *t),
+    };
+    (guess.round().max(1.0) as u32).min(cap)
+}
+
+fn proportional(target: u32, words: u32, reported: u64) -> f64 {
+    if reported == 0 {
+        return words as f64 * 2.0;
+    }
+    words as f64 * target as f64 / reported as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_is_fixed_and_has_the_asked_number_of_words() {
+        let a = text(40);
+        assert_eq!(a, text(40));
+        let head_words = HEAD.split_whitespace().count();
+        assert_eq!(a.split_whitespace().count(), head_words + 40);
+        assert_eq!(a.matches('.').count(), 1 + 2); // the head's, and after words 16 and 32
+        assert!(text(41).starts_with(&a));
+        assert_eq!(text(0), HEAD);
+        // not one word repeated: the walk covers the list
+        let long = text(2000);
+        let distinct: std::collections::HashSet<&str> = long.split_whitespace().collect();
+        assert!(distinct.len() > 60, "{}", distinct.len());
+    }
+
+    /// A server whose tokenizer spends `per_word` tokens a word and `overhead` on the head and
+    /// the chat template.
+    fn server(overhead: f64, per_word: f64) -> impl Fn(u32) -> u64 {
+        move |w| (overhead + per_word * w as f64).round() as u64
+    }
+
+    fn calibrate(target: u32, count: &dyn Fn(u32) -> u64) -> (u32, u64, usize) {
+        let mut tried = Vec::new();
+        loop {
+            let w = next_words(target, &tried);
+            let t = count(w);
+            tried.push((w, t));
+            if on_target(target, t) || tried.len() == MAX_TRIES {
+                return (w, t, tried.len());
+            }
+        }
+    }
+
+    #[test]
+    fn calibration_reaches_five_percent_for_common_tokenizers() {
+        // one token a word, 25 template tokens; 1.3 tokens a word (words split); 0.8 (merged);
+        // a 100-token system template
+        for (overhead, per_word) in [(25.0, 1.0), (40.0, 1.3), (12.0, 0.8), (100.0, 1.1)] {
+            let count = server(overhead, per_word);
+            for target in [128u32, 1024, 4096] {
+                let (w, t, tries) = calibrate(target, &count);
+                assert!(
+                    close_enough(target, t),
+                    "target {target}, {overhead}+{per_word}/word: {w} words -> {t} tokens"
+                );
+                assert!(tries <= 4, "{tries} tries for {target}");
+            }
+        }
+        // A template longer than N cannot be met: the fitting stops at one word, not zero.
+        let (w, t, tries) = calibrate(128, &server(200.0, 1.1));
+        assert_eq!((w, t, tries), (1, 201, MAX_TRIES));
+    }
+
+    #[test]
+    fn next_words_by_hand() {
+        assert_eq!(next_words(128, &[]), 112);
+        // 112 words gave 150 tokens: 112 * 128 / 150 = 95.57 -> 96
+        assert_eq!(next_words(128, &[(112, 150)]), 96);
+        // then 96 -> 130: slope (130 - 150) / (96 - 112) = 1.25; 96 + (128 - 130) / 1.25 = 94.4
+        assert_eq!(next_words(128, &[(112, 150), (96, 130)]), 94);
+        // no usage (0 tokens): double; never above 4 N
+        assert_eq!(next_words(100, &[(84, 0)]), 168);
+        assert_eq!(next_words(10, &[(30, 1)]), 40);
+    }
+}
