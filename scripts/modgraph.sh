@@ -11,11 +11,11 @@ cd "$(dirname "$0")/.."
 
 # Lowest first. A module may use modules in its own or lower layers.
 LAYERS=(
-  "exit units clock fsutil cancel redact stats sim"  # leaves: no crate imports of their own
+  "exit units clock fsutil cancel redact stats sim synthetic_prompt"  # leaves: no crate imports of their own
   "config"                                           # YAML -> validated scenarios
   "record summary"                                   # per-request records, metric summaries
   "client"                                           # HTTP, SSE decoding, per-request timing
-  "runner execute server"                            # schedules and sessions -> RunOutput; the server under test
+  "runner execute server prompt_fit"                 # schedules and sessions -> RunOutput; the server under test
   "baseline gate"                                    # baseline files; the statistical gate
   "verdict"                                          # overall verdict and exit code
   "results"                                          # the results model every renderer reads
