@@ -31,6 +31,7 @@ export PERFGATE_REQUIRE_THIRDPARTY=1
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
+bash scripts/modgraph.sh >/dev/null || bash scripts/modgraph.sh # the module graph: no cycle, no upward import (docs/architecture.md)
 
 step "dependency policy: cargo deny check licenses bans sources (deny.toml)"
 DENY="$PERFGATE_CACHE/cargo/bin/cargo-deny"

@@ -6,7 +6,9 @@
 //! chat template are the ones that matter). Timeouts are long: a 4096-token prompt that no
 //! cache holds takes 35 s to prefill on one busy thread here (117 tokens/s measured).
 
-use assert_cmd::Command;
+#[path = "support/mod.rs"]
+mod support;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -67,10 +69,10 @@ fn start() -> Server {
 #[test]
 fn synthetic_prompts_are_fitted_to_the_servers_token_count() {
     if !built() {
-        if std::env::var("PERFGATE_REQUIRE_REALSERVER").as_deref() == Ok("1") {
-            panic!("llama-server is not built: run `scripts/realserver.sh setup` (PERFGATE_REQUIRE_REALSERVER=1 forbids skipping)");
-        }
-        eprintln!("SKIPPED: llama-server not built; run `scripts/realserver.sh setup` to enable this test");
+        support::missing(
+            "PERFGATE_REQUIRE_REALSERVER",
+            "llama-server is not built: run `scripts/realserver.sh setup`",
+        );
         return;
     }
     let server = start();
@@ -86,11 +88,8 @@ fn synthetic_prompts_are_fitted_to_the_servers_token_count() {
         ));
     }
     std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
-    let o = Command::cargo_bin("perfgate")
-        .unwrap()
-        .current_dir(dir.path())
+    let o = support::perfgate_in(dir.path(), 900)
         .args(["check", "--allow-missing-baseline", "--output", "r.json"])
-        .timeout(std::time::Duration::from_secs(900))
         .output()
         .unwrap();
     let text = format!(

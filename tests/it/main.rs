@@ -1,8 +1,8 @@
 //! The integration tests, in one binary (each test binary links all of perfgate, which made 19 of
 //! them slow to build on 2 cores). One module per former file; run one with
 //! `cargo test --test it MODULE::` (e.g. `cargo test --test it report_snapshots::`).
-//! tests/realserver.rs and tests/thirdparty.rs stay binaries of their own: they start external
-//! servers and must not share the machine with the other tests.
+//! tests/realserver.rs, tests/realserver_prompt.rs and tests/thirdparty.rs stay binaries of their
+//! own: they start external servers and must not share the machine with the other tests.
 
 #[path = "../support/mod.rs"]
 mod support;
