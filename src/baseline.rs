@@ -155,7 +155,7 @@ impl BaselineRecord {
             None
         } else {
             summarize(&r.itl_ms).map(|s| ItlSummary {
-                n: s.n,
+                n: r.itl_count.map_or(s.n, |c| c as usize),
                 p50: round3(s.p50),
                 p99: round3(s.p99),
                 max: round3(s.max),
@@ -200,7 +200,12 @@ pub fn summaries(records: &[BaselineRecord]) -> BTreeMap<String, MetricSummary> 
 
 /// Type-7 quantiles, mean, min and max of `xs` (ms), rounded to 3 decimals; `None` when empty.
 pub fn metric_summary(xs: &[f64]) -> Option<MetricSummary> {
-    summarize(xs).map(|s| MetricSummary {
+    summarize(xs).map(|s| summary_of(&s))
+}
+
+/// A [`crate::stats::Summary`] rounded for files.
+pub fn summary_of(s: &crate::stats::Summary) -> MetricSummary {
+    MetricSummary {
         n: s.n,
         p50: round3(s.p50),
         p90: round3(s.p90),
@@ -208,7 +213,7 @@ pub fn metric_summary(xs: &[f64]) -> Option<MetricSummary> {
         mean: round3(s.mean),
         min: round3(s.min),
         max: round3(s.max),
-    })
+    }
 }
 
 /// The scenario's resolved configuration with secrets removed (header values from `${ENV}`
@@ -254,10 +259,7 @@ fn median(xs: impl Iterator<Item = f64>) -> Option<f64> {
 pub fn token_source_of(records: &[BaselineRecord]) -> Option<String> {
     let mut it = records.iter().filter_map(|r| r.token_source);
     let first = it.next()?;
-    let name = |t: TokenSource| match t {
-        TokenSource::Usage => "usage",
-        TokenSource::Events => "events",
-    };
+    let name = TokenSource::as_str;
     if it.all(|t| t == first) {
         Some(name(first).to_string())
     } else {

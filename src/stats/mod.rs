@@ -9,6 +9,7 @@
 //! - latency inputs are in whatever unit the caller uses (perfgate uses milliseconds); ratios are unitless.
 
 pub mod holm;
+pub mod itl;
 pub mod normal;
 pub mod quantile;
 pub mod rank;
