@@ -422,9 +422,9 @@ pub enum LoadError {
 /// Reads and validates a baseline file.
 pub fn load(path: &Path) -> Result<Baseline, LoadError> {
     let shown = path.display();
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::limits::read_text(path, crate::limits::MAX_BASELINE_BYTES) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(crate::limits::ReadError::NotFound) => {
             return Err(LoadError::Missing(path.to_path_buf()))
         }
         Err(e) => return Err(LoadError::Invalid(format!("{shown}: cannot read ({e})"))),
@@ -437,6 +437,7 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         format!("not valid JSON ({e}); restore it from git or run `perfgate bless`")
     })?;
+    crate::limits::check_times(&v)?;
     if let Some(sv) = v.get("schema_version").and_then(|s| s.as_u64()) {
         if sv > SCHEMA_VERSION as u64 {
             return Err(format!("schema_version {sv} was written by a newer perfgate (this one reads {SCHEMA_VERSION}); upgrade perfgate"));

@@ -16,6 +16,7 @@ pub mod exit;
 pub mod gate;
 pub mod github;
 pub mod init;
+pub mod limits;
 pub mod record;
 pub mod redact;
 pub mod report;

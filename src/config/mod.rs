@@ -105,15 +105,14 @@ pub fn load_file(
         at: shown.clone(),
         message,
     };
-    let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read ({e})")))?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(err(format!(
-            "file is {} bytes; scenario files are limited to {MAX_FILE_BYTES} bytes",
-            meta.len()
-        )));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| err(format!("cannot read as UTF-8 text ({e})")))?;
+    // the limit holds while reading (`-s /dev/zero` or a FIFO has no length to check)
+    let text = crate::limits::read_text(path, MAX_FILE_BYTES).map_err(|e| match e {
+        crate::limits::ReadError::TooLarge(_) => err(format!(
+            "larger than {MAX_FILE_BYTES} bytes; scenario files are limited to {MAX_FILE_BYTES} bytes"
+        )),
+        crate::limits::ReadError::NotFound => err("cannot read (no such file)".into()),
+        crate::limits::ReadError::Other(m) => err(format!("cannot read as UTF-8 text ({m})")),
+    })?;
     parse_str(&text, &shown, env)
 }
 

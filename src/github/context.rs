@@ -278,14 +278,14 @@ impl Context {
 }
 
 fn read_event(path: &str) -> Result<serde_json::Value, String> {
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if meta.len() > MAX_EVENT_BYTES {
-        return Err(format!(
-            "larger than {} MiB; not read",
-            MAX_EVENT_BYTES >> 20
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let text = crate::limits::read_text(std::path::Path::new(path), MAX_EVENT_BYTES).map_err(
+        |e| match e {
+            crate::limits::ReadError::TooLarge(_) => {
+                format!("larger than {} MiB; not read", MAX_EVENT_BYTES >> 20)
+            }
+            other => other.to_string(),
+        },
+    )?;
     serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))
 }
 
