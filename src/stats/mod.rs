@@ -15,6 +15,7 @@ pub mod quantile;
 pub mod rank;
 pub mod shift;
 pub mod spread;
+pub mod tail;
 pub mod tests_exact;
 
 pub use holm::holm_adjust;
