@@ -437,6 +437,7 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         format!("not valid JSON ({e}); restore it from git or run `perfgate bless`")
     })?;
+    crate::limits::check_unique_keys(text)?;
     crate::limits::check_times(&v)?;
     if let Some(sv) = v.get("schema_version").and_then(|s| s.as_u64()) {
         if sv > SCHEMA_VERSION as u64 {
@@ -482,6 +483,7 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
     if b.runs.iter().all(|r| r.records.is_empty()) {
         return Err("has no records; run `perfgate bless`".into());
     }
+    crate::limits::check_baseline_summary(&b)?;
     Ok(b)
 }
 

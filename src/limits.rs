@@ -108,6 +108,115 @@ fn walk(v: &serde_json::Value, path: &str, limit: Option<f64>) -> Result<(), Str
     }
 }
 
+/// Refuses JSON text in which an object has the same key twice (serde_json would keep the last
+/// silently: a reviewer could read one value while perfgate uses another). The error names the
+/// key and where it is.
+pub fn check_unique_keys(text: &str) -> Result<(), String> {
+    use serde::de::Deserializer as _;
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.deserialize_any(Unique)
+        .map_err(|e| format!("{e}; remove the duplicate"))
+}
+
+struct Unique;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Unique {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(Unique)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Unique {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Unique)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(k) = map.next_key::<String>()? {
+            if seen.contains(&k) {
+                return Err(serde::de::Error::custom(format!(
+                    "duplicate key `{}`",
+                    crate::client::dialect::clip(&k)
+                )));
+            }
+            map.next_value_seed(Unique)?;
+            seen.insert(k);
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a baseline whose `summary` differs from the summary of its own records (a reviewer
+/// reads the summary; the gate uses the records). Values are compared as written (3 decimals).
+pub fn check_baseline_summary(b: &crate::baseline::Baseline) -> Result<(), String> {
+    let all: Vec<crate::baseline::BaselineRecord> = b
+        .runs
+        .iter()
+        .flat_map(|r| r.records.iter().cloned())
+        .collect();
+    let want = crate::baseline::summaries(&all);
+    let keys = |m: &std::collections::BTreeMap<String, crate::baseline::MetricSummary>| {
+        m.keys().cloned().collect::<Vec<_>>().join(", ")
+    };
+    if want.keys().ne(b.summary.keys()) {
+        return Err(format!(
+            "summary has metrics [{}] but the records give [{}]; re-create the file with `perfgate bless`",
+            keys(&b.summary),
+            keys(&want)
+        ));
+    }
+    let near = |a: f64, b: f64| (a - b).abs() <= 0.0015 + 1e-9 * a.abs().max(b.abs());
+    for (k, w) in &want {
+        let g = &b.summary[k];
+        let fields = [
+            ("p50", g.p50, w.p50),
+            ("p90", g.p90, w.p90),
+            ("p99", g.p99, w.p99),
+            ("mean", g.mean, w.mean),
+            ("min", g.min, w.min),
+            ("max", g.max, w.max),
+        ];
+        if g.n != w.n {
+            return Err(format!(
+                "summary.{k}.n is {} but the records have {}: the summary does not match the records the gate uses; re-create the file with `perfgate bless`",
+                g.n, w.n
+            ));
+        }
+        for (f, got, exp) in fields {
+            if !near(got, exp) {
+                return Err(format!(
+                    "summary.{k}.{f} is {got} but the records give {exp}: the summary does not match the records the gate uses; re-create the file with `perfgate bless`"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +231,15 @@ mod tests {
             read_text(Path::new("/nonexistent/x"), 10),
             Err(ReadError::NotFound)
         ));
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused() {
+        assert!(check_unique_keys(r#"{"a":[{"b":1,"c":{"b":2}}],"b":3}"#).is_ok());
+        let e = check_unique_keys(r#"{"runs":[{"records":[{"ttft_ms":1,"ttft_ms":900}]}]}"#)
+            .unwrap_err();
+        assert!(e.contains("duplicate key `ttft_ms`"), "{e}");
+        assert!(check_unique_keys("not json").is_err());
     }
 
     #[test]

@@ -104,3 +104,46 @@ fn an_absurd_baseline_value_is_refused_and_the_html_is_written() {
     );
     assert!(said.contains("chat-long.json"), "the file is not named");
 }
+
+/// A baseline is refused when a key is duplicated (the last one won silently) or when its
+/// `summary` is not the summary of its records (a reviewer reads the summary, the gate the
+/// records). The committed fixture passes both checks.
+#[test]
+fn duplicate_keys_and_a_summary_that_lies_are_refused() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/baselines");
+    let text = std::fs::read_to_string(fixtures.join("chat-long.json")).unwrap();
+    perfgate::baseline::parse(&text).expect("the fixture is consistent");
+
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["summary"]["ttft_ms"]["p50"] = serde_json::json!(1.0);
+    let e = perfgate::baseline::parse(&v.to_string()).unwrap_err();
+    assert!(e.contains("summary.ttft_ms.p50 is 1"), "{e}");
+
+    let dup = text.replacen("\"ttft_ms\": ", "\"ttft_ms\": 1.0, \"ttft_ms\": ", 1);
+    assert_ne!(dup, text);
+    let e = perfgate::baseline::parse(&dup).unwrap_err();
+    assert!(e.contains("duplicate key `ttft_ms`"), "{e}");
+}
+
+/// A literal `user:password@` in base_url is never shown or stored (before: only `${ENV}`
+/// values were masked), and `${A:-${B}}` is refused instead of becoming the literal `${B}`.
+#[test]
+fn userinfo_is_redacted_and_nested_defaults_are_refused() {
+    let yaml = "scenarios:\n  - name: s\n    endpoint: {base_url: 'http://alice:hunter22@127.0.0.1:9/v1', model: m}\n    request: {prompt: hi, max_tokens: 4}\n";
+    let scs = perfgate::config::parse_str(yaml, "s.yaml", &|_| None).unwrap();
+    let shown = scs[0].endpoint.shown_url();
+    assert_eq!(shown, "http://<redacted>@127.0.0.1:9/v1");
+    let public = perfgate::baseline::public_config(&scs[0]).to_string();
+    assert!(
+        !public.contains("hunter22") && !public.contains("alice"),
+        "{public}"
+    );
+    assert!(scs[0].endpoint.secrets().contains(&"hunter22".to_string()));
+
+    let nested = "scenarios:\n  - name: s\n    endpoint: {base_url: 'http://${NOPE:-${HOST}}/v1', model: m}\n    request: {prompt: hi, max_tokens: 4}\n";
+    let e = perfgate::config::parse_str(nested, "s.yaml", &|_| None)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nesting is not supported"), "{e}");
+}

@@ -132,7 +132,8 @@ pub fn pr_from_event(event: &serde_json::Value) -> Option<u64> {
         return Some(n);
     }
     let issue = event.get("issue")?;
-    issue.get("pull_request")?;
+    // an issue is a PR when `pull_request` is an object; `"pull_request": null` is a plain issue
+    issue.get("pull_request").filter(|p| p.is_object())?;
     issue.get("number")?.as_u64()
 }
 
@@ -344,6 +345,10 @@ mod tests {
         assert_eq!(pr_from_event(&ic), Some(9));
         let issue: serde_json::Value = serde_json::from_str(r#"{"issue": {"number": 9}}"#).unwrap();
         assert_eq!(pr_from_event(&issue), None);
+        // issue 15: an issue_comment on a plain issue may carry `"pull_request": null`
+        let null_pr: serde_json::Value =
+            serde_json::from_str(r#"{"issue": {"number": 9, "pull_request": null}}"#).unwrap();
+        assert_eq!(pr_from_event(&null_pr), None);
         let push: serde_json::Value =
             serde_json::from_str(r#"{"ref": "refs/heads/main"}"#).unwrap();
         assert_eq!(pr_from_event(&push), None);
