@@ -364,6 +364,7 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
             a.id
         )));
     }
+    crate::limits::check_baselines_dir(&a.baselines).map_err(ExitError::invalid)?;
     let mut scs = load_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
         let total = scs.len();
@@ -489,6 +490,7 @@ fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
 }
 
 async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
+    crate::limits::check_baselines_dir(&a.baselines).map_err(ExitError::invalid)?;
     let scs = load_scenarios(&a.sc)?;
     let host = std::env::var("HOSTNAME").ok().or_else(|| {
         std::fs::read_to_string("/etc/hostname")

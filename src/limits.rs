@@ -108,6 +108,18 @@ fn walk(v: &serde_json::Value, path: &str, limit: Option<f64>) -> Result<(), Str
     }
 }
 
+/// `--baselines` must be a directory (or not exist yet): a regular file there is refused before
+/// anything is measured (before: everything was measured, then "File exists").
+pub fn check_baselines_dir(p: &Path) -> Result<(), String> {
+    match std::fs::metadata(p) {
+        Ok(m) if !m.is_dir() => Err(format!(
+            "--baselines {} is a file, not a directory: pass the directory that holds (or will hold) one <scenario>.json per scenario",
+            p.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Refuses JSON text in which an object has the same key twice (serde_json would keep the last
 /// silently: a reviewer could read one value while perfgate uses another). The error names the
 /// key and where it is.

@@ -147,3 +147,26 @@ fn userinfo_is_redacted_and_nested_defaults_are_refused() {
         .to_string();
     assert!(e.contains("nesting is not supported"), "{e}");
 }
+
+/// `--baselines <a regular file>` is refused before measuring (the endpoint here does not
+/// exist, so a run that measured would say so instead); before, perfgate measured every
+/// scenario and then said "File exists".
+#[test]
+fn a_file_as_baselines_dir_is_refused_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("afile"), "x").unwrap();
+    std::fs::write(
+        dir.path().join("s.yaml"),
+        "scenarios:\n  - name: s\n    endpoint: {base_url: 'http://127.0.0.1:9/v1', model: m}\n    request: {prompt: hi, max_tokens: 4}\n",
+    )
+    .unwrap();
+    for cmd in ["bless", "check"] {
+        let (code, out) = perfgate(dir.path(), &[cmd, "-s", "s.yaml", "--baselines", "afile"]);
+        assert_eq!(code, Some(2), "{cmd}: {out}");
+        assert!(
+            out.contains("--baselines afile is a file, not a directory"),
+            "{cmd}: {out}"
+        );
+        assert!(!out.contains("measuring"), "{cmd} measured: {out}");
+    }
+}
