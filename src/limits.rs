@@ -8,8 +8,9 @@ use std::path::Path;
 /// Largest baseline file read, bytes (a baseline keeps a summary per request: 100,000 requests
 /// are ~30 MB).
 pub const MAX_BASELINE_BYTES: u64 = 64 << 20;
-/// Largest results file read, bytes (README: at most ~2 KB per request).
-pub const MAX_RESULTS_BYTES: u64 = 256 << 20;
+/// Largest results file read, bytes (README: at most ~3 KB per request, so 100,000 requests
+/// fit).
+pub const MAX_RESULTS_BYTES: u64 = 512 << 20;
 /// A latency above a day is not a measurement: invalid input.
 pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
 /// Offsets within a run (`start_ms`, `sched_ms`, `wall_ms`): at most 30 days.
