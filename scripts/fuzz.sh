@@ -2,15 +2,19 @@
 # scripts/fuzz.sh [RUNS] [TARGET...]
 #
 # Runs perfgate's cargo-fuzz targets (fuzz/): `sse_decoder` (the SSE decoder on arbitrary bytes in
-# arbitrary pieces: no panic, split == whole) and `scenario_yaml` (perfgate::config::parse_str on
-# arbitrary UTF-8: never panics), each for RUNS executions (default 10,000,000), one after the
+# arbitrary pieces: no panic, split == whole), `scenario_yaml` (perfgate::config::parse_str on
+# arbitrary UTF-8: never panics) and `stream_measure` (bytes -> SSE decoder -> dialect -> Measurer:
+# vendor usage, the `error:` field line, finish_reason variants, usage jumps; the record stays
+# bounded and consistent), each for RUNS executions (default 10,000,000), one after the
 # other, and prints the exec count and time of each. Exit non-zero on a crash; libFuzzer then
 # names the input it saved under fuzz/artifacts/TARGET/ (reproduce with
 # `RUSTC_BOOTSTRAP=1 cargo fuzz run TARGET fuzz/artifacts/TARGET/crash-...`).
 #
 # cargo-fuzz is installed (pinned) into $PERFGATE_CACHE/cargo (default ~/.cache/perfgate/cargo)
-# the first time; the build lives in $PERFGATE_CACHE/fuzz-target, outside the clone. There is
-# no nightly toolchain here: RUSTC_BOOTSTRAP=1 lets stable rustc take cargo-fuzz's -Z flags.
+# the first time; the build lives in $PERFGATE_CACHE/fuzz-target (FUZZ_TARGET_DIR overrides),
+# outside the clone. cargo-fuzz needs a nightly compiler for its -Z flags (-Zsanitizer is not
+# used: -s none), but a fresh machine has only the stable toolchain: RUSTC_BOOTSTRAP=1 lets
+# stable rustc take them, so no nightly is installed or needed (the default toolchain is used).
 # Builds use debug assertions (-a: integer overflow panics too) and no sanitizer (-s none):
 # perfgate and its parsers are safe Rust, and ASan would cost throughput for nothing here.
 # Env: FUZZ_TIMEOUT_S (per-input limit, default 10), FUZZ_MAX_TIME_S (per-target cap, default 0 = none).
@@ -19,12 +23,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 RUNS="${1:-10000000}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(sse_decoder scenario_yaml)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(sse_decoder scenario_yaml stream_measure)
 CACHE="${PERFGATE_CACHE:-$HOME/.cache/perfgate}"
 CARGO_FUZZ_VERSION=0.13.2
 export PATH="$CACHE/cargo/bin:$PATH"
 export RUSTC_BOOTSTRAP=1
-export CARGO_TARGET_DIR="$CACHE/fuzz-target"
+export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$CACHE/fuzz-target}"
 
 if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
   echo "[fuzz] installing cargo-fuzz $CARGO_FUZZ_VERSION into $CACHE/cargo" >&2
@@ -39,6 +43,9 @@ for t in "${TARGETS[@]}"; do
   if [ "$t" = scenario_yaml ]; then
     seeds+=(scenarios)
     extra+=("-dict=fuzz/scenario_yaml.dict")
+  fi
+  if [ "$t" = stream_measure ]; then
+    extra+=("-dict=fuzz/stream_measure.dict")
   fi
   echo "[fuzz] $t: $RUNS runs" >&2
   t0=$(date +%s)

@@ -148,7 +148,7 @@ impl BaselineRecord {
             None
         } else {
             summarize(&r.itl_ms).map(|s| ItlSummary {
-                n: s.n,
+                n: r.itl_count.map_or(s.n, |c| c as usize),
                 p50: round3(s.p50),
                 p99: round3(s.p99),
                 max: round3(s.max),
@@ -234,10 +234,7 @@ fn median(xs: impl Iterator<Item = f64>) -> Option<f64> {
 pub fn token_source_of(records: &[BaselineRecord]) -> Option<String> {
     let mut it = records.iter().filter_map(|r| r.token_source);
     let first = it.next()?;
-    let name = |t: TokenSource| match t {
-        TokenSource::Usage => "usage",
-        TokenSource::Events => "events",
-    };
+    let name = TokenSource::as_str;
     if it.all(|t| t == first) {
         Some(name(first).to_string())
     } else {
@@ -366,9 +363,9 @@ pub enum LoadError {
 /// Reads and validates a baseline file.
 pub fn load(path: &Path) -> Result<Baseline, LoadError> {
     let shown = path.display();
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::limits::read_text(path, crate::limits::MAX_BASELINE_BYTES) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(crate::limits::ReadError::NotFound) => {
             return Err(LoadError::Missing(path.to_path_buf()))
         }
         Err(e) => return Err(LoadError::Invalid(format!("{shown}: cannot read ({e})"))),
@@ -381,6 +378,8 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         format!("not valid JSON ({e}); restore it from git or run `perfgate bless`")
     })?;
+    crate::limits::check_unique_keys(text)?;
+    crate::limits::check_times(&v)?;
     if let Some(sv) = v.get("schema_version").and_then(|s| s.as_u64()) {
         if sv > SCHEMA_VERSION as u64 {
             return Err(format!("schema_version {sv} was written by a newer perfgate (this one reads {SCHEMA_VERSION}); upgrade perfgate"));
@@ -425,7 +424,55 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
     if b.runs.iter().all(|r| r.records.is_empty()) {
         return Err("has no records; run `perfgate bless`".into());
     }
+    check_summary(&b)?;
     Ok(b)
+}
+
+/// Refuses a baseline whose `summary` differs from the summary of its own records (a reviewer
+/// reads the summary; the gate uses the records). Values are compared as written (3 decimals).
+fn check_summary(b: &Baseline) -> Result<(), String> {
+    let all: Vec<BaselineRecord> = b
+        .runs
+        .iter()
+        .flat_map(|r| r.records.iter().cloned())
+        .collect();
+    let want = summaries(&all);
+    let keys = |m: &std::collections::BTreeMap<String, crate::summary::MetricSummary>| {
+        m.keys().cloned().collect::<Vec<_>>().join(", ")
+    };
+    if want.keys().ne(b.summary.keys()) {
+        return Err(format!(
+            "summary has metrics [{}] but the records give [{}]; re-create the file with `perfgate bless`",
+            keys(&b.summary),
+            keys(&want)
+        ));
+    }
+    let near = |a: f64, b: f64| (a - b).abs() <= 0.0015 + 1e-9 * a.abs().max(b.abs());
+    for (k, w) in &want {
+        let g = &b.summary[k];
+        let fields = [
+            ("p50", g.p50, w.p50),
+            ("p90", g.p90, w.p90),
+            ("p99", g.p99, w.p99),
+            ("mean", g.mean, w.mean),
+            ("min", g.min, w.min),
+            ("max", g.max, w.max),
+        ];
+        if g.n != w.n {
+            return Err(format!(
+                "summary.{k}.n is {} but the records have {}: the summary does not match the records the gate uses; re-create the file with `perfgate bless`",
+                g.n, w.n
+            ));
+        }
+        for (f, got, exp) in fields {
+            if !near(got, exp) {
+                return Err(format!(
+                    "summary.{k}.{f} is {got} but the records give {exp}: the summary does not match the records the gate uses; re-create the file with `perfgate bless`"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -360,6 +360,7 @@ async fn run_command(cli: Cli) -> Result<i32, ExitError> {
 
 async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     check::validate_id(&a.id).map_err(ExitError::invalid)?;
+    crate::limits::check_baselines_dir(&a.baselines).map_err(ExitError::invalid)?;
     let mut scs = load_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
         let total = scs.len();
@@ -495,6 +496,7 @@ fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
 }
 
 async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
+    crate::limits::check_baselines_dir(&a.baselines).map_err(ExitError::invalid)?;
     let scs = load_scenarios(&a.sc)?;
     let host = crate::bless::this_host();
     let bless = crate::bless::bless(&scs, &a.baselines, a.runs as usize, a.allow_unstable, host);

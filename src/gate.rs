@@ -18,7 +18,7 @@
 use crate::config::scenario::{Band, GateSpec, Metric, Objective, Quantile};
 use crate::stats;
 use crate::stats::quantile::{harrell_davis, quantile_type7, sorted};
-use crate::stats::tests_exact::{binomial_cdf, binomial_sf, fisher_greater, fisher_less};
+use crate::stats::tests_exact::{fisher_greater, fisher_less};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -711,25 +711,10 @@ fn censored(s: &Samples) -> Vec<f64> {
     v
 }
 
-/// Smallest union-bound p-value for "candidate quantile > (1+fail) x baseline quantile + md".
-/// `hi`: the side claimed higher; `lo`: the side claimed lower (both sorted, censored).
+/// Smallest union-bound p-value for "candidate quantile > (1+fail) x baseline quantile + md"
+/// (`hi`: the side claimed higher, `lo`: lower; sorted, censored): O(n log n), in stats/tail.rs.
 fn tail_p(hi: &[f64], lo: &[f64], p: f64, fail: f64, md: f64) -> Option<f64> {
-    let (nh, nl) = (hi.len() as u64, lo.len() as u64);
-    let mut best: Option<f64> = None;
-    for k in 1..=hi.len() {
-        let x = hi[k - 1];
-        // largest j with (1+fail) * lo[j-1] < x and x - lo[j-1] > md
-        let j = lo
-            .iter()
-            .rposition(|&y| y.is_finite() && (1.0 + fail) * y < x && x - y > md)
-            .map(|i| i + 1);
-        let Some(j) = j else { continue };
-        let err_hi = binomial_cdf(k as u64 - 1, nh, p); // P(X_(k) > q)
-        let err_lo = binomial_sf(j as u64, nl, p); // P(Y_(j) < q)
-        let pv = (err_hi + err_lo).min(1.0);
-        best = Some(best.map_or(pv, |b: f64| b.min(pv)));
-    }
-    best
+    stats::tail::tail_exceedance_p(hi, lo, p, fail, md)
 }
 
 fn tail_check(input: &CheckInput, q: Quantile) -> Draft {

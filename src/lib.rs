@@ -18,6 +18,7 @@ pub mod fsutil;
 pub mod gate;
 pub mod github;
 pub mod init;
+pub mod limits;
 pub mod prompt_fit;
 pub mod record;
 pub mod redact;

@@ -14,6 +14,24 @@ pub enum TokenSource {
     Usage,
     /// The number of token-bearing events (an estimate: one event may carry several tokens).
     Events,
+    /// A provider's own usage object where the standard `usage` is absent (Groq's
+    /// `x_groq.usage` on the finish chunk), under the same trust rules as `usage`.
+    VendorUsage,
+}
+
+impl TokenSource {
+    /// Stable snake_case name, as used in JSON and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenSource::Usage => "usage",
+            TokenSource::Events => "events",
+            TokenSource::VendorUsage => "vendor_usage",
+        }
+    }
+    /// True when the count is the server's own (standard or vendor usage), not counted events.
+    pub fn is_reported(self) -> bool {
+        self != TokenSource::Events
+    }
 }
 
 /// Why a request failed. Serialised in snake_case into results and baselines.
@@ -107,9 +125,18 @@ pub struct RequestRecord {
     pub t_done_ms: Option<f64>,
     /// Every gap between successive token-bearing events, ms: per event, or per token (a gap
     /// over an event carrying k tokens counted as k gaps of gap/k) when the server reports
-    /// cumulative usage on every token event (docs/design.md "Metrics").
+    /// cumulative usage on every token event (docs/design.md "Metrics"). Bounded: above
+    /// [`crate::stats::itl::ITL_KEEP`] gaps, that many points standing for `itl_count` gaps
+    /// (the error bound is in [`crate::stats::itl`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub itl_ms: Vec<f64>,
+    /// The number of gaps `itl_ms` stands for, when it is a summary (absent: every gap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_count: Option<u64>,
+    /// Token-bearing events that arrived after a `finish_reason` (counted; some servers put
+    /// `finish_reason` on every chunk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_after_finish: Option<u64>,
     /// Generated tokens (see `token_source`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
@@ -129,7 +156,8 @@ pub struct RequestRecord {
     /// token events, or above max_tokens): output_tokens then counts events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_distrusted: Option<u64>,
-    /// Server-reported timings (llama.cpp's `timings` object), kept verbatim.
+    /// Server-reported timings (llama.cpp's `timings` object): its known numeric fields only
+    /// (see [`crate::client::dialect::TIMINGS_FIELDS`]), so a record stays small.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timings: Option<serde_json::Value>,
     /// Present when the request failed; a failed request never enters success latency figures.
@@ -158,6 +186,8 @@ impl RequestRecord {
             e2e_ms: None,
             t_done_ms: None,
             itl_ms: Vec::new(),
+            itl_count: None,
+            tokens_after_finish: None,
             output_tokens: None,
             token_source: None,
             prompt_tokens: None,

@@ -178,19 +178,20 @@ fn summary(xs: &[f64]) -> Option<MetricSummary> {
 pub fn measured_summary(records: &[RequestRecord]) -> BTreeMap<String, MetricSummary> {
     let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.ok()).collect();
     let mut out = BTreeMap::new();
-    let cols: [(&str, Vec<f64>); 4] = [
+    let cols: [(&str, Vec<f64>); 3] = [
         ("ttft_ms", ok.iter().filter_map(|r| r.ttft_ms).collect()),
         ("tpot_ms", ok.iter().filter_map(|r| r.tpot_ms).collect()),
         ("e2e_ms", ok.iter().filter_map(|r| r.e2e_ms).collect()),
-        (
-            "itl_ms",
-            ok.iter().flat_map(|r| r.itl_ms.iter().copied()).collect(),
-        ),
     ];
     for (k, v) in cols {
         if let Some(s) = summary(&v) {
             out.insert(k.to_string(), s);
         }
+    }
+    // ITL: each request's bounded gaps, pooled (crate::stats::itl)
+    let itl = ok.iter().map(|r| (&r.itl_ms[..], r.itl_count));
+    if let Some(s) = crate::stats::itl::pooled_summary(itl) {
+        out.insert("itl_ms".to_string(), crate::summary::summary_of(&s));
     }
     out
 }

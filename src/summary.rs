@@ -20,7 +20,12 @@ pub struct MetricSummary {
 
 /// Type-7 quantiles, mean, min and max of `xs` (ms), rounded to 3 decimals; `None` when empty.
 pub fn metric_summary(xs: &[f64]) -> Option<MetricSummary> {
-    summarize(xs).map(|s| MetricSummary {
+    summarize(xs).map(|s| summary_of(&s))
+}
+
+/// A [`crate::stats::Summary`] rounded for files.
+pub fn summary_of(s: &crate::stats::Summary) -> MetricSummary {
+    MetricSummary {
         n: s.n,
         p50: round3(s.p50),
         p90: round3(s.p90),
@@ -28,7 +33,7 @@ pub fn metric_summary(xs: &[f64]) -> Option<MetricSummary> {
         mean: round3(s.mean),
         min: round3(s.min),
         max: round3(s.max),
-    })
+    }
 }
 
 /// Event-loop lag of the client while it measured: a probe task sleeps

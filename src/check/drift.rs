@@ -96,7 +96,8 @@ pub struct Drift {
 /// The token source most requests used, its count and the number of requests with a source.
 fn majority_source(sources: &[TokenSource]) -> Option<(TokenSource, usize, usize)> {
     let total = sources.len();
-    let usage = sources.iter().filter(|s| **s == TokenSource::Usage).count();
+    // vendor usage is the server's own count too (record.rs `is_reported`)
+    let usage = sources.iter().filter(|s| s.is_reported()).count();
     let (src, n) = if usage * 2 > total {
         (TokenSource::Usage, usage)
     } else if (total - usage) * 2 > total {
@@ -108,10 +109,7 @@ fn majority_source(sources: &[TokenSource]) -> Option<(TokenSource, usize, usize
 }
 
 fn source_name(t: TokenSource) -> &'static str {
-    match t {
-        TokenSource::Usage => "usage",
-        TokenSource::Events => "events",
-    }
+    t.as_str()
 }
 
 fn median_of(v: impl Iterator<Item = f64>) -> Option<f64> {

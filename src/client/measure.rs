@@ -3,16 +3,28 @@
 //!
 //! - TTFT = t_first - t0 (first token-bearing event, any channel); TTFOT = first answer event.
 //! - E2E = t_last - t0; t_done = `[DONE]` / end of body.
-//! - output_tokens = last usage `completion_tokens` when trustworthy, else the number of
-//!   token-bearing events (source recorded).
+//! - output_tokens = last usage `completion_tokens` when trustworthy (else a known vendor usage,
+//!   Groq's `x_groq.usage`, under the same rules), else the number of token-bearing events
+//!   (source recorded). Trustworthy: not zero, not below the token events, not above
+//!   max_tokens nor [`MAX_TOKENS_PER_EVENT`] per token event.
 //! - TPOT = (t_last - t_first) / (output_tokens - 1), undefined for output_tokens <= 1.
 //! - ITL = every gap between token-bearing events; split evenly over the tokens an event carried
-//!   when cumulative usage arrives on every token event (vLLM #28183's approach).
+//!   when trustworthy cumulative usage arrives on every token event (vLLM #28183's approach);
+//!   kept bounded ([`crate::stats::itl`]).
+//! - Every token-bearing event up to `[DONE]` / end of body counts, also after a finish_reason
+//!   (noted in `tokens_after_finish`); an empty or `"null"` finish_reason is no finish.
 //! - Success needs >= 1 token event, no in-band error, and a normal end (a finish_reason or
-//!   `[DONE]`); anything else is a classified failure that keeps its partial diagnostics.
+//!   `[DONE]`; a connection reset after a finish_reason is still a normal end); anything else
+//!   is a classified failure that keeps its partial diagnostics.
 
 use super::dialect::EventInfo;
 use crate::record::{Failure, FailureClass, RequestRecord, TokenSource};
+
+/// Tokens one token-bearing event may believably carry: a usage figure above this many per
+/// event is distrusted (cumulative usage jumping 1, 2, 2^40 once asked the ITL split for 2^40
+/// gaps). Generous: speculative decoding and coalesced delivery carry a few dozen at most, hidden
+/// reasoning (counted in usage, never streamed) a few thousand over a handful of events.
+pub const MAX_TOKENS_PER_EVENT: u64 = 8192;
 
 /// One interpreted event and when it arrived, ms after t0.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,7 +74,11 @@ pub struct Measurer {
     token_usage: Vec<Option<u64>>,
     first_answer: Option<f64>,
     last_usage: Option<u64>,
+    last_vendor_usage: Option<u64>,
+    vendor_prompt: Option<u64>,
     finish_seen: bool,
+    after_finish: u64,
+    choices_not_array: bool,
     done_at: Option<f64>,
     error: Option<String>,
     foreign: Option<&'static str>,
@@ -80,7 +96,11 @@ impl Measurer {
             token_usage: Vec::new(),
             first_answer: None,
             last_usage: None,
+            last_vendor_usage: None,
+            vendor_prompt: None,
             finish_seen: false,
+            after_finish: 0,
+            choices_not_array: false,
             done_at: None,
             error: None,
             foreign: None,
@@ -110,8 +130,13 @@ impl Measurer {
             self.malformed = Some(e.at_ms);
         }
         self.multi_choice |= i.multi_choice;
-        // Token events after a finish_reason are not part of this answer (n = 1).
-        if i.token && !self.finish_seen {
+        self.choices_not_array |= i.choices_not_array;
+        // Every token event counts, also after a finish_reason (some servers and proxies put
+        // one on every chunk); those are noted.
+        if i.token {
+            if self.finish_seen {
+                self.after_finish += 1;
+            }
             self.token_times.push(e.at_ms);
             self.token_usage
                 .push(i.usage.and_then(|u| u.completion_tokens));
@@ -125,6 +150,14 @@ impl Measurer {
             }
             if let Some(p) = u.prompt_tokens {
                 rec.prompt_tokens = Some(p);
+            }
+        }
+        if let Some(u) = i.vendor_usage {
+            if let Some(c) = u.completion_tokens {
+                self.last_vendor_usage = Some(c);
+            }
+            if let Some(p) = u.prompt_tokens {
+                self.vendor_prompt = Some(p);
             }
         }
         if i.timings.is_some() {
@@ -152,7 +185,11 @@ impl Measurer {
             token_usage,
             first_answer,
             last_usage,
+            last_vendor_usage,
+            vendor_prompt,
             finish_seen,
+            after_finish,
+            choices_not_array,
             done_at,
             error,
             foreign,
@@ -162,15 +199,31 @@ impl Measurer {
         } = self;
         let n_events = token_times.len() as u64;
         rec.token_events = n_events;
+        rec.tokens_after_finish = (after_finish > 0).then_some(after_finish);
+        if rec.prompt_tokens.is_none() {
+            rec.prompt_tokens = vendor_prompt;
+        }
         // Token count: usage unless it is missing, zero, or smaller than the number of token events
         // (every token-bearing event carries at least one token, so such usage is wrong).
-        // Usage above the request's max_tokens is impossible, so it is wrong too.
-        let believable = |u: u64| u >= n_events && u > 0 && max_tokens.is_none_or(|m| u <= m);
-        let (tokens, source) = match last_usage {
-            Some(u) if believable(u) => (u, TokenSource::Usage),
+        // Usage above the request's max_tokens is impossible, so it is wrong too, and so is
+        // more than MAX_TOKENS_PER_EVENT per token event.
+        let believable = |u: u64| {
+            u >= n_events
+                && u > 0
+                && max_tokens.is_none_or(|m| u <= m)
+                && u <= n_events.saturating_mul(MAX_TOKENS_PER_EVENT)
+        };
+        // The standard usage wins when both it and a vendor usage came.
+        let (reported, reported_source) = match (last_usage, last_vendor_usage) {
+            (Some(u), _) => (Some(u), TokenSource::Usage),
+            (None, Some(v)) => (Some(v), TokenSource::VendorUsage),
+            (None, None) => (None, TokenSource::Usage),
+        };
+        let (tokens, source) = match reported {
+            Some(u) if believable(u) => (u, reported_source),
             _ => (n_events, TokenSource::Events),
         };
-        rec.usage_distrusted = last_usage.filter(|&u| !believable(u) && n_events > 0);
+        rec.usage_distrusted = reported.filter(|&u| !believable(u) && n_events > 0);
         if let (Some(&first), Some(&last)) = (token_times.first(), token_times.last()) {
             rec.ttft_ms = Some(first);
             rec.e2e_ms = Some(last);
@@ -184,7 +237,10 @@ impl Measurer {
             if tokens > 1 {
                 rec.tpot_ms = Some((last - first) / (tokens - 1) as f64);
             }
-            rec.itl_ms = itl(&token_times, &token_usage);
+            // split per token only on trustworthy standard usage
+            let split = source == TokenSource::Usage;
+            (rec.itl_ms, rec.itl_count) =
+                crate::stats::itl::compress(&itl(&token_times, &token_usage, split));
         }
         let (end_ms, transport_failure) = match end {
             End::Eof(t) => (t, None),
@@ -211,7 +267,15 @@ impl Measurer {
                 status: None,
                 message: format!("in-band error in a 200 stream: {msg}"),
             })
-        } else if done_at.is_none() && transport_failure.is_some() {
+        } else if done_at.is_none()
+            && transport_failure.is_some()
+            && !(finish_seen
+                && n_events > 0
+                && transport_failure
+                    .as_ref()
+                    .is_some_and(|f| f.class == FailureClass::Truncated))
+        {
+            // A reset after a finish_reason ends an answer that was complete: a normal end.
             let mut f = transport_failure.unwrap_or_else(unreachable_failure);
             if f.class == FailureClass::Truncated {
                 f.message = format!("{} after {} token events", f.message, n_events);
@@ -226,16 +290,22 @@ impl Measurer {
             ),
         })
         } else if n_events == 0 {
+            let how = if choices_not_array {
+                " (`choices` is an object, not the array the OpenAI API defines, so no choice was read)"
+            } else if done_at.is_some() && !finish_seen {
+                " ([DONE] arrived before any token and without a finish_reason)"
+            } else if done_at.is_some() {
+                " (the stream finished and sent [DONE] without a token)"
+            } else if finish_seen {
+                " (the stream sent a finish_reason without a token)"
+            } else {
+                " (stream ended without finish_reason or [DONE])"
+            };
             Some(Failure {
                 class: FailureClass::NoToken,
                 status: None,
                 message: format!(
-                    "empty response: no output tokens{} (no content, reasoning or tool-call delta)",
-                    if finish_seen {
-                        ""
-                    } else {
-                        " (stream ended without finish_reason)"
-                    }
+                    "empty response: no output tokens{how} (no content, reasoning or tool-call delta)"
                 ),
             })
         } else if !finish_seen && done_at.is_none() {
@@ -259,13 +329,15 @@ fn unreachable_failure() -> Failure {
     }
 }
 
-/// Gaps between token events; per token when every token event carries cumulative usage.
-fn itl(times: &[f64], usage: &[Option<u64>]) -> Vec<f64> {
-    let per_token = usage.len() == times.len() && usage.iter().all(Option::is_some) && {
-        let u: Vec<u64> = usage.iter().flatten().copied().collect();
-        u.windows(2).all(|w| w[1] > w[0])
-    };
-    let mut out = Vec::new();
+/// Gaps between token events as `(gap, count)`: per token (k gaps of gap/k) when `split` and
+/// every token event carries increasing cumulative usage, else per event. One entry per event,
+/// whatever the usage says (memory never follows a usage figure).
+fn itl(times: &[f64], usage: &[Option<u64>], split: bool) -> Vec<(f64, u64)> {
+    let per_token = split
+        && usage.len() == times.len()
+        && usage.iter().all(Option::is_some)
+        && usage.windows(2).all(|w| w[1] > w[0]);
+    let mut out = Vec::with_capacity(times.len().saturating_sub(1));
     for i in 1..times.len() {
         let gap = times[i] - times[i - 1];
         if per_token {
@@ -273,9 +345,9 @@ fn itl(times: &[f64], usage: &[Option<u64>]) -> Vec<f64> {
                 .unwrap_or(1)
                 .saturating_sub(usage[i - 1].unwrap_or(0))
                 .max(1);
-            out.extend(std::iter::repeat_n(gap / k as f64, k as usize));
+            out.push((gap / k as f64, k));
         } else {
-            out.push(gap);
+            out.push((gap, 1));
         }
     }
     out
@@ -429,5 +501,154 @@ mod tests {
         assert!(r.ok());
         assert_eq!(r.t_done_ms, Some(170.0));
         assert_eq!(r.tpot_ms, Some(20.0));
+    }
+
+    fn fin(mut s: Stamped, f: &str) -> Stamped {
+        s.info.finish = Some(f.into());
+        s
+    }
+    fn usage(c: u64) -> Option<Usage> {
+        Some(Usage {
+            prompt_tokens: Some(9),
+            completion_tokens: Some(c),
+        })
+    }
+
+    // Groq: x_groq.usage 4 on the finish chunk @40, tokens @10 20 30, [DONE] @41.
+    // TPOT = (30-10)/(4-1) = 6.667; source vendor_usage; with a standard usage 5 too, it wins.
+    #[test]
+    fn vendor_usage_counts_under_the_same_rules_and_standard_wins() {
+        let ev = |std: Option<u64>, vendor: u64| {
+            vec![
+                tok(10.0),
+                tok(20.0),
+                tok(30.0),
+                other(40.0, |i| {
+                    i.finish = Some("stop".into());
+                    i.vendor_usage = usage(vendor);
+                    i.usage = std.and_then(usage);
+                }),
+                other(41.0, |i| i.done = true),
+            ]
+        };
+        let r = measure(0.0, &ev(None, 4), End::Eof(41.0), None);
+        assert!(r.ok());
+        assert_eq!(r.output_tokens, Some(4));
+        assert_eq!(r.token_source, Some(TokenSource::VendorUsage));
+        assert_eq!(r.tpot_ms, Some(20.0 / 3.0));
+        assert_eq!(r.prompt_tokens, Some(9));
+        let r = measure(0.0, &ev(Some(5), 4), End::Eof(41.0), None);
+        assert_eq!(r.output_tokens, Some(5));
+        assert_eq!(r.token_source, Some(TokenSource::Usage));
+        // same trust rules: 2 < 3 token events is distrusted, events counted
+        let r = measure(0.0, &ev(None, 2), End::Eof(41.0), None);
+        assert_eq!(r.output_tokens, Some(3));
+        assert_eq!(r.token_source, Some(TokenSource::Events));
+        assert_eq!(r.usage_distrusted, Some(2));
+        // above max_tokens: distrusted
+        let r = measure(0.0, &ev(None, 4), End::Eof(41.0), Some(3));
+        assert_eq!(r.token_source, Some(TokenSource::Events));
+    }
+
+    // finish_reason "stop" on every chunk: tokens @10 20 30 all count. TPOT (30-10)/2 = 10,
+    // E2E 30, 2 tokens after the finish noted. Today's code stopped at the first: 1 token.
+    #[test]
+    fn tokens_after_a_finish_reason_count_and_are_noted() {
+        let ev = vec![
+            fin(tok(10.0), "stop"),
+            fin(tok(20.0), "stop"),
+            fin(tok(30.0), "stop"),
+            other(31.0, |i| i.done = true),
+        ];
+        let r = measure(0.0, &ev, End::Eof(31.0), None);
+        assert!(r.ok());
+        assert_eq!(r.output_tokens, Some(3));
+        assert_eq!(r.tpot_ms, Some(10.0));
+        assert_eq!(r.e2e_ms, Some(30.0));
+        assert_eq!(r.itl_ms, vec![10.0, 10.0]);
+        assert_eq!(r.tokens_after_finish, Some(2));
+    }
+
+    // Cumulative usage 1, 2, 2^40 on successive token events (today: an 8 TB allocation in
+    // the ITL split, exit 134). 2^40 > 3 x MAX_TOKENS_PER_EVENT: distrusted, events counted,
+    // ITL per event: gaps 10, 10. A believable jump (1, 2, 30000 over 3 events) splits into
+    // 30000 - 2 gaps, kept as ITL_KEEP points.
+    #[test]
+    fn cumulative_usage_jumps_are_bounded() {
+        let with = |at: f64, c: u64| {
+            let mut s = tok(at);
+            s.info.usage = usage(c);
+            s
+        };
+        let ev = vec![
+            with(10.0, 1),
+            with(20.0, 2),
+            with(30.0, 1 << 40),
+            other(31.0, |i| i.done = true),
+        ];
+        let r = measure(0.0, &ev, End::Eof(31.0), None);
+        assert_eq!(r.token_source, Some(TokenSource::Events));
+        assert_eq!(r.output_tokens, Some(3));
+        assert_eq!(r.usage_distrusted, Some(1 << 40));
+        assert_eq!(r.itl_ms, vec![10.0, 10.0]);
+        let ev = vec![
+            with(10.0, 1),
+            with(20.0, 2),
+            with(30.0, 20_000),
+            other(31.0, |i| i.done = true),
+        ];
+        let r = measure(0.0, &ev, End::Eof(31.0), None);
+        assert_eq!(r.token_source, Some(TokenSource::Usage));
+        assert_eq!(r.itl_ms.len(), crate::stats::itl::ITL_KEEP);
+        assert_eq!(r.itl_count, Some(1 + 19_998));
+        assert_eq!(r.itl_ms.last(), Some(&10.0));
+    }
+
+    #[test]
+    fn done_before_any_token_says_so() {
+        let ev = vec![other(5.0, |_| {}), other(6.0, |i| i.done = true)];
+        let r = measure(0.0, &ev, End::Eof(6.0), None);
+        let e = r.error.unwrap();
+        assert_eq!(e.class, FailureClass::NoToken);
+        assert!(
+            e.message
+                .contains("[DONE] arrived before any token and without a finish_reason"),
+            "{}",
+            e.message
+        );
+        let ev = vec![
+            other(5.0, |i| i.choices_not_array = true),
+            other(6.0, |i| i.done = true),
+        ];
+        let e = measure(0.0, &ev, End::Eof(6.0), None).error.unwrap();
+        assert!(
+            e.message.contains("`choices` is an object"),
+            "{}",
+            e.message
+        );
+    }
+
+    // Tokens @100 120 140, finish_reason @150, then a connection reset @170 before [DONE]: the
+    // answer was complete (README: a finish_reason is a normal end). TPOT (140-100)/2 = 20.
+    #[test]
+    fn a_reset_after_finish_reason_is_a_normal_end() {
+        let ev = vec![
+            tok(100.0),
+            tok(120.0),
+            tok(140.0),
+            other(150.0, |i| i.finish = Some("stop".into())),
+        ];
+        let reset = Failure {
+            class: FailureClass::Truncated,
+            status: None,
+            message: "connection reset".into(),
+        };
+        let r = measure(0.0, &ev, End::Failed(reset.clone(), 170.0), None);
+        assert!(r.ok(), "{:?}", r.error);
+        assert_eq!(r.tpot_ms, Some(20.0));
+        assert_eq!(r.t_done_ms, Some(170.0));
+        // before any finish_reason it is still truncated
+        let r = measure(0.0, &ev[..3], End::Failed(reset, 170.0), None);
+        assert_eq!(r.error.unwrap().class, FailureClass::Truncated);
     }
 }

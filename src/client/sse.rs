@@ -4,6 +4,7 @@
 //! line has arrived. Handles LF, CRLF and bare CR line endings (mixed, and a CRLF split across
 //! reads), `data:` with or without the space, multi-line `data:`, `event:`/`id:` fields, comment
 //! lines, a leading BOM, and UTF-8 split across reads (lines are decoded only once complete).
+//! One non-standard field is read: an `error:` line (older llama.cpp) is an `error` event.
 //! Pure: no I/O, no clock; the caller stamps each returned event with the arrival time of the
 //! read that completed it.
 
@@ -177,6 +178,16 @@ impl SseDecoder {
                 self.event = Some(value.to_string());
             }
             "id" | "retry" => self.saw_sse_syntax = true,
+            // Not an SSE field (the standard ignores it), but older llama.cpp servers report a
+            // streaming failure under HTTP 200 as one line `error: {"code":400,"message":...}`:
+            // it becomes an event of its own named `error`, at once, so the failure is read.
+            "error" => {
+                self.saw_sse_syntax = true;
+                out.events.push(SseEvent {
+                    event: Some("error".to_string()),
+                    data: value.to_string(),
+                });
+            }
             _ => {}
         }
     }
@@ -297,6 +308,16 @@ mod tests {
             d.feed(b"data: 0123456789abcdefXYZ").unwrap_err(),
             EventTooLarge { limit: 16 }
         );
+    }
+
+    #[test]
+    fn error_field_line_is_an_error_event() {
+        let (e, _) =
+            all(&[b"data: a\n\nerror: {\"code\":400,\"message\":\"too long\"}\ndata: [DONE]\n\n"]);
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[1].event.as_deref(), Some("error"));
+        assert_eq!(e[1].data, "{\"code\":400,\"message\":\"too long\"}");
+        assert_eq!(e[2].data, "[DONE]");
     }
 
     #[test]

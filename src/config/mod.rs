@@ -107,15 +107,14 @@ pub fn load_file(
         at: shown.clone(),
         message,
     };
-    let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read ({e})")))?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(err(format!(
-            "file is {} bytes; scenario files are limited to {MAX_FILE_BYTES} bytes",
-            meta.len()
-        )));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| err(format!("cannot read as UTF-8 text ({e})")))?;
+    // the limit holds while reading (`-s /dev/zero` or a FIFO has no length to check)
+    let text = crate::limits::read_text(path, MAX_FILE_BYTES).map_err(|e| match e {
+        crate::limits::ReadError::TooLarge(_) => err(format!(
+            "larger than {MAX_FILE_BYTES} bytes; scenario files are limited to {MAX_FILE_BYTES} bytes"
+        )),
+        crate::limits::ReadError::NotFound => err("cannot read (no such file)".into()),
+        crate::limits::ReadError::Other(m) => err(format!("cannot read as UTF-8 text ({m})")),
+    })?;
     parse_str(&text, &shown, env)
 }
 
@@ -183,8 +182,21 @@ fn yaml_error(e: &serde_saphyr::Error, name: &str, text: &str) -> ConfigError {
         Some(i) => first[..i].to_string(),
         None => first.to_string(),
     };
+    let key_line = e
+        .location()
+        .filter(|l| l.line() > 0)
+        .and_then(|l| text.lines().nth(l.line() as usize - 1))
+        .and_then(section_key);
     if let Some(hint) = did_you_mean(&full) {
         message.push_str(&format!("; did you mean `{hint}`?"));
+    } else if let (true, Some((key, value))) = (message == FILE_SHAPE, key_line) {
+        // a section that must be a mapping holds a scalar or nothing (`defaults:` empty,
+        // `endpoint: ~`, `min_delta: 0ms`): name that key, not the file's shape
+        let got = match value.as_str() {
+            "" | "~" | "null" => "it is empty".to_string(),
+            v => format!("not `{}`", v.chars().take(60).collect::<String>()),
+        };
+        message = format!("`{key}:` must be a mapping (indented `key: value` lines); {got}");
     } else if let Some(l) = e.location().filter(|l| l.line() > 0) {
         // Show the offending line, so "invalid u32" says which key.
         if let Some(line) = text.lines().nth(l.line() as usize - 1) {
@@ -221,6 +233,22 @@ fn unknown_top_level_key(key: &str, name: &str, text: &str) -> ConfigError {
     ConfigError { at: line, message }
 }
 
+const FILE_SHAPE: &str = "a scenario file is a mapping with `defaults:` and `scenarios:`";
+
+/// `key` and its value when `line` reads `key: value` (or `- key: value`).
+fn section_key(line: &str) -> Option<(String, String)> {
+    let t = line.trim();
+    let t = t.strip_prefix("- ").unwrap_or(t).trim_start();
+    let (k, v) = t.split_once(':')?;
+    let ok = !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    ok.then(|| {
+        let v = v.split(" #").next().unwrap_or("").trim();
+        (k.to_string(), v.to_string())
+    })
+}
+
 /// Rewrites YAML library messages that name library internals into user terms.
 fn humanize_yaml_error(msg: &str) -> String {
     let m = msg.to_string();
@@ -241,7 +269,7 @@ fn humanize_yaml_error(msg: &str) -> String {
     if m.contains("expected mapping start")
         || m.contains("invalid type: sequence, expected struct RawFile")
     {
-        return "a scenario file is a mapping with `defaults:` and `scenarios:`".into();
+        return FILE_SHAPE.into();
     }
     m
 }
@@ -464,5 +492,38 @@ scenarios:
         }
         text.push_str("scenarios: []\n");
         assert!(parse_str(&text, "bomb.yaml", &no_env).is_err());
+    }
+}
+
+#[cfg(test)]
+mod shape_tests {
+    /// A scalar or nothing where a section mapping belongs names that key (before: every one
+    /// said "a scenario file is a mapping with `defaults:` and `scenarios:`").
+    #[test]
+    fn a_scalar_section_names_its_key() {
+        let cases = [
+            (
+                "defaults:\nscenarios:\n  - name: s\n",
+                "`defaults:` must be a mapping (indented `key: value` lines); it is empty",
+            ),
+            (
+                "scenarios:\n  - name: s\n    endpoint: ~\n",
+                "`endpoint:` must be a mapping (indented `key: value` lines); it is empty",
+            ),
+            (
+                "scenarios:\n  - name: s\n    gate:\n      min_delta: 0ms\n",
+                "`min_delta:` must be a mapping (indented `key: value` lines); not `0ms`",
+            ),
+            (
+                "- a\n- b\n",
+                "a scenario file is a mapping with `defaults:` and `scenarios:`",
+            ),
+        ];
+        for (y, want) in cases {
+            let e = super::parse_str(y, "s.yaml", &|_| None)
+                .map(|_| ())
+                .unwrap_err();
+            assert!(e.to_string().contains(want), "{y:?}: {e}");
+        }
     }
 }

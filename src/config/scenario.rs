@@ -219,7 +219,9 @@ impl Endpoint {
         };
         self.url_secrets
             .iter()
-            .fold(u, |u, s| u.replace(s.expose(), "<redacted>"))
+            .fold(super::values::mask_userinfo(&u), |u, s| {
+                u.replace(s.expose(), "<redacted>")
+            })
     }
 
     /// Every secret value this endpoint sends: the API key, `${ENV}` header values, and
@@ -654,12 +656,17 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
     let url_secrets = if url.starts_with("sim://") {
         Vec::new()
     } else {
-        super::values::url_secret_values(raw_url, ctx.env)
+        let mut v = super::values::url_secret_values(raw_url, ctx.env);
+        // a literal `user:pw@` is a credential too, wherever it came from
+        v.extend(super::values::userinfo_password(&url).filter(|p| p.len() >= 4));
+        v
     };
-    // What perfgate shows: the URL with query/userinfo secrets masked.
+    // What perfgate shows: the URL with its userinfo and query secrets masked.
     let display_url = url_secrets
         .iter()
-        .fold(url.clone(), |u, s| u.replace(s.as_str(), "<redacted>"));
+        .fold(super::values::mask_userinfo(&url), |u, s| {
+            u.replace(s.as_str(), "<redacted>")
+        });
     let api = match e.api.as_deref().unwrap_or("openai-chat") {
         "openai-chat" => Api::OpenaiChat,
         "openai-completions" => Api::OpenaiCompletions,

@@ -96,6 +96,12 @@ pub fn expand_env(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
                 Some(i) => (&inner[..i], Some(&inner[i + 2..])),
                 None => (inner, None),
             };
+            // `${A:-${B}}` would read as the default `${B` and a stray `}`: refuse it.
+            if default.is_some_and(|d| d.contains("${")) {
+                return Err(format!(
+                    "`${{{inner}}}}}`: a default cannot hold another `${{...}}` (nesting is not supported); write the default literally or set {name}"
+                ));
+            }
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(format!("`${{{inner}}}` is not a valid variable reference"));
             }
@@ -117,6 +123,37 @@ pub fn expand_env(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// `url` with its userinfo (`user:password@`, literal or from `${ENV}`) replaced by
+/// `<redacted>@`, so credentials in a base_url are never printed or stored.
+pub fn mask_userinfo(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let authority_end = url[scheme_end..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |j| scheme_end + j);
+    match url[scheme_end..authority_end].rfind('@') {
+        Some(at) => format!(
+            "{}<redacted>{}",
+            &url[..scheme_end],
+            &url[scheme_end + at..]
+        ),
+        None => url.to_string(),
+    }
+}
+
+/// The password of a URL's userinfo, when there is one (a secret to redact wherever it shows).
+pub fn userinfo_password(url: &str) -> Option<String> {
+    let scheme_end = url.find("://")? + 3;
+    let authority_end = url[scheme_end..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |j| scheme_end + j);
+    let authority = &url[scheme_end..authority_end];
+    let userinfo = &authority[..authority.rfind('@')?];
+    let pw = userinfo.split_once(':').map_or(userinfo, |(_, p)| p);
+    (!pw.is_empty()).then(|| pw.to_string())
 }
 
 /// The values of `${VAR}` references in a URL template that sit in its query string or its
@@ -179,6 +216,26 @@ mod tests {
         assert!(e.contains("NOPE is not set"), "{e}");
         assert!(expand_env("${HOST", &env).unwrap_err().contains("unclosed"));
         assert!(expand_env("${A B}", &env).is_err());
+    }
+
+    #[test]
+    fn nested_defaults_are_refused_and_userinfo_is_masked() {
+        // before: `${NOPE:-${HOST}}` silently became the literal `${HOST}`
+        let e = expand_env("https://${NOPE:-${HOST}}/v1", &env).unwrap_err();
+        assert!(e.contains("nesting is not supported"), "{e}");
+        assert_eq!(
+            mask_userinfo("https://user:pw@example.test:8443/v1?x=a@b"),
+            "https://<redacted>@example.test:8443/v1?x=a@b"
+        );
+        assert_eq!(
+            mask_userinfo("http://127.0.0.1:8000/v1"),
+            "http://127.0.0.1:8000/v1"
+        );
+        assert_eq!(
+            userinfo_password("https://user:s3cret@h/v1").as_deref(),
+            Some("s3cret")
+        );
+        assert_eq!(userinfo_password("https://h/v1?u=a@b"), None);
     }
 
     #[test]

@@ -20,6 +20,11 @@ pub const PER_PAGE: usize = 100;
 pub const MAX_COMMENT_PAGES: u32 = 100;
 /// At most 1,000 open `perfgate` issues are searched.
 pub const MAX_ISSUE_PAGES: u32 = 10;
+/// Largest response body read, bytes (a page of 100 comments of GitHub's 65,536-character
+/// maximum is ~7 MB of JSON); a larger one is an error, never read to the end.
+pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
+/// Longest time to read one response body once its headers came.
+const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Label of the tracking issue.
 pub const LABEL: &str = "perfgate";
 const API_VERSION: &str = "2022-11-28";
@@ -60,14 +65,113 @@ impl From<octocrab::Error> for ApiError {
                 status: Some(source.status_code.as_u16()),
                 message: one_line(&source.message, 200),
             },
-            // Display of the others names the cause (connection refused, timeout, JSON path);
-            // octocrab's snafu messages may append a backtrace: keep the first line.
+            // Display of the others names only the step ("SendRequest"); the cause (connection
+            // refused, a timeout) is further down the source chain: name it. octocrab's snafu
+            // messages may append a backtrace: keep the first line of each.
             other => ApiError {
                 status: None,
-                message: one_line(other.to_string().lines().next().unwrap_or("error"), 200),
+                message: one_line(&chain_message(&other), 200),
             },
         }
     }
+}
+
+/// The error and its causes, first lines joined with `: `; a timeout anywhere is named first
+/// ("timed out: ..."), so a hung API does not read as "SendRequest".
+fn chain_message(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(x) = cur {
+        let line = x
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        if !line.is_empty() && !parts.contains(&line) {
+            parts.push(line);
+        }
+        cur = x.source();
+    }
+    let text = if parts.is_empty() {
+        "error".to_string()
+    } else {
+        parts.join(": ")
+    };
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("timed out") || lower.contains("timeout") || lower.contains("elapsed") {
+        format!("timed out: the GitHub API did not answer in time ({text})")
+    } else {
+        text
+    }
+}
+
+/// Reads a response body of at most [`MAX_RESPONSE_BYTES`] within [`BODY_TIMEOUT`]; the
+/// status decides between the parsed body and an [`ApiError`] with GitHub's `message`.
+async fn read_capped<T: serde::de::DeserializeOwned>(
+    resp: hyper::Response<http_body_util::combinators::BoxBody<bytes::Bytes, octocrab::Error>>,
+) -> Result<T, ApiError> {
+    use http_body_util::BodyExt;
+    let status = resp.status();
+    let mut body = resp.into_body();
+    let mut bytes: Vec<u8> = Vec::new();
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(ApiError::from)?;
+            if let Ok(data) = frame.into_data() {
+                if bytes.len() + data.len() > MAX_RESPONSE_BYTES {
+                    return Err(ApiError {
+                        status: Some(status.as_u16()),
+                        message: format!(
+                            "the GitHub API response exceeded {} MiB; not read further",
+                            MAX_RESPONSE_BYTES >> 20
+                        ),
+                    });
+                }
+                bytes.extend_from_slice(&data);
+            }
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(BODY_TIMEOUT, read).await {
+        Err(_) => {
+            return Err(ApiError {
+                status: Some(status.as_u16()),
+                message: format!(
+                    "timed out: the GitHub API response body did not end within {} s",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            })
+        }
+        Ok(r) => r?,
+    }
+    if !status.is_success() {
+        let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| {
+                v.get("message")
+                    .and_then(|m| m.as_str())
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+        let message = if message.trim().is_empty() {
+            status.canonical_reason().unwrap_or("error").to_string()
+        } else {
+            message
+        };
+        return Err(ApiError {
+            status: Some(status.as_u16()),
+            message: one_line(&message, 200),
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(|e| ApiError {
+        status: Some(status.as_u16()),
+        message: one_line(
+            &format!("the GitHub API answered unreadable JSON: {e}"),
+            200,
+        ),
+    })
 }
 
 /// An issue or PR comment (only what perfgate reads).
@@ -168,38 +272,84 @@ impl Api {
         format!("/repos/{}/{}/{rest}", self.repo.owner, self.repo.name)
     }
 
+    fn uri<Q: Serialize>(&self, rest: &str, query: Option<&Q>) -> Result<String, ApiError> {
+        let mut uri = self.route(rest);
+        if let Some(q) = query {
+            let mut qs = url::form_urlencoded::Serializer::new(String::new());
+            if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(q) {
+                for (k, v) in m {
+                    match v {
+                        serde_json::Value::Null => {}
+                        serde_json::Value::String(s) => {
+                            qs.append_pair(&k, &s);
+                        }
+                        other => {
+                            qs.append_pair(&k, &other.to_string());
+                        }
+                    }
+                }
+            }
+            uri = format!("{uri}?{}", qs.finish());
+        }
+        Ok(uri)
+    }
+
+    /// GET, body capped ([`read_capped`]).
+    async fn get<T: serde::de::DeserializeOwned, Q: Serialize>(
+        &self,
+        rest: &str,
+        query: Option<&Q>,
+    ) -> Result<T, ApiError> {
+        let resp = self.client._get(self.uri(rest, query)?).await?;
+        read_capped(resp).await
+    }
+
+    /// POST, body capped.
+    async fn post<T: serde::de::DeserializeOwned, B: Serialize>(
+        &self,
+        rest: &str,
+        body: &B,
+    ) -> Result<T, ApiError> {
+        let resp = self
+            .client
+            ._post(self.uri::<()>(rest, None)?, Some(body))
+            .await?;
+        read_capped(resp).await
+    }
+
+    /// PATCH, body capped.
+    async fn patch<T: serde::de::DeserializeOwned, B: Serialize>(
+        &self,
+        rest: &str,
+        body: &B,
+    ) -> Result<T, ApiError> {
+        let resp = self
+            .client
+            ._patch(self.uri::<()>(rest, None)?, Some(body))
+            .await?;
+        read_capped(resp).await
+    }
+
     /// `GET /repos/{owner}/{repo}/issues/{number}/comments?per_page=100&page=N`
     pub async fn list_comments(&self, issue: u64, page: u32) -> Result<Vec<Comment>, ApiError> {
         let q = PageQuery {
             per_page: PER_PAGE,
             page,
         };
-        Ok(self
-            .client
-            .get(self.route(&format!("issues/{issue}/comments")), Some(&q))
-            .await?)
+        self.get(&format!("issues/{issue}/comments"), Some(&q))
+            .await
     }
 
     /// `POST /repos/{owner}/{repo}/issues/{number}/comments` (PRs are issues here).
     pub async fn create_comment(&self, issue: u64, body: &str) -> Result<Comment, ApiError> {
-        Ok(self
-            .client
-            .post(
-                self.route(&format!("issues/{issue}/comments")),
-                Some(&BodyOnly { body }),
-            )
-            .await?)
+        self.post(&format!("issues/{issue}/comments"), &BodyOnly { body })
+            .await
     }
 
     /// `PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}`
     pub async fn update_comment(&self, id: u64, body: &str) -> Result<Comment, ApiError> {
-        Ok(self
-            .client
-            .patch(
-                self.route(&format!("issues/comments/{id}")),
-                Some(&BodyOnly { body }),
-            )
-            .await?)
+        self.patch(&format!("issues/comments/{id}"), &BodyOnly { body })
+            .await
     }
 
     /// `GET /repos/{owner}/{repo}/issues?state=open&labels=perfgate&per_page=100&page=N`
@@ -210,7 +360,7 @@ impl Api {
             per_page: PER_PAGE,
             page,
         };
-        Ok(self.client.get(self.route("issues"), Some(&q)).await?)
+        self.get("issues", Some(&q)).await
     }
 
     /// `POST /repos/{owner}/{repo}/issues` with the `perfgate` label.
@@ -220,18 +370,13 @@ impl Api {
             body,
             labels: [LABEL],
         };
-        Ok(self.client.post(self.route("issues"), Some(&new)).await?)
+        self.post("issues", &new).await
     }
 
     /// `PATCH /repos/{owner}/{repo}/issues/{number}` with a new body.
     pub async fn update_issue_body(&self, number: u64, body: &str) -> Result<Issue, ApiError> {
-        Ok(self
-            .client
-            .patch(
-                self.route(&format!("issues/{number}")),
-                Some(&BodyOnly { body }),
-            )
-            .await?)
+        self.patch(&format!("issues/{number}"), &BodyOnly { body })
+            .await
     }
 
     /// `PATCH /repos/{owner}/{repo}/issues/{number}` to `closed` (completed).
@@ -240,10 +385,7 @@ impl Api {
             state: "closed",
             state_reason: "completed",
         };
-        Ok(self
-            .client
-            .patch(self.route(&format!("issues/{number}")), Some(&close))
-            .await?)
+        self.patch(&format!("issues/{number}"), &close).await
     }
 
     /// `GET /repos/{owner}/{repo}/commits?path=P&sha=S&per_page=1`: the last commit at or before
@@ -258,7 +400,7 @@ impl Api {
             sha,
             per_page: 1,
         };
-        let list: Vec<CommitItem> = self.client.get(self.route("commits"), Some(&q)).await?;
+        let list: Vec<CommitItem> = self.get("commits", Some(&q)).await?;
         Ok(list
             .into_iter()
             .next()
@@ -381,5 +523,88 @@ pub fn hint(e: &ApiError, what: &str, token_env: &str) -> String {
             e.message
         ),
         _ => format!("{what}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// Serves one connection on 127.0.0.1 with `head` then `body_bytes` bytes of a JSON array
+    /// of comments (chunked); the thread ends when the client goes away or all is written.
+    fn server(head: &'static str, body_bytes: usize) -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let Ok((mut s, _)) = l.accept() else { return };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 8192];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(head.as_bytes());
+            let item = format!(r#"{{"id":1,"body":"{}"}},"#, "x".repeat(65_000));
+            let mut chunk = |data: &str| {
+                let _ = write!(s, "{:x}\r\n{data}\r\n", data.len());
+            };
+            chunk("[");
+            let mut sent = 1;
+            while sent + item.len() < body_bytes {
+                chunk(&item);
+                sent += item.len();
+            }
+            chunk(r#"{"id":2,"body":"end"}]"#);
+            let _ = s.write_all(b"0\r\n\r\n");
+        });
+        port
+    }
+
+    fn api(port: u16) -> Api {
+        Api::new(
+            &format!("http://127.0.0.1:{port}"),
+            &Token::new("t").unwrap(),
+            &Repo::parse("o/r").unwrap(),
+        )
+        .unwrap()
+    }
+
+    const HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+
+    /// A comments page of 40 MB (a hostile API or proxy; one that never ends grew perfgate to
+    /// 2 GB): refused at MAX_RESPONSE_BYTES. Before the cap, octocrab read it whole and this
+    /// returned 600-odd comments.
+    #[tokio::test]
+    async fn an_oversized_response_is_refused_not_read() {
+        let port = server(HEAD, 40 << 20);
+        let e = api(port).list_comments(1, 1).await.unwrap_err();
+        assert_eq!(e.status, Some(200));
+        assert!(e.message.contains("exceeded 16 MiB"), "{e}");
+        // a normal page still reads
+        let port = server(HEAD, 200_000);
+        let page = api(port).list_comments(1, 1).await.unwrap();
+        assert_eq!(page.len(), 4);
+        assert_eq!(page[3].id, 2);
+    }
+
+    #[test]
+    fn a_timeout_in_the_cause_chain_is_named() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("SendRequest")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "operation timed out",
+        ));
+        let m = chain_message(&e);
+        assert!(m.starts_with("timed out:"), "{m}");
+        assert!(m.contains("SendRequest: operation timed out"), "{m}");
     }
 }

@@ -132,7 +132,8 @@ pub fn pr_from_event(event: &serde_json::Value) -> Option<u64> {
         return Some(n);
     }
     let issue = event.get("issue")?;
-    issue.get("pull_request")?;
+    // an issue is a PR when `pull_request` is an object; `"pull_request": null` is a plain issue
+    issue.get("pull_request").filter(|p| p.is_object())?;
     issue.get("number")?.as_u64()
 }
 
@@ -278,14 +279,14 @@ impl Context {
 }
 
 fn read_event(path: &str) -> Result<serde_json::Value, String> {
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if meta.len() > MAX_EVENT_BYTES {
-        return Err(format!(
-            "larger than {} MiB; not read",
-            MAX_EVENT_BYTES >> 20
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let text = crate::limits::read_text(std::path::Path::new(path), MAX_EVENT_BYTES).map_err(
+        |e| match e {
+            crate::limits::ReadError::TooLarge(_) => {
+                format!("larger than {} MiB; not read", MAX_EVENT_BYTES >> 20)
+            }
+            other => other.to_string(),
+        },
+    )?;
     serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))
 }
 
@@ -344,6 +345,10 @@ mod tests {
         assert_eq!(pr_from_event(&ic), Some(9));
         let issue: serde_json::Value = serde_json::from_str(r#"{"issue": {"number": 9}}"#).unwrap();
         assert_eq!(pr_from_event(&issue), None);
+        // issue 15: an issue_comment on a plain issue may carry `"pull_request": null`
+        let null_pr: serde_json::Value =
+            serde_json::from_str(r#"{"issue": {"number": 9, "pull_request": null}}"#).unwrap();
+        assert_eq!(pr_from_event(&null_pr), None);
         let push: serde_json::Value =
             serde_json::from_str(r#"{"ref": "refs/heads/main"}"#).unwrap();
         assert_eq!(pr_from_event(&push), None);

@@ -18,10 +18,12 @@ pub fn render(r: &Results) -> String {
 /// Reads a results JSON file. Errors name the file and say what is wrong.
 pub fn load(path: &Path) -> Result<Results, String> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let text = crate::limits::read_text(path, crate::limits::MAX_RESULTS_BYTES)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         format!("{shown}: not JSON ({e}); expected a results file from `perfgate check --output`")
     })?;
+    crate::limits::check_times(&v).map_err(|e| format!("{shown}: {e}"))?;
     match v.get("schema_version").and_then(|x| x.as_u64()) {
         Some(n) if n == u64::from(RESULTS_SCHEMA_VERSION) => {}
         Some(n) => {

@@ -19,6 +19,9 @@ pub fn css(c: RGBColor) -> String {
     format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
 }
 
+/// Largest value drawn, ms (a day; larger values are drawn at the edge).
+pub const PLOT_MAX_MS: f64 = 86_400_000.0;
+
 /// The step points of an ECDF from `lo` to `hi`.
 fn steps(xs: &[f64], lo: f64, hi: f64) -> Vec<(f64, f64)> {
     let mut s: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
@@ -54,12 +57,23 @@ pub fn ecdf_svg(
     w: u32,
     h: u32,
 ) -> Option<String> {
+    // Loaded files are range-checked, but the plot must end on any input: values are clamped
+    // to [0, PLOT_MAX_MS] (a finite 1.7e308 made the axis ticks loop forever).
+    let clamp = |xs: &[f64]| -> Vec<f64> {
+        xs.iter()
+            .copied()
+            .filter(|x| x.is_finite())
+            .map(|x| x.clamp(0.0, PLOT_MAX_MS))
+            .collect()
+    };
+    let base_c = baseline.map(clamp);
+    let cand_c = clamp(candidate);
+    let (baseline, candidate) = (base_c.as_deref(), &cand_c[..]);
     let all: Vec<f64> = baseline
         .unwrap_or(&[])
         .iter()
         .chain(candidate)
         .copied()
-        .filter(|x| x.is_finite())
         .collect();
     if all.is_empty() {
         return None;
@@ -157,5 +171,9 @@ mod tests {
         assert!(ecdf_svg("TTFT", None, &[], 400, 260).is_none());
         // one value on both sides: still a range to draw on
         assert!(ecdf_svg("TPOT", Some(&[4.0]), &[4.0], 400, 260).is_some());
+        // a finite value near f64::MAX (a hand-edited baseline): drawn, clamped to a day,
+        // instead of looping in the axis ticks for ever (today's code never returned here)
+        let svg = ecdf_svg("E2E", Some(&[1.7e308, 3.0]), &[f64::MAX, -1e308], 400, 260).unwrap();
+        assert!(svg.contains("candidate (n=2)"));
     }
 }

@@ -9,12 +9,14 @@
 //! - latency inputs are in whatever unit the caller uses (perfgate uses milliseconds); ratios are unitless.
 
 pub mod holm;
+pub mod itl;
 pub mod normal;
 pub mod objective;
 pub mod quantile;
 pub mod rank;
 pub mod shift;
 pub mod spread;
+pub mod tail;
 pub mod tests_exact;
 
 pub use holm::holm_adjust;

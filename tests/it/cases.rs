@@ -109,6 +109,17 @@ cases! {
     case_36_stream_options_rejected_c => "36-stream-options-rejected-c.yaml",
     case_38_empty_stream_success_shape_a => "38-empty-stream-success-shape-a.yaml",
     case_38_empty_stream_success_shape_b => "38-empty-stream-success-shape-b.yaml",
+    // issue 15: stream classes 1-4 and the unfinished final event
+    case_40_vendor_usage_x_groq => "40-vendor-usage-x-groq.yaml",
+    case_40_vendor_usage_x_groq_b => "40-vendor-usage-x-groq-b.yaml",
+    case_41_error_field_line_a => "41-error-field-line-a.yaml",
+    case_41_error_field_line_b => "41-error-field-line-b.yaml",
+    case_42_finish_reason_every_chunk_a => "42-finish-reason-every-chunk-a.yaml",
+    case_42_finish_reason_every_chunk_b => "42-finish-reason-every-chunk-b.yaml",
+    case_43_done_without_finish_reason_a => "43-done-without-finish-reason-a.yaml",
+    case_43_done_without_finish_reason_b => "43-done-without-finish-reason-b.yaml",
+    case_44_unfinished_final_event_a => "44-unfinished-final-event-a.yaml",
+    case_44_unfinished_final_event_b => "44-unfinished-final-event-b.yaml",
 }
 
 /// A new `tests/cases/*.yaml` file must get a line in `cases!` above, or it would never run.
@@ -313,10 +324,7 @@ fn check_outcome(file: &str, x: &ReplayExpect, status: u16, r: &RequestRecord) {
         r.output_tokens, x.output_tokens,
         "{ctx}\noutput_tokens differs"
     );
-    let source = r.token_source.map(|s| match s {
-        TokenSource::Usage => "usage",
-        TokenSource::Events => "events",
-    });
+    let source = r.token_source.map(TokenSource::as_str);
     assert_eq!(
         source,
         x.token_source.as_deref(),

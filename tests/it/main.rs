@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod bounds;
 mod cases;
 mod cli;
 mod client_tuning;

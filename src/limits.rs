@@ -1,0 +1,224 @@
+//! Input bounds shared by every file perfgate reads: a size limit enforced while reading (not
+//! from the file's length, which is 0 for `/dev/zero`, a FIFO or a pipe), and believable ranges
+//! for the times in baselines and results (a finite 1.7e308 ms once made `--html` spin forever).
+
+use std::io::Read;
+use std::path::Path;
+
+/// Largest baseline file read, bytes (a baseline keeps a summary per request: 100,000 requests
+/// are ~30 MB).
+pub const MAX_BASELINE_BYTES: u64 = 64 << 20;
+/// Largest results file read, bytes (README: at most ~3 KB per request, so 100,000 requests
+/// fit).
+pub const MAX_RESULTS_BYTES: u64 = 512 << 20;
+/// A latency above a day is not a measurement: invalid input.
+pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
+/// Offsets within a run (`start_ms`, `sched_ms`, `wall_ms`): at most 30 days.
+pub const MAX_OFFSET_MS: f64 = 30.0 * MAX_LATENCY_MS;
+
+/// Why a file could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The file does not exist.
+    NotFound,
+    /// More than `limit` bytes (only `limit + 1` were read).
+    TooLarge(u64),
+    /// Another I/O error, or text that is not UTF-8.
+    Other(String),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::NotFound => f.write_str("no such file"),
+            ReadError::TooLarge(l) => write!(f, "larger than {l} bytes; not read further"),
+            ReadError::Other(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The text of `path`, reading at most `limit + 1` bytes whatever the file claims to be.
+pub fn read_text(path: &Path, limit: u64) -> Result<String, ReadError> {
+    let f = std::fs::File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ReadError::NotFound,
+        _ => ReadError::Other(e.to_string()),
+    })?;
+    if f.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(ReadError::Other("is a directory".into()));
+    }
+    let mut buf = Vec::new();
+    f.take(limit.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| ReadError::Other(e.to_string()))?;
+    if buf.len() as u64 > limit {
+        return Err(ReadError::TooLarge(limit));
+    }
+    String::from_utf8(buf).map_err(|e| ReadError::Other(format!("not UTF-8 text ({e})")))
+}
+
+/// Checks every number under a key ending in `_ms` (recursively: summaries, ITL arrays) in a
+/// baseline or results document: finite (JSON has no other) and within [`MAX_LATENCY_MS`] (or
+/// [`MAX_OFFSET_MS`] for run offsets). The error names the field's path.
+pub fn check_times(v: &serde_json::Value) -> Result<(), String> {
+    walk(v, "", None)
+}
+
+fn walk(v: &serde_json::Value, path: &str, limit: Option<f64>) -> Result<(), String> {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => {
+            if let (Some(limit), Some(x)) = (limit, n.as_f64()) {
+                if x.is_nan() || x.abs() > limit {
+                    return Err(format!(
+                        "{path} = {x} ms is not a believable time (above {} days); invalid input",
+                        limit / MAX_LATENCY_MS
+                    ));
+                }
+            }
+            Ok(())
+        }
+        Value::Array(a) => {
+            // ITL arrays can be long: check them without building a path per item
+            for (i, x) in a.iter().enumerate() {
+                walk(x, &format!("{path}[{i}]"), limit)?;
+            }
+            Ok(())
+        }
+        Value::Object(o) => {
+            for (k, x) in o {
+                let lim = if k.ends_with("_ms") {
+                    Some(match k.as_str() {
+                        "start_ms" | "sched_ms" | "wall_ms" => MAX_OFFSET_MS,
+                        _ => MAX_LATENCY_MS,
+                    })
+                } else {
+                    limit
+                };
+                // counts inside a summary (`n`) are not times
+                let lim = if k == "n" { None } else { lim };
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                walk(x, &p, lim)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `--baselines` must be a directory (or not exist yet): a regular file there is refused before
+/// anything is measured (before: everything was measured, then "File exists").
+pub fn check_baselines_dir(p: &Path) -> Result<(), String> {
+    match std::fs::metadata(p) {
+        Ok(m) if !m.is_dir() => Err(format!(
+            "--baselines {} is a file, not a directory: pass the directory that holds (or will hold) one <scenario>.json per scenario",
+            p.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses JSON text in which an object has the same key twice (serde_json would keep the last
+/// silently: a reviewer could read one value while perfgate uses another). The error names the
+/// key and where it is.
+pub fn check_unique_keys(text: &str) -> Result<(), String> {
+    use serde::de::Deserializer as _;
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.deserialize_any(Unique)
+        .map_err(|e| format!("{e}; remove the duplicate"))
+}
+
+struct Unique;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Unique {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(Unique)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Unique {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Unique)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(k) = map.next_key::<String>()? {
+            if seen.contains(&k) {
+                return Err(serde::de::Error::custom(format!(
+                    "duplicate key `{}`",
+                    k.chars().take(80).collect::<String>()
+                )));
+            }
+            map.next_value_seed(Unique)?;
+            seen.insert(k);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/dev/zero` has length 0 and never ends: read to the limit, not to the end (today's
+    /// `read_to_string` after a length check never returned).
+    #[test]
+    fn an_endless_file_is_cut_at_the_limit() {
+        let e = read_text(Path::new("/dev/zero"), 4096).unwrap_err();
+        assert!(matches!(e, ReadError::TooLarge(4096)), "{e}");
+        assert!(matches!(
+            read_text(Path::new("/nonexistent/x"), 10),
+            Err(ReadError::NotFound)
+        ));
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused() {
+        assert!(check_unique_keys(r#"{"a":[{"b":1,"c":{"b":2}}],"b":3}"#).is_ok());
+        let e = check_unique_keys(r#"{"runs":[{"records":[{"ttft_ms":1,"ttft_ms":900}]}]}"#)
+            .unwrap_err();
+        assert!(e.contains("duplicate key `ttft_ms`"), "{e}");
+        assert!(check_unique_keys("not json").is_err());
+    }
+
+    #[test]
+    fn times_above_a_day_are_refused_with_their_path() {
+        let ok =
+            serde_json::json!({"records": [{"ttft_ms": 12.5, "itl_ms": {"n": 1e9, "p99": 3.0}}]});
+        assert!(check_times(&ok).is_ok());
+        let bad = serde_json::json!({"records": [{"ttft_ms": 1.0}, {"e2e_ms": 1.7e308}]});
+        let e = check_times(&bad).unwrap_err();
+        assert!(e.starts_with("records[1].e2e_ms = "), "{e}");
+        let neg = serde_json::json!({"summary": {"tpot_ms": {"p50": -1e300}}});
+        assert!(check_times(&neg)
+            .unwrap_err()
+            .contains("summary.tpot_ms.p50"));
+    }
+}
