@@ -125,6 +125,11 @@ struct CheckArgs {
     /// The default since baselines became required; kept so older workflows still run.
     #[arg(long, hide = true, conflicts_with = "allow_missing_baseline")]
     require_baseline: bool,
+    /// Fail (exit 2) a scenario whose `endpoint.model` is not among the models the server lists
+    /// at GET <base>/models, instead of noting it (a server that accepts any name would measure
+    /// a typo).
+    #[arg(long)]
+    require_listed_model: bool,
     /// Run only shard I of N (1 <= I <= N), e.g. `--shard 2/4` in a CI matrix: the scenarios
     /// sorted by name, the k-th (from 0) in shard k mod N + 1. Merge the shards' results files
     /// with `perfgate report`.
@@ -414,6 +419,11 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     let opts = CheckOptions {
         policy,
         id: a.id.clone(),
+        unlisted_model: if a.require_listed_model {
+            check::UnlistedModel::Refuse
+        } else {
+            check::UnlistedModel::Note
+        },
     };
     // A live progress line while measuring, on an interactive terminal only (never in CI logs).
     let results = match report::progress::TerminalProgress::stderr() {

@@ -256,6 +256,13 @@ pub fn compare(
         } else if let Some(why) = run.resent_problem() {
             res.status = Status::Unmeasurable;
             res.status_detail = why;
+        } else if let (super::UnlistedModel::Refuse, Some(why)) = (
+            opts.unlisted_model,
+            crate::client::models::unlisted_note(&sc.endpoint.model, run.listed_models.as_deref()),
+        ) {
+            // --require-listed-model: a model the server does not list is a configuration error.
+            res.status = Status::Misconfigured;
+            res.status_detail = format!("{why} (--require-listed-model)");
         } else if res.measured.ok == 0 {
             res.status = Status::Unmeasurable;
             res.status_detail = format!(

@@ -48,6 +48,19 @@ pub struct CheckOptions {
     pub policy: crate::verdict::BaselinePolicy,
     /// The check id (comment marker).
     pub id: String,
+    /// What a configured model that the server's `GET <base>/models` does not list means.
+    pub unlisted_model: UnlistedModel,
+}
+
+/// What a configured model that the server does not list means (a server that accepts any
+/// name would measure a typo).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnlistedModel {
+    /// A note on the scenario (the default).
+    #[default]
+    Note,
+    /// `--require-listed-model`: the scenario is misconfigured (exit 2).
+    Refuse,
 }
 
 /// Measures every scenario (sequentially, in looks when `max_samples` is set, stopping a

@@ -3,10 +3,8 @@
 //! accepts it; `https://` against a plain-http server says so. Real processes, real HTTP over
 //! 127.0.0.1; each server thread serves a bounded number of connections for a bounded time.
 
-use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// A server thread that answers `GET .../models` with `models` (a JSON body) and every other
@@ -43,27 +41,7 @@ fn server(max_conns: usize, models: &'static str, other: &'static str) -> u16 {
     port
 }
 
-fn check(yaml: &str) -> (Option<i32>, String, Value) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
-    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
-    let o = crate::support::perfgate()
-        .current_dir(dir.path())
-        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.code(), text, read_json(&dir.path().join("r.json")))
-}
-
-fn read_json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|_| "null".into())).unwrap()
-}
+use crate::support::check_scenario as check;
 
 const LISTED: &str = r#"{"object":"list","data":[{"id":"gemma-3-270m","object":"model"},{"id":"qwen3-0.6b","object":"model"}]}"#;
 
@@ -102,6 +80,29 @@ fn a_model_the_server_does_not_list_is_noted_although_it_is_served() {
         notes.contains("model `serevd` is not among the models the server lists at GET <base_url>/models (`served`)"),
         "{notes}"
     );
+    // --require-listed-model makes it a configuration error: exit 2
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        "scenarios:\n  - name: typo\n    endpoint: {base_url: 'sim://?ttft_ms=5&tpot_ms=1&model=served', model: serevd}\n    request: {prompt: hi, max_tokens: 4}\n    load: {samples: 20, warmup: 1}\n",
+    )
+    .unwrap();
+    let o = crate::support::perfgate_in(dir.path(), 120)
+        .args([
+            "check",
+            "--allow-missing-baseline",
+            "--require-listed-model",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("MISCONFIGURED: model `serevd` is not among the models the server lists"),
+        "{out}"
+    );
+    assert!(out.contains("(--require-listed-model)"), "{out}");
     // the right name: no note
     let (code, text, r) = check(
         "scenarios:\n  - name: right\n    endpoint: {base_url: 'sim://?ttft_ms=5&tpot_ms=1&model=served', model: served}\n    request: {prompt: hi, max_tokens: 4}\n    load: {samples: 20, warmup: 1}\n",

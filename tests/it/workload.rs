@@ -5,24 +5,7 @@
 
 use serde_json::Value;
 
-fn check(yaml: &str) -> (Option<i32>, String, Value) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
-    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
-    let o = crate::support::perfgate()
-        .current_dir(dir.path())
-        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
-        .timeout(std::time::Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r = std::fs::read_to_string(dir.path().join("r.json")).unwrap_or_else(|_| "null".into());
-    (o.status.code(), text, serde_json::from_str(&r).unwrap())
-}
+use crate::support::check_scenario as check;
 
 #[test]
 fn prompt_tokens_are_fitted_to_the_servers_count() {

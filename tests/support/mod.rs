@@ -41,3 +41,27 @@ pub fn missing(require_var: &str, why: &str) {
     }
     eprintln!("SKIPPED: {why}");
 }
+
+/// A scenario file `yaml` in a new temporary directory (as `scenarios/s.yaml`) and
+/// `perfgate check --allow-missing-baseline --output r.json` run there (120 s at most): the
+/// exit code, stdout and stderr together, and the results JSON (`null` when none was written).
+pub fn check_scenario(yaml: &str) -> (Option<i32>, String, serde_json::Value) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::create_dir_all(dir.path().join("scenarios")).expect("scenarios/");
+    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).expect("the scenario file");
+    let o = perfgate_in(dir.path(), 120)
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
+        .output()
+        .expect("perfgate ran");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = std::fs::read_to_string(dir.path().join("r.json")).unwrap_or_else(|_| "null".into());
+    (
+        o.status.code(),
+        text,
+        serde_json::from_str(&r).expect("the results JSON parses"),
+    )
+}
