@@ -327,14 +327,21 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
             checks.push(ch);
         }
         if s.gate.quantiles.iter().any(|q| *q != Quantile::P50) {
-            checks.push(exceedance_check(
-                &s.scenario,
-                *m,
-                b,
-                c,
-                s.gate.band(*m, Quantile::P90),
-                s.gate.alpha,
-            ));
+            // Run-to-run drift moves the P90 as it moves the median: the same widening as the
+            // quantile checks, or an unchanged endpoint on a drifting runner fails here.
+            let configured = s.gate.band(*m, Quantile::P90);
+            let mut band = configured;
+            let spread = s.spread.get(m).copied();
+            if let Some((tau, k)) = spread {
+                band.fail = stats::spread::widened_fail(configured.fail, tau, k);
+                band.warn = band.warn.min(band.fail);
+            }
+            let mut ch = exceedance_check(&s.scenario, *m, b, c, band, s.gate.alpha);
+            if band.fail > configured.fail {
+                ch.check.fail_configured = Some(configured.fail);
+                ch.check.tau = spread.map(|(t, _)| t);
+            }
+            checks.push(ch);
         }
     }
     // No baseline requests (a scenario gated by gate.slo alone): no error rate to compare.
@@ -1158,6 +1165,46 @@ mod tests {
             "{}",
             wide[0].reason
         );
+    }
+
+    #[test]
+    fn run_spread_widens_the_tail_exceedance_check_too() {
+        // A P90 1.3x the baseline's (every request 1.3x slower): tail>P90 FAILs at its 20 %
+        // band; with tau = 0.15 from a 5-run baseline the band is
+        // exp(2.33 * 0.15 * sqrt(1.2)) - 1 = 46.6 %, and a drift of 1.3x is not a FAIL there.
+        let mk = |spread: BTreeMap<Metric, (f64, usize)>| ScenarioSamples {
+            scenario: "s".into(),
+            gate: gate(vec![Quantile::P50, Quantile::P99]),
+            metrics: vec![(
+                Metric::Tpot,
+                Samples {
+                    ok: sample(10.0, 100, 0.0),
+                    failed: 0,
+                },
+                Samples {
+                    ok: sample(13.0, 100, 0.3),
+                    failed: 0,
+                },
+            )],
+            errors: ErrorCounts::new((0, 100), (0, 100)),
+            spread,
+            looks: 1,
+            slo: Vec::new(),
+        };
+        let tail = |checks: &[Check]| {
+            checks
+                .iter()
+                .find(|c| c.kind == CheckKind::TailExceedance)
+                .cloned()
+                .unwrap()
+        };
+        let plain = tail(&evaluate(&[mk(BTreeMap::new())]).0);
+        assert_eq!(plain.verdict, Verdict::Fail, "{plain:?}");
+        let wide = tail(&evaluate(&[mk(BTreeMap::from([(Metric::Tpot, (0.15, 5))]))]).0);
+        assert_ne!(wide.verdict, Verdict::Fail, "{wide:?}");
+        assert!((wide.fail - 0.4665).abs() < 0.0005, "{}", wide.fail);
+        assert_eq!(wide.fail_configured, Some(0.20));
+        assert!(wide.reason.contains("widened from 20%"), "{}", wide.reason);
     }
 
     #[test]
