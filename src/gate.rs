@@ -300,12 +300,8 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
     for (m, b, c) in &s.metrics {
         for q in &s.gate.quantiles {
             let configured = s.gate.band(*m, *q);
-            let mut band = configured;
             let spread = s.spread.get(m).copied();
-            if let Some((tau, k)) = spread {
-                band.fail = stats::spread::widened_fail(configured.fail, tau, k);
-                band.warn = band.warn.min(band.fail);
-            }
+            let band = widened(configured, spread);
             // Confidence bounds at the alpha of one look (alpha spent evenly over looks).
             let input = CheckInput {
                 scenario: &s.scenario,
@@ -320,27 +316,17 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
                 Quantile::P50 => p50_check(&input),
                 _ => tail_check(&input, *q),
             };
-            if band.fail > configured.fail {
-                ch.check.fail_configured = Some(configured.fail);
-                ch.check.tau = spread.map(|(t, _)| t);
-            }
+            mark_widened(&mut ch, configured, spread);
             checks.push(ch);
         }
         if s.gate.quantiles.iter().any(|q| *q != Quantile::P50) {
             // Run-to-run drift moves the P90 as it moves the median: the same widening as the
             // quantile checks, or an unchanged endpoint on a drifting runner fails here.
             let configured = s.gate.band(*m, Quantile::P90);
-            let mut band = configured;
             let spread = s.spread.get(m).copied();
-            if let Some((tau, k)) = spread {
-                band.fail = stats::spread::widened_fail(configured.fail, tau, k);
-                band.warn = band.warn.min(band.fail);
-            }
+            let band = widened(configured, spread);
             let mut ch = exceedance_check(&s.scenario, *m, b, c, band, s.gate.alpha);
-            if band.fail > configured.fail {
-                ch.check.fail_configured = Some(configured.fail);
-                ch.check.tau = spread.map(|(t, _)| t);
-            }
+            mark_widened(&mut ch, configured, spread);
             checks.push(ch);
         }
     }
@@ -369,6 +355,26 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
             d
         })
         .collect()
+}
+
+/// The band after widening its fail tolerance to a k-run baseline's run-to-run spread tau
+/// (`spread` = (tau, k); unchanged without one). Warn never exceeds fail.
+fn widened(configured: Band, spread: Option<(f64, usize)>) -> Band {
+    let mut band = configured;
+    if let Some((tau, k)) = spread {
+        band.fail = stats::spread::widened_fail(configured.fail, tau, k);
+        band.warn = band.warn.min(band.fail);
+    }
+    band
+}
+
+/// Records on a check whose band was widened the configured fail tolerance and the tau behind
+/// it (the reason then says so).
+fn mark_widened(ch: &mut Draft, configured: Band, spread: Option<(f64, usize)>) {
+    if ch.check.fail > configured.fail {
+        ch.check.fail_configured = Some(configured.fail);
+        ch.check.tau = spread.map(|(t, _)| t);
+    }
 }
 
 /// Stage 2: Holm over the gated family (the checks with a p-value), regression and improvement
