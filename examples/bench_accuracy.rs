@@ -187,6 +187,7 @@ fn gate_timing() -> f64 {
             spread: Default::default(),
             looks: 1,
             slo: Vec::new(),
+            design: gate::Design::Committed,
         })
         .collect();
     let t = Instant::now();

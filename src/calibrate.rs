@@ -172,6 +172,7 @@ fn inputs(
                 errors: gate::ErrorCounts::new((0, 1), (0, 1)),
                 looks,
                 slo: Vec::new(),
+                design: gate::Design::Committed,
             }
         })
         .collect()

@@ -134,6 +134,37 @@ impl ErrorCounts {
     }
 }
 
+/// Which side of an A/B run (`perfgate ab`) a block of requests belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    Base,
+    Candidate,
+}
+
+/// One block of a blocked A/B design: the arm that ran in it and, per gated metric, that arm's
+/// samples in this block (blocks in the order they ran).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    pub side: Side,
+    pub metrics: Vec<(Metric, Samples)>,
+}
+
+/// How the two sides of a comparison were measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Design {
+    /// A committed baseline against a run now (`check`): the baseline's run-to-run `spread`
+    /// widens the fail tolerance.
+    #[default]
+    Committed,
+    /// Both arms in one run, requests alternating in a random balanced order (`ab`): run drift
+    /// reaches both arms alike and cancels, so nothing is widened.
+    Interleaved,
+    /// One arm at a time, in blocks (ABBA...): `metrics` still holds the pooled samples; the
+    /// quantile checks use the blocks so drift between blocks cannot fake a change.
+    Blocked(Vec<Block>),
+}
+
 /// Everything the gate needs for one scenario.
 #[derive(Debug, Clone)]
 pub struct ScenarioSamples {
@@ -154,6 +185,8 @@ pub struct ScenarioSamples {
     /// objective: every request, values unused). Evaluated with or without a baseline; a
     /// scenario without one has no `metrics` and a baseline error count of 0 of 0.
     pub slo: Vec<(Objective, Samples)>,
+    /// How the two sides were measured (`check`: [`Design::Committed`]).
+    pub design: Design,
 }
 
 /// One check with the numbers behind its verdict.
@@ -292,6 +325,17 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
     )
 }
 
+impl ScenarioSamples {
+    /// The run-to-run spread that widens metric `m`'s fail tolerance: the committed baseline's;
+    /// none for an A/B design, where drift reaches both arms and cancels.
+    fn run_spread(&self, m: Metric) -> Option<(f64, usize)> {
+        match self.design {
+            Design::Committed => self.spread.get(&m).copied(),
+            Design::Interleaved | Design::Blocked(_) => None,
+        }
+    }
+}
+
 /// Stage 1: the checks of one scenario, each evaluated on its own (pure; no other scenario is
 /// looked at). With sequential looks, the p-values are multiplied by the number of looks
 /// (Bonferroni alpha spending within the scenario).
@@ -300,7 +344,7 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
     for (m, b, c) in &s.metrics {
         for q in &s.gate.quantiles {
             let configured = s.gate.band(*m, *q);
-            let spread = s.spread.get(m).copied();
+            let spread = s.run_spread(*m);
             let band = widened(configured, spread);
             // Confidence bounds at the alpha of one look (alpha spent evenly over looks).
             let input = CheckInput {
@@ -323,7 +367,7 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
             // Run-to-run drift moves the P90 as it moves the median: the same widening as the
             // quantile checks, or an unchanged endpoint on a drifting runner fails here.
             let configured = s.gate.band(*m, Quantile::P90);
-            let spread = s.spread.get(m).copied();
+            let spread = s.run_spread(*m);
             let band = widened(configured, spread);
             let mut ch = exceedance_check(&s.scenario, *m, b, c, band, s.gate.alpha);
             mark_widened(&mut ch, configured, spread);
@@ -1078,6 +1122,7 @@ mod tests {
             spread: BTreeMap::new(),
             looks: 1,
             slo: Vec::new(),
+            design: Design::Committed,
         };
         evaluate(&[s]).0
     }
@@ -1159,6 +1204,7 @@ mod tests {
             spread,
             looks: 1,
             slo: Vec::new(),
+            design: Design::Committed,
         };
         let (plain, _) = evaluate(&[mk(BTreeMap::new())]);
         assert_eq!(plain[0].verdict, Verdict::Fail, "{:?}", plain[0]);
@@ -1171,6 +1217,14 @@ mod tests {
             "{}",
             wide[0].reason
         );
+        // An A/B design measures both arms in one run: drift cancels, nothing is widened even
+        // if a spread is passed.
+        let mut ab = mk(BTreeMap::from([(Metric::Tpot, (0.05, 5))]));
+        ab.design = Design::Interleaved;
+        let (ab, _) = evaluate(&[ab]);
+        assert_eq!(ab[0].verdict, Verdict::Fail, "{:?}", ab[0]);
+        assert_eq!(ab[0].fail, 0.10);
+        assert_eq!(ab[0].fail_configured, None);
     }
 
     #[test]
@@ -1196,6 +1250,7 @@ mod tests {
             spread,
             looks: 1,
             slo: Vec::new(),
+            design: Design::Committed,
         };
         let tail = |checks: &[Check]| {
             checks
@@ -1238,6 +1293,7 @@ mod tests {
             spread: BTreeMap::new(),
             looks: 1,
             slo: Vec::new(),
+            design: Design::Committed,
         };
         let (checks, _) = evaluate(&[s]);
         assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
@@ -1260,6 +1316,7 @@ mod tests {
             spread: BTreeMap::new(),
             looks: 1,
             slo: Vec::new(),
+            design: Design::Committed,
         };
         let (checks, fam) = evaluate(&[s]);
         assert_eq!(fam, 1);

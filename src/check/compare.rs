@@ -128,6 +128,7 @@ pub fn gate_input(
         errors: gate::ErrorCounts::new(baseline.errors(), candidate.errors()),
         looks: sc.load.looks().len(),
         slo: slo_samples(sc, candidate),
+        design: gate::Design::Committed,
     }
 }
 
