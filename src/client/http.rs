@@ -3,9 +3,10 @@
 //! JSON parsing. Every failure becomes a classified [`Failure`]; secrets are redacted from every
 //! message (a server may echo the key back).
 
-use super::dialect::{self, clip};
-use super::measure::{End, Measurer, Stamped};
-use super::sse::SseDecoder;
+use super::deadline::{self, Deadlines, Timeouts};
+use super::dialect::clip;
+use super::measure::End;
+use super::stream::{BodyFold, Step};
 use crate::config::scenario::{Api, Endpoint};
 use crate::record::{Failure, FailureClass, RequestRecord};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +19,7 @@ pub const MAX_EVENT_BYTES: usize = 8 << 20;
 /// Largest response body accepted, bytes.
 pub const MAX_BODY_BYTES: u64 = 256 << 20;
 /// How much of an error body is read for its message, bytes.
-const ERROR_BODY_BYTES: usize = 64 << 10;
+pub const ERROR_BODY_BYTES: usize = 64 << 10;
 /// Pool warming: the most of a `GET <base>/models` body read (and discarded) so the connection
 /// returns to the pool, bytes. A longer body is dropped with its connection.
 pub const WARM_BODY_BYTES: usize = 64 << 10;
@@ -79,9 +80,7 @@ pub struct StreamClient {
     api: Api,
     api_key_env: Option<String>,
     secrets: Vec<String>,
-    first_token_timeout: Duration,
-    idle_timeout: Duration,
-    request_timeout: Duration,
+    timeouts: Timeouts,
 }
 
 /// Installs ring as rustls' process-wide crypto provider (idempotent).
@@ -171,9 +170,11 @@ impl StreamClient {
             api: ep.api,
             api_key_env: ep.api_key_env.clone(),
             secrets,
-            first_token_timeout: ep.first_token_timeout,
-            idle_timeout: ep.idle_timeout,
-            request_timeout: ep.request_timeout,
+            timeouts: Timeouts {
+                first_token: ep.first_token_timeout,
+                idle: ep.idle_timeout,
+                request: ep.request_timeout,
+            },
         })
     }
 
@@ -389,54 +390,17 @@ impl StreamClient {
         sent
     }
 
+    /// One try of [`StreamClient::send`]: the headers, then an error body or the stream.
     async fn send_inner(&self, body: &serde_json::Value, t0: Instant, start_ms: f64) -> Sent {
-        let request_deadline = t0 + self.request_timeout;
-        let first_deadline = (t0 + self.first_token_timeout).min(request_deadline);
+        let dl = Deadlines::start(t0, self.timeouts);
         let close = self.close_after_stream();
-        let mut req = self
-            .http
-            .post(self.url.clone())
-            .headers(self.headers.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string());
-        if close {
-            // The server closes the connection after a stream anyway: say so, so the
-            // connection is never put back in the pool and found dead by the next request.
-            req = req.header(reqwest::header::CONNECTION, "close");
-        }
-        let resp = match timeout_at(first_deadline.into(), req.send()).await {
-            Err(_) => {
-                let (class, what) = if first_deadline < request_deadline {
-                    (
-                        FailureClass::TimeoutFirstToken,
-                        format!(
-                            "no response headers within first_token_timeout ({})",
-                            humantime::format_duration(self.first_token_timeout)
-                        ),
-                    )
-                } else {
-                    (
-                        FailureClass::TimeoutRequest,
-                        format!(
-                            "no response within request_timeout ({})",
-                            humantime::format_duration(self.request_timeout)
-                        ),
-                    )
-                };
-                return Sent::failed(start_ms, class, None, format!("{what} from {}", self.url));
-            }
-            Ok(Err(e)) => {
-                let mut s = Sent::failed(
-                    start_ms,
-                    classify_transport(&e),
-                    None,
-                    self.transport_message(&e),
-                );
-                // Not a refused connection or a timeout: the server dropped a reused connection.
-                s.stale_connection = !e.is_connect() && !e.is_timeout();
+        let resp = match self.post(body, &dl, close).await {
+            Ok(r) => r,
+            Err((failure, stale)) => {
+                let mut s = Sent::failed(start_ms, failure);
+                s.stale_connection = stale;
                 return s;
             }
-            Ok(Ok(r)) => r,
         };
         let status = resp.status();
         let headers = resp.headers().clone();
@@ -446,164 +410,22 @@ impl StreamClient {
             .and_then(|v| v.to_str().ok())
             .map(clip);
         if !status.is_success() {
-            let text = read_prefix(
-                resp,
-                ERROR_BODY_BYTES,
-                first_deadline.max(Instant::now() + Duration::from_secs(5)),
-            )
-            .await;
-            let text = self.redact(&text);
-            let msg = self.status_message(status.as_u16(), &headers, &text);
-            let mut s = Sent::failed(
-                start_ms,
-                FailureClass::HttpStatus,
-                Some(status.as_u16()),
-                msg,
-            );
+            let mut s = self.error_status(resp, &headers, &dl, start_ms).await;
             s.server = server;
-            s.rejected_stream_options = (status.as_u16() == 400 || status.as_u16() == 422)
-                && text.contains("stream_options");
             return s;
         }
-        let is_sse = headers
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|c| c.to_ascii_lowercase().contains("text/event-stream"));
         let content_type = headers
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        let mut dec = SseDecoder::new(MAX_EVENT_BYTES);
-        let mut raw_prefix: Vec<u8> = Vec::new();
-        // events are folded into the record as they arrive, never held (memory at 1,024 streams)
-        let mut stamped = Measurer::new(start_ms);
-        let mut got_token = false;
-        let mut last_event = t0;
-        let mut total: u64 = 0;
+        let declared_sse = content_type
+            .to_ascii_lowercase()
+            .contains("text/event-stream");
+        let mut fold = BodyFold::new(self.api, declared_sse, start_ms);
         let mut resp = resp;
-        let mut model = None;
-        let mut fingerprint = None;
-        let mut saw_end_event = false;
-        let end = loop {
-            let deadline = if got_token {
-                (last_event + self.idle_timeout).min(request_deadline)
-            } else {
-                first_deadline.min(last_event + self.idle_timeout)
-            };
-            let chunk = match timeout_at(deadline.into(), resp.chunk()).await {
-                Err(_) => {
-                    let now = Instant::now();
-                    let (class, what) = if deadline == request_deadline {
-                        (
-                            FailureClass::TimeoutRequest,
-                            format!(
-                                "request_timeout ({}) reached",
-                                humantime::format_duration(self.request_timeout)
-                            ),
-                        )
-                    } else if !got_token && deadline == first_deadline {
-                        (
-                            FailureClass::TimeoutFirstToken,
-                            format!(
-                                "no token within first_token_timeout ({})",
-                                humantime::format_duration(self.first_token_timeout)
-                            ),
-                        )
-                    } else {
-                        (
-                            FailureClass::TimeoutIdle,
-                            format!(
-                                "no event for idle_timeout ({}) (keep-alive comments do not count)",
-                                humantime::format_duration(self.idle_timeout)
-                            ),
-                        )
-                    };
-                    break End::Failed(
-                        Failure {
-                            class,
-                            status: None,
-                            message: what,
-                        },
-                        ms(now - t0),
-                    );
-                }
-                Ok(Err(e)) => {
-                    let now = Instant::now();
-                    break End::Failed(
-                        Failure {
-                            class: FailureClass::Truncated,
-                            status: None,
-                            message: format!(
-                                "connection reset / incomplete body ({})",
-                                root_cause(&e)
-                            ),
-                        },
-                        ms(now - t0),
-                    );
-                }
-                Ok(Ok(None)) => break End::Eof(ms(Instant::now() - t0)),
-                Ok(Ok(Some(bytes))) => bytes,
-            };
-            let now = Instant::now();
-            let at_ms = ms(now - t0);
-            total += chunk.len() as u64;
-            if total > MAX_BODY_BYTES {
-                break End::Failed(
-                    Failure {
-                        class: FailureClass::TooLarge,
-                        status: None,
-                        message: format!("response body exceeded {MAX_BODY_BYTES} bytes"),
-                    },
-                    at_ms,
-                );
-            }
-            // The body's first bytes, to quote when it turns out not to be a stream; not needed
-            // (and freed) once SSE syntax was seen (64 KiB x 1,024 streams would be 64 MB).
-            if dec.saw_sse_syntax {
-                if raw_prefix.capacity() > 0 {
-                    raw_prefix = Vec::new();
-                }
-            } else if raw_prefix.len() < ERROR_BODY_BYTES {
-                let take = (ERROR_BODY_BYTES - raw_prefix.len()).min(chunk.len());
-                raw_prefix.extend_from_slice(&chunk[..take]);
-            }
-            let decoded = match dec.feed(&chunk) {
-                Ok(d) => d,
-                Err(e) => {
-                    break End::Failed(
-                        Failure {
-                            class: FailureClass::TooLarge,
-                            status: None,
-                            message: format!("one SSE event exceeded {} bytes", e.limit),
-                        },
-                        at_ms,
-                    )
-                }
-            };
-            let mut done = false;
-            for ev in decoded.events {
-                let info = dialect::interpret(self.api, &ev);
-                if model.is_none() {
-                    model = info.model.clone();
-                }
-                if fingerprint.is_none() {
-                    fingerprint = info.system_fingerprint.clone();
-                }
-                got_token |= info.token;
-                done |= info.done;
-                stamped.push(&Stamped { at_ms, info });
-                last_event = now;
-            }
-            if done {
-                saw_end_event = true;
-                break End::Eof(at_ms);
-            }
-            if !is_sse && !dec.saw_sse_syntax && raw_prefix.len() >= 512 {
-                break End::Eof(at_ms); // clearly not a stream: classified below
-            }
-        };
-        if saw_end_event && !close {
+        let end = read_body(&mut resp, &mut fold, &dl, t0).await;
+        if fold.saw_end_event() && !close {
             // Figures are stamped; let the connection go back to the pool.
             drain(
                 &mut resp,
@@ -612,33 +434,34 @@ impl StreamClient {
             )
             .await;
         }
-        if let Some(ev) = dec.finish() {
-            if let End::Eof(at) = end {
-                stamped.push(&Stamped {
-                    at_ms: at,
-                    info: dialect::interpret(self.api, &ev),
-                });
-            }
-        }
-        if stamped.events() == 0 && !dec.saw_sse_syntax && !matches!(end, End::Failed(..)) {
-            let msg = self.redact(&not_sse_message(
-                &content_type,
-                self.redact(&String::from_utf8_lossy(&raw_prefix))
-                    .as_bytes(),
-            ));
-            let mut s = Sent::failed(start_ms, FailureClass::NotSse, Some(status.as_u16()), msg);
-            s.server = server;
-            return s;
-        }
         let max_tokens = body.get("max_tokens").and_then(serde_json::Value::as_u64);
-        let mut record = stamped.finish(end, max_tokens);
+        let folded = match fold.finish(end, max_tokens) {
+            Ok(f) => f,
+            Err(prefix) => {
+                let msg = self.redact(&not_sse_message(
+                    &content_type,
+                    self.redact(&String::from_utf8_lossy(&prefix)).as_bytes(),
+                ));
+                let mut s = Sent::failed(
+                    start_ms,
+                    Failure {
+                        class: FailureClass::NotSse,
+                        status: Some(status.as_u16()),
+                        message: msg,
+                    },
+                );
+                s.server = server;
+                return s;
+            }
+        };
+        let mut record = folded.record;
         if let Some(e) = record.error.as_mut() {
             e.status.get_or_insert(status.as_u16());
         }
         Sent {
             record,
-            model,
-            system_fingerprint: fingerprint,
+            model: folded.model,
+            system_fingerprint: folded.fingerprint,
             server,
             rejected_stream_options: false,
             stale_connection: false,
@@ -650,6 +473,77 @@ impl StreamClient {
             resend_before_close_mode: false,
             conn,
         }
+    }
+
+    /// Sends the POST and waits for the response headers until the first-token deadline.
+    /// `Err`: the failure, and whether it was a kept-alive connection the server had closed
+    /// (not a refused connection or a timeout), which [`StreamClient::send`] re-sends.
+    async fn post(
+        &self,
+        body: &serde_json::Value,
+        dl: &Deadlines,
+        close: bool,
+    ) -> Result<reqwest::Response, (Failure, bool)> {
+        let mut req = self
+            .http
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string());
+        if close {
+            // The server closes the connection after a stream anyway: say so, so the
+            // connection is never put back in the pool and found dead by the next request.
+            req = req.header(reqwest::header::CONNECTION, "close");
+        }
+        let (deadline, limit) = dl.headers();
+        match timeout_at(deadline.into(), req.send()).await {
+            Err(_) => {
+                let mut f = deadline::headers_timeout(limit, dl.timeouts());
+                f.message = format!("{} from {}", f.message, self.url);
+                Err((f, false))
+            }
+            Ok(Err(e)) => Err((
+                Failure {
+                    class: classify_transport(&e),
+                    status: None,
+                    message: self.transport_message(&e),
+                },
+                !e.is_connect() && !e.is_timeout(),
+            )),
+            Ok(Ok(r)) => Ok(r),
+        }
+    }
+
+    /// A non-2xx response: its status and the start of its body, in a message that says what
+    /// to do.
+    async fn error_status(
+        &self,
+        resp: reqwest::Response,
+        headers: &reqwest::header::HeaderMap,
+        dl: &Deadlines,
+        start_ms: f64,
+    ) -> Sent {
+        let status = resp.status().as_u16();
+        let text = read_prefix(
+            resp,
+            ERROR_BODY_BYTES,
+            dl.first_token()
+                .max(Instant::now() + Duration::from_secs(5)),
+        )
+        .await;
+        let text = self.redact(&text);
+        let msg = self.status_message(status, headers, &text);
+        let mut s = Sent::failed(
+            start_ms,
+            Failure {
+                class: FailureClass::HttpStatus,
+                status: Some(status),
+                message: msg,
+            },
+        );
+        s.rejected_stream_options =
+            (status == 400 || status == 422) && text.contains("stream_options");
+        s
     }
 
     fn transport_message(&self, e: &reqwest::Error) -> String {
@@ -752,14 +646,10 @@ pub struct Sent {
 }
 
 impl Sent {
-    fn failed(start_ms: f64, class: FailureClass, status: Option<u16>, message: String) -> Sent {
+    fn failed(start_ms: f64, failure: Failure) -> Sent {
         Sent {
             record: RequestRecord {
-                error: Some(Failure {
-                    class,
-                    status,
-                    message,
-                }),
+                error: Some(failure),
                 ..RequestRecord::new(start_ms)
             },
             model: None,
@@ -777,6 +667,48 @@ impl Sent {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// Reads the body into `fold` until it ends, a limit is hit or the transport fails; returns how
+/// it ended (times in ms after `t0`).
+async fn read_body(
+    resp: &mut reqwest::Response,
+    fold: &mut BodyFold,
+    dl: &Deadlines,
+    t0: Instant,
+) -> End {
+    let mut last_event = t0;
+    loop {
+        let (deadline, limit) = dl.next_chunk(fold.got_token(), last_event);
+        let chunk = match timeout_at(deadline.into(), resp.chunk()).await {
+            Err(_) => {
+                let at = ms(Instant::now() - t0);
+                return End::Failed(deadline::stream_timeout(limit, dl.timeouts()), at);
+            }
+            Ok(Err(e)) => {
+                let at = ms(Instant::now() - t0);
+                return End::Failed(
+                    Failure {
+                        class: FailureClass::Truncated,
+                        status: None,
+                        message: format!("connection reset / incomplete body ({})", root_cause(&e)),
+                    },
+                    at,
+                );
+            }
+            Ok(Ok(None)) => return End::Eof(ms(Instant::now() - t0)),
+            Ok(Ok(Some(bytes))) => bytes,
+        };
+        let now = Instant::now();
+        match fold.chunk(&chunk, ms(now - t0)) {
+            Step::Done(end) => return end,
+            Step::More { event } => {
+                if event {
+                    last_event = now;
+                }
+            }
+        }
+    }
 }
 
 fn classify_transport(e: &reqwest::Error) -> FailureClass {
@@ -874,7 +806,7 @@ pub fn body_detail(body: &str) -> String {
     }
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(t) {
         if let Some(e) = v.get("error") {
-            return dialect::error_message(e);
+            return super::dialect::error_message(e);
         }
         if let Some(m) = v
             .get("message")

@@ -2,8 +2,10 @@
 //! incrementally and stamps every event on one monotonic clock.
 
 pub mod body;
+pub mod deadline;
 pub mod dialect;
 pub mod http;
 pub mod measure;
 pub mod models;
 pub mod sse;
+pub mod stream;
