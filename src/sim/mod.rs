@@ -4,10 +4,17 @@
 
 #![warn(missing_docs)]
 
+mod chunks;
 pub mod config;
+mod http_util;
+mod lognormal;
 pub mod replay;
+mod replay_serve;
 pub mod schedule;
 pub mod server;
+mod state;
+mod timed_body;
+mod timing_log;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,405 @@
+//! The lognormal simulator: validates a generation request, plans its seeded latencies and
+//! streams (or answers) it on schedule.
+
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{json, Map, Value};
+use tokio::time::Instant;
+
+use super::chunks::{sse, Api, ChunkCtx};
+use super::config::{SimConfig, MAX_OUTPUT_LIMIT};
+use super::http_util::ResBody;
+use super::http_util::{
+    error_response, json_response, method_not_allowed, models, not_found, raw_json_response,
+    read_body,
+};
+use super::schedule::RequestPlan;
+use super::state::Shared;
+use super::timed_body::{at, ms, Script, Step, TimedBody};
+use super::timing_log::{EventKind, MAX_TIMED_REQUESTS, SIM_REQUEST_HEADER};
+
+/// Output tokens of a request that gives neither `max_tokens` nor `max_completion_tokens`, tokens.
+pub const DEFAULT_MAX_TOKENS: u64 = 16;
+
+pub(super) async fn handle_sim(
+    req: Request<Incoming>,
+    arrival: Instant,
+    cfg: &SimConfig,
+    shared: &Shared,
+) -> Response<ResBody> {
+    let path = req.uri().path();
+    let method = req.method();
+    if path == "/sim/timings" {
+        if method != Method::GET {
+            return method_not_allowed("GET");
+        }
+        let mut from = 0;
+        for (k, v) in url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()) {
+            match (k.as_ref(), v.parse::<u64>()) {
+                ("from", Ok(n)) => from = n,
+                ("from", Err(_)) => {
+                    return error_response(
+                        StatusCode::BAD_REQUEST,
+                        &format!("from={v:?}: expected a request number (0, 1, 2, ...)"),
+                        "invalid_request_error",
+                    )
+                }
+                _ => {
+                    return error_response(
+                        StatusCode::BAD_REQUEST,
+                        &format!("unknown query parameter `{k}`; /sim/timings takes `from=N`"),
+                        "invalid_request_error",
+                    )
+                }
+            }
+        }
+        return raw_json_response(StatusCode::OK, shared.all_timings_json(from));
+    }
+    if let Some(n) = path.strip_prefix("/sim/timings/") {
+        if method != Method::GET {
+            return method_not_allowed("GET");
+        }
+        let Ok(n) = n.parse::<u64>() else {
+            return not_found(path);
+        };
+        return match shared.timings(n) {
+            Some(t) => json_response(StatusCode::OK, &t.to_json()),
+            None => error_response(
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "no timings kept for request {n}: not yet received, not streamed, or older than the last {MAX_TIMED_REQUESTS} streamed requests"
+                ),
+                "not_found_error",
+            ),
+        };
+    }
+    match path {
+        // vLLM, TGI, SGLang and llama-server answer GET /health; clients probe it (GuideLLM)
+        "/health" if method == Method::GET => {
+            json_response(StatusCode::OK, &json!({"status": "ok"}))
+        }
+        "/health" => method_not_allowed("GET"),
+        "/v1/models" if method == Method::GET => models(&cfg.model),
+        "/v1/models" => method_not_allowed("GET"),
+        "/v1/chat/completions" if method == Method::POST => {
+            generate(req, arrival, cfg, shared, Api::Chat).await
+        }
+        "/v1/completions" if method == Method::POST => {
+            generate(req, arrival, cfg, shared, Api::Completions).await
+        }
+        "/v1/chat/completions" | "/v1/completions" => method_not_allowed("POST"),
+        _ => not_found(path),
+    }
+}
+
+/// What the simulator reads from a generation request body.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct GenRequest {
+    stream: bool,
+    include_usage: bool,
+    max_tokens: Option<u64>,
+    prompt_tokens: u64,
+}
+
+pub(super) fn parse_gen(body: &[u8], api: Api) -> Result<GenRequest, String> {
+    let v: Value =
+        serde_json::from_slice(body).map_err(|e| format!("request body is not valid JSON: {e}"))?;
+    let Value::Object(obj) = v else {
+        return Err("request body must be a JSON object".to_string());
+    };
+    let stream = match obj.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err("`stream` must be a boolean".to_string()),
+    };
+    let include_usage = obj
+        .get("stream_options")
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let keys: &[&str] = match api {
+        Api::Chat => &["max_completion_tokens", "max_tokens"],
+        Api::Completions => &["max_tokens"],
+    };
+    let mut max_tokens = None;
+    for &k in keys {
+        match obj.get(k) {
+            None | Some(Value::Null) => continue,
+            Some(v) => match v.as_u64() {
+                Some(n) if n >= 1 => {
+                    max_tokens = Some(n);
+                    break;
+                }
+                _ => return Err(format!("`{k}` must be a positive integer")),
+            },
+        }
+    }
+    Ok(GenRequest {
+        stream,
+        include_usage,
+        max_tokens,
+        prompt_tokens: prompt_tokens(&obj),
+    })
+}
+
+/// Approximate prompt tokens: whitespace-separated words in every message's `content`
+/// (strings or `{"text": ...}` parts) and in `prompt` (a string, strings, or token ids).
+pub(super) fn prompt_tokens(obj: &Map<String, Value>) -> u64 {
+    let messages = match obj.get("messages") {
+        Some(Value::Array(ms)) => ms
+            .iter()
+            .map(|m| m.get("content").map_or(0, count_words))
+            .sum(),
+        _ => 0,
+    };
+    messages + obj.get("prompt").map_or(0, count_words)
+}
+
+pub(super) fn count_words(v: &Value) -> u64 {
+    match v {
+        Value::String(s) => s.split_whitespace().count() as u64,
+        Value::Array(items) => items.iter().map(count_words).sum(),
+        Value::Object(part) => part.get("text").map_or(0, count_words),
+        Value::Number(_) => 1,
+        _ => 0,
+    }
+}
+
+pub(super) async fn generate(
+    req: Request<Incoming>,
+    arrival: Instant,
+    cfg: &SimConfig,
+    shared: &Shared,
+    api: Api,
+) -> Response<ResBody> {
+    let gen_seq = &shared.gen_seq;
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let gen = match parse_gen(&body, api) {
+        Ok(g) => g,
+        Err(msg) => return error_response(StatusCode::BAD_REQUEST, &msg, "invalid_request_error"),
+    };
+    let seq = gen_seq.fetch_add(1, Ordering::Relaxed);
+    let max_output = u64::from(cfg.max_output.min(MAX_OUTPUT_LIMIT));
+    let requested = gen.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    let mut tokens = requested.min(max_output) as u32;
+    if cfg.vary_output > 0 && tokens > 1 {
+        let less = (seq % u64::from(cfg.vary_output)) as u32;
+        tokens = tokens.saturating_sub(less).max(1);
+    }
+    let plan = RequestPlan::new(cfg, seq, tokens);
+    if plan.fails {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!(
+                "simulated server error (fault injection, error_rate={})",
+                cfg.error_rate
+            ),
+            "server_error",
+        );
+    }
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let ctx = ChunkCtx {
+        api,
+        id: match api {
+            Api::Chat => format!("chatcmpl-sim-{seq}"),
+            Api::Completions => format!("cmpl-sim-{seq}"),
+        },
+        created,
+        model: cfg.model.clone(),
+        prompt_tokens: gen.prompt_tokens,
+        completion_tokens: u64::from(tokens),
+        // The model "ended" before max_tokens only when max_output capped it.
+        finish_reason: if u64::from(tokens) < requested {
+            "stop"
+        } else {
+            "length"
+        },
+    };
+    if gen.stream {
+        let script = SimScript {
+            ctx,
+            plan,
+            arrival,
+            include_usage: gen.include_usage,
+            burst: cfg.burst.max(1),
+            phase: Phase::Role,
+            index: 0,
+            last_at: arrival,
+            last_kind: EventKind::Role,
+        };
+        let record = shared
+            .timings
+            .lock()
+            .ok()
+            .map(|mut log| log.start(seq, arrival, tokens));
+        let mut body = TimedBody::new(script, arrival);
+        body.record = record;
+        let mut resp = Response::new(body.boxed_unsync());
+        let h = resp.headers_mut();
+        h.insert(
+            HeaderName::from_static(SIM_REQUEST_HEADER),
+            HeaderValue::from(seq),
+        );
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        h.insert(
+            HeaderName::from_static("x-accel-buffering"),
+            HeaderValue::from_static("no"),
+        );
+        resp
+    } else {
+        let total_ms = plan.total_ms();
+        tokio::time::sleep_until(at(arrival, ms(total_ms))).await;
+        json_response(StatusCode::OK, &ctx.full_response())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    Role,
+    Tokens,
+    Finish,
+    Usage,
+    Done,
+    End,
+}
+
+/// The event sequence of one simulated stream, generated lazily (a long output is never
+/// materialised).
+pub(super) struct SimScript {
+    ctx: ChunkCtx,
+    plan: RequestPlan,
+    arrival: Instant,
+    include_usage: bool,
+    /// Tokens per event after the first.
+    burst: u32,
+    phase: Phase,
+    index: u32,
+    last_at: Instant,
+    /// The kind of the step `next_step` returned last.
+    last_kind: EventKind,
+}
+
+impl SimScript {
+    /// The next token-bearing event: (send offset ms = the due time of its last token, number
+    /// of its first token). The first token comes alone, later events carry up to `burst`.
+    fn next_event(&mut self) -> Option<(f64, u32)> {
+        let k = if self.index == 0 { 1 } else { self.burst };
+        let from = self.index + 1;
+        let mut last = None;
+        for _ in 0..k {
+            match self.plan.next() {
+                Some(off) => {
+                    self.index += 1;
+                    last = Some(off);
+                }
+                None => break,
+            }
+        }
+        last.map(|off| (off, from))
+    }
+}
+
+impl Script for SimScript {
+    fn last_kind(&self) -> EventKind {
+        self.last_kind
+    }
+
+    fn next_step(&mut self) -> Step {
+        loop {
+            match self.phase {
+                Phase::Role => {
+                    self.phase = Phase::Tokens;
+                    if self.ctx.api == Api::Chat {
+                        self.last_kind = EventKind::Role;
+                        return Step::Data(self.arrival, sse(&self.ctx.role_chunk()));
+                    }
+                }
+                Phase::Tokens => match self.next_event() {
+                    Some((off, from)) => {
+                        self.last_at = at(self.arrival, ms(off));
+                        self.last_kind = EventKind::Token;
+                        let event = self.ctx.token_event(from, self.index);
+                        return Step::Data(self.last_at, event);
+                    }
+                    None => {
+                        if self.index == 0 {
+                            self.last_at = at(self.arrival, ms(self.plan.ttft_ms));
+                        }
+                        self.phase = Phase::Finish;
+                    }
+                },
+                Phase::Finish => {
+                    self.phase = Phase::Usage;
+                    self.last_kind = EventKind::Finish;
+                    return Step::Data(self.last_at, sse(&self.ctx.finish_chunk()));
+                }
+                Phase::Usage => {
+                    self.phase = Phase::Done;
+                    if self.include_usage {
+                        self.last_kind = EventKind::Usage;
+                        return Step::Data(self.last_at, sse(&self.ctx.usage_chunk()));
+                    }
+                }
+                Phase::Done => {
+                    self.phase = Phase::End;
+                    self.last_kind = EventKind::Done;
+                    return Step::Data(self.last_at, Bytes::from_static(b"data: [DONE]\n\n"));
+                }
+                Phase::End => return Step::End(self.last_at),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_gen_fields() {
+        let g = parse_gen(
+            br#"{"model":"x","messages":[{"role":"user","content":"hello big world"},{"role":"user","content":[{"type":"text","text":"two words"}]}],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"temperature":0,"seed":1}"#,
+            Api::Chat,
+        )
+        .unwrap();
+        assert_eq!(
+            g,
+            GenRequest {
+                stream: true,
+                include_usage: true,
+                max_tokens: Some(5),
+                prompt_tokens: 5
+            }
+        );
+        let g = parse_gen(br#"{"max_completion_tokens":3,"max_tokens":9}"#, Api::Chat).unwrap();
+        assert_eq!(g.max_tokens, Some(3));
+        let g = parse_gen(br#"{"prompt":"a b c","max_tokens":null}"#, Api::Completions).unwrap();
+        assert_eq!((g.max_tokens, g.prompt_tokens, g.stream), (None, 3, false));
+        let g = parse_gen(br#"{"prompt":[1,2,3,4]}"#, Api::Completions).unwrap();
+        assert_eq!(g.prompt_tokens, 4);
+        for bad in [
+            &b"{"[..],
+            b"[]",
+            b"\"x\"",
+            br#"{"stream":"yes"}"#,
+            br#"{"max_tokens":0}"#,
+            br#"{"max_tokens":-1}"#,
+            br#"{"max_tokens":2.5}"#,
+            b"\xff\xfe",
+        ] {
+            assert!(parse_gen(bad, Api::Chat).is_err());
+        }
+    }
+}
