@@ -11,6 +11,12 @@ use tokio::sync::watch;
 /// How long in-flight requests may run after the first signal.
 pub const GRACE: Duration = Duration::from_secs(5);
 
+/// perfgate exits within this long of the first signal whatever it is doing: [`GRACE`] for the
+/// requests in flight, then time to write the partial results and stop the servers it started.
+/// A phase still running then (a CPU-bound step, a server slow to stop) is cut short as by a
+/// second signal.
+pub const HARD_STOP: Duration = Duration::from_secs(15);
+
 static FLAG: AtomicBool = AtomicBool::new(false);
 static CHANNEL: OnceLock<(watch::Sender<bool>, watch::Receiver<bool>)> = OnceLock::new();
 
@@ -64,8 +70,37 @@ pub fn on_force_exit(f: fn()) {
     let _ = ON_FORCE_EXIT.set(f);
 }
 
-/// Waits for SIGINT or SIGTERM, requests cancellation, and exits the process on a second one.
-pub async fn watch_signals() {
+/// Starts watching for SIGINT and SIGTERM on a thread of its own, with its own small runtime,
+/// so no phase keeping the main runtime's workers busy can delay a signal or the
+/// [`HARD_STOP`].
+pub fn install() {
+    let spawned = std::thread::Builder::new()
+        .name("perfgate-signals".into())
+        .spawn(|| {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(watch_signals()),
+                Err(e) => eprintln!("perfgate: warning: cannot watch for signals: {e}"),
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("perfgate: warning: cannot watch for signals: {e}");
+    }
+}
+
+/// Runs what must run before a forced exit, then exits with [`crate::exit::INTERRUPTED`].
+fn force_exit() -> ! {
+    if let Some(f) = ON_FORCE_EXIT.get() {
+        f();
+    }
+    std::process::exit(crate::exit::INTERRUPTED);
+}
+
+/// Waits for SIGINT or SIGTERM, requests cancellation, and exits the process on a second one
+/// or at [`HARD_STOP`], whichever comes first.
+async fn watch_signals() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     next_signal(&mut term).await;
     eprintln!(
@@ -73,10 +108,15 @@ pub async fn watch_signals() {
         GRACE.as_secs()
     );
     request();
+    std::thread::spawn(|| {
+        std::thread::sleep(HARD_STOP);
+        eprintln!(
+            "perfgate: still running {}s after the signal: stopping now",
+            HARD_STOP.as_secs()
+        );
+        force_exit();
+    });
     next_signal(&mut term).await;
     eprintln!("perfgate: interrupted again: stopping now");
-    if let Some(f) = ON_FORCE_EXIT.get() {
-        f();
-    }
-    std::process::exit(crate::exit::INTERRUPTED);
+    force_exit();
 }

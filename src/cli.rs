@@ -312,7 +312,7 @@ fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
 
 async fn run(cli: Cli) -> Result<i32, ExitError> {
     if matches!(cli.command, Command::Check(_) | Command::Bless(_)) {
-        tokio::spawn(crate::cancel::watch_signals());
+        crate::cancel::install();
     }
     let code = run_command(cli).await;
     // Every server perfgate started stops here, whatever the command's outcome.

@@ -338,13 +338,14 @@ fn a_server_ignoring_sigterm_is_killed_after_stop_timeout() {
     );
 }
 
-/// Starts a long check, waits until its server answers, and sends `sig` to perfgate.
-fn signalled_mid_run(sig: i32) -> (Case, u32, i32, String) {
+/// Starts a long check whose server ignores SIGTERM (`stop_timeout` given), waits until the
+/// server answers, and sends `sig` to perfgate.
+fn signalled_mid_run(sig: i32, stop_timeout: &str) -> (Case, u32, i32, String) {
     let c = Case::new();
     // 5000 requests of 8 tokens: minutes, far longer than the test waits
     let f = c.write(
         &["--ignore-term"],
-        "    stop_timeout: 2s\n",
+        &format!("    stop_timeout: {stop_timeout}\n"),
         "{samples: 5000, warmup: 2}",
         "  - name: long\n",
     );
@@ -395,10 +396,30 @@ fn perfgate_sigtermed_mid_run_stops_its_server() {
     if python().is_none() {
         return;
     }
-    let (_c, pid, code, stderr) = signalled_mid_run(libc::SIGTERM);
+    let (_c, pid, code, stderr) = signalled_mid_run(libc::SIGTERM, "2s");
     assert_eq!(code, 130, "{stderr}");
     assert!(
         stderr.contains(&format!("the server (pid {pid})")),
+        "{stderr}"
+    );
+    assert!(
+        gone_within(pid, Duration::from_secs(5)),
+        "server {pid} survived"
+    );
+}
+
+#[test]
+fn perfgate_stops_within_its_hard_stop_when_its_server_will_not() {
+    if python().is_none() {
+        return;
+    }
+    // The server ignores SIGTERM and may take stop_timeout 60s: after a signal perfgate still
+    // exits at cancel::HARD_STOP (15 s), killing the server, not 5 s + 60 s later (the helper
+    // gives up 60 s after the signal).
+    let (_c, pid, code, stderr) = signalled_mid_run(libc::SIGTERM, "60s");
+    assert_eq!(code, 130, "{stderr}");
+    assert!(
+        stderr.contains("perfgate: still running 15s after the signal: stopping now"),
         "{stderr}"
     );
     assert!(
@@ -412,7 +433,7 @@ fn perfgate_sigkilled_mid_run_takes_its_server_with_it() {
     if python().is_none() {
         return;
     }
-    let (_c, pid, code, _) = signalled_mid_run(libc::SIGKILL);
+    let (_c, pid, code, _) = signalled_mid_run(libc::SIGKILL, "2s");
     assert_eq!(code, -1, "killed by a signal, no exit code");
     // the parent-death signal (Linux)
     assert!(
