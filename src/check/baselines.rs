@@ -60,19 +60,59 @@ impl Baselines {
         scenarios
             .iter()
             .filter_map(|sc| {
-                unusable(sc, self.get(&sc.name)).map(|(status, why)| (sc.name.clone(), status, why))
+                unusable(sc, self.get(&sc.name), Missing::Fails)
+                    .map(|(status, why)| (sc.name.clone(), status, why))
             })
             .collect()
     }
 }
 
-/// The message for a scenario without a baseline file: which scenario, and what to run.
-pub fn missing_message(name: &str, path: &Path) -> String {
-    format!(
-        "no baseline at {}: run `perfgate bless --only {name}` against the unchanged server and commit {}, or pass --allow-missing-baseline for the first run of a new scenario (reported, not gated)",
-        path.display(),
+/// The message for a scenario without a baseline file: which scenario, what to run, and (when
+/// `missing` is the default) the opt-out; under `--allow-missing-baseline` or with `gate.slo`
+/// objectives it says why it did not fail instead of suggesting what was done.
+pub fn missing_message(name: &str, path: &Path, missing: Missing) -> String {
+    let bless = format!(
+        "run `perfgate bless --only {name}` against the unchanged server and commit {}",
         path.display()
-    )
+    );
+    match missing {
+        Missing::Fails => format!(
+            "no baseline at {}: {bless}, or pass --allow-missing-baseline for the first run of a new scenario (reported, not gated)",
+            path.display()
+        ),
+        Missing::Allowed => format!(
+            "no baseline at {} (reported, not gated: --allow-missing-baseline); to gate it, {bless}",
+            path.display()
+        ),
+        Missing::SloOnly => format!(
+            "no baseline at {} (gated by its gate.slo objectives alone); to gate regressions too, {bless}",
+            path.display()
+        ),
+    }
+}
+
+/// What a missing baseline does to a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// It fails the check (exit 2): the default.
+    Fails,
+    /// `--allow-missing-baseline`: reported, not gated.
+    Allowed,
+    /// The scenario has `gate.slo` objectives: they alone gate it.
+    SloOnly,
+}
+
+impl Missing {
+    /// For `sc` under `policy`.
+    pub fn of(sc: &Scenario, policy: crate::verdict::BaselinePolicy) -> Missing {
+        if !sc.gate.slo.is_empty() {
+            Missing::SloOnly
+        } else if policy.is_required() {
+            Missing::Fails
+        } else {
+            Missing::Allowed
+        }
+    }
 }
 
 /// Why a scenario cannot be compared against its loaded baseline, the one place this is
@@ -80,9 +120,12 @@ pub fn missing_message(name: &str, path: &Path) -> String {
 pub(super) fn unusable(
     sc: &Scenario,
     loaded: Result<&Baseline, LoadError>,
+    missing: Missing,
 ) -> Option<(Status, String)> {
     match loaded {
-        Err(LoadError::Missing(p)) => Some((Status::NoBaseline, missing_message(&sc.name, &p))),
+        Err(LoadError::Missing(p)) => {
+            Some((Status::NoBaseline, missing_message(&sc.name, &p, missing)))
+        }
         Err(LoadError::Invalid(m)) => Some((Status::InvalidBaseline, m)),
         Ok(b) => staleness(sc, b).map(|why| (Status::Stale, why)),
     }

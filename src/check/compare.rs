@@ -1,7 +1,7 @@
 //! Compares measured runs with their baselines: each scenario's status, notes and gate input,
 //! then the gate over the whole family, into the [`Results`] model.
 
-use super::baselines::{unusable, Baselines};
+use super::baselines::{unusable, Baselines, Missing};
 use super::drift::{minority_source_note, workload_drift};
 use super::figures::measured;
 use super::notes::{run_notes, schedule_notes};
@@ -294,7 +294,10 @@ pub fn compare(
                 summary: b.summary.clone(),
             });
         }
-        match (&loaded, unusable(sc, loaded.clone())) {
+        match (
+            &loaded,
+            unusable(sc, loaded.clone(), Missing::of(sc, opts.policy)),
+        ) {
             (_, Some((status, why))) => {
                 if res.status == Status::Compared {
                     res.status = status;
@@ -358,14 +361,17 @@ pub fn compare(
             && !gate_inputs.iter().any(|g| g.scenario == sc.name)
         {
             gate_inputs.push(slo_only_input(sc, &Arm::from_records(&run.records)));
+            // (a missing baseline's status detail says so already)
             let why = match res.status {
-                Status::Stale => "the baseline is stale",
-                Status::InvalidBaseline => "the baseline file is broken",
-                _ => "no baseline yet",
+                Status::Stale => Some("the baseline is stale"),
+                Status::InvalidBaseline => Some("the baseline file is broken"),
+                _ => None,
             };
-            res.notes.push(format!(
-                "{why}: only the gate.slo objectives were checked; bless to gate regressions too"
-            ));
+            res.notes.extend(why.map(|why| {
+                format!(
+                    "{why}: only the gate.slo objectives were checked; bless to gate regressions too"
+                )
+            }));
         }
         if matches!(
             res.status,

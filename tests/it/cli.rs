@@ -199,7 +199,13 @@ fn missing_baseline_is_an_error_unless_allowed() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
     assert!(
-        stdout(&o).contains("NO BASELINE: no baseline at baselines/tpot-scenario.json: run `perfgate bless --only tpot-scenario`"),
+        stdout(&o).contains("NO BASELINE: no baseline at baselines/tpot-scenario.json (reported, not gated: --allow-missing-baseline); to gate it, run `perfgate bless --only tpot-scenario`"),
+        "{}",
+        stdout(&o)
+    );
+    // the opt-out was taken: it is not suggested again
+    assert!(
+        !stdout(&o).contains("or pass --allow-missing-baseline"),
         "{}",
         stdout(&o)
     );

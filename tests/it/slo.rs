@@ -77,10 +77,12 @@ fn met_and_missed_objectives_without_a_baseline() {
             ("tpot p50".into(), "PASS".into(), None)
         ]
     );
+    // The NO BASELINE line says why it did not fail, and does not suggest the opt-out.
     assert!(
-        text.contains("only the gate.slo objectives were checked"),
+        text.contains("(gated by its gate.slo objectives alone); to gate regressions too, run `perfgate bless --only"),
         "{text}"
     );
+    assert!(!text.contains("--allow-missing-baseline"), "{text}");
     // Every request met both objectives: 20 of 20, exact 95 % interval [0.025^(1/20), 1] =
     // [83.2 %, 100 %].
     assert!(
