@@ -6,6 +6,15 @@ use std::path::Path;
 /// Writes `text` to `path` atomically: a temp file in the same directory, fsync, rename over
 /// the target, fsync the directory. A crash at any point leaves the old file or the new one.
 pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    write_atomic_with(path, |w| w.write_all(text.as_bytes()))
+}
+
+/// Like [`write_atomic`], the content written by `write` into a buffered writer as it is
+/// produced (a large results file is never held in memory as one string).
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -33,8 +42,9 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
         .unwrap_or("baseline.json");
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut w)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         drop(f);
         std::fs::rename(&tmp, path)?;

@@ -15,6 +15,12 @@ pub fn render(r: &Results) -> String {
     serde_json::to_string_pretty(r).unwrap_or_else(|_| "{}".into()) + "\n"
 }
 
+/// Writes the results JSON ([`render`]'s text) to `w` as it is serialised.
+pub fn write(w: &mut dyn std::io::Write, r: &Results) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, r)?;
+    w.write_all(b"\n")
+}
+
 /// Reads a results JSON file. Errors name the file and say what is wrong.
 pub fn load(path: &Path) -> Result<Results, String> {
     let shown = path.display();
