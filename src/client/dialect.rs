@@ -57,7 +57,7 @@ pub struct EventInfo {
     pub malformed: bool,
     /// The event belongs to another API's protocol (e.g. an Anthropic `message_start` read as
     /// OpenAI chat): the API the stream looks like.
-    pub foreign_api: Option<&'static str>,
+    pub foreign_api: Option<Api>,
 }
 
 /// Fallback error text when an error object has no readable message (as openai-python).
@@ -405,7 +405,7 @@ pub fn sanitize_non_finite(data: &str) -> Option<String> {
 }
 
 /// Which other API an event belongs to, if it plainly belongs to another one.
-fn foreign(api: Api, event: Option<&str>, v: &Value) -> Option<&'static str> {
+fn foreign(api: Api, event: Option<&str>, v: &Value) -> Option<Api> {
     const ANTHROPIC: [&str; 4] = [
         "message_start",
         "content_block_start",
@@ -417,13 +417,13 @@ fn foreign(api: Api, event: Option<&str>, v: &Value) -> Option<&'static str> {
         Api::OpenaiChat | Api::OpenaiCompletions
             if kind.is_some_and(|k| ANTHROPIC.contains(&k)) =>
         {
-            Some("anthropic-messages")
+            Some(Api::AnthropicMessages)
         }
         Api::OpenaiChat if v.pointer("/choices/0/text").is_some_and(Value::is_string) => {
-            Some("openai-completions")
+            Some(Api::OpenaiCompletions)
         }
-        Api::OpenaiCompletions if v.pointer("/choices/0/delta").is_some() => Some("openai-chat"),
-        Api::AnthropicMessages if v.get("choices").is_some() => Some("openai-chat"),
+        Api::OpenaiCompletions if v.pointer("/choices/0/delta").is_some() => Some(Api::OpenaiChat),
+        Api::AnthropicMessages if v.get("choices").is_some() => Some(Api::OpenaiChat),
         _ => None,
     }
 }

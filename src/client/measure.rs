@@ -18,6 +18,7 @@
 //!   is a classified failure that keeps its partial diagnostics.
 
 use super::dialect::EventInfo;
+use crate::config::scenario::Api;
 use crate::record::{Failure, FailureClass, RequestRecord, TokenSource};
 
 /// Tokens one token-bearing event may believably carry: a usage figure above this many per
@@ -81,7 +82,7 @@ pub struct Measurer {
     choices_not_array: bool,
     done_at: Option<f64>,
     error: Option<String>,
-    foreign: Option<&'static str>,
+    foreign: Option<Api>,
     malformed: Option<f64>,
     multi_choice: bool,
     events: u64,

@@ -28,6 +28,13 @@ pub enum Api {
 }
 
 impl Api {
+    /// Every dialect, in the order messages list them.
+    pub const ALL: [Api; 3] = [
+        Api::OpenaiChat,
+        Api::OpenaiCompletions,
+        Api::AnthropicMessages,
+    ];
+
     /// The name used in scenario files.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -43,6 +50,29 @@ impl Api {
             Api::OpenaiCompletions => "/completions",
             Api::AnthropicMessages => "/messages",
         }
+    }
+
+    /// The names of [`Api::ALL`], for messages: `a, b or c`.
+    pub fn names() -> String {
+        let n: Vec<&str> = Api::ALL.iter().map(|a| a.as_str()).collect();
+        format!("{} or {}", n[..n.len() - 1].join(", "), n[n.len() - 1])
+    }
+}
+
+impl std::fmt::Display for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Api {
+    type Err = String;
+    /// A scenario file's name of a dialect; the error lists the known ones.
+    fn from_str(s: &str) -> Result<Api, String> {
+        Api::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| format!("`{s}` is not known: use {}", Api::names()))
     }
 }
 
@@ -667,15 +697,11 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
         .fold(super::values::mask_userinfo(&url), |u, s| {
             u.replace(s.as_str(), "<redacted>")
         });
-    let api = match e.api.as_deref().unwrap_or("openai-chat") {
-        "openai-chat" => Api::OpenaiChat,
-        "openai-completions" => Api::OpenaiCompletions,
-        "anthropic-messages" => Api::AnthropicMessages,
-        other => {
-            return Err(format!(
-                "endpoint.api `{other}` is not known: use openai-chat, openai-completions or anthropic-messages"
-            ))
-        }
+    let api = match &e.api {
+        None => Api::OpenaiChat,
+        Some(name) => name
+            .parse::<Api>()
+            .map_err(|why| format!("endpoint.api {why}"))?,
     };
     let (target, default_model) = if let Some(rest) = url.strip_prefix("sim://") {
         let query = rest.split_once('?').map(|(_, q)| q).unwrap_or("");

@@ -245,7 +245,9 @@ pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
         ("markdown report", o.markdown, &|w| {
             text(markdown::render(&r.results))(w)
         }),
-        ("JUnit XML", o.junit, &|w| text(junit::render(&r.results))(w)),
+        ("JUnit XML", o.junit, &|w| {
+            text(junit::render(&r.results))(w)
+        }),
         ("HTML report", o.html, &|w| text(html::render(r))(w)),
     ];
     let mut out = Written::default();

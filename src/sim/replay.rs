@@ -10,9 +10,6 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-/// The API dialects a case may name in `api`.
-pub const APIS: &[&str] = &["openai-chat", "openai-completions", "anthropic-messages"];
-
 /// Largest time accepted for `at_ms` / `close_at_ms`, in ms (one hour).
 pub const MAX_REPLAY_MS: f64 = 3_600_000.0;
 
@@ -168,7 +165,7 @@ impl ReplayCase {
 
     /// Checks everything serving needs: status in 200..=599, header names and values valid
     /// for HTTP, reads (see [`ReplayCase::read_bytes`]), `close_at_ms` not before the last
-    /// read, `api` one of [`APIS`].
+    /// read, `api` one of [`crate::config::scenario::Api::ALL`].
     pub fn validate(&self) -> Result<(), String> {
         if !(200..=599).contains(&self.status) {
             return Err(format!("status {} must be in 200..=599", self.status));
@@ -196,9 +193,8 @@ impl ReplayCase {
             }
         }
         if let Some(api) = &self.api {
-            if !APIS.contains(&api.as_str()) {
-                return Err(format!("api {api:?} must be one of {}", APIS.join(", ")));
-            }
+            api.parse::<crate::config::scenario::Api>()
+                .map_err(|why| format!("api {why}"))?;
         }
         Ok(())
     }

@@ -12,9 +12,10 @@
 //! config rejects that api with a message naming the supported ones.
 
 use perfgate::client::http::{Sent, StreamClient};
+use perfgate::config::scenario::Api;
 use perfgate::config::{Scenario, Target};
 use perfgate::record::{RequestRecord, TokenSource};
-use perfgate::sim::replay::{ReplayExpect, APIS};
+use perfgate::sim::replay::ReplayExpect;
 use perfgate::sim::{ReplayCase, SimServer};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -184,7 +185,7 @@ async fn run_fixture(file: &str) {
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let api = raw_api(&text, file).unwrap_or_else(|| "openai-chat".to_string());
-    if !APIS.contains(&api.as_str()) {
+    if api.parse::<Api>().is_err() {
         unsupported_api(file, &path, &api);
         return;
     }
@@ -206,7 +207,7 @@ async fn run_fixture(file: &str) {
         .unwrap_or_else(|_| panic!("{file}: no result within {limit:?}"));
 }
 
-/// perfgate speaks only [`APIS`]: a scenario naming another api must be refused with a message
+/// perfgate speaks only [`Api::ALL`]: a scenario naming another api must be refused with a message
 /// that lists the supported ones (and the replay format refuses the case the same way).
 fn unsupported_api(file: &str, path: &std::path::Path, api: &str) {
     let e = ReplayCase::load(path).expect_err("the replay format accepts only perfgate's APIs");
@@ -223,7 +224,7 @@ fn unsupported_api(file: &str, path: &std::path::Path, api: &str) {
         err.contains(api),
         "{file}: error does not name {api}: {err}"
     );
-    for supported in APIS {
+    for supported in Api::ALL.map(Api::as_str) {
         assert!(
             err.contains(supported),
             "{file}: error does not list supported api {supported}: {err}"
