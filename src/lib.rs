@@ -3,6 +3,7 @@
 //! Data flows one way: config -> runner (client, SSE decoder) -> records -> stats -> gate ->
 //! report. `sim` is the built-in simulator used by the quickstart and the tests.
 
+pub mod ab;
 pub mod baseline;
 pub mod bless;
 pub mod calibrate;

@@ -443,6 +443,9 @@ pub struct Scenario {
     /// The server perfgate starts for this scenario (`server:`), if any. Not part of the
     /// fingerprint: how the server is started is not what is measured.
     pub server: Option<super::server::ServerSpec>,
+    /// `ArmsOnly` when `server:` holds only `perfgate ab` arm blocks (`base:` / `candidate:`)
+    /// and no `command:`: read as written, it starts no server, so `check` and `bless` refuse it.
+    pub written_server: super::arm::WrittenServer,
     /// The scenario as written, when `load.concurrency` or `load.rate` listed levels and this
     /// is one of them (named `<family>-c<N>` / `<family>-r<R>`).
     pub family: Option<String>,
@@ -641,6 +644,7 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, String> {
         gate,
         fingerprint,
         server,
+        written_server: super::arm::WrittenServer::Complete,
         family: None,
     })
 }
