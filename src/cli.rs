@@ -638,19 +638,17 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
         model: a.candidate_model.clone(),
         server_command: cmd("candidate-server-cmd", &a.candidate_server_cmd)?,
     };
-    let written = load_scenarios_as(&a.sc, Reading::Written)?;
+    let written = load_scenarios_as(&a.sc, Reading::Serverless)?;
     let base = load_scenarios_as(&a.sc, Reading::Arm(ArmKey::Base, &base_over))?;
     let cand = load_scenarios_as(&a.sc, Reading::Arm(ArmKey::Candidate, &cand_over))?;
     let flags_given = base_over != ArmOverride::default() || cand_over != ArmOverride::default();
     let mut scs = Vec::with_capacity(written.len());
     let mut refused = Vec::new();
     for ((w, b), c) in written.into_iter().zip(base).zip(cand) {
-        let yaml_arms = w.written_server == crate::config::arm::WrittenServer::ArmsOnly
-            || b.server != w.server
-            || c.server != w.server
-            || b.endpoint.shown_url() != w.endpoint.shown_url()
-            || c.endpoint.shown_url() != w.endpoint.shown_url();
-        if !flags_given && !yaml_arms {
+        let arms_differ = b.server != c.server
+            || b.endpoint.shown_url() != c.endpoint.shown_url()
+            || b.endpoint.model != c.endpoint.model;
+        if !flags_given && !arms_differ {
             refused.push(format!(
                 "scenario {}: perfgate ab needs two arms, and nothing sets them: give --base-url and --candidate-url (two endpoints), --base-server-cmd and --candidate-server-cmd (two servers), or server.base and server.candidate in the scenario file",
                 w.name

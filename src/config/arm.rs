@@ -46,6 +46,9 @@ pub enum Reading<'a> {
     Written,
     /// `perfgate ab`: one arm, its arm block and overrides applied.
     Arm(ArmKey, &'a ArmOverride),
+    /// `perfgate ab`: the scenario without its `server:` block, for what the run reports it as
+    /// (name, source, fingerprint: how a server is started is not part of the fingerprint).
+    Serverless,
 }
 
 /// What reading a scenario in the `Written` way left out.
@@ -96,6 +99,7 @@ pub fn apply(
                 }
             }
         }
+        Reading::Serverless => raw.server = None,
         Reading::Arm(key, over) => {
             let mut server = raw.server.take().map(|s| {
                 let arm = match key {
