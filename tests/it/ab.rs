@@ -184,7 +184,8 @@ fn a_candidate_30_percent_slower_per_token_fails_on_tpot_against_the_base_arm() 
 
 #[test]
 fn identical_arms_pass_and_are_called_an_a_a_run() {
-    let d = dir_with(SCENARIO);
+    // two streams per arm at once: each arm keeps its own concurrency
+    let d = dir_with(&SCENARIO.replace("warmup: 2}", "warmup: 2, concurrency: 2}"));
     let (code, text, r) = run(
         d.path(),
         &[
@@ -210,6 +211,10 @@ fn identical_arms_pass_and_are_called_an_a_a_run() {
     let tpot = p50(&r, "tpot");
     let ratio = tpot["ratio"].as_f64().unwrap();
     assert!((0.95..1.05).contains(&ratio), "TPOT ratio {ratio}");
+    for m in [&s["measured"], &s["ab"]["base_measured"]] {
+        let c = m["achieved_concurrency"].as_f64().unwrap();
+        assert!(c > 1.5 && c <= 2.0, "each arm ran 2 requests at once: {c}");
+    }
 }
 
 #[test]
@@ -560,7 +565,12 @@ fn the_blocked_design_swaps_the_servers_in_abba_order_and_leaves_none_running() 
         "block 4 (A) after blocks 2-3 (B)"
     );
     assert!(text.contains("A/B blocked ABBA: 2 blocks per arm, server ready after"));
-    // check and bless have no server for a block of arms only
+    // validate reads the file; check and bless have no server for a block of arms only
+    let o = perfgate_in(d.path(), 60)
+        .args(["validate", "-s", "s.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
     let o = perfgate_in(d.path(), 60)
         .args(["check", "-s", "s.yaml", "--allow-missing-baseline"])
         .output()
