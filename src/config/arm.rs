@@ -206,6 +206,42 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
 mod tests {
     use super::*;
 
+    const ARMS: &str = "defaults:\n  endpoint: {base_url: 'http://127.0.0.1:8080/v1', model: m}\n  request: {prompt: hi, max_tokens: 8}\n  server:\n    ready_timeout: 5m\n    base: {base_url: 'http://127.0.0.1:8081/v1', command: [srv, --port, '8081']}\n    candidate: {base_url: 'http://127.0.0.1:8082/v1', command: [srv, --port, '8082']}\nscenarios:\n  - name: a\n";
+
+    #[test]
+    fn each_arm_reads_as_a_validated_scenario_with_its_server_and_port() {
+        let env = |_: &str| None;
+        let read = |r: Reading<'_>| crate::config::parse_str_as(ARMS, "t.yaml", &env, r);
+        let none = ArmOverride::default();
+        let b = read(Reading::Arm(ArmKey::Base, &none)).unwrap().remove(0);
+        let c = read(Reading::Arm(ArmKey::Candidate, &none))
+            .unwrap()
+            .remove(0);
+        assert_eq!(b.endpoint.shown_url(), "http://127.0.0.1:8081/v1");
+        assert_eq!(c.endpoint.shown_url(), "http://127.0.0.1:8082/v1");
+        let (bs, cs) = (b.server.unwrap(), c.server.unwrap());
+        assert_eq!(bs.shown_command, "srv --port 8081");
+        assert_eq!(bs.origin, "http://127.0.0.1:8081");
+        assert_eq!(cs.ready_timeout, std::time::Duration::from_secs(300));
+        assert_ne!(bs.key, cs.key);
+        // as written: no command of its own, so no server, and said so; the fingerprint is the
+        // file's (the arms' URLs are not in it)
+        let w = read(Reading::Written).unwrap().remove(0);
+        assert!(w.server.is_none());
+        assert_eq!(w.written_server, WrittenServer::ArmsOnly);
+        let plain = read(Reading::Serverless).unwrap().remove(0);
+        assert_eq!(plain.fingerprint, w.fingerprint);
+        assert_ne!(plain.fingerprint, b.fingerprint);
+        // a base_url outside an arm block is explained
+        let bad = ARMS.replace("    ready_timeout: 5m\n", "    base_url: 'http://x/v1'\n");
+        let e = crate::config::parse_str(&bad, "t.yaml", &env).unwrap_err();
+        assert!(
+            e.message
+                .contains("server.base_url belongs inside server.base"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn commands_split_like_a_shell() {
         assert_eq!(
