@@ -60,6 +60,14 @@ const AGREE: f64 = 0.05;
 /// request-to-request jitter is what this margin allows.
 const AGREE_TTFT: f64 = 0.10;
 
+/// The tests of this binary run one at a time: each starts llama-servers that would otherwise
+/// share the machine's two cores with the other test's (cargo runs a binary's tests in parallel).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/realserver.sh")
 }
@@ -162,6 +170,7 @@ fn server_change(base: &[Value], cand: &[Value], metric: &str, p: f64) -> f64 {
 
 #[test]
 fn bless_then_check_against_llama_server() {
+    let _one = serial();
     let Some((llama_server, model)) = built() else {
         support::missing(
             "PERFGATE_REQUIRE_REALSERVER",
@@ -434,6 +443,7 @@ const AB_MAX_TOKENS: u64 = 32;
 /// describe themselves identically, and both are gone afterwards.
 #[test]
 fn ab_of_two_identical_llama_servers_passes() {
+    let _one = serial();
     let Some((llama_server, model)) = built() else {
         support::missing(
             "PERFGATE_REQUIRE_REALSERVER",
