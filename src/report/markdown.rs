@@ -98,6 +98,10 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     if let Some(n) = &x.note {
         let _ = writeln!(o, "{}\n", escape(n));
     }
+    // perfgate's own words, numbers and A/B letters only: nothing to escape
+    if let Some(line) = crate::report::ab_summary(r) {
+        let _ = writeln!(o, "{line}.\n");
+    }
     // Lead with what needs a reviewer: FAIL rows, then WARN rows, then scenarios that were not
     // compared; every row, in scenario order, follows inside a collapsed `<details>`.
     let rows = table_rows(r);

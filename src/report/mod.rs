@@ -221,6 +221,38 @@ pub fn ab_line(s: &crate::results::ScenarioResult) -> Option<String> {
     ))
 }
 
+/// One line for the head of a `perfgate ab` report: which designs ran, with their alternations
+/// or blocks. `None` for `check`.
+pub fn ab_summary(results: &Results) -> Option<String> {
+    let mut designs: Vec<String> = results
+        .scenarios
+        .iter()
+        .filter_map(|s| s.ab.as_ref())
+        .map(|ab| match ab.design {
+            crate::results::AbDesign::Interleaved => {
+                format!("interleaved, {} alternations", ab.alternations)
+            }
+            crate::results::AbDesign::Blocked => {
+                // only the letters: a hand-edited results file cannot put markup here
+                let order: String = ab
+                    .order
+                    .chars()
+                    .filter(|c| matches!(c, 'A' | 'B'))
+                    .collect();
+                format!("blocked {order}, {} blocks per arm", ab.alternations)
+            }
+        })
+        .collect();
+    if designs.is_empty() {
+        return None;
+    }
+    designs.dedup();
+    Some(format!(
+        "A/B run (perfgate ab): each candidate arm against its base arm, measured in the same job ({})",
+        designs.join("; ")
+    ))
+}
+
 /// The word for the side compared against: `baseline` for `check`, `base` for `perfgate ab`.
 pub fn base_word(results: &Results) -> &'static str {
     if results.is_ab() {

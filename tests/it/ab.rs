@@ -152,6 +152,10 @@ fn a_candidate_30_percent_slower_per_token_fails_on_tpot_against_the_base_arm() 
         "{md}"
     );
     assert!(md.contains("A/B interleaved: 20 alternations"), "{md}");
+    assert!(
+        md.contains("A/B run (perfgate ab): each candidate arm against its base arm, measured in the same job (interleaved, 20 alternations)"),
+        "{md}"
+    );
     let html = std::fs::read_to_string(d.path().join("r.html")).unwrap();
     assert!(html.contains("TTFT P50 base &rarr; candidate"));
     assert!(
