@@ -238,3 +238,111 @@ pub async fn bless(
     }
     Ok(code)
 }
+
+/// `perfgate bless --from RESULTS.json --arm base|candidate`: measures nothing; writes the
+/// requests one arm of a saved run measured as the baseline of each scenario in `scs`, with
+/// the same format and atomic write as a measured bless (one run, so no run-to-run spread).
+/// `--arm candidate` also takes a `check` run's requests.
+///
+/// Everything is checked before anything is written: a scenario missing from the results, a
+/// results file without that arm (exit 2), a fingerprint that differs from the scenario
+/// file's (the scenario changed since that run; exit 2), an arm that could not be measured
+/// or failed too often (exit 3, as `bless` refuses a run).
+pub fn bless_from(
+    scs: &[Scenario],
+    dir: &Path,
+    from: &Path,
+    arm: crate::gate::Side,
+    host: Option<String>,
+) -> Result<i32, exit::ExitError> {
+    use crate::gate::Side;
+    let results = crate::report::json::load(from).map_err(exit::ExitError::invalid)?;
+    let shown = from.display();
+    let arm_name = match arm {
+        Side::Base => "base",
+        Side::Candidate => "candidate",
+    };
+    let mut planned = Vec::with_capacity(scs.len());
+    let mut problems = Vec::new();
+    let mut refused = Vec::new();
+    for sc in scs {
+        let Some(res) = results.scenarios.iter().find(|r| r.name == sc.name) else {
+            problems.push(format!(
+                "scenario {}: not in {shown} (pass --only with the scenarios it holds)",
+                sc.name
+            ));
+            continue;
+        };
+        if res.fingerprint != sc.fingerprint {
+            problems.push(format!(
+                "scenario {}: {shown} measured it with fingerprint {}, the scenario file ({}) now has {}: the scenario changed since that run, so its requests are not this scenario's; run it again",
+                sc.name, res.fingerprint, sc.source, sc.fingerprint
+            ));
+            continue;
+        }
+        let (records, m, server_side) = match (arm, &res.ab) {
+            (Side::Base, Some(ab)) => (&ab.base_records, &ab.base_measured, &ab.base_server),
+            (Side::Base, None) => {
+                problems.push(format!(
+                    "scenario {}: {shown} is not from perfgate ab, so it has no base arm (--arm candidate takes its requests)",
+                    sc.name
+                ));
+                continue;
+            }
+            (Side::Candidate, _) => (&res.records, &res.measured, &res.server),
+        };
+        let mut run = RunOutput::empty();
+        run.records = records.clone();
+        run.started_at = results.created_at.clone();
+        run.wall_ms = m.wall_ms;
+        run.model = m.model.clone();
+        run.server = m.server.clone();
+        run.server_side = server_side.clone();
+        if records.is_empty() {
+            run.unreachable = Some(format!("the {arm_name} arm has no measured request"));
+        }
+        if let Some(why) = refusal(sc, &run) {
+            refused.push(format!(
+                "not blessing {} from the {arm_name} arm of {shown}: {why}",
+                sc.name
+            ));
+            continue;
+        }
+        planned.push((sc, run));
+    }
+    if !problems.is_empty() {
+        return Err(exit::ExitError::invalid(format!(
+            "bless --from {shown} --arm {arm_name}: nothing written:\n  - {}",
+            problems.join("\n  - ")
+        )));
+    }
+    for r in &refused {
+        eprintln!("perfgate: {r}; nothing written");
+    }
+    if !refused.is_empty() {
+        return Ok(exit::COULD_NOT_MEASURE);
+    }
+    for (sc, run) in planned {
+        let path = baseline::path_for(dir, &sc.name);
+        remove_stale_temp_files(dir, &sc.name);
+        let b = baseline::from_runs(sc, std::slice::from_ref(&run), host.clone());
+        crate::fsutil::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
+            exit::ExitError::invalid(format!("cannot write {}: {e}", path.display()))
+        })?;
+        let p50 = |key: &str| {
+            b.summary
+                .get(key)
+                .map(|x| fmt_ms(x.p50))
+                .unwrap_or_else(|| "-".into())
+        };
+        println!(
+            "blessed {:<24} -> {}  (the {arm_name} arm of {shown}, {} requests; TTFT P50 {}, TPOT P50 {})",
+            sc.name,
+            path.display(),
+            run.records.len(),
+            p50("ttft_ms"),
+            p50("tpot_ms"),
+        );
+    }
+    Ok(exit::OK)
+}

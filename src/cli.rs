@@ -21,8 +21,12 @@ pub struct Cli {
 enum Command {
     /// Measure every scenario, compare with baselines/, report, exit 1 on a regression.
     Check(CheckArgs),
-    /// Measure every scenario and rewrite its baseline (atomically).
+    /// Measure every scenario and rewrite its baseline (atomically), or write one arm of an A/B
+    /// run's results as the baseline (--from).
     Bless(BlessArgs),
+    /// Measure two arms (base and candidate) of every scenario in the same job, interleaved,
+    /// compare them like check, report, exit 1 on a regression.
+    Ab(AbArgs),
     /// Check scenario files offline: keys, values, env vars.
     Validate(ScenarioArgs),
     /// Run the built-in OpenAI-compatible streaming simulator on 127.0.0.1.
@@ -143,6 +147,82 @@ struct CheckArgs {
     github: crate::github::GithubArgs,
 }
 
+/// `perfgate ab --design`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DesignArg {
+    /// Both arms up at once, requests dispatched in seeded AB/BA pairs.
+    Interleaved,
+    /// One arm at a time, in blocks (ABBA...), the server swapped between blocks.
+    Blocked,
+}
+
+#[derive(Debug, Args)]
+struct AbArgs {
+    #[command(flatten)]
+    sc: ScenarioArgs,
+    /// The base arm's endpoint (with its /v1) [default: the scenario's endpoint.base_url, or
+    /// base_url in server.base].
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// The candidate arm's endpoint [default: as for --base-url, with server.candidate].
+    #[arg(long, value_name = "URL")]
+    candidate_url: Option<String>,
+    /// The base arm's model id [default: the scenario's endpoint.model].
+    #[arg(long, value_name = "MODEL")]
+    base_model: Option<String>,
+    /// The candidate arm's model id [default: the scenario's endpoint.model].
+    #[arg(long, value_name = "MODEL")]
+    candidate_model: Option<String>,
+    /// The base arm's server command line (one string, split like a shell would, nothing
+    /// expanded), replacing server.command (or server.base.command) of every scenario.
+    #[arg(long, value_name = "COMMAND")]
+    base_server_cmd: Option<String>,
+    /// The candidate arm's server command line, as --base-server-cmd.
+    #[arg(long, value_name = "COMMAND")]
+    candidate_server_cmd: Option<String>,
+    /// interleaved: both arms up at once, requests in seeded AB/BA pairs; blocked: one arm at a
+    /// time (one GPU), --blocks blocks per arm in ABBA order, the server swapped between blocks.
+    #[arg(long, value_enum, default_value_t = DesignArg::Interleaved)]
+    design: DesignArg,
+    /// Blocks per arm of --design blocked (2 or more; 2 = ABBA, 4 = ABBABAAB).
+    #[arg(long, value_name = "K", value_parser = parse_blocks)]
+    blocks: Option<usize>,
+    /// Seed of the interleaved order (which pairs are AB and which BA).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[command(flatten)]
+    out: ReportFiles,
+    /// As for check: a model the server does not list is a configuration error (exit 2).
+    #[arg(long)]
+    require_listed_model: bool,
+    /// Check id for the PR comment marker `<!-- perfgate:ID -->` [default: GITHUB_WORKFLOW/GITHUB_JOB
+    /// inside GitHub Actions, else perfgate].
+    #[arg(long, default_value_t = crate::github::default_id(), hide_default_value = true)]
+    id: String,
+    #[command(flatten)]
+    github: crate::github::GithubArgs,
+}
+
+fn parse_blocks(s: &str) -> Result<usize, String> {
+    let k: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}`: give a whole number of blocks per arm, 2 or more"))?;
+    if !(2..=50).contains(&k) {
+        return Err(format!(
+            "{k}: use 2 to 50 blocks per arm: with one block per arm, drift between the two blocks cannot be told from a change (2 gives ABBA)"
+        ));
+    }
+    Ok(k)
+}
+
+/// `perfgate bless --from RESULTS.json --arm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ArmArg {
+    Base,
+    Candidate,
+}
+
 #[derive(Debug, Args)]
 struct BlessArgs {
     #[command(flatten)]
@@ -159,6 +239,13 @@ struct BlessArgs {
     /// 2x slowdown (refused by default, exit 3).
     #[arg(long)]
     allow_unstable: bool,
+    /// Measure nothing: write one arm of this `perfgate ab --output` results file as the
+    /// baseline of each scenario (needs --arm).
+    #[arg(long, value_name = "RESULTS.json", requires = "arm", conflicts_with_all = ["runs", "allow_unstable"])]
+    from: Option<PathBuf>,
+    /// With --from: the arm whose requests become the baseline.
+    #[arg(long, value_enum, requires = "from")]
+    arm: Option<ArmArg>,
 }
 
 #[derive(Debug, Args)]
@@ -289,9 +376,35 @@ pub fn select_shard(scs: Vec<Scenario>, shard: Shard) -> Vec<Scenario> {
 }
 
 fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
+    load_scenarios_as(a, config::arm::Reading::Written)
+}
+
+/// The scenarios of `check` and `bless`: as written, refusing a `server:` block of
+/// `perfgate ab` arms only (it has no server for them to start).
+fn load_measured_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
+    let scs = load_scenarios(a)?;
+    let arms_only: Vec<String> = scs
+        .iter()
+        .filter(|s| s.written_server == config::arm::WrittenServer::ArmsOnly)
+        .map(|s| format!("{} ({})", s.name, s.source))
+        .collect();
+    if !arms_only.is_empty() {
+        return Err(ExitError::invalid(format!(
+            "the server: block of {} has only base: / candidate: arms, which only perfgate ab starts; give it a command: of its own for check and bless",
+            arms_only.join(", ")
+        )));
+    }
+    Ok(scs)
+}
+
+fn load_scenarios_as(
+    a: &ScenarioArgs,
+    reading: config::arm::Reading<'_>,
+) -> Result<Vec<Scenario>, ExitError> {
     let files =
         config::scenario_files(&a.scenarios).map_err(|e| ExitError::invalid(e.to_string()))?;
-    let all = config::load(&files, &env_lookup).map_err(|e| ExitError::invalid(e.to_string()))?;
+    let all = config::load_as(&files, &env_lookup, reading)
+        .map_err(|e| ExitError::invalid(e.to_string()))?;
     if a.only.is_empty() {
         return Ok(all);
     }
@@ -311,7 +424,10 @@ fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
 }
 
 async fn run(cli: Cli) -> Result<i32, ExitError> {
-    if matches!(cli.command, Command::Check(_) | Command::Bless(_)) {
+    if matches!(
+        cli.command,
+        Command::Check(_) | Command::Bless(_) | Command::Ab(_)
+    ) {
         crate::cancel::install();
     }
     let code = run_command(cli).await;
@@ -344,6 +460,7 @@ async fn run_command(cli: Cli) -> Result<i32, ExitError> {
             Ok(exit::OK)
         }
         Command::Check(a) => cmd_check(a).await,
+        Command::Ab(a) => cmd_ab(a).await,
         Command::Report(a) => cmd_report(a),
         Command::Init(a) => crate::init::init(&a.dir),
         Command::Bless(a) => cmd_bless(a).await,
@@ -366,7 +483,7 @@ async fn run_command(cli: Cli) -> Result<i32, ExitError> {
 async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     check::validate_id(&a.id).map_err(ExitError::invalid)?;
     crate::limits::check_baselines_dir(&a.baselines).map_err(ExitError::invalid)?;
-    let mut scs = load_scenarios(&a.sc)?;
+    let mut scs = load_measured_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
         let total = scs.len();
         scs = select_shard(scs, sh);
@@ -437,21 +554,31 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     let rep = report::Report::with_loaded(results, |name| {
         (baselines.path_for(name), baselines.get(name))
     });
+    Ok(deliver(rep, &a.out, &a.github).await)
+}
+
+/// After measuring (`check`, `ab`): prints the terminal report, writes the report files,
+/// publishes to GitHub, says why scenarios could not be measured, and returns the exit code.
+async fn deliver(
+    rep: report::Report,
+    out: &ReportFiles,
+    github: &crate::github::GithubArgs,
+) -> i32 {
     print!(
         "{}",
         report::terminal::render_styled(&rep.results, report::terminal::use_color())
     );
-    let written = report::write_outputs(&rep, &a.out.outputs());
+    let written = report::write_outputs(&rep, &out.outputs());
     for w in &written.written {
         eprintln!("perfgate: wrote {w}");
     }
     let results = rep.results;
     // PR comment, step summary, annotations, outputs, tracking issue: warns, never changes the exit code.
     let reports = crate::github::Reports {
-        json: a.out.output.as_deref(),
-        markdown: a.out.markdown.as_deref(),
+        json: out.output.as_deref(),
+        markdown: out.markdown.as_deref(),
     };
-    crate::github::publish(&results, &a.github, reports).await;
+    crate::github::publish(&results, github, reports).await;
     for f in &written.failed {
         eprintln!("perfgate: error: {f}");
     }
@@ -470,11 +597,106 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
             _ => {}
         }
     }
-    Ok(if written.failed.is_empty() {
+    if written.failed.is_empty() {
         results.exit_code
     } else {
         crate::verdict::with_write_failure(results.exit_code)
-    })
+    }
+}
+
+/// `perfgate ab`: reads every scenario three ways (as written, base arm, candidate arm),
+/// refuses what an A/B run does not support before measuring, measures, reports.
+async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
+    use crate::config::arm::{ArmKey, ArmOverride, Reading};
+    check::validate_id(&a.id).map_err(ExitError::invalid)?;
+    let design = match (a.design, a.blocks) {
+        (DesignArg::Interleaved, Some(k)) => {
+            return Err(ExitError::invalid(format!(
+                "--blocks {k} applies to --design blocked; the interleaved design alternates request by request"
+            )))
+        }
+        (DesignArg::Interleaved, None) => crate::ab::DesignChoice::Interleaved,
+        (DesignArg::Blocked, k) => crate::ab::DesignChoice::Blocked {
+            per_arm: k.unwrap_or(crate::ab::DEFAULT_BLOCKS),
+        },
+    };
+    let cmd = |flag: &str, v: &Option<String>| -> Result<Option<Vec<String>>, ExitError> {
+        v.as_deref()
+            .map(|c| {
+                crate::config::arm::split_command(c)
+                    .map_err(|e| ExitError::invalid(format!("--{flag}: {e}")))
+            })
+            .transpose()
+    };
+    let base_over = ArmOverride {
+        base_url: a.base_url.clone(),
+        model: a.base_model.clone(),
+        server_command: cmd("base-server-cmd", &a.base_server_cmd)?,
+    };
+    let cand_over = ArmOverride {
+        base_url: a.candidate_url.clone(),
+        model: a.candidate_model.clone(),
+        server_command: cmd("candidate-server-cmd", &a.candidate_server_cmd)?,
+    };
+    let written = load_scenarios_as(&a.sc, Reading::Serverless)?;
+    let base = load_scenarios_as(&a.sc, Reading::Arm(ArmKey::Base, &base_over))?;
+    let cand = load_scenarios_as(&a.sc, Reading::Arm(ArmKey::Candidate, &cand_over))?;
+    let flags_given = base_over != ArmOverride::default() || cand_over != ArmOverride::default();
+    let mut scs = Vec::with_capacity(written.len());
+    let mut refused = Vec::new();
+    for ((w, b), c) in written.into_iter().zip(base).zip(cand) {
+        let arms_differ = b.server != c.server
+            || b.endpoint.shown_url() != c.endpoint.shown_url()
+            || b.endpoint.model != c.endpoint.model;
+        if !flags_given && !arms_differ {
+            refused.push(format!(
+                "scenario {}: perfgate ab needs two arms, and nothing sets them: give --base-url and --candidate-url (two endpoints), --base-server-cmd and --candidate-server-cmd (two servers), or server.base and server.candidate in the scenario file",
+                w.name
+            ));
+            continue;
+        }
+        let mut notes = Vec::new();
+        if b.endpoint.shown_url() == c.endpoint.shown_url()
+            && b.endpoint.model == c.endpoint.model
+            && b.server == c.server
+        {
+            notes.push(format!(
+                "both arms are the same endpoint ({}, model {}) and server: an A/A run, which measures the noise of this setup",
+                c.endpoint.shown_url(),
+                c.endpoint.model
+            ));
+        }
+        let ab = crate::ab::AbScenario {
+            written: w,
+            base: b,
+            candidate: c,
+            notes,
+        };
+        match crate::ab::unsupported(&ab, design) {
+            Some(why) => refused.push(why),
+            None => scs.push(ab),
+        }
+    }
+    if !refused.is_empty() {
+        return Err(ExitError::invalid(format!(
+            "perfgate ab cannot run {} scenario(s) (nothing was measured):\n  - {}",
+            refused.len(),
+            refused.join("\n  - ")
+        )));
+    }
+    let opts = crate::ab::AbOptions {
+        design,
+        seed: a.seed,
+        id: a.id.clone(),
+        unlisted_model: if a.require_listed_model {
+            check::UnlistedModel::Refuse
+        } else {
+            check::UnlistedModel::Note
+        },
+    };
+    let results = crate::ab::run_ab(&scs, &opts).await;
+    let rep = report::Report::new(results, None);
+    Ok(deliver(rep, &a.out, &a.github).await)
 }
 
 /// `perfgate report`: loads (and merges) saved results, prints the terminal report, writes the
@@ -507,8 +729,16 @@ fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
 
 async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
     crate::limits::check_baselines_dir(&a.baselines).map_err(ExitError::invalid)?;
-    let scs = load_scenarios(&a.sc)?;
     let host = crate::bless::this_host();
+    if let (Some(from), Some(arm)) = (&a.from, a.arm) {
+        let scs = load_scenarios(&a.sc)?;
+        let side = match arm {
+            ArmArg::Base => crate::gate::Side::Base,
+            ArmArg::Candidate => crate::gate::Side::Candidate,
+        };
+        return crate::bless::bless_from(&scs, &a.baselines, from, side, host);
+    }
+    let scs = load_measured_scenarios(&a.sc)?;
     let bless = crate::bless::bless(&scs, &a.baselines, a.runs as usize, a.allow_unstable, host);
     match report::progress::TerminalProgress::stderr() {
         Some(p) => crate::runner::PROGRESS.scope(p, bless).await,

@@ -14,12 +14,24 @@ pub async fn measure(sc: &Scenario) -> Result<RunOutput, String> {
     measure_until(sc, &mut |_| None).await
 }
 
-/// Runs `sc`, evaluating after each look of [`crate::config::scenario::LoadSpec::looks`];
-/// `decide` returns `Some(reason)` to stop early. The run stops at the last look regardless.
-pub async fn measure_until(
-    sc: &Scenario,
-    decide: &mut dyn FnMut(&RunOutput) -> Option<String>,
-) -> Result<RunOutput, String> {
+/// The endpoint of one measurement, ready to be measured: the simulator started for `sim://`,
+/// the scenario's `server:` started (or shared), or `endpoint.wait_ready` waited for.
+pub struct Opened {
+    sim: Option<SimServer>,
+    /// The URL requests go to (the simulator's own for `sim://`).
+    pub base_url: String,
+    server_side: Option<crate::server::ServerReport>,
+    /// A client for the `/metrics` scrapes of a started server.
+    probe: Option<crate::client::http::StreamClient>,
+    before: Option<crate::server::metrics::Scrape>,
+}
+
+/// Opens the endpoint of `sc` (see [`Opened`]); `others` says what happens to a server of
+/// another `server:` block that is already running (`check`: stopped, one server at a time).
+///
+/// Errors: the simulator or the server could not start, or the endpoint was not ready (the
+/// message says which).
+pub async fn open(sc: &Scenario, others: crate::server::Others) -> Result<Opened, String> {
     let (sim, base_url) = match &sc.endpoint.target {
         Target::Sim(cfg) => {
             let s = SimServer::start(cfg.clone(), 0)
@@ -32,15 +44,14 @@ pub async fn measure_until(
     };
     let mut server_side = None;
     let models = crate::config::server::models_url(&base_url);
-    if let Some(spec) = &sc.server {
-        let probe = crate::client::http::StreamClient::new(&sc.endpoint, &base_url, 1)?;
-        server_side = Some(crate::server::ensure(spec, &probe, &models).await?);
-    } else if let Some(limit) = sc.endpoint.wait_ready {
-        let probe = crate::client::http::StreamClient::new(&sc.endpoint, &base_url, 1)?;
-        server_side = Some(crate::server::wait_endpoint(&probe, &models, limit).await?);
-    }
-    let result = async {
-        let mut session = Session::start(sc, &base_url).await?;
+    let ready = async {
+        if let Some(spec) = &sc.server {
+            let probe = crate::client::http::StreamClient::new(&sc.endpoint, &base_url, 1)?;
+            server_side = Some(crate::server::ensure_with(spec, &probe, &models, others).await?);
+        } else if let Some(limit) = sc.endpoint.wait_ready {
+            let probe = crate::client::http::StreamClient::new(&sc.endpoint, &base_url, 1)?;
+            server_side = Some(crate::server::wait_endpoint(&probe, &models, limit).await?);
+        }
         let probe = match &sc.server {
             Some(_) => Some(crate::client::http::StreamClient::new(
                 &sc.endpoint,
@@ -49,44 +60,42 @@ pub async fn measure_until(
             )?),
             None => None,
         };
-        let before = match (&sc.server, &probe) {
-            (Some(spec), Some(c)) => crate::server::scrape(spec, c).await,
-            _ => None,
-        };
-        let looks = sc.load.looks();
-        let mut done = Vec::new();
-        let mut stop_reason = None;
-        for (i, &n) in looks.iter().enumerate() {
-            session
-                .measure(n.saturating_sub(session.measured_count()))
-                .await;
-            done.push(n);
-            if session.is_unreachable() {
-                break;
+        Ok::<_, String>(probe)
+    }
+    .await;
+    match ready {
+        Ok(probe) => Ok(Opened {
+            sim,
+            base_url,
+            server_side,
+            probe,
+            before: None,
+        }),
+        Err(e) => {
+            if let Some(s) = sim {
+                s.shutdown();
             }
-            if looks.len() > 1 {
-                let mut out = session.output();
-                out.looks = done.clone();
-                if let Some(why) = decide(&out) {
-                    stop_reason = Some(format!(
-                        "stopped at look {} of {} (n = {n}): {why}",
-                        i + 1,
-                        looks.len()
-                    ));
-                    break;
-                }
-                if i + 1 == looks.len() {
-                    stop_reason = Some(format!(
-                        "reached max_samples ({n}) with checks still undecided"
-                    ));
-                }
-            }
+            Err(e)
         }
-        let mut out = session.output();
-        out.looks = done;
-        out.stop_reason = stop_reason;
-        if let (Some(spec), Some(c), Some(rep)) = (&sc.server, &probe, server_side.as_mut()) {
-            if let (Some(b), Some(a)) = (before, crate::server::scrape(spec, c).await) {
+    }
+}
+
+impl Opened {
+    /// Scrapes the started server's `/metrics` before the measured requests (after the warmup).
+    pub async fn scrape_before(&mut self, sc: &Scenario) {
+        if let (Some(spec), Some(c)) = (&sc.server, &self.probe) {
+            self.before = crate::server::scrape(spec, c).await;
+        }
+    }
+
+    /// After the measured requests: the server-side figures since [`Opened::scrape_before`],
+    /// whether the server exited meanwhile (then `out` is unreachable), the server report into
+    /// `out`; stops the simulator.
+    pub async fn close(mut self, sc: &Scenario, out: &mut RunOutput) {
+        if let (Some(spec), Some(c), Some(rep)) =
+            (&sc.server, &self.probe, self.server_side.as_mut())
+        {
+            if let (Some(b), Some(a)) = (self.before.take(), crate::server::scrape(spec, c).await) {
                 rep.metrics = crate::server::metrics::figures(&b, &a);
             }
             if let Some((status, why)) = crate::server::exited_during(spec, &sc.name).await {
@@ -94,12 +103,67 @@ pub async fn measure_until(
                 out.unreachable = Some(why);
             }
         }
-        out.server_side = server_side;
-        Ok(out)
+        out.server_side = self.server_side.take();
+        self.shutdown();
     }
-    .await;
-    if let Some(s) = sim {
-        s.shutdown();
+
+    /// Stops the simulator, if one was started (a started server stays for the scenarios that
+    /// share it; [`crate::server::stop_all`] stops it).
+    pub fn shutdown(self) {
+        if let Some(s) = self.sim {
+            s.shutdown();
+        }
     }
-    result
+}
+
+/// Runs `sc`, evaluating after each look of [`crate::config::scenario::LoadSpec::looks`];
+/// `decide` returns `Some(reason)` to stop early. The run stops at the last look regardless.
+pub async fn measure_until(
+    sc: &Scenario,
+    decide: &mut dyn FnMut(&RunOutput) -> Option<String>,
+) -> Result<RunOutput, String> {
+    let mut opened = open(sc, crate::server::Others::Stop).await?;
+    let session = Session::start(sc, &opened.base_url).await;
+    let mut session = match session {
+        Ok(s) => s,
+        Err(e) => {
+            opened.shutdown();
+            return Err(e);
+        }
+    };
+    opened.scrape_before(sc).await;
+    let looks = sc.load.looks();
+    let mut done = Vec::new();
+    let mut stop_reason = None;
+    for (i, &n) in looks.iter().enumerate() {
+        session
+            .measure(n.saturating_sub(session.measured_count()))
+            .await;
+        done.push(n);
+        if session.is_unreachable() {
+            break;
+        }
+        if looks.len() > 1 {
+            let mut out = session.output();
+            out.looks = done.clone();
+            if let Some(why) = decide(&out) {
+                stop_reason = Some(format!(
+                    "stopped at look {} of {} (n = {n}): {why}",
+                    i + 1,
+                    looks.len()
+                ));
+                break;
+            }
+            if i + 1 == looks.len() {
+                stop_reason = Some(format!(
+                    "reached max_samples ({n}) with checks still undecided"
+                ));
+            }
+        }
+    }
+    let mut out = session.output();
+    out.looks = done;
+    out.stop_reason = stop_reason;
+    opened.close(sc, &mut out).await;
+    Ok(out)
 }

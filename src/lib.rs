@@ -3,6 +3,8 @@
 //! Data flows one way: config -> runner (client, SSE decoder) -> records -> stats -> gate ->
 //! report. `sim` is the built-in simulator used by the quickstart and the tests.
 
+pub mod ab;
+pub mod api;
 pub mod baseline;
 pub mod bless;
 pub mod calibrate;

@@ -72,8 +72,81 @@ pub struct ScenarioResult {
     /// to ready, identity, server-side metrics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<crate::server::ServerReport>,
-    /// Every measured request.
+    /// Every measured request (of the candidate arm, for `perfgate ab`).
     pub records: Vec<RequestRecord>,
+    /// `perfgate ab`: how the two arms were measured, and the base arm (its figures and every
+    /// request); the scenario's `measured`, `server` and `records` are the candidate arm's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ab: Option<AbResult>,
+}
+
+/// How the two arms of a `perfgate ab` scenario were measured (docs/design.md "A/B runs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AbDesign {
+    /// Both arms up at once, requests dispatched in pairs (AB or BA, seeded).
+    Interleaved,
+    /// One arm at a time, in blocks (ABBA ...), the server swapped between blocks.
+    Blocked,
+}
+
+impl AbDesign {
+    /// `interleaved`, `blocked`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AbDesign::Interleaved => "interleaved",
+            AbDesign::Blocked => "blocked",
+        }
+    }
+}
+
+/// One block of a blocked A/B run, in the order they ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AbBlock {
+    pub side: crate::gate::Side,
+    /// Measured requests of this block: the arm's records hold its blocks' requests in block
+    /// order, so block i of an arm is the next `requests` records of that arm.
+    pub requests: usize,
+    /// The server started for this block (time to ready, pid, identity); absent for an
+    /// endpoint perfgate did not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::server::ServerReport>,
+}
+
+/// The base arm and the design of a `perfgate ab` scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AbResult {
+    pub design: AbDesign,
+    /// The order the two arms ran in, `A` = base, `B` = candidate: per request for the
+    /// interleaved design (`ABBA...`, one letter per dispatched request), per block for the
+    /// blocked one.
+    pub order: String,
+    /// Interleaved: the pairs of requests (each AB or BA); blocked: the blocks per arm.
+    pub alternations: usize,
+    /// Seed of the interleaved order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Blocked: every block, in the order they ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<AbBlock>,
+    /// The base arm's endpoint (secrets redacted) and model.
+    pub base_endpoint: String,
+    pub base_model: String,
+    /// The base arm's figures.
+    pub base_measured: Measured,
+    /// The base arm's server (interleaved: the one start; blocked: the first block's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_server: Option<crate::server::ServerReport>,
+    /// Every measured request of the base arm (blocked: in block order).
+    pub base_records: Vec<RequestRecord>,
+}
+
+impl Results {
+    /// True when these are the results of `perfgate ab` (reports then say "base", not
+    /// "baseline").
+    pub fn is_ab(&self) -> bool {
+        self.scenarios.iter().any(|s| s.ab.is_some())
+    }
 }
 
 /// Where the baseline came from.

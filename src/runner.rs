@@ -403,6 +403,11 @@ impl Session {
         self.probe.start();
         let m = phase(&self.shared, n, self.run_start).await;
         self.probe.stop();
+        self.absorb(m);
+    }
+
+    /// Adds measured requests; when every one so far failed, the endpoint is unreachable.
+    fn absorb(&mut self, m: Vec<Sent>) {
         if m.iter().all(|s| !s.record.ok()) && self.measured.iter().all(|s| !s.record.ok()) {
             self.unreachable = unreachable_reason(&m);
         }
@@ -521,10 +526,7 @@ async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant) -> Vec<Se
     if count == 0 {
         return Vec::new();
     }
-    shared.next.store(0, Ordering::SeqCst);
-    shared.completed.store(0, Ordering::SeqCst);
-    shared.stop.store(false, Ordering::SeqCst);
-    shared.results.lock().map(|mut r| r.clear()).ok();
+    reset_phase(shared);
     let workers = (shared.scenario.load.concurrency as usize).min(count);
     // Open loop: request i is due at phase start + the i-th Poisson arrival; a worker (a slot of
     // the concurrency cap) sends it at max(due, slot free).
@@ -549,13 +551,7 @@ async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant) -> Vec<Se
     for h in handles {
         let _ = h.await;
     }
-    let mut out = shared
-        .results
-        .lock()
-        .map(|mut r| std::mem::take(&mut *r))
-        .unwrap_or_default();
-    out.sort_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, s)| s).collect()
+    take_results(shared)
 }
 
 /// Open-loop arrival offsets, seconds after the phase start: cumulative sums of exponential gaps
@@ -607,75 +603,177 @@ async fn worker(
                 return;
             }
         }
-        let sc = &sh.scenario;
-        let nonce = format!("{}-{i}", sh.run_id);
-        let close_mode_at_start = sh.client.close_after_stream();
-        let mut retried = false;
-        let sent = loop {
-            let usage = sh.include_usage.load(Ordering::SeqCst);
-            let b = body::build(
-                sc.endpoint.api,
-                &sc.endpoint.model,
-                &sc.request,
-                usage,
-                Some(&nonce),
-            );
-            let s = tokio::select! {
-                s = sh.client.send(&b, run_start) => s,
-                _ = crate::cancel::grace_expired() => return, // interrupted: not recorded
-            };
-            if s.rejected_stream_options && usage && !retried {
-                sh.include_usage.store(false, Ordering::SeqCst);
-                sh.fallback.store(true, Ordering::SeqCst);
-                retried = true;
-                continue;
-            }
-            break s;
+        let Some(sent) = one_request(&sh, i, run_start, due).await else {
+            return; // interrupted: not recorded
         };
-        let mut sent = sent;
-        if sent.retried && !close_mode_at_start {
-            // A pooled connection was found closed: the server may close after every stream
-            // (and there was no warmup to find out); stop reusing connections after streams.
-            // The requests already sent on pooled connections meet the same closed connections:
-            // those re-sends are expected, not drops, and do not count against the run's trust.
-            if !sh.client.close_after_stream() {
-                sh.client.set_close_after_stream();
-                sh.close_leftovers
-                    .store(sc.load.concurrency as usize, Ordering::SeqCst);
+        keep(&sh, i, sent, count);
+    }
+}
+
+/// Sends request `i` of a phase (its nonce, its re-send rules) and measures it; `None` when
+/// perfgate was interrupted before it ended (then it is not recorded).
+async fn one_request(
+    sh: &Arc<Shared>,
+    i: usize,
+    run_start: Instant,
+    due: Option<Instant>,
+) -> Option<Sent> {
+    let sc = &sh.scenario;
+    let nonce = format!("{}-{i}", sh.run_id);
+    let close_mode_at_start = sh.client.close_after_stream();
+    let mut retried = false;
+    let sent = loop {
+        let usage = sh.include_usage.load(Ordering::SeqCst);
+        let b = body::build(
+            sc.endpoint.api,
+            &sc.endpoint.model,
+            &sc.request,
+            usage,
+            Some(&nonce),
+        );
+        let s = tokio::select! {
+            s = sh.client.send(&b, run_start) => s,
+            _ = crate::cancel::grace_expired() => return None,
+        };
+        if s.rejected_stream_options && usage && !retried {
+            sh.include_usage.store(false, Ordering::SeqCst);
+            sh.fallback.store(true, Ordering::SeqCst);
+            retried = true;
+            continue;
+        }
+        break s;
+    };
+    let mut sent = sent;
+    if sent.retried && !close_mode_at_start {
+        // A pooled connection was found closed: the server may close after every stream
+        // (and there was no warmup to find out); stop reusing connections after streams.
+        // The requests already sent on pooled connections meet the same closed connections:
+        // those re-sends are expected, not drops, and do not count against the run's trust.
+        if !sh.client.close_after_stream() {
+            sh.client.set_close_after_stream();
+            sh.close_leftovers
+                .store(sc.load.concurrency as usize, Ordering::SeqCst);
+        }
+        sent.resend_before_close_mode = true;
+    } else if sent.retried
+        && sh
+            .close_leftovers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    {
+        // one of the connections left in the pool from before the switch
+        sent.resend_before_close_mode = true;
+    }
+    if let Some(due) = due {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        let sched_ms = if due >= run_start {
+            ms(due - run_start)
+        } else {
+            -ms(run_start - due)
+        };
+        sent.record.sched_ms = Some(sched_ms);
+        sent.record.sched_delay_ms = Some((sent.record.start_ms - sched_ms).max(0.0));
+    }
+    if let Some(p) = &sh.progress {
+        p.request(sh.measuring.load(Ordering::SeqCst), &sent.record);
+    }
+    Some(sent)
+}
+
+/// Keeps request `i`'s measurement in the phase's results, and stops the phase early when the
+/// first requests of a phase of `count` all failed (a hopeless endpoint: refused, 404, 401,
+/// never answering) instead of sending every remaining request.
+fn keep(sh: &Shared, i: usize, sent: Sent, count: usize) {
+    if let Ok(mut r) = sh.results.lock() {
+        r.push((i, sent));
+        let early = (sh.scenario.load.concurrency as usize + 2).min(count);
+        if r.len() >= early && r.iter().all(|(_, s)| !s.record.ok()) {
+            sh.stop.store(true, Ordering::SeqCst);
+        }
+    }
+    sh.completed.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Clears a phase's counters and results before it starts.
+fn reset_phase(sh: &Shared) {
+    sh.next.store(0, Ordering::SeqCst);
+    sh.completed.store(0, Ordering::SeqCst);
+    sh.stop.store(false, Ordering::SeqCst);
+    sh.results.lock().map(|mut r| r.clear()).ok();
+}
+
+/// A phase's results in request order.
+fn take_results(sh: &Shared) -> Vec<Sent> {
+    let mut out = sh
+        .results
+        .lock()
+        .map(|mut r| std::mem::take(&mut *r))
+        .unwrap_or_default();
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, s)| s).collect()
+}
+
+/// Which of two sessions a request of an interleaved run goes to (index into the pair).
+pub type ArmIndex = usize;
+
+/// Interleaved A/B (`perfgate ab`): sends one measured request per entry of `order` to
+/// `arms[order[k]]`, dispatched in that order, each session keeping at most its scenario's
+/// `concurrency` requests in flight (a request waits for a slot of its own arm; the next one
+/// in `order` waits for it). Both sessions share one clock origin, so their records'
+/// `start_ms` are comparable. Closed loop only (no `load.rate`). Stops early on Ctrl-C, and
+/// when an arm's first requests all failed (that arm is then unreachable).
+pub async fn measure_interleaved(arms: [&mut Session; 2], order: &[ArmIndex]) {
+    let [a, b] = arms;
+    let start = Instant::now();
+    let started_at = crate::clock::now_rfc3339();
+    for s in [&mut *a, &mut *b] {
+        reset_phase(&s.shared);
+        s.shared.measuring.store(true, Ordering::SeqCst);
+        if s.measured.is_empty() {
+            s.started_at = started_at.clone();
+            s.run_start = start;
+        }
+        s.probe.start();
+    }
+    let sessions = [&*a, &*b];
+    let counts = [0usize, 1].map(|k| order.iter().filter(|&&x| x == k).count());
+    let slots = sessions.map(|s| {
+        Arc::new(tokio::sync::Semaphore::new(
+            (s.shared.scenario.load.concurrency as usize).max(1),
+        ))
+    });
+    let mut next = [0usize; 2];
+    let mut tasks = Vec::with_capacity(order.len());
+    for &k in order {
+        let Some(s) = sessions.get(k) else { continue };
+        let hopeless =
+            |s: &&Session| s.unreachable.is_some() || s.shared.stop.load(Ordering::SeqCst);
+        if crate::cancel::requested() || sessions.iter().any(hopeless) {
+            break;
+        }
+        let slot = tokio::select! {
+            p = Arc::clone(&slots[k]).acquire_owned() => p,
+            _ = crate::cancel::grace_expired() => break,
+        };
+        let Ok(slot) = slot else { break };
+        let i = next[k];
+        next[k] += 1;
+        let sh = Arc::clone(&s.shared);
+        let count = counts[k];
+        tasks.push(tokio::spawn(async move {
+            if let Some(sent) = one_request(&sh, i, start, None).await {
+                keep(&sh, i, sent, count);
             }
-            sent.resend_before_close_mode = true;
-        } else if sent.retried
-            && sh
-                .close_leftovers
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok()
-        {
-            // one of the connections left in the pool from before the switch
-            sent.resend_before_close_mode = true;
-        }
-        if let Some(due) = due {
-            let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-            let sched_ms = if due >= run_start {
-                ms(due - run_start)
-            } else {
-                -ms(run_start - due)
-            };
-            sent.record.sched_ms = Some(sched_ms);
-            sent.record.sched_delay_ms = Some((sent.record.start_ms - sched_ms).max(0.0));
-        }
-        if let Some(p) = &sh.progress {
-            p.request(sh.measuring.load(Ordering::SeqCst), &sent.record);
-        }
-        if let Ok(mut r) = sh.results.lock() {
-            r.push((i, sent));
-            // A hopeless endpoint (refused, 404, 401, never answering): the first requests all
-            // failed; stop early instead of sending every remaining request.
-            let early = (sc.load.concurrency as usize + 2).min(count);
-            if r.len() >= early && r.iter().all(|(_, s)| !s.record.ok()) {
-                sh.stop.store(true, Ordering::SeqCst);
-            }
-        }
-        sh.completed.fetch_add(1, Ordering::SeqCst);
+            drop(slot);
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    for s in [a, b] {
+        s.probe.stop();
+        let m = take_results(&s.shared);
+        s.absorb(m);
     }
 }
 

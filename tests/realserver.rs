@@ -40,8 +40,8 @@
 //!
 //! A broken comparison (a wrong quantile, a swapped side, a miscomputed ratio) breaks these on
 //! every machine; a slow or drifting machine breaks none. The alternative, a same-job A/B run
-//! that cancels the drift, needs `perfgate ab` (issue 17); once it exists this test can run it
-//! beside the committed-baseline check.
+//! that cancels the drift (`perfgate ab`, issue 17), runs beside it:
+//! [`ab_of_two_identical_llama_servers_passes`] asserts the verdict itself.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -59,6 +59,14 @@ const AGREE: f64 = 0.05;
 /// on this 2-core machine); each side's median overhead is added to the server's figure, and its
 /// request-to-request jitter is what this margin allows.
 const AGREE_TTFT: f64 = 0.10;
+
+/// The tests of this binary run one at a time: each starts llama-servers that would otherwise
+/// share the machine's two cores with the other test's (cargo runs a binary's tests in parallel).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/realserver.sh")
@@ -162,6 +170,7 @@ fn server_change(base: &[Value], cand: &[Value], metric: &str, p: f64) -> f64 {
 
 #[test]
 fn bless_then_check_against_llama_server() {
+    let _one = serial();
     let Some((llama_server, model)) = built() else {
         support::missing(
             "PERFGATE_REQUIRE_REALSERVER",
@@ -418,4 +427,136 @@ scenarios:
     assert!(std::fs::read_to_string(dir.path().join("llama-server.log"))
         .unwrap()
         .contains(&format!("listening on http://127.0.0.1:{port}")));
+}
+
+/// Output tokens per request of the A/B test: fewer than the bless/check test's, since the two
+/// arms' 40 requests share the machine's two cores (CI time).
+const AB_MAX_TOKENS: u64 = 32;
+
+/// `perfgate ab` of two identical llama-servers (same model, same flags, one thread each, two
+/// ports), both started by perfgate from the scenario's `server: {base: ..., candidate: ...}`
+/// arms and interleaved request by request (issue 17). It must not FAIL: the two arms see the
+/// same moments of this shared, drifting machine, so what drifts reaches both and cancels; an
+/// identical pair fails only as often as the gate's false-alarm rate (about 1 %). What else must
+/// hold on any machine: both arms measured every request (32 tokens from usage), each arm's TPOT
+/// agrees with its own server's `timings` within 10 %, the two servers are two processes that
+/// describe themselves identically, and both are gone afterwards.
+#[test]
+fn ab_of_two_identical_llama_servers_passes() {
+    let _one = serial();
+    let Some((llama_server, model)) = built() else {
+        support::missing(
+            "PERFGATE_REQUIRE_REALSERVER",
+            "llama-server is not built: run `scripts/realserver.sh setup`",
+        );
+        return;
+    };
+    let port = || {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (pa, pb) = (port(), port());
+    let dir = tempfile::tempdir().unwrap();
+    let arm = |p: u16| {
+        format!(
+            r#"{{base_url: "http://127.0.0.1:{p}/v1", log: llama-{p}.log,
+             command: ["{llama_server}", -m, "{model}", --alias, gemma-3-270m, --host, 127.0.0.1,
+                       --port, "{p}", -t, "1", -np, "4", -c, "8192", --no-webui, --metrics]}}"#
+        )
+    };
+    let yaml = format!(
+        r#"defaults:
+  endpoint: {{base_url: "http://127.0.0.1:{pa}/v1", model: gemma-3-270m}}
+  request:
+    prompt: "Write a short story about a lighthouse keeper."
+    max_tokens: {AB_MAX_TOKENS}
+    temperature: 0
+    ignore_eos: true
+  load: {{samples: 20, warmup: 2, concurrency: 1}}
+  server:
+    ready_timeout: 2m
+    base: {}
+    candidate: {}
+scenarios:
+  - name: llama-ab
+"#,
+        arm(pa),
+        arm(pb)
+    );
+    std::fs::write(dir.path().join("ab.yaml"), yaml).unwrap();
+    let t0 = std::time::Instant::now();
+    let o = perfgate(dir.path())
+        .args(["ab", "-s", "ab.yaml", "--output", "results.json"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    println!("{out}");
+    println!("perfgate ab took {:.1} s", t0.elapsed().as_secs_f64());
+    let code = o.status.code();
+    assert_eq!(
+        code,
+        Some(0),
+        "two identical servers interleaved must not regress: {out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
+            .unwrap();
+    assert_ne!(r["verdict"], "FAIL");
+    let s = &r["scenarios"][0];
+    assert_eq!(s["status"], "compared");
+    let ab = &s["ab"];
+    assert_eq!(ab["design"], "interleaved");
+    assert_eq!(ab["alternations"], 20);
+    let arms = [
+        ("base", &ab["base_records"], &ab["base_server"]),
+        ("candidate", &s["records"], &s["server"]),
+    ];
+    let mut pids = Vec::new();
+    for (label, recs, srv) in arms {
+        let recs = recs.as_array().unwrap();
+        assert_eq!(recs.len(), 20, "{label}");
+        for x in recs {
+            assert!(x.get("error").is_none(), "{label}: {x}");
+            assert_eq!(x["output_tokens"].as_u64(), Some(AB_MAX_TOKENS), "{label}");
+            assert_eq!(x["token_source"], "usage", "{label}");
+        }
+        let tpot: Vec<f64> = recs
+            .iter()
+            .map(|x| x["tpot_ms"].as_f64().unwrap())
+            .collect();
+        let own: Vec<f64> = recs.iter().map(|x| server_timing(x, "tpot")).collect();
+        let ttft: Vec<f64> = recs
+            .iter()
+            .map(|x| x["ttft_ms"].as_f64().unwrap())
+            .collect();
+        let (m, mo) = (quantile(tpot, 0.5), quantile(own, 0.5));
+        println!(
+            "{label}: TTFT P50 {:.1} ms, TPOT P50 {m:.2} ms (server's own {mo:.2} ms), server pid {}, ready in {} ms",
+            quantile(ttft, 0.5),
+            srv["pid"],
+            srv["time_to_ready_ms"]
+        );
+        assert!((1.0..1000.0).contains(&m), "{label}: TPOT {m} ms");
+        assert!(
+            (m / mo).ln().abs() < 0.10,
+            "{label}: TPOT {m} vs server's {mo}"
+        );
+        pids.push(srv["pid"].as_u64().expect("server pid"));
+    }
+    assert_ne!(pids[0], pids[1], "two servers side by side");
+    assert_eq!(
+        ab["base_server"]["identity"]["llama.cpp.build_info"],
+        s["server"]["identity"]["llama.cpp.build_info"]
+    );
+    for c in s["checks"].as_array().unwrap() {
+        println!(
+            "{} {}: base {} candidate {} ratio {} {}",
+            c["metric"], c["kind"], c["baseline"], c["candidate"], c["ratio"], c["verdict"]
+        );
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for p in pids {
+        assert!(!alive(p), "llama-server {p} survived perfgate");
+    }
 }

@@ -75,7 +75,7 @@ impl Arm {
     }
 
     /// The values of one metric over the successes, and the number of failures.
-    fn samples(&self, m: Metric) -> Samples {
+    pub fn samples(&self, m: Metric) -> Samples {
         let mut s = Samples::default();
         for r in &self.requests {
             match r {
@@ -221,6 +221,7 @@ pub fn compare(
             notes: Vec::new(),
             server: None,
             records: Vec::new(),
+            ab: None,
         };
         let run = match run {
             Ok(r) => r,
@@ -240,36 +241,9 @@ pub fn compare(
         res.notes.extend(schedule_notes(&res.measured));
         let path = baselines.path_for(&sc.name);
         let rate = res.measured.failed as f64 / res.measured.requests.max(1) as f64;
-        if res.measured.ok == 0 && misconfigured(&run) {
-            // Every request was refused as unauthorised or not found: the scenario is wrong,
-            // not the server slow (tests/cases/35-base-url-joining.yaml).
-            res.status = Status::Misconfigured;
-            let first = run
-                .records
-                .iter()
-                .chain(&run.warmup_records)
-                .find_map(|r| r.error.as_ref().map(|e| e.message.clone()));
-            res.status_detail =
-                format!("every request was rejected: {}", first.unwrap_or_default());
-        } else if let Some(why) = &run.unreachable {
-            res.status = Status::Unmeasurable;
-            res.status_detail = why.clone();
-        } else if let Some(why) = run.resent_problem() {
-            res.status = Status::Unmeasurable;
+        if let Some((status, why)) = run_problem(sc, &run, &res.measured, opts.unlisted_model) {
+            res.status = status;
             res.status_detail = why;
-        } else if let (super::UnlistedModel::Refuse, Some(why)) = (
-            opts.unlisted_model,
-            crate::client::models::unlisted_note(&sc.endpoint.model, run.listed_models.as_deref()),
-        ) {
-            // --require-listed-model: a model the server does not list is a configuration error.
-            res.status = Status::Misconfigured;
-            res.status_detail = format!("{why} (--require-listed-model)");
-        } else if res.measured.ok == 0 {
-            res.status = Status::Unmeasurable;
-            res.status_detail = format!(
-                "every request failed; first: {}",
-                res.measured.first_error.clone().unwrap_or_default()
-            );
         }
         let loaded = baselines.get(&sc.name);
         if let (Ok(b), Some(s)) = (&loaded, &run.server_side) {
@@ -418,6 +392,54 @@ pub fn compare(
     };
     out.decide();
     out
+}
+
+/// Why a measured run cannot be compared, if it cannot: every request rejected as unauthorised
+/// or not found (misconfigured), the endpoint unreachable or dropping requests, a model the
+/// server does not list under `--require-listed-model`, or no successful request. `m` is the
+/// run's [`measured`] figures.
+pub fn run_problem(
+    sc: &Scenario,
+    run: &RunOutput,
+    m: &crate::results::Measured,
+    unlisted_model: super::UnlistedModel,
+) -> Option<(Status, String)> {
+    if m.ok == 0 && misconfigured(run) {
+        // Every request was refused as unauthorised or not found: the scenario is wrong,
+        // not the server slow (tests/cases/35-base-url-joining.yaml).
+        let first = run
+            .records
+            .iter()
+            .chain(&run.warmup_records)
+            .find_map(|r| r.error.as_ref().map(|e| e.message.clone()));
+        Some((
+            Status::Misconfigured,
+            format!("every request was rejected: {}", first.unwrap_or_default()),
+        ))
+    } else if let Some(why) = &run.unreachable {
+        Some((Status::Unmeasurable, why.clone()))
+    } else if let Some(why) = run.resent_problem() {
+        Some((Status::Unmeasurable, why))
+    } else if let (super::UnlistedModel::Refuse, Some(why)) = (
+        unlisted_model,
+        crate::client::models::unlisted_note(&sc.endpoint.model, run.listed_models.as_deref()),
+    ) {
+        // --require-listed-model: a model the server does not list is a configuration error.
+        Some((
+            Status::Misconfigured,
+            format!("{why} (--require-listed-model)"),
+        ))
+    } else if m.ok == 0 {
+        Some((
+            Status::Unmeasurable,
+            format!(
+                "every request failed; first: {}",
+                m.first_error.clone().unwrap_or_default()
+            ),
+        ))
+    } else {
+        None
+    }
 }
 
 /// True when every failure is an HTTP 401/403/404/405: a wrong key or URL, not a slow server.

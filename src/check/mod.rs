@@ -15,10 +15,13 @@ mod notes;
 mod server_notes;
 
 pub use baselines::{missing_message, Baselines};
-pub use compare::{baseline_spread, compare, gate_input, scenario_samples, Arm, ArmRequest};
+pub use compare::{
+    baseline_spread, compare, gate_input, run_problem, scenario_samples, Arm, ArmRequest,
+};
 pub use drift::{config_diff, staleness, workload_drift, Drift};
 pub use figures::{achieved_concurrency, measured};
 pub use notes::{client_lag_note, run_notes, schedule_notes};
+pub use server_notes::{fail_notes, identity_drift};
 
 use crate::config::{Metric, Scenario};
 use crate::gate;

@@ -87,6 +87,35 @@ pub struct RawServer {
     /// Prometheus text endpoint scraped before and after each scenario (default
     /// `<origin>/metrics`; `false` turns scraping off).
     pub metrics: Option<RawMetrics>,
+    /// Only inside `base:` / `candidate:`: the arm's endpoint (its own port), instead of
+    /// `endpoint.base_url`.
+    pub base_url: Option<String>,
+    /// `perfgate ab`: the base arm's server; its keys win over this block's.
+    pub base: Option<Box<RawServer>>,
+    /// `perfgate ab`: the candidate arm's server; its keys win over this block's.
+    pub candidate: Option<Box<RawServer>>,
+}
+
+impl RawServer {
+    /// Field-wise overlay of an arm block over the shared block: `self`'s values win (the
+    /// arms themselves are not inherited).
+    pub fn over(self, base: &RawServer) -> RawServer {
+        let b = base.clone();
+        RawServer {
+            command: self.command.or(b.command),
+            env: self.env.or(b.env),
+            cwd: self.cwd.or(b.cwd),
+            ready: self.ready.or(b.ready),
+            ready_timeout: self.ready_timeout.or(b.ready_timeout),
+            stop_timeout: self.stop_timeout.or(b.stop_timeout),
+            log: self.log.or(b.log),
+            log_tail: self.log_tail.or(b.log_tail),
+            metrics: self.metrics.or(b.metrics),
+            base_url: self.base_url,
+            base: None,
+            candidate: None,
+        }
+    }
 }
 
 /// `server.ready`: `{url: ...}` (2xx) or `{log: text}` (a log line containing the text).

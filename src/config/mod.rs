@@ -4,6 +4,7 @@
 //! "did you mean" hint. Files larger than [`MAX_FILE_BYTES`] and YAML alias bombs are rejected
 //! before parsing completes (serde-saphyr's parse budget).
 
+pub mod arm;
 pub mod file;
 pub mod scenario;
 pub mod server;
@@ -80,10 +81,19 @@ pub fn load(
     files: &[PathBuf],
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<Scenario>, ConfigError> {
+    load_as(files, env, arm::Reading::Written)
+}
+
+/// [`load`], read the way `reading` says (as written, or one arm of `perfgate ab`).
+pub fn load_as(
+    files: &[PathBuf],
+    env: &dyn Fn(&str) -> Option<String>,
+    reading: arm::Reading<'_>,
+) -> Result<Vec<Scenario>, ConfigError> {
     let mut all = Vec::new();
     let mut names = BTreeSet::new();
     for f in files {
-        for sc in load_file(f, env)? {
+        for sc in load_file_as(f, env, reading)? {
             // Case-insensitive: `a` and `A` would share a baseline file on macOS and Windows.
             if !names.insert(sc.name.to_ascii_lowercase()) {
                 return Err(ConfigError {
@@ -102,6 +112,15 @@ pub fn load_file(
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<Scenario>, ConfigError> {
+    load_file_as(path, env, arm::Reading::Written)
+}
+
+/// [`load_file`], read the way `reading` says.
+pub fn load_file_as(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    reading: arm::Reading<'_>,
+) -> Result<Vec<Scenario>, ConfigError> {
     let shown = path.display().to_string();
     let err = |message: String| ConfigError {
         at: shown.clone(),
@@ -115,7 +134,7 @@ pub fn load_file(
         crate::limits::ReadError::NotFound => err("cannot read (no such file)".into()),
         crate::limits::ReadError::Other(m) => err(format!("cannot read as UTF-8 text ({m})")),
     })?;
-    parse_str(&text, &shown, env)
+    parse_str_as(&text, &shown, env, reading)
 }
 
 /// Parses and validates scenario YAML held in memory; `name` labels messages.
@@ -123,6 +142,16 @@ pub fn parse_str(
     text: &str,
     name: &str,
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Scenario>, ConfigError> {
+    parse_str_as(text, name, env, arm::Reading::Written)
+}
+
+/// [`parse_str`], read the way `reading` says.
+pub fn parse_str_as(
+    text: &str,
+    name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    reading: arm::Reading<'_>,
 ) -> Result<Vec<Scenario>, ConfigError> {
     let raw: RawFile = serde_saphyr::from_str(text).map_err(|e| yaml_error(&e, name, text))?;
     if let Some(key) = raw.other.keys().find(|k| !k.starts_with("x-")) {
@@ -152,6 +181,10 @@ pub fn parse_str(
             at: at.clone(),
         };
         let written = merged.name.clone().unwrap_or_default();
+        let (merged, arms_only) = arm::apply(merged, reading).map_err(|m| ConfigError {
+            at: at.clone(),
+            message: format!("scenario `{written}`: {m}"),
+        })?;
         let levels = sweep::expand(merged).map_err(|message| ConfigError {
             at: at.clone(),
             message: format!("scenario `{written}`: {message}"),
@@ -162,6 +195,7 @@ pub fn parse_str(
                 message,
             })?;
             sc.family = family;
+            sc.written_server = arms_only;
             out.push(sc);
         }
     }

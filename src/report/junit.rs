@@ -30,9 +30,9 @@ pub fn escape(s: &str) -> String {
 }
 
 /// The numbers behind a verdict, one line.
-pub fn numbers(c: &Check) -> String {
+pub fn numbers(c: &Check, word: &str) -> String {
     let mut s = format!(
-        "{}: baseline {}, candidate {}, change {}, tolerance warn/fail {}, n {}/{}",
+        "{}: {word} {}, candidate {}, change {}, tolerance warn/fail {}, n {}/{}",
         fmt_check_name(c),
         fmt_value(c, c.baseline),
         fmt_value(c, c.candidate),
@@ -118,6 +118,13 @@ pub fn render(r: &Results) -> String {
             props.push(("baseline", b.path.clone()));
             props.push(("baseline_created_at", b.created_at.clone()));
         }
+        if let Some(ab) = &s.ab {
+            props.push(("ab_design", ab.design.as_str().to_string()));
+            props.push(("ab_order", ab.order.clone()));
+            props.push(("ab_alternations", ab.alternations.to_string()));
+            props.push(("base_endpoint", ab.base_endpoint.clone()));
+            props.push(("base_model", ab.base_model.clone()));
+        }
         for (k, v) in props {
             let _ = writeln!(o, "      <property name=\"{k}\" value=\"{}\"/>", escape(&v));
         }
@@ -138,7 +145,7 @@ pub fn render(r: &Results) -> String {
             );
         }
         for c in &s.checks {
-            let line = numbers(c);
+            let line = numbers(c, super::base_word(r));
             let _ = write!(
                 o,
                 "    <testcase name=\"{}\" classname=\"{}\" time=\"0\">",

@@ -75,6 +75,7 @@ fn short_sha(sha: &str) -> &str {
 /// Renders the report with the marker for `results.id` and the GitHub context in `x`.
 pub fn render_with(r: &Results, x: &Extra) -> String {
     let mut o = String::new();
+    let word = crate::report::base_word(r);
     let _ = writeln!(o, "<!-- perfgate:{} -->", escape(&r.id));
     let head = match r.verdict.as_str() {
         "FAIL" => "❌ **perfgate: latency regression**",
@@ -97,6 +98,10 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     if let Some(n) = &x.note {
         let _ = writeln!(o, "{}\n", escape(n));
     }
+    // perfgate's own words, numbers and A/B letters only: nothing to escape
+    if let Some(line) = crate::report::ab_summary(r) {
+        let _ = writeln!(o, "{line}.\n");
+    }
     // Lead with what needs a reviewer: FAIL rows, then WARN rows, then scenarios that were not
     // compared; every row, in scenario order, follows inside a collapsed `<details>`.
     let rows = table_rows(r);
@@ -106,7 +111,7 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     if attention.is_empty() {
         let _ = writeln!(o, "No check failed or warned.");
     } else {
-        let _ = writeln!(o, "{TABLE_HEAD}");
+        let _ = writeln!(o, "{}", table_head(word));
         for row in attention.iter().take(shown) {
             let _ = writeln!(o, "{}", row.text);
         }
@@ -122,13 +127,14 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
         return o;
     }
     if !rows.is_empty() {
-        let _ = writeln!(o, "\n{}", legend(&rows));
+        let _ = writeln!(o, "\n{}", legend(&rows, word));
     }
     let _ = writeln!(
         o,
-        "\n<details><summary>All {} check(s) of {} scenario(s)</summary>\n\n{TABLE_HEAD}",
+        "\n<details><summary>All {} check(s) of {} scenario(s)</summary>\n\n{}",
         rows.iter().filter(|row| row.rank != 2).count(),
-        r.scenarios.len()
+        r.scenarios.len(),
+        table_head(word)
     );
     for row in &rows {
         let _ = writeln!(o, "{}", row.text);
@@ -170,10 +176,13 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
                 b.requests
             );
         }
+        if let Some(line) = crate::report::ab_line(s) {
+            let _ = writeln!(o, "{}.\n", escape(&line));
+        }
         let (info, gated): (Vec<&crate::gate::Check>, Vec<&crate::gate::Check>) =
             s.checks.iter().partition(|c| c.verdict == Verdict::Info);
         if !gated.is_empty() {
-            let _ = writeln!(o, "| check | baseline | candidate | change [CI] | tolerance | n (b/c) | verdict | why |");
+            let _ = writeln!(o, "| check | {word} | candidate | change [CI] | tolerance | n (b/c) | verdict | why |");
             let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
             for c in &gated {
                 let _ = writeln!(
@@ -191,7 +200,7 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
                 );
             }
         }
-        if let Some(line) = crate::report::info_line(&info) {
+        if let Some(line) = crate::report::info_line(&info, crate::report::base_word(r)) {
             let _ = writeln!(o, "\n{}", escape(&line));
         }
         if let Some(itl) = m.summary.get("itl_ms") {
@@ -214,8 +223,10 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     o
 }
 
-const TABLE_HEAD: &str =
-    "| scenario | check | baseline | candidate | change [CI] | verdict |\n|---|---|---|---|---|---|";
+/// The summary table's head; `word` is `baseline` or `base` ([`crate::report::base_word`]).
+fn table_head(word: &str) -> String {
+    format!("| scenario | check | {word} | candidate | change [CI] | verdict |\n|---|---|---|---|---|---|")
+}
 
 /// One row of the summary table.
 struct Row {
@@ -280,13 +291,12 @@ fn table_rows(r: &Results) -> Vec<Row> {
 
 /// How to read the table, in a reviewer's words: the change column always; a `tail>P90` row
 /// and a `?` in an interval only when the table has one.
-fn legend(rows: &[Row]) -> String {
+fn legend(rows: &[Row], word: &str) -> String {
     let any = |f: fn(&Legend) -> bool| rows.iter().any(|r| r.explained.as_ref().is_some_and(f));
-    let mut parts = vec![
-        "*change [CI]*: the candidate against the baseline (P50: the typical per-request shift), \
+    let mut parts = vec![format!(
+        "*change [CI]*: the candidate against the {word} (P50: the typical per-request shift), \
          with its 95 % confidence interval"
-            .to_string(),
-    ];
+    )];
     if any(|l| l.open_ci) {
         parts.push(
             "a `?` end means this many requests cannot bound that side of the interval \
@@ -346,7 +356,10 @@ pub fn chart(r: &Results) -> Option<String> {
         let mut cats = Vec::new();
         let (mut base, mut cand) = (Vec::new(), Vec::new());
         for s in r.scenarios.iter().take(CHART_MAX_SCENARIOS) {
-            let b = s.baseline.as_ref().and_then(|b| b.summary.get(&key));
+            let b = match &s.ab {
+                Some(ab) => ab.base_measured.summary.get(&key),
+                None => s.baseline.as_ref().and_then(|b| b.summary.get(&key)),
+            };
             let c = s.measured.summary.get(&key);
             let (Some(b), Some(c)) = (b, c) else { continue };
             // Names are [A-Za-z0-9._-]; keep the label safe inside mermaid's quotes anyway.
@@ -375,8 +388,9 @@ pub fn chart(r: &Results) -> Option<String> {
         }
         let _ = writeln!(
             out,
-            "```mermaid\nxychart-beta\n    title \"{} in ms: baseline = bars, candidate = line\"\n    x-axis [{}]\n    y-axis \"{} (ms)\"\n    bar [{}]\n    line [{}]\n```",
+            "```mermaid\nxychart-beta\n    title \"{} in ms: {} = bars, candidate = line\"\n    x-axis [{}]\n    y-axis \"{} (ms)\"\n    bar [{}]\n    line [{}]\n```",
             m.label(),
+            crate::report::base_word(r),
             cats.join(", "),
             m.label(),
             base.join(", "),

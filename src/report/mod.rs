@@ -139,7 +139,7 @@ impl Report {
     /// `created_at` differs from the recorded one is not the baseline that was compared, so
     /// its values are not used (the page says why).
     pub fn new(results: Results, dir: Option<&Path>) -> Report {
-        let mut baselines = BTreeMap::new();
+        let mut baselines = ab_bases(&results);
         for s in &results.scenarios {
             let Some(info) = &s.baseline else { continue };
             let path = match dir {
@@ -159,13 +159,106 @@ impl Report {
         results: Results,
         lookup: impl Fn(&str) -> (PathBuf, Result<&'a Baseline, LoadError>),
     ) -> Report {
-        let mut baselines = BTreeMap::new();
+        let mut baselines = ab_bases(&results);
         for s in &results.scenarios {
             let Some(info) = &s.baseline else { continue };
             let (path, loaded) = lookup(&s.name);
             baselines.insert(s.name.clone(), distributions(&path, info, loaded));
         }
         Report { results, baselines }
+    }
+}
+
+/// The base arm's values of every `perfgate ab` scenario (they play the baseline's part in the
+/// plots), from the results themselves.
+fn ab_bases(results: &Results) -> BTreeMap<String, Result<Distributions, String>> {
+    results
+        .scenarios
+        .iter()
+        .filter_map(|s| {
+            let ab = s.ab.as_ref()?;
+            Some((
+                s.name.clone(),
+                Ok(Distributions::from_records(&ab.base_records)),
+            ))
+        })
+        .collect()
+}
+
+/// The line that says how a `perfgate ab` scenario was measured: the design, its alternations
+/// or blocks, the base arm, and each server start's time to ready. `None` for `check`.
+pub fn ab_line(s: &crate::results::ScenarioResult) -> Option<String> {
+    let ab = s.ab.as_ref()?;
+    let m = &ab.base_measured;
+    let how = match ab.design {
+        crate::results::AbDesign::Interleaved => format!(
+            "A/B interleaved: {} alternations (each an AB or BA pair of requests, seed {})",
+            ab.alternations,
+            ab.seed.unwrap_or_default()
+        ),
+        crate::results::AbDesign::Blocked => {
+            let starts: Vec<String> = ab
+                .blocks
+                .iter()
+                .filter_map(|b| b.server.as_ref()?.time_to_ready_ms)
+                .map(|t| format!("{:.2} s", t / 1000.0))
+                .collect();
+            format!(
+                "A/B blocked {}: {} blocks per arm{}",
+                ab.order,
+                ab.alternations,
+                if starts.is_empty() {
+                    String::new()
+                } else {
+                    format!(", server ready after {} (per start)", starts.join(", "))
+                }
+            )
+        }
+    };
+    Some(format!(
+        "{how}; base {} model {} ({} requests, {} failed)",
+        ab.base_endpoint, ab.base_model, m.requests, m.failed
+    ))
+}
+
+/// One line for the head of a `perfgate ab` report: which designs ran, with their alternations
+/// or blocks. `None` for `check`.
+pub fn ab_summary(results: &Results) -> Option<String> {
+    let mut designs: Vec<String> = results
+        .scenarios
+        .iter()
+        .filter_map(|s| s.ab.as_ref())
+        .map(|ab| match ab.design {
+            crate::results::AbDesign::Interleaved => {
+                format!("interleaved, {} alternations", ab.alternations)
+            }
+            crate::results::AbDesign::Blocked => {
+                // only the letters: a hand-edited results file cannot put markup here
+                let order: String = ab
+                    .order
+                    .chars()
+                    .filter(|c| matches!(c, 'A' | 'B'))
+                    .collect();
+                format!("blocked {order}, {} blocks per arm", ab.alternations)
+            }
+        })
+        .collect();
+    if designs.is_empty() {
+        return None;
+    }
+    designs.dedup();
+    Some(format!(
+        "A/B run (perfgate ab): each candidate arm against its base arm, measured in the same job ({})",
+        designs.join("; ")
+    ))
+}
+
+/// The word for the side compared against: `baseline` for `check`, `base` for `perfgate ab`.
+pub fn base_word(results: &Results) -> &'static str {
+    if results.is_ab() {
+        "base"
+    } else {
+        "baseline"
     }
 }
 
@@ -203,13 +296,13 @@ pub struct Outputs<'a> {
 
 /// The one line that stands for every INFO check of a scenario (tails its sample size cannot
 /// judge): their values and the sample size that would gate them. `None` without INFO checks.
-pub fn info_line(info: &[&crate::gate::Check]) -> Option<String> {
+pub fn info_line(info: &[&crate::gate::Check], word: &str) -> Option<String> {
     let first = info.first()?;
     let vals: Vec<String> = info
         .iter()
         .map(|c| {
             format!(
-                "{} baseline {}, candidate {}",
+                "{} {word} {}, candidate {}",
                 fmt_check_name(c),
                 fmt_value(c, c.baseline),
                 fmt_value(c, c.candidate)

@@ -74,6 +74,9 @@ pub fn render_styled(r: &Results, color: bool) -> String {
                 b.path, b.created_at, b.requests, b.perfgate_version
             );
         }
+        if let Some(line) = crate::report::ab_line(s) {
+            let _ = writeln!(out, "   {line}");
+        }
         if s.status != Status::Compared {
             let _ = writeln!(out, "   {}: {}", status_label(s.status), s.status_detail);
         }
@@ -87,7 +90,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
             t.load_preset(presets::ASCII_BORDERS_ONLY_CONDENSED);
             t.set_header(vec![
                 "check",
-                "baseline",
+                crate::report::base_word(r),
                 "candidate",
                 "change [CI]",
                 "tolerance",
@@ -125,7 +128,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
                 );
             }
         }
-        if let Some(line) = crate::report::info_line(&info) {
+        if let Some(line) = crate::report::info_line(&info, crate::report::base_word(r)) {
             let _ = writeln!(out, "   {line}");
         }
         let sm = |k: &str| m.summary.get(k);

@@ -3,7 +3,8 @@
 //!
 //! Invariants:
 //! - one server process at a time: scenarios with the same `server:` block share the process
-//!   started for the first of them; a scenario with another block stops it first;
+//!   started for the first of them; a scenario with another block stops it first (except the
+//!   two arms of an interleaved `perfgate ab`, [`Others::Keep`], each on its own port);
 //! - every process perfgate starts is stopped: by [`stop_all`] when `check` or `bless` ends
 //!   (success, failure, Ctrl-C or SIGTERM after the grace period), by [`kill_all_now`] on a
 //!   second signal, and by the kernel (parent-death signal, Linux) if perfgate itself dies;
@@ -245,6 +246,25 @@ pub async fn ensure(
     client: &StreamClient,
     models_url: &str,
 ) -> Result<ServerReport, String> {
+    ensure_with(spec, client, models_url, Others::Stop).await
+}
+
+/// What starting a server does to the servers of other `server:` blocks already running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Others {
+    /// Stop them first: one server at a time (`check`, `bless`, a blocked `ab`).
+    Stop,
+    /// Keep them: both arms of an interleaved `ab` run side by side (each on its own port).
+    Keep,
+}
+
+/// [`ensure`], with the servers of other blocks stopped or kept as `others` says.
+pub async fn ensure_with(
+    spec: &ServerSpec,
+    client: &StreamClient,
+    models_url: &str,
+    others: Others,
+) -> Result<ServerReport, String> {
     if let Some(why) = lock(&FAILED).get(&spec.key) {
         return Err(format!("not measured: {why}"));
     }
@@ -257,10 +277,16 @@ pub async fn ensure(
                 return Ok(report_of(x, false));
             }
         }
-        let (same, others): (Vec<Running>, Vec<Running>) =
+        let (same, rest): (Vec<Running>, Vec<Running>) =
             r.drain(..).partition(|x| x.spec.key == spec.key);
         // an exited process of this block (cleared below with the others)
-        others.into_iter().chain(same).collect()
+        match others {
+            Others::Stop => rest.into_iter().chain(same).collect(),
+            Others::Keep => {
+                r.extend(rest);
+                same
+            }
+        }
     };
     for o in others {
         stop_one(o).await;
@@ -395,6 +421,23 @@ async fn stop_one(r: Running) {
 pub async fn stop_all() {
     let all: Vec<Running> = lock(&RUNNING).drain(..).collect();
     for r in all {
+        stop_one(r).await;
+    }
+}
+
+/// Stops every server perfgate started except those of the blocks `keep` (by
+/// [`ServerSpec::key`]): between the scenarios of an interleaved `perfgate ab`, whose two arms
+/// run side by side.
+pub async fn stop_except(keep: &[&str]) {
+    let gone: Vec<Running> = {
+        let mut r = lock(&RUNNING);
+        let (kept, gone) = r
+            .drain(..)
+            .partition(|x| keep.contains(&x.spec.key.as_str()));
+        *r = kept;
+        gone
+    };
+    for r in gone {
         stop_one(r).await;
     }
 }

@@ -165,7 +165,7 @@ impl ReplayCase {
 
     /// Checks everything serving needs: status in 200..=599, header names and values valid
     /// for HTTP, reads (see [`ReplayCase::read_bytes`]), `close_at_ms` not before the last
-    /// read, `api` one of [`crate::config::scenario::Api::ALL`].
+    /// read, `api` one of [`crate::api::Api::ALL`].
     pub fn validate(&self) -> Result<(), String> {
         if !(200..=599).contains(&self.status) {
             return Err(format!("status {} must be in 200..=599", self.status));
@@ -193,7 +193,7 @@ impl ReplayCase {
             }
         }
         if let Some(api) = &self.api {
-            api.parse::<crate::config::scenario::Api>()
+            api.parse::<crate::api::Api>()
                 .map_err(|why| format!("api {why}"))?;
         }
         Ok(())

@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod ab;
 mod bounds;
 mod cases;
 mod cli;

@@ -1,0 +1,203 @@
+//! Measures the two arms of one scenario: interleaved (both endpoints up, one request stream
+//! dispatched in seeded AB/BA pairs, [`crate::runner::measure_interleaved`]) or blocked (one
+//! arm at a time in Thue-Morse order, a fresh start of the arm's server per block). The
+//! per-request measurement is the runner's, unchanged.
+
+use super::plan;
+use crate::config::Scenario;
+use crate::execute::{self, Opened};
+use crate::gate::Side;
+use crate::results::AbBlock;
+use crate::runner::{RunOutput, Session};
+use crate::server::Others;
+use std::time::Instant;
+
+/// What the two arms of one scenario produced.
+pub struct AbRuns {
+    pub base: Result<RunOutput, String>,
+    pub candidate: Result<RunOutput, String>,
+    /// Per request (interleaved) or per block (blocked), in the order they ran.
+    pub order: Vec<Side>,
+    /// Blocked: each block's records (in the arm's record order) and its start.
+    pub blocks: Vec<(AbBlock, Vec<crate::record::RequestRecord>)>,
+}
+
+impl AbRuns {
+    fn failed(side: Side, why: String, order: Vec<Side>) -> AbRuns {
+        let (base, candidate) = match side {
+            Side::Base => (
+                Err(why),
+                Err("not measured: the base arm could not start".into()),
+            ),
+            Side::Candidate => (
+                Err("not measured: the candidate arm could not start".into()),
+                Err(why),
+            ),
+        };
+        AbRuns {
+            base,
+            candidate,
+            order,
+            blocks: Vec::new(),
+        }
+    }
+}
+
+/// Opens an arm's endpoint and runs its warmup.
+async fn open_arm(sc: &Scenario, others: Others) -> Result<(Opened, Session), String> {
+    let mut opened = execute::open(sc, others).await?;
+    match Session::start(sc, &opened.base_url).await {
+        Ok(s) => {
+            opened.scrape_before(sc).await;
+            Ok((opened, s))
+        }
+        Err(e) => {
+            opened.shutdown();
+            Err(e)
+        }
+    }
+}
+
+/// Both arms up at once: base and candidate opened (servers side by side, each on its own
+/// port), warmed up, then `samples` requests per arm in seeded AB/BA pairs, each arm at the
+/// scenario's concurrency.
+pub async fn interleaved(base: &Scenario, cand: &Scenario, seed: u64) -> AbRuns {
+    let keys: Vec<&str> = [base, cand]
+        .iter()
+        .filter_map(|s| s.server.as_ref().map(|x| x.key.as_str()))
+        .collect();
+    crate::server::stop_except(&keys).await;
+    let order = plan::interleaved(cand.load.samples as usize, seed);
+    let (ob, mut sb) = match open_arm(base, Others::Keep).await {
+        Ok(x) => x,
+        Err(e) => return AbRuns::failed(Side::Base, e, order),
+    };
+    let (oc, mut sc) = match open_arm(cand, Others::Keep).await {
+        Ok(x) => x,
+        Err(e) => {
+            ob.shutdown();
+            return AbRuns::failed(Side::Candidate, e, order);
+        }
+    };
+    let idx: Vec<usize> = order
+        .iter()
+        .map(|s| match s {
+            Side::Base => 0,
+            Side::Candidate => 1,
+        })
+        .collect();
+    crate::runner::measure_interleaved([&mut sb, &mut sc], &idx).await;
+    let mut out_b = sb.output();
+    let mut out_c = sc.output();
+    drop((sb, sc));
+    ob.close(base, &mut out_b).await;
+    oc.close(cand, &mut out_c).await;
+    AbRuns {
+        base: Ok(out_b),
+        candidate: Ok(out_c),
+        order,
+        blocks: Vec::new(),
+    }
+}
+
+/// One arm at a time: `k` blocks per arm in [`plan::blocked`] order, each a fresh start of the
+/// arm's server (every other server stopped first), its wait until ready, its warmup, then its
+/// share of the arm's `samples` ([`plan::split`]). Records are put on one clock (ms since the
+/// first block's measured requests began).
+pub async fn blocked(base: &Scenario, cand: &Scenario, k: usize) -> AbRuns {
+    let order = plan::blocked(k);
+    let sizes = [
+        plan::split(base.load.samples as usize, k),
+        plan::split(cand.load.samples as usize, k),
+    ];
+    let mut done = [0usize; 2];
+    let mut arms: [Vec<RunOutput>; 2] = [Vec::new(), Vec::new()];
+    let mut blocks = Vec::with_capacity(order.len());
+    let mut origin: Option<Instant> = None;
+    for (bi, &side) in order.iter().enumerate() {
+        let a = usize::from(side == Side::Candidate);
+        let sc = if a == 0 { base } else { cand };
+        if crate::cancel::requested() {
+            break;
+        }
+        crate::server::stop_all().await;
+        eprintln!(
+            "perfgate: {}: block {} of {} ({}): {} requests",
+            sc.name,
+            bi + 1,
+            order.len(),
+            plan::letters(&[side]),
+            sizes[a][done[a]]
+        );
+        let (opened, mut session) = match open_arm(sc, Others::Stop).await {
+            Ok(x) => x,
+            Err(e) => {
+                let mut f = AbRuns::failed(
+                    side,
+                    format!("block {} of {}: {e}", bi + 1, order.len()),
+                    order,
+                );
+                f.blocks = blocks;
+                return f;
+            }
+        };
+        let t0 = *origin.get_or_insert_with(Instant::now);
+        let offset = t0.elapsed().as_secs_f64() * 1000.0;
+        session.measure(sizes[a][done[a]]).await;
+        let mut out = session.output();
+        drop(session);
+        opened.close(sc, &mut out).await;
+        for r in &mut out.records {
+            r.start_ms = crate::units::round3(r.start_ms + offset);
+        }
+        blocks.push((
+            AbBlock {
+                side,
+                requests: out.records.len(),
+                server: out.server_side.clone(),
+            },
+            out.records.clone(),
+        ));
+        let stop = out.unreachable.is_some();
+        arms[a].push(out);
+        done[a] += 1;
+        if stop {
+            break;
+        }
+    }
+    crate::server::stop_all().await;
+    let [b, c] = arms;
+    AbRuns {
+        base: pool(b),
+        candidate: pool(c),
+        order,
+        blocks,
+    }
+}
+
+/// An arm's blocks as one run: records in block order, counts added up, the first block's
+/// identity and server report.
+fn pool(runs: Vec<RunOutput>) -> Result<RunOutput, String> {
+    let mut it = runs.into_iter();
+    let mut out = it
+        .next()
+        .ok_or_else(|| "not measured: interrupted".to_string())?;
+    for r in it {
+        out.records.extend(r.records);
+        out.wall_ms += r.wall_ms;
+        out.warmup_failures += r.warmup_failures;
+        out.retried += r.retried;
+        out.resent_before_close_mode += r.resent_before_close_mode;
+        out.warmup_records.extend(r.warmup_records);
+        out.stream_options_fallback |= r.stream_options_fallback;
+        out.closes_after_stream |= r.closes_after_stream;
+        if out.unreachable.is_none() {
+            out.unreachable = r.unreachable;
+        }
+        out.client_lag = match (out.client_lag, r.client_lag) {
+            (Some(a), Some(b)) => Some(if b.p99 > a.p99 { b } else { a }),
+            (a, b) => a.or(b),
+        };
+    }
+    Ok(out)
+}

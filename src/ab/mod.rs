@@ -1,0 +1,126 @@
+//! `perfgate ab`: base and candidate measured in the same job, so runner drift reaches both and
+//! cancels instead of being tolerated by widening (docs/design.md "A/B runs").
+//!
+//! [`plan`] decides the order (seeded AB/BA pairs, or Thue-Morse blocks), [`measure`] runs the
+//! two arms of a scenario, [`compare`] turns them into the [`Results`] model with `check`'s
+//! gate, statuses and verdicts; this file checks what an A/B run supports and orchestrates.
+
+pub mod compare;
+pub mod measure;
+pub mod plan;
+
+use crate::check::UnlistedModel;
+use crate::config::Scenario;
+use crate::results::Results;
+
+/// Default blocks per arm of the blocked design (ABBA).
+pub const DEFAULT_BLOCKS: usize = 2;
+
+/// Which design runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DesignChoice {
+    /// Both arms up at once, requests in seeded AB/BA pairs.
+    Interleaved,
+    /// One arm at a time, `per_arm` blocks each (>= 2).
+    Blocked { per_arm: usize },
+}
+
+/// Options of one A/B run.
+#[derive(Debug, Clone)]
+pub struct AbOptions {
+    pub design: DesignChoice,
+    /// Seed of the interleaved order.
+    pub seed: u64,
+    /// The check id (comment marker).
+    pub id: String,
+    pub unlisted_model: UnlistedModel,
+}
+
+/// One scenario of an A/B run: as written (its name, fingerprint and source, what `bless
+/// --from` matches), and its two arms, each an ordinary validated scenario.
+#[derive(Debug, Clone)]
+pub struct AbScenario {
+    pub written: Scenario,
+    pub base: Scenario,
+    pub candidate: Scenario,
+    /// Notes known before measuring (e.g. both arms on one endpoint).
+    pub notes: Vec<String>,
+}
+
+/// Why `perfgate ab` cannot run this scenario with this design, and what to do instead; `None`
+/// when it can. Checked for every scenario before anything is measured.
+pub fn unsupported(ab: &AbScenario, design: DesignChoice) -> Option<String> {
+    let sc = &ab.candidate;
+    let name = &ab.written.name;
+    if let Some(m) = sc.load.max_samples {
+        return Some(format!(
+            "scenario {name}: load.max_samples ({m}, sequential sampling) is not supported by perfgate ab: the two arms are measured with a fixed load.samples each; set `samples: {m}` (or fewer) for the A/B run"
+        ));
+    }
+    if sc.load.rate.is_some() || ab.base.load.rate.is_some() {
+        return Some(format!(
+            "scenario {name}: load.rate (open loop) is not supported by perfgate ab yet: the arms are interleaved request by request in a closed loop; use load.concurrency, or perfgate check for open-loop scenarios"
+        ));
+    }
+    if let DesignChoice::Blocked { per_arm } = design {
+        if (sc.load.samples as usize) < per_arm {
+            return Some(format!(
+                "scenario {name}: --blocks {per_arm} needs at least {per_arm} samples per arm (load.samples is {})",
+                sc.load.samples
+            ));
+        }
+    }
+    if let DesignChoice::Interleaved = design {
+        if let (Some(b), Some(c)) = (&ab.base.server, &ab.candidate.server) {
+            if b.key != c.key && b.origin == c.origin {
+                return Some(format!(
+                    "scenario {name}: both arms start a server at {}, but in the interleaved design both run at once, so each needs its own port: give each arm its endpoint (--base-url / --candidate-url, or base_url inside server.base / server.candidate) and its server that port, or use --design blocked (one server at a time)",
+                    b.origin
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Measures both arms of every scenario (sequentially by scenario) and compares them.
+pub async fn run_ab(scs: &[AbScenario], opts: &AbOptions) -> Results {
+    let mut runs = Vec::with_capacity(scs.len());
+    for ab in scs {
+        let sc = &ab.candidate;
+        if crate::cancel::requested() {
+            runs.push(measure::AbRuns {
+                base: Err("not measured: interrupted".into()),
+                candidate: Err("not measured: interrupted".into()),
+                order: Vec::new(),
+                blocks: Vec::new(),
+            });
+            continue;
+        }
+        eprintln!(
+            "perfgate: measuring {} as A/B ({}; {} warmup + {} requests per arm, concurrency {} per arm): base {}, candidate {}",
+            ab.written.name,
+            match opts.design {
+                DesignChoice::Interleaved => "interleaved".to_string(),
+                DesignChoice::Blocked { per_arm } => format!(
+                    "blocked {}",
+                    plan::letters(&plan::blocked(per_arm))
+                ),
+            },
+            sc.load.warmup,
+            sc.load.samples,
+            sc.load.concurrency,
+            ab.base.endpoint.shown_url(),
+            sc.endpoint.shown_url(),
+        );
+        let r = match opts.design {
+            DesignChoice::Interleaved => measure::interleaved(&ab.base, sc, opts.seed).await,
+            DesignChoice::Blocked { per_arm } => measure::blocked(&ab.base, sc, per_arm).await,
+        };
+        runs.push(r);
+    }
+    let mut results = compare::compare(scs, runs, opts);
+    results.incomplete = crate::cancel::requested();
+    results.decide();
+    results
+}

@@ -1,0 +1,309 @@
+//! The two arms of `perfgate ab` in scenario terms: a `server:` block's `base:` / `candidate:`
+//! arm blocks and the command line's per-arm overrides (`--base-url`, `--candidate-model`,
+//! `--base-server-cmd`, ...), applied to a raw scenario before it is validated, so each arm is
+//! an ordinary [`super::Scenario`] checked like any other.
+//!
+//! Precedence, per arm: the command line, then the arm block, then the scenario as written.
+//! An arm block's keys win over the shared `server:` block's; its `base_url` (the arm's own
+//! port, so both arms can run side by side) replaces `endpoint.base_url`.
+
+use super::file::{RawScenario, RawServer};
+
+/// One arm of an A/B run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArmKey {
+    Base,
+    Candidate,
+}
+
+impl ArmKey {
+    /// The key in scenario files and the prefix of its flags: `base`, `candidate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArmKey::Base => "base",
+            ArmKey::Candidate => "candidate",
+        }
+    }
+}
+
+/// An arm's command-line overrides.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ArmOverride {
+    /// `--base-url` / `--candidate-url`: the arm's endpoint.
+    pub base_url: Option<String>,
+    /// `--base-model` / `--candidate-model`.
+    pub model: Option<String>,
+    /// `--base-server-cmd` / `--candidate-server-cmd`, split into argv words.
+    pub server_command: Option<Vec<String>>,
+}
+
+/// How a command reads a scenario file.
+#[derive(Debug, Clone, Copy)]
+pub enum Reading<'a> {
+    /// `check`, `bless`, `validate`: the scenario as written; `base:` / `candidate:` arm blocks
+    /// are ignored (a `server:` of arm blocks only starts no server, and `check`/`bless` refuse
+    /// such a scenario).
+    Written,
+    /// `perfgate ab`: one arm, its arm block and overrides applied.
+    Arm(ArmKey, &'a ArmOverride),
+    /// `perfgate ab`: the scenario without its `server:` block, for what the run reports it as
+    /// (name, source, fingerprint: how a server is started is not part of the fingerprint).
+    Serverless,
+}
+
+/// What reading a scenario in the `Written` way left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WrittenServer {
+    /// Nothing: no `server:`, or one with a `command:`.
+    #[default]
+    Complete,
+    /// A `server:` block of `base:` / `candidate:` arms without a `command:` of its own.
+    ArmsOnly,
+}
+
+/// The raw scenario as `reading` sees it.
+///
+/// Errors: a `base_url` outside an arm block; an arm block inside an arm block.
+pub fn apply(
+    mut raw: RawScenario,
+    reading: Reading<'_>,
+) -> Result<(RawScenario, WrittenServer), String> {
+    let mut written = WrittenServer::Complete;
+    if let Some(s) = &raw.server {
+        if s.base_url.is_some() {
+            return Err("server.base_url belongs inside server.base or server.candidate (each arm's own endpoint for perfgate ab); the scenario's endpoint is endpoint.base_url".into());
+        }
+        for (k, arm) in [("base", &s.base), ("candidate", &s.candidate)] {
+            if arm
+                .as_ref()
+                .is_some_and(|a| a.base.is_some() || a.candidate.is_some())
+            {
+                return Err(format!(
+                    "server.{k} holds base: or candidate: itself; an arm block is one server"
+                ));
+            }
+        }
+    }
+    match reading {
+        Reading::Written => {
+            if let Some(s) = raw.server.take() {
+                let arms = s.base.is_some() || s.candidate.is_some();
+                if arms && s.command.is_none() {
+                    written = WrittenServer::ArmsOnly;
+                } else {
+                    raw.server = Some(RawServer {
+                        base: None,
+                        candidate: None,
+                        ..s
+                    });
+                }
+            }
+        }
+        Reading::Serverless => raw.server = None,
+        Reading::Arm(key, over) => {
+            let mut server = raw.server.take().map(|s| {
+                let arm = match key {
+                    ArmKey::Base => s.base.clone(),
+                    ArmKey::Candidate => s.candidate.clone(),
+                };
+                match arm {
+                    Some(a) => a.over(&s),
+                    None => RawServer {
+                        base: None,
+                        candidate: None,
+                        ..s
+                    },
+                }
+            });
+            if let Some(u) = server.as_mut().and_then(|s| s.base_url.take()) {
+                raw.endpoint.base_url = Some(u);
+            }
+            if let Some(cmd) = &over.server_command {
+                let mut s = server.unwrap_or_default();
+                s.command = Some(cmd.clone());
+                server = Some(s);
+            }
+            if let Some(u) = &over.base_url {
+                raw.endpoint.base_url = Some(u.clone());
+            }
+            if let Some(m) = &over.model {
+                raw.endpoint.model = Some(m.clone());
+            }
+            raw.server = server;
+        }
+    }
+    Ok((raw, written))
+}
+
+/// Splits a command line given as one string (`--base-server-cmd "llama-server -m 'a b.gguf'"`)
+/// into argv words the way a POSIX shell would, without expanding anything: words separated by
+/// blanks, `'...'` literal, `"..."` with `\"` and `\\`, a backslash escaping the next character.
+///
+/// Errors: an unterminated quote, or no word at all.
+pub fn split_command(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(x) => cur.push(x),
+                        None => return Err(format!("unterminated ' in `{s}`")),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(x @ ('"' | '\\' | '$' | '`')) => cur.push(x),
+                            Some(x) => {
+                                cur.push('\\');
+                                cur.push(x);
+                            }
+                            None => return Err(format!("unterminated \" in `{s}`")),
+                        },
+                        Some(x) => cur.push(x),
+                        None => return Err(format!("unterminated \" in `{s}`")),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(x) = chars.next() {
+                    cur.push(x);
+                }
+            }
+            x => {
+                in_word = true;
+                cur.push(x);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    if words.is_empty() {
+        return Err("the command is empty: give the program and its arguments".into());
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARMS: &str = "defaults:\n  endpoint: {base_url: 'http://127.0.0.1:8080/v1', model: m}\n  request: {prompt: hi, max_tokens: 8}\n  server:\n    ready_timeout: 5m\n    base: {base_url: 'http://127.0.0.1:8081/v1', command: [srv, --port, '8081']}\n    candidate: {base_url: 'http://127.0.0.1:8082/v1', command: [srv, --port, '8082']}\nscenarios:\n  - name: a\n";
+
+    #[test]
+    fn each_arm_reads_as_a_validated_scenario_with_its_server_and_port() {
+        let env = |_: &str| None;
+        let read = |r: Reading<'_>| crate::config::parse_str_as(ARMS, "t.yaml", &env, r);
+        let none = ArmOverride::default();
+        let b = read(Reading::Arm(ArmKey::Base, &none)).unwrap().remove(0);
+        let c = read(Reading::Arm(ArmKey::Candidate, &none))
+            .unwrap()
+            .remove(0);
+        assert_eq!(b.endpoint.shown_url(), "http://127.0.0.1:8081/v1");
+        assert_eq!(c.endpoint.shown_url(), "http://127.0.0.1:8082/v1");
+        let (bs, cs) = (b.server.unwrap(), c.server.unwrap());
+        assert_eq!(bs.shown_command, "srv --port 8081");
+        assert_eq!(bs.origin, "http://127.0.0.1:8081");
+        assert_eq!(cs.ready_timeout, std::time::Duration::from_secs(300));
+        assert_ne!(bs.key, cs.key);
+        // as written: no command of its own, so no server, and said so; the fingerprint is the
+        // file's (the arms' URLs are not in it)
+        let w = read(Reading::Written).unwrap().remove(0);
+        assert!(w.server.is_none());
+        assert_eq!(w.written_server, WrittenServer::ArmsOnly);
+        let plain = read(Reading::Serverless).unwrap().remove(0);
+        assert_eq!(plain.fingerprint, w.fingerprint);
+        assert_ne!(plain.fingerprint, b.fingerprint);
+        // a base_url outside an arm block is explained
+        let bad = ARMS.replace("    ready_timeout: 5m\n", "    base_url: 'http://x/v1'\n");
+        let e = crate::config::parse_str(&bad, "t.yaml", &env).unwrap_err();
+        assert!(
+            e.message
+                .contains("server.base_url belongs inside server.base"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn commands_split_like_a_shell() {
+        assert_eq!(
+            split_command(r#"llama-server -m 'my model.gguf' --alias "a \"b\"" x\ y"#).unwrap(),
+            [
+                "llama-server",
+                "-m",
+                "my model.gguf",
+                "--alias",
+                "a \"b\"",
+                "x y"
+            ]
+        );
+        assert_eq!(split_command("  a   ''  ").unwrap(), ["a", ""]);
+        assert!(split_command("a 'b").unwrap_err().contains("unterminated"));
+        assert!(split_command("   ").is_err());
+    }
+
+    fn server(cmd: &str) -> RawServer {
+        RawServer {
+            command: Some(vec![cmd.into()]),
+            ..RawServer::default()
+        }
+    }
+
+    #[test]
+    fn arms_take_their_block_then_the_flags() {
+        let mut raw = RawScenario::default();
+        raw.endpoint.base_url = Some("http://127.0.0.1:8080/v1".into());
+        raw.server = Some(RawServer {
+            ready_timeout: Some("5m".into()),
+            base: Some(Box::new(RawServer {
+                base_url: Some("http://127.0.0.1:8081/v1".into()),
+                ..server("old")
+            })),
+            candidate: Some(Box::new(server("new"))),
+            ..RawServer::default()
+        });
+        let none = ArmOverride::default();
+        let (b, _) = apply(raw.clone(), Reading::Arm(ArmKey::Base, &none)).unwrap();
+        let bs = b.server.unwrap();
+        assert_eq!(bs.command, Some(vec!["old".to_string()]));
+        assert_eq!(bs.ready_timeout.as_deref(), Some("5m"));
+        assert_eq!(
+            b.endpoint.base_url.as_deref(),
+            Some("http://127.0.0.1:8081/v1")
+        );
+        let over = ArmOverride {
+            base_url: Some("http://127.0.0.1:9000/v1".into()),
+            model: Some("m2".into()),
+            server_command: Some(vec!["newer".into()]),
+        };
+        let (c, _) = apply(raw.clone(), Reading::Arm(ArmKey::Candidate, &over)).unwrap();
+        assert_eq!(c.server.unwrap().command, Some(vec!["newer".to_string()]));
+        assert_eq!(
+            c.endpoint.base_url.as_deref(),
+            Some("http://127.0.0.1:9000/v1")
+        );
+        assert_eq!(c.endpoint.model.as_deref(), Some("m2"));
+        // as written: arms only, no command: no server, and said so
+        let (w, ws) = apply(raw, Reading::Written).unwrap();
+        assert!(w.server.is_none());
+        assert_eq!(ws, WrittenServer::ArmsOnly);
+    }
+}

@@ -1,0 +1,650 @@
+//! `perfgate ab` (issue 17): base and candidate measured in one job. Two built-in simulators as
+//! the arms (a candidate 30 % slower per token fails on TPOT; identical arms pass), the
+//! interleaved order recorded and balanced, the blocked design swapping scripted servers in ABBA
+//! order with every server PID gone afterwards, two servers side by side, `bless --from --arm`,
+//! `perfgate report` on ab results, and the inputs refused before anything is measured. The
+//! results JSON is validated against schema/results.schema.json each time.
+//!
+//! No assertion on perfgate's own speed; time bounds only stop a hung run.
+
+use crate::support::perfgate_in;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const SIM_BASE: &str = "sim://?ttft_ms=30&tpot_ms=4&seed=7";
+const SIM_SLOWER: &str = "sim://?ttft_ms=30&tpot_ms=5.2&seed=8";
+
+/// One TPOT-dominated scenario on the simulator (its URL is replaced by the arms').
+const SCENARIO: &str = "defaults:\n  endpoint: {base_url: 'sim://?seed=1', model: perfgate-sim}\n  request: {prompt: hi, max_tokens: 32}\n  load: {samples: 20, warmup: 2}\nscenarios:\n  - name: tpot\n";
+
+fn dir_with(yaml: &str) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("s.yaml"), yaml).unwrap();
+    d
+}
+
+fn schema_errors(r: &Value) -> Vec<String> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/results.schema.json"),
+    )
+    .unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let v = jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap();
+    v.iter_errors(r)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect()
+}
+
+/// Runs perfgate with `args` in `dir` (at most 180 s): exit code, stdout + stderr, and the
+/// results JSON at `r.json` (checked against the schema; `null` when none was written).
+fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, Value) {
+    let _ = std::fs::remove_file(dir.join("r.json"));
+    let o = perfgate_in(dir, 180).args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    eprintln!("{text}");
+    let r: Value = std::fs::read_to_string(dir.join("r.json"))
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    if !r.is_null() {
+        let errors = schema_errors(&r);
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+    (o.status.code(), text, r)
+}
+
+/// The P50 check of `metric` (`ttft`, `tpot`) of the first scenario.
+fn p50<'a>(r: &'a Value, metric: &str) -> &'a Value {
+    r["scenarios"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == metric && c["kind"]["quantile"] == "p50")
+        .unwrap_or_else(|| panic!("no {metric} P50 check in {r}"))
+}
+
+#[test]
+fn a_candidate_30_percent_slower_per_token_fails_on_tpot_against_the_base_arm() {
+    let d = dir_with(SCENARIO);
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            SIM_BASE,
+            "--candidate-url",
+            SIM_SLOWER,
+            "--output",
+            "r.json",
+            "--markdown",
+            "r.md",
+            "--junit",
+            "r.xml",
+            "--html",
+            "r.html",
+        ],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(r["verdict"], "FAIL");
+    let s = &r["scenarios"][0];
+    let tpot = p50(&r, "tpot");
+    assert_eq!(tpot["verdict"], "FAIL", "{tpot}");
+    let ratio = tpot["ratio"].as_f64().unwrap();
+    assert!((1.2..1.4).contains(&ratio), "TPOT ratio {ratio}");
+    // the base arm played the baseline: its median is the simulator's 4 ms, the candidate's 5.2
+    assert!(
+        (3.8..4.4).contains(&tpot["baseline"].as_f64().unwrap()),
+        "{tpot}"
+    );
+    assert!(
+        (5.0..5.6).contains(&tpot["candidate"].as_f64().unwrap()),
+        "{tpot}"
+    );
+    // both arms' requests are in the results, and the order they ran in
+    let ab = &s["ab"];
+    assert_eq!(ab["design"], "interleaved");
+    assert_eq!(ab["alternations"], 20);
+    assert_eq!(ab["seed"], 1);
+    assert_eq!(ab["base_records"].as_array().unwrap().len(), 20);
+    assert_eq!(s["records"].as_array().unwrap().len(), 20);
+    assert_eq!(ab["base_endpoint"], SIM_BASE);
+    assert_eq!(s["endpoint"], SIM_SLOWER);
+    let order = ab["order"].as_str().unwrap();
+    assert_eq!(order.len(), 40);
+    for pair in order.as_bytes().chunks(2) {
+        assert!(pair == b"AB" || pair == b"BA", "{order}");
+    }
+    assert!(order.contains("AB") && order.contains("BA"), "{order}");
+    // the arms ran at the same moments: request k of each arm started within one pair of the other
+    let starts = |v: &Value| -> Vec<f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["start_ms"].as_f64().unwrap())
+            .collect()
+    };
+    let (b, c) = (starts(&ab["base_records"]), starts(&s["records"]));
+    let span = c.last().unwrap().max(*b.last().unwrap());
+    assert!(
+        (b[19] - c[19]).abs() < span / 4.0,
+        "the arms ended together: base {b:?}, candidate {c:?}"
+    );
+    // every report says base, not baseline, and which design ran
+    let stdout = text.split("\nperfgate: FAIL").next().unwrap();
+    assert!(
+        stdout.contains("A/B interleaved: 20 alternations"),
+        "{text}"
+    );
+    assert!(stdout.contains("| check           base "), "{text}");
+    let md = std::fs::read_to_string(d.path().join("r.md")).unwrap();
+    assert!(
+        md.contains("| scenario | check | base | candidate |"),
+        "{md}"
+    );
+    assert!(md.contains("A/B interleaved: 20 alternations"), "{md}");
+    assert!(
+        md.contains("A/B run (perfgate ab): each candidate arm against its base arm, measured in the same job (interleaved, 20 alternations)"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(d.path().join("r.html")).unwrap();
+    assert!(html.contains("TTFT P50 base &rarr; candidate"));
+    assert!(
+        html.contains(">base</span>"),
+        "the base arm's curves are drawn"
+    );
+    let xml = std::fs::read_to_string(d.path().join("r.xml")).unwrap();
+    assert!(
+        xml.contains("name=\"ab_order\" value=\"AB")
+            || xml.contains("name=\"ab_order\" value=\"BA")
+    );
+    assert!(
+        xml.contains("<failure") && xml.contains("TPOT P50: base "),
+        "{xml}"
+    );
+    // `perfgate report` re-renders ab results with the same verdict and words
+    let o = perfgate_in(d.path(), 60)
+        .args(["report", "r.json", "--html", "again.html"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("A/B interleaved") && out.contains("TPOT P50"),
+        "{out}"
+    );
+    let again = std::fs::read_to_string(d.path().join("again.html")).unwrap();
+    assert!(again.contains(">base</span>"));
+}
+
+#[test]
+fn identical_arms_pass_and_are_called_an_a_a_run() {
+    // two streams per arm at once: each arm keeps its own concurrency
+    let d = dir_with(&SCENARIO.replace("warmup: 2}", "warmup: 2, concurrency: 2}"));
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            SIM_BASE,
+            "--candidate-url",
+            SIM_BASE,
+            "--seed",
+            "5",
+            "--output",
+            "r.json",
+        ],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(r["verdict"], "PASS");
+    let s = &r["scenarios"][0];
+    assert_eq!(s["ab"]["seed"], 5);
+    let notes = s["notes"].to_string();
+    assert!(notes.contains("an A/A run"), "{notes}");
+    let tpot = p50(&r, "tpot");
+    let ratio = tpot["ratio"].as_f64().unwrap();
+    assert!((0.95..1.05).contains(&ratio), "TPOT ratio {ratio}");
+    for m in [&s["measured"], &s["ab"]["base_measured"]] {
+        let c = m["achieved_concurrency"].as_f64().unwrap();
+        assert!(c > 1.5 && c <= 2.0, "each arm ran 2 requests at once: {c}");
+    }
+}
+
+#[test]
+fn bless_from_writes_the_base_arm_as_the_baseline_that_check_then_reads() {
+    let d = dir_with(SCENARIO);
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            SIM_BASE,
+            "--candidate-url",
+            SIM_SLOWER,
+            "--output",
+            "r.json",
+        ],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    let base_tpot = p50(&r, "tpot")["baseline"].as_f64().unwrap();
+    let o = perfgate_in(d.path(), 60)
+        .args([
+            "bless",
+            "--from",
+            "r.json",
+            "--arm",
+            "base",
+            "-s",
+            "s.yaml",
+            "--baselines",
+            "b",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let b: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("b/tpot.json")).unwrap())
+            .unwrap();
+    assert_eq!(b["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(b["runs"][0]["records"].as_array().unwrap().len(), 20);
+    assert!(b.get("run_spread").is_none_or(Value::is_null));
+    let blessed_p50 = b["summary"]["tpot_ms"]["p50"].as_f64().unwrap();
+    assert!(
+        (blessed_p50 - base_tpot).abs() < 0.2,
+        "{blessed_p50} vs {base_tpot}"
+    );
+    // check against it: the scenario file's own sim (seed 1, 8 ms default TPOT) is slower than
+    // the base arm's 4 ms, so TPOT fails against the blessed base arm
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "check",
+            "-s",
+            "s.yaml",
+            "--baselines",
+            "b",
+            "--output",
+            "r.json",
+        ],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert!(r["scenarios"][0]["baseline"]["path"]
+        .as_str()
+        .unwrap()
+        .ends_with("tpot.json"));
+    assert_eq!(p50(&r, "tpot")["verdict"], "FAIL");
+}
+
+#[test]
+fn bless_from_refuses_a_results_file_without_the_arm_or_of_another_scenario() {
+    let d = dir_with(SCENARIO);
+    // a check's results have no base arm
+    let (code, text, _) = run(
+        d.path(),
+        &[
+            "check",
+            "-s",
+            "s.yaml",
+            "--allow-missing-baseline",
+            "--output",
+            "r.json",
+        ],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    std::fs::rename(d.path().join("r.json"), d.path().join("check.json")).unwrap();
+    let o = perfgate_in(d.path(), 60)
+        .args([
+            "bless",
+            "--from",
+            "check.json",
+            "--arm",
+            "base",
+            "-s",
+            "s.yaml",
+            "--baselines",
+            "b",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("not from perfgate ab, so it has no base arm"),
+        "{err}"
+    );
+    assert!(!d.path().join("b/tpot.json").exists());
+    // the scenario changed since the run (max_tokens 32 -> 48): another fingerprint
+    let (code, text, _) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            SIM_BASE,
+            "--candidate-url",
+            SIM_BASE,
+            "--output",
+            "r.json",
+        ],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    std::fs::write(
+        d.path().join("s.yaml"),
+        SCENARIO.replace("max_tokens: 32", "max_tokens: 48"),
+    )
+    .unwrap();
+    let o = perfgate_in(d.path(), 60)
+        .args([
+            "bless",
+            "--from",
+            "r.json",
+            "--arm",
+            "base",
+            "-s",
+            "s.yaml",
+            "--baselines",
+            "b",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the scenario changed since that run"), "{err}");
+    assert!(!d.path().join("b/tpot.json").exists());
+    // --arm needs --from, and --from needs --arm
+    let o = perfgate_in(d.path(), 60)
+        .args(["bless", "--from", "r.json", "-s", "s.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn inputs_an_ab_run_cannot_use_are_refused_before_measuring() {
+    let d = dir_with(SCENARIO);
+    let refused = |args: &[&str], want: &str| {
+        let o = perfgate_in(d.path(), 60).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("measuring"), "nothing measured: {err}");
+    };
+    refused(
+        &["ab", "-s", "s.yaml"],
+        "perfgate ab needs two arms, and nothing sets them",
+    );
+    let arms = ["--base-url", SIM_BASE, "--candidate-url", SIM_SLOWER];
+    let with = |extra: &[&'static str]| -> Vec<&str> {
+        let mut v = vec!["ab", "-s", "s.yaml"];
+        v.extend(arms);
+        v.extend_from_slice(extra);
+        v
+    };
+    refused(
+        &with(&["--design", "blocked", "--blocks", "1"]),
+        "use 2 to 50 blocks per arm",
+    );
+    refused(
+        &with(&["--blocks", "3"]),
+        "--blocks 3 applies to --design blocked",
+    );
+    refused(&with(&["--design", "sideways"]), "invalid value 'sideways'");
+    refused(
+        &with(&["--base-server-cmd", "llama-server 'x"]),
+        "--base-server-cmd: unterminated '",
+    );
+    std::fs::write(
+        d.path().join("s.yaml"),
+        SCENARIO.replace("warmup: 2}", "warmup: 2, max_samples: 100}"),
+    )
+    .unwrap();
+    refused(
+        &with(&[]),
+        "load.max_samples (100, sequential sampling) is not supported by perfgate ab",
+    );
+    std::fs::write(
+        d.path().join("s.yaml"),
+        SCENARIO.replace("warmup: 2}", "warmup: 2, rate: 5}"),
+    )
+    .unwrap();
+    refused(
+        &with(&[]),
+        "load.rate (open loop) is not supported by perfgate ab",
+    );
+    // two servers on one port cannot run side by side
+    std::fs::write(d.path().join("s.yaml"), SCENARIO).unwrap();
+    refused(
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--candidate-url",
+            "http://127.0.0.1:9/v1",
+            "--base-server-cmd",
+            "server-a",
+            "--candidate-server-cmd",
+            "server-b",
+        ],
+        "each needs its own port",
+    );
+}
+
+// ---- servers: the scripted server of tests/server_support as the arms' `server:` ----
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/server_support/scripted_server.py")
+}
+
+fn has_python() -> bool {
+    Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// True while `pid` runs (a zombie or a missing /proc entry is dead).
+fn alive(pid: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            let state = s
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X"))
+        }
+        Err(_) => false,
+    }
+}
+
+fn gone_within(pid: u64, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end && alive(pid) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    !alive(pid)
+}
+
+fn server_cmd(port: u16, token_ms: &str, build: &str) -> String {
+    format!(
+        "[python3, {:?}, --port, \"{port}\", --token-ms, \"{token_ms}\", --build, {build}]",
+        script().display().to_string()
+    )
+}
+
+#[test]
+fn the_blocked_design_swaps_the_servers_in_abba_order_and_leaves_none_running() {
+    if !has_python() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let port = free_port();
+    let yaml = format!(
+        "defaults:\n  endpoint: {{base_url: 'http://127.0.0.1:{port}/v1', model: scripted}}\n  request: {{prompt: hi, max_tokens: 8}}\n  load: {{samples: 20, warmup: 2}}\n  gate: {{metrics: [ttft, tpot]}}\n  server:\n    ready_timeout: 60s\n    base: {{command: {}}}\n    candidate: {{command: {}}}\nscenarios:\n  - name: swap\n",
+        server_cmd(port, "2", "old-1"),
+        server_cmd(port, "6", "new-2"),
+    );
+    let d = dir_with(&yaml);
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "ab", "-s", "s.yaml", "--design", "blocked", "--output", "r.json",
+        ],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(p50(&r, "tpot")["verdict"], "FAIL");
+    let ab = &r["scenarios"][0]["ab"];
+    assert_eq!(ab["design"], "blocked");
+    assert_eq!(ab["order"], "ABBA");
+    assert_eq!(ab["alternations"], 2);
+    let blocks = ab["blocks"].as_array().unwrap();
+    let sides: Vec<&str> = blocks.iter().map(|b| b["side"].as_str().unwrap()).collect();
+    assert_eq!(sides, ["base", "candidate", "candidate", "base"]);
+    let mut pids = Vec::new();
+    for b in blocks {
+        assert_eq!(b["requests"], 10, "20 samples per arm over 2 blocks");
+        let srv = &b["server"];
+        assert!(srv["time_to_ready_ms"].as_f64().unwrap() > 0.0, "{srv}");
+        let build = srv["identity"]["llama.cpp.build_info"].as_str().unwrap();
+        let want = if b["side"] == "base" {
+            "old-1"
+        } else {
+            "new-2"
+        };
+        assert_eq!(build, want, "block {b}");
+        pids.push(srv["pid"].as_u64().unwrap());
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), 4, "a fresh start per block: {pids:?}");
+    for p in pids {
+        assert!(
+            gone_within(p, Duration::from_secs(10)),
+            "server pid {p} still runs"
+        );
+    }
+    // the records of each arm are on one clock: the base arm's second block started last
+    let base_starts: Vec<f64> = ab["base_records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["start_ms"].as_f64().unwrap())
+        .collect();
+    let cand_last = r["scenarios"][0]["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["start_ms"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(
+        base_starts[10] > cand_last,
+        "block 4 (A) after blocks 2-3 (B)"
+    );
+    assert!(text.contains("A/B blocked ABBA: 2 blocks per arm, server ready after"));
+    // validate reads the file; check and bless have no server for a block of arms only
+    let o = perfgate_in(d.path(), 60)
+        .args(["validate", "-s", "s.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let o = perfgate_in(d.path(), 60)
+        .args(["check", "-s", "s.yaml", "--allow-missing-baseline"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("has only base: / candidate: arms"), "{err}");
+}
+
+#[test]
+fn two_servers_side_by_side_on_their_own_ports_are_interleaved_and_stopped() {
+    if !has_python() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let (pa, pb) = (free_port(), free_port());
+    let d = dir_with(
+        "defaults:\n  endpoint: {base_url: 'http://127.0.0.1:1/v1', model: scripted}\n  request: {prompt: hi, max_tokens: 8}\n  load: {samples: 20, warmup: 2}\n  server: {ready_timeout: 60s}\nscenarios:\n  - name: pair\n",
+    );
+    let cmd = |port: u16| {
+        format!(
+            "python3 '{}' --port {port} --token-ms 3 --build same-1",
+            script().display()
+        )
+    };
+    let (ua, ub) = (
+        format!("http://127.0.0.1:{pa}/v1"),
+        format!("http://127.0.0.1:{pb}/v1"),
+    );
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            &ua,
+            "--candidate-url",
+            &ub,
+            "--base-server-cmd",
+            &cmd(pa),
+            "--candidate-server-cmd",
+            &cmd(pb),
+            "--output",
+            "r.json",
+        ],
+    );
+    assert_ne!(code, Some(1), "identical servers do not regress: {text}");
+    assert_eq!(code, Some(0), "{text}");
+    let s = &r["scenarios"][0];
+    let (bs, cs) = (&s["ab"]["base_server"], &s["server"]);
+    assert_eq!(s["ab"]["base_endpoint"], ua.as_str());
+    assert_eq!(s["endpoint"], ub.as_str());
+    let (bp, cp) = (bs["pid"].as_u64().unwrap(), cs["pid"].as_u64().unwrap());
+    assert_ne!(bp, cp, "two servers");
+    assert!(bs["command"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("--port {pa}")));
+    assert!(cs["command"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("--port {pb}")));
+    assert!(s["notes"]
+        .to_string()
+        .contains("describe themselves identically"));
+    for p in [bp, cp] {
+        assert!(
+            gone_within(p, Duration::from_secs(10)),
+            "server pid {p} still runs"
+        );
+    }
+}
