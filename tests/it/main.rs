@@ -18,6 +18,7 @@ mod github_fake;
 mod github_prism;
 mod github_support;
 mod hostile;
+mod itl;
 mod messages;
 mod open_loop;
 mod report_cli;
