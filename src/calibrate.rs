@@ -11,6 +11,11 @@
 //! Latency model: lognormal around a median (TTFT 200 ms, sigma 0.35, 5 % of requests on a 3x
 //! slow path; TPOT 20 ms, sigma 0.10), times a per-run drift exp(tau * Z) shared by every
 //! scenario of a run. Seeded: the same seed and replicate count print the same numbers.
+//!
+//! The ITL rows ([`itl_experiments`]) simulate every request's inter-token gaps with a
+//! per-request speed (request-level random effect) and show the ITL P99 check's false alarms,
+//! its level at its own fail boundary beside a naive test that counts gaps as independent, and
+//! its power for a stall pattern (docs/accuracy.md).
 
 use crate::config::scenario::{GateSpec, Metric, Quantile};
 use crate::gate::{self, Samples, ScenarioSamples, Verdict};
@@ -1034,6 +1039,21 @@ mod tests {
         let t = draw(&TTFT, 40_000, 1.0, Change::None, &mut rng);
         // 5 % of requests 3x slower: P99 well above the lognormal's own 200 * e^(2.326 * 0.35).
         assert!(p(&t, 0.99) > 200.0 * (2.326f64 * 0.35).exp() * 1.5);
+    }
+
+    /// The ITL rows' point: at the fail boundary (every gap x1.2) the clustered test keeps its
+    /// level, the naive binomial test does not; the stall pattern is caught by the gate.
+    #[test]
+    fn itl_clustered_test_keeps_its_level_where_the_naive_one_does_not() {
+        let rows = itl_experiments();
+        let row = |l: &str| rows.iter().find(|e| e.label == l).unwrap().clone();
+        let b = run_itl(&row("ITL at the boundary x1.2, k 1, n 20x64"), 150, 5);
+        assert!(b.clustered <= 0.02, "{b:?}");
+        assert!(b.naive >= 0.08, "{b:?}");
+        assert_eq!(b.itl, 0.0, "{b:?}");
+        let s = run_itl(&row("ITL stall every 16th +100%, k 1, n 40x64"), 60, 6);
+        assert!(s.itl >= 0.6, "{s:?}");
+        assert!(s.tpot <= 0.2, "{s:?}");
     }
 
     #[test]
