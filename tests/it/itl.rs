@@ -91,6 +91,12 @@ fn a_stall_every_16th_token_fails_itl_p99_and_an_unchanged_server_does_not() {
     assert!(out.contains("FAIL ITL P99: regression"), "{out}");
     let c = itl_check(dir.path(), "stall.json");
     assert_eq!(c["verdict"], "FAIL", "{c}");
+    // The new check kind is documented in the results schema.
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("stall.json")).unwrap())
+            .unwrap();
+    let errs = crate::report_schema::errors(&crate::report_schema::validator(), &r);
+    assert!(errs.is_empty(), "{errs:#?}");
     assert!(c["ratio"].as_f64().unwrap() > 1.3, "{c}");
     assert!(
         c["reason"].as_str().unwrap().contains("design effect"),
