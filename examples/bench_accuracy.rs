@@ -188,6 +188,7 @@ fn gate_timing() -> f64 {
             looks: 1,
             slo: Vec::new(),
             design: gate::Design::Committed,
+            itl: None,
         })
         .collect();
     let t = Instant::now();

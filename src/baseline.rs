@@ -139,6 +139,21 @@ pub struct ItlSummary {
     pub p50: f64,
     pub p99: f64,
     pub max: f64,
+    /// The request's gaps as measured (ms, 3 decimals): every gap, or at most
+    /// [`crate::stats::itl::ITL_KEEP`] points standing for `n` gaps. What the ITL P99 check
+    /// pools (docs/gate.md "ITL P99"); absent in baselines blessed before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub points: Vec<f64>,
+}
+
+impl ItlSummary {
+    /// The request's gaps as the ITL check takes them (`None` without stored points).
+    pub fn cluster(&self) -> Option<crate::stats::cluster::GapCluster> {
+        (!self.points.is_empty()).then(|| crate::stats::cluster::GapCluster {
+            points: self.points.clone(),
+            count: (self.n > self.points.len()).then_some(self.n as u64),
+        })
+    }
 }
 
 impl BaselineRecord {
@@ -152,6 +167,7 @@ impl BaselineRecord {
                 p50: round3(s.p50),
                 p99: round3(s.p99),
                 max: round3(s.max),
+                points: r.itl_ms.iter().map(|&x| round3(x)).collect(),
             })
         };
         BaselineRecord {

@@ -17,6 +17,7 @@
 
 use crate::config::scenario::{Band, GateSpec, Metric, Objective, Quantile};
 use crate::stats;
+use crate::stats::cluster::{GapCluster, Variance};
 use crate::stats::quantile::{harrell_davis, quantile_type7, sorted};
 use crate::stats::tests_exact::{fisher_greater, fisher_less};
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,9 @@ pub enum CheckKind {
     /// `gate.slo`: the quantile of a latency metric against an absolute objective (no
     /// baseline needed).
     Slo(Quantile),
+    /// `itl` in `gate.metrics`: a quantile of the inter-token gaps of every request pooled,
+    /// tested with requests as the independent units ([`stats::cluster`]).
+    ItlTail(Quantile),
     /// `gate.slo.error_rate`: the share of failed requests against an absolute objective.
     ErrorSlo,
 }
@@ -79,6 +83,9 @@ impl CheckKind {
             CheckKind::Slo(Quantile::P90) => "P90 SLO",
             CheckKind::Slo(Quantile::P99) => "P99 SLO",
             CheckKind::ErrorSlo => "errors SLO",
+            CheckKind::ItlTail(Quantile::P50) => "ITL P50",
+            CheckKind::ItlTail(Quantile::P90) => "ITL P90",
+            CheckKind::ItlTail(Quantile::P99) => "ITL P99",
         }
     }
 
@@ -187,6 +194,19 @@ pub struct ScenarioSamples {
     pub slo: Vec<(Objective, Samples)>,
     /// How the two sides were measured (`check`: [`Design::Committed`]).
     pub design: Design,
+    /// `itl` in `gate.metrics`: every request's inter-token gaps on both sides; `None` when
+    /// not gated (or not comparable).
+    pub itl: Option<ItlSamples>,
+}
+
+/// The ITL P99 check's input: per request, its gaps, on each side.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItlSamples {
+    pub baseline: Vec<GapCluster>,
+    pub candidate: Vec<GapCluster>,
+    /// The committed baseline's run-to-run spread (tau, k) that widens the check's fail
+    /// tolerance (TPOT's: TPOT is the mean of a request's gaps).
+    pub spread: Option<(f64, usize)>,
 }
 
 /// One check with the numbers behind its verdict.
@@ -374,6 +394,7 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
             checks.push(ch);
         }
     }
+    checks.extend(itl_tail_check(s));
     // No baseline requests (a scenario gated by gate.slo alone): no error rate to compare.
     if s.errors.baseline.total > 0 {
         checks.push(error_check(&s.scenario, s.errors, s.gate.max_error_rate));
@@ -875,6 +896,121 @@ fn tail_check(input: &CheckInput, q: Quantile) -> Draft {
     ch
 }
 
+/// Fewest requests per side for the ITL check: its variance is estimated from the spread
+/// between requests, and with fewer the estimate (and Student's t on G - 1 degrees of
+/// freedom) says too little.
+pub const ITL_MIN_REQUESTS: usize = 10;
+
+/// `itl` in `gate.metrics`: the pooled ITL P99 of the candidate against the baseline's, with
+/// requests as the independent units (stats::cluster). Widened by the committed baseline's
+/// run spread like the other checks; never for an A/B design (drift cancels there).
+/// INFO when a side has too few requests or the baseline too few gaps to bound a P99.
+fn itl_tail_check(s: &ScenarioSamples) -> Option<Draft> {
+    let (itl, configured) = (s.itl.as_ref()?, s.gate.itl?);
+    let spread = match s.design {
+        Design::Committed => itl.spread,
+        Design::Interleaved | Design::Blocked(_) => None,
+    };
+    let band = widened(configured, spread);
+    let alpha = s.gate.alpha / s.looks.max(1) as f64;
+    let md = s.gate.min_delta(Metric::Tpot);
+    let mut ch = itl_check(&s.scenario, itl, Quantile::P99, band, md, alpha);
+    mark_widened(&mut ch, configured, spread);
+    Some(ch)
+}
+
+fn gaps(c: &[GapCluster]) -> usize {
+    c.iter()
+        .map(|g| match g.count {
+            Some(k) => (k as usize).max(g.points.len()),
+            None => g.points.len(),
+        })
+        .sum()
+}
+
+fn itl_check(
+    scenario: &str,
+    itl: &ItlSamples,
+    q: Quantile,
+    band: Band,
+    md: f64,
+    alpha: f64,
+) -> Draft {
+    let (nb, nc) = (gaps(&itl.baseline), gaps(&itl.candidate));
+    let (gb, gc) = (itl.baseline.len(), itl.candidate.len());
+    let mut ch = empty_check(scenario, None, CheckKind::ItlTail(q), band, md, nb, nc);
+    let p = q.p();
+    // As for a per-request P99: a baseline of n gaps bounds it from above only when
+    // p^n < alpha (459 gaps for P99 at alpha 0.01).
+    let need = (alpha.ln() / p.ln()).ceil() as usize;
+    if gb == 0 {
+        ch.reason = "not compared: the baseline stores no inter-token gaps (blessed by an older perfgate, or no request streamed two tokens); bless again to gate ITL".into();
+        return ch;
+    }
+    let Some(t) = stats::cluster::compare_tail(
+        &itl.baseline,
+        &itl.candidate,
+        p,
+        band.fail,
+        md,
+        alpha,
+        Variance::Clustered,
+    ) else {
+        ch.reason = format!(
+            "not compared: {gb} baseline and {gc} candidate requests with inter-token gaps"
+        );
+        return ch;
+    };
+    ch.baseline = Some(t.baseline_q);
+    ch.candidate = Some(t.candidate_q);
+    ch.ratio = t.ratio.is_finite().then_some(t.ratio);
+    ch.ci = Some(t.ci);
+    if gb.min(gc) < ITL_MIN_REQUESTS || nb < need {
+        ch.reason = format!(
+            "informational: {gb} baseline / {gc} candidate requests with {nb} / {nc} gaps; gating the pooled {} needs at least {ITL_MIN_REQUESTS} requests a side and {need} baseline gaps",
+            q.label()
+        );
+        return ch;
+    }
+    ch.p_value = Some(t.p_regress);
+    ch.p_improve = Some(t.p_improve);
+    ch.reason = format!(
+        "{:.2}% of {nc} candidate gaps above {} ({:.0}% over the baseline's pooled {} {}) vs {:.2}% of {nb} baseline gaps above it; {gb} / {gc} requests, design effect {:.1}",
+        t.share_candidate * 100.0,
+        crate_fmt_ms(t.threshold),
+        band.fail * 100.0,
+        q.label(),
+        crate_fmt_ms(t.baseline_q),
+        t.share_baseline * 100.0,
+        t.design_effect
+    );
+    ch.pending = Some(Pending {
+        beyond_fail: true, // the p-value tests "beyond (1 + fail) and min_delta" itself
+        beyond_warn: false,
+        improved_beyond_fail: true,
+        pass: t.within_fail,
+        inconclusive_reason: format!(
+            "inconclusive: with {gc} requests the candidate's pooled ITL {} cannot be bounded within {:.0}% of the baseline's",
+            q.label(),
+            band.fail * 100.0
+        ),
+    });
+    ch
+}
+
+/// `8.12 ms` (the report's format, kept here so the gate does not depend on the renderers).
+fn crate_fmt_ms(x: f64) -> String {
+    if !x.is_finite() {
+        "inf".into()
+    } else if x >= 100.0 {
+        format!("{x:.0} ms")
+    } else if x >= 10.0 {
+        format!("{x:.1} ms")
+    } else {
+        format!("{x:.2} ms")
+    }
+}
+
 fn exceedance_check(
     scenario: &str,
     m: Metric,
@@ -1095,6 +1231,7 @@ mod tests {
             max_error_rate: 0.0,
             confirm: 0,
             slo: Vec::new(),
+            itl: None,
         }
     }
 
@@ -1123,6 +1260,7 @@ mod tests {
             looks: 1,
             slo: Vec::new(),
             design: Design::Committed,
+            itl: None,
         };
         evaluate(&[s]).0
     }
@@ -1205,6 +1343,7 @@ mod tests {
             looks: 1,
             slo: Vec::new(),
             design: Design::Committed,
+            itl: None,
         };
         let (plain, _) = evaluate(&[mk(BTreeMap::new())]);
         assert_eq!(plain[0].verdict, Verdict::Fail, "{:?}", plain[0]);
@@ -1251,6 +1390,7 @@ mod tests {
             looks: 1,
             slo: Vec::new(),
             design: Design::Committed,
+            itl: None,
         };
         let tail = |checks: &[Check]| {
             checks
@@ -1294,6 +1434,7 @@ mod tests {
             looks: 1,
             slo: Vec::new(),
             design: Design::Committed,
+            itl: None,
         };
         let (checks, _) = evaluate(&[s]);
         assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
@@ -1304,6 +1445,118 @@ mod tests {
             "{}",
             checks[0].reason
         );
+    }
+
+    /// 20 requests of 63 gaps: request speeds exp(0.15 z) on a grid, gap noise log-sd 0.1;
+    /// with `stall`, every 16th gap of each request twice as long.
+    fn itl_run(phase: f64, stall: bool) -> Vec<GapCluster> {
+        (0..20)
+            .map(|i| {
+                let u = ((i as f64 + 0.5 + phase) / 20.0).clamp(0.01, 0.99);
+                let speed = (0.15 * stats::normal::normal_quantile(u)).exp();
+                let mut g = sample(20.0 * speed, 63, (i % 7) as f64 * 0.1);
+                if stall {
+                    g.iter_mut().skip(15).step_by(16).for_each(|x| *x *= 2.0);
+                }
+                GapCluster::exact(g)
+            })
+            .collect()
+    }
+
+    fn itl_scenario(b: Vec<GapCluster>, c: Vec<GapCluster>, design: Design) -> ScenarioSamples {
+        let mut g = gate(vec![Quantile::P50]);
+        g.itl = Some(crate::config::scenario::ITL_BAND);
+        ScenarioSamples {
+            scenario: "s".into(),
+            gate: g,
+            metrics: vec![],
+            errors: ErrorCounts::new((0, 20), (0, 20)),
+            spread: BTreeMap::new(),
+            looks: 1,
+            slo: Vec::new(),
+            design,
+            itl: Some(ItlSamples {
+                baseline: b,
+                candidate: c,
+                spread: Some((0.15, 5)),
+            }),
+        }
+    }
+
+    fn itl_of(checks: &[Check]) -> Check {
+        checks
+            .iter()
+            .find(|c| c.kind == CheckKind::ItlTail(Quantile::P99))
+            .cloned()
+            .unwrap()
+    }
+
+    #[test]
+    fn itl_p99_fails_on_a_stall_every_16th_gap_and_passes_unchanged() {
+        // Interleaved: no run-spread widening, the 20 % band as configured.
+        let (checks, family) = evaluate(&[itl_scenario(
+            itl_run(0.0, false),
+            itl_run(0.3, true),
+            Design::Interleaved,
+        )]);
+        let c = itl_of(&checks);
+        assert_eq!(family, 2); // ITL P99 and errors
+        assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+        assert_eq!(c.kind.label(), "ITL P99");
+        assert_eq!((c.n_baseline, c.n_candidate), (1260, 1260));
+        assert!(c.ratio.is_some_and(|r| r > 1.3), "{c:?}");
+        assert_eq!(c.fail, 0.20);
+        assert!(c.reason.contains("design effect"), "{}", c.reason);
+        let same = itl_of(
+            &evaluate(&[itl_scenario(
+                itl_run(0.0, false),
+                itl_run(0.3, false),
+                Design::Interleaved,
+            )])
+            .0,
+        );
+        assert_eq!(same.verdict, Verdict::Pass, "{same:?}");
+        // A committed baseline with TPOT's run spread tau 0.15 (k 5) widens the band to 46.6 %.
+        let wide = itl_of(
+            &evaluate(&[itl_scenario(
+                itl_run(0.0, false),
+                itl_run(0.3, true),
+                Design::Committed,
+            )])
+            .0,
+        );
+        assert!((wide.fail - 0.4665).abs() < 0.0005, "{wide:?}");
+        assert_eq!(wide.fail_configured, Some(0.20));
+    }
+
+    #[test]
+    fn itl_p99_is_info_with_too_few_gaps_or_requests() {
+        let short = |phase| -> Vec<GapCluster> {
+            itl_run(phase, false)
+                .into_iter()
+                .map(|g| GapCluster::exact(g.points[..10].to_vec()))
+                .collect()
+        };
+        // 200 gaps cannot bound a P99 at alpha 0.01 (459 needed).
+        let c = itl_of(&evaluate(&[itl_scenario(short(0.0), short(0.3), Design::Interleaved)]).0);
+        assert_eq!(c.verdict, Verdict::Info, "{c:?}");
+        assert!(c.p_value.is_none());
+        assert!(c.reason.contains("459 baseline gaps"), "{}", c.reason);
+        // 8 requests a side: too few to estimate the variance between requests.
+        let few = |phase| itl_run(phase, true)[..8].to_vec();
+        let c = itl_of(&evaluate(&[itl_scenario(few(0.0), few(0.3), Design::Interleaved)]).0);
+        assert_eq!(c.verdict, Verdict::Info, "{c:?}");
+        // A baseline without stored gaps: not compared, said so.
+        let c = itl_of(
+            &evaluate(&[itl_scenario(
+                vec![],
+                itl_run(0.3, true),
+                Design::Interleaved,
+            )])
+            .0,
+        );
+        assert_eq!(c.verdict, Verdict::Info, "{c:?}");
+        assert!(c.reason.contains("bless again"), "{}", c.reason);
     }
 
     #[test]
@@ -1317,6 +1570,7 @@ mod tests {
             looks: 1,
             slo: Vec::new(),
             design: Design::Committed,
+            itl: None,
         };
         let (checks, fam) = evaluate(&[s]);
         assert_eq!(fam, 1);

@@ -14,6 +14,7 @@ use crate::gate::{self, Samples, ScenarioSamples};
 use crate::record::RequestRecord;
 use crate::results::{BaselineInfo, Results, ScenarioResult, Status, RESULTS_SCHEMA_VERSION};
 use crate::runner::RunOutput;
+use crate::stats::cluster::GapCluster;
 use crate::verdict::Overall;
 use std::collections::BTreeMap;
 
@@ -22,6 +23,9 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Arm {
     pub requests: Vec<Option<ArmRequest>>,
+    /// The inter-token gaps of each successful request that has them (for the ITL P99 check;
+    /// empty for a baseline blessed before gaps were stored).
+    pub itl: Vec<GapCluster>,
 }
 
 /// The gated metrics of one successful request, ms (`None` where undefined, e.g. TPOT of a
@@ -56,7 +60,12 @@ impl Arm {
                 })
             })
             .collect();
-        Arm { requests }
+        let itl = b
+            .records()
+            .filter(|r| r.error.is_none())
+            .filter_map(|r| r.itl_ms.as_ref().and_then(|i| i.cluster()))
+            .collect();
+        Arm { requests, itl }
     }
 
     /// Measured records.
@@ -71,7 +80,15 @@ impl Arm {
                 })
             })
             .collect();
-        Arm { requests }
+        let itl = recs
+            .iter()
+            .filter(|r| r.ok() && !r.itl_ms.is_empty())
+            .map(|r| GapCluster {
+                points: r.itl_ms.clone(),
+                count: r.itl_count,
+            })
+            .collect();
+        Arm { requests, itl }
     }
 
     /// The values of one metric over the successes, and the number of failures.
@@ -120,6 +137,7 @@ pub fn gate_input(
         .filter(|m| !skip.contains(m))
         .map(|&m| (m, baseline.samples(m), candidate.samples(m)))
         .collect();
+    let itl = itl_samples(sc, baseline, candidate, &spread, skip);
     ScenarioSamples {
         scenario: sc.name.clone(),
         gate: sc.gate.clone(),
@@ -129,7 +147,30 @@ pub fn gate_input(
         looks: sc.load.looks().len(),
         slo: slo_samples(sc, candidate),
         design: gate::Design::Committed,
+        itl,
     }
+}
+
+/// The ITL P99 check's input when `itl` is in `gate.metrics`: every request's gaps on both
+/// sides. Its run-to-run spread is TPOT's (TPOT is the mean of a request's gaps: a run that
+/// decodes slower moves both alike). Not compared when a workload drift made TPOT
+/// incomparable (the same token counting defines the gaps).
+fn itl_samples(
+    sc: &Scenario,
+    baseline: &Arm,
+    candidate: &Arm,
+    spread: &BTreeMap<Metric, (f64, usize)>,
+    skip: &[Metric],
+) -> Option<gate::ItlSamples> {
+    sc.gate.itl?;
+    if skip.contains(&Metric::Tpot) || baseline.requests.is_empty() {
+        return None;
+    }
+    Some(gate::ItlSamples {
+        baseline: baseline.itl.clone(),
+        candidate: candidate.itl.clone(),
+        spread: spread.get(&Metric::Tpot).copied(),
+    })
 }
 
 /// The candidate's samples for each `gate.slo` objective.
@@ -162,9 +203,12 @@ pub fn baseline_spread(sc: &Scenario, b: &Baseline) -> BTreeMap<Metric, (f64, us
     b.run_spread
         .as_ref()
         .map(|rs| {
+            // TPOT's spread also widens the ITL P99 check (itl_samples).
+            let itl = sc.gate.itl.is_some().then_some(Metric::Tpot);
             sc.gate
                 .metrics
                 .iter()
+                .chain(itl.iter())
                 .filter_map(|&m| {
                     rs.tau
                         .get(&format!("{}_ms", m.as_str()))

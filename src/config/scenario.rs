@@ -335,7 +335,17 @@ pub struct GateSpec {
     /// Absolute objectives (`gate.slo`), in the order metric, quantile; the error rate last.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub slo: Vec<Objective>,
+    /// `itl` in `gate.metrics`: the pooled P99 of inter-token gaps is gated with this band
+    /// (`gate.tolerances.itl_p99`; docs/gate.md "ITL P99"). `None`: not gated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub itl: Option<Band>,
 }
+
+/// The default band of the ITL P99 check: warn 10 %, fail 20 % (docs/gate.md "ITL P99").
+pub const ITL_BAND: Band = Band {
+    warn: 0.10,
+    fail: 0.20,
+};
 
 /// One absolute objective of `gate.slo`.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
@@ -377,6 +387,7 @@ impl Default for GateSpec {
             max_error_rate: 0.0,
             confirm: 0,
             slo: Vec::new(),
+            itl: None,
         })
     }
 }
@@ -944,7 +955,7 @@ fn parse_metric(s: &str) -> Result<Metric, String> {
         "tpot" => Ok(Metric::Tpot),
         "e2e" => Ok(Metric::E2e),
         o => Err(format!(
-            "gate.metrics: `{o}` is not a metric: use ttft, tpot or e2e"
+            "gate.metrics: `{o}` is not a metric: use ttft, tpot, e2e or itl"
         )),
     }
 }
@@ -1004,15 +1015,34 @@ fn first_duplicate<T: PartialEq + Copy>(v: &[T]) -> Option<T> {
 }
 
 fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
+    // `itl` is listed among the metrics but is not a per-request value: the pooled gaps of
+    // every request are gated by their own check (gate::itl_check). Opt-in: the tail of the
+    // gaps also measures the client's scheduling jitter, which drifts between runs on a busy
+    // runner more than TPOT's run spread shows (docs/gate.md "ITL P99").
+    let itl_listed = g
+        .metrics
+        .as_ref()
+        .is_some_and(|v| v.iter().any(|s| s == "itl"));
+    if g.metrics
+        .as_ref()
+        .is_some_and(|v| v.iter().filter(|s| *s == "itl").count() > 1)
+    {
+        return Err("gate.metrics lists itl twice: each metric is gated once (a duplicate would add rows and inflate the Holm family)".into());
+    }
     let metrics = match &g.metrics {
         None => vec![Metric::Ttft, Metric::Tpot],
         Some(v) => v
             .iter()
+            .filter(|s| *s != "itl")
             .map(|s| parse_metric(s))
             .collect::<Result<Vec<_>, _>>()?,
     };
     if metrics.is_empty() {
-        return Err("gate.metrics is empty: gate at least one of ttft, tpot, e2e".into());
+        return Err(if itl_listed {
+            "gate.metrics lists only itl: gate at least one of ttft, tpot, e2e beside it (the ITL tail alone would pass a server whose every request is slower to start)".into()
+        } else {
+            "gate.metrics is empty: gate at least one of ttft, tpot, e2e".into()
+        });
     }
     if let Some(d) = first_duplicate(&metrics) {
         return Err(format!(
@@ -1038,13 +1068,19 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
     }
     let tol = g.tolerances.clone().unwrap_or_default();
     for key in tol.keys() {
+        if key == "itl_p99" {
+            if !itl_listed {
+                return Err("gate.tolerances.itl_p99 is set but gate.metrics does not list itl: add itl to gate.metrics to gate the ITL P99 (docs/gate.md \"ITL P99\")".into());
+            }
+            continue;
+        }
         let ok = match key.split_once('_') {
             None => parse_quantile(key).is_ok(),
             Some((m, q)) => parse_metric(m).is_ok() && parse_quantile(q).is_ok(),
         };
         if !ok {
             return Err(format!(
-                "gate.tolerances: `{key}` is not a key: use p50, p90, p99, or a metric-specific key like ttft_p50 or tpot_p99"
+                "gate.tolerances: `{key}` is not a key: use p50, p90, p99, a metric-specific key like ttft_p50 or tpot_p99, or itl_p99"
             ));
         }
     }
@@ -1103,6 +1139,11 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
             "gate.confirm is {confirm}: use 0 to 5 confirmation runs"
         ));
     }
+    let itl = match (itl_listed, tol.get("itl_p99")) {
+        (false, _) => None,
+        (true, None) => Some(ITL_BAND),
+        (true, Some(r)) => Some(band_from(r, ITL_BAND, "itl_p99")?),
+    };
     Ok(GateSpec {
         metrics,
         quantiles,
@@ -1112,6 +1153,7 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
         max_error_rate,
         confirm,
         slo,
+        itl,
     })
 }
 
@@ -1217,6 +1259,41 @@ mod tests {
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e9] {
             let e = build_load(&raw(Some(bad), None, None)).unwrap_err();
             assert!(e.contains("load.rate"), "{e}");
+        }
+    }
+
+    #[test]
+    fn itl_is_opt_in_and_listed_like_a_metric() {
+        let gate = |g: &str| {
+            let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'sim://'}}\n    request: {{prompt: hi, max_tokens: 4}}\n    gate: {g}\n");
+            crate::config::parse_str(&y, "t.yaml", &|_| None).map(|v| v[0].gate.clone())
+        };
+        let d = gate("{}").unwrap();
+        assert_eq!(d.itl, None);
+        assert_eq!(d.metrics, vec![Metric::Ttft, Metric::Tpot]);
+        let g = gate("{metrics: [ttft, tpot, itl]}").unwrap();
+        assert_eq!(g.itl, Some(ITL_BAND));
+        assert_eq!(g.metrics, vec![Metric::Ttft, Metric::Tpot]);
+        let g = gate("{metrics: [tpot, itl], tolerances: {itl_p99: {fail: 30%}}}").unwrap();
+        assert_eq!(g.metrics, vec![Metric::Tpot]);
+        assert_eq!(
+            g.itl,
+            Some(Band {
+                warn: 0.10,
+                fail: 0.30
+            })
+        );
+        for (bad, want) in [
+            ("{metrics: [itl]}", "lists only itl"),
+            ("{metrics: [ttft, itl, itl]}", "lists itl twice"),
+            (
+                "{metrics: [ttft], tolerances: {itl_p99: {fail: 30%}}}",
+                "does not list itl",
+            ),
+            ("{metrics: [ttfb]}", "ttft, tpot, e2e or itl"),
+        ] {
+            let e = gate(bad).map(|_| ()).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad}: {e}");
         }
     }
 

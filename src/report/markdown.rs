@@ -243,6 +243,7 @@ struct Legend {
     tail: bool,
     open_ci: bool,
     slo: bool,
+    itl: bool,
 }
 
 /// The summary table's rows in scenario order: gated checks (INFO ones are in the details) and
@@ -267,6 +268,7 @@ fn table_rows(r: &Results) -> Vec<Row> {
             let tail = c.kind == crate::gate::CheckKind::TailExceedance;
             let open_ci = change.contains('?');
             let slo = c.kind.is_slo();
+            let itl = matches!(c.kind, crate::gate::CheckKind::ItlTail(_));
             rows.push(Row {
                 rank: match c.verdict {
                     Verdict::Fail => 0,
@@ -282,7 +284,12 @@ fn table_rows(r: &Results) -> Vec<Row> {
                     change,
                     emoji(c.verdict)
                 ),
-                explained: (tail || open_ci || slo).then_some(Legend { tail, open_ci, slo }),
+                explained: (tail || open_ci || slo || itl).then_some(Legend {
+                    tail,
+                    open_ci,
+                    slo,
+                    itl,
+                }),
             });
         }
     }
@@ -309,6 +316,14 @@ fn legend(rows: &[Row], word: &str) -> String {
             "*SLO* rows (gate.slo): the baseline column is the objective, and the change is the \
              measured quantile against it; FAIL when the data show it missed, PASS when they \
              show it met, WARN when this many requests cannot tell"
+                .to_string(),
+        );
+    }
+    if any(|l| l.itl) {
+        parts.push(
+            "*ITL P99*: the P99 of every gap between tokens of every request pooled (the stutter \
+             a reader sees); judged with requests, not gaps, as the independent observations, so \
+             one slow request does not fail it but a stall in many requests does"
                 .to_string(),
         );
     }

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 pub fn fmt_value(c: &Check, v: Option<f64>) -> String {
     match (c.kind, v) {
         (_, None) => "-".into(),
-        (CheckKind::Quantile(_) | CheckKind::Slo(_), Some(x)) => fmt_ms(x),
+        (CheckKind::Quantile(_) | CheckKind::Slo(_) | CheckKind::ItlTail(_), Some(x)) => fmt_ms(x),
         (_, Some(x)) => format!("{:.1}%", x * 100.0),
     }
 }

@@ -19,6 +19,7 @@ mod github_fake;
 mod github_prism;
 mod github_support;
 mod hostile;
+mod itl;
 mod messages;
 mod open_loop;
 mod report_cli;

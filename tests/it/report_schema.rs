@@ -12,14 +12,14 @@ fn schema() -> Value {
     serde_json::from_str(&text).expect("schema is JSON")
 }
 
-fn validator() -> jsonschema::Validator {
+pub(crate) fn validator() -> jsonschema::Validator {
     jsonschema::draft202012::options()
         .should_validate_formats(true)
         .build(&schema())
         .expect("a valid JSON Schema 2020-12")
 }
 
-fn errors(v: &jsonschema::Validator, instance: &Value) -> Vec<String> {
+pub(crate) fn errors(v: &jsonschema::Validator, instance: &Value) -> Vec<String> {
     v.iter_errors(instance)
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect()
