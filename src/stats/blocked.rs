@@ -19,16 +19,13 @@
 //!    the residuals and estimated by the method of moments (DerSimonian & Laird 1986 for a
 //!    meta-regression): tau_u^2 = max(0, (Q - df) / tr P), Q the weighted residual sum of squares,
 //!    df = blocks - 3, added to every block's variance;
-//! 4. the one-sided p-values and the bounds use delta / se with Student's t at the
-//!    Welch-Satterthwaite degrees of freedom of se (the normal when there is no between-block
-//!    term): a between-block variance estimated from 1 residual df (ABBA) is not trusted as known.
+//! 4. the one-sided p-values and the bounds use the normal distribution of delta / se.
 //!
 //! Pure: numbers in, numbers out. Inputs in any positive unit (ms); NaN values are dropped, values
 //! <= 0 clamped as in [`super::shift`].
 
 use super::normal::{normal_quantile, normal_sf};
 use super::shift::{hl_log_shift, hodges_lehmann_ratio};
-use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// One block as the estimate sees it.
 #[derive(Debug, Clone, Copy)]
@@ -60,10 +57,6 @@ pub struct BlockedShift {
     pub blocks: usize,
     /// Residual degrees of freedom, blocks - 3.
     pub df: usize,
-    /// Welch-Satterthwaite degrees of freedom of `se`: infinite (normal) without a between-block
-    /// term; near `df` when that term dominates, so a variance estimated from few blocks is not
-    /// trusted as if it were known.
-    pub df_eff: f64,
 }
 
 impl BlockedShift {
@@ -72,10 +65,9 @@ impl BlockedShift {
         self.log_shift.exp()
     }
 
-    /// One-sided (1 - `alpha`) lower and upper bounds of the ratio, exp(delta -+ t_{1-alpha} se),
-    /// t of Student with `df_eff` degrees of freedom (the normal z when infinite).
+    /// One-sided (1 - `alpha`) lower and upper bounds of the ratio, exp(delta -+ z_{1-alpha} se).
     pub fn bounds(&self, alpha: f64) -> (f64, f64) {
-        let z = quantile(1.0 - alpha, self.df_eff);
+        let z = normal_quantile(1.0 - alpha);
         (
             (self.log_shift - z * self.se).exp(),
             (self.log_shift + z * self.se).exp(),
@@ -84,38 +76,18 @@ impl BlockedShift {
 
     /// One-sided p-value of "the candidate is slower" (H0: delta <= 0).
     pub fn p_greater(&self) -> f64 {
-        p_above(self.log_shift, self.se, self.df_eff)
+        p_above(self.log_shift, self.se)
     }
 
     /// One-sided p-value of "the candidate is faster" (H0: delta >= 0).
     pub fn p_less(&self) -> f64 {
-        p_above(-self.log_shift, self.se, self.df_eff)
+        p_above(-self.log_shift, self.se)
     }
 }
 
-/// Above this many degrees of freedom Student's t is read as the normal.
-const T_AS_NORMAL: f64 = 1e5;
-
-fn student(df: f64) -> Option<StudentsT> {
-    (df.is_finite() && (0.5..T_AS_NORMAL).contains(&df))
-        .then(|| StudentsT::new(0.0, 1.0, df).ok())
-        .flatten()
-}
-
-/// The (Student t or normal) quantile at p.
-fn quantile(p: f64, df: f64) -> f64 {
-    match student(df) {
-        Some(t) => t.inverse_cdf(p),
-        None => normal_quantile(p),
-    }
-}
-
-fn p_above(d: f64, se: f64, df: f64) -> f64 {
+fn p_above(d: f64, se: f64) -> f64 {
     if se > 0.0 && se.is_finite() {
-        match student(df) {
-            Some(t) => t.sf(d / se),
-            None => normal_sf(d / se),
-        }
+        normal_sf(d / se)
     } else if d > 0.0 {
         0.0
     } else {
@@ -240,15 +212,7 @@ pub fn blocked_log_shift(blocks: &[BlockValues]) -> Option<BlockedShift> {
             tau2 = ((q - df as f64) / tr_p).max(0.0);
         }
     }
-    let between = tau2 * a.iter().map(|ai| ai * ai).sum::<f64>();
-    let var: f64 = var_within + between;
-    // Welch-Satterthwaite: the within part is known from many requests (infinite df), the
-    // between part estimated from df residuals.
-    let df_eff = if between > 0.0 && df > 0 {
-        var * var / (between * between / df as f64)
-    } else {
-        f64::INFINITY
-    };
+    let var: f64 = var_within + tau2 * a.iter().map(|ai| ai * ai).sum::<f64>();
     Some(BlockedShift {
         log_shift: delta,
         se: var.sqrt(),
@@ -257,7 +221,6 @@ pub fn blocked_log_shift(blocks: &[BlockValues]) -> Option<BlockedShift> {
         heterogeneity: tau2.sqrt(),
         blocks: k,
         df,
-        df_eff,
     })
 }
 
@@ -332,9 +295,8 @@ mod tests {
         let e = est("ABBA", &l.map(|v: f64| 10.0 * v.exp()));
         assert!((e.log_shift - 0.10).abs() < 1e-12, "{e:?}");
         assert!((e.drift_per_block - 0.05).abs() < 1e-12, "{e:?}");
-        // The model fits exactly: no heterogeneity beyond the within-block noise, normal bounds.
+        // The model fits exactly: no heterogeneity beyond the within-block noise.
         assert_eq!(e.heterogeneity, 0.0);
-        assert_eq!(e.df_eff, f64::INFINITY);
         assert_eq!((e.blocks, e.df), (4, 1));
         // The contrast is (-1/2, 1/2, 1/2, -1/2): var = c^2 * 4 * (1/4) / 21 = c^2 / 21.
         assert!((e.se - e.se_within).abs() < 1e-15);
@@ -378,8 +340,6 @@ mod tests {
         let e = est("ABBAABBA", &l.map(|v| 10.0 * v.exp()));
         assert!(e.heterogeneity > 0.0, "{e:?}");
         assert!(e.se > e.se_within, "{e:?}");
-        // ... and its Satterthwaite df are finite, at least the 5 residual df.
-        assert!(e.df_eff.is_finite() && e.df_eff >= 5.0, "{e:?}");
     }
 
     #[test]
@@ -392,7 +352,6 @@ mod tests {
             heterogeneity: 0.0,
             blocks: 4,
             df: 1,
-            df_eff: f64::INFINITY,
         };
         // z = 2: P(Z >= 2) = 0.02275
         assert!((e.p_greater() - 0.022_750_131_948_179_2).abs() < 1e-12);
@@ -401,12 +360,5 @@ mod tests {
         assert!((lo - (0.1 - 1.644_853_626_951_472_2 * 0.05f64).exp()).abs() < 1e-12);
         assert!((hi - (0.1 + 1.644_853_626_951_472_2 * 0.05f64).exp()).abs() < 1e-12);
         assert_eq!(order_label(&[false, true, true, false]), "ABBA");
-        // With 1 degree of freedom (Cauchy): P(T >= 2) = 1/2 - atan(2)/pi = 0.147584.
-        let t1 = BlockedShift { df_eff: 1.0, ..e };
-        let want = 0.5 - 2.0f64.atan() / std::f64::consts::PI;
-        assert!((t1.p_greater() - want).abs() < 1e-9, "{}", t1.p_greater());
-        // t_{0.95, 1} = tan(0.45 pi) = 6.3138
-        let (_, hi) = t1.bounds(0.05);
-        assert!((hi - (0.1 + (0.45 * std::f64::consts::PI).tan() * 0.05).exp()).abs() < 1e-6);
     }
 }
