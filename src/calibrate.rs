@@ -622,6 +622,14 @@ pub fn report(reps: usize, seed: u64, filter: Option<&str>) -> String {
             );
         }
     }
+    let ab = ab_report(reps, seed, filter);
+    if !ab.is_empty() {
+        if any {
+            out.push('\n');
+        }
+        any = true;
+        out.push_str(&ab);
+    }
     let slo: Vec<SloExperiment> = slo_experiments()
         .into_iter()
         .filter(|e| filter.is_none_or(|f| e.label.contains(f)))
@@ -989,6 +997,584 @@ pub fn run_slo(e: &SloExperiment, reps: usize, seed: u64) -> [f64; 3] {
         counts[i] += 1;
     }
     counts.map(|c| c as f64 / reps.max(1) as f64)
+}
+
+// ---------------------------------------------------------------------------------------------
+// A/B designs (`perfgate ab`, issue 17): both arms measured in the same run, under a drift that
+// multiplies both arms' requests alike at the same moments.
+// ---------------------------------------------------------------------------------------------
+
+/// Drift over one A/B run, on the log scale, common to both arms, every scenario and every
+/// metric at the same moment (the worst case for the family: one slow machine moves them all).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Drift {
+    /// None.
+    None,
+    /// A random walk (Brownian motion) whose log-sd at the end of the run is tau.
+    Walk(f64),
+    /// Linear: the machine (1 + f) times slower at the end of the run than at its start.
+    Linear(f64),
+    /// A step: (1 + f) times slower from a moment drawn uniformly over the run.
+    Step(f64),
+}
+
+impl Drift {
+    /// The log drift at `t` equally spaced moments of one run.
+    fn path(self, t: usize, rng: &mut StdRng) -> Vec<f64> {
+        let u = |j: usize| (j as f64 + 0.5) / t as f64;
+        match self {
+            Drift::None => vec![0.0; t],
+            Drift::Walk(tau) => {
+                let sd = tau / (t as f64).sqrt();
+                let mut w = 0.0;
+                (0..t)
+                    .map(|_| {
+                        let z: f64 = rng.sample(StandardNormal);
+                        w += sd * z;
+                        w
+                    })
+                    .collect()
+            }
+            Drift::Linear(f) => (0..t).map(|j| (1.0 + f).ln() * u(j)).collect(),
+            Drift::Step(f) => {
+                let at: f64 = rng.random();
+                (0..t)
+                    .map(|j| if u(j) > at { (1.0 + f).ln() } else { 0.0 })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// How the two arms were measured and analysed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AbDesign {
+    /// Requests alternate between the arms, each consecutive pair in a random order.
+    Interleaved,
+    /// One arm at a time in blocks of equal size in this order (A base, B candidate), analysed
+    /// by the blocked estimate.
+    Blocked(&'static str),
+    /// The same blocks, analysed as if interleaved (pooled): what blocking is for.
+    Pooled(&'static str),
+}
+
+/// One A/B experiment.
+#[derive(Debug, Clone)]
+pub struct AbExperiment {
+    pub label: String,
+    pub profiles: Vec<Profile>,
+    pub quantiles: Vec<Quantile>,
+    pub scenarios: usize,
+    /// Requests per arm (the first look when sequential).
+    pub n: usize,
+    /// Sequential: requests per arm at most (looks 20, 50, 100, ...); interleaved only.
+    pub max_samples: Option<usize>,
+    pub design: AbDesign,
+    pub drift: Drift,
+    pub change: Change,
+    /// Which metric's FAIL counts (None: any, family-wise).
+    pub count_metric: Option<Metric>,
+    /// P50 fail tolerance instead of the default 10 % (warn at half of it).
+    pub fail_p50: Option<f64>,
+}
+
+/// Rates of one A/B experiment.
+#[derive(Debug, Clone, Default)]
+pub struct AbRates {
+    /// Share of replicates with a FAIL.
+    pub fail: f64,
+    /// Share with a FAIL or a WARN for a significant slowdown beyond the warn tolerance (of the
+    /// counted metric; not a WARN for "inconclusive at this n").
+    pub flagged: f64,
+    /// Mean requests per arm used.
+    pub mean_n: f64,
+}
+
+/// One request of `p` at log drift `d`: its value.
+fn draw_one(p: &Profile, d: f64, factor: f64, slow: f64, rng: &mut StdRng) -> f64 {
+    let z: f64 = rng.sample(StandardNormal);
+    let mut x = p.median_ms * (p.sigma * z + d).exp() * factor;
+    if slow > 0.0 && rng.random::<f64>() < slow {
+        x *= p.slow_factor;
+    }
+    x
+}
+
+/// The arm (false base, true candidate) and block of each moment of a run of `n` requests per
+/// arm.
+fn ab_schedule(design: AbDesign, n: usize, rng: &mut StdRng) -> Vec<(bool, usize)> {
+    match design {
+        AbDesign::Interleaved => (0..n)
+            .flat_map(|_| {
+                let first: bool = rng.random();
+                [(first, 0), (!first, 0)]
+            })
+            .collect(),
+        AbDesign::Blocked(order) | AbDesign::Pooled(order) => {
+            let per = n / (order.len() / 2).max(1);
+            order
+                .chars()
+                .enumerate()
+                .flat_map(|(k, c)| std::iter::repeat_n((c == 'B', k), per))
+                .collect()
+        }
+    }
+}
+
+/// Runs `reps` replicates of `e`.
+pub fn run_ab(e: &AbExperiment, reps: usize, seed: u64) -> AbRates {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut gate = GateSpec {
+        metrics: e.profiles.iter().map(|p| p.metric).collect(),
+        quantiles: e.quantiles.clone(),
+        ..GateSpec::default()
+    };
+    if let Some(f) = e.fail_p50 {
+        for p in &e.profiles {
+            gate.bands.insert(
+                (p.metric, Quantile::P50),
+                crate::config::scenario::Band {
+                    warn: f / 2.0,
+                    fail: f,
+                },
+            );
+        }
+    }
+    let looks = match (e.design, e.max_samples) {
+        (AbDesign::Interleaved, Some(m)) => crate::config::scenario::LoadSpec {
+            concurrency: 1,
+            samples: e.n as u32,
+            warmup: 0,
+            max_samples: Some(m as u32),
+            rate: None,
+            seed: None,
+        }
+        .looks(),
+        _ => vec![e.n],
+    };
+    let n_max = *looks.last().unwrap_or(&e.n);
+    let (mut fails, mut flagged, mut n_sum) = (0usize, 0usize, 0usize);
+    for _ in 0..reps {
+        // One drift path per replicate, shared by every scenario and metric.
+        let sched_len = ab_schedule(e.design, n_max, &mut rng).len();
+        let path = e.drift.path(sched_len, &mut rng);
+        // [scenario] -> schedule, [scenario][metric] -> value of each moment.
+        let mut runs = Vec::new();
+        for _ in 0..e.scenarios {
+            let sched = ab_schedule(e.design, n_max, &mut rng);
+            let vals: Vec<Vec<f64>> = e
+                .profiles
+                .iter()
+                .map(|p| {
+                    sched
+                        .iter()
+                        .zip(&path)
+                        .map(|(&(cand, _), &d)| {
+                            let (factor, slow) = match (cand, e.change) {
+                                (true, Change::Uniform(f)) => (f, p.slow_share),
+                                (true, Change::SlowShare(s)) => (1.0, s),
+                                _ => (1.0, p.slow_share),
+                            };
+                            draw_one(p, d, factor, slow, &mut rng)
+                        })
+                        .collect()
+                })
+                .collect();
+            runs.push((sched, vals));
+        }
+        let mut used = n_max;
+        let mut last_checks = Vec::new();
+        for (i, &n_c) in looks.iter().enumerate() {
+            let ins: Vec<ScenarioSamples> = runs
+                .iter()
+                .enumerate()
+                .map(|(si, (sched, vals))| ab_input(e, &gate, si, sched, vals, n_c, looks.len()))
+                .collect();
+            let (checks, _) = gate::evaluate(&ins);
+            let last = i + 1 == looks.len();
+            if last || gate::all_decided(&checks) {
+                used = n_c;
+                last_checks = checks;
+                break;
+            }
+        }
+        let counted = |c: &&gate::Check| e.count_metric.is_none_or(|m| c.metric == Some(m));
+        fails += last_checks
+            .iter()
+            .filter(counted)
+            .any(|c| c.verdict == Verdict::Fail) as usize;
+        flagged += last_checks.iter().filter(counted).any(|c| {
+            c.verdict == Verdict::Fail
+                || (c.verdict == Verdict::Warn && c.reason.starts_with("significant slowdown"))
+        }) as usize;
+        n_sum += used;
+    }
+    AbRates {
+        fail: fails as f64 / reps.max(1) as f64,
+        flagged: flagged as f64 / reps.max(1) as f64,
+        mean_n: n_sum as f64 / reps.max(1) as f64,
+    }
+}
+
+/// The gate's input for scenario `si` at `n_c` requests per arm (the first n_c of each arm, in
+/// time order).
+fn ab_input(
+    e: &AbExperiment,
+    gate: &GateSpec,
+    si: usize,
+    sched: &[(bool, usize)],
+    vals: &[Vec<f64>],
+    n_c: usize,
+    looks: usize,
+) -> ScenarioSamples {
+    let take = |v: &[f64], cand: bool| -> Vec<f64> {
+        sched
+            .iter()
+            .zip(v)
+            .filter(|((c, _), _)| *c == cand)
+            .map(|(_, x)| *x)
+            .take(n_c)
+            .collect()
+    };
+    let metrics: Vec<(Metric, Samples, Samples)> = e
+        .profiles
+        .iter()
+        .zip(vals)
+        .map(|(p, v)| {
+            (
+                p.metric,
+                Samples {
+                    ok: take(v, false),
+                    failed: 0,
+                },
+                Samples {
+                    ok: take(v, true),
+                    failed: 0,
+                },
+            )
+        })
+        .collect();
+    let n_b = metrics.first().map_or(0, |m| m.1.n());
+    let n_cand = metrics.first().map_or(0, |m| m.2.n());
+    let design = match e.design {
+        AbDesign::Interleaved | AbDesign::Pooled(_) => gate::Design::Interleaved,
+        AbDesign::Blocked(order) => {
+            let blocks = (0..order.len())
+                .map(|k| {
+                    let cand = sched.iter().find(|(_, b)| *b == k).is_some_and(|x| x.0);
+                    gate::Block {
+                        side: if cand {
+                            gate::Side::Candidate
+                        } else {
+                            gate::Side::Base
+                        },
+                        metrics: e
+                            .profiles
+                            .iter()
+                            .zip(vals)
+                            .map(|(p, v)| {
+                                let ok = sched
+                                    .iter()
+                                    .zip(v)
+                                    .filter(|((_, b), _)| *b == k)
+                                    .map(|(_, x)| *x)
+                                    .collect();
+                                (p.metric, Samples { ok, failed: 0 })
+                            })
+                            .collect(),
+                    }
+                })
+                .collect();
+            gate::Design::Blocked(blocks)
+        }
+    };
+    ScenarioSamples {
+        scenario: format!("s{si}"),
+        gate: gate.clone(),
+        metrics,
+        errors: gate::ErrorCounts::new((0, n_b), (0, n_cand)),
+        spread: BTreeMap::new(),
+        looks,
+        slo: Vec::new(),
+        design,
+        itl: None,
+    }
+}
+
+/// The A/B rows of `calibrate` (issue 17 targets in comments), and the committed-baseline rows
+/// under the same tau that show what measuring both arms in one run buys.
+pub fn ab_experiments() -> (Vec<AbExperiment>, Vec<Experiment>) {
+    let both = vec![TTFT, TPOT];
+    let q = vec![Quantile::P50, Quantile::P99];
+    let mut v = Vec::new();
+    #[allow(clippy::too_many_arguments)]
+    let e = |label: String,
+             profiles: Vec<Profile>,
+             quantiles: Vec<Quantile>,
+             scenarios,
+             n,
+             max_samples,
+             design,
+             drift,
+             change,
+             count_metric,
+             fail_p50| AbExperiment {
+        label,
+        profiles,
+        quantiles,
+        scenarios,
+        n,
+        max_samples,
+        design,
+        drift,
+        change,
+        count_metric,
+        fail_p50,
+    };
+    let il = AbDesign::Interleaved;
+    // Interleaved, family-wise false alarms (target <= 1 % at tau 0.05 and 0.20).
+    for (n, drift, what) in [
+        (40, Drift::Walk(0.05), "walk tau 0.05"),
+        (40, Drift::Walk(0.20), "walk tau 0.20"),
+        (40, Drift::Step(0.20), "step +20%"),
+        (500, Drift::Walk(0.20), "walk tau 0.20"),
+    ] {
+        v.push(e(
+            format!("ab interleaved null, 5 sc, {what}, n {n}"),
+            both.clone(),
+            q.clone(),
+            5,
+            n,
+            None,
+            il,
+            drift,
+            Change::None,
+            None,
+            None,
+        ));
+    }
+    // Interleaved power: TPOT +10 % at n 40 per arm (target >= 90 %), with the default 10 %
+    // band and with a 5 % band; +20 % for comparison.
+    for (f, band) in [(1.1, None), (1.1, Some(0.05)), (1.2, None)] {
+        for tau in [0.0, 0.05, 0.20] {
+            v.push(e(
+                format!(
+                    "ab interleaved TPOT +{:.0}%{}, n 40, tau {tau}",
+                    (f - 1.0) * 100.0,
+                    band.map_or(String::new(), |b: f64| format!(" (fail {:.0}%)", b * 100.0))
+                ),
+                vec![TPOT],
+                vec![Quantile::P50],
+                1,
+                40,
+                None,
+                il,
+                Drift::Walk(tau),
+                Change::Uniform(f),
+                Some(Metric::Tpot),
+                band,
+            ));
+        }
+    }
+    // Interleaved power: TTFT +20 % within the sequential budget 20..300 (target >= 90 %).
+    for tau in [0.0, 0.05, 0.20] {
+        v.push(e(
+            format!("ab interleaved TTFT +20%, seq 20..300, tau {tau}"),
+            vec![TTFT],
+            vec![Quantile::P50],
+            1,
+            20,
+            Some(300),
+            il,
+            Drift::Walk(tau),
+            Change::Uniform(1.2),
+            Some(Metric::Ttft),
+            None,
+        ));
+    }
+    // Blocked: family-wise false alarms (target <= 1 % with linear drift of 10 %), the same
+    // blocks analysed pooled, and more blocks.
+    for (order, n) in [("ABBA", 40), ("ABBA", 500), ("ABBAABBA", 40)] {
+        for (drift, what) in [
+            (Drift::Linear(0.10), "linear +10%"),
+            (Drift::Step(0.10), "step +10%"),
+            (Drift::Walk(0.05), "walk tau 0.05"),
+            (Drift::Walk(0.20), "walk tau 0.20"),
+        ] {
+            for design in [AbDesign::Blocked(order), AbDesign::Pooled(order)] {
+                let how = if matches!(design, AbDesign::Blocked(_)) {
+                    "blocked"
+                } else {
+                    "pooled"
+                };
+                v.push(e(
+                    format!("ab {how} {order} null, 5 sc, {what}, n {n}"),
+                    both.clone(),
+                    q.clone(),
+                    5,
+                    n,
+                    None,
+                    design,
+                    drift,
+                    Change::None,
+                    None,
+                    None,
+                ));
+            }
+        }
+    }
+    // ABAB: the order where pooling keeps a quarter of a linear drift.
+    for design in [AbDesign::Blocked("ABAB"), AbDesign::Pooled("ABAB")] {
+        let how = if matches!(design, AbDesign::Blocked(_)) {
+            "blocked"
+        } else {
+            "pooled"
+        };
+        v.push(e(
+            format!("ab {how} ABAB null, 5 sc, linear +30%, n 40"),
+            both.clone(),
+            q.clone(),
+            5,
+            40,
+            None,
+            design,
+            Drift::Linear(0.30),
+            Change::None,
+            None,
+            None,
+        ));
+    }
+    // Blocked power under linear drift of 10 %: TPOT +10 % at n 40 per arm, TTFT +20 % at 300.
+    for (order, p, f, n, band) in [
+        ("ABBA", TPOT, 1.1, 40, None),
+        ("ABBA", TPOT, 1.1, 40, Some(0.05)),
+        ("ABBA", TPOT, 1.2, 40, None),
+        ("ABBA", TTFT, 1.2, 300, None),
+        ("ABBAABBA", TPOT, 1.1, 40, Some(0.05)),
+        ("ABBAABBA", TTFT, 1.2, 300, None),
+    ] {
+        v.push(e(
+            format!(
+                "ab blocked {order} {} +{:.0}%{}, n {n}, linear +10%",
+                p.metric.label(),
+                (f - 1.0) * 100.0,
+                band.map_or(String::new(), |b: f64| format!(" (fail {:.0}%)", b * 100.0))
+            ),
+            vec![p],
+            vec![Quantile::P50],
+            1,
+            n,
+            None,
+            AbDesign::Blocked(order),
+            Drift::Linear(0.10),
+            Change::Uniform(f),
+            Some(p.metric),
+            band,
+        ));
+    }
+    // Committed baseline (k = 5 blessed runs) at the same tau, as run-to-run drift.
+    let kd = crate::bless::DEFAULT_RUNS as usize;
+    let mut c = Vec::new();
+    let ex =
+        |label: String, profiles, quantiles, scenarios, n, max, tau, change, count| Experiment {
+            label,
+            profiles,
+            quantiles,
+            scenarios,
+            k: kd,
+            n,
+            max_samples: max,
+            tau,
+            change,
+            count_metric: count,
+        };
+    for tau in [0.05, 0.20] {
+        c.push(ex(
+            format!("committed null, 5 sc, tau {tau}, k {kd}, n 40"),
+            both.clone(),
+            q.clone(),
+            5,
+            40,
+            None,
+            tau,
+            Change::None,
+            None,
+        ));
+        c.push(ex(
+            format!("committed TPOT +10%, n 40, tau {tau}, k {kd}"),
+            vec![TPOT],
+            vec![Quantile::P50],
+            1,
+            40,
+            None,
+            tau,
+            Change::Uniform(1.1),
+            Some(Metric::Tpot),
+        ));
+        c.push(ex(
+            format!("committed TTFT +20%, seq 20..300, tau {tau}, k {kd}"),
+            vec![TTFT],
+            vec![Quantile::P50],
+            1,
+            20,
+            Some(300),
+            tau,
+            Change::Uniform(1.2),
+            Some(Metric::Ttft),
+        ));
+    }
+    (v, c)
+}
+
+/// The A/B section of the `calibrate` table.
+fn ab_report(reps: usize, seed: u64, filter: Option<&str>) -> String {
+    let mut out = String::new();
+    let (ab, committed) = ab_experiments();
+    let ab: Vec<(usize, AbExperiment)> = ab
+        .into_iter()
+        .enumerate()
+        .filter(|(_, e)| filter.is_none_or(|f| e.label.contains(f)))
+        .collect();
+    let committed: Vec<(usize, Experiment)> = committed
+        .into_iter()
+        .enumerate()
+        .filter(|(_, e)| filter.is_none_or(|f| e.label.contains(f)))
+        .collect();
+    if ab.is_empty() && committed.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "A/B designs (perfgate ab): drift over the run, common to both arms, every scenario and metric;\nn per arm. FAIL = false-alarm rate for null rows, power otherwise; FAIL|sigWARN = a FAIL or a WARN\nfor a significant slowdown beyond the warn tolerance (not an inconclusive WARN).\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<58} {:>9} {:>13} {:>8}",
+        "experiment", "FAIL", "FAIL|sigWARN", "mean n"
+    );
+    for (i, e) in &ab {
+        let r = run_ab(e, reps, seed.wrapping_add(2_000_003 + *i as u64 * 7919));
+        let _ = writeln!(
+            out,
+            "{:<58} {:>8.1}% {:>12.1}% {:>8.0}",
+            e.label,
+            r.fail * 100.0,
+            r.flagged * 100.0,
+            r.mean_n
+        );
+    }
+    for (i, e) in &committed {
+        let r = run_experiment(e, reps, seed.wrapping_add(3_000_017 + *i as u64 * 7919));
+        let _ = writeln!(
+            out,
+            "{:<58} {:>8.1}% {:>13} {:>8.0}",
+            e.label,
+            r.perfgate * 100.0,
+            "-",
+            r.mean_n
+        );
+    }
+    out
 }
 
 #[cfg(test)]

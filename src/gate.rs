@@ -376,11 +376,13 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
                 min_delta: s.gate.min_delta(*m),
                 alpha: s.gate.alpha / s.looks.max(1) as f64,
             };
-            let mut ch = match q {
-                Quantile::P50 => p50_check(&input),
+            let mut ch = match (q, &s.design) {
+                (Quantile::P50, Design::Blocked(blocks)) => blocked_p50_check(&input, blocks),
+                (Quantile::P50, _) => p50_check(&input),
                 _ => tail_check(&input, *q),
             };
             mark_widened(&mut ch, configured, spread);
+            note_design(&mut ch, &s.design);
             checks.push(ch);
         }
         if s.gate.quantiles.iter().any(|q| *q != Quantile::P50) {
@@ -391,6 +393,7 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
             let band = widened(configured, spread);
             let mut ch = exceedance_check(&s.scenario, *m, b, c, band, s.gate.alpha);
             mark_widened(&mut ch, configured, spread);
+            note_design(&mut ch, &s.design);
             checks.push(ch);
         }
     }
@@ -1210,6 +1213,148 @@ fn fmt_objective_ms(ms: f64) -> String {
     }
 }
 
+/// The blocks' order, base A and candidate B: "ABBA".
+fn block_order(blocks: &[Block]) -> String {
+    stats::blocked::order_label(
+        &blocks
+            .iter()
+            .map(|b| b.side == Side::Candidate)
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Says on an A/B check how the arms were compared (the blocked P50 says it itself): interleaved
+/// samples as they are, a blocked design's tails and tail>P90 on the pooled blocks.
+fn note_design(ch: &mut Draft, design: &Design) {
+    let note = match design {
+        Design::Committed => return,
+        Design::Interleaved => "interleaved A/B (no drift widening)".to_string(),
+        Design::Blocked(_) if ch.kind == CheckKind::Quantile(Quantile::P50) => return,
+        Design::Blocked(blocks) => format!(
+            "blocked {}: compared on the pooled blocks (balanced orders share the drift)",
+            block_order(blocks)
+        ),
+    };
+    ch.reason = if ch.reason.is_empty() {
+        note
+    } else {
+        format!("{}; {note}", ch.reason)
+    };
+}
+
+/// P50 of a blocked A/B design (docs/gate.md "Blocked design"): the drift-corrected
+/// Hodges-Lehmann shift of `stats::blocked` over the blocks of this metric, its normal bounds and
+/// one-sided p-values, settled as [`p50_check`] settles the pooled shift (the medians shown are
+/// the pooled ones).
+fn blocked_p50_check(input: &CheckInput, blocks: &[Block]) -> Draft {
+    let CheckInput {
+        scenario,
+        metric: m,
+        baseline: b,
+        candidate: c,
+        band,
+        min_delta: md,
+        alpha,
+    } = *input;
+    let mut ch = empty_check(
+        scenario,
+        Some(m),
+        CheckKind::Quantile(Quantile::P50),
+        band,
+        md,
+        b.ok.len(),
+        c.ok.len(),
+    );
+    ch.baseline = quantile_type7(&sorted(&b.ok), 0.5);
+    ch.candidate = quantile_type7(&sorted(&c.ok), 0.5);
+    let order = block_order(blocks);
+    let values: Vec<stats::blocked::BlockValues> = blocks
+        .iter()
+        .filter_map(|bl| {
+            let (_, smp) = bl.metrics.iter().find(|(mm, _)| *mm == m)?;
+            Some(stats::blocked::BlockValues {
+                candidate: bl.side == Side::Candidate,
+                values: &smp.ok,
+                requests: smp.n(),
+            })
+        })
+        .collect();
+    let Some(shift) = stats::blocked::blocked_log_shift(&values) else {
+        ch.reason = format!(
+            "not compared: the blocked order {order} cannot tell the arms from a drift between blocks (needs blocks of both arms, e.g. ABBA, with 2 or more values each)"
+        );
+        return ch;
+    };
+    let ratio = shift.ratio();
+    let (lower, upper) = shift.bounds(alpha);
+    ch.ratio = Some(ratio);
+    ch.ci = Some((Some(lower), Some(upper)));
+    ch.p_value = Some(shift.p_greater());
+    ch.p_improve = Some(shift.p_less());
+    let base = ch.baseline.unwrap_or(0.0);
+    // As in p50_check: at or below the floor the ratio says nothing and the absolute change of
+    // the medians decides; above it the drift-corrected ratio gives the change in ms.
+    let tiny_base = base <= md || base <= 0.0;
+    let (delta, upper_delta) = if tiny_base {
+        let d = ch.candidate.unwrap_or(base) - base;
+        (d, d)
+    } else {
+        (base * (ratio - 1.0), base * (upper - 1.0))
+    };
+    let lim = (1.0 + band.fail).ln();
+    let n = b.ok.len().min(c.ok.len());
+    let w = upper.ln() - ratio.ln();
+    let target = (lim - ratio.ln()).abs();
+    // The between-block part of the variance does not shrink with more requests per block.
+    let between = 1.0 - (shift.se_within / shift.se).powi(2);
+    ch.samples_needed = if between > 0.5 {
+        None
+    } else {
+        needed(n, w, target)
+    };
+    let drift = format!(
+        "blocked {order}: {} blocks, a drift of {:+.1}% per block removed",
+        shift.blocks,
+        (shift.drift_per_block.exp() - 1.0) * 100.0
+    );
+    ch.reason = if shift.heterogeneity > 0.0 {
+        format!(
+            "{drift}, and {:.1}% of block-to-block noise beyond it counted in the interval",
+            shift.heterogeneity * 100.0
+        )
+    } else {
+        drift
+    };
+    let bound = format!(
+        "the {:.0}% upper bound {:+.1}% cannot rule out a change beyond {:.0}% at n = {n}",
+        (1.0 - alpha) * 100.0,
+        (upper - 1.0) * 100.0,
+        band.fail * 100.0
+    );
+    let inconclusive = match ch.samples_needed {
+        _ if between > 0.5 => format!(
+            "inconclusive: {bound}, and most of its width is drift between blocks: more blocks (ABBAABBA...) would narrow it, more requests per block would not"
+        ),
+        Some(k) if k > PRACTICAL_SAMPLES => format!(
+            "inconclusive: {bound}, and the change is so close to the tolerance that no practical number of samples would settle it (over {PRACTICAL_SAMPLES} per side)"
+        ),
+        Some(k) => format!("inconclusive: {bound}; needs ~{k} samples per side"),
+        None => format!("inconclusive at n = {n}"),
+    };
+    ch.pending = Some(Pending {
+        beyond_fail: (tiny_base || ratio > 1.0 + band.fail) && delta > md,
+        beyond_warn: (tiny_base || ratio > 1.0 + band.warn) && delta > md,
+        improved_beyond_fail: ratio < 1.0 / (1.0 + band.fail) && -delta > md,
+        pass: if tiny_base {
+            delta <= md
+        } else {
+            upper <= 1.0 + band.fail || upper_delta <= md
+        },
+        inconclusive_reason: inconclusive,
+    });
+    ch
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1406,6 +1551,136 @@ mod tests {
         assert!((wide.fail - 0.4665).abs() < 0.0005, "{}", wide.fail);
         assert_eq!(wide.fail_configured, Some(0.20));
         assert!(wide.reason.contains("widened from 20%"), "{}", wide.reason);
+    }
+
+    /// A blocked A/B scenario of TPOT: blocks of `per_block` requests in `order` (A base, B
+    /// candidate), the candidate `change` times slower, and a drift that makes the machine
+    /// `drift` times slower by the end of the run, linearly in time (request by request).
+    fn blocked(order: &str, per_block: usize, change: f64, drift: f64) -> ScenarioSamples {
+        let total = (order.len() * per_block) as f64;
+        let mut blocks = Vec::new();
+        let (mut base, mut cand) = (Vec::new(), Vec::new());
+        for (k, side) in order.chars().enumerate() {
+            let grid = sample(10.0, per_block, 0.1 * k as f64);
+            // A fixed permutation so the grid's order is not the time order.
+            let vals: Vec<f64> = (0..per_block)
+                .map(|j| {
+                    let u = (k * per_block + j) as f64 / total;
+                    let x = grid[(j * 7 + 3) % per_block] * drift.powf(u);
+                    if side == 'B' {
+                        x * change
+                    } else {
+                        x
+                    }
+                })
+                .collect();
+            if side == 'B' {
+                cand.extend_from_slice(&vals);
+            } else {
+                base.extend_from_slice(&vals);
+            }
+            blocks.push(Block {
+                side: if side == 'B' {
+                    Side::Candidate
+                } else {
+                    Side::Base
+                },
+                metrics: vec![(
+                    Metric::Tpot,
+                    Samples {
+                        ok: vals,
+                        failed: 0,
+                    },
+                )],
+            });
+        }
+        let (nb, nc) = (base.len(), cand.len());
+        ScenarioSamples {
+            scenario: "s".into(),
+            gate: gate(vec![Quantile::P50]),
+            metrics: vec![(
+                Metric::Tpot,
+                Samples {
+                    ok: base,
+                    failed: 0,
+                },
+                Samples {
+                    ok: cand,
+                    failed: 0,
+                },
+            )],
+            errors: ErrorCounts::new((0, nb), (0, nc)),
+            spread: BTreeMap::new(),
+            looks: 1,
+            slo: Vec::new(),
+            design: Design::Blocked(blocks),
+            itl: None,
+        }
+    }
+
+    #[test]
+    fn blocked_abba_cancels_a_linear_drift() {
+        // ABBA, 20 TPOT requests per block (40 per arm), the machine 10 % slower by the end of
+        // the run, no change: the drift-corrected ratio is 1.00 and the check is not a FAIL.
+        let (checks, _) = evaluate(&[blocked("ABBA", 20, 1.0, 1.10)]);
+        let p50 = &checks[0];
+        assert!((p50.ratio.unwrap() - 1.0).abs() < 0.005, "{p50:?}");
+        assert_eq!(p50.verdict, Verdict::Pass, "{p50:?}");
+        assert!(
+            p50.reason.contains("blocked ABBA: 4 blocks"),
+            "{}",
+            p50.reason
+        );
+        // The same drift with the candidate 20 % slower: FAIL, at 1.20.
+        let (checks, _) = evaluate(&[blocked("ABBA", 20, 1.2, 1.10)]);
+        let p50 = &checks[0];
+        assert_eq!(p50.verdict, Verdict::Fail, "{p50:?}");
+        assert!((p50.ratio.unwrap() - 1.2).abs() < 0.01, "{p50:?}");
+    }
+
+    #[test]
+    fn a_pooled_comparison_of_blocks_is_biased_by_drift() {
+        // ABAB, the machine 10 % slower by the end, no change: each candidate block ran one block
+        // after its base block, so pooling the blocks sees about a quarter of the drift
+        // (ln 1.1 / 4 = +2.4 %); the blocked estimate removes it.
+        let mut s = blocked("ABAB", 20, 1.0, 1.10);
+        let (blocked_checks, _) = evaluate(std::slice::from_ref(&s));
+        s.design = Design::Interleaved;
+        let (pooled, _) = evaluate(&[s]);
+        let (rb, rp) = (blocked_checks[0].ratio.unwrap(), pooled[0].ratio.unwrap());
+        assert!((rb - 1.0).abs() < 0.005, "blocked {rb}");
+        assert!((rp - 1.024).abs() < 0.01, "pooled {rp}");
+        // A throttling machine, 60 % slower by the end of ABAB: pooling reads it as a +12.5 %
+        // regression and FAILs; the blocked estimate says 1.00 and passes.
+        let mut s = blocked("ABAB", 20, 1.0, 1.6);
+        let (blocked_checks, _) = evaluate(std::slice::from_ref(&s));
+        s.design = Design::Interleaved;
+        let (pooled, _) = evaluate(&[s]);
+        assert_eq!(pooled[0].verdict, Verdict::Fail, "{:?}", pooled[0]);
+        assert!(
+            (blocked_checks[0].ratio.unwrap() - 1.0).abs() < 0.01,
+            "{:?}",
+            blocked_checks[0]
+        );
+        assert_ne!(
+            blocked_checks[0].verdict,
+            Verdict::Fail,
+            "{:?}",
+            blocked_checks[0]
+        );
+    }
+
+    #[test]
+    fn a_blocked_order_that_cannot_separate_drift_is_not_compared() {
+        let mut s = blocked("ABBA", 20, 1.3, 1.0);
+        if let Design::Blocked(b) = &mut s.design {
+            b.truncate(2);
+        }
+        let (checks, _) = evaluate(&[s]);
+        assert_eq!(checks[0].verdict, Verdict::Info, "{:?}", checks[0]);
+        assert!(checks[0]
+            .reason
+            .starts_with("not compared: the blocked order AB"));
     }
 
     #[test]

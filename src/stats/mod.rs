@@ -8,6 +8,7 @@
 //!   and a result that does not exist is `None` (or a documented neutral value such as a p-value of 1);
 //! - latency inputs are in whatever unit the caller uses (perfgate uses milliseconds); ratios are unitless.
 
+pub mod blocked;
 pub mod cluster;
 pub mod holm;
 pub mod itl;
