@@ -1394,7 +1394,7 @@ pub fn ab_experiments() -> (Vec<AbExperiment>, Vec<Experiment>) {
     }
     // Blocked: family-wise false alarms (target <= 1 % with linear drift of 10 %), the same
     // blocks analysed pooled, and more blocks.
-    for (order, n) in [("ABBA", 40), ("ABBA", 500), ("ABBAABBA", 40)] {
+    for (order, n) in [("ABBA", 40), ("ABBA", 500), ("ABBABAAB", 40)] {
         for (drift, what) in [
             (Drift::Linear(0.10), "linear +10%"),
             (Drift::Step(0.10), "step +10%"),
@@ -1450,8 +1450,8 @@ pub fn ab_experiments() -> (Vec<AbExperiment>, Vec<Experiment>) {
         ("ABBA", TPOT, 1.1, 40, Some(0.05)),
         ("ABBA", TPOT, 1.2, 40, None),
         ("ABBA", TTFT, 1.2, 300, None),
-        ("ABBAABBA", TPOT, 1.1, 40, Some(0.05)),
-        ("ABBAABBA", TTFT, 1.2, 300, None),
+        ("ABBABAAB", TPOT, 1.1, 40, Some(0.05)),
+        ("ABBABAAB", TTFT, 1.2, 300, None),
     ] {
         v.push(e(
             format!(

@@ -1333,7 +1333,7 @@ fn blocked_p50_check(input: &CheckInput, blocks: &[Block]) -> Draft {
     );
     let inconclusive = match ch.samples_needed {
         _ if between > 0.5 => format!(
-            "inconclusive: {bound}, and most of its width is drift between blocks: more blocks (ABBAABBA...) would narrow it, more requests per block would not"
+            "inconclusive: {bound}, and most of its width is drift between blocks: more blocks (--blocks 4) would narrow it, more requests per block would not"
         ),
         Some(k) if k > PRACTICAL_SAMPLES => format!(
             "inconclusive: {bound}, and the change is so close to the tolerance that no practical number of samples would settle it (over {PRACTICAL_SAMPLES} per side)"
