@@ -701,29 +701,34 @@ fn needed(n: usize, w: f64, target: f64) -> Option<usize> {
     )
 }
 
+/// A P50 check of `input` with nothing decided yet: the two sides' sample medians shown.
+fn p50_draft(input: &CheckInput) -> Draft {
+    let mut ch = empty_check(
+        input.scenario,
+        Some(input.metric),
+        CheckKind::Quantile(Quantile::P50),
+        input.band,
+        input.min_delta,
+        input.baseline.ok.len(),
+        input.candidate.ok.len(),
+    );
+    ch.baseline = quantile_type7(&sorted(&input.baseline.ok), 0.5);
+    ch.candidate = quantile_type7(&sorted(&input.candidate.ok), 0.5);
+    ch
+}
+
 fn p50_check(input: &CheckInput) -> Draft {
     let CheckInput {
-        scenario,
-        metric: m,
         baseline: b,
         candidate: c,
         band,
         min_delta: md,
         alpha,
+        ..
     } = *input;
-    let mut ch = empty_check(
-        scenario,
-        Some(m),
-        CheckKind::Quantile(Quantile::P50),
-        band,
-        md,
-        b.ok.len(),
-        c.ok.len(),
-    );
+    let mut ch = p50_draft(input);
     let bs = sorted(&b.ok);
     let cs = sorted(&c.ok);
-    ch.baseline = quantile_type7(&bs, 0.5);
-    ch.candidate = quantile_type7(&cs, 0.5);
     if bs.len() < 2 || cs.len() < 2 {
         ch.reason = format!(
             "not compared: {} baseline and {} candidate values (successful requests where the metric is defined; TPOT needs 2 or more output tokens)",
@@ -1248,25 +1253,15 @@ fn note_design(ch: &mut Draft, design: &Design) {
 /// the pooled ones).
 fn blocked_p50_check(input: &CheckInput, blocks: &[Block]) -> Draft {
     let CheckInput {
-        scenario,
         metric: m,
         baseline: b,
         candidate: c,
         band,
         min_delta: md,
         alpha,
+        ..
     } = *input;
-    let mut ch = empty_check(
-        scenario,
-        Some(m),
-        CheckKind::Quantile(Quantile::P50),
-        band,
-        md,
-        b.ok.len(),
-        c.ok.len(),
-    );
-    ch.baseline = quantile_type7(&sorted(&b.ok), 0.5);
-    ch.candidate = quantile_type7(&sorted(&c.ok), 0.5);
+    let mut ch = p50_draft(input);
     let order = block_order(blocks);
     let values: Vec<stats::blocked::BlockValues> = blocks
         .iter()

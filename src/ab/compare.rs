@@ -7,12 +7,10 @@ use super::measure::AbRuns;
 use super::{AbOptions, AbScenario, DesignChoice};
 use crate::check::{self, Arm};
 use crate::config::Metric;
-use crate::exit;
 use crate::gate::{self, Block, Design, ScenarioSamples, Side};
 use crate::record::RequestRecord;
-use crate::results::{AbDesign, AbResult, Results, ScenarioResult, Status, RESULTS_SCHEMA_VERSION};
+use crate::results::{AbDesign, AbResult, Results, ScenarioResult, Status};
 use crate::runner::RunOutput;
-use crate::verdict::Overall;
 use std::collections::BTreeMap;
 
 /// Builds the results of an A/B run from each scenario's arms.
@@ -28,32 +26,14 @@ pub fn compare(scs: &[AbScenario], runs: Vec<AbRuns>, opts: &AbOptions) -> Resul
         }
         results.push(res);
     }
-    let (checks, family) = gate::evaluate(&inputs);
-    for c in checks {
-        if let Some(r) = results.iter_mut().find(|r| r.name == c.scenario) {
-            r.checks.push(c);
-        }
-    }
-    for r in results.iter_mut() {
-        if let Some(base) = base_figures.get(&r.name) {
-            let notes = check::fail_notes(r, base);
-            r.notes.extend(notes);
-        }
-    }
-    let mut out = Results {
-        schema_version: RESULTS_SCHEMA_VERSION,
-        perfgate_version: env!("CARGO_PKG_VERSION").to_string(),
-        created_at: crate::clock::now_rfc3339(),
-        id: opts.id.clone(),
-        verdict: Overall::Pass,
-        exit_code: exit::OK,
-        family_size: family,
-        incomplete: crate::cancel::requested(),
-        baseline_policy: crate::verdict::BaselinePolicy::Required,
-        scenarios: results,
-    };
-    out.decide();
-    out
+    // ab has no committed baseline: the policy is the default (nothing to allow missing).
+    check::gated_results(
+        results,
+        &inputs,
+        &base_figures,
+        &opts.id,
+        crate::verdict::BaselinePolicy::Required,
+    )
 }
 
 /// One scenario: its result, its gate input when both arms were measured, and the base arm's

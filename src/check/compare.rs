@@ -410,7 +410,20 @@ pub fn compare(
         res.records = run.records.iter().map(RequestRecord::rounded).collect();
         results.push(res);
     }
-    let (checks, family) = gate::evaluate(&gate_inputs);
+    gated_results(results, &gate_inputs, &base_figures, &opts.id, opts.policy)
+}
+
+/// The end of `check` and `ab` alike: the gate over every scenario's input (one Holm family),
+/// each check put on its scenario with the "where the time went" notes of a FAIL (`base_figures`:
+/// the baseline's or base arm's server-side figures by scenario), and the overall verdict.
+pub fn gated_results(
+    mut results: Vec<ScenarioResult>,
+    inputs: &[gate::ScenarioSamples],
+    base_figures: &BTreeMap<String, BTreeMap<String, f64>>,
+    id: &str,
+    policy: crate::verdict::BaselinePolicy,
+) -> Results {
+    let (checks, family) = gate::evaluate(inputs);
     for c in checks {
         if let Some(r) = results.iter_mut().find(|r| r.name == c.scenario) {
             r.checks.push(c);
@@ -426,12 +439,13 @@ pub fn compare(
         schema_version: RESULTS_SCHEMA_VERSION,
         perfgate_version: env!("CARGO_PKG_VERSION").to_string(),
         created_at: crate::clock::now_rfc3339(),
-        id: opts.id.clone(),
+        id: id.to_string(),
         verdict: Overall::Pass,
         exit_code: exit::OK,
         family_size: family,
+        // set by the caller once every measurement (and confirmation) is over
         incomplete: false,
-        baseline_policy: opts.policy,
+        baseline_policy: policy,
         scenarios: results,
     };
     out.decide();

@@ -16,12 +16,13 @@ mod server_notes;
 
 pub use baselines::{missing_message, Baselines};
 pub use compare::{
-    baseline_spread, compare, gate_input, run_problem, scenario_samples, Arm, ArmRequest,
+    baseline_spread, compare, gate_input, gated_results, run_problem, scenario_samples, Arm,
+    ArmRequest,
 };
 pub use drift::{config_diff, staleness, workload_drift, Drift};
 pub use figures::{achieved_concurrency, measured};
 pub use notes::{client_lag_note, run_notes, schedule_notes};
-pub use server_notes::{fail_notes, identity_drift};
+pub use server_notes::identity_drift;
 
 use crate::config::{Metric, Scenario};
 use crate::gate;
