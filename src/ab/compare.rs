@@ -163,12 +163,7 @@ fn one(
         return (res, None, None);
     }
     for d in &drifts {
-        let names: Vec<&str> = d
-            .metrics
-            .iter()
-            .filter(|m| sc.gate.metrics.contains(m))
-            .map(|m| m.label())
-            .collect();
+        let names = d.gated_labels(&sc.gate.metrics);
         if !names.is_empty() {
             res.notes.push(format!(
                 "workload drift between the arms: {}; {} not compared (the other metrics and the error rate are)",

@@ -93,6 +93,17 @@ pub struct Drift {
     pub why: String,
 }
 
+impl Drift {
+    /// The labels of the metrics this drift removes from those `gated` ("TPOT").
+    pub fn gated_labels(&self, gated: &[Metric]) -> Vec<&'static str> {
+        self.metrics
+            .iter()
+            .filter(|m| gated.contains(m))
+            .map(|m| m.label())
+            .collect()
+    }
+}
+
 /// The token source most requests used, its count and the number of requests with a source.
 fn majority_source(sources: &[TokenSource]) -> Option<(TokenSource, usize, usize)> {
     let total = sources.len();
