@@ -137,8 +137,8 @@ struct CheckArgs {
     /// Run only shard I of N (1 <= I <= N), e.g. `--shard 2/4` in a CI matrix: the scenarios
     /// sorted by name, the k-th (from 0) in shard k mod N + 1. Merge the shards' results files
     /// with `perfgate report`.
-    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
-    shard: Option<Shard>,
+    #[arg(long, value_name = "I/N")]
+    shard: Option<config::shard::Shard>,
     /// Check id for the PR comment marker `<!-- perfgate:ID -->` [default: GITHUB_WORKFLOW/GITHUB_JOB
     /// inside GitHub Actions, else perfgate].
     #[arg(long, default_value_t = crate::github::default_id(), hide_default_value = true)]
@@ -340,41 +340,6 @@ fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// `--shard I/N`: shard `index` (1-based) of `count`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shard {
-    pub index: usize,
-    pub count: usize,
-}
-
-fn parse_shard(s: &str) -> Result<Shard, String> {
-    let bad = || format!("`{s}`: use I/N with 1 <= I <= N <= 1000, e.g. 1/4");
-    let (i, n) = s.split_once('/').ok_or_else(bad)?;
-    let index: usize = i.trim().parse().map_err(|_| bad())?;
-    let count: usize = n.trim().parse().map_err(|_| bad())?;
-    if index == 0 || count == 0 || index > count || count > 1000 {
-        return Err(bad());
-    }
-    Ok(Shard { index, count })
-}
-
-/// The scenarios of one shard: sorted by name, the k-th (from 0) goes to shard k mod N + 1, so
-/// the N shards cover every scenario exactly once and differ in size by at most one. Stable for
-/// a given set of names (adding or renaming a scenario may move others to another shard, which
-/// does not matter: each shard still checks against the committed baselines). Input order is
-/// kept within the shard.
-pub fn select_shard(scs: Vec<Scenario>, shard: Shard) -> Vec<Scenario> {
-    let mut names: Vec<&str> = scs.iter().map(|s| s.name.as_str()).collect();
-    names.sort_unstable();
-    let mine: std::collections::BTreeSet<String> = names
-        .iter()
-        .enumerate()
-        .filter(|(k, _)| k % shard.count + 1 == shard.index)
-        .map(|(_, n)| n.to_string())
-        .collect();
-    scs.into_iter().filter(|s| mine.contains(&s.name)).collect()
-}
-
 fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
     load_scenarios_as(a, config::arm::Reading::Written)
 }
@@ -486,13 +451,9 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     let mut scs = load_measured_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
         let total = scs.len();
-        scs = select_shard(scs, sh);
-        if scs.is_empty() {
-            return Err(ExitError::invalid(format!(
-                "--shard {}/{}: no scenario falls in this shard ({total} scenario(s)): use at most {total} shards",
-                sh.index, sh.count
-            )));
-        }
+        scs = sh
+            .select(scs)
+            .map_err(|e| ExitError::invalid(e.to_string()))?;
         let names: Vec<&str> = scs.iter().map(|s| s.name.as_str()).collect();
         eprintln!(
             "perfgate: shard {}/{}: {} of {total} scenario(s): {}",
@@ -509,30 +470,9 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     };
     // Fail before measuring: a missing, broken or stale baseline is known offline.
     let baselines = check::Baselines::load(&scs, &a.baselines);
-    let unusable: Vec<_> = baselines
-        .unusable(&scs)
-        .into_iter()
-        .filter(|(_, st, _)| *st == crate::results::Status::InvalidBaseline || policy.is_required())
-        // gate.slo objectives gate a scenario without a baseline (a gate on day one).
-        .filter(|(name, st, _)| {
-            *st == crate::results::Status::InvalidBaseline
-                || !scs
-                    .iter()
-                    .any(|s| &s.name == name && !s.gate.slo.is_empty())
-        })
-        .collect();
-    if !unusable.is_empty() {
-        let lines: Vec<String> = unusable
-            .iter()
-            .map(|(name, _, why)| format!("  - scenario {name}: {why}"))
-            .collect();
-        return Err(ExitError::invalid(format!(
-            "no usable baseline for {} of {} scenario(s), so this check would compare nothing for them (nothing was measured):\n{}",
-            unusable.len(),
-            scs.len(),
-            lines.join("\n")
-        )));
-    }
+    baselines
+        .refuse_unusable(&scs, policy)
+        .map_err(|e| ExitError::invalid(e.to_string()))?;
     let opts = CheckOptions {
         policy,
         id: a.id.clone(),

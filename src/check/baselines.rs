@@ -65,6 +65,51 @@ impl Baselines {
             })
             .collect()
     }
+
+    /// Refuses a check, before anything is measured, whose scenarios include one that could
+    /// not be compared: a broken baseline always; a missing or stale one when `policy` requires
+    /// a baseline and the scenario has no `gate.slo` objectives (those gate it on day one).
+    pub fn refuse_unusable(
+        &self,
+        scenarios: &[Scenario],
+        policy: crate::verdict::BaselinePolicy,
+    ) -> Result<(), NoUsableBaseline> {
+        let unusable: Vec<(String, String)> = self
+            .unusable(scenarios)
+            .into_iter()
+            .filter(|(name, st, _)| {
+                *st == Status::InvalidBaseline
+                    || (policy.is_required()
+                        && !scenarios
+                            .iter()
+                            .any(|s| &s.name == name && !s.gate.slo.is_empty()))
+            })
+            .map(|(name, _, why)| (name, why))
+            .collect();
+        if unusable.is_empty() {
+            Ok(())
+        } else {
+            Err(NoUsableBaseline {
+                unusable,
+                total: scenarios.len(),
+            })
+        }
+    }
+}
+
+/// A check refused before measuring: scenarios whose baseline is missing (when required),
+/// broken, or stale, so the check would compare nothing for them.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "no usable baseline for {} of {total} scenario(s), so this check would compare nothing for them (nothing was measured):\n{}",
+    unusable.len(),
+    unusable.iter().map(|(name, why)| format!("  - scenario {name}: {why}")).collect::<Vec<_>>().join("\n")
+)]
+pub struct NoUsableBaseline {
+    /// (scenario, why) for each refused scenario.
+    pub unusable: Vec<(String, String)>,
+    /// Scenarios in the check.
+    pub total: usize,
 }
 
 /// The message for a scenario without a baseline file: which scenario, what to run, and (when

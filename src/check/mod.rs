@@ -14,7 +14,7 @@ mod figures;
 mod notes;
 mod server_notes;
 
-pub use baselines::{missing_message, Baselines};
+pub use baselines::{missing_message, Baselines, NoUsableBaseline};
 pub use compare::{
     baseline_spread, compare, gate_input, gated_results, run_problem, scenario_samples, Arm,
     ArmRequest,

@@ -8,6 +8,7 @@ pub mod arm;
 pub mod file;
 pub mod scenario;
 pub mod server;
+pub mod shard;
 pub mod sweep;
 pub mod values;
 
