@@ -504,14 +504,7 @@ async fn deliver(
     out: &ReportFiles,
     github: &crate::github::GithubArgs,
 ) -> i32 {
-    print!(
-        "{}",
-        report::terminal::render_styled(&rep.results, report::terminal::use_color())
-    );
-    let written = report::write_outputs(&rep, &out.outputs());
-    for w in &written.written {
-        eprintln!("perfgate: wrote {w}");
-    }
+    let written = report::print_and_write(&rep, &out.outputs());
     let results = rep.results;
     // PR comment, step summary, annotations, outputs, tracking issue: warns, never changes the exit code.
     let reports = crate::github::Reports {
@@ -519,9 +512,7 @@ async fn deliver(
         markdown: out.markdown.as_deref(),
     };
     crate::github::publish(&results, github, reports).await;
-    for f in &written.failed {
-        eprintln!("perfgate: error: {f}");
-    }
+    written.print_failures();
     for s in &results.scenarios {
         match s.status {
             crate::results::Status::Unmeasurable => {
@@ -537,11 +528,7 @@ async fn deliver(
             _ => {}
         }
     }
-    if written.failed.is_empty() {
-        results.exit_code
-    } else {
-        crate::verdict::with_write_failure(results.exit_code)
-    }
+    written.exit_code(results.exit_code)
 }
 
 /// `perfgate ab`: reads every scenario three ways (as written, base arm, candidate arm),
@@ -649,22 +636,9 @@ fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
     let names: Vec<String> = a.results.iter().map(|p| p.display().to_string()).collect();
     let results = crate::results::merge(all, &names).map_err(ExitError::invalid)?;
     let rep = report::Report::new(results, a.baseline_dir.as_deref());
-    print!(
-        "{}",
-        report::terminal::render_styled(&rep.results, report::terminal::use_color())
-    );
-    let written = report::write_outputs(&rep, &a.out.outputs());
-    for w in &written.written {
-        eprintln!("perfgate: wrote {w}");
-    }
-    for f in &written.failed {
-        eprintln!("perfgate: error: {f}");
-    }
-    Ok(if written.failed.is_empty() {
-        rep.results.exit_code
-    } else {
-        crate::verdict::with_write_failure(rep.results.exit_code)
-    })
+    let written = report::print_and_write(&rep, &a.out.outputs());
+    written.print_failures();
+    Ok(written.exit_code(rep.results.exit_code))
 }
 
 async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {

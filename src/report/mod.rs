@@ -327,6 +327,39 @@ pub struct Written {
     pub failed: Vec<String>,
 }
 
+impl Written {
+    /// Says on stderr which report files could not be written.
+    pub fn print_failures(&self) {
+        for f in &self.failed {
+            eprintln!("perfgate: error: {f}");
+        }
+    }
+
+    /// The run's exit code `code`, made 2 when a report file could not be written and nothing
+    /// worse happened (docs/design.md "Exit codes").
+    pub fn exit_code(&self, code: i32) -> i32 {
+        if self.failed.is_empty() {
+            code
+        } else {
+            crate::verdict::with_write_failure(code)
+        }
+    }
+}
+
+/// What `check`, `ab` and `report` all do with a finished run: the terminal report on stdout,
+/// then every requested file, each one written named on stderr.
+pub fn print_and_write(r: &Report, o: &Outputs) -> Written {
+    print!(
+        "{}",
+        terminal::render_styled(&r.results, terminal::use_color())
+    );
+    let written = write_outputs(r, o);
+    for w in &written.written {
+        eprintln!("perfgate: wrote {w}");
+    }
+    written
+}
+
 /// Writes every requested format (atomically; a missing directory is created). A file that
 /// cannot be written does not stop the others: every output that can be written is.
 pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
