@@ -209,6 +209,42 @@ pub struct ItlSamples {
     pub spread: Option<(f64, usize)>,
 }
 
+/// The confidence interval of a check's ratio; either bound may be absent (unbounded or not
+/// computable). Written as `[lower, upper]`, `null` for an absent bound.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(
+    from = "(Option<f64>, Option<f64>)",
+    into = "(Option<f64>, Option<f64>)"
+)]
+pub struct RatioCi {
+    /// Lower bound.
+    pub lower: Option<f64>,
+    /// Upper bound.
+    pub upper: Option<f64>,
+}
+
+impl RatioCi {
+    /// Both bounds known.
+    pub fn bounded(lower: f64, upper: f64) -> RatioCi {
+        RatioCi {
+            lower: Some(lower),
+            upper: Some(upper),
+        }
+    }
+}
+
+impl From<(Option<f64>, Option<f64>)> for RatioCi {
+    fn from((lower, upper): (Option<f64>, Option<f64>)) -> RatioCi {
+        RatioCi { lower, upper }
+    }
+}
+
+impl From<RatioCi> for (Option<f64>, Option<f64>) {
+    fn from(ci: RatioCi) -> Self {
+        (ci.lower, ci.upper)
+    }
+}
+
 /// One check with the numbers behind its verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
@@ -223,7 +259,7 @@ pub struct Check {
     /// candidate / baseline (HL ratio for P50; Harrell-Davis ratio for tails).
     pub ratio: Option<f64>,
     /// Confidence interval of the ratio, [lower, upper] (either may be absent).
-    pub ci: Option<(Option<f64>, Option<f64>)>,
+    pub ci: Option<RatioCi>,
     /// One-sided regression p-value, before Holm.
     pub p_value: Option<f64>,
     /// Holm-adjusted regression p-value.
@@ -743,7 +779,7 @@ fn p50_check(input: &CheckInput) -> Draft {
     };
     let base = ch.baseline.unwrap_or(0.0);
     ch.ratio = Some(shift.ratio);
-    ch.ci = Some((Some(shift.lower), Some(shift.upper)));
+    ch.ci = Some(RatioCi::bounded(shift.lower, shift.upper));
     ch.p_value = stats::rank::mann_whitney_greater(&cs, &bs);
     ch.p_improve = stats::rank::mann_whitney_less(&cs, &bs);
     // Absolute change of the medians, ms: the min_delta floor. With a baseline at or below the
@@ -864,7 +900,10 @@ fn tail_check(input: &CheckInput, q: Quantile) -> Draft {
         (Some(x), Some(y)) if y > 0.0 && x.is_finite() => Some(x / y),
         _ => None,
     };
-    ch.ci = Some((ratio_lo, ratio_hi));
+    ch.ci = Some(RatioCi {
+        lower: ratio_lo,
+        upper: ratio_hi,
+    });
     ch.p_value = Some(tail_p(&cc, &bc, p, band.fail, md).unwrap_or(1.0));
     ch.p_improve = Some(tail_p(&bc, &cc, p, band.fail, md).unwrap_or(1.0));
     let pass = match (c_hi, b_lo) {
@@ -972,7 +1011,7 @@ fn itl_check(
     ch.baseline = Some(t.baseline_q);
     ch.candidate = Some(t.candidate_q);
     ch.ratio = t.ratio.is_finite().then_some(t.ratio);
-    ch.ci = Some(t.ci);
+    ch.ci = Some(RatioCi::from(t.ci));
     if gb.min(gc) < ITL_MIN_REQUESTS || nb < need {
         ch.reason = format!(
             "informational: {gb} baseline / {gc} candidate requests with {nb} / {nc} gaps; gating the pooled {} needs at least {ITL_MIN_REQUESTS} requests a side and {need} baseline gaps",
@@ -1152,7 +1191,10 @@ fn slo_check(scenario: &str, o: Objective, c: &Samples, alpha: f64) -> Draft {
                 .and_then(|k| cs.get(k - 1).copied())
                 .filter(|x| x.is_finite())
                 .map(|x| x / max_ms);
-            ch.ci = Some((lo, hi));
+            ch.ci = Some(RatioCi {
+                lower: lo,
+                upper: hi,
+            });
             let over = cs.iter().filter(|x| **x > max_ms).count();
             let text = format!(
                 "{} {} objective {}",
@@ -1283,7 +1325,7 @@ fn blocked_p50_check(input: &CheckInput, blocks: &[Block]) -> Draft {
     let ratio = shift.ratio();
     let (lower, upper) = shift.bounds(alpha);
     ch.ratio = Some(ratio);
-    ch.ci = Some((Some(lower), Some(upper)));
+    ch.ci = Some(RatioCi::bounded(lower, upper));
     ch.p_value = Some(shift.p_greater());
     ch.p_improve = Some(shift.p_less());
     let base = ch.baseline.unwrap_or(0.0);

@@ -11,7 +11,9 @@ pub mod server;
 pub mod sweep;
 pub mod values;
 
-pub use scenario::{Api, Band, CachePolicy, Metric, Quantile, Scenario, Secret, Target};
+pub use scenario::{
+    Api, Band, CachePolicy, Metric, Quantile, Scenario, ScenarioName, Secret, Target,
+};
 
 use file::{RawFile, RawScenario};
 use std::collections::BTreeSet;

@@ -93,7 +93,7 @@ pub fn render(r: &Results) -> String {
     let _ = writeln!(
         o,
         "<testsuites name=\"{}\" tests=\"{t}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{sk}\" time=\"{total_s:.3}\">",
-        escape(&r.id)
+        escape(r.id.as_str())
     );
     for s in &r.scenarios {
         let (tests, failures, errors, skipped) = counts(s);
