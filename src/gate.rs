@@ -183,8 +183,8 @@ pub struct ScenarioSamples {
     pub metrics: Vec<(Metric, Samples, Samples)>,
     /// Failed and total requests of each side, for the error-rate check.
     pub errors: ErrorCounts,
-    /// Per metric: run-to-run spread tau (log scale) of a k-run baseline, and k.
-    pub spread: BTreeMap<Metric, (f64, usize)>,
+    /// Per metric: the run-to-run spread of a k-run baseline.
+    pub spread: BTreeMap<Metric, Spread>,
     /// Planned looks of sequential sampling (1 for a fixed sample). The scenario's p-values are
     /// multiplied by it (Bonferroni alpha spending over looks) before Holm.
     pub looks: usize,
@@ -204,9 +204,19 @@ pub struct ScenarioSamples {
 pub struct ItlSamples {
     pub baseline: Vec<GapCluster>,
     pub candidate: Vec<GapCluster>,
-    /// The committed baseline's run-to-run spread (tau, k) that widens the check's fail
-    /// tolerance (TPOT's: TPOT is the mean of a request's gaps).
-    pub spread: Option<(f64, usize)>,
+    /// The committed baseline's run-to-run spread that widens the check's fail tolerance
+    /// (TPOT's: TPOT is the mean of a request's gaps).
+    pub spread: Option<Spread>,
+}
+
+/// The run-to-run spread of a k-run baseline for one metric, which widens its fail tolerance
+/// ([`stats::spread::widened_fail`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// Upper 90 % bound of the run-to-run spread tau, log scale.
+    pub tau: f64,
+    /// k, the number of runs it was estimated from.
+    pub runs: usize,
 }
 
 /// The confidence interval of a check's ratio; either bound may be absent (unbounded or not
@@ -384,7 +394,7 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
 impl ScenarioSamples {
     /// The run-to-run spread that widens metric `m`'s fail tolerance: the committed baseline's;
     /// none for an A/B design, where drift reaches both arms and cancels.
-    fn run_spread(&self, m: Metric) -> Option<(f64, usize)> {
+    fn run_spread(&self, m: Metric) -> Option<Spread> {
         match self.design {
             Design::Committed => self.spread.get(&m).copied(),
             Design::Interleaved | Design::Blocked(_) => None,
@@ -462,11 +472,11 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
 }
 
 /// The band after widening its fail tolerance to a k-run baseline's run-to-run spread tau
-/// (`spread` = (tau, k); unchanged without one). Warn never exceeds fail.
-fn widened(configured: Band, spread: Option<(f64, usize)>) -> Band {
+/// (unchanged without one). Warn never exceeds fail.
+fn widened(configured: Band, spread: Option<Spread>) -> Band {
     let mut band = configured;
-    if let Some((tau, k)) = spread {
-        band.fail = stats::spread::widened_fail(configured.fail, tau, k);
+    if let Some(s) = spread {
+        band.fail = stats::spread::widened_fail(configured.fail, s.tau, s.runs);
         band.warn = band.warn.min(band.fail);
     }
     band
@@ -474,10 +484,10 @@ fn widened(configured: Band, spread: Option<(f64, usize)>) -> Band {
 
 /// Records on a check whose band was widened the configured fail tolerance and the tau behind
 /// it (the reason then says so).
-fn mark_widened(ch: &mut Draft, configured: Band, spread: Option<(f64, usize)>) {
+fn mark_widened(ch: &mut Draft, configured: Band, spread: Option<Spread>) {
     if ch.check.fail > configured.fail {
         ch.check.fail_configured = Some(configured.fail);
-        ch.check.tau = spread.map(|(t, _)| t);
+        ch.check.tau = spread.map(|s| s.tau);
     }
 }
 
@@ -1506,7 +1516,7 @@ mod tests {
     fn run_spread_widens_the_fail_tolerance() {
         // +12 % on TPOT: FAIL at the default 10 %; with tau = 0.05 from a 5-run baseline the fail
         // tolerance becomes exp(2.33 * 0.05 * sqrt(1.2)) - 1 = 13.6 %, so it is not a FAIL.
-        let mk = |spread: BTreeMap<Metric, (f64, usize)>| ScenarioSamples {
+        let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
             scenario: "s".into(),
             gate: gate(vec![Quantile::P50]),
             metrics: vec![(
@@ -1529,7 +1539,10 @@ mod tests {
         };
         let (plain, _) = evaluate(&[mk(BTreeMap::new())]);
         assert_eq!(plain[0].verdict, Verdict::Fail, "{:?}", plain[0]);
-        let (wide, _) = evaluate(&[mk(BTreeMap::from([(Metric::Tpot, (0.05, 5))]))]);
+        let (wide, _) = evaluate(&[mk(BTreeMap::from([(
+            Metric::Tpot,
+            Spread { tau: 0.05, runs: 5 },
+        )]))]);
         assert_ne!(wide[0].verdict, Verdict::Fail, "{:?}", wide[0]);
         assert!((wide[0].fail - 0.1361).abs() < 0.0005);
         assert_eq!(wide[0].fail_configured, Some(0.10));
@@ -1540,7 +1553,10 @@ mod tests {
         );
         // An A/B design measures both arms in one run: drift cancels, nothing is widened even
         // if a spread is passed.
-        let mut ab = mk(BTreeMap::from([(Metric::Tpot, (0.05, 5))]));
+        let mut ab = mk(BTreeMap::from([(
+            Metric::Tpot,
+            Spread { tau: 0.05, runs: 5 },
+        )]));
         ab.design = Design::Interleaved;
         let (ab, _) = evaluate(&[ab]);
         assert_eq!(ab[0].verdict, Verdict::Fail, "{:?}", ab[0]);
@@ -1553,7 +1569,7 @@ mod tests {
         // A P90 1.3x the baseline's (every request 1.3x slower): tail>P90 FAILs at its 20 %
         // band; with tau = 0.15 from a 5-run baseline the band is
         // exp(2.33 * 0.15 * sqrt(1.2)) - 1 = 46.6 %, and a drift of 1.3x is not a FAIL there.
-        let mk = |spread: BTreeMap<Metric, (f64, usize)>| ScenarioSamples {
+        let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
             scenario: "s".into(),
             gate: gate(vec![Quantile::P50, Quantile::P99]),
             metrics: vec![(
@@ -1583,7 +1599,13 @@ mod tests {
         };
         let plain = tail(&evaluate(&[mk(BTreeMap::new())]).0);
         assert_eq!(plain.verdict, Verdict::Fail, "{plain:?}");
-        let wide = tail(&evaluate(&[mk(BTreeMap::from([(Metric::Tpot, (0.15, 5))]))]).0);
+        let wide = tail(
+            &evaluate(&[mk(BTreeMap::from([(
+                Metric::Tpot,
+                Spread { tau: 0.15, runs: 5 },
+            )]))])
+            .0,
+        );
         assert_ne!(wide.verdict, Verdict::Fail, "{wide:?}");
         assert!((wide.fail - 0.4665).abs() < 0.0005, "{}", wide.fail);
         assert_eq!(wide.fail_configured, Some(0.20));
@@ -1790,7 +1812,7 @@ mod tests {
             itl: Some(ItlSamples {
                 baseline: b,
                 candidate: c,
-                spread: Some((0.15, 5)),
+                spread: Some(Spread { tau: 0.15, runs: 5 }),
             }),
         }
     }

@@ -129,7 +129,7 @@ pub fn gate_input(
     sc: &Scenario,
     baseline: &Arm,
     candidate: &Arm,
-    spread: BTreeMap<Metric, (f64, usize)>,
+    spread: BTreeMap<Metric, gate::Spread>,
     skip: &[Metric],
 ) -> ScenarioSamples {
     let metrics = sc
@@ -161,7 +161,7 @@ fn itl_samples(
     sc: &Scenario,
     baseline: &Arm,
     candidate: &Arm,
-    spread: &BTreeMap<Metric, (f64, usize)>,
+    spread: &BTreeMap<Metric, gate::Spread>,
     skip: &[Metric],
 ) -> Option<gate::ItlSamples> {
     sc.gate.itl?;
@@ -201,7 +201,7 @@ pub fn slo_only_input(sc: &Scenario, candidate: &Arm) -> ScenarioSamples {
 
 /// The run-to-run spread of a k-run baseline for the scenario's gated metrics (empty for a
 /// single-run baseline).
-pub fn baseline_spread(sc: &Scenario, b: &Baseline) -> BTreeMap<Metric, (f64, usize)> {
+pub fn baseline_spread(sc: &Scenario, b: &Baseline) -> BTreeMap<Metric, gate::Spread> {
     b.run_spread
         .as_ref()
         .map(|rs| {
@@ -214,7 +214,7 @@ pub fn baseline_spread(sc: &Scenario, b: &Baseline) -> BTreeMap<Metric, (f64, us
                 .filter_map(|&m| {
                     rs.tau
                         .get(&crate::summary::SummaryKey::from(m))
-                        .map(|&t| (m, (t, rs.runs)))
+                        .map(|&tau| (m, gate::Spread { tau, runs: rs.runs }))
                 })
                 .collect()
         })

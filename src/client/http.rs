@@ -356,8 +356,8 @@ impl StreamClient {
         let mut sent = loop {
             let t0 = Instant::now();
             let start_ms = ms(t0.duration_since(run_start));
-            let s = match self.send_inner(body, t0, start_ms).await {
-                Try::Ended(s) => s,
+            match self.send_inner(body, t0, start_ms).await {
+                Try::Ended(s) => break s,
                 // A request dropped before any response is sent once more, as OpenAI's SDKs
                 // do (a kept-alive connection the server closed as it was reused looks the
                 // same). The runner counts these re-sends: too many make the run
@@ -378,10 +378,9 @@ impl StreamClient {
                         resends += 1;
                         continue;
                     }
-                    s
+                    break s;
                 }
-            };
-            break s;
+            }
         };
         if resends > 0 {
             sent.delivery = Delivery::Resent;
