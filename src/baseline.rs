@@ -3,10 +3,10 @@
 //! one), and loading with validation that names the file and the field.
 
 use crate::config::scenario::{Metric, Scenario};
-use crate::record::{FailureClass, RequestRecord, TokenSource};
+use crate::record::{FailureClass, RequestRecord, TokenSource, TokenSources};
 use crate::runner::RunOutput;
 use crate::stats::quantile::{sorted, summarize};
-use crate::summary::{metric_summary, MetricSummary};
+use crate::summary::{metric_summary, Summaries, SummaryKey};
 use crate::units::round3;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -31,7 +31,7 @@ pub struct Baseline {
     pub workload: Workload,
     pub runs: Vec<BaselineRun>,
     /// Per metric (`ttft_ms`, `tpot_ms`, `e2e_ms`, `itl_ms`): quantiles over all runs.
-    pub summary: BTreeMap<String, MetricSummary>,
+    pub summary: Summaries,
     /// With k >= 2 runs: per metric, the upper 90 % bound of the run-to-run spread tau (log
     /// scale) and k. `check` widens the fail tolerance to it (docs/gate.md "Family and bands").
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,16 +45,16 @@ pub struct RunSpread {
     /// Number of bless runs.
     pub runs: usize,
     /// Per metric (`ttft_ms`, `tpot_ms`, `e2e_ms`): tau, upper 90 % bound, log scale.
-    pub tau: BTreeMap<String, f64>,
+    pub tau: BTreeMap<SummaryKey, f64>,
     /// Per metric: each run's median, ms (for review).
-    pub run_medians_ms: BTreeMap<String, Vec<f64>>,
+    pub run_medians_ms: BTreeMap<SummaryKey, Vec<f64>>,
 }
 
 /// Which scenario, and its resolved configuration minus secrets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BaselineScenario {
-    pub name: String,
+    pub name: crate::config::ScenarioName,
     pub fingerprint: String,
     pub config: serde_json::Value,
 }
@@ -89,7 +89,7 @@ pub struct Workload {
     /// True when `ignore_eos`/`min_tokens` asked for exactly `max_tokens`.
     pub fixed_length: bool,
     /// Where output token counts came from (`usage` or `events`, or `mixed`).
-    pub token_source: Option<String>,
+    pub token_source: Option<TokenSources>,
     /// Median prompt tokens reported by the server.
     pub prompt_tokens_p50: Option<f64>,
     /// Median output tokens.
@@ -196,12 +196,12 @@ impl BaselineRecord {
 }
 
 /// Summaries of ttft/tpot/e2e over `records` (successes only).
-pub fn summaries(records: &[BaselineRecord]) -> BTreeMap<String, MetricSummary> {
+pub fn summaries(records: &[BaselineRecord]) -> Summaries {
     let mut out = BTreeMap::new();
     for m in [Metric::Ttft, Metric::Tpot, Metric::E2e] {
         let xs: Vec<f64> = records.iter().filter_map(|r| r.metric(m)).collect();
         if let Some(s) = metric_summary(&xs) {
-            out.insert(format!("{}_ms", m.as_str()), s);
+            out.insert(SummaryKey::from(m), s);
         }
     }
     out
@@ -246,16 +246,9 @@ fn median(xs: impl Iterator<Item = f64>) -> Option<f64> {
     crate::stats::quantile::quantile_type7(&v, 0.5)
 }
 
-/// The token source over records: `usage`, `events`, or `mixed`.
-pub fn token_source_of(records: &[BaselineRecord]) -> Option<String> {
-    let mut it = records.iter().filter_map(|r| r.token_source);
-    let first = it.next()?;
-    let name = TokenSource::as_str;
-    if it.all(|t| t == first) {
-        Some(name(first).to_string())
-    } else {
-        Some("mixed".to_string())
-    }
+/// The token source over records: one source, or mixed.
+pub fn token_source_of(records: &[BaselineRecord]) -> Option<TokenSources> {
+    TokenSources::of(records.iter().filter_map(|r| r.token_source))
 }
 
 /// The workload figures of a set of records.
@@ -331,9 +324,9 @@ fn spread_of(runs: &[BaselineRun]) -> RunSpread {
             .iter()
             .map(|r| r.records.iter().filter_map(|x| x.metric(m)).collect())
             .collect();
-        let key = format!("{}_ms", m.as_str());
+        let key = SummaryKey::from(m);
         if let Some(t) = crate::stats::spread::run_spread_upper(&per_run) {
-            tau.insert(key.clone(), (t * 10_000.0).round() / 10_000.0);
+            tau.insert(key, (t * 10_000.0).round() / 10_000.0);
         }
         let run_meds = per_run
             .iter()
@@ -420,9 +413,9 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
     for (ri, run) in b.runs.iter().enumerate() {
         for (i, r) in run.records.iter().enumerate() {
             for (field, val) in [
-                ("ttft_ms", r.ttft_ms),
-                ("tpot_ms", r.tpot_ms),
-                ("e2e_ms", r.e2e_ms),
+                (SummaryKey::Ttft, r.ttft_ms),
+                (SummaryKey::Tpot, r.tpot_ms),
+                (SummaryKey::E2e, r.e2e_ms),
             ] {
                 if let Some(x) = val {
                     if !x.is_finite() || x < 0.0 {
@@ -453,9 +446,7 @@ fn check_summary(b: &Baseline) -> Result<(), String> {
         .flat_map(|r| r.records.iter().cloned())
         .collect();
     let want = summaries(&all);
-    let keys = |m: &std::collections::BTreeMap<String, crate::summary::MetricSummary>| {
-        m.keys().cloned().collect::<Vec<_>>().join(", ")
-    };
+    let keys = |m: &Summaries| m.keys().map(|k| k.as_str()).collect::<Vec<_>>().join(", ");
     if want.keys().ne(b.summary.keys()) {
         return Err(format!(
             "summary has metrics [{}] but the records give [{}]; re-create the file with `perfgate bless`",

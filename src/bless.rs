@@ -8,6 +8,7 @@ use crate::config::Scenario;
 use crate::exit;
 use crate::report::fmt_ms;
 use crate::runner::RunOutput;
+use crate::summary::SummaryKey;
 use std::path::Path;
 
 /// True (and says so) when Ctrl-C / SIGTERM asked to stop: nothing more is blessed.
@@ -112,7 +113,7 @@ pub fn unstable(sc: &Scenario, b: &baseline::Baseline) -> Option<String> {
     let rs = b.run_spread.as_ref()?;
     let mut why = Vec::new();
     for &m in &sc.gate.metrics {
-        let key = format!("{}_ms", m.as_str());
+        let key = SummaryKey::from(m);
         let Some(&tau) = rs.tau.get(&key) else {
             continue;
         };
@@ -141,12 +142,14 @@ pub fn unstable(sc: &Scenario, b: &baseline::Baseline) -> Option<String> {
 /// Blesses every scenario with `k` runs each; returns the exit code (0, or 3 when a scenario
 /// was refused). Errors writing a file are exit 2 with the path. `allow_unstable` writes a
 /// baseline whose run-to-run spread is too large to gate (see [`unstable`]) instead of refusing.
+/// Every run reports its requests to `progress` (a live display) when given.
 pub async fn bless(
     scs: &[Scenario],
     dir: &Path,
     k: usize,
     allow_unstable: bool,
     host: Option<String>,
+    progress: Option<std::sync::Arc<dyn crate::runner::Progress>>,
 ) -> Result<i32, exit::ExitError> {
     let mut code = exit::OK;
     'scenario: for sc in scs {
@@ -165,7 +168,7 @@ pub async fn bless(
                 sc.load.samples,
                 sc.load.concurrency
             );
-            let run = match crate::execute::measure(sc).await {
+            let run = match crate::execute::measure(sc, progress.clone()).await {
                 Ok(r) => r,
                 Err(e) => {
                     let mut r = RunOutput::empty();
@@ -207,9 +210,9 @@ pub async fn bless(
         crate::fsutil::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
             exit::ExitError::invalid(format!("cannot write {}: {e}", path.display()))
         })?;
-        let p50 = |key: &str| {
+        let p50 = |key: SummaryKey| {
             b.summary
-                .get(key)
+                .get(&key)
                 .map(|x| fmt_ms(x.p50))
                 .unwrap_or_else(|| "-".into())
         };
@@ -219,7 +222,7 @@ pub async fn bless(
                 let t: Vec<String> = rs
                     .tau
                     .iter()
-                    .map(|(m, t)| format!("{} {:.1}%", m.trim_end_matches("_ms"), t * 100.0))
+                    .map(|(m, t)| format!("{} {:.1}%", m.name(), t * 100.0))
                     .collect();
                 format!(
                     "; run-to-run spread tau (90% upper bound): {}",
@@ -232,8 +235,8 @@ pub async fn bless(
             "blessed {:<24} -> {}  ({k} run(s), {requests} requests; TTFT P50 {}, TPOT P50 {}{spread})",
             sc.name,
             path.display(),
-            p50("ttft_ms"),
-            p50("tpot_ms"),
+            p50(SummaryKey::Ttft),
+            p50(SummaryKey::Tpot),
         );
     }
     Ok(code)
@@ -329,9 +332,9 @@ pub fn bless_from(
         crate::fsutil::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
             exit::ExitError::invalid(format!("cannot write {}: {e}", path.display()))
         })?;
-        let p50 = |key: &str| {
+        let p50 = |key: SummaryKey| {
             b.summary
-                .get(key)
+                .get(&key)
                 .map(|x| fmt_ms(x.p50))
                 .unwrap_or_else(|| "-".into())
         };
@@ -340,8 +343,8 @@ pub fn bless_from(
             sc.name,
             path.display(),
             run.records.len(),
-            p50("ttft_ms"),
-            p50("tpot_ms"),
+            p50(SummaryKey::Ttft),
+            p50(SummaryKey::Tpot),
         );
     }
     Ok(exit::OK)

@@ -157,13 +157,20 @@ fn inputs(
                     )
                 })
                 .collect();
-            let spread: BTreeMap<Metric, (f64, usize)> = if bm.first().map_or(0, |r| r.len()) >= 2 {
+            let spread: BTreeMap<Metric, gate::Spread> = if bm.first().map_or(0, |r| r.len()) >= 2 {
                 profiles
                     .iter()
                     .zip(bm)
                     .filter_map(|(p, runs)| {
-                        crate::stats::spread::run_spread_upper(runs)
-                            .map(|t| (p.metric, (t, runs.len())))
+                        crate::stats::spread::run_spread_upper(runs).map(|tau| {
+                            (
+                                p.metric,
+                                gate::Spread {
+                                    tau,
+                                    runs: runs.len(),
+                                },
+                            )
+                        })
                     })
                     .collect()
             } else {
@@ -860,7 +867,12 @@ pub fn run_itl(e: &ItlExperiment, reps: usize, seed: u64) -> ItlRates {
             let cand_tpot: Vec<f64> = cand_gaps.iter().map(|r| mean(r)).collect();
             let spread = |runs: &[Vec<f64>]| {
                 (runs.len() >= 2)
-                    .then(|| crate::stats::spread::run_spread_upper(runs).map(|t| (t, runs.len())))
+                    .then(|| {
+                        crate::stats::spread::run_spread_upper(runs).map(|tau| gate::Spread {
+                            tau,
+                            runs: runs.len(),
+                        })
+                    })
                     .flatten()
             };
             let mut spreads = BTreeMap::new();

@@ -384,7 +384,7 @@ fn load_scenarios_as(
     }
     Ok(all
         .into_iter()
-        .filter(|s| a.only.contains(&s.name))
+        .filter(|s| a.only.iter().any(|o| s.name == *o))
         .collect())
 }
 
@@ -446,7 +446,7 @@ async fn run_command(cli: Cli) -> Result<i32, ExitError> {
 }
 
 async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
-    check::validate_id(&a.id).map_err(ExitError::invalid)?;
+    let id = crate::results::CheckId::new(a.id.as_str()).map_err(ExitError::invalid)?;
     crate::limits::check_baselines_dir(&a.baselines).map_err(ExitError::invalid)?;
     let mut scs = load_measured_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
@@ -475,22 +475,17 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
         .map_err(|e| ExitError::invalid(e.to_string()))?;
     let opts = CheckOptions {
         policy,
-        id: a.id.clone(),
+        id,
         unlisted_model: if a.require_listed_model {
             check::UnlistedModel::Refuse
         } else {
             check::UnlistedModel::Note
         },
+        // A live progress line while measuring, on an interactive terminal only (never in CI
+        // logs).
+        progress: report::progress::TerminalProgress::stderr(),
     };
-    // A live progress line while measuring, on an interactive terminal only (never in CI logs).
-    let results = match report::progress::TerminalProgress::stderr() {
-        Some(p) => {
-            crate::runner::PROGRESS
-                .scope(p, check::run_check(&scs, &baselines, &opts))
-                .await
-        }
-        None => check::run_check(&scs, &baselines, &opts).await,
-    };
+    let results = check::run_check(&scs, &baselines, &opts).await;
     let rep = report::Report::with_loaded(results, |name| {
         (baselines.path_for(name), baselines.get(name))
     });
@@ -535,7 +530,7 @@ async fn deliver(
 /// refuses what an A/B run does not support before measuring, measures, reports.
 async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
     use crate::config::arm::{ArmKey, ArmOverride, Reading};
-    check::validate_id(&a.id).map_err(ExitError::invalid)?;
+    let id = crate::results::CheckId::new(a.id.as_str()).map_err(ExitError::invalid)?;
     let design = match (a.design, a.blocks) {
         (DesignArg::Interleaved, Some(k)) => {
             return Err(ExitError::invalid(format!(
@@ -614,7 +609,7 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
     let opts = crate::ab::AbOptions {
         design,
         seed: a.seed,
-        id: a.id.clone(),
+        id,
         unlisted_model: if a.require_listed_model {
             check::UnlistedModel::Refuse
         } else {
@@ -653,11 +648,15 @@ async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
         return crate::bless::bless_from(&scs, &a.baselines, from, side, host);
     }
     let scs = load_measured_scenarios(&a.sc)?;
-    let bless = crate::bless::bless(&scs, &a.baselines, a.runs as usize, a.allow_unstable, host);
-    match report::progress::TerminalProgress::stderr() {
-        Some(p) => crate::runner::PROGRESS.scope(p, bless).await,
-        None => bless.await,
-    }
+    crate::bless::bless(
+        &scs,
+        &a.baselines,
+        a.runs as usize,
+        a.allow_unstable,
+        host,
+        report::progress::TerminalProgress::stderr(),
+    )
+    .await
 }
 
 async fn cmd_sim(a: SimArgs) -> Result<i32, ExitError> {

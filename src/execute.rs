@@ -5,13 +5,18 @@
 //! `/metrics` around the measured requests; and stops the simulator.
 
 use crate::config::{Scenario, Target};
-use crate::runner::{RunOutput, Session};
+use crate::runner::{Progress, RunOutput, Session};
 use crate::sim::SimServer;
+use std::sync::Arc;
 
-/// Runs `sc` once with its fixed `samples`. Errors: the simulator could not start or the
-/// client could not be built (the message says which).
-pub async fn measure(sc: &Scenario) -> Result<RunOutput, String> {
-    measure_until(sc, &mut |_| None).await
+/// Runs `sc` once with its fixed `samples`, reporting its requests to `progress` when given.
+/// Errors: the simulator could not start or the client could not be built (the message says
+/// which).
+pub async fn measure(
+    sc: &Scenario,
+    progress: Option<Arc<dyn Progress>>,
+) -> Result<RunOutput, String> {
+    measure_until(sc, progress, &mut |_| None).await
 }
 
 /// The endpoint of one measurement, ready to be measured: the simulator started for `sim://`,
@@ -118,12 +123,14 @@ impl Opened {
 
 /// Runs `sc`, evaluating after each look of [`crate::config::scenario::LoadSpec::looks`];
 /// `decide` returns `Some(reason)` to stop early. The run stops at the last look regardless.
+/// Its requests are reported to `progress` when given.
 pub async fn measure_until(
     sc: &Scenario,
+    progress: Option<Arc<dyn Progress>>,
     decide: &mut dyn FnMut(&RunOutput) -> Option<String>,
 ) -> Result<RunOutput, String> {
     let mut opened = open(sc, crate::server::Others::Stop).await?;
-    let session = Session::start(sc, &opened.base_url).await;
+    let session = Session::start_with(sc, &opened.base_url, progress).await;
     let mut session = match session {
         Ok(s) => s,
         Err(e) => {

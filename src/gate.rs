@@ -183,8 +183,8 @@ pub struct ScenarioSamples {
     pub metrics: Vec<(Metric, Samples, Samples)>,
     /// Failed and total requests of each side, for the error-rate check.
     pub errors: ErrorCounts,
-    /// Per metric: run-to-run spread tau (log scale) of a k-run baseline, and k.
-    pub spread: BTreeMap<Metric, (f64, usize)>,
+    /// Per metric: the run-to-run spread of a k-run baseline.
+    pub spread: BTreeMap<Metric, Spread>,
     /// Planned looks of sequential sampling (1 for a fixed sample). The scenario's p-values are
     /// multiplied by it (Bonferroni alpha spending over looks) before Holm.
     pub looks: usize,
@@ -204,9 +204,55 @@ pub struct ScenarioSamples {
 pub struct ItlSamples {
     pub baseline: Vec<GapCluster>,
     pub candidate: Vec<GapCluster>,
-    /// The committed baseline's run-to-run spread (tau, k) that widens the check's fail
-    /// tolerance (TPOT's: TPOT is the mean of a request's gaps).
-    pub spread: Option<(f64, usize)>,
+    /// The committed baseline's run-to-run spread that widens the check's fail tolerance
+    /// (TPOT's: TPOT is the mean of a request's gaps).
+    pub spread: Option<Spread>,
+}
+
+/// The run-to-run spread of a k-run baseline for one metric, which widens its fail tolerance
+/// ([`stats::spread::widened_fail`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// Upper 90 % bound of the run-to-run spread tau, log scale.
+    pub tau: f64,
+    /// k, the number of runs it was estimated from.
+    pub runs: usize,
+}
+
+/// The confidence interval of a check's ratio; either bound may be absent (unbounded or not
+/// computable). Written as `[lower, upper]`, `null` for an absent bound.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(
+    from = "(Option<f64>, Option<f64>)",
+    into = "(Option<f64>, Option<f64>)"
+)]
+pub struct RatioCi {
+    /// Lower bound.
+    pub lower: Option<f64>,
+    /// Upper bound.
+    pub upper: Option<f64>,
+}
+
+impl RatioCi {
+    /// Both bounds known.
+    pub fn bounded(lower: f64, upper: f64) -> RatioCi {
+        RatioCi {
+            lower: Some(lower),
+            upper: Some(upper),
+        }
+    }
+}
+
+impl From<(Option<f64>, Option<f64>)> for RatioCi {
+    fn from((lower, upper): (Option<f64>, Option<f64>)) -> RatioCi {
+        RatioCi { lower, upper }
+    }
+}
+
+impl From<RatioCi> for (Option<f64>, Option<f64>) {
+    fn from(ci: RatioCi) -> Self {
+        (ci.lower, ci.upper)
+    }
 }
 
 /// One check with the numbers behind its verdict.
@@ -223,7 +269,7 @@ pub struct Check {
     /// candidate / baseline (HL ratio for P50; Harrell-Davis ratio for tails).
     pub ratio: Option<f64>,
     /// Confidence interval of the ratio, [lower, upper] (either may be absent).
-    pub ci: Option<(Option<f64>, Option<f64>)>,
+    pub ci: Option<RatioCi>,
     /// One-sided regression p-value, before Holm.
     pub p_value: Option<f64>,
     /// Holm-adjusted regression p-value.
@@ -348,7 +394,7 @@ pub fn evaluate(scenarios: &[ScenarioSamples]) -> (Vec<Check>, usize) {
 impl ScenarioSamples {
     /// The run-to-run spread that widens metric `m`'s fail tolerance: the committed baseline's;
     /// none for an A/B design, where drift reaches both arms and cancels.
-    fn run_spread(&self, m: Metric) -> Option<(f64, usize)> {
+    fn run_spread(&self, m: Metric) -> Option<Spread> {
         match self.design {
             Design::Committed => self.spread.get(&m).copied(),
             Design::Interleaved | Design::Blocked(_) => None,
@@ -426,11 +472,11 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
 }
 
 /// The band after widening its fail tolerance to a k-run baseline's run-to-run spread tau
-/// (`spread` = (tau, k); unchanged without one). Warn never exceeds fail.
-fn widened(configured: Band, spread: Option<(f64, usize)>) -> Band {
+/// (unchanged without one). Warn never exceeds fail.
+fn widened(configured: Band, spread: Option<Spread>) -> Band {
     let mut band = configured;
-    if let Some((tau, k)) = spread {
-        band.fail = stats::spread::widened_fail(configured.fail, tau, k);
+    if let Some(s) = spread {
+        band.fail = stats::spread::widened_fail(configured.fail, s.tau, s.runs);
         band.warn = band.warn.min(band.fail);
     }
     band
@@ -438,10 +484,10 @@ fn widened(configured: Band, spread: Option<(f64, usize)>) -> Band {
 
 /// Records on a check whose band was widened the configured fail tolerance and the tau behind
 /// it (the reason then says so).
-fn mark_widened(ch: &mut Draft, configured: Band, spread: Option<(f64, usize)>) {
+fn mark_widened(ch: &mut Draft, configured: Band, spread: Option<Spread>) {
     if ch.check.fail > configured.fail {
         ch.check.fail_configured = Some(configured.fail);
-        ch.check.tau = spread.map(|(t, _)| t);
+        ch.check.tau = spread.map(|s| s.tau);
     }
 }
 
@@ -743,7 +789,7 @@ fn p50_check(input: &CheckInput) -> Draft {
     };
     let base = ch.baseline.unwrap_or(0.0);
     ch.ratio = Some(shift.ratio);
-    ch.ci = Some((Some(shift.lower), Some(shift.upper)));
+    ch.ci = Some(RatioCi::bounded(shift.lower, shift.upper));
     ch.p_value = stats::rank::mann_whitney_greater(&cs, &bs);
     ch.p_improve = stats::rank::mann_whitney_less(&cs, &bs);
     // Absolute change of the medians, ms: the min_delta floor. With a baseline at or below the
@@ -864,7 +910,10 @@ fn tail_check(input: &CheckInput, q: Quantile) -> Draft {
         (Some(x), Some(y)) if y > 0.0 && x.is_finite() => Some(x / y),
         _ => None,
     };
-    ch.ci = Some((ratio_lo, ratio_hi));
+    ch.ci = Some(RatioCi {
+        lower: ratio_lo,
+        upper: ratio_hi,
+    });
     ch.p_value = Some(tail_p(&cc, &bc, p, band.fail, md).unwrap_or(1.0));
     ch.p_improve = Some(tail_p(&bc, &cc, p, band.fail, md).unwrap_or(1.0));
     let pass = match (c_hi, b_lo) {
@@ -972,7 +1021,7 @@ fn itl_check(
     ch.baseline = Some(t.baseline_q);
     ch.candidate = Some(t.candidate_q);
     ch.ratio = t.ratio.is_finite().then_some(t.ratio);
-    ch.ci = Some(t.ci);
+    ch.ci = Some(RatioCi::from(t.ci));
     if gb.min(gc) < ITL_MIN_REQUESTS || nb < need {
         ch.reason = format!(
             "informational: {gb} baseline / {gc} candidate requests with {nb} / {nc} gaps; gating the pooled {} needs at least {ITL_MIN_REQUESTS} requests a side and {need} baseline gaps",
@@ -1152,7 +1201,10 @@ fn slo_check(scenario: &str, o: Objective, c: &Samples, alpha: f64) -> Draft {
                 .and_then(|k| cs.get(k - 1).copied())
                 .filter(|x| x.is_finite())
                 .map(|x| x / max_ms);
-            ch.ci = Some((lo, hi));
+            ch.ci = Some(RatioCi {
+                lower: lo,
+                upper: hi,
+            });
             let over = cs.iter().filter(|x| **x > max_ms).count();
             let text = format!(
                 "{} {} objective {}",
@@ -1283,7 +1335,7 @@ fn blocked_p50_check(input: &CheckInput, blocks: &[Block]) -> Draft {
     let ratio = shift.ratio();
     let (lower, upper) = shift.bounds(alpha);
     ch.ratio = Some(ratio);
-    ch.ci = Some((Some(lower), Some(upper)));
+    ch.ci = Some(RatioCi::bounded(lower, upper));
     ch.p_value = Some(shift.p_greater());
     ch.p_improve = Some(shift.p_less());
     let base = ch.baseline.unwrap_or(0.0);
@@ -1464,7 +1516,7 @@ mod tests {
     fn run_spread_widens_the_fail_tolerance() {
         // +12 % on TPOT: FAIL at the default 10 %; with tau = 0.05 from a 5-run baseline the fail
         // tolerance becomes exp(2.33 * 0.05 * sqrt(1.2)) - 1 = 13.6 %, so it is not a FAIL.
-        let mk = |spread: BTreeMap<Metric, (f64, usize)>| ScenarioSamples {
+        let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
             scenario: "s".into(),
             gate: gate(vec![Quantile::P50]),
             metrics: vec![(
@@ -1487,7 +1539,10 @@ mod tests {
         };
         let (plain, _) = evaluate(&[mk(BTreeMap::new())]);
         assert_eq!(plain[0].verdict, Verdict::Fail, "{:?}", plain[0]);
-        let (wide, _) = evaluate(&[mk(BTreeMap::from([(Metric::Tpot, (0.05, 5))]))]);
+        let (wide, _) = evaluate(&[mk(BTreeMap::from([(
+            Metric::Tpot,
+            Spread { tau: 0.05, runs: 5 },
+        )]))]);
         assert_ne!(wide[0].verdict, Verdict::Fail, "{:?}", wide[0]);
         assert!((wide[0].fail - 0.1361).abs() < 0.0005);
         assert_eq!(wide[0].fail_configured, Some(0.10));
@@ -1498,7 +1553,10 @@ mod tests {
         );
         // An A/B design measures both arms in one run: drift cancels, nothing is widened even
         // if a spread is passed.
-        let mut ab = mk(BTreeMap::from([(Metric::Tpot, (0.05, 5))]));
+        let mut ab = mk(BTreeMap::from([(
+            Metric::Tpot,
+            Spread { tau: 0.05, runs: 5 },
+        )]));
         ab.design = Design::Interleaved;
         let (ab, _) = evaluate(&[ab]);
         assert_eq!(ab[0].verdict, Verdict::Fail, "{:?}", ab[0]);
@@ -1511,7 +1569,7 @@ mod tests {
         // A P90 1.3x the baseline's (every request 1.3x slower): tail>P90 FAILs at its 20 %
         // band; with tau = 0.15 from a 5-run baseline the band is
         // exp(2.33 * 0.15 * sqrt(1.2)) - 1 = 46.6 %, and a drift of 1.3x is not a FAIL there.
-        let mk = |spread: BTreeMap<Metric, (f64, usize)>| ScenarioSamples {
+        let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
             scenario: "s".into(),
             gate: gate(vec![Quantile::P50, Quantile::P99]),
             metrics: vec![(
@@ -1541,7 +1599,13 @@ mod tests {
         };
         let plain = tail(&evaluate(&[mk(BTreeMap::new())]).0);
         assert_eq!(plain.verdict, Verdict::Fail, "{plain:?}");
-        let wide = tail(&evaluate(&[mk(BTreeMap::from([(Metric::Tpot, (0.15, 5))]))]).0);
+        let wide = tail(
+            &evaluate(&[mk(BTreeMap::from([(
+                Metric::Tpot,
+                Spread { tau: 0.15, runs: 5 },
+            )]))])
+            .0,
+        );
         assert_ne!(wide.verdict, Verdict::Fail, "{wide:?}");
         assert!((wide.fail - 0.4665).abs() < 0.0005, "{}", wide.fail);
         assert_eq!(wide.fail_configured, Some(0.20));
@@ -1748,7 +1812,7 @@ mod tests {
             itl: Some(ItlSamples {
                 baseline: b,
                 candidate: c,
-                spread: Some((0.15, 5)),
+                spread: Some(Spread { tau: 0.15, runs: 5 }),
             }),
         }
     }

@@ -34,8 +34,66 @@ impl TokenSource {
     }
 }
 
-/// Why a request failed. Serialised in snake_case into results and baselines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// Where the output tokens of a set of requests came from: one [`TokenSource`] for all of
+/// them, or `mixed`. Written as the source's name or `mixed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum TokenSources {
+    /// Every request's count came from this source.
+    One(TokenSource),
+    /// The requests' counts came from different sources.
+    Mixed,
+}
+
+impl TokenSources {
+    /// The token source over `sources` (`None` when there are none).
+    pub fn of(sources: impl IntoIterator<Item = TokenSource>) -> Option<TokenSources> {
+        let mut it = sources.into_iter();
+        let first = it.next()?;
+        Some(if it.all(|t| t == first) {
+            TokenSources::One(first)
+        } else {
+            TokenSources::Mixed
+        })
+    }
+    /// Its name as written (`usage`, `events`, `vendor_usage`, `mixed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenSources::One(t) => t.as_str(),
+            TokenSources::Mixed => "mixed",
+        }
+    }
+}
+
+impl From<TokenSources> for String {
+    fn from(t: TokenSources) -> String {
+        t.as_str().to_string()
+    }
+}
+
+impl TryFrom<String> for TokenSources {
+    type Error = String;
+    fn try_from(s: String) -> Result<TokenSources, String> {
+        let one = [
+            TokenSource::Usage,
+            TokenSource::Events,
+            TokenSource::VendorUsage,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s);
+        match one {
+            Some(t) => Ok(TokenSources::One(t)),
+            None if s == "mixed" => Ok(TokenSources::Mixed),
+            None => Err(format!(
+                "unknown token source `{s}`, expected usage, events, vendor_usage or mixed"
+            )),
+        }
+    }
+}
+
+/// Why a request failed. Serialised in snake_case into results and baselines. Ordered by that
+/// name, so a map keyed by it (`errors_by_class`) is written in alphabetical order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureClass {
     /// TCP connect refused / DNS / reset before a response.
@@ -67,6 +125,24 @@ pub enum FailureClass {
     MalformedEvent,
     /// The stream uses something perfgate does not measure (several choices, n > 1).
     Unsupported,
+}
+
+impl PartialOrd for FailureClass {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for FailureClass {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl FailureClass {

@@ -5,10 +5,69 @@
 use crate::gate::{Check, Verdict};
 use crate::record::RequestRecord;
 use crate::summary::ClientLag;
-use crate::summary::MetricSummary;
+use crate::summary::{MetricSummary, Summaries, SummaryKey};
 pub use crate::verdict::Status;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// A check id (`--id`), checked once where it is read ([`CheckId::new`]): 1 to 100 letters,
+/// digits and `. _ : / -`, since it names the PR comment marker inside an HTML comment.
+/// Written as the plain string.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct CheckId(String);
+
+impl CheckId {
+    /// Checks `id`; the error is the message for the user.
+    pub fn new(id: impl Into<String>) -> Result<CheckId, String> {
+        let id = id.into();
+        if id.is_empty()
+            || id.len() > 100
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
+        {
+            return Err(format!(
+                "--id `{id}`: use 1 to 100 letters, digits and . _ : / - (it goes into an HTML comment)"
+            ));
+        }
+        Ok(CheckId(id))
+    }
+    /// The id.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for CheckId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        CheckId::new(String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl std::fmt::Display for CheckId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for CheckId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for CheckId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for CheckId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
 
 /// Version of the results JSON layout.
 pub const RESULTS_SCHEMA_VERSION: u32 = 1;
@@ -21,7 +80,7 @@ pub struct Results {
     /// RFC 3339 UTC.
     pub created_at: String,
     /// The check id (names the PR comment marker).
-    pub id: String,
+    pub id: CheckId,
     /// FAIL, WARN, PASS, IMPROVED, NO_BASELINE, ERROR or INTERRUPTED; always
     /// [`crate::verdict::decide`] over `scenarios`.
     pub verdict: crate::verdict::Overall,
@@ -44,7 +103,7 @@ pub struct Results {
 /// One scenario's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScenarioResult {
-    pub name: String,
+    pub name: crate::config::ScenarioName,
     pub fingerprint: String,
     /// `file:line` of its definition.
     pub source: String,
@@ -156,7 +215,7 @@ pub struct BaselineInfo {
     pub created_at: String,
     pub perfgate_version: String,
     pub requests: usize,
-    pub summary: BTreeMap<String, MetricSummary>,
+    pub summary: Summaries,
 }
 
 /// Figures of the candidate run.
@@ -166,7 +225,7 @@ pub struct Measured {
     pub ok: usize,
     pub failed: usize,
     /// Failures per class (`connect`, `http_status`, ...).
-    pub errors_by_class: BTreeMap<String, usize>,
+    pub errors_by_class: BTreeMap<crate::record::FailureClass, usize>,
     /// The first failure message, for the report (secrets redacted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
@@ -177,10 +236,10 @@ pub struct Measured {
     /// Successful requests / wall time, requests/s.
     pub requests_per_s: f64,
     /// `ttft_ms`, `tpot_ms`, `e2e_ms`, `itl_ms` quantiles over successes.
-    pub summary: BTreeMap<String, MetricSummary>,
+    pub summary: Summaries,
     /// `usage`, `events` or `mixed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_source: Option<String>,
+    pub token_source: Option<crate::record::TokenSources>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens_p50: Option<f64>,
     /// Median prompt tokens the server reported.
@@ -248,23 +307,32 @@ fn summary(xs: &[f64]) -> Option<MetricSummary> {
 }
 
 /// Summaries of a set of measured records (successes), including ITL over every gap.
-pub fn measured_summary(records: &[RequestRecord]) -> BTreeMap<String, MetricSummary> {
+pub fn measured_summary(records: &[RequestRecord]) -> Summaries {
     let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.ok()).collect();
     let mut out = BTreeMap::new();
-    let cols: [(&str, Vec<f64>); 3] = [
-        ("ttft_ms", ok.iter().filter_map(|r| r.ttft_ms).collect()),
-        ("tpot_ms", ok.iter().filter_map(|r| r.tpot_ms).collect()),
-        ("e2e_ms", ok.iter().filter_map(|r| r.e2e_ms).collect()),
+    let cols: [(SummaryKey, Vec<f64>); 3] = [
+        (
+            SummaryKey::Ttft,
+            ok.iter().filter_map(|r| r.ttft_ms).collect(),
+        ),
+        (
+            SummaryKey::Tpot,
+            ok.iter().filter_map(|r| r.tpot_ms).collect(),
+        ),
+        (
+            SummaryKey::E2e,
+            ok.iter().filter_map(|r| r.e2e_ms).collect(),
+        ),
     ];
     for (k, v) in cols {
         if let Some(s) = summary(&v) {
-            out.insert(k.to_string(), s);
+            out.insert(k, s);
         }
     }
     // ITL: each request's bounded gaps, pooled (crate::stats::itl)
     let itl = ok.iter().map(|r| (&r.itl_ms[..], r.itl_count));
     if let Some(s) = crate::stats::itl::pooled_summary(itl) {
-        out.insert("itl_ms".to_string(), crate::summary::summary_of(&s));
+        out.insert(SummaryKey::Itl, crate::summary::summary_of(&s));
     }
     out
 }
@@ -321,7 +389,8 @@ pub fn merge(mut all: Vec<Results>, files: &[String]) -> Result<Results, String>
     if all.is_empty() {
         return Err("no results file given".into());
     }
-    let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut seen: std::collections::BTreeMap<crate::config::ScenarioName, usize> =
+        Default::default();
     for (i, r) in all.iter().enumerate() {
         for s in &r.scenarios {
             if let Some(&j) = seen.get(&s.name) {
@@ -369,7 +438,7 @@ mod merge_tests {
         let mut r: Results = serde_json::from_str(&text).unwrap();
         r.scenarios.retain(|s| s.name == "chat-long");
         let s = &mut r.scenarios[0];
-        s.name = name.into();
+        s.name = crate::config::ScenarioName::new(name).unwrap();
         for c in &mut s.checks {
             c.scenario = name.into();
             c.alpha = Some(0.01);
@@ -407,5 +476,20 @@ mod merge_tests {
         // one file: nothing is redone
         let one = merge(vec![shard("a", 0.001)], &files[..1]).unwrap();
         assert_eq!(fails(&one), 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CheckId;
+
+    #[test]
+    fn check_ids_are_short_and_plain() {
+        assert!(CheckId::new("perfgate").is_ok());
+        assert!(CheckId::new("ci/latency:gpu-1.2_a").is_ok());
+        assert!(CheckId::new("").is_err());
+        assert!(CheckId::new("a".repeat(101)).is_err());
+        let e = CheckId::new("x-->y <b>").unwrap_err();
+        assert!(e.starts_with("--id `x-->y <b>`"), "{e}");
     }
 }

@@ -14,7 +14,7 @@
 //! ([`CLIENT_LAG_WARN_MS`]) instead of passing as a slow server.
 
 use crate::client::body;
-use crate::client::http::{Sent, StreamClient};
+use crate::client::http::{Delivery, RefusedField, Sent, StreamClient};
 use crate::config::Scenario;
 use crate::record::{FailureClass, RequestRecord};
 use crate::summary::ClientLag;
@@ -128,7 +128,7 @@ struct Shared {
     completed: AtomicUsize,
     results: Mutex<Vec<(usize, Sent)>>,
     run_id: String,
-    /// Live progress display, when the caller set one with [`PROGRESS`].
+    /// Live progress display, when the caller passed one to [`Session::start_with`].
     progress: Option<Arc<dyn Progress>>,
     /// False during warmup, true once measured requests are sent (for `progress`).
     measuring: AtomicBool,
@@ -143,15 +143,25 @@ struct Shared {
 pub trait Progress: Send + Sync {
     /// A session of `sc` starts (its warmup requests come first).
     fn start(&self, sc: &Scenario);
-    /// One request ended; `measured` is false for a warmup request.
-    fn request(&self, measured: bool, record: &RequestRecord);
+    /// One request of `phase` ended.
+    fn request(&self, phase: Phase, record: &RequestRecord);
     /// The session ended (its requests are done).
     fn finish(&self);
 }
 
-tokio::task_local! {
-    /// The progress display of every session started inside `PROGRESS.scope(...)`; none outside.
-    pub static PROGRESS: Arc<dyn Progress>;
+impl std::fmt::Debug for dyn Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
+}
+
+/// Which phase of a session a request belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// A warmup request (discarded).
+    Warmup,
+    /// A measured request.
+    Measured,
 }
 
 /// Interval of the client-lag probe's sleeps (one wakeup per interval while measuring).
@@ -295,6 +305,15 @@ impl Session {
     ///
     /// Errors: only when the client cannot be built (bad URL); request failures are recorded.
     pub async fn start(sc: &Scenario, base_url: &str) -> Result<Session, String> {
+        Session::start_with(sc, base_url, None).await
+    }
+
+    /// [`Session::start`], reporting every request to `progress` (a live display) when given.
+    pub async fn start_with(
+        sc: &Scenario,
+        base_url: &str,
+        progress: Option<Arc<dyn Progress>>,
+    ) -> Result<Session, String> {
         let client = StreamClient::new(&sc.endpoint, base_url, sc.load.concurrency as usize)?;
         // What the server offers, for messages (a wrong or unlisted model name); not a request.
         let listed_models = if crate::cancel::requested() {
@@ -319,7 +338,7 @@ impl Session {
             next: AtomicUsize::new(0),
             completed: AtomicUsize::new(0),
             results: Mutex::new(Vec::new()),
-            progress: PROGRESS.try_with(Arc::clone).ok(),
+            progress,
             measuring: AtomicBool::new(false),
             close_leftovers: AtomicUsize::new(0),
             run_id: format!(
@@ -450,12 +469,12 @@ impl Session {
             retried: self
                 .measured
                 .iter()
-                .filter(|s| s.retried && !s.resend_before_close_mode)
+                .filter(|s| s.delivery == Delivery::Resent)
                 .count() as u32,
             resent_before_close_mode: self
                 .measured
                 .iter()
-                .filter(|s| s.resend_before_close_mode)
+                .filter(|s| s.delivery == Delivery::ResentBeforeCloseMode)
                 .count() as u32,
             looks: Vec::new(),
             stop_reason: None,
@@ -621,7 +640,8 @@ async fn one_request(
     let sc = &sh.scenario;
     let nonce = format!("{}-{i}", sh.run_id);
     let close_mode_at_start = sh.client.close_after_stream();
-    let mut retried = false;
+    // Whether this request was already re-sent without `stream_options`.
+    let mut without_stream_options = false;
     let sent = loop {
         let usage = sh.include_usage.load(Ordering::SeqCst);
         let b = body::build(
@@ -635,16 +655,17 @@ async fn one_request(
             s = sh.client.send(&b, run_start) => s,
             _ = crate::cancel::grace_expired() => return None,
         };
-        if s.rejected_stream_options && usage && !retried {
+        if s.refused == Some(RefusedField::StreamOptions) && usage && !without_stream_options {
             sh.include_usage.store(false, Ordering::SeqCst);
             sh.fallback.store(true, Ordering::SeqCst);
-            retried = true;
+            without_stream_options = true;
             continue;
         }
         break s;
     };
     let mut sent = sent;
-    if sent.retried && !close_mode_at_start {
+    let resent = sent.delivery.was_resent();
+    if resent && !close_mode_at_start {
         // A pooled connection was found closed: the server may close after every stream
         // (and there was no warmup to find out); stop reusing connections after streams.
         // The requests already sent on pooled connections meet the same closed connections:
@@ -654,15 +675,15 @@ async fn one_request(
             sh.close_leftovers
                 .store(sc.load.concurrency as usize, Ordering::SeqCst);
         }
-        sent.resend_before_close_mode = true;
-    } else if sent.retried
+        sent.delivery = Delivery::ResentBeforeCloseMode;
+    } else if resent
         && sh
             .close_leftovers
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
     {
         // one of the connections left in the pool from before the switch
-        sent.resend_before_close_mode = true;
+        sent.delivery = Delivery::ResentBeforeCloseMode;
     }
     if let Some(due) = due {
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
@@ -675,7 +696,12 @@ async fn one_request(
         sent.record.sched_delay_ms = Some((sent.record.start_ms - sched_ms).max(0.0));
     }
     if let Some(p) = &sh.progress {
-        p.request(sh.measuring.load(Ordering::SeqCst), &sent.record);
+        let phase = if sh.measuring.load(Ordering::SeqCst) {
+            Phase::Measured
+        } else {
+            Phase::Warmup
+        };
+        p.request(phase, &sent.record);
     }
     Some(sent)
 }

@@ -1,9 +1,96 @@
 //! Summaries of a set of measured values (metric quantiles, client lag), as stored in baseline
 //! and results files.
 
+use crate::config::Metric;
 use crate::stats::quantile::summarize;
 use crate::units::round3;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What a metric summary is of, the key of the `summary` maps of baseline and results files
+/// (`ttft_ms`, `tpot_ms`, `e2e_ms`, `itl_ms`): the gated metrics, and ITL over every gap.
+///
+/// Ordered, hashed and borrowed as its key text, so a map keyed by it is written in the order
+/// the files always had (alphabetical) and can be looked up by that text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SummaryKey {
+    /// Time to first token, ms.
+    #[serde(rename = "ttft_ms")]
+    Ttft,
+    /// Time per output token, ms.
+    #[serde(rename = "tpot_ms")]
+    Tpot,
+    /// End-to-end latency, ms.
+    #[serde(rename = "e2e_ms")]
+    E2e,
+    /// Inter-token latency, every gap pooled, ms.
+    #[serde(rename = "itl_ms")]
+    Itl,
+}
+
+impl SummaryKey {
+    /// The key as written (`ttft_ms`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SummaryKey::Ttft => "ttft_ms",
+            SummaryKey::Tpot => "tpot_ms",
+            SummaryKey::E2e => "e2e_ms",
+            SummaryKey::Itl => "itl_ms",
+        }
+    }
+    /// The metric's lower-case name, without the unit (`ttft`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SummaryKey::Ttft => Metric::Ttft.as_str(),
+            SummaryKey::Tpot => Metric::Tpot.as_str(),
+            SummaryKey::E2e => Metric::E2e.as_str(),
+            SummaryKey::Itl => "itl",
+        }
+    }
+}
+
+impl From<Metric> for SummaryKey {
+    fn from(m: Metric) -> SummaryKey {
+        match m {
+            Metric::Ttft => SummaryKey::Ttft,
+            Metric::Tpot => SummaryKey::Tpot,
+            Metric::E2e => SummaryKey::E2e,
+        }
+    }
+}
+
+impl std::fmt::Display for SummaryKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialOrd for SummaryKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SummaryKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for SummaryKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl std::borrow::Borrow<str> for SummaryKey {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+/// Metric summaries by what they summarise, in file order.
+pub type Summaries = BTreeMap<SummaryKey, MetricSummary>;
 
 /// Quantiles of one metric (type 7), ms, over successful requests.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

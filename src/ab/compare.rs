@@ -6,7 +6,7 @@
 use super::measure::AbRuns;
 use super::{AbOptions, AbScenario, DesignChoice};
 use crate::check::{self, Arm};
-use crate::config::Metric;
+use crate::config::{Metric, ScenarioName};
 use crate::gate::{self, Block, Design, ScenarioSamples, Side};
 use crate::record::RequestRecord;
 use crate::results::{AbDesign, AbResult, Results, ScenarioResult, Status};
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 pub fn compare(scs: &[AbScenario], runs: Vec<AbRuns>, opts: &AbOptions) -> Results {
     let mut results = Vec::with_capacity(scs.len());
     let mut inputs: Vec<ScenarioSamples> = Vec::new();
-    let mut base_figures: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut base_figures: BTreeMap<ScenarioName, BTreeMap<String, f64>> = BTreeMap::new();
     for (ab, runs) in scs.iter().zip(runs) {
         let (res, input, figures) = one(ab, runs, opts);
         inputs.extend(input);

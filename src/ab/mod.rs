@@ -32,7 +32,7 @@ pub struct AbOptions {
     /// Seed of the interleaved order.
     pub seed: u64,
     /// The check id (comment marker).
-    pub id: String,
+    pub id: crate::results::CheckId,
     pub unlisted_model: UnlistedModel,
 }
 

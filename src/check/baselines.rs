@@ -3,7 +3,7 @@
 
 use super::drift::staleness;
 use crate::baseline::{self, Baseline, LoadError};
-use crate::config::Scenario;
+use crate::config::{Scenario, ScenarioName};
 use crate::results::Status;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub struct Baselines {
     dir: PathBuf,
-    loaded: BTreeMap<String, Result<Baseline, LoadError>>,
+    loaded: BTreeMap<ScenarioName, Result<Baseline, LoadError>>,
 }
 
 impl Baselines {
@@ -56,7 +56,7 @@ impl Baselines {
 
     /// The scenarios whose baseline is known, before measuring, to be unusable: (name, status,
     /// why) for a missing file, a broken file, or a scenario that changed since it was blessed.
-    pub fn unusable(&self, scenarios: &[Scenario]) -> Vec<(String, Status, String)> {
+    pub fn unusable(&self, scenarios: &[Scenario]) -> Vec<(ScenarioName, Status, String)> {
         scenarios
             .iter()
             .filter_map(|sc| {
@@ -74,7 +74,7 @@ impl Baselines {
         scenarios: &[Scenario],
         policy: crate::verdict::BaselinePolicy,
     ) -> Result<(), NoUsableBaseline> {
-        let unusable: Vec<(String, String)> = self
+        let unusable: Vec<(ScenarioName, String)> = self
             .unusable(scenarios)
             .into_iter()
             .filter(|(name, st, _)| {
@@ -107,7 +107,7 @@ impl Baselines {
 )]
 pub struct NoUsableBaseline {
     /// (scenario, why) for each refused scenario.
-    pub unusable: Vec<(String, String)>,
+    pub unusable: Vec<(ScenarioName, String)>,
     /// Scenarios in the check.
     pub total: usize,
 }

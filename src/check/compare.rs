@@ -8,11 +8,13 @@ use super::notes::{run_notes, schedule_notes};
 use super::CheckOptions;
 use crate::baseline::Baseline;
 use crate::config::scenario::Objective;
-use crate::config::{Metric, Scenario};
+use crate::config::{Metric, Scenario, ScenarioName};
 use crate::exit;
 use crate::gate::{self, Samples, ScenarioSamples};
 use crate::record::RequestRecord;
-use crate::results::{BaselineInfo, Results, ScenarioResult, Status, RESULTS_SCHEMA_VERSION};
+use crate::results::{
+    BaselineInfo, CheckId, Results, ScenarioResult, Status, RESULTS_SCHEMA_VERSION,
+};
 use crate::runner::RunOutput;
 use crate::stats::cluster::GapCluster;
 use crate::verdict::Overall;
@@ -127,7 +129,7 @@ pub fn gate_input(
     sc: &Scenario,
     baseline: &Arm,
     candidate: &Arm,
-    spread: BTreeMap<Metric, (f64, usize)>,
+    spread: BTreeMap<Metric, gate::Spread>,
     skip: &[Metric],
 ) -> ScenarioSamples {
     let metrics = sc
@@ -139,7 +141,7 @@ pub fn gate_input(
         .collect();
     let itl = itl_samples(sc, baseline, candidate, &spread, skip);
     ScenarioSamples {
-        scenario: sc.name.clone(),
+        scenario: sc.name.to_string(),
         gate: sc.gate.clone(),
         metrics,
         spread,
@@ -159,7 +161,7 @@ fn itl_samples(
     sc: &Scenario,
     baseline: &Arm,
     candidate: &Arm,
-    spread: &BTreeMap<Metric, (f64, usize)>,
+    spread: &BTreeMap<Metric, gate::Spread>,
     skip: &[Metric],
 ) -> Option<gate::ItlSamples> {
     sc.gate.itl?;
@@ -199,7 +201,7 @@ pub fn slo_only_input(sc: &Scenario, candidate: &Arm) -> ScenarioSamples {
 
 /// The run-to-run spread of a k-run baseline for the scenario's gated metrics (empty for a
 /// single-run baseline).
-pub fn baseline_spread(sc: &Scenario, b: &Baseline) -> BTreeMap<Metric, (f64, usize)> {
+pub fn baseline_spread(sc: &Scenario, b: &Baseline) -> BTreeMap<Metric, gate::Spread> {
     b.run_spread
         .as_ref()
         .map(|rs| {
@@ -211,8 +213,8 @@ pub fn baseline_spread(sc: &Scenario, b: &Baseline) -> BTreeMap<Metric, (f64, us
                 .chain(itl.iter())
                 .filter_map(|&m| {
                     rs.tau
-                        .get(&format!("{}_ms", m.as_str()))
-                        .map(|&t| (m, (t, rs.runs)))
+                        .get(&crate::summary::SummaryKey::from(m))
+                        .map(|&tau| (m, gate::Spread { tau, runs: rs.runs }))
                 })
                 .collect()
         })
@@ -246,7 +248,7 @@ pub fn compare(
     let mut results: Vec<ScenarioResult> = Vec::new();
     let mut gate_inputs: Vec<ScenarioSamples> = Vec::new();
     // the baselines' server-side figures, to say where a FAIL's time went
-    let mut base_figures: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut base_figures: BTreeMap<ScenarioName, BTreeMap<String, f64>> = BTreeMap::new();
     for (sc, run) in scenarios.iter().zip(runs) {
         let mut res = ScenarioResult {
             name: sc.name.clone(),
@@ -371,7 +373,7 @@ pub fn compare(
                 res.status,
                 Status::NoBaseline | Status::Stale | Status::InvalidBaseline
             )
-            && !gate_inputs.iter().any(|g| g.scenario == sc.name)
+            && !gate_inputs.iter().any(|g| sc.name == g.scenario)
         {
             gate_inputs.push(slo_only_input(sc, &Arm::from_records(&run.records)));
             // (a missing baseline's status detail says so already)
@@ -414,8 +416,8 @@ pub fn compare(
 pub fn gated_results(
     mut results: Vec<ScenarioResult>,
     inputs: &[gate::ScenarioSamples],
-    base_figures: &BTreeMap<String, BTreeMap<String, f64>>,
-    id: &str,
+    base_figures: &BTreeMap<ScenarioName, BTreeMap<String, f64>>,
+    id: &CheckId,
     policy: crate::verdict::BaselinePolicy,
 ) -> Results {
     let (checks, family) = gate::evaluate(inputs);
@@ -434,7 +436,7 @@ pub fn gated_results(
         schema_version: RESULTS_SCHEMA_VERSION,
         perfgate_version: env!("CARGO_PKG_VERSION").to_string(),
         created_at: crate::clock::now_rfc3339(),
-        id: id.to_string(),
+        id: id.clone(),
         verdict: Overall::Pass,
         exit_code: exit::OK,
         family_size: family,

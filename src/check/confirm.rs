@@ -34,7 +34,7 @@ pub(super) async fn confirm_failures(
                 "perfgate: confirming {} (re-run {i} of {})",
                 sc.name, sc.gate.confirm
             );
-            let again = crate::execute::measure(sc).await;
+            let again = crate::execute::measure(sc, opts.progress.clone()).await;
             let re = compare(std::slice::from_ref(sc), vec![again], baselines, opts);
             let Some(r) = re.scenarios.into_iter().next() else {
                 continue;

@@ -2,7 +2,7 @@
 //! shared by the check and bless reports.
 
 use crate::baseline::{self, BaselineRecord};
-use crate::record::RequestRecord;
+use crate::record::{FailureClass, RequestRecord};
 use crate::results::{measured_summary, Measured};
 use crate::runner::RunOutput;
 use std::collections::BTreeMap;
@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 pub fn measured(run: &RunOutput) -> Measured {
     let recs = &run.records;
     let ok: Vec<&RequestRecord> = recs.iter().filter(|r| r.ok()).collect();
-    let mut by_class: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_class: BTreeMap<FailureClass, usize> = BTreeMap::new();
     for e in recs.iter().filter_map(|r| r.error.as_ref()) {
-        *by_class.entry(e.class.as_str().to_string()).or_default() += 1;
+        *by_class.entry(e.class).or_default() += 1;
     }
     let wall_s = (run.wall_ms / 1000.0).max(1e-9);
     let out_tokens: f64 = ok

@@ -29,31 +29,18 @@ use crate::gate;
 use crate::results::Results;
 use crate::runner::RunOutput;
 
-/// Checks a `--id` (it names the PR comment marker, inside an HTML comment): 1 to 100 letters,
-/// digits and `. _ : / -`. The error is the message for the user.
-pub fn validate_id(id: &str) -> Result<(), String> {
-    if id.is_empty()
-        || id.len() > 100
-        || !id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
-    {
-        return Err(format!(
-            "--id `{id}`: use 1 to 100 letters, digits and . _ : / - (it goes into an HTML comment)"
-        ));
-    }
-    Ok(())
-}
-
 /// Options of one check.
 #[derive(Debug, Clone)]
 pub struct CheckOptions {
     /// Whether a missing or stale baseline fails the check (the default) or is only reported.
     pub policy: crate::verdict::BaselinePolicy,
     /// The check id (comment marker).
-    pub id: String,
+    pub id: crate::results::CheckId,
     /// What a configured model that the server's `GET <base>/models` does not list means.
     pub unlisted_model: UnlistedModel,
+    /// The live progress display every measurement reports to (an interactive terminal's
+    /// progress line), if any.
+    pub progress: Option<std::sync::Arc<dyn crate::runner::Progress>>,
 }
 
 /// What a configured model that the server does not list means (a server that accepts any
@@ -113,9 +100,9 @@ pub async fn run_check(
                     gate::all_decided(&checks)
                         .then(|| "every gated check is PASS, FAIL or IMPROVED".to_string())
                 };
-                crate::execute::measure_until(sc, &mut decide).await
+                crate::execute::measure_until(sc, opts.progress.clone(), &mut decide).await
             }
-            _ => crate::execute::measure(sc).await,
+            _ => crate::execute::measure(sc, opts.progress.clone()).await,
         };
         runs.push(run);
     }
@@ -126,19 +113,4 @@ pub async fn run_check(
     results.incomplete = crate::cancel::requested();
     results.decide();
     results
-}
-
-#[cfg(test)]
-mod tests {
-    use super::validate_id;
-
-    #[test]
-    fn check_ids_are_short_and_plain() {
-        assert!(validate_id("perfgate").is_ok());
-        assert!(validate_id("ci/latency:gpu-1.2_a").is_ok());
-        assert!(validate_id("").is_err());
-        assert!(validate_id(&"a".repeat(101)).is_err());
-        let e = validate_id("x-->y <b>").unwrap_err();
-        assert!(e.starts_with("--id `x-->y <b>`"), "{e}");
-    }
 }

@@ -349,34 +349,42 @@ impl StreamClient {
     ///
     /// A request that fails before any response because the server closed a kept-alive
     /// connection as it was reused (a race every HTTP/1.1 client meets; llama-server closes
-    /// idle connections after 5 s) is retried once on a fresh clock, and `Sent::retried` is set.
+    /// idle connections after 5 s) is retried once on a fresh clock, and `Sent::delivery` says
+    /// [`Delivery::Resent`].
     pub async fn send(&self, body: &serde_json::Value, run_start: Instant) -> Sent {
         let mut resends = 0;
         let mut sent = loop {
             let t0 = Instant::now();
             let start_ms = ms(t0.duration_since(run_start));
-            let s = self.send_inner(body, t0, start_ms).await;
-            // A request dropped before any response is sent once more, as OpenAI's SDKs do
-            // (a kept-alive connection the server closed as it was reused looks the same). The
-            // runner counts these re-sends: too many make the run untrustworthy. Against a
-            // server that closes after every stream (Connection: close mode), the pool may
-            // still hold several such connections from before the switch, each failing once
-            // and then discarded: up to MAX_CLOSE_MODE_RESENDS tries then. The same holds for
-            // a re-send that meets a second closed pooled connection before the runner has
-            // switched to that mode (concurrency N leaves up to N of them; on a busy machine two
-            // in a row were seen): after one stale connection, another is the same race.
-            let allowed = if self.close_after_stream() || resends > 0 {
-                MAX_CLOSE_MODE_RESENDS
-            } else {
-                1
-            };
-            if s.stale_connection && resends < allowed {
-                resends += 1;
-                continue;
+            match self.send_inner(body, t0, start_ms).await {
+                Try::Ended(s) => break s,
+                // A request dropped before any response is sent once more, as OpenAI's SDKs
+                // do (a kept-alive connection the server closed as it was reused looks the
+                // same). The runner counts these re-sends: too many make the run
+                // untrustworthy. Against a server that closes after every stream (Connection:
+                // close mode), the pool may still hold several such connections from before
+                // the switch, each failing once and then discarded: up to
+                // MAX_CLOSE_MODE_RESENDS tries then. The same holds for a re-send that meets a
+                // second closed pooled connection before the runner has switched to that mode
+                // (concurrency N leaves up to N of them; on a busy machine two in a row were
+                // seen): after one stale connection, another is the same race.
+                Try::StaleConnection(s) => {
+                    let allowed = if self.close_after_stream() || resends > 0 {
+                        MAX_CLOSE_MODE_RESENDS
+                    } else {
+                        1
+                    };
+                    if resends < allowed {
+                        resends += 1;
+                        continue;
+                    }
+                    break s;
+                }
             }
-            break s;
         };
-        sent.retried = resends > 0;
+        if resends > 0 {
+            sent.delivery = Delivery::Resent;
+        }
         sent.model = sent.model.map(|m| self.redact(&m));
         sent.system_fingerprint = sent.system_fingerprint.map(|m| self.redact(&m));
         sent.record.response_id = sent.record.response_id.map(|m| self.redact(&m));
@@ -391,15 +399,18 @@ impl StreamClient {
     }
 
     /// One try of [`StreamClient::send`]: the headers, then an error body or the stream.
-    async fn send_inner(&self, body: &serde_json::Value, t0: Instant, start_ms: f64) -> Sent {
+    async fn send_inner(&self, body: &serde_json::Value, t0: Instant, start_ms: f64) -> Try {
         let dl = Deadlines::start(t0, self.timeouts);
         let close = self.close_after_stream();
         let resp = match self.post(body, &dl, close).await {
             Ok(r) => r,
             Err((failure, stale)) => {
-                let mut s = Sent::failed(start_ms, failure);
-                s.stale_connection = stale;
-                return s;
+                let s = Sent::failed(start_ms, failure);
+                return if stale {
+                    Try::StaleConnection(s)
+                } else {
+                    Try::Ended(s)
+                };
             }
         };
         let status = resp.status();
@@ -412,7 +423,7 @@ impl StreamClient {
         if !status.is_success() {
             let mut s = self.error_status(resp, &headers, &dl, start_ms).await;
             s.server = server;
-            return s;
+            return Try::Ended(s);
         }
         let content_type = headers
             .get(reqwest::header::CONTENT_TYPE)
@@ -451,28 +462,26 @@ impl StreamClient {
                     },
                 );
                 s.server = server;
-                return s;
+                return Try::Ended(s);
             }
         };
         let mut record = folded.record;
         if let Some(e) = record.error.as_mut() {
             e.status.get_or_insert(status.as_u16());
         }
-        Sent {
+        Try::Ended(Sent {
             record,
             model: folded.model,
             system_fingerprint: folded.fingerprint,
             server,
-            rejected_stream_options: false,
-            stale_connection: false,
-            retried: false,
+            refused: None,
+            delivery: Delivery::FirstTry,
             sim_request: headers
                 .get(crate::sim::server::SIM_REQUEST_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse().ok()),
-            resend_before_close_mode: false,
             conn,
-        }
+        })
     }
 
     /// Sends the POST and waits for the response headers until the first-token deadline.
@@ -541,8 +550,9 @@ impl StreamClient {
                 message: msg,
             },
         );
-        s.rejected_stream_options =
-            (status == 400 || status == 422) && text.contains("stream_options");
+        if (status == 400 || status == 422) && text.contains("stream_options") {
+            s.refused = Some(RefusedField::StreamOptions);
+        }
         s
     }
 
@@ -628,21 +638,52 @@ pub struct Sent {
     pub system_fingerprint: Option<String>,
     /// The `Server` header.
     pub server: Option<String>,
-    /// A 400/422 whose body names `stream_options` (the server rejects the field).
-    pub rejected_stream_options: bool,
-    /// The request failed before any response on a connection the server had closed.
-    pub stale_connection: bool,
-    /// The request was sent a second time after such a failure.
-    pub retried: bool,
+    /// A request field the server refused (a 400/422 whose body names it).
+    pub refused: Option<RefusedField>,
+    /// Whether the request went out once, or again after its try met a closed connection.
+    pub delivery: Delivery,
     /// perfgate's simulator: the request number of its `x-perfgate-sim-request` header, to look
     /// up the simulator's own send times (the accuracy benchmark).
     pub sim_request: Option<u64>,
-    /// Set by the runner: this re-send happened before perfgate learned that the server closes
-    /// its connection after every stream (so it is expected, not a dropped request).
-    pub resend_before_close_mode: bool,
     /// The local address of the connection that carried the response (tells connections
     /// apart: was a kept-alive connection reused?).
     pub conn: Option<std::net::SocketAddr>,
+}
+
+/// A request field a server refused with a 400/422 that names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedField {
+    /// `stream_options` (`include_usage`): the runner re-sends without it.
+    StreamOptions,
+}
+
+/// How a request ended up being sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Its first try is what was measured.
+    FirstTry,
+    /// Its first try failed before any response on a kept-alive connection the server had
+    /// closed, so it was sent again: a dropped request, counted against the run's trust.
+    Resent,
+    /// Re-sent likewise, but before perfgate learned that the server closes its connection
+    /// after every stream (set by the runner): expected, not a dropped request.
+    ResentBeforeCloseMode,
+}
+
+impl Delivery {
+    /// True when the request was sent more than once.
+    pub fn was_resent(self) -> bool {
+        self != Delivery::FirstTry
+    }
+}
+
+/// One try of a request: how it ended, or that it met a closed kept-alive connection (which
+/// [`StreamClient::send`] may try again).
+enum Try {
+    /// The try ended (measured, or failed for good).
+    Ended(Sent),
+    /// It failed before any response on a connection the server had closed.
+    StaleConnection(Sent),
 }
 
 impl Sent {
@@ -655,11 +696,9 @@ impl Sent {
             model: None,
             system_fingerprint: None,
             server: None,
-            rejected_stream_options: false,
-            stale_connection: false,
-            retried: false,
+            refused: None,
+            delivery: Delivery::FirstTry,
             sim_request: None,
-            resend_before_close_mode: false,
             conn: None,
         }
     }

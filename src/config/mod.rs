@@ -12,7 +12,9 @@ pub mod shard;
 pub mod sweep;
 pub mod values;
 
-pub use scenario::{Api, Band, CachePolicy, Metric, Quantile, Scenario, Secret, Target};
+pub use scenario::{
+    Api, Band, CachePolicy, Metric, Quantile, Scenario, ScenarioName, Secret, Target,
+};
 
 use file::{RawFile, RawScenario};
 use std::collections::BTreeSet;

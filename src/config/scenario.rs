@@ -407,7 +407,7 @@ impl GateSpec {
 #[derive(Debug, Clone)]
 pub struct Scenario {
     /// Unique name; names `baselines/<name>.json`.
-    pub name: String,
+    pub name: ScenarioName,
     /// Free text.
     pub description: Option<String>,
     /// The file it came from, and the line of its entry.
@@ -476,6 +476,81 @@ pub fn check_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A scenario's name, checked once where it is read ([`ScenarioName::new`], [`check_name`]):
+/// `[A-Za-z0-9._-]`, 1 to 64 characters, not starting with `.`, so it can name a file
+/// (`baselines/<name>.json`). Written as the plain string.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ScenarioName(String);
+
+impl ScenarioName {
+    /// Checks `name` ([`check_name`]); the error is the message for the user.
+    pub fn new(name: impl Into<String>) -> Result<ScenarioName, String> {
+        let name = name.into();
+        check_name(&name)?;
+        Ok(ScenarioName(name))
+    }
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ScenarioName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        ScenarioName::new(String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for ScenarioName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::ops::Deref for ScenarioName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for ScenarioName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for ScenarioName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for ScenarioName {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for ScenarioName {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for ScenarioName {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl From<ScenarioName> for String {
+    fn from(n: ScenarioName) -> String {
+        n.0
+    }
 }
 
 /// Normalises an HTTP base URL (OpenAI-SDK convention, tests/cases/35-base-url-joining.yaml): the base includes
@@ -589,8 +664,7 @@ fn dur(v: &Option<String>, key: &str, default: Duration) -> Result<Duration, Str
 ///
 /// Errors: one message naming the key and what to write instead.
 pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, String> {
-    let name = raw.name.clone().ok_or("scenario has no `name:`")?;
-    check_name(&name)?;
+    let name = ScenarioName::new(raw.name.clone().ok_or("scenario has no `name:`")?)?;
     let endpoint =
         build_endpoint(&raw.endpoint, ctx).map_err(|e| format!("scenario `{name}`: {e}"))?;
     let request =

@@ -52,7 +52,10 @@ impl Shard {
     pub fn select(self, scs: Vec<Scenario>) -> Result<Vec<Scenario>, EmptyShard> {
         let total = scs.len();
         let mine = self.names(scs.iter().map(|s| s.name.as_str()));
-        let out: Vec<Scenario> = scs.into_iter().filter(|s| mine.contains(&s.name)).collect();
+        let out: Vec<Scenario> = scs
+            .into_iter()
+            .filter(|s| mine.contains(s.name.as_str()))
+            .collect();
         if out.is_empty() {
             return Err(EmptyShard { shard: self, total });
         }

@@ -8,6 +8,7 @@ use super::plot::{self, BASELINE, CANDIDATE};
 use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value, Distributions, Report};
 use crate::gate::Verdict;
 use crate::results::{ScenarioResult, Status};
+use crate::summary::SummaryKey;
 use std::fmt::Write;
 
 /// Escapes text for HTML element content and quoted attributes.
@@ -157,7 +158,7 @@ pub fn render(rep: &Report) -> String {
     let _ = writeln!(
         o,
         "<p class=\"meta\">Check <code>{}</code>, measured {} with perfgate {}.</p>\n</div>",
-        escape(&r.id),
+        escape(r.id.as_str()),
         escape(&r.created_at),
         escape(&r.perfgate_version)
     );
@@ -206,8 +207,8 @@ fn sweeps(o: &mut String, r: &crate::results::Results) {
             )
         );
         for (key, title) in [
-            ("ttft_ms", "TTFT P50 against throughput"),
-            ("tpot_ms", "TPOT P50 against throughput"),
+            (SummaryKey::Ttft, "TTFT P50 against throughput"),
+            (SummaryKey::Tpot, "TPOT P50 against throughput"),
         ] {
             let pts: Vec<super::sweep_plot::Point> = members
                 .iter()
@@ -220,7 +221,7 @@ fn sweeps(o: &mut String, r: &crate::results::Results) {
                             .unwrap_or(&s.name)
                             .to_string(),
                         tokens_per_s: s.measured.output_tokens_per_s,
-                        p50_ms: s.measured.summary.get(key)?.p50,
+                        p50_ms: s.measured.summary.get(&key)?.p50,
                     })
                 })
                 .collect();
@@ -240,13 +241,13 @@ fn summary_table(o: &mut String, rep: &Report) {
         "<table class=\"summary\">\n<tr><th>scenario</th><th>verdict</th><th>TTFT P50 {word} &rarr; candidate</th><th>TPOT P50 {word} &rarr; candidate</th><th>requests (failed)</th><th>checks not passing</th></tr>"
     );
     for s in &r.scenarios {
-        let p50 = |k: &str| {
+        let p50 = |k: SummaryKey| {
             let b = match &s.ab {
-                Some(ab) => ab.base_measured.summary.get(k),
-                None => s.baseline.as_ref().and_then(|b| b.summary.get(k)),
+                Some(ab) => ab.base_measured.summary.get(&k),
+                None => s.baseline.as_ref().and_then(|b| b.summary.get(&k)),
             }
             .map(|m| fmt_ms(m.p50));
-            let c = s.measured.summary.get(k).map(|m| fmt_ms(m.p50));
+            let c = s.measured.summary.get(&k).map(|m| fmt_ms(m.p50));
             match (b, c) {
                 (Some(b), Some(c)) => format!("{b} &rarr; {c}"),
                 (None, Some(c)) => format!("&ndash; &rarr; {c}"),
@@ -266,8 +267,8 @@ fn summary_table(o: &mut String, rep: &Report) {
             anchor(&s.name),
             escape(&s.name),
             scenario_badge(s),
-            p50("ttft_ms"),
-            p50("tpot_ms"),
+            p50(SummaryKey::Ttft),
+            p50(SummaryKey::Tpot),
             s.measured.requests,
             s.measured.failed,
             if flagged.is_empty() {

@@ -52,51 +52,84 @@ pub fn numbers(c: &Check, word: &str) -> String {
     s
 }
 
-/// The extra testcase of a scenario that was not (fully) compared: `Some(true)` for an
-/// `<error>`, `Some(false)` for `<skipped>`.
-fn status_case(s: &ScenarioResult) -> Option<bool> {
+/// The extra testcase of a scenario that was not (fully) compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StatusCase {
+    /// An `<error>`: the scenario could not be measured or is misconfigured.
+    Error,
+    /// A `<skipped>`: there was no usable baseline.
+    Skipped,
+}
+
+/// The extra testcase of a scenario, if it was not (fully) compared.
+fn status_case(s: &ScenarioResult) -> Option<StatusCase> {
     match s.status {
         Status::Compared => None,
-        Status::Unmeasurable | Status::Misconfigured => Some(true),
-        Status::NoBaseline | Status::Stale | Status::InvalidBaseline => Some(false),
+        Status::Unmeasurable | Status::Misconfigured => Some(StatusCase::Error),
+        Status::NoBaseline | Status::Stale | Status::InvalidBaseline => Some(StatusCase::Skipped),
     }
 }
 
-/// (tests, failures, errors, skipped) of one scenario.
-fn counts(s: &ScenarioResult) -> (usize, usize, usize, usize) {
+/// The testcase counts of a `<testsuite>` (one scenario) or of `<testsuites>` (their sum).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counts {
+    tests: usize,
+    failures: usize,
+    errors: usize,
+    skipped: usize,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.tests += o.tests;
+        self.failures += o.failures;
+        self.errors += o.errors;
+        self.skipped += o.skipped;
+    }
+}
+
+/// The counts of one scenario.
+fn counts(s: &ScenarioResult) -> Counts {
     let n = |v: Verdict| s.checks.iter().filter(|c| c.verdict == v).count();
     let (e, sk) = match status_case(s) {
-        Some(true) => (1, 0),
-        Some(false) => (0, 1),
+        Some(StatusCase::Error) => (1, 0),
+        Some(StatusCase::Skipped) => (0, 1),
         None => (0, 0),
     };
-    (
-        s.checks.len() + e + sk,
-        n(Verdict::Fail),
-        e,
-        n(Verdict::Info) + sk,
-    )
+    Counts {
+        tests: s.checks.len() + e + sk,
+        failures: n(Verdict::Fail),
+        errors: e,
+        skipped: n(Verdict::Info) + sk,
+    }
 }
 
 /// Renders the whole report.
 pub fn render(r: &Results) -> String {
     let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let (mut t, mut f, mut e, mut sk) = (0, 0, 0, 0);
+    let mut all = Counts::default();
     for s in &r.scenarios {
-        let c = counts(s);
-        t += c.0;
-        f += c.1;
-        e += c.2;
-        sk += c.3;
+        all += counts(s);
     }
+    let Counts {
+        tests: t,
+        failures: f,
+        errors: e,
+        skipped: sk,
+    } = all;
     let total_s: f64 = r.scenarios.iter().map(|s| s.measured.wall_ms).sum::<f64>() / 1000.0;
     let _ = writeln!(
         o,
         "<testsuites name=\"{}\" tests=\"{t}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{sk}\" time=\"{total_s:.3}\">",
-        escape(&r.id)
+        escape(r.id.as_str())
     );
     for s in &r.scenarios {
-        let (tests, failures, errors, skipped) = counts(s);
+        let Counts {
+            tests,
+            failures,
+            errors,
+            skipped,
+        } = counts(s);
         let _ = writeln!(
             o,
             "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{:.3}\" timestamp=\"{}\">",
@@ -130,11 +163,10 @@ pub fn render(r: &Results) -> String {
         }
         let _ = writeln!(o, "    </properties>");
         let class = format!("perfgate.{}", s.name);
-        if let Some(is_error) = status_case(s) {
-            let (name, tag) = if is_error {
-                ("measure", "error")
-            } else {
-                ("baseline", "skipped")
+        if let Some(case) = status_case(s) {
+            let (name, tag) = match case {
+                StatusCase::Error => ("measure", "error"),
+                StatusCase::Skipped => ("baseline", "skipped"),
             };
             let _ = writeln!(
                 o,

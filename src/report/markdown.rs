@@ -7,6 +7,7 @@
 use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value};
 use crate::gate::Verdict;
 use crate::results::{Results, Status};
+use crate::summary::SummaryKey;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -76,7 +77,7 @@ fn short_sha(sha: &str) -> &str {
 pub fn render_with(r: &Results, x: &Extra) -> String {
     let mut o = String::new();
     let word = crate::report::base_word(r);
-    let _ = writeln!(o, "<!-- perfgate:{} -->", escape(&r.id));
+    let _ = writeln!(o, "<!-- perfgate:{} -->", escape(r.id.as_str()));
     let head = match r.verdict.as_str() {
         "FAIL" => "❌ **perfgate: latency regression**",
         "ERROR" => "🛑 **perfgate: could not measure**",
@@ -203,7 +204,7 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
         if let Some(line) = crate::report::info_line(&info, crate::report::base_word(r)) {
             let _ = writeln!(o, "\n{}", escape(&line));
         }
-        if let Some(itl) = m.summary.get("itl_ms") {
+        if let Some(itl) = m.summary.get(&SummaryKey::Itl) {
             let _ = writeln!(
                 o,
                 "\nITL P50 {} / P99 {} (per event).",
@@ -367,7 +368,7 @@ pub fn chart(r: &Results) -> Option<String> {
     }
     let mut out = String::new();
     for (m, quantiles) in metrics {
-        let key = format!("{}_ms", m.as_str());
+        let key = SummaryKey::from(m);
         let mut cats = Vec::new();
         let (mut base, mut cand) = (Vec::new(), Vec::new());
         for s in r.scenarios.iter().take(CHART_MAX_SCENARIOS) {

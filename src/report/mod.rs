@@ -13,6 +13,7 @@ pub mod sweep_plot;
 pub mod terminal;
 
 use crate::baseline::{Baseline, BaselineRecord, LoadError};
+use crate::config::ScenarioName;
 use crate::gate::{Check, CheckKind};
 use crate::record::RequestRecord;
 use crate::results::Results;
@@ -57,7 +58,10 @@ pub fn fmt_change(c: &Check) -> String {
         (_, None) => "-".into(),
         (_, Some(r)) => {
             let ci = match c.ci {
-                Some((lo, hi)) => format!(
+                Some(crate::gate::RatioCi {
+                    lower: lo,
+                    upper: hi,
+                }) => format!(
                     " [{}, {}]",
                     lo.map(pct).unwrap_or_else(|| "?".into()),
                     hi.map(pct).unwrap_or_else(|| "?".into())
@@ -130,7 +134,7 @@ impl Distributions {
 pub struct Report {
     pub results: Results,
     /// Per scenario name with a baseline in the results.
-    pub baselines: BTreeMap<String, Result<Distributions, String>>,
+    pub baselines: BTreeMap<ScenarioName, Result<Distributions, String>>,
 }
 
 impl Report {
@@ -171,7 +175,7 @@ impl Report {
 
 /// The base arm's values of every `perfgate ab` scenario (they play the baseline's part in the
 /// plots), from the results themselves.
-fn ab_bases(results: &Results) -> BTreeMap<String, Result<Distributions, String>> {
+fn ab_bases(results: &Results) -> BTreeMap<ScenarioName, Result<Distributions, String>> {
     results
         .scenarios
         .iter()

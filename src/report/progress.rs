@@ -5,7 +5,7 @@
 
 use crate::config::Scenario;
 use crate::record::RequestRecord;
-use crate::runner::Progress;
+use crate::runner::{Phase, Progress};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
@@ -79,7 +79,7 @@ impl Progress for TerminalProgress {
         {
             bar.set_style(style.progress_chars("=> "));
         }
-        bar.set_prefix(sc.name.clone());
+        bar.set_prefix(sc.name.to_string());
         bar.enable_steady_tick(Duration::from_millis(200));
         *st = State {
             bar: None,
@@ -90,20 +90,18 @@ impl Progress for TerminalProgress {
         st.bar = Some(bar);
     }
 
-    fn request(&self, measured: bool, record: &RequestRecord) {
+    fn request(&self, phase: Phase, record: &RequestRecord) {
         let Ok(mut st) = self.state.lock() else {
             return;
         };
-        if !measured {
-            st.warm_done += 1;
-        } else if record.ok() {
-            st.ttft.extend(record.ttft_ms);
-        } else {
-            st.failed += 1;
+        match phase {
+            Phase::Warmup => st.warm_done += 1,
+            Phase::Measured if record.ok() => st.ttft.extend(record.ttft_ms),
+            Phase::Measured => st.failed += 1,
         }
         let msg = message(&st);
         if let Some(b) = &st.bar {
-            if measured {
+            if phase == Phase::Measured {
                 b.inc(1);
             }
             b.set_message(msg);

@@ -6,6 +6,7 @@
 use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value};
 use crate::gate::Verdict;
 use crate::results::{Results, Status};
+use crate::summary::SummaryKey;
 use comfy_table::{presets, Table};
 use std::fmt::Write;
 use std::io::IsTerminal;
@@ -131,19 +132,19 @@ pub fn render_styled(r: &Results, color: bool) -> String {
         if let Some(line) = crate::report::info_line(&info, crate::report::base_word(r)) {
             let _ = writeln!(out, "   {line}");
         }
-        let sm = |k: &str| m.summary.get(k);
+        let sm = |k: SummaryKey| m.summary.get(&k);
         if m.ok > 0 {
-            let q = |k: &str, f: fn(&crate::summary::MetricSummary) -> f64| {
+            let q = |k: SummaryKey, f: fn(&crate::summary::MetricSummary) -> f64| {
                 sm(k).map(|s| fmt_ms(f(s))).unwrap_or_else(|| "-".into())
             };
             let _ = writeln!(
                 out,
                 "   measured (sample quantiles): TTFT P50 {} P99 {} | TPOT P50 {} | ITL P50 {} P99 {} | {:.1} output tokens/s, {:.2} requests/s",
-                q("ttft_ms", |s| s.p50),
-                q("ttft_ms", |s| s.p99),
-                q("tpot_ms", |s| s.p50),
-                q("itl_ms", |s| s.p50),
-                q("itl_ms", |s| s.p99),
+                q(SummaryKey::Ttft, |s| s.p50),
+                q(SummaryKey::Ttft, |s| s.p99),
+                q(SummaryKey::Tpot, |s| s.p50),
+                q(SummaryKey::Itl, |s| s.p50),
+                q(SummaryKey::Itl, |s| s.p99),
                 m.output_tokens_per_s,
                 m.requests_per_s
             );

@@ -11,7 +11,7 @@
 //! A fixture whose `api` perfgate does not support is still a test: it checks that the scenario
 //! config rejects that api with a message naming the supported ones.
 
-use perfgate::client::http::{Sent, StreamClient};
+use perfgate::client::http::{RefusedField, Sent, StreamClient};
 use perfgate::config::scenario::Api;
 use perfgate::config::{Scenario, Target};
 use perfgate::record::{RequestRecord, TokenSource};
@@ -416,7 +416,11 @@ fn extra_checks(
         "33-http-error-bodies-c.yaml"
         | "36-stream-options-rejected-a.yaml"
         | "36-stream-options-rejected-b.yaml" => {
-            assert!(sent.rejected_stream_options, "{file}: not flagged: {msg}");
+            assert_eq!(
+                sent.refused,
+                Some(RefusedField::StreamOptions),
+                "{file}: not flagged: {msg}"
+            );
             assert_eq!(
                 body["stream_options"]["include_usage"],
                 serde_json::json!(true),
@@ -433,7 +437,7 @@ fn extra_checks(
         }
         _ => {
             if !sent.record.ok() {
-                assert!(!sent.rejected_stream_options, "{file}: flagged: {msg}");
+                assert_eq!(sent.refused, None, "{file}: flagged: {msg}");
             }
         }
     }

@@ -4,7 +4,7 @@
 use perfgate::config::Scenario;
 use perfgate::record::RequestRecord;
 use perfgate::report::{html, json, junit, markdown, terminal, Report};
-use perfgate::runner::{Progress, PROGRESS};
+use perfgate::runner::{Phase, Progress};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -180,8 +180,11 @@ impl Progress for Counting {
     fn start(&self, sc: &Scenario) {
         self.log.lock().unwrap().push(format!("start {}", sc.name));
     }
-    fn request(&self, measured: bool, record: &RequestRecord) {
-        let kind = if measured { "measured" } else { "warmup" };
+    fn request(&self, phase: Phase, record: &RequestRecord) {
+        let kind = match phase {
+            Phase::Measured => "measured",
+            Phase::Warmup => "warmup",
+        };
         self.log
             .lock()
             .unwrap()
@@ -193,7 +196,7 @@ impl Progress for Counting {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_runner_reports_progress_only_inside_the_scope() {
+async fn the_runner_reports_progress_only_when_given_one() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("s.yaml");
     std::fs::write(
@@ -212,10 +215,7 @@ scenarios:
     let sc = &scs[0];
     let counting = Arc::new(Counting::default());
     let p: Arc<dyn Progress> = counting.clone();
-    let run = PROGRESS
-        .scope(p, perfgate::execute::measure(sc))
-        .await
-        .unwrap();
+    let run = perfgate::execute::measure(sc, Some(p)).await.unwrap();
     assert_eq!(run.records.len(), 20);
     let log = counting.log.lock().unwrap().clone();
     assert_eq!(log.first().map(String::as_str), Some("start p"));
@@ -226,9 +226,9 @@ scenarios:
     let last_warm = log.iter().rposition(|l| l.starts_with("warmup")).unwrap();
     let first_meas = log.iter().position(|l| l.starts_with("measured")).unwrap();
     assert!(last_warm < first_meas);
-    // outside the scope nothing is reported
+    // without a progress display nothing is reported
     let before = counting.log.lock().unwrap().len();
-    perfgate::execute::measure(sc).await.unwrap();
+    perfgate::execute::measure(sc, None).await.unwrap();
     assert_eq!(counting.log.lock().unwrap().len(), before);
 }
 

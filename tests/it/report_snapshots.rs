@@ -193,7 +193,10 @@ fn markdown_explains_an_open_interval_and_says_when_nothing_needs_a_look() {
         .iter_mut()
         .find(|c| c.ci.is_some())
         .unwrap();
-    c.ci = Some((Some(0.95), None));
+    c.ci = Some(perfgate::gate::RatioCi {
+        lower: Some(0.95),
+        upper: None,
+    });
     let md = markdown::render(&r);
     assert!(md.contains("\nNo check failed or warned.\n"), "{md}");
     assert!(md.contains("[-5.0%, ?]"), "{md}");
@@ -363,7 +366,7 @@ fn merging_results_keeps_the_worst_verdict_and_refuses_duplicates() {
     let a = fixture();
     let mut b = fixture();
     for s in &mut b.scenarios {
-        s.name = format!("{}-b", s.name);
+        s.name = perfgate::config::ScenarioName::new(format!("{}-b", s.name)).unwrap();
     }
     b.verdict = perfgate::verdict::Overall::Pass;
     b.exit_code = 0;
@@ -394,7 +397,7 @@ fn merging_results_keeps_the_worst_verdict_and_refuses_duplicates() {
     b.baseline_policy = perfgate::verdict::BaselinePolicy::AllowMissing;
     let mut n = b.clone();
     for s in &mut n.scenarios {
-        s.name.push('n');
+        s.name = perfgate::config::ScenarioName::new(format!("{}n", s.name)).unwrap();
         s.status = perfgate::results::Status::NoBaseline;
         s.checks.clear();
     }
