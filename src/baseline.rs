@@ -394,8 +394,8 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         format!("not valid JSON ({e}); restore it from git or run `perfgate bless`")
     })?;
-    crate::limits::check_unique_keys(text)?;
-    crate::limits::check_times(&v)?;
+    crate::limits::check_unique_keys(text).map_err(|e| e.to_string())?;
+    crate::limits::check_times(&v).map_err(|e| e.to_string())?;
     if let Some(sv) = v.get("schema_version").and_then(|s| s.as_u64()) {
         if sv > SCHEMA_VERSION as u64 {
             return Err(format!("schema_version {sv} was written by a newer perfgate (this one reads {SCHEMA_VERSION}); upgrade perfgate"));

@@ -147,7 +147,7 @@ pub async fn bless(
     k: usize,
     allow_unstable: bool,
     host: Option<String>,
-) -> Result<i32, exit::ExitError> {
+) -> Result<i32, exit::Error> {
     let mut code = exit::OK;
     'scenario: for sc in scs {
         let path = baseline::path_for(dir, &sc.name);
@@ -204,9 +204,8 @@ pub async fn bless(
                 continue 'scenario;
             }
         }
-        crate::fsutil::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
-            exit::ExitError::invalid(format!("cannot write {}: {e}", path.display()))
-        })?;
+        crate::fsutil::write_atomic(&path, &baseline::to_json(&b))
+            .map_err(|e| exit::Error::write(&path, e))?;
         let p50 = |key: &str| {
             b.summary
                 .get(key)
@@ -254,9 +253,9 @@ pub fn bless_from(
     from: &Path,
     arm: crate::gate::Side,
     host: Option<String>,
-) -> Result<i32, exit::ExitError> {
+) -> Result<i32, exit::Error> {
     use crate::gate::Side;
-    let results = crate::report::json::load(from).map_err(exit::ExitError::invalid)?;
+    let results = crate::report::json::load(from)?;
     let shown = from.display();
     let arm_name = match arm {
         Side::Base => "base",
@@ -311,7 +310,7 @@ pub fn bless_from(
         planned.push((sc, run));
     }
     if !problems.is_empty() {
-        return Err(exit::ExitError::invalid(format!(
+        return Err(exit::Error::Usage(format!(
             "bless --from {shown} --arm {arm_name}: nothing written:\n  - {}",
             problems.join("\n  - ")
         )));
@@ -326,9 +325,8 @@ pub fn bless_from(
         let path = baseline::path_for(dir, &sc.name);
         remove_stale_temp_files(dir, &sc.name);
         let b = baseline::from_runs(sc, std::slice::from_ref(&run), host.clone());
-        crate::fsutil::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
-            exit::ExitError::invalid(format!("cannot write {}: {e}", path.display()))
-        })?;
+        crate::fsutil::write_atomic(&path, &baseline::to_json(&b))
+            .map_err(|e| exit::Error::write(&path, e))?;
         let p50 = |key: &str| {
             b.summary
                 .get(key)

@@ -3,7 +3,7 @@
 
 use crate::check::{self, CheckOptions};
 use crate::config::{self, Scenario};
-use crate::exit::{self, ExitError};
+use crate::exit::{self, Error};
 use crate::report;
 use crate::sim::{ReplayCase, SimConfig, SimServer};
 use clap::{Args, Parser, Subcommand};
@@ -322,18 +322,18 @@ pub fn main() -> i32 {
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("perfgate: cannot start the async runtime: {e}");
-            return exit::COULD_NOT_MEASURE;
-        }
+        Err(e) => return fail(&Error::Runtime(e)),
     };
     match rt.block_on(run(cli)) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("perfgate: {}", e.message);
-            e.code
-        }
+        Err(e) => fail(&e),
     }
+}
+
+/// Says what ended the command (on stderr) and returns the exit code its kind carries.
+fn fail(e: &Error) -> i32 {
+    eprintln!("perfgate: {e}");
+    e.exit_code()
 }
 
 fn env_lookup(name: &str) -> Option<String> {
@@ -375,13 +375,13 @@ pub fn select_shard(scs: Vec<Scenario>, shard: Shard) -> Vec<Scenario> {
     scs.into_iter().filter(|s| mine.contains(&s.name)).collect()
 }
 
-fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
+fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, Error> {
     load_scenarios_as(a, config::arm::Reading::Written)
 }
 
 /// The scenarios of `check` and `bless`: as written, refusing a `server:` block of
 /// `perfgate ab` arms only (it has no server for them to start).
-fn load_measured_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
+fn load_measured_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, Error> {
     let scs = load_scenarios(a)?;
     let arms_only: Vec<String> = scs
         .iter()
@@ -389,10 +389,13 @@ fn load_measured_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError>
         .map(|s| format!("{} ({})", s.name, s.source))
         .collect();
     if !arms_only.is_empty() {
-        return Err(ExitError::invalid(format!(
-            "the server: block of {} has only base: / candidate: arms, which only perfgate ab starts; give it a command: of its own for check and bless",
-            arms_only.join(", ")
-        )));
+        return Err(Error::Scenario(
+            format!(
+                "the server: block of {} has only base: / candidate: arms, which only perfgate ab starts; give it a command: of its own for check and bless",
+                arms_only.join(", ")
+            )
+            .into(),
+        ));
     }
     Ok(scs)
 }
@@ -400,18 +403,16 @@ fn load_measured_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError>
 fn load_scenarios_as(
     a: &ScenarioArgs,
     reading: config::arm::Reading<'_>,
-) -> Result<Vec<Scenario>, ExitError> {
-    let files =
-        config::scenario_files(&a.scenarios).map_err(|e| ExitError::invalid(e.to_string()))?;
-    let all = config::load_as(&files, &env_lookup, reading)
-        .map_err(|e| ExitError::invalid(e.to_string()))?;
+) -> Result<Vec<Scenario>, Error> {
+    let files = config::scenario_files(&a.scenarios)?;
+    let all = config::load_as(&files, &env_lookup, reading)?;
     if a.only.is_empty() {
         return Ok(all);
     }
     for want in &a.only {
         if !all.iter().any(|s| &s.name == want) {
             let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
-            return Err(ExitError::invalid(format!(
+            return Err(Error::Usage(format!(
                 "--only {want}: no such scenario (have: {})",
                 names.join(", ")
             )));
@@ -423,7 +424,7 @@ fn load_scenarios_as(
         .collect())
 }
 
-async fn run(cli: Cli) -> Result<i32, ExitError> {
+async fn run(cli: Cli) -> Result<i32, Error> {
     if matches!(
         cli.command,
         Command::Check(_) | Command::Bless(_) | Command::Ab(_)
@@ -436,7 +437,7 @@ async fn run(cli: Cli) -> Result<i32, ExitError> {
     code
 }
 
-async fn run_command(cli: Cli) -> Result<i32, ExitError> {
+async fn run_command(cli: Cli) -> Result<i32, Error> {
     match cli.command {
         Command::Validate(a) => {
             let scs = load_scenarios(&a)?;
@@ -467,9 +468,7 @@ async fn run_command(cli: Cli) -> Result<i32, ExitError> {
         Command::Sim(a) => cmd_sim(a).await,
         Command::Calibrate(a) => {
             if a.replicates == 0 || a.replicates > 1_000_000 {
-                return Err(ExitError::invalid(
-                    "--replicates must be between 1 and 1000000",
-                ));
+                return Err(Error::usage("--replicates must be between 1 and 1000000"));
             }
             print!(
                 "{}",
@@ -480,15 +479,15 @@ async fn run_command(cli: Cli) -> Result<i32, ExitError> {
     }
 }
 
-async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
-    check::validate_id(&a.id).map_err(ExitError::invalid)?;
-    crate::limits::check_baselines_dir(&a.baselines).map_err(ExitError::invalid)?;
+async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
+    check::validate_id(&a.id)?;
+    crate::limits::check_baselines_dir(&a.baselines)?;
     let mut scs = load_measured_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
         let total = scs.len();
         scs = select_shard(scs, sh);
         if scs.is_empty() {
-            return Err(ExitError::invalid(format!(
+            return Err(Error::Usage(format!(
                 "--shard {}/{}: no scenario falls in this shard ({total} scenario(s)): use at most {total} shards",
                 sh.index, sh.count
             )));
@@ -526,12 +525,15 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
             .iter()
             .map(|(name, _, why)| format!("  - scenario {name}: {why}"))
             .collect();
-        return Err(ExitError::invalid(format!(
-            "no usable baseline for {} of {} scenario(s), so this check would compare nothing for them (nothing was measured):\n{}",
-            unusable.len(),
-            scs.len(),
-            lines.join("\n")
-        )));
+        return Err(Error::Baseline(
+            format!(
+                "no usable baseline for {} of {} scenario(s), so this check would compare nothing for them (nothing was measured):\n{}",
+                unusable.len(),
+                scs.len(),
+                lines.join("\n")
+            )
+            .into(),
+        ));
     }
     let opts = CheckOptions {
         policy,
@@ -606,12 +608,12 @@ async fn deliver(
 
 /// `perfgate ab`: reads every scenario three ways (as written, base arm, candidate arm),
 /// refuses what an A/B run does not support before measuring, measures, reports.
-async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
+async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
     use crate::config::arm::{ArmKey, ArmOverride, Reading};
-    check::validate_id(&a.id).map_err(ExitError::invalid)?;
+    check::validate_id(&a.id)?;
     let design = match (a.design, a.blocks) {
         (DesignArg::Interleaved, Some(k)) => {
-            return Err(ExitError::invalid(format!(
+            return Err(Error::Usage(format!(
                 "--blocks {k} applies to --design blocked; the interleaved design alternates request by request"
             )))
         }
@@ -620,11 +622,11 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
             per_arm: k.unwrap_or(crate::ab::DEFAULT_BLOCKS),
         },
     };
-    let cmd = |flag: &str, v: &Option<String>| -> Result<Option<Vec<String>>, ExitError> {
+    let cmd = |flag: &str, v: &Option<String>| -> Result<Option<Vec<String>>, Error> {
         v.as_deref()
             .map(|c| {
                 crate::config::arm::split_command(c)
-                    .map_err(|e| ExitError::invalid(format!("--{flag}: {e}")))
+                    .map_err(|e| Error::Usage(format!("--{flag}: {e}")))
             })
             .transpose()
     };
@@ -678,7 +680,7 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
         }
     }
     if !refused.is_empty() {
-        return Err(ExitError::invalid(format!(
+        return Err(Error::Usage(format!(
             "perfgate ab cannot run {} scenario(s) (nothing was measured):\n  - {}",
             refused.len(),
             refused.join("\n  - ")
@@ -701,13 +703,13 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
 
 /// `perfgate report`: loads (and merges) saved results, prints the terminal report, writes the
 /// requested files, and exits with the code the results carry.
-fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
+fn cmd_report(a: ReportArgs) -> Result<i32, Error> {
     let mut all = Vec::with_capacity(a.results.len());
     for p in &a.results {
-        all.push(report::json::load(p).map_err(ExitError::invalid)?);
+        all.push(report::json::load(p)?);
     }
     let names: Vec<String> = a.results.iter().map(|p| p.display().to_string()).collect();
-    let results = crate::results::merge(all, &names).map_err(ExitError::invalid)?;
+    let results = crate::results::merge(all, &names).map_err(|e| Error::Results(e.into()))?;
     let rep = report::Report::new(results, a.baseline_dir.as_deref());
     print!(
         "{}",
@@ -727,8 +729,8 @@ fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
     })
 }
 
-async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
-    crate::limits::check_baselines_dir(&a.baselines).map_err(ExitError::invalid)?;
+async fn cmd_bless(a: BlessArgs) -> Result<i32, Error> {
+    crate::limits::check_baselines_dir(&a.baselines)?;
     let host = crate::bless::this_host();
     if let (Some(from), Some(arm)) = (&a.from, a.arm) {
         let scs = load_scenarios(&a.sc)?;
@@ -746,9 +748,9 @@ async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
     }
 }
 
-async fn cmd_sim(a: SimArgs) -> Result<i32, ExitError> {
+async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
     let server = if let Some(p) = &a.replay {
-        let case = ReplayCase::load(p).map_err(ExitError::invalid)?;
+        let case = ReplayCase::load(p).map_err(|e| Error::Sim(e.into()))?;
         SimServer::start_replay(case, a.port).await
     } else {
         let cfg = SimConfig {
@@ -766,10 +768,13 @@ async fn cmd_sim(a: SimArgs) -> Result<i32, ExitError> {
             vary_output: a.vary_output,
         };
         cfg.validate()
-            .map_err(|e| ExitError::invalid(format!("sim: {e}")))?;
+            .map_err(|e| Error::Sim(format!("sim: {e}").into()))?;
         SimServer::start(cfg, a.port).await
     }
-    .map_err(|e| ExitError::invalid(format!("sim: cannot listen on 127.0.0.1:{}: {e}", a.port)))?;
+    .map_err(|source| Error::Listen {
+        port: a.port,
+        source,
+    })?;
     println!("perfgate sim listening on {}", server.base_url());
     use std::io::Write;
     let _ = std::io::stdout().flush();

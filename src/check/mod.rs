@@ -30,17 +30,17 @@ use crate::results::Results;
 use crate::runner::RunOutput;
 
 /// Checks a `--id` (it names the PR comment marker, inside an HTML comment): 1 to 100 letters,
-/// digits and `. _ : / -`. The error is the message for the user.
-pub fn validate_id(id: &str) -> Result<(), String> {
+/// digits and `. _ : / -`. A bad id is a usage error (exit 2).
+pub fn validate_id(id: &str) -> Result<(), crate::exit::Error> {
     if id.is_empty()
         || id.len() > 100
         || !id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
     {
-        return Err(format!(
+        return Err(crate::exit::Error::Usage(format!(
             "--id `{id}`: use 1 to 100 letters, digits and . _ : / - (it goes into an HTML comment)"
-        ));
+        )));
     }
     Ok(())
 }

@@ -236,7 +236,7 @@ mod tests {
         let bad = ARMS.replace("    ready_timeout: 5m\n", "    base_url: 'http://x/v1'\n");
         let e = crate::config::parse_str(&bad, "t.yaml", &env).unwrap_err();
         assert!(
-            e.message
+            e.message()
                 .contains("server.base_url belongs inside server.base"),
             "{e}"
         );
