@@ -169,7 +169,7 @@ pub async fn bless(
                 Ok(r) => r,
                 Err(e) => {
                     let mut r = RunOutput::empty();
-                    r.unreachable = Some(e);
+                    r.unreachable = Some(e.to_string());
                     r
                 }
             };
