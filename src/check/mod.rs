@@ -139,6 +139,6 @@ mod tests {
         assert!(validate_id("").is_err());
         assert!(validate_id(&"a".repeat(101)).is_err());
         let e = validate_id("x-->y <b>").unwrap_err();
-        assert!(e.starts_with("--id `x-->y <b>`"), "{e}");
+        assert!(e.to_string().starts_with("--id `x-->y <b>`"), "{e}");
     }
 }

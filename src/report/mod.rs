@@ -129,7 +129,8 @@ impl Distributions {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     pub results: Results,
-    /// Per scenario name with a baseline in the results.
+    /// Per scenario name with a baseline in the results. `Err` holds the sentence the HTML
+    /// report shows in place of the baseline's plot (a value to render, not an error to handle).
     pub baselines: BTreeMap<String, Result<Distributions, String>>,
 }
 
@@ -281,7 +282,7 @@ fn distributions(
             "baseline values not drawn: no file at {} (pass --baseline-dir)",
             p.display()
         )),
-        Err(LoadError::Invalid(m)) => Err(m),
+        Err(e) => Err(e.to_string()),
     }
 }
 

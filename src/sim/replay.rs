@@ -117,7 +117,8 @@ impl ReplayCase {
         Ok(case)
     }
 
-    /// Reads and parses a case file; errors name the file.
+    /// Reads and parses a case file; errors name the file. The replay format is the test
+    /// corpus's (`tests/cases/`), whose tests read the message as text: it stays a `String`.
     pub fn load(path: &Path) -> Result<ReplayCase, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read replay case {}: {e}", path.display()))?;
