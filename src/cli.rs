@@ -750,7 +750,10 @@ async fn cmd_bless(a: BlessArgs) -> Result<i32, Error> {
 
 async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
     let server = if let Some(p) = &a.replay {
-        let case = ReplayCase::load(p).map_err(|e| Error::Sim(e.into()))?;
+        let case = ReplayCase::load(p).map_err(|e| Error::Sim {
+            context: "",
+            source: e.into(),
+        })?;
         SimServer::start_replay(case, a.port).await
     } else {
         let cfg = SimConfig {
@@ -767,8 +770,10 @@ async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
             stall_ms: a.stall_ms,
             vary_output: a.vary_output,
         };
-        cfg.validate()
-            .map_err(|e| Error::Sim(format!("sim: {e}").into()))?;
+        cfg.validate().map_err(|e| Error::Sim {
+            context: "sim: ",
+            source: Box::new(e),
+        })?;
         SimServer::start(cfg, a.port).await
     }
     .map_err(|source| Error::Listen {

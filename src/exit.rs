@@ -10,7 +10,7 @@
 //! | 130 | interrupted (Ctrl-C / SIGTERM): partial results marked incomplete, no baseline written |
 //!
 //! This is a leaf module: the producers' own error types (`config::ConfigError`,
-//! `report::json::ResultsFileError`, `sim::SimError`, ...) live with their producers, which lift
+//! `report::json::ResultsFileError`, `sim::SimConfigError`, ...) live with their producers, which lift
 //! them into a kind here with a `From` impl, so `?` works and the kind, not the call site,
 //! decides the exit code. A kind that wraps a producer's error keeps it as its `source`.
 
@@ -49,9 +49,14 @@ pub enum Error {
     /// A results file (`check --output`) could not be read, parsed or merged.
     #[error(transparent)]
     Results(Source),
-    /// The simulator's settings or a replayed stream case are invalid (`perfgate sim`).
-    #[error(transparent)]
-    Sim(Source),
+    /// The simulator's settings or a replayed stream case are invalid (`perfgate sim`);
+    /// `context` is put before the message (`sim: `, or empty).
+    #[error("{context}{source}")]
+    Sim {
+        context: &'static str,
+        #[source]
+        source: Source,
+    },
     /// A file could not be written (a baseline, the `init` scaffold). `context` is put before
     /// the message (`init: `, or empty).
     #[error("{context}cannot write {}: {source}", path.display())]
@@ -81,7 +86,7 @@ impl Error {
             | Error::Scenario(_)
             | Error::Baseline(_)
             | Error::Results(_)
-            | Error::Sim(_)
+            | Error::Sim { .. }
             | Error::Write { .. }
             | Error::Listen { .. } => INVALID_INPUT,
             Error::Runtime(_) => COULD_NOT_MEASURE,

@@ -257,12 +257,12 @@ pub fn parse_str_as(
             at: at.clone(),
         };
         let written = merged.name.clone().unwrap_or_default();
-        let in_scenario = |problem: String| ConfigError::Scenario {
+        let in_scenario = |problem: &dyn std::fmt::Display| ConfigError::Scenario {
             at: at.clone(),
-            source: scenario::ScenarioError::named(&written, problem),
+            source: scenario::ScenarioError::named(&written, problem.to_string()),
         };
-        let (merged, arms_only) = arm::apply(merged, reading).map_err(in_scenario)?;
-        let levels = sweep::expand(merged).map_err(in_scenario)?;
+        let (merged, arms_only) = arm::apply(merged, reading).map_err(|e| in_scenario(&e))?;
+        let levels = sweep::expand(merged).map_err(|e| in_scenario(&e))?;
         for (one, family) in levels {
             let mut sc = scenario::build(one, &ctx).map_err(|source| ConfigError::Scenario {
                 at: at.clone(),

@@ -85,7 +85,8 @@ impl SimServer {
 
     /// Like [`SimServer::start_replay`] on an explicit loopback address.
     pub async fn start_replay_at(case: ReplayCase, addr: SocketAddr) -> io::Result<SimServer> {
-        let plan = ReplayPlan::new(&case).map_err(invalid_input)?;
+        let plan =
+            ReplayPlan::new(&case).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         SimServer::spawn(Mode::Replay(Arc::new(plan)), addr).await
     }
 
