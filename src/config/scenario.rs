@@ -616,7 +616,10 @@ impl ScenarioError {
 
 /// Validates one merged scenario (defaults already overlaid).
 ///
-/// Errors: one message naming the key and what to write instead.
+/// Errors: the scenario (by name, once it has a valid one) and one problem naming the key and
+/// what to write instead ([`ScenarioError`]). The helpers below compose that problem as text,
+/// from typed value errors ([`super::values::ValueError`]) and the key they belong to: nothing
+/// branches on which key failed, and the text is the message.
 pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioError> {
     let name = raw
         .name
