@@ -599,10 +599,9 @@ async fn deliver(
             _ => {}
         }
     }
-    if written.failed.is_empty() {
-        results.exit_code
-    } else {
-        crate::verdict::with_write_failure(results.exit_code)
+    match written.failed.first() {
+        None => results.exit_code,
+        Some(f) => crate::verdict::with_write_failure(results.exit_code, f),
     }
 }
 
@@ -722,10 +721,9 @@ fn cmd_report(a: ReportArgs) -> Result<i32, Error> {
     for f in &written.failed {
         eprintln!("perfgate: error: {f}");
     }
-    Ok(if written.failed.is_empty() {
-        rep.results.exit_code
-    } else {
-        crate::verdict::with_write_failure(rep.results.exit_code)
+    Ok(match written.failed.first() {
+        None => rep.results.exit_code,
+        Some(f) => crate::verdict::with_write_failure(rep.results.exit_code, f),
     })
 }
 

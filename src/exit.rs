@@ -66,6 +66,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A report file (`--output`, `--markdown`, `--junit`, `--html`) could not be written. It
+    /// does not stop the command: the other reports are written and the verdict stands, and
+    /// [`crate::verdict::with_write_failure`] uses this kind's code only when the verdict's is 0.
+    #[error("cannot write the {what} to {}: {source}; the other reports were written and the verdict stands", path.display())]
+    Report {
+        /// Which report (`results JSON`, `HTML report`, ...).
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// `perfgate sim` could not listen on its port.
     #[error("sim: cannot listen on 127.0.0.1:{port}: {source}")]
     Listen {
@@ -88,6 +99,7 @@ impl Error {
             | Error::Results(_)
             | Error::Sim { .. }
             | Error::Write { .. }
+            | Error::Report { .. }
             | Error::Listen { .. } => INVALID_INPUT,
             Error::Runtime(_) => COULD_NOT_MEASURE,
         }

@@ -321,11 +321,12 @@ pub fn info_line(info: &[&crate::gate::Check], word: &str) -> Option<String> {
 }
 
 /// What [`write_outputs`] did: one line per file written (`results JSON: out/results.json`) and
-/// one message per file that could not be written (naming the file and the reason).
+/// one [`crate::exit::Error::Report`] per file that could not be written (naming the file and
+/// the reason).
 #[derive(Debug, Default)]
 pub struct Written {
     pub written: Vec<String>,
-    pub failed: Vec<String>,
+    pub failed: Vec<crate::exit::Error>,
 }
 
 /// Writes every requested format (atomically; a missing directory is created). A file that
@@ -349,10 +350,11 @@ pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
         if let Some(p) = path {
             match crate::fsutil::write_atomic_with(p, render) {
                 Ok(()) => out.written.push(format!("{what}: {}", p.display())),
-                Err(e) => out.failed.push(format!(
-                    "cannot write the {what} to {}: {e}; the other reports were written and the verdict stands",
-                    p.display()
-                )),
+                Err(source) => out.failed.push(crate::exit::Error::Report {
+                    what,
+                    path: p.to_path_buf(),
+                    source,
+                }),
             }
         }
     }
