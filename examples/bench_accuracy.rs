@@ -88,7 +88,7 @@ struct Level {
 }
 
 async fn level(conc: usize) -> Result<Level, String> {
-    let cfg = SimConfig::from_query(SIM)?;
+    let cfg = SimConfig::from_query(SIM).map_err(|e| e.to_string())?;
     let srv = SimServer::start(cfg, 0).await.map_err(|e| e.to_string())?;
     let yaml = format!(
         "scenarios:\n  - name: bench\n    endpoint: {{base_url: 'sim://?{SIM}'}}\n    request: {{prompt: hi, max_tokens: {TOKENS}, ignore_eos: true}}\n    load: {{concurrency: {conc}}}\n"
@@ -96,7 +96,9 @@ async fn level(conc: usize) -> Result<Level, String> {
     let sc = perfgate::config::parse_str(&yaml, "bench.yaml", &|_| None)
         .map_err(|e| e.to_string())?
         .remove(0);
-    let client = Arc::new(StreamClient::new(&sc.endpoint, &srv.base_url(), conc)?);
+    let client = Arc::new(
+        StreamClient::new(&sc.endpoint, &srv.base_url(), conc).map_err(|e| e.to_string())?,
+    );
     let total = (2 * conc).max(64);
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let run_start = Instant::now();

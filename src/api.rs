@@ -54,6 +54,7 @@ impl std::fmt::Display for Api {
 }
 
 impl std::str::FromStr for Api {
+    /// The sentence after `endpoint.api ` in a scenario error (listing the known names).
     type Err = String;
     /// A scenario file's name of a dialect; the error lists the known ones.
     fn from_str(s: &str) -> Result<Api, String> {

@@ -360,35 +360,51 @@ pub fn to_json(b: &Baseline) -> String {
     s
 }
 
-/// Why a baseline could not be used.
-#[derive(Debug, Clone, PartialEq)]
+/// Why a baseline could not be used. The messages name the file; `Invalid`'s names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LoadError {
     /// No file.
+    #[error("no baseline file at {}", .0.display())]
     Missing(PathBuf),
-    /// The file exists but is broken; the message names the file and field.
-    Invalid(String),
+    /// The file exists but cannot be read (too large, not UTF-8, an I/O error).
+    #[error("{}: cannot read ({reason})", file.display())]
+    Unreadable { file: PathBuf, reason: String },
+    /// The file is broken: not JSON, a field missing or out of range ([`parse`]'s message).
+    #[error("{}: {problem}", file.display())]
+    Invalid { file: PathBuf, problem: String },
 }
 
 /// Reads and validates a baseline file.
 pub fn load(path: &Path) -> Result<Baseline, LoadError> {
-    let shown = path.display();
     let text = match crate::limits::read_text(path, crate::limits::MAX_BASELINE_BYTES) {
         Ok(t) => t,
         Err(crate::limits::ReadError::NotFound) => {
             return Err(LoadError::Missing(path.to_path_buf()))
         }
-        Err(e) => return Err(LoadError::Invalid(format!("{shown}: cannot read ({e})"))),
+        Err(e) => {
+            return Err(LoadError::Unreadable {
+                file: path.to_path_buf(),
+                reason: e.to_string(),
+            })
+        }
     };
-    parse(&text).map_err(|m| LoadError::Invalid(format!("{shown}: {m}")))
+    parse(&text).map_err(|problem| LoadError::Invalid {
+        file: path.to_path_buf(),
+        problem,
+    })
 }
 
 /// Parses and validates baseline JSON text.
+///
+/// Errors: what is wrong, naming the field (`runs[0].records[3].ttft_ms is -1: ...`), without
+/// the file, which [`load`] adds ([`LoadError::Invalid`]). Text rather than a type: nothing
+/// branches on which check failed, and callers of this text API (tests/it/bounds.rs) read it.
 pub fn parse(text: &str) -> Result<Baseline, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         format!("not valid JSON ({e}); restore it from git or run `perfgate bless`")
     })?;
-    crate::limits::check_unique_keys(text)?;
-    crate::limits::check_times(&v)?;
+    crate::limits::check_unique_keys(text).map_err(|e| e.to_string())?;
+    crate::limits::check_times(&v).map_err(|e| e.to_string())?;
     if let Some(sv) = v.get("schema_version").and_then(|s| s.as_u64()) {
         if sv > SCHEMA_VERSION as u64 {
             return Err(format!("schema_version {sv} was written by a newer perfgate (this one reads {SCHEMA_VERSION}); upgrade perfgate"));

@@ -150,7 +150,7 @@ pub async fn bless(
     allow_unstable: bool,
     host: Option<String>,
     progress: Option<std::sync::Arc<dyn crate::runner::Progress>>,
-) -> Result<i32, exit::ExitError> {
+) -> Result<i32, exit::Error> {
     let mut code = exit::OK;
     'scenario: for sc in scs {
         let path = baseline::path_for(dir, &sc.name);
@@ -172,7 +172,7 @@ pub async fn bless(
                 Ok(r) => r,
                 Err(e) => {
                     let mut r = RunOutput::empty();
-                    r.unreachable = Some(e);
+                    r.unreachable = Some(e.to_string());
                     r
                 }
             };
@@ -207,9 +207,8 @@ pub async fn bless(
                 continue 'scenario;
             }
         }
-        crate::fsutil::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
-            exit::ExitError::invalid(format!("cannot write {}: {e}", path.display()))
-        })?;
+        crate::fsutil::write_atomic(&path, &baseline::to_json(&b))
+            .map_err(|e| exit::Error::write(&path, e))?;
         let p50 = |key: SummaryKey| {
             b.summary
                 .get(&key)
@@ -257,9 +256,9 @@ pub fn bless_from(
     from: &Path,
     arm: crate::gate::Side,
     host: Option<String>,
-) -> Result<i32, exit::ExitError> {
+) -> Result<i32, exit::Error> {
     use crate::gate::Side;
-    let results = crate::report::json::load(from).map_err(exit::ExitError::invalid)?;
+    let results = crate::report::json::load(from)?;
     let shown = from.display();
     let arm_name = match arm {
         Side::Base => "base",
@@ -314,7 +313,7 @@ pub fn bless_from(
         planned.push((sc, run));
     }
     if !problems.is_empty() {
-        return Err(exit::ExitError::invalid(format!(
+        return Err(exit::Error::Usage(format!(
             "bless --from {shown} --arm {arm_name}: nothing written:\n  - {}",
             problems.join("\n  - ")
         )));
@@ -329,9 +328,8 @@ pub fn bless_from(
         let path = baseline::path_for(dir, &sc.name);
         remove_stale_temp_files(dir, &sc.name);
         let b = baseline::from_runs(sc, std::slice::from_ref(&run), host.clone());
-        crate::fsutil::write_atomic(&path, &baseline::to_json(&b)).map_err(|e| {
-            exit::ExitError::invalid(format!("cannot write {}: {e}", path.display()))
-        })?;
+        crate::fsutil::write_atomic(&path, &baseline::to_json(&b))
+            .map_err(|e| exit::Error::write(&path, e))?;
         let p50 = |key: SummaryKey| {
             b.summary
                 .get(&key)

@@ -3,7 +3,7 @@
 
 use crate::check::{self, CheckOptions};
 use crate::config::{self, Scenario};
-use crate::exit::{self, ExitError};
+use crate::exit::{self, Error};
 use crate::report;
 use crate::sim::{ReplayCase, SimConfig, SimServer};
 use clap::{Args, Parser, Subcommand};
@@ -322,31 +322,31 @@ pub fn main() -> i32 {
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("perfgate: cannot start the async runtime: {e}");
-            return exit::COULD_NOT_MEASURE;
-        }
+        Err(e) => return fail(&Error::Runtime(e)),
     };
     match rt.block_on(run(cli)) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("perfgate: {}", e.message);
-            e.code
-        }
+        Err(e) => fail(&e),
     }
+}
+
+/// Says what ended the command (on stderr) and returns the exit code its kind carries.
+fn fail(e: &Error) -> i32 {
+    eprintln!("perfgate: {e}");
+    e.exit_code()
 }
 
 fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
+fn load_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, Error> {
     load_scenarios_as(a, config::arm::Reading::Written)
 }
 
 /// The scenarios of `check` and `bless`: as written, refusing a `server:` block of
 /// `perfgate ab` arms only (it has no server for them to start).
-fn load_measured_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError> {
+fn load_measured_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, Error> {
     let scs = load_scenarios(a)?;
     let arms_only: Vec<String> = scs
         .iter()
@@ -354,10 +354,13 @@ fn load_measured_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError>
         .map(|s| format!("{} ({})", s.name, s.source))
         .collect();
     if !arms_only.is_empty() {
-        return Err(ExitError::invalid(format!(
-            "the server: block of {} has only base: / candidate: arms, which only perfgate ab starts; give it a command: of its own for check and bless",
-            arms_only.join(", ")
-        )));
+        return Err(Error::Scenario(
+            format!(
+                "the server: block of {} has only base: / candidate: arms, which only perfgate ab starts; give it a command: of its own for check and bless",
+                arms_only.join(", ")
+            )
+            .into(),
+        ));
     }
     Ok(scs)
 }
@@ -365,18 +368,16 @@ fn load_measured_scenarios(a: &ScenarioArgs) -> Result<Vec<Scenario>, ExitError>
 fn load_scenarios_as(
     a: &ScenarioArgs,
     reading: config::arm::Reading<'_>,
-) -> Result<Vec<Scenario>, ExitError> {
-    let files =
-        config::scenario_files(&a.scenarios).map_err(|e| ExitError::invalid(e.to_string()))?;
-    let all = config::load_as(&files, &env_lookup, reading)
-        .map_err(|e| ExitError::invalid(e.to_string()))?;
+) -> Result<Vec<Scenario>, Error> {
+    let files = config::scenario_files(&a.scenarios)?;
+    let all = config::load_as(&files, &env_lookup, reading)?;
     if a.only.is_empty() {
         return Ok(all);
     }
     for want in &a.only {
         if !all.iter().any(|s| &s.name == want) {
             let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
-            return Err(ExitError::invalid(format!(
+            return Err(Error::Usage(format!(
                 "--only {want}: no such scenario (have: {})",
                 names.join(", ")
             )));
@@ -388,7 +389,7 @@ fn load_scenarios_as(
         .collect())
 }
 
-async fn run(cli: Cli) -> Result<i32, ExitError> {
+async fn run(cli: Cli) -> Result<i32, Error> {
     if matches!(
         cli.command,
         Command::Check(_) | Command::Bless(_) | Command::Ab(_)
@@ -401,7 +402,7 @@ async fn run(cli: Cli) -> Result<i32, ExitError> {
     code
 }
 
-async fn run_command(cli: Cli) -> Result<i32, ExitError> {
+async fn run_command(cli: Cli) -> Result<i32, Error> {
     match cli.command {
         Command::Validate(a) => {
             let scs = load_scenarios(&a)?;
@@ -432,9 +433,7 @@ async fn run_command(cli: Cli) -> Result<i32, ExitError> {
         Command::Sim(a) => cmd_sim(a).await,
         Command::Calibrate(a) => {
             if a.replicates == 0 || a.replicates > 1_000_000 {
-                return Err(ExitError::invalid(
-                    "--replicates must be between 1 and 1000000",
-                ));
+                return Err(Error::usage("--replicates must be between 1 and 1000000"));
             }
             print!(
                 "{}",
@@ -445,15 +444,13 @@ async fn run_command(cli: Cli) -> Result<i32, ExitError> {
     }
 }
 
-async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
-    let id = crate::results::CheckId::new(a.id.as_str()).map_err(ExitError::invalid)?;
-    crate::limits::check_baselines_dir(&a.baselines).map_err(ExitError::invalid)?;
+async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
+    let id = crate::results::CheckId::new(a.id.as_str()).map_err(Error::Usage)?;
+    crate::limits::check_baselines_dir(&a.baselines)?;
     let mut scs = load_measured_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
         let total = scs.len();
-        scs = sh
-            .select(scs)
-            .map_err(|e| ExitError::invalid(e.to_string()))?;
+        scs = sh.select(scs).map_err(|e| Error::Usage(e.to_string()))?;
         let names: Vec<&str> = scs.iter().map(|s| s.name.as_str()).collect();
         eprintln!(
             "perfgate: shard {}/{}: {} of {total} scenario(s): {}",
@@ -472,7 +469,7 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, ExitError> {
     let baselines = check::Baselines::load(&scs, &a.baselines);
     baselines
         .refuse_unusable(&scs, policy)
-        .map_err(|e| ExitError::invalid(e.to_string()))?;
+        .map_err(|e| Error::Baseline(e.into()))?;
     let opts = CheckOptions {
         policy,
         id,
@@ -528,12 +525,12 @@ async fn deliver(
 
 /// `perfgate ab`: reads every scenario three ways (as written, base arm, candidate arm),
 /// refuses what an A/B run does not support before measuring, measures, reports.
-async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
+async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
     use crate::config::arm::{ArmKey, ArmOverride, Reading};
-    let id = crate::results::CheckId::new(a.id.as_str()).map_err(ExitError::invalid)?;
+    let id = crate::results::CheckId::new(a.id.as_str()).map_err(Error::Usage)?;
     let design = match (a.design, a.blocks) {
         (DesignArg::Interleaved, Some(k)) => {
-            return Err(ExitError::invalid(format!(
+            return Err(Error::Usage(format!(
                 "--blocks {k} applies to --design blocked; the interleaved design alternates request by request"
             )))
         }
@@ -542,11 +539,11 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
             per_arm: k.unwrap_or(crate::ab::DEFAULT_BLOCKS),
         },
     };
-    let cmd = |flag: &str, v: &Option<String>| -> Result<Option<Vec<String>>, ExitError> {
+    let cmd = |flag: &str, v: &Option<String>| -> Result<Option<Vec<String>>, Error> {
         v.as_deref()
             .map(|c| {
                 crate::config::arm::split_command(c)
-                    .map_err(|e| ExitError::invalid(format!("--{flag}: {e}")))
+                    .map_err(|e| Error::Usage(format!("--{flag}: {e}")))
             })
             .transpose()
     };
@@ -600,7 +597,7 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
         }
     }
     if !refused.is_empty() {
-        return Err(ExitError::invalid(format!(
+        return Err(Error::Usage(format!(
             "perfgate ab cannot run {} scenario(s) (nothing was measured):\n  - {}",
             refused.len(),
             refused.join("\n  - ")
@@ -623,21 +620,21 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, ExitError> {
 
 /// `perfgate report`: loads (and merges) saved results, prints the terminal report, writes the
 /// requested files, and exits with the code the results carry.
-fn cmd_report(a: ReportArgs) -> Result<i32, ExitError> {
+fn cmd_report(a: ReportArgs) -> Result<i32, Error> {
     let mut all = Vec::with_capacity(a.results.len());
     for p in &a.results {
-        all.push(report::json::load(p).map_err(ExitError::invalid)?);
+        all.push(report::json::load(p)?);
     }
     let names: Vec<String> = a.results.iter().map(|p| p.display().to_string()).collect();
-    let results = crate::results::merge(all, &names).map_err(ExitError::invalid)?;
+    let results = crate::results::merge(all, &names).map_err(|e| Error::Results(e.into()))?;
     let rep = report::Report::new(results, a.baseline_dir.as_deref());
     let written = report::print_and_write(&rep, &a.out.outputs());
     written.print_failures();
     Ok(written.exit_code(rep.results.exit_code))
 }
 
-async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
-    crate::limits::check_baselines_dir(&a.baselines).map_err(ExitError::invalid)?;
+async fn cmd_bless(a: BlessArgs) -> Result<i32, Error> {
+    crate::limits::check_baselines_dir(&a.baselines)?;
     let host = crate::bless::this_host();
     if let (Some(from), Some(arm)) = (&a.from, a.arm) {
         let scs = load_scenarios(&a.sc)?;
@@ -659,9 +656,12 @@ async fn cmd_bless(a: BlessArgs) -> Result<i32, ExitError> {
     .await
 }
 
-async fn cmd_sim(a: SimArgs) -> Result<i32, ExitError> {
+async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
     let server = if let Some(p) = &a.replay {
-        let case = ReplayCase::load(p).map_err(ExitError::invalid)?;
+        let case = ReplayCase::load(p).map_err(|e| Error::Sim {
+            context: "",
+            source: e.into(),
+        })?;
         SimServer::start_replay(case, a.port).await
     } else {
         let cfg = SimConfig {
@@ -678,11 +678,16 @@ async fn cmd_sim(a: SimArgs) -> Result<i32, ExitError> {
             stall_ms: a.stall_ms,
             vary_output: a.vary_output,
         };
-        cfg.validate()
-            .map_err(|e| ExitError::invalid(format!("sim: {e}")))?;
+        cfg.validate().map_err(|e| Error::Sim {
+            context: "sim: ",
+            source: Box::new(e),
+        })?;
         SimServer::start(cfg, a.port).await
     }
-    .map_err(|e| ExitError::invalid(format!("sim: cannot listen on 127.0.0.1:{}: {e}", a.port)))?;
+    .map_err(|source| Error::Listen {
+        port: a.port,
+        source,
+    })?;
     println!("perfgate sim listening on {}", server.base_url());
     use std::io::Write;
     let _ = std::io::stdout().flush();

@@ -9,13 +9,42 @@ use crate::runner::{Progress, RunOutput, Session};
 use crate::sim::SimServer;
 use std::sync::Arc;
 
+/// Why a scenario could not be measured at all (request failures are recorded, not errors):
+/// the message becomes the scenario's `status_detail` (status `unmeasurable`, exit 3).
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// The built-in simulator (`sim://`) could not start.
+    #[error("cannot start the built-in simulator on 127.0.0.1: {0}")]
+    Sim(#[source] std::io::Error),
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] crate::client::http::ClientError),
+    /// The scenario's `server:` could not start or get ready, or `endpoint.wait_ready` ran out.
+    #[error(transparent)]
+    Server(#[from] crate::server::ServerError),
+    /// Not measured: perfgate was interrupted before it started.
+    #[error("not measured: interrupted")]
+    Interrupted,
+    /// `perfgate ab --design blocked`: an arm could not start for block `block` of `of`.
+    #[error("block {block} of {of}: {source}")]
+    InBlock {
+        block: usize,
+        of: usize,
+        #[source]
+        source: Box<MeasureError>,
+    },
+    /// Not measured because the other arm of `perfgate ab` could not start (`arm`: which).
+    #[error("not measured: the {arm} arm could not start")]
+    OtherArm { arm: &'static str },
+}
+
 /// Runs `sc` once with its fixed `samples`, reporting its requests to `progress` when given.
-/// Errors: the simulator could not start or the client could not be built (the message says
-/// which).
+/// Errors: the simulator or the server could not start, the endpoint was not ready, or the
+/// client could not be built ([`MeasureError`]).
 pub async fn measure(
     sc: &Scenario,
     progress: Option<Arc<dyn Progress>>,
-) -> Result<RunOutput, String> {
+) -> Result<RunOutput, MeasureError> {
     measure_until(sc, progress, &mut |_| None).await
 }
 
@@ -36,12 +65,12 @@ pub struct Opened {
 ///
 /// Errors: the simulator or the server could not start, or the endpoint was not ready (the
 /// message says which).
-pub async fn open(sc: &Scenario, others: crate::server::Others) -> Result<Opened, String> {
+pub async fn open(sc: &Scenario, others: crate::server::Others) -> Result<Opened, MeasureError> {
     let (sim, base_url) = match &sc.endpoint.target {
         Target::Sim(cfg) => {
             let s = SimServer::start(cfg.clone(), 0)
                 .await
-                .map_err(|e| format!("cannot start the built-in simulator on 127.0.0.1: {e}"))?;
+                .map_err(MeasureError::Sim)?;
             let url = s.base_url();
             (Some(s), url)
         }
@@ -65,7 +94,7 @@ pub async fn open(sc: &Scenario, others: crate::server::Others) -> Result<Opened
             )?),
             None => None,
         };
-        Ok::<_, String>(probe)
+        Ok::<_, MeasureError>(probe)
     }
     .await;
     match ready {
@@ -128,14 +157,14 @@ pub async fn measure_until(
     sc: &Scenario,
     progress: Option<Arc<dyn Progress>>,
     decide: &mut dyn FnMut(&RunOutput) -> Option<String>,
-) -> Result<RunOutput, String> {
+) -> Result<RunOutput, MeasureError> {
     let mut opened = open(sc, crate::server::Others::Stop).await?;
     let session = Session::start_with(sc, &opened.base_url, progress).await;
     let mut session = match session {
         Ok(s) => s,
         Err(e) => {
             opened.shutdown();
-            return Err(e);
+            return Err(e.into());
         }
     };
     opened.scrape_before(sc).await;

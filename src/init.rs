@@ -4,7 +4,7 @@
 //! `.github/workflows/perfgate.yml` (from `examples/workflows/perfgate-pr.yml`). Never
 //! overwrites: when any of the files exists, nothing is written and the exit code is 2.
 
-use crate::exit::{self, ExitError};
+use crate::exit::{self, Error};
 use std::path::{Path, PathBuf};
 
 /// The example scenario file.
@@ -52,19 +52,22 @@ pub fn files(dir: &Path) -> Vec<(PathBuf, String)> {
 }
 
 /// Writes the scaffold into `dir`; refuses (exit 2, nothing written) when any file exists.
-pub fn init(dir: &Path) -> Result<i32, ExitError> {
+pub fn init(dir: &Path) -> Result<i32, Error> {
     let files = files(dir);
     for (p, _) in &files {
         if p.exists() {
-            return Err(ExitError::invalid(format!(
+            return Err(Error::Usage(format!(
                 "init: {} already exists; nothing was written (perfgate init never overwrites: move it away, or init another directory)",
                 p.display()
             )));
         }
     }
     for (p, text) in &files {
-        crate::fsutil::write_atomic(p, text)
-            .map_err(|e| ExitError::invalid(format!("init: cannot write {}: {e}", p.display())))?;
+        crate::fsutil::write_atomic(p, text).map_err(|source| Error::Write {
+            context: "init: ",
+            path: p.clone(),
+            source,
+        })?;
         println!("wrote {}", p.display());
     }
     let cd = if dir == Path::new(".") || dir.as_os_str().is_empty() {

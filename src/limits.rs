@@ -17,25 +17,50 @@ pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
 pub const MAX_OFFSET_MS: f64 = 30.0 * MAX_LATENCY_MS;
 
 /// Why a file could not be read.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// The file does not exist.
+    #[error("no such file")]
     NotFound,
     /// More than `limit` bytes (only `limit + 1` were read).
+    #[error("larger than {0} bytes; not read further")]
     TooLarge(u64),
     /// Another I/O error, or text that is not UTF-8.
+    #[error("{0}")]
     Other(String),
 }
 
-impl std::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ReadError::NotFound => f.write_str("no such file"),
-            ReadError::TooLarge(l) => write!(f, "larger than {l} bytes; not read further"),
-            ReadError::Other(m) => f.write_str(m),
-        }
+/// A time in a baseline or results document that is not believable ([`check_times`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field} = {value} ms is not a believable time (above {limit_days} days); invalid input")]
+pub struct TimeError {
+    /// The field's path in the document (`runs[0].records[3].ttft_ms`).
+    pub field: String,
+    /// What it holds, ms.
+    pub value: f64,
+    /// The limit it is above, days.
+    pub limit_days: f64,
+}
+
+/// `--baselines` names a regular file ([`check_baselines_dir`]).
+#[derive(Debug, thiserror::Error)]
+#[error("--baselines {} is a file, not a directory: pass the directory that holds (or will hold) one <scenario>.json per scenario", path.display())]
+pub struct BaselinesDirIsFile {
+    /// The path given.
+    pub path: std::path::PathBuf,
+}
+
+impl From<BaselinesDirIsFile> for crate::exit::Error {
+    fn from(e: BaselinesDirIsFile) -> Self {
+        crate::exit::Error::Baseline(Box::new(e))
     }
 }
+
+/// JSON text in which an object has the same key twice, or that is not JSON
+/// ([`check_unique_keys`]); serde_json's message names the key and where it is.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}; remove the duplicate")]
+pub struct DuplicateKey(#[source] pub serde_json::Error);
 
 /// The text of `path`, reading at most `limit + 1` bytes whatever the file claims to be.
 pub fn read_text(path: &Path, limit: u64) -> Result<String, ReadError> {
@@ -59,20 +84,21 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, ReadError> {
 /// Checks every number under a key ending in `_ms` (recursively: summaries, ITL arrays) in a
 /// baseline or results document: finite (JSON has no other) and within [`MAX_LATENCY_MS`] (or
 /// [`MAX_OFFSET_MS`] for run offsets). The error names the field's path.
-pub fn check_times(v: &serde_json::Value) -> Result<(), String> {
+pub fn check_times(v: &serde_json::Value) -> Result<(), TimeError> {
     walk(v, "", None)
 }
 
-fn walk(v: &serde_json::Value, path: &str, limit: Option<f64>) -> Result<(), String> {
+fn walk(v: &serde_json::Value, path: &str, limit: Option<f64>) -> Result<(), TimeError> {
     use serde_json::Value;
     match v {
         Value::Number(n) => {
             if let (Some(limit), Some(x)) = (limit, n.as_f64()) {
                 if x.is_nan() || x.abs() > limit {
-                    return Err(format!(
-                        "{path} = {x} ms is not a believable time (above {} days); invalid input",
-                        limit / MAX_LATENCY_MS
-                    ));
+                    return Err(TimeError {
+                        field: path.to_string(),
+                        value: x,
+                        limit_days: limit / MAX_LATENCY_MS,
+                    });
                 }
             }
             Ok(())
@@ -111,12 +137,11 @@ fn walk(v: &serde_json::Value, path: &str, limit: Option<f64>) -> Result<(), Str
 
 /// `--baselines` must be a directory (or not exist yet): a regular file there is refused before
 /// anything is measured (before: everything was measured, then "File exists").
-pub fn check_baselines_dir(p: &Path) -> Result<(), String> {
+pub fn check_baselines_dir(p: &Path) -> Result<(), BaselinesDirIsFile> {
     match std::fs::metadata(p) {
-        Ok(m) if !m.is_dir() => Err(format!(
-            "--baselines {} is a file, not a directory: pass the directory that holds (or will hold) one <scenario>.json per scenario",
-            p.display()
-        )),
+        Ok(m) if !m.is_dir() => Err(BaselinesDirIsFile {
+            path: p.to_path_buf(),
+        }),
         _ => Ok(()),
     }
 }
@@ -124,11 +149,10 @@ pub fn check_baselines_dir(p: &Path) -> Result<(), String> {
 /// Refuses JSON text in which an object has the same key twice (serde_json would keep the last
 /// silently: a reviewer could read one value while perfgate uses another). The error names the
 /// key and where it is.
-pub fn check_unique_keys(text: &str) -> Result<(), String> {
+pub fn check_unique_keys(text: &str) -> Result<(), DuplicateKey> {
     use serde::de::Deserializer as _;
     let mut de = serde_json::Deserializer::from_str(text);
-    de.deserialize_any(Unique)
-        .map_err(|e| format!("{e}; remove the duplicate"))
+    de.deserialize_any(Unique).map_err(DuplicateKey)
 }
 
 struct Unique;
@@ -204,7 +228,7 @@ mod tests {
         assert!(check_unique_keys(r#"{"a":[{"b":1,"c":{"b":2}}],"b":3}"#).is_ok());
         let e = check_unique_keys(r#"{"runs":[{"records":[{"ttft_ms":1,"ttft_ms":900}]}]}"#)
             .unwrap_err();
-        assert!(e.contains("duplicate key `ttft_ms`"), "{e}");
+        assert!(e.to_string().contains("duplicate key `ttft_ms`"), "{e}");
         assert!(check_unique_keys("not json").is_err());
     }
 
@@ -215,10 +239,9 @@ mod tests {
         assert!(check_times(&ok).is_ok());
         let bad = serde_json::json!({"records": [{"ttft_ms": 1.0}, {"e2e_ms": 1.7e308}]});
         let e = check_times(&bad).unwrap_err();
-        assert!(e.starts_with("records[1].e2e_ms = "), "{e}");
+        assert_eq!(e.field, "records[1].e2e_ms");
+        assert!(e.to_string().starts_with("records[1].e2e_ms = "), "{e}");
         let neg = serde_json::json!({"summary": {"tpot_ms": {"p50": -1e300}}});
-        assert!(check_times(&neg)
-            .unwrap_err()
-            .contains("summary.tpot_ms.p50"));
+        assert_eq!(check_times(&neg).unwrap_err().field, "summary.tpot_ms.p50");
     }
 }

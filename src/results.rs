@@ -385,6 +385,9 @@ impl Results {
 /// taken from the files' `verdict`/`exit_code` fields. The baseline policy is the strictest of
 /// the files'. A scenario name seen twice is an error naming both files. `files` are the labels
 /// used in messages. A single file is decided again too.
+///
+/// Errors: the message (naming the files), which `perfgate report` lifts into
+/// [`crate::exit::Error::Results`]; text because callers (tests/it/report_snapshots.rs) read it.
 pub fn merge(mut all: Vec<Results>, files: &[String]) -> Result<Results, String> {
     if all.is_empty() {
         return Err("no results file given".into());

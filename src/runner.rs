@@ -304,7 +304,10 @@ impl Session {
     /// counted as a request or a failure.
     ///
     /// Errors: only when the client cannot be built (bad URL); request failures are recorded.
-    pub async fn start(sc: &Scenario, base_url: &str) -> Result<Session, String> {
+    pub async fn start(
+        sc: &Scenario,
+        base_url: &str,
+    ) -> Result<Session, crate::client::http::ClientError> {
         Session::start_with(sc, base_url, None).await
     }
 
@@ -313,7 +316,7 @@ impl Session {
         sc: &Scenario,
         base_url: &str,
         progress: Option<Arc<dyn Progress>>,
-    ) -> Result<Session, String> {
+    ) -> Result<Session, crate::client::http::ClientError> {
         let client = StreamClient::new(&sc.endpoint, base_url, sc.load.concurrency as usize)?;
         // What the server offers, for messages (a wrong or unlisted model name); not a request.
         let listed_models = if crate::cancel::requested() {
@@ -500,7 +503,10 @@ impl Drop for Session {
 /// warmup, then `samples` measured requests.
 ///
 /// Errors: only when the client cannot be built (bad URL); every request failure is recorded.
-pub async fn run(sc: &Scenario, base_url: &str) -> Result<RunOutput, String> {
+pub async fn run(
+    sc: &Scenario,
+    base_url: &str,
+) -> Result<RunOutput, crate::client::http::ClientError> {
     let mut s = Session::start(sc, base_url).await?;
     s.measure(sc.load.samples as usize).await;
     Ok(s.output())

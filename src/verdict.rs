@@ -136,12 +136,12 @@ pub fn decide(
     }
 }
 
-/// The exit code when some report file could not be written: the verdict's own code when it is
-/// not 0 (a regression stays 1, could-not-measure 3), else 2, so an unwritten report is never a
-/// silent success.
-pub fn with_write_failure(code: i32) -> i32 {
+/// The exit code when some report file could not be written (`failed`): the verdict's own code
+/// when it is not 0 (a regression stays 1, could-not-measure 3), else the failure's
+/// ([`exit::Error::exit_code`]: 2), so an unwritten report is never a silent success.
+pub fn with_write_failure(code: i32, failed: &exit::Error) -> i32 {
     if code == exit::OK {
-        exit::INVALID_INPUT
+        failed.exit_code()
     } else {
         code
     }
@@ -196,9 +196,14 @@ mod tests {
 
     #[test]
     fn a_write_failure_never_turns_a_code_into_success() {
-        assert_eq!(with_write_failure(0), 2);
-        assert_eq!(with_write_failure(1), 1);
-        assert_eq!(with_write_failure(3), 3);
+        let failed = exit::Error::Report {
+            what: "HTML report",
+            path: "/ro/r.html".into(),
+            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied"),
+        };
+        assert_eq!(with_write_failure(0, &failed), 2);
+        assert_eq!(with_write_failure(1, &failed), 1);
+        assert_eq!(with_write_failure(3, &failed), 3);
     }
 
     #[test]

@@ -115,7 +115,7 @@ fn one(
     ];
     for (label, arm_sc, run) in arms {
         let problem = match run {
-            Err(e) => Some((Status::Unmeasurable, e.clone())),
+            Err(e) => Some((Status::Unmeasurable, e.to_string())),
             Ok(r) => {
                 let m = check::measured(r);
                 check::run_problem(arm_sc, r, &m, opts.unlisted_model).or_else(|| {

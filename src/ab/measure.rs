@@ -5,7 +5,7 @@
 
 use super::plan;
 use crate::config::Scenario;
-use crate::execute::{self, Opened};
+use crate::execute::{self, MeasureError, Opened};
 use crate::gate::Side;
 use crate::results::AbBlock;
 use crate::runner::{RunOutput, Session};
@@ -14,8 +14,8 @@ use std::time::Instant;
 
 /// What the two arms of one scenario produced.
 pub struct AbRuns {
-    pub base: Result<RunOutput, String>,
-    pub candidate: Result<RunOutput, String>,
+    pub base: Result<RunOutput, MeasureError>,
+    pub candidate: Result<RunOutput, MeasureError>,
     /// Per request (interleaved) or per block (blocked), in the order they ran.
     pub order: Vec<Side>,
     /// Blocked: each block's records (in the arm's record order) and its start.
@@ -23,16 +23,10 @@ pub struct AbRuns {
 }
 
 impl AbRuns {
-    fn failed(side: Side, why: String, order: Vec<Side>) -> AbRuns {
+    fn failed(side: Side, why: MeasureError, order: Vec<Side>) -> AbRuns {
         let (base, candidate) = match side {
-            Side::Base => (
-                Err(why),
-                Err("not measured: the base arm could not start".into()),
-            ),
-            Side::Candidate => (
-                Err("not measured: the candidate arm could not start".into()),
-                Err(why),
-            ),
+            Side::Base => (Err(why), Err(MeasureError::OtherArm { arm: "base" })),
+            Side::Candidate => (Err(MeasureError::OtherArm { arm: "candidate" }), Err(why)),
         };
         AbRuns {
             base,
@@ -44,7 +38,7 @@ impl AbRuns {
 }
 
 /// Opens an arm's endpoint and runs its warmup.
-async fn open_arm(sc: &Scenario, others: Others) -> Result<(Opened, Session), String> {
+async fn open_arm(sc: &Scenario, others: Others) -> Result<(Opened, Session), MeasureError> {
     let mut opened = execute::open(sc, others).await?;
     match Session::start(sc, &opened.base_url).await {
         Ok(s) => {
@@ -53,7 +47,7 @@ async fn open_arm(sc: &Scenario, others: Others) -> Result<(Opened, Session), St
         }
         Err(e) => {
             opened.shutdown();
-            Err(e)
+            Err(e.into())
         }
     }
 }
@@ -132,11 +126,12 @@ pub async fn blocked(base: &Scenario, cand: &Scenario, k: usize) -> AbRuns {
         let (opened, mut session) = match open_arm(sc, Others::Stop).await {
             Ok(x) => x,
             Err(e) => {
-                let mut f = AbRuns::failed(
-                    side,
-                    format!("block {} of {}: {e}", bi + 1, order.len()),
-                    order,
-                );
+                let why = MeasureError::InBlock {
+                    block: bi + 1,
+                    of: order.len(),
+                    source: Box::new(e),
+                };
+                let mut f = AbRuns::failed(side, why, order);
                 f.blocks = blocks;
                 return f;
             }
@@ -177,11 +172,9 @@ pub async fn blocked(base: &Scenario, cand: &Scenario, k: usize) -> AbRuns {
 
 /// An arm's blocks as one run: records in block order, counts added up, the first block's
 /// identity and server report.
-fn pool(runs: Vec<RunOutput>) -> Result<RunOutput, String> {
+fn pool(runs: Vec<RunOutput>) -> Result<RunOutput, MeasureError> {
     let mut it = runs.into_iter();
-    let mut out = it
-        .next()
-        .ok_or_else(|| "not measured: interrupted".to_string())?;
+    let mut out = it.next().ok_or(MeasureError::Interrupted)?;
     for r in it {
         out.records.extend(r.records);
         out.wall_ms += r.wall_ms;

@@ -90,8 +90,8 @@ pub async fn run_ab(scs: &[AbScenario], opts: &AbOptions) -> Results {
         let sc = &ab.candidate;
         if crate::cancel::requested() {
             runs.push(measure::AbRuns {
-                base: Err("not measured: interrupted".into()),
-                candidate: Err("not measured: interrupted".into()),
+                base: Err(crate::execute::MeasureError::Interrupted),
+                candidate: Err(crate::execute::MeasureError::Interrupted),
                 order: Vec::new(),
                 blocks: Vec::new(),
             });

@@ -171,7 +171,7 @@ pub(super) fn unusable(
         Err(LoadError::Missing(p)) => {
             Some((Status::NoBaseline, missing_message(&sc.name, &p, missing)))
         }
-        Err(LoadError::Invalid(m)) => Some((Status::InvalidBaseline, m)),
+        Err(e) => Some((Status::InvalidBaseline, e.to_string())),
         Ok(b) => staleness(sc, b).map(|why| (Status::Stale, why)),
     }
 }

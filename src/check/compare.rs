@@ -241,7 +241,7 @@ pub fn scenario_samples(
 /// Compares measured runs with their baselines and builds the results and exit code.
 pub fn compare(
     scenarios: &[Scenario],
-    runs: Vec<Result<RunOutput, String>>,
+    runs: Vec<Result<RunOutput, crate::execute::MeasureError>>,
     baselines: &Baselines,
     opts: &CheckOptions,
 ) -> Results {
@@ -273,7 +273,7 @@ pub fn compare(
             Ok(r) => r,
             Err(e) => {
                 res.status = Status::Unmeasurable;
-                res.status_detail = e;
+                res.status_detail = e.to_string();
                 results.push(res);
                 continue;
             }

@@ -67,7 +67,7 @@ pub async fn run_check(
     let mut runs = Vec::with_capacity(scenarios.len());
     for sc in scenarios {
         if crate::cancel::requested() {
-            runs.push(Err("not measured: interrupted".to_string()));
+            runs.push(Err(crate::execute::MeasureError::Interrupted));
             continue;
         }
         let looks = sc.load.looks();

@@ -88,15 +88,41 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// Why a [`StreamClient`] could not be built: nothing was sent.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The base URL does not parse.
+    #[error("base_url `{url}`: {source}")]
+    BaseUrl {
+        url: String,
+        #[source]
+        source: url::ParseError,
+    },
+    /// The API key (from the variable `env`) cannot be sent as a header value.
+    #[error("the API key in {env} is not a valid header value")]
+    ApiKey { env: String },
+    /// A `headers:` name that is not a valid HTTP header name.
+    #[error("header `{name}` is not valid")]
+    HeaderName { name: String },
+    /// A `headers:` value that is not a valid HTTP header value.
+    #[error("header `{name}` has an invalid value")]
+    HeaderValue { name: String },
+    /// The HTTP client (its TLS stack) could not start.
+    #[error("cannot start the HTTP client: {0}")]
+    Build(#[source] reqwest::Error),
+}
+
 impl StreamClient {
     /// Builds a client for `ep` sending to `base_url` (already normalised) + the API route,
     /// with a connection pool of `pool` idle connections per host (kept [`POOL_IDLE_TIMEOUT`]).
     ///
-    /// Errors: a message when the URL cannot be joined or the TLS stack cannot start.
-    pub fn new(ep: &Endpoint, base_url: &str, pool: usize) -> Result<StreamClient, String> {
+    /// Errors: the URL cannot be joined, a header cannot be sent, or the TLS stack cannot start.
+    pub fn new(ep: &Endpoint, base_url: &str, pool: usize) -> Result<StreamClient, ClientError> {
         install_crypto_provider();
-        let mut url =
-            reqwest::Url::parse(base_url).map_err(|e| format!("base_url `{base_url}`: {e}"))?;
+        let mut url = reqwest::Url::parse(base_url).map_err(|source| ClientError::BaseUrl {
+            url: base_url.to_string(),
+            source,
+        })?;
         let base_path = url.path().trim_end_matches('/').to_string();
         let mut models_url = url.clone();
         models_url.set_path(&format!("{base_path}/models"));
@@ -121,10 +147,9 @@ impl StreamClient {
                 _ => ("authorization", format!("Bearer {}", key.expose())),
             };
             let mut v = reqwest::header::HeaderValue::from_str(&value).map_err(|_| {
-                format!(
-                    "the API key in {} is not a valid header value",
-                    ep.api_key_env.as_deref().unwrap_or("?")
-                )
+                ClientError::ApiKey {
+                    env: ep.api_key_env.as_deref().unwrap_or("?").to_string(),
+                }
             })?;
             v.set_sensitive(true);
             headers.insert(name, v);
@@ -136,10 +161,17 @@ impl StreamClient {
             );
         }
         for h in &ep.headers {
-            let name = reqwest::header::HeaderName::from_bytes(h.name.as_bytes())
-                .map_err(|_| format!("header `{}` is not valid", h.name))?;
-            let mut v = reqwest::header::HeaderValue::from_str(h.value.expose())
-                .map_err(|_| format!("header `{}` has an invalid value", h.name))?;
+            let name =
+                reqwest::header::HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| {
+                    ClientError::HeaderName {
+                        name: h.name.clone(),
+                    }
+                })?;
+            let mut v = reqwest::header::HeaderValue::from_str(h.value.expose()).map_err(|_| {
+                ClientError::HeaderValue {
+                    name: h.name.clone(),
+                }
+            })?;
             if h.from_env {
                 v.set_sensitive(true);
             }
@@ -153,7 +185,7 @@ impl StreamClient {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("perfgate/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("cannot start the HTTP client: {e}"))?;
+            .map_err(ClientError::Build)?;
         let mut models_headers = headers.clone();
         models_headers.insert(
             reqwest::header::ACCEPT,

@@ -61,26 +61,46 @@ pub enum WrittenServer {
     ArmsOnly,
 }
 
+/// Why a `server:` block's arms are refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ArmError {
+    /// `server.base_url` outside an arm block.
+    #[error("server.base_url belongs inside server.base or server.candidate (each arm's own endpoint for perfgate ab); the scenario's endpoint is endpoint.base_url")]
+    BaseUrlOutsideArm,
+    /// `server.<arm>` holds an arm block itself.
+    #[error("server.{arm} holds base: or candidate: itself; an arm block is one server")]
+    Nested { arm: &'static str },
+}
+
+/// Why a command line given as one string does not split ([`split_command`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SplitError {
+    /// A quote (`'` or `"`) never closed; `text` is the whole command line.
+    #[error("unterminated {quote} in `{text}`")]
+    Unterminated { quote: char, text: String },
+    /// No word at all.
+    #[error("the command is empty: give the program and its arguments")]
+    Empty,
+}
+
 /// The raw scenario as `reading` sees it.
 ///
 /// Errors: a `base_url` outside an arm block; an arm block inside an arm block.
 pub fn apply(
     mut raw: RawScenario,
     reading: Reading<'_>,
-) -> Result<(RawScenario, WrittenServer), String> {
+) -> Result<(RawScenario, WrittenServer), ArmError> {
     let mut written = WrittenServer::Complete;
     if let Some(s) = &raw.server {
         if s.base_url.is_some() {
-            return Err("server.base_url belongs inside server.base or server.candidate (each arm's own endpoint for perfgate ab); the scenario's endpoint is endpoint.base_url".into());
+            return Err(ArmError::BaseUrlOutsideArm);
         }
         for (k, arm) in [("base", &s.base), ("candidate", &s.candidate)] {
             if arm
                 .as_ref()
                 .is_some_and(|a| a.base.is_some() || a.candidate.is_some())
             {
-                return Err(format!(
-                    "server.{k} holds base: or candidate: itself; an arm block is one server"
-                ));
+                return Err(ArmError::Nested { arm: k });
             }
         }
     }
@@ -140,7 +160,11 @@ pub fn apply(
 /// blanks, `'...'` literal, `"..."` with `\"` and `\\`, a backslash escaping the next character.
 ///
 /// Errors: an unterminated quote, or no word at all.
-pub fn split_command(s: &str) -> Result<Vec<String>, String> {
+pub fn split_command(s: &str) -> Result<Vec<String>, SplitError> {
+    let unterminated = |quote: char| SplitError::Unterminated {
+        quote,
+        text: s.to_string(),
+    };
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;
@@ -159,7 +183,7 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(x) => cur.push(x),
-                        None => return Err(format!("unterminated ' in `{s}`")),
+                        None => return Err(unterminated('\'')),
                     }
                 }
             }
@@ -174,10 +198,10 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
                                 cur.push('\\');
                                 cur.push(x);
                             }
-                            None => return Err(format!("unterminated \" in `{s}`")),
+                            None => return Err(unterminated('"')),
                         },
                         Some(x) => cur.push(x),
-                        None => return Err(format!("unterminated \" in `{s}`")),
+                        None => return Err(unterminated('"')),
                     }
                 }
             }
@@ -197,7 +221,7 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
         words.push(cur);
     }
     if words.is_empty() {
-        return Err("the command is empty: give the program and its arguments".into());
+        return Err(SplitError::Empty);
     }
     Ok(words)
 }
@@ -236,7 +260,7 @@ mod tests {
         let bad = ARMS.replace("    ready_timeout: 5m\n", "    base_url: 'http://x/v1'\n");
         let e = crate::config::parse_str(&bad, "t.yaml", &env).unwrap_err();
         assert!(
-            e.message
+            e.message()
                 .contains("server.base_url belongs inside server.base"),
             "{e}"
         );
@@ -256,7 +280,10 @@ mod tests {
             ]
         );
         assert_eq!(split_command("  a   ''  ").unwrap(), ["a", ""]);
-        assert!(split_command("a 'b").unwrap_err().contains("unterminated"));
+        assert!(split_command("a 'b")
+            .unwrap_err()
+            .to_string()
+            .contains("unterminated"));
         assert!(split_command("   ").is_err());
     }
 

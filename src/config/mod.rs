@@ -23,22 +23,108 @@ use std::path::{Path, PathBuf};
 /// Largest scenario file accepted, bytes.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
-/// A configuration error: where and what.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfigError {
-    /// `file:line` (or just the file), when known.
-    pub at: String,
-    /// What was wrong and what to do.
-    pub message: String,
+/// A configuration error: which file (and line), which scenario, what was wrong and what to
+/// do. Every message starts with where (`file:line`, or the file, or the paths given).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A `--scenarios` path that cannot be read.
+    #[error("{}: cannot read ({source}); pass a scenario file or a directory with --scenarios", path.display())]
+    Path {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `--scenarios` directory that cannot be listed.
+    #[error("{}: cannot list ({source})", dir.display())]
+    ListDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No scenario file under the paths given (`paths`: them, comma-separated).
+    #[error("{}", located(paths, "no scenario files (*.yaml) found; create one (see README: Scenario files) or pass --scenarios"))]
+    NoFiles { paths: String },
+    /// A scenario file that cannot be read (missing, too large, not UTF-8).
+    #[error("{}", located(file, &read_problem(source)))]
+    Read {
+        file: String,
+        #[source]
+        source: crate::limits::ReadError,
+    },
+    /// YAML that does not parse into a scenario file, or an unknown top-level key; `at` is
+    /// `file:line:column` when known.
+    #[error("{}", located(at, message))]
+    Yaml { at: String, message: String },
+    /// A file without `scenarios:`.
+    #[error(
+        "{}",
+        located(file, "no `scenarios:` in this file; add a list of scenarios")
+    )]
+    NoScenarios { file: String },
+    /// Two scenarios with one name (case-insensitive); `at` is the second one's `file:line`.
+    #[error("{at}: scenario name `{name}` is used twice; names must be unique (they name baseline files)")]
+    DuplicateName { at: String, name: ScenarioName },
+    /// A scenario's values; `at` is its `file:line`.
+    #[error("{at}: {source}")]
+    Scenario {
+        at: String,
+        #[source]
+        source: scenario::ScenarioError,
+    },
 }
 
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.at.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.at, self.message)
+impl ConfigError {
+    /// Where: `file:line[:column]`, the file, or the paths given.
+    pub fn at(&self) -> String {
+        match self {
+            ConfigError::Path { path, .. } => path.display().to_string(),
+            ConfigError::ListDir { dir, .. } => dir.display().to_string(),
+            ConfigError::NoFiles { paths: at }
+            | ConfigError::Read { file: at, .. }
+            | ConfigError::Yaml { at, .. }
+            | ConfigError::NoScenarios { file: at }
+            | ConfigError::DuplicateName { at, .. }
+            | ConfigError::Scenario { at, .. } => at.clone(),
         }
+    }
+
+    /// What was wrong and what to do: the message without [`ConfigError::at`].
+    pub fn message(&self) -> String {
+        let full = self.to_string();
+        let at = self.at();
+        match full
+            .strip_prefix(at.as_str())
+            .and_then(|m| m.strip_prefix(": "))
+        {
+            Some(m) if !at.is_empty() => m.to_string(),
+            _ => full,
+        }
+    }
+}
+
+impl From<ConfigError> for crate::exit::Error {
+    fn from(e: ConfigError) -> Self {
+        crate::exit::Error::Scenario(Box::new(e))
+    }
+}
+
+/// `at: message`, or the message alone when `at` is empty.
+fn located(at: &str, message: &str) -> String {
+    if at.is_empty() {
+        message.to_string()
+    } else {
+        format!("{at}: {message}")
+    }
+}
+
+/// Why a scenario file could not be read, in the words of this module.
+fn read_problem(e: &crate::limits::ReadError) -> String {
+    match e {
+        crate::limits::ReadError::TooLarge(_) => format!(
+            "larger than {MAX_FILE_BYTES} bytes; scenario files are limited to {MAX_FILE_BYTES} bytes"
+        ),
+        crate::limits::ReadError::NotFound => "cannot read (no such file)".into(),
+        crate::limits::ReadError::Other(m) => format!("cannot read as UTF-8 text ({m})"),
     }
 }
 
@@ -47,17 +133,15 @@ impl std::fmt::Display for ConfigError {
 pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
     let mut out = Vec::new();
     for p in paths {
-        let meta = std::fs::metadata(p).map_err(|e| ConfigError {
-            at: p.display().to_string(),
-            message: format!(
-                "cannot read ({e}); pass a scenario file or a directory with --scenarios"
-            ),
+        let meta = std::fs::metadata(p).map_err(|source| ConfigError::Path {
+            path: p.clone(),
+            source,
         })?;
         if meta.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| ConfigError {
-                    at: p.display().to_string(),
-                    message: format!("cannot list ({e})"),
+                .map_err(|source| ConfigError::ListDir {
+                    dir: p.clone(),
+                    source,
                 })?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| f.extension().is_some_and(|x| x == "yaml" || x == "yml") && f.is_file())
@@ -70,9 +154,8 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
     }
     if out.is_empty() {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        return Err(ConfigError {
-            at: shown.join(", "),
-            message: "no scenario files (*.yaml) found; create one (see README: Scenario files) or pass --scenarios".into(),
+        return Err(ConfigError::NoFiles {
+            paths: shown.join(", "),
         });
     }
     Ok(out)
@@ -99,9 +182,9 @@ pub fn load_as(
         for sc in load_file_as(f, env, reading)? {
             // Case-insensitive: `a` and `A` would share a baseline file on macOS and Windows.
             if !names.insert(sc.name.to_ascii_lowercase()) {
-                return Err(ConfigError {
+                return Err(ConfigError::DuplicateName {
                     at: sc.source.clone(),
-                    message: format!("scenario name `{}` is used twice; names must be unique (they name baseline files)", sc.name),
+                    name: sc.name.clone(),
                 });
             }
             all.push(sc);
@@ -125,18 +208,12 @@ pub fn load_file_as(
     reading: arm::Reading<'_>,
 ) -> Result<Vec<Scenario>, ConfigError> {
     let shown = path.display().to_string();
-    let err = |message: String| ConfigError {
-        at: shown.clone(),
-        message,
-    };
     // the limit holds while reading (`-s /dev/zero` or a FIFO has no length to check)
-    let text = crate::limits::read_text(path, MAX_FILE_BYTES).map_err(|e| match e {
-        crate::limits::ReadError::TooLarge(_) => err(format!(
-            "larger than {MAX_FILE_BYTES} bytes; scenario files are limited to {MAX_FILE_BYTES} bytes"
-        )),
-        crate::limits::ReadError::NotFound => err("cannot read (no such file)".into()),
-        crate::limits::ReadError::Other(m) => err(format!("cannot read as UTF-8 text ({m})")),
-    })?;
+    let text =
+        crate::limits::read_text(path, MAX_FILE_BYTES).map_err(|source| ConfigError::Read {
+            file: shown.clone(),
+            source,
+        })?;
     parse_str_as(&text, &shown, env, reading)
 }
 
@@ -161,9 +238,8 @@ pub fn parse_str_as(
         return Err(unknown_top_level_key(key, name, text));
     }
     if raw.scenarios.is_empty() {
-        return Err(ConfigError {
-            at: name.to_string(),
-            message: "no `scenarios:` in this file; add a list of scenarios".into(),
+        return Err(ConfigError::NoScenarios {
+            file: name.to_string(),
         });
     }
     let mut out = Vec::new();
@@ -184,18 +260,16 @@ pub fn parse_str_as(
             at: at.clone(),
         };
         let written = merged.name.clone().unwrap_or_default();
-        let (merged, arms_only) = arm::apply(merged, reading).map_err(|m| ConfigError {
+        let in_scenario = |problem: &dyn std::fmt::Display| ConfigError::Scenario {
             at: at.clone(),
-            message: format!("scenario `{written}`: {m}"),
-        })?;
-        let levels = sweep::expand(merged).map_err(|message| ConfigError {
-            at: at.clone(),
-            message: format!("scenario `{written}`: {message}"),
-        })?;
+            source: scenario::ScenarioError::named(&written, problem.to_string()),
+        };
+        let (merged, arms_only) = arm::apply(merged, reading).map_err(|e| in_scenario(&e))?;
+        let levels = sweep::expand(merged).map_err(|e| in_scenario(&e))?;
         for (one, family) in levels {
-            let mut sc = scenario::build(one, &ctx).map_err(|message| ConfigError {
+            let mut sc = scenario::build(one, &ctx).map_err(|source| ConfigError::Scenario {
                 at: at.clone(),
-                message,
+                source,
             })?;
             sc.family = family;
             sc.written_server = arms_only;
@@ -243,7 +317,7 @@ fn yaml_error(e: &serde_saphyr::Error, name: &str, text: &str) -> ConfigError {
             }
         }
     }
-    ConfigError { at, message }
+    ConfigError::Yaml { at, message }
 }
 
 /// A top-level key other than `defaults`, `scenarios` and `x-...`, located by its line (the
@@ -267,7 +341,7 @@ fn unknown_top_level_key(key: &str, name: &str, text: &str) -> ConfigError {
     )) {
         message.push_str(&format!("; did you mean `{hint}`?"));
     }
-    ConfigError { at: line, message }
+    ConfigError::Yaml { at: line, message }
 }
 
 const FILE_SHAPE: &str = "a scenario file is a mapping with `defaults:` and `scenarios:`";
@@ -398,13 +472,13 @@ scenarios:
     fn other_top_level_keys_are_refused_with_line_and_hint() {
         let bad = GOOD.replace("scenarios:", "scenarioss:");
         let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
-        assert_eq!(e.at, "t.yaml:9:1", "{e}");
-        assert!(e.message.starts_with("unknown field `scenarioss`"), "{e}");
-        assert!(e.message.contains("starting with `x-`"), "{e}");
-        assert!(e.message.contains("did you mean `scenarios`?"), "{e}");
+        assert_eq!(e.at(), "t.yaml:9:1", "{e}");
+        assert!(e.message().starts_with("unknown field `scenarioss`"), "{e}");
+        assert!(e.message().contains("starting with `x-`"), "{e}");
+        assert!(e.message().contains("did you mean `scenarios`?"), "{e}");
         let e = parse_str(&format!("long-prompt: x\n{GOOD}"), "t.yaml", &no_env).unwrap_err();
-        assert_eq!(e.at, "t.yaml:1:1", "{e}");
-        assert!(!e.message.contains("did you mean"), "{e}");
+        assert_eq!(e.at(), "t.yaml:1:1", "{e}");
+        assert!(!e.message().contains("did you mean"), "{e}");
     }
 
     #[test]
@@ -438,7 +512,7 @@ scenarios:
             &no_env,
         )
         .unwrap_err();
-        assert!(e.message.contains("a number or a list of numbers"), "{e}");
+        assert!(e.message().contains("a number or a list of numbers"), "{e}");
     }
 
     #[test]
@@ -483,7 +557,7 @@ scenarios:
                 &no_env,
             )
             .unwrap_err()
-            .message
+            .message()
         };
         assert!(bad("{ttft_p95: 1s}").contains("`ttft_p95` is not an objective"));
         assert!(bad("{ttft_p90: 0ms}").contains("gate.slo.ttft_p90 must be a time above 0"));
@@ -494,23 +568,23 @@ scenarios:
     fn unknown_key_gives_line_and_hint() {
         let bad = GOOD.replace("concurrency: 2", "concurency: 2");
         let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
-        assert!(e.at.starts_with("t.yaml:13"), "{e}");
-        assert!(e.message.contains("did you mean `concurrency`?"), "{e}");
+        assert!(e.at().starts_with("t.yaml:13"), "{e}");
+        assert!(e.message().contains("did you mean `concurrency`?"), "{e}");
     }
 
     #[test]
     fn too_few_samples_rejected() {
         let bad = GOOD.replace("samples: 20", "samples: 5");
         let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
-        assert!(e.message.contains("at least 20"), "{e}");
-        assert_eq!(e.at, "t.yaml:10");
+        assert!(e.message().contains("at least 20"), "{e}");
+        assert_eq!(e.at(), "t.yaml:10");
     }
 
     #[test]
     fn missing_api_key_variable_is_named() {
         let text = "scenarios:\n  - name: x\n    endpoint: {base_url: 'http://127.0.0.1:1/v1', model: m, api_key_env: PG_TEST_KEY}\n    request: {prompt: hi, max_tokens: 4}\n";
         let e = parse_str(text, "t.yaml", &no_env).unwrap_err();
-        assert!(e.message.contains("PG_TEST_KEY is not set"), "{e}");
+        assert!(e.message().contains("PG_TEST_KEY is not set"), "{e}");
         let env = |n: &str| (n == "PG_TEST_KEY").then(|| "sk-canary".to_string());
         let s = parse_str(text, "t.yaml", &env).unwrap();
         assert_eq!(

@@ -660,33 +660,67 @@ fn dur(v: &Option<String>, key: &str, default: Duration) -> Result<Duration, Str
     }
 }
 
+/// What is wrong with one scenario's values: the scenario (by its name, when it has one) and
+/// the problem, which names the key and says what to write instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", match scenario { Some(n) => format!("scenario `{n}`: {problem}"), None => problem.clone() })]
+pub struct ScenarioError {
+    /// The scenario's `name:` (`None`: it has none, or the name itself is wrong).
+    pub scenario: Option<String>,
+    /// What was wrong, starting with the key (`endpoint.base_url: ...`).
+    pub problem: String,
+}
+
+impl ScenarioError {
+    /// A problem in the scenario named `name`.
+    pub fn named(name: &str, problem: impl Into<String>) -> Self {
+        ScenarioError {
+            scenario: Some(name.to_string()),
+            problem: problem.into(),
+        }
+    }
+
+    /// A problem before the scenario has a usable name.
+    pub fn unnamed(problem: impl Into<String>) -> Self {
+        ScenarioError {
+            scenario: None,
+            problem: problem.into(),
+        }
+    }
+}
+
 /// Validates one merged scenario (defaults already overlaid).
 ///
-/// Errors: one message naming the key and what to write instead.
-pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, String> {
-    let name = ScenarioName::new(raw.name.clone().ok_or("scenario has no `name:`")?)?;
-    let endpoint =
-        build_endpoint(&raw.endpoint, ctx).map_err(|e| format!("scenario `{name}`: {e}"))?;
-    let request =
-        build_request(&raw.request, endpoint.api).map_err(|e| format!("scenario `{name}`: {e}"))?;
-    let load = build_load(&raw.load).map_err(|e| format!("scenario `{name}`: {e}"))?;
-    let gate = build_gate(&raw.gate).map_err(|e| format!("scenario `{name}`: {e}"))?;
+/// Errors: the scenario (by name, once it has a valid one) and one problem naming the key and
+/// what to write instead ([`ScenarioError`]). The helpers below compose that problem as text,
+/// from typed value errors ([`super::values::ValueError`]) and the key they belong to: nothing
+/// branches on which key failed, and the text is the message.
+pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioError> {
+    let name = raw
+        .name
+        .clone()
+        .ok_or_else(|| ScenarioError::unnamed("scenario has no `name:`"))?;
+    let name = ScenarioName::new(name).map_err(ScenarioError::unnamed)?;
+    let here = |problem: String| ScenarioError::named(&name, problem);
+    let endpoint = build_endpoint(&raw.endpoint, ctx).map_err(here)?;
+    let request = build_request(&raw.request, endpoint.api).map_err(here)?;
+    let load = build_load(&raw.load).map_err(here)?;
+    let gate = build_gate(&raw.gate).map_err(here)?;
     if request.max_tokens < 2 && gate.metrics.contains(&Metric::Tpot) {
-        return Err(format!(
-            "scenario `{name}`: TPOT is undefined for max_tokens {} (it needs 2 or more output tokens); raise max_tokens or set gate.metrics without tpot",
+        return Err(here(format!(
+            "TPOT is undefined for max_tokens {} (it needs 2 or more output tokens); raise max_tokens or set gate.metrics without tpot",
             request.max_tokens
-        ));
+        )));
     }
     let fingerprint = fingerprint(&endpoint, &request, &load);
     let server = match (&raw.server, &endpoint.target) {
         (None, _) => None,
         (Some(rs), Target::Http { base_url }) => Some(
-            super::server::build(rs, base_url, &endpoint.secrets(), ctx.env)
-                .map_err(|e| format!("scenario `{name}`: {e}"))?,
+            super::server::build(rs, base_url, &endpoint.secrets(), ctx.env).map_err(here)?,
         ),
         (Some(_), Target::Sim(_)) => {
-            return Err(format!(
-                "scenario `{name}`: server: the built-in simulator (sim://) needs no server; give an http:// base_url the started server listens on"
+            return Err(here(
+                "server: the built-in simulator (sim://) needs no server; give an http:// base_url the started server listens on".into(),
             ))
         }
     };

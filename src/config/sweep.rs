@@ -7,11 +7,25 @@
 
 use super::file::{OneOrMany, RawScenario};
 
+/// Why a list of levels is refused (`what`: `concurrency` or `rate`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LevelsError {
+    /// `[]`.
+    #[error("load.{what} is an empty list: give one level or several, e.g. [1, 4, 16]")]
+    Empty { what: &'static str },
+    /// More than [`MAX_LEVELS`].
+    #[error("load.{what} lists {n} levels: at most {MAX_LEVELS} (each level is a scenario with its own baseline)")]
+    TooMany { what: &'static str, n: usize },
+    /// A level listed twice (`level`: as written).
+    #[error("load.{what} lists {level} twice: each level is one scenario")]
+    Twice { what: &'static str, level: String },
+}
+
 /// Levels one list may hold.
 pub const MAX_LEVELS: usize = 16;
 
 /// The scenarios `raw` stands for, each with its family (`None` when nothing was listed).
-pub fn expand(raw: RawScenario) -> Result<Vec<(RawScenario, Option<String>)>, String> {
+pub fn expand(raw: RawScenario) -> Result<Vec<(RawScenario, Option<String>)>, LevelsError> {
     let conc = levels(raw.load.concurrency.as_ref(), "concurrency", |c| {
         format!("c{c}")
     })?;
@@ -45,28 +59,27 @@ pub fn expand(raw: RawScenario) -> Result<Vec<(RawScenario, Option<String>)>, St
 #[allow(clippy::type_complexity)]
 fn levels<T: Copy + PartialEq + std::fmt::Display>(
     v: Option<&OneOrMany<T>>,
-    what: &str,
+    what: &'static str,
     suffix: impl Fn(&T) -> String,
-) -> Result<Option<Vec<(Option<OneOrMany<T>>, String)>>, String> {
+) -> Result<Option<Vec<(Option<OneOrMany<T>>, String)>>, LevelsError> {
     let Some(OneOrMany::Many(list)) = v else {
         return Ok(None);
     };
     if list.is_empty() {
-        return Err(format!(
-            "load.{what} is an empty list: give one level or several, e.g. [1, 4, 16]"
-        ));
+        return Err(LevelsError::Empty { what });
     }
     if list.len() > MAX_LEVELS {
-        return Err(format!(
-            "load.{what} lists {} levels: at most {MAX_LEVELS} (each level is a scenario with its own baseline)",
-            list.len()
-        ));
+        return Err(LevelsError::TooMany {
+            what,
+            n: list.len(),
+        });
     }
     for (i, x) in list.iter().enumerate() {
         if list[..i].contains(x) {
-            return Err(format!(
-                "load.{what} lists {x} twice: each level is one scenario"
-            ));
+            return Err(LevelsError::Twice {
+                what,
+                level: x.to_string(),
+            });
         }
     }
     Ok(Some(
@@ -137,14 +150,20 @@ mod tests {
 
     #[test]
     fn bad_lists_say_why() {
-        let e = expand(raw(Some(OneOrMany::Many(vec![])), None)).unwrap_err();
+        let e = expand(raw(Some(OneOrMany::Many(vec![])), None))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("empty list"), "{e}");
-        let e = expand(raw(Some(OneOrMany::Many(vec![1, 4, 1])), None)).unwrap_err();
+        let e = expand(raw(Some(OneOrMany::Many(vec![1, 4, 1])), None))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "load.concurrency lists 1 twice: each level is one scenario"
         );
-        let e = expand(raw(Some(OneOrMany::Many((1..=17).collect())), None)).unwrap_err();
+        let e = expand(raw(Some(OneOrMany::Many((1..=17).collect())), None))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("17 levels: at most 16"), "{e}");
     }
 }

@@ -1,52 +1,87 @@
 //! Parsing of the scalar value forms used in scenario files: durations (`30s`, `250ms`),
 //! fractions (`5%` or `0.05`), millisecond amounts (`20ms`, or a bare number of ms) and `${ENV}`
-//! expansion. Pure functions, property-testable; errors are messages for the user.
+//! expansion. Pure functions, property-testable; each error ([`ValueError`]) quotes the value and
+//! says what to write instead (the caller puts the key before it).
 
 use super::file::RawNumber;
 use std::time::Duration;
 
+/// A scalar value of a scenario file that does not parse, or a `${VAR}` that cannot be expanded.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ValueError {
+    /// Not a humantime duration.
+    #[error("`{text}` is not a duration ({why}); write it like `30s`, `250ms` or `2m`")]
+    Duration { text: String, why: String },
+    /// A bare number above 1 where a share is expected: almost always a percentage.
+    #[error("`{x}` would mean {:.0}%: write a percentage like `{x}%`, or a fraction like `{}`", x * 100.0, x / 100.0)]
+    BarePercent { x: f64 },
+    /// `N%` where N is not a number.
+    #[error("`{text}` is not a percentage; write it like `10%` or `0.10`")]
+    Percentage { text: String },
+    /// Neither a number nor a percentage.
+    #[error("`{text}` is not a fraction; write it like `10%` or `0.10`")]
+    Fraction { text: String },
+    /// A share outside [0, 10].
+    #[error("{x} is out of range: use a share between 0% and 1000%")]
+    ShareRange { x: f64 },
+    /// Not a time (`20ms`, `1s`, a bare number of ms).
+    #[error("`{text}` is not a time; write it like `20ms` or `1s`")]
+    Time { text: String },
+    /// A time that is negative or not finite.
+    #[error("{x} is not a valid time: it must be a finite number of ms >= 0")]
+    TimeRange { x: f64 },
+    /// `${` without its `}` (`text`: the whole value).
+    #[error("unclosed `${{` in `{text}`: write `${{NAME}}`")]
+    Unclosed { text: String },
+    /// `${A:-${B}}`: a default holding another reference.
+    #[error("`${{{inner}}}}}`: a default cannot hold another `${{...}}` (nesting is not supported); write the default literally or set {name}")]
+    Nested { inner: String, name: String },
+    /// `${...}` whose name is empty or not `[A-Za-z0-9_]`.
+    #[error("`${{{inner}}}` is not a valid variable reference")]
+    Reference { inner: String },
+    /// A variable that is not set and has no default.
+    #[error("environment variable {name} is not set; set it or write `${{{name}:-default}}`")]
+    Unset { name: String },
+}
+
 /// Parses a humantime duration such as `30s`, `1m 30s`, `250ms`.
 ///
 /// Errors: a message quoting the input and showing the accepted form.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("`{s}` is not a duration ({e}); write it like `30s`, `250ms` or `2m`"))
+pub fn parse_duration(s: &str) -> Result<Duration, ValueError> {
+    humantime::parse_duration(s.trim()).map_err(|e| ValueError::Duration {
+        text: s.to_string(),
+        why: e.to_string(),
+    })
 }
 
 /// Parses a relative tolerance: `5%` -> 0.05, `0.05` -> 0.05. Must be in [0, 10]. A bare number
 /// above 1 (`warn: 5`) is an error: it almost always means a percentage, not 500 %.
-pub fn parse_fraction(v: &RawNumber) -> Result<f64, String> {
+pub fn parse_fraction(v: &RawNumber) -> Result<f64, ValueError> {
     let x = match v {
-        RawNumber::Num(x) if *x > 1.0 => {
-            return Err(format!(
-                "`{x}` would mean {:.0}%: write a percentage like `{x}%`, or a fraction like `{}`",
-                x * 100.0,
-                x / 100.0
-            ))
-        }
+        RawNumber::Num(x) if *x > 1.0 => return Err(ValueError::BarePercent { x: *x }),
         RawNumber::Num(x) => *x,
         RawNumber::Text(t) => {
             let t = t.trim();
             match t.strip_suffix('%') {
                 Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0).map_err(|_| {
-                    format!("`{t}` is not a percentage; write it like `10%` or `0.10`")
+                    ValueError::Percentage {
+                        text: t.to_string(),
+                    }
                 })?,
-                None => t.parse::<f64>().map_err(|_| {
-                    format!("`{t}` is not a fraction; write it like `10%` or `0.10`")
+                None => t.parse::<f64>().map_err(|_| ValueError::Fraction {
+                    text: t.to_string(),
                 })?,
             }
         }
     };
     if !x.is_finite() || !(0.0..=10.0).contains(&x) {
-        return Err(format!(
-            "{x} is out of range: use a share between 0% and 1000%"
-        ));
+        return Err(ValueError::ShareRange { x });
     }
     Ok(x)
 }
 
 /// Parses an absolute amount of time in milliseconds: `20ms`, `1.5ms`, `2s`, or a bare number (ms).
-pub fn parse_ms(v: &RawNumber) -> Result<f64, String> {
+pub fn parse_ms(v: &RawNumber) -> Result<f64, ValueError> {
     let x = match v {
         RawNumber::Num(x) => *x,
         RawNumber::Text(t) => {
@@ -63,13 +98,13 @@ pub fn parse_ms(v: &RawNumber) -> Result<f64, String> {
             num.trim()
                 .parse::<f64>()
                 .map(|x| x * scale)
-                .map_err(|_| format!("`{t}` is not a time; write it like `20ms` or `1s`"))?
+                .map_err(|_| ValueError::Time {
+                    text: t.to_string(),
+                })?
         }
     };
     if !x.is_finite() || x < 0.0 {
-        return Err(format!(
-            "{x} is not a valid time: it must be a finite number of ms >= 0"
-        ));
+        return Err(ValueError::TimeRange { x });
     }
     Ok(x)
 }
@@ -78,7 +113,7 @@ pub fn parse_ms(v: &RawNumber) -> Result<f64, String> {
 ///
 /// Errors: the name of the first variable that is unset (and has no default), or a malformed
 /// reference.
-pub fn expand_env(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+pub fn expand_env(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, ValueError> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(pos) = rest.find('$') {
@@ -88,9 +123,9 @@ pub fn expand_env(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
             out.push('$');
             rest = stripped;
         } else if let Some(body) = after.strip_prefix('{') {
-            let end = body
-                .find('}')
-                .ok_or_else(|| format!("unclosed `${{` in `{s}`: write `${{NAME}}`"))?;
+            let end = body.find('}').ok_or_else(|| ValueError::Unclosed {
+                text: s.to_string(),
+            })?;
             let inner = &body[..end];
             let (name, default) = match inner.find(":-") {
                 Some(i) => (&inner[..i], Some(&inner[i + 2..])),
@@ -98,20 +133,23 @@ pub fn expand_env(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
             };
             // `${A:-${B}}` would read as the default `${B` and a stray `}`: refuse it.
             if default.is_some_and(|d| d.contains("${")) {
-                return Err(format!(
-                    "`${{{inner}}}}}`: a default cannot hold another `${{...}}` (nesting is not supported); write the default literally or set {name}"
-                ));
+                return Err(ValueError::Nested {
+                    inner: inner.to_string(),
+                    name: name.to_string(),
+                });
             }
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return Err(format!("`${{{inner}}}` is not a valid variable reference"));
+                return Err(ValueError::Reference {
+                    inner: inner.to_string(),
+                });
             }
             match (lookup(name), default) {
                 (Some(v), _) if !v.is_empty() || default.is_none() => out.push_str(&v),
                 (_, Some(d)) => out.push_str(d),
                 (None, None) => {
-                    return Err(format!(
-                        "environment variable {name} is not set; set it or write `${{{name}:-default}}`"
-                    ))
+                    return Err(ValueError::Unset {
+                        name: name.to_string(),
+                    })
                 }
                 (Some(v), None) => out.push_str(&v),
             }
@@ -212,16 +250,21 @@ mod tests {
         );
         assert_eq!(expand_env("${EMPTY:-d}", &env).unwrap(), "d");
         assert_eq!(expand_env("a$$b$c", &env).unwrap(), "a$b$c");
-        let e = expand_env("${NOPE}", &env).unwrap_err();
+        let e = expand_env("${NOPE}", &env).unwrap_err().to_string();
         assert!(e.contains("NOPE is not set"), "{e}");
-        assert!(expand_env("${HOST", &env).unwrap_err().contains("unclosed"));
+        assert!(expand_env("${HOST", &env)
+            .unwrap_err()
+            .to_string()
+            .contains("unclosed"));
         assert!(expand_env("${A B}", &env).is_err());
     }
 
     #[test]
     fn nested_defaults_are_refused_and_userinfo_is_masked() {
         // before: `${NOPE:-${HOST}}` silently became the literal `${HOST}`
-        let e = expand_env("https://${NOPE:-${HOST}}/v1", &env).unwrap_err();
+        let e = expand_env("https://${NOPE:-${HOST}}/v1", &env)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nesting is not supported"), "{e}");
         assert_eq!(
             mask_userinfo("https://user:pw@example.test:8443/v1?x=a@b"),
@@ -258,7 +301,9 @@ mod tests {
         assert_eq!(parse_fraction(&RawNumber::Num(0.1)).unwrap(), 0.1);
         assert!(parse_fraction(&RawNumber::Text("five".into())).is_err());
         assert!(parse_fraction(&RawNumber::Num(-0.1)).is_err());
-        let e = parse_fraction(&RawNumber::Num(5.0)).unwrap_err();
+        let e = parse_fraction(&RawNumber::Num(5.0))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("would mean 500%") && e.contains("`5%`"), "{e}");
         assert_eq!(
             parse_fraction(&RawNumber::Text("150%".into())).unwrap(),
@@ -269,6 +314,9 @@ mod tests {
         assert_eq!(parse_ms(&RawNumber::Num(3.5)).unwrap(), 3.5);
         assert!(parse_ms(&RawNumber::Text("-1ms".into())).is_err());
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert!(parse_duration("soon").unwrap_err().contains("`soon`"));
+        assert!(parse_duration("soon")
+            .unwrap_err()
+            .to_string()
+            .contains("`soon`"));
     }
 }

@@ -105,15 +105,41 @@ pub fn outputs(r: &Results, json: Option<&Path>, markdown: Option<&Path>) -> Str
     output_lines(&pairs)
 }
 
+/// Why a file command file (`GITHUB_STEP_SUMMARY`, `GITHUB_OUTPUT`) was not appended to; a
+/// warning, never an exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    /// The file cannot be opened for appending.
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The write failed.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Appends `text` to a file command file (they are shared by every command of the step).
-pub fn append(path: &Path, text: &str) -> Result<(), String> {
+pub fn append(path: &Path, text: &str) -> Result<(), AppendError> {
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        .map_err(|source| AppendError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
     f.write_all(text.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .map_err(|source| AppendError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 #[cfg(test)]

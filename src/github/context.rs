@@ -278,16 +278,28 @@ impl Context {
     }
 }
 
-fn read_event(path: &str) -> Result<serde_json::Value, String> {
+/// Why the event payload (`GITHUB_EVENT_PATH`) was not read; a warning, never an exit code.
+#[derive(Debug, thiserror::Error)]
+enum EventError {
+    /// Above [`MAX_EVENT_BYTES`].
+    #[error("larger than {} MiB; not read", MAX_EVENT_BYTES >> 20)]
+    TooLarge,
+    /// Missing, unreadable or not UTF-8.
+    #[error(transparent)]
+    Read(crate::limits::ReadError),
+    /// Not JSON.
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+}
+
+fn read_event(path: &str) -> Result<serde_json::Value, EventError> {
     let text = crate::limits::read_text(std::path::Path::new(path), MAX_EVENT_BYTES).map_err(
         |e| match e {
-            crate::limits::ReadError::TooLarge(_) => {
-                format!("larger than {} MiB; not read", MAX_EVENT_BYTES >> 20)
-            }
-            other => other.to_string(),
+            crate::limits::ReadError::TooLarge(_) => EventError::TooLarge,
+            other => EventError::Read(other),
         },
     )?;
-    serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))
+    serde_json::from_str(&text).map_err(EventError::NotJson)
 }
 
 #[cfg(test)]

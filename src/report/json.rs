@@ -4,7 +4,7 @@
 //! optional field keeps the version; removing or changing one raises it.
 
 use crate::results::{Results, RESULTS_SCHEMA_VERSION};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Merging shards is not rendering: it lives with the model ([`crate::results::merge`]); kept
 /// here under its old path.
@@ -21,27 +21,82 @@ pub fn write(w: &mut dyn std::io::Write, r: &Results) -> std::io::Result<()> {
     w.write_all(b"\n")
 }
 
+/// Why a results file could not be loaded; every message starts with the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsFileError {
+    /// It could not be read (missing, too large, not UTF-8).
+    #[error("cannot read {}: {source}", file.display())]
+    Read {
+        file: PathBuf,
+        #[source]
+        source: crate::limits::ReadError,
+    },
+    /// It is not JSON.
+    #[error("{}: not JSON ({source}); expected a results file from `perfgate check --output`", file.display())]
+    NotJson {
+        file: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A time in it is not believable (the error names the field).
+    #[error("{}: {source}", file.display())]
+    Time {
+        file: PathBuf,
+        #[source]
+        source: crate::limits::TimeError,
+    },
+    /// Written by a perfgate with another results layout.
+    #[error("{}: results schema_version {found}, but this perfgate reads version {RESULTS_SCHEMA_VERSION}; use the perfgate that wrote it", file.display())]
+    SchemaVersion { file: PathBuf, found: u64 },
+    /// No `schema_version`: not a results file.
+    #[error("{}: no schema_version; expected a results file from `perfgate check --output`", file.display())]
+    NoSchemaVersion { file: PathBuf },
+    /// A field is missing or of the wrong type (serde's message names it).
+    #[error("{}: not a perfgate results file: {source}", file.display())]
+    Shape {
+        file: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl From<ResultsFileError> for crate::exit::Error {
+    fn from(e: ResultsFileError) -> Self {
+        crate::exit::Error::Results(Box::new(e))
+    }
+}
+
 /// Reads a results JSON file. Errors name the file and say what is wrong.
-pub fn load(path: &Path) -> Result<Results, String> {
-    let shown = path.display();
-    let text = crate::limits::read_text(path, crate::limits::MAX_RESULTS_BYTES)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        format!("{shown}: not JSON ({e}); expected a results file from `perfgate check --output`")
+pub fn load(path: &Path) -> Result<Results, ResultsFileError> {
+    let file = || path.to_path_buf();
+    let text =
+        crate::limits::read_text(path, crate::limits::MAX_RESULTS_BYTES).map_err(|source| {
+            ResultsFileError::Read {
+                file: file(),
+                source,
+            }
+        })?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|source| ResultsFileError::NotJson {
+            file: file(),
+            source,
+        })?;
+    crate::limits::check_times(&v).map_err(|source| ResultsFileError::Time {
+        file: file(),
+        source,
     })?;
-    crate::limits::check_times(&v).map_err(|e| format!("{shown}: {e}"))?;
     match v.get("schema_version").and_then(|x| x.as_u64()) {
         Some(n) if n == u64::from(RESULTS_SCHEMA_VERSION) => {}
-        Some(n) => {
-            return Err(format!(
-                "{shown}: results schema_version {n}, but this perfgate reads version {RESULTS_SCHEMA_VERSION}; use the perfgate that wrote it"
-            ))
+        Some(found) => {
+            return Err(ResultsFileError::SchemaVersion {
+                file: file(),
+                found,
+            })
         }
-        None => {
-            return Err(format!(
-                "{shown}: no schema_version; expected a results file from `perfgate check --output`"
-            ))
-        }
+        None => return Err(ResultsFileError::NoSchemaVersion { file: file() }),
     }
-    serde_json::from_value(v).map_err(|e| format!("{shown}: not a perfgate results file: {e}"))
+    serde_json::from_value(v).map_err(|source| ResultsFileError::Shape {
+        file: file(),
+        source,
+    })
 }

@@ -133,7 +133,8 @@ impl Distributions {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     pub results: Results,
-    /// Per scenario name with a baseline in the results.
+    /// Per scenario name with a baseline in the results. `Err` holds the sentence the HTML
+    /// report shows in place of the baseline's plot (a value to render, not an error to handle).
     pub baselines: BTreeMap<ScenarioName, Result<Distributions, String>>,
 }
 
@@ -285,7 +286,7 @@ fn distributions(
             "baseline values not drawn: no file at {} (pass --baseline-dir)",
             p.display()
         )),
-        Err(LoadError::Invalid(m)) => Err(m),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -324,11 +325,12 @@ pub fn info_line(info: &[&crate::gate::Check], word: &str) -> Option<String> {
 }
 
 /// What [`write_outputs`] did: one line per file written (`results JSON: out/results.json`) and
-/// one message per file that could not be written (naming the file and the reason).
+/// one [`crate::exit::Error::Report`] per file that could not be written (naming the file and
+/// the reason).
 #[derive(Debug, Default)]
 pub struct Written {
     pub written: Vec<String>,
-    pub failed: Vec<String>,
+    pub failed: Vec<crate::exit::Error>,
 }
 
 impl Written {
@@ -342,10 +344,9 @@ impl Written {
     /// The run's exit code `code`, made 2 when a report file could not be written and nothing
     /// worse happened (docs/design.md "Exit codes").
     pub fn exit_code(&self, code: i32) -> i32 {
-        if self.failed.is_empty() {
-            code
-        } else {
-            crate::verdict::with_write_failure(code)
+        match self.failed.first() {
+            None => code,
+            Some(f) => crate::verdict::with_write_failure(code, f),
         }
     }
 }
@@ -385,10 +386,11 @@ pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
         if let Some(p) = path {
             match crate::fsutil::write_atomic_with(p, render) {
                 Ok(()) => out.written.push(format!("{what}: {}", p.display())),
-                Err(e) => out.failed.push(format!(
-                    "cannot write the {what} to {}: {e}; the other reports were written and the verdict stands",
-                    p.display()
-                )),
+                Err(source) => out.failed.push(crate::exit::Error::Report {
+                    what,
+                    path: p.to_path_buf(),
+                    source,
+                }),
             }
         }
     }

@@ -132,23 +132,69 @@ fn forget_pid(pid: u32) {
     lock(&PIDS).retain(|p| *p != pid);
 }
 
-/// The failure message of a server: what happened, and the last lines of its log.
-fn with_tail(spec: &ServerSpec, p: &Proc, what: &str) -> String {
-    let tail = process::log_tail(&p.log, spec.log_tail, &spec.secrets);
-    let mut s = format!(
-        "the server `{}` (pid {}) {what}; log {}",
-        spec.shown_command,
-        p.pid,
-        p.log.display()
-    );
+/// Why a server (or an endpoint waited for) is not there to be measured. Each message says
+/// what happened; a started server's says which process and ends with its log tail.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The process could not be started.
+    #[error(transparent)]
+    Spawn(#[from] process::SpawnError),
+    /// The started server exited before it was ready, was not ready in time, or perfgate was
+    /// interrupted while it was getting ready.
+    #[error("the server `{command}` (pid {pid}) {what}; log {}{}", log.display(), tail_text(tail))]
+    NotReady {
+        /// The redacted command line.
+        command: String,
+        pid: u32,
+        /// What happened (`exited (...) before it was ready ...`).
+        what: String,
+        log: std::path::PathBuf,
+        /// The last lines of its log, redacted.
+        tail: Vec<String>,
+    },
+    /// Something already answers the readiness URL before the server was started.
+    #[error("something already answers GET {url} (HTTP {status}) before perfgate started the server `{command}`: stop it or give the server another port, so that what is measured is the server perfgate starts")]
+    PortTaken {
+        url: String,
+        status: u16,
+        command: String,
+    },
+    /// The server of this `server:` block failed earlier in this run (`why`: how).
+    #[error("not measured: {why}")]
+    FailedEarlier { why: String },
+    /// `endpoint.wait_ready`: the endpoint did not answer within the limit.
+    #[error("the endpoint was not ready within endpoint.wait_ready {} ({tries} probes of {url}; last: {last})", humantime::format_duration(*limit))]
+    EndpointNotReady {
+        url: String,
+        limit: Duration,
+        tries: u32,
+        last: String,
+    },
+    /// `endpoint.wait_ready`: interrupted while waiting.
+    #[error("interrupted while waiting for {url}: {last}")]
+    Interrupted { url: String, last: String },
+}
+
+/// The failure of a started server: what happened, and the last lines of its log.
+fn with_tail(spec: &ServerSpec, p: &Proc, what: &str) -> ServerError {
+    ServerError::NotReady {
+        command: spec.shown_command.clone(),
+        pid: p.pid,
+        what: what.to_string(),
+        log: p.log.clone(),
+        tail: process::log_tail(&p.log, spec.log_tail, &spec.secrets),
+    }
+}
+
+/// ` (empty)`, or `, last N line(s):` and the lines, each on its own `  | ` line.
+fn tail_text(tail: &[String]) -> String {
     if tail.is_empty() {
-        s.push_str(" (empty)");
-    } else {
-        s.push_str(&format!(", last {} line(s):", tail.len()));
-        for l in tail {
-            s.push_str("\n  | ");
-            s.push_str(&l);
-        }
+        return " (empty)".into();
+    }
+    let mut s = format!(", last {} line(s):", tail.len());
+    for l in tail {
+        s.push_str("\n  | ");
+        s.push_str(l);
     }
     s
 }
@@ -160,7 +206,7 @@ async fn wait_ready(
     spec: &ServerSpec,
     p: &Proc,
     client: &StreamClient,
-) -> Result<(Duration, String), String> {
+) -> Result<(Duration, String), ServerError> {
     let deadline = p.started + spec.ready_timeout;
     let mut pause = Duration::from_millis(25);
     let mut last = String::from("no answer yet");
@@ -245,7 +291,7 @@ pub async fn ensure(
     spec: &ServerSpec,
     client: &StreamClient,
     models_url: &str,
-) -> Result<ServerReport, String> {
+) -> Result<ServerReport, ServerError> {
     ensure_with(spec, client, models_url, Others::Stop).await
 }
 
@@ -264,9 +310,9 @@ pub async fn ensure_with(
     client: &StreamClient,
     models_url: &str,
     others: Others,
-) -> Result<ServerReport, String> {
+) -> Result<ServerReport, ServerError> {
     if let Some(why) = lock(&FAILED).get(&spec.key) {
-        return Err(format!("not measured: {why}"));
+        return Err(ServerError::FailedEarlier { why: why.clone() });
     }
     // A second Ctrl-C exits at once: every started server is SIGKILLed first.
     crate::cancel::on_force_exit(kill_all_now);
@@ -294,17 +340,18 @@ pub async fn ensure_with(
     // Something else on the port would answer the readiness probe and be measured instead.
     if let Ready::Http { url, .. } = &spec.ready {
         if let Ok((status, _)) = client.get(url, Duration::from_secs(2)).await {
-            let why = format!(
-                "something already answers GET {url} (HTTP {status}) before perfgate started the server `{}`: stop it or give the server another port, so that what is measured is the server perfgate starts",
-                spec.shown_command
-            );
-            lock(&FAILED).insert(spec.key.clone(), why.clone());
+            let why = ServerError::PortTaken {
+                url: url.clone(),
+                status,
+                command: spec.shown_command.clone(),
+            };
+            lock(&FAILED).insert(spec.key.clone(), why.to_string());
             return Err(why);
         }
     }
     let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let p = process::spawn(spec, n).inspect_err(|e| {
-        lock(&FAILED).insert(spec.key.clone(), e.clone());
+        lock(&FAILED).insert(spec.key.clone(), e.to_string());
     })?;
     lock(&PIDS).push(p.pid);
     eprintln!(
@@ -337,7 +384,7 @@ pub async fn ensure_with(
             let how = process::stop(&p, spec.stop_timeout).await;
             forget_pid(p.pid);
             eprintln!("perfgate: the server (pid {}) {how}", p.pid);
-            lock(&FAILED).insert(spec.key.clone(), why.clone());
+            lock(&FAILED).insert(spec.key.clone(), why.to_string());
             Err(why)
         }
     }
@@ -385,7 +432,8 @@ pub async fn exited_during(spec: &ServerSpec, scenario: &str) -> Option<(String,
         spec,
         &gone.proc,
         &format!("exited ({st}) while scenario {scenario} was measured"),
-    );
+    )
+    .to_string();
     if process::group_alive(gone.proc.pid) {
         process::signal_group(gone.proc.pid, libc::SIGKILL);
     }
@@ -464,7 +512,7 @@ pub async fn wait_endpoint(
     client: &StreamClient,
     models_url: &str,
     limit: Duration,
-) -> Result<ServerReport, String> {
+) -> Result<ServerReport, ServerError> {
     let start = Instant::now();
     let deadline = start + limit;
     let mut pause = Duration::from_millis(250);
@@ -515,15 +563,18 @@ pub async fn wait_endpoint(
             );
         }
         if crate::cancel::requested() {
-            return Err(format!(
-                "interrupted while waiting for {models_url}: {last}"
-            ));
+            return Err(ServerError::Interrupted {
+                url: models_url.to_string(),
+                last,
+            });
         }
         if Instant::now() >= deadline {
-            return Err(format!(
-                "the endpoint was not ready within endpoint.wait_ready {} ({tries} probes of {models_url}; last: {last})",
-                humantime::format_duration(limit)
-            ));
+            return Err(ServerError::EndpointNotReady {
+                url: models_url.to_string(),
+                limit,
+                tries,
+                last,
+            });
         }
         let left = deadline.saturating_duration_since(Instant::now());
         tokio::time::sleep(pause.min(left)).await;

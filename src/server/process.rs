@@ -88,21 +88,68 @@ fn log_path(spec: &ServerSpec, n: usize) -> PathBuf {
     })
 }
 
+/// Why the server's process could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The directory of the log file cannot be created.
+    #[error("cannot create the log directory {}: {source}", dir.display())]
+    LogDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The log file cannot be created.
+    #[error("cannot create the server log {}: {source}", log.display())]
+    LogCreate {
+        log: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The log file cannot be opened a second time (for stderr).
+    #[error("cannot open the server log {}: {source}", log.display())]
+    LogOpen {
+        log: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The spawner thread's lock is poisoned.
+    #[error("the server spawner is unusable")]
+    SpawnerUnusable,
+    /// The spawner thread has ended.
+    #[error("the server spawner thread is gone")]
+    SpawnerGone,
+    /// The program cannot be started (`command`: the redacted command line).
+    #[error("cannot start the server `{command}`: {source}{}", if source.kind() == std::io::ErrorKind::NotFound { " (is the program on PATH, or give its full path in server.command[0])" } else { "" })]
+    Program {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The thread that reaps the server cannot start (the server was killed).
+    #[error("cannot start a thread to watch the server")]
+    Watcher,
+}
+
 /// Starts the server of `spec` (the `n`-th start of this perfgate, for the log name).
 ///
 /// Errors: the log file cannot be created, or the program cannot be started (not found, not
 /// executable), with the redacted command line.
-pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, String> {
+pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
     let log = log_path(spec, n);
     if let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create the log directory {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| SpawnError::LogDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
     }
-    let file = std::fs::File::create(&log)
-        .map_err(|e| format!("cannot create the server log {}: {e}", log.display()))?;
-    let err_file = file
-        .try_clone()
-        .map_err(|e| format!("cannot open the server log {}: {e}", log.display()))?;
+    let file = std::fs::File::create(&log).map_err(|source| SpawnError::LogCreate {
+        log: log.clone(),
+        source,
+    })?;
+    let err_file = file.try_clone().map_err(|source| SpawnError::LogOpen {
+        log: log.clone(),
+        source,
+    })?;
     let mut cmd = Command::new(&spec.command[0]);
     cmd.args(&spec.command[1..])
         .stdin(Stdio::null())
@@ -142,23 +189,16 @@ pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, String> {
     });
     spawner()
         .lock()
-        .map_err(|_| "the server spawner is unusable".to_string())?
+        .map_err(|_| SpawnError::SpawnerUnusable)?
         .send(job)
-        .map_err(|_| "the server spawner thread is gone".to_string())?;
+        .map_err(|_| SpawnError::SpawnerGone)?;
     let started = Instant::now();
     let mut child = rx
         .recv()
-        .map_err(|_| "the server spawner thread is gone".to_string())?
-        .map_err(|e| {
-            format!(
-                "cannot start the server `{}`: {e}{}",
-                spec.shown_command,
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    " (is the program on PATH, or give its full path in server.command[0])"
-                } else {
-                    ""
-                }
-            )
+        .map_err(|_| SpawnError::SpawnerGone)?
+        .map_err(|source| SpawnError::Program {
+            command: spec.shown_command.clone(),
+            source,
         })?;
     let pid = child.id();
     let exit = Arc::new(Mutex::new(None));
@@ -174,7 +214,7 @@ pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, String> {
         });
     if waiter.is_err() {
         signal_group(pid, libc::SIGKILL);
-        return Err("cannot start a thread to watch the server".into());
+        return Err(SpawnError::Watcher);
     }
     Ok(Proc {
         pid,

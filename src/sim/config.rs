@@ -22,6 +22,49 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "vary_output",
 ];
 
+/// Why a simulator query (or a [`SimConfig`] built by hand) is refused: the key, and what is
+/// wrong with it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimConfigError {
+    /// `=value` with no key.
+    #[error("simulator setting with an empty key (value {value:?}); allowed keys: {}", ALLOWED_KEYS.join(", "))]
+    EmptyKey {
+        /// The value given.
+        value: String,
+    },
+    /// A key given twice.
+    #[error("simulator setting `{key}` is given more than once")]
+    Repeated {
+        /// The key.
+        key: String,
+    },
+    /// A key not in [`ALLOWED_KEYS`], with the one a typo most likely meant.
+    #[error("unknown simulator setting `{key}`{}; allowed keys: {}", hint.map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default(), ALLOWED_KEYS.join(", "))]
+    Unknown {
+        /// The key given.
+        key: String,
+        /// The allowed key it most likely meant.
+        hint: Option<&'static str>,
+    },
+    /// A value that does not parse or is out of its range.
+    #[error("simulator setting `{key}`: {problem}")]
+    Value {
+        /// The key.
+        key: String,
+        /// What is wrong with its value (`0 is out of range 1..=1024`).
+        problem: String,
+    },
+}
+
+impl SimConfigError {
+    fn value(key: &str, problem: String) -> Self {
+        SimConfigError::Value {
+            key: key.to_string(),
+            problem,
+        }
+    }
+}
+
 /// Largest `burst` accepted, tokens per event.
 pub const MAX_BURST: u32 = 1024;
 
@@ -104,13 +147,13 @@ impl SimConfig {
     /// `max_output` in [1, 1000000] tokens; `error_rate` in [0, 1]; `burst` in 1..=1024 tokens;
     /// `stall_every`, `vary_output` in 0..=1000000 tokens; `stall_ms` in [0, 3600000] ms; `model`
     /// non-empty, at most 256 bytes, no control characters.
-    pub fn from_query(q: &str) -> Result<SimConfig, String> {
+    pub fn from_query(q: &str) -> Result<SimConfig, SimConfigError> {
         SimConfig::default().with_query(q)
     }
 
     /// Overlay: like [`SimConfig::from_query`] but starting from `self` (keys not in `q` keep
     /// their value from `self`).
-    pub fn with_query(&self, q: &str) -> Result<SimConfig, String> {
+    pub fn with_query(&self, q: &str) -> Result<SimConfig, SimConfigError> {
         let q = q.strip_prefix('?').unwrap_or(q);
         let mut cfg = self.clone();
         let mut seen: HashSet<String> = HashSet::new();
@@ -120,21 +163,21 @@ impl SimConfig {
                 if value.is_empty() {
                     continue; // "a=1&&b=2" or a trailing '&'
                 }
-                return Err(format!(
-                    "simulator setting with an empty key (value {value:?}); allowed keys: {}",
-                    ALLOWED_KEYS.join(", ")
-                ));
+                return Err(SimConfigError::EmptyKey {
+                    value: value.into_owned(),
+                });
             }
             if !seen.insert(key.clone()) {
-                return Err(format!("simulator setting `{key}` is given more than once"));
+                return Err(SimConfigError::Repeated { key });
             }
             let v = value.trim();
             match key.as_str() {
                 "seed" => cfg.seed = parse_u64(&key, v)?,
                 "model" => {
                     if v.is_empty() || v.len() > MAX_MODEL_LEN || v.chars().any(char::is_control) {
-                        return Err(format!(
-                            "simulator setting `model`: {v:?} must be 1..={MAX_MODEL_LEN} bytes without control characters"
+                        return Err(SimConfigError::value(
+                            "model",
+                            format!("{v:?} must be 1..={MAX_MODEL_LEN} bytes without control characters"),
                         ));
                     }
                     cfg.model = v.to_string();
@@ -146,8 +189,9 @@ impl SimConfig {
                 "max_output" => {
                     let n = parse_u64(&key, v)?;
                     if n == 0 || n > u64::from(MAX_OUTPUT_LIMIT) {
-                        return Err(format!(
-                            "simulator setting `max_output`: {n} is out of range 1..={MAX_OUTPUT_LIMIT} tokens"
+                        return Err(SimConfigError::value(
+                            "max_output",
+                            format!("{n} is out of range 1..={MAX_OUTPUT_LIMIT} tokens"),
                         ));
                     }
                     cfg.max_output = n as u32;
@@ -158,13 +202,8 @@ impl SimConfig {
                 "stall_ms" => cfg.stall_ms = parse_f64(&key, v, 0.0, MAX_DELAY_MS, "ms")?,
                 "vary_output" => cfg.vary_output = parse_u32(&key, v, 0, MAX_OUTPUT_LIMIT)?,
                 _ => {
-                    let hint = closest_key(&key)
-                        .map(|k| format!(" (did you mean `{k}`?)"))
-                        .unwrap_or_default();
-                    return Err(format!(
-                        "unknown simulator setting `{key}`{hint}; allowed keys: {}",
-                        ALLOWED_KEYS.join(", ")
-                    ));
+                    let hint = closest_key(&key);
+                    return Err(SimConfigError::Unknown { key, hint });
                 }
             }
         }
@@ -174,7 +213,7 @@ impl SimConfig {
 
     /// Checks the ranges [`SimConfig::from_query`] enforces (a struct built by hand may break
     /// them); [`crate::sim::SimServer::start`] refuses a config that fails.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SimConfigError> {
         let ranges = [
             ("ttft_ms", self.ttft_ms, MAX_DELAY_MS),
             ("ttft_sigma", self.ttft_sigma, MAX_SIGMA),
@@ -185,15 +224,19 @@ impl SimConfig {
         ];
         for (key, x, hi) in ranges {
             if !x.is_finite() || !(0.0..=hi).contains(&x) {
-                return Err(format!(
-                    "simulator setting `{key}`: {x} is out of range [0, {hi}]"
+                return Err(SimConfigError::value(
+                    key,
+                    format!("{x} is out of range [0, {hi}]"),
                 ));
             }
         }
         if self.max_output == 0 || self.max_output > MAX_OUTPUT_LIMIT {
-            return Err(format!(
-                "simulator setting `max_output`: {} is out of range 1..={MAX_OUTPUT_LIMIT} tokens",
-                self.max_output
+            return Err(SimConfigError::value(
+                "max_output",
+                format!(
+                    "{} is out of range 1..={MAX_OUTPUT_LIMIT} tokens",
+                    self.max_output
+                ),
             ));
         }
         let ints = [
@@ -203,48 +246,52 @@ impl SimConfig {
         ];
         for (key, x, lo, hi) in ints {
             if !(lo..=hi).contains(&x) {
-                return Err(format!(
-                    "simulator setting `{key}`: {x} is out of range {lo}..={hi}"
+                return Err(SimConfigError::value(
+                    key,
+                    format!("{x} is out of range {lo}..={hi}"),
                 ));
             }
         }
         let m = &self.model;
         if m.is_empty() || m.len() > MAX_MODEL_LEN || m.chars().any(char::is_control) {
-            return Err(format!(
-                "simulator setting `model`: {m:?} must be 1..={MAX_MODEL_LEN} bytes without control characters"
+            return Err(SimConfigError::value(
+                "model",
+                format!("{m:?} must be 1..={MAX_MODEL_LEN} bytes without control characters"),
             ));
         }
         Ok(())
     }
 }
 
-fn parse_u64(key: &str, v: &str) -> Result<u64, String> {
+fn parse_u64(key: &str, v: &str) -> Result<u64, SimConfigError> {
     v.parse::<u64>()
-        .map_err(|_| format!("simulator setting `{key}`: {v:?} is not a non-negative integer"))
+        .map_err(|_| SimConfigError::value(key, format!("{v:?} is not a non-negative integer")))
 }
 
-fn parse_u32(key: &str, v: &str, lo: u32, hi: u32) -> Result<u32, String> {
+fn parse_u32(key: &str, v: &str, lo: u32, hi: u32) -> Result<u32, SimConfigError> {
     let n = parse_u64(key, v)?;
     if n < u64::from(lo) || n > u64::from(hi) {
-        return Err(format!(
-            "simulator setting `{key}`: {n} is out of range {lo}..={hi}"
+        return Err(SimConfigError::value(
+            key,
+            format!("{n} is out of range {lo}..={hi}"),
         ));
     }
     Ok(n as u32)
 }
 
-fn parse_f64(key: &str, v: &str, lo: f64, hi: f64, unit: &str) -> Result<f64, String> {
+fn parse_f64(key: &str, v: &str, lo: f64, hi: f64, unit: &str) -> Result<f64, SimConfigError> {
     let x: f64 = v
         .parse()
-        .map_err(|_| format!("simulator setting `{key}`: {v:?} is not a number"))?;
+        .map_err(|_| SimConfigError::value(key, format!("{v:?} is not a number")))?;
     if !x.is_finite() || x < lo || x > hi {
         let unit = if unit.is_empty() {
             String::new()
         } else {
             format!(" {unit}")
         };
-        return Err(format!(
-            "simulator setting `{key}`: {v} is out of range [{lo}, {hi}]{unit}"
+        return Err(SimConfigError::value(
+            key,
+            format!("{v} is out of range [{lo}, {hi}]{unit}"),
         ));
     }
     Ok(x)
@@ -329,10 +376,10 @@ mod tests {
             "stall_ms=-5",
             "vary_output=x",
         ] {
-            let e = SimConfig::from_query(bad).unwrap_err();
+            let e = SimConfig::from_query(bad).unwrap_err().to_string();
             assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
         }
-        let e = SimConfig::from_query("burst=0").unwrap_err();
+        let e = SimConfig::from_query("burst=0").unwrap_err().to_string();
         assert_eq!(e, "simulator setting `burst`: 0 is out of range 1..=1024");
         let d = SimConfig::from_query("?model=my%20model&").unwrap();
         assert_eq!(d.model, "my model");
@@ -349,7 +396,7 @@ mod tests {
 
     #[test]
     fn rejects_unknown_key_naming_allowed_keys() {
-        let e = SimConfig::from_query("tpot=3").unwrap_err();
+        let e = SimConfig::from_query("tpot=3").unwrap_err().to_string();
         assert!(e.contains("`tpot`"), "{e}");
         assert!(e.contains("did you mean `tpot_ms`"), "{e}");
         for k in ALLOWED_KEYS {
@@ -374,7 +421,7 @@ mod tests {
             "seed=1&seed=2",
             "=5",
         ] {
-            let e = SimConfig::from_query(q).unwrap_err();
+            let e = SimConfig::from_query(q).unwrap_err().to_string();
             let key = q.split('=').next().unwrap();
             if !key.is_empty() {
                 assert!(e.contains(key), "{q}: {e}");

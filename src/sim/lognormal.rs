@@ -107,6 +107,7 @@ pub(super) struct GenRequest {
     prompt_tokens: u64,
 }
 
+/// Errors: the text of the simulator's HTTP 400 answer (the value sent, hence a `String`).
 pub(super) fn parse_gen(body: &[u8], api: Api) -> Result<GenRequest, String> {
     let v: Value =
         serde_json::from_slice(body).map_err(|e| format!("request body is not valid JSON: {e}"))?;

@@ -19,6 +19,6 @@ mod timing_log;
 #[cfg(test)]
 mod tests;
 
-pub use config::SimConfig;
-pub use replay::{ReplayCase, ReplayExpect, ReplayRead};
+pub use config::{SimConfig, SimConfigError};
+pub use replay::{ReplayCase, ReplayError, ReplayExpect, ReplayRead};
 pub use server::{origin, EventKind, RequestTimings, SimServer};

@@ -108,16 +108,107 @@ pub struct ReplayExpect {
     pub notes: Option<String>,
 }
 
+/// Why a replay case is refused: the field at fault and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReplayError {
+    /// Not YAML of a replay case (serde-saphyr's message, with its line).
+    #[error("invalid replay case: {0}")]
+    Yaml(String),
+    /// `status` outside 200..=599.
+    #[error("status {0} must be in 200..=599")]
+    Status(u16),
+    /// A header name that HTTP does not allow.
+    #[error("headers: {name:?} is not a valid header name")]
+    HeaderName {
+        /// The name as written.
+        name: String,
+    },
+    /// A header value that HTTP does not allow.
+    #[error("headers: the value of {name:?} is not a valid header value")]
+    HeaderValue {
+        /// The header's name as written.
+        name: String,
+    },
+    /// `reads[index].at_ms` negative, not finite or above [`MAX_REPLAY_MS`].
+    #[error("reads[{index}].at_ms = {at} must be in [0, {MAX_REPLAY_MS}] ms")]
+    ReadTime {
+        /// Which read.
+        index: usize,
+        /// Its `at_ms`.
+        at: f64,
+    },
+    /// `reads[index]` before the read above it.
+    #[error("reads[{index}].at_ms = {at} is before the previous read ({prev} ms); reads must be in time order")]
+    ReadOrder {
+        /// Which read.
+        index: usize,
+        /// Its `at_ms`.
+        at: f64,
+        /// The previous read's `at_ms`.
+        prev: f64,
+    },
+    /// `reads[index].hex` is not hex.
+    #[error("reads[{index}].hex: {source}")]
+    Hex {
+        /// Which read.
+        index: usize,
+        /// What is wrong with the digits.
+        #[source]
+        source: HexError,
+    },
+    /// `reads[index]` has both `text` and `hex`.
+    #[error("reads[{index}] has both `text` and `hex`; give one")]
+    TextAndHex {
+        /// Which read.
+        index: usize,
+    },
+    /// `reads[index]` has neither `text` nor `hex`.
+    #[error("reads[{index}] needs `text` or `hex`")]
+    NoBody {
+        /// Which read.
+        index: usize,
+    },
+    /// `close_at_ms` negative, not finite or above [`MAX_REPLAY_MS`].
+    #[error("close_at_ms = {close} must be in [0, {MAX_REPLAY_MS}] ms")]
+    CloseTime {
+        /// Its value.
+        close: f64,
+    },
+    /// `close_at_ms` before the last read.
+    #[error("close_at_ms = {close} is before the last read ({last} ms)")]
+    CloseBeforeRead {
+        /// Its value.
+        close: f64,
+        /// The last read's `at_ms`.
+        last: f64,
+    },
+    /// `api` is not one of perfgate's dialects (the message lists them).
+    #[error("api {0}")]
+    Api(String),
+}
+
+/// Why a `hex:` read does not decode.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HexError {
+    /// An odd number of digits (whitespace ignored).
+    #[error("{0:?} has an odd number of hex digits")]
+    Odd(String),
+    /// A character that is not a hex digit.
+    #[error("{0:?} is not hex")]
+    NotHex(String),
+}
+
 impl ReplayCase {
     /// Parses and checks a case from YAML text (see [`ReplayCase::validate`]).
-    pub fn from_yaml(s: &str) -> Result<ReplayCase, String> {
+    pub fn from_yaml(s: &str) -> Result<ReplayCase, ReplayError> {
         let case: ReplayCase =
-            serde_saphyr::from_str(s).map_err(|e| format!("invalid replay case: {e}"))?;
+            serde_saphyr::from_str(s).map_err(|e| ReplayError::Yaml(e.to_string()))?;
         case.validate()?;
         Ok(case)
     }
 
-    /// Reads and parses a case file; errors name the file.
+    /// Reads and parses a case file; errors name the file. The replay format is the test
+    /// corpus's (`tests/cases/`), whose tests read the message as text: it stays a `String`.
     pub fn load(path: &Path) -> Result<ReplayCase, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read replay case {}: {e}", path.display()))?;
@@ -127,29 +218,25 @@ impl ReplayCase {
     /// The body writes as (at_ms, bytes), in order. Errors when a read has both or neither of
     /// `text`/`hex`, bad hex, or an `at_ms` that is negative, not finite, over one hour or
     /// before the previous read's.
-    pub fn read_bytes(&self) -> Result<Vec<(f64, Vec<u8>)>, String> {
+    pub fn read_bytes(&self) -> Result<Vec<(f64, Vec<u8>)>, ReplayError> {
         let mut out = Vec::with_capacity(self.reads.len());
         let mut prev = 0.0_f64;
         for (i, r) in self.reads.iter().enumerate() {
             let at = r.at_ms;
             if !at.is_finite() || !(0.0..=MAX_REPLAY_MS).contains(&at) {
-                return Err(format!(
-                    "reads[{i}].at_ms = {at} must be in [0, {MAX_REPLAY_MS}] ms"
-                ));
+                return Err(ReplayError::ReadTime { index: i, at });
             }
             if at < prev {
-                return Err(format!(
-                    "reads[{i}].at_ms = {at} is before the previous read ({prev} ms); reads must be in time order"
-                ));
+                return Err(ReplayError::ReadOrder { index: i, at, prev });
             }
             prev = at;
             let bytes = match (&r.text, &r.hex) {
                 (Some(t), None) => t.as_bytes().to_vec(),
-                (None, Some(h)) => decode_hex(h).map_err(|e| format!("reads[{i}].hex: {e}"))?,
-                (Some(_), Some(_)) => {
-                    return Err(format!("reads[{i}] has both `text` and `hex`; give one"))
+                (None, Some(h)) => {
+                    decode_hex(h).map_err(|source| ReplayError::Hex { index: i, source })?
                 }
-                (None, None) => return Err(format!("reads[{i}] needs `text` or `hex`")),
+                (Some(_), Some(_)) => return Err(ReplayError::TextAndHex { index: i }),
+                (None, None) => return Err(ReplayError::NoBody { index: i }),
             };
             out.push((at, bytes));
         }
@@ -166,44 +253,38 @@ impl ReplayCase {
     /// Checks everything serving needs: status in 200..=599, header names and values valid
     /// for HTTP, reads (see [`ReplayCase::read_bytes`]), `close_at_ms` not before the last
     /// read, `api` one of [`crate::api::Api::ALL`].
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ReplayError> {
         if !(200..=599).contains(&self.status) {
-            return Err(format!("status {} must be in 200..=599", self.status));
+            return Err(ReplayError::Status(self.status));
         }
         for (name, value) in &self.headers {
             hyper::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("headers: {name:?} is not a valid header name"))?;
-            hyper::header::HeaderValue::from_str(value).map_err(|_| {
-                format!("headers: the value of {name:?} is not a valid header value")
-            })?;
+                .map_err(|_| ReplayError::HeaderName { name: name.clone() })?;
+            hyper::header::HeaderValue::from_str(value)
+                .map_err(|_| ReplayError::HeaderValue { name: name.clone() })?;
         }
         let reads = self.read_bytes()?;
         if let Some(close) = self.close_at_ms {
             if !close.is_finite() || !(0.0..=MAX_REPLAY_MS).contains(&close) {
-                return Err(format!(
-                    "close_at_ms = {close} must be in [0, {MAX_REPLAY_MS}] ms"
-                ));
+                return Err(ReplayError::CloseTime { close });
             }
             if let Some((last, _)) = reads.last() {
                 if close < *last {
-                    return Err(format!(
-                        "close_at_ms = {close} is before the last read ({last} ms)"
-                    ));
+                    return Err(ReplayError::CloseBeforeRead { close, last: *last });
                 }
             }
         }
         if let Some(api) = &self.api {
-            api.parse::<crate::api::Api>()
-                .map_err(|why| format!("api {why}"))?;
+            api.parse::<crate::api::Api>().map_err(ReplayError::Api)?;
         }
         Ok(())
     }
 }
 
-fn decode_hex(h: &str) -> Result<Vec<u8>, String> {
+fn decode_hex(h: &str) -> Result<Vec<u8>, HexError> {
     let digits: Vec<u8> = h.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
     if digits.len() % 2 != 0 {
-        return Err(format!("{h:?} has an odd number of hex digits"));
+        return Err(HexError::Odd(h.to_string()));
     }
     digits
         .chunks(2)
@@ -212,7 +293,7 @@ fn decode_hex(h: &str) -> Result<Vec<u8>, String> {
             let lo = (pair[1] as char).to_digit(16);
             match (hi, lo) {
                 (Some(hi), Some(lo)) => Ok((hi * 16 + lo) as u8),
-                _ => Err(format!("{h:?} is not hex")),
+                _ => Err(HexError::NotHex(h.to_string())),
             }
         })
         .collect()
@@ -275,7 +356,7 @@ notes: free text
     #[test]
     fn rejects_unknown_keys() {
         let bad = README_CASE.replace("notes: free text", "note: typo");
-        let e = ReplayCase::from_yaml(&bad).unwrap_err();
+        let e = ReplayCase::from_yaml(&bad).unwrap_err().to_string();
         assert!(e.contains("note"), "{e}");
         let bad = README_CASE.replace("token_source: events", "token_src: events");
         assert!(ReplayCase::from_yaml(&bad).is_err());

@@ -13,7 +13,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::http_util::{json_response, models, not_found, read_body, ResBody};
-use super::replay::ReplayCase;
+use super::replay::{ReplayCase, ReplayError};
 use super::timed_body::{at, ms, Script, Step, TimedBody};
 
 /// Model id `/v1/models` reports in replay mode.
@@ -29,19 +29,22 @@ pub(super) struct ReplayPlan {
 }
 
 impl ReplayPlan {
-    pub(super) fn new(case: &ReplayCase) -> Result<ReplayPlan, String> {
+    /// Errors: the case does not validate ([`ReplayCase::validate`], which also guarantees
+    /// the status and headers converted here).
+    pub(super) fn new(case: &ReplayCase) -> Result<ReplayPlan, ReplayError> {
         case.validate()?;
-        let status = StatusCode::from_u16(case.status)
-            .map_err(|_| format!("status {} is not a valid HTTP status", case.status))?;
+        let status =
+            StatusCode::from_u16(case.status).map_err(|_| ReplayError::Status(case.status))?;
         let mut headers = Vec::with_capacity(case.headers.len());
         for (name, value) in &case.headers {
             let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("headers: {name:?} is not a valid header name"))?;
+                .map_err(|_| ReplayError::HeaderName { name: name.clone() })?;
             if name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
                 continue; // the body is always chunked
             }
-            let value = HeaderValue::from_str(value)
-                .map_err(|_| format!("headers: the value of {name} is not a valid header value"))?;
+            let value = HeaderValue::from_str(value).map_err(|_| ReplayError::HeaderValue {
+                name: name.to_string(),
+            })?;
             headers.push((name, value));
         }
         let reads = case

@@ -71,7 +71,8 @@ impl SimServer {
     /// Like [`SimServer::start`] on an explicit address; refuses (`InvalidInput`) any address
     /// that is not loopback (127.0.0.0/8 or ::1).
     pub async fn start_at(cfg: SimConfig, addr: SocketAddr) -> io::Result<SimServer> {
-        cfg.validate().map_err(invalid_input)?;
+        cfg.validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         SimServer::spawn(Mode::Sim(cfg), addr).await
     }
 
@@ -84,7 +85,8 @@ impl SimServer {
 
     /// Like [`SimServer::start_replay`] on an explicit loopback address.
     pub async fn start_replay_at(case: ReplayCase, addr: SocketAddr) -> io::Result<SimServer> {
-        let plan = ReplayPlan::new(&case).map_err(invalid_input)?;
+        let plan =
+            ReplayPlan::new(&case).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         SimServer::spawn(Mode::Replay(Arc::new(plan)), addr).await
     }
 

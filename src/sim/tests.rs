@@ -580,7 +580,7 @@ async fn refuses_non_loopback_and_bad_config() {
         };
         let e = SimServer::start(bad, 0).await.unwrap_err();
         assert!(e.to_string().contains("ttft_ms"), "{e}");
-        let e = SimConfig::from_query("tpot=3").unwrap_err();
+        let e = SimConfig::from_query("tpot=3").unwrap_err().to_string();
         assert!(
             e.contains("tpot") && e.contains("tpot_ms") && e.contains("ttft_sigma"),
             "{e}"
