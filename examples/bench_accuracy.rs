@@ -13,6 +13,7 @@
 //! Bounded: at most max(2 x level, 64) requests per level, each level under a 120 s timeout.
 //! Loopback only (the simulator binds 127.0.0.1). Numbers, never assertions.
 
+use anyhow::Context;
 use perfgate::client::body;
 use perfgate::client::http::StreamClient;
 use perfgate::config::scenario::{Metric, Quantile};
@@ -87,17 +88,19 @@ struct Level {
     wall_s: f64,
 }
 
-async fn level(conc: usize) -> Result<Level, String> {
-    let cfg = SimConfig::from_query(SIM).map_err(|e| e.to_string())?;
-    let srv = SimServer::start(cfg, 0).await.map_err(|e| e.to_string())?;
+async fn level(conc: usize) -> anyhow::Result<Level> {
+    let cfg = SimConfig::from_query(SIM).context("the simulator settings")?;
+    let srv = SimServer::start(cfg, 0)
+        .await
+        .context("starting the in-process simulator")?;
     let yaml = format!(
         "scenarios:\n  - name: bench\n    endpoint: {{base_url: 'sim://?{SIM}'}}\n    request: {{prompt: hi, max_tokens: {TOKENS}, ignore_eos: true}}\n    load: {{concurrency: {conc}}}\n"
     );
     let sc = perfgate::config::parse_str(&yaml, "bench.yaml", &|_| None)
-        .map_err(|e| e.to_string())?
+        .context("the benchmark scenario")?
         .remove(0);
     let client = Arc::new(
-        StreamClient::new(&sc.endpoint, &srv.base_url(), conc).map_err(|e| e.to_string())?,
+        StreamClient::new(&sc.endpoint, &srv.base_url(), conc).context("the HTTP client")?,
     );
     let total = (2 * conc).max(64);
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -116,7 +119,7 @@ async fn level(conc: usize) -> Result<Level, String> {
     }
     let mut sent = Vec::new();
     for t in tasks {
-        sent.extend(t.await.map_err(|e| e.to_string())?);
+        sent.extend(t.await.context("a load task")?);
     }
     let wall_s = run_start.elapsed().as_secs_f64();
     let mut l = Level {
@@ -257,7 +260,7 @@ fn main() {
                 cpu1 - cpu0,
                 rss
             ),
-            Ok(Err(e)) => println!("{c:>6}: error: {e}"),
+            Ok(Err(e)) => println!("{c:>6}: error: {e:#}"),
             Err(_) => println!("{c:>6}: timed out after 120 s"),
         }
     }

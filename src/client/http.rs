@@ -52,13 +52,22 @@ pub const POOL_SETTLE: Duration = Duration::from_millis(5);
 /// Largest body [`StreamClient::get`] keeps (a vLLM `/metrics` page is a few hundred KiB).
 pub const GET_BODY_BYTES: usize = 4 << 20;
 
-/// Why a [`StreamClient::get`] got no answer.
+/// Why a [`StreamClient::get`] got no answer: what happened (refused, no route, no answer in
+/// time), secrets redacted. Readiness probes retry every such failure alike.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetError {
-    /// The connection could not be made (refused, no route): the server is not listening yet.
-    pub refused: bool,
     /// What happened (secrets redacted).
     pub message: String,
+}
+
+/// Why the POST of one request got no response.
+#[derive(Debug)]
+enum PostError {
+    /// It failed on a kept-alive connection the server had closed (not a refused connection,
+    /// not a timeout): [`StreamClient::send`] re-sends it.
+    StaleConnection(Failure),
+    /// Any other failure: refused, timed out, or the headers never came.
+    Failed(Failure),
 }
 
 /// A ready-to-use client for one endpoint.
@@ -340,20 +349,18 @@ impl StreamClient {
     /// application/json`, bounded by `limit` as a whole: the status and at most
     /// [`GET_BODY_BYTES`] of the body (lossy UTF-8). For readiness probes, server identity and
     /// `/metrics` scrapes (src/server/), never for measuring. Errors are redacted and say
-    /// whether the connection was refused (`refused: true`) or the time ran out.
+    /// whether the connection was refused or the time ran out.
     pub async fn get(&self, url: &str, limit: Duration) -> Result<(u16, String), GetError> {
         let deadline = Instant::now() + limit;
         let req = self.http.get(url).headers(self.models_headers.clone());
         let mut resp = match timeout_at(deadline.into(), req.send()).await {
             Err(_) => {
                 return Err(GetError {
-                    refused: false,
                     message: format!("no answer within {} ms", limit.as_millis()),
                 })
             }
             Ok(Err(e)) => {
                 return Err(GetError {
-                    refused: e.is_connect(),
                     message: self.redact(&root_cause(&e)),
                 })
             }
@@ -436,14 +443,10 @@ impl StreamClient {
         let close = self.close_after_stream();
         let resp = match self.post(body, &dl, close).await {
             Ok(r) => r,
-            Err((failure, stale)) => {
-                let s = Sent::failed(start_ms, failure);
-                return if stale {
-                    Try::StaleConnection(s)
-                } else {
-                    Try::Ended(s)
-                };
+            Err(PostError::StaleConnection(failure)) => {
+                return Try::StaleConnection(Sent::failed(start_ms, failure))
             }
+            Err(PostError::Failed(failure)) => return Try::Ended(Sent::failed(start_ms, failure)),
         };
         let status = resp.status();
         let headers = resp.headers().clone();
@@ -517,14 +520,15 @@ impl StreamClient {
     }
 
     /// Sends the POST and waits for the response headers until the first-token deadline.
-    /// `Err`: the failure, and whether it was a kept-alive connection the server had closed
-    /// (not a refused connection or a timeout), which [`StreamClient::send`] re-sends.
+    /// `close`: the server closes its connection after every stream, so say `Connection: close`.
+    /// `Err`: the failure, told apart by whether it happened on a kept-alive connection the
+    /// server had closed ([`PostError`]).
     async fn post(
         &self,
         body: &serde_json::Value,
         dl: &Deadlines,
         close: bool,
-    ) -> Result<reqwest::Response, (Failure, bool)> {
+    ) -> Result<reqwest::Response, PostError> {
         let mut req = self
             .http
             .post(self.url.clone())
@@ -541,16 +545,20 @@ impl StreamClient {
             Err(_) => {
                 let mut f = deadline::headers_timeout(limit, dl.timeouts());
                 f.message = format!("{} from {}", f.message, self.url);
-                Err((f, false))
+                Err(PostError::Failed(f))
             }
-            Ok(Err(e)) => Err((
-                Failure {
+            Ok(Err(e)) => {
+                let failure = Failure {
                     class: classify_transport(&e),
                     status: None,
                     message: self.transport_message(&e),
-                },
-                !e.is_connect() && !e.is_timeout(),
-            )),
+                };
+                Err(if !e.is_connect() && !e.is_timeout() {
+                    PostError::StaleConnection(failure)
+                } else {
+                    PostError::Failed(failure)
+                })
+            }
             Ok(Ok(r)) => Ok(r),
         }
     }
