@@ -49,7 +49,7 @@ impl Api {
 
 impl std::fmt::Display for Api {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

@@ -445,7 +445,8 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
 }
 
 async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
-    let id = crate::results::CheckId::new(a.id.as_str()).map_err(Error::Usage)?;
+    let id = crate::results::CheckId::new(a.id.as_str())
+        .map_err(|e| Error::Usage(format!("--id {e}")))?;
     crate::limits::check_baselines_dir(&a.baselines)?;
     let mut scs = load_measured_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
@@ -527,7 +528,8 @@ async fn deliver(
 /// refuses what an A/B run does not support before measuring, measures, reports.
 async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
     use crate::config::arm::{ArmKey, ArmOverride, Reading};
-    let id = crate::results::CheckId::new(a.id.as_str()).map_err(Error::Usage)?;
+    let id = crate::results::CheckId::new(a.id.as_str())
+        .map_err(|e| Error::Usage(format!("--id {e}")))?;
     let design = match (a.design, a.blocks) {
         (DesignArg::Interleaved, Some(k)) => {
             return Err(Error::Usage(format!(

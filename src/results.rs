@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 pub struct CheckId(String);
 
 impl CheckId {
-    /// Checks `id`; the error is the message for the user.
+    /// Checks `id`; the error is the message for the user, without saying where the id came
+    /// from (the CLI puts `--id ` before it, a results file `id `).
     pub fn new(id: impl Into<String>) -> Result<CheckId, String> {
         let id = id.into();
         if id.is_empty()
@@ -28,7 +29,7 @@ impl CheckId {
                 .all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
         {
             return Err(format!(
-                "--id `{id}`: use 1 to 100 letters, digits and . _ : / - (it goes into an HTML comment)"
+                "`{id}`: use 1 to 100 letters, digits and . _ : / - (it goes into an HTML comment)"
             ));
         }
         Ok(CheckId(id))
@@ -41,13 +42,14 @@ impl CheckId {
 
 impl<'de> Deserialize<'de> for CheckId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        CheckId::new(String::deserialize(d)?).map_err(serde::de::Error::custom)
+        CheckId::new(String::deserialize(d)?)
+            .map_err(|e| serde::de::Error::custom(format!("id {e}")))
     }
 }
 
 impl std::fmt::Display for CheckId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -493,6 +495,11 @@ mod tests {
         assert!(CheckId::new("").is_err());
         assert!(CheckId::new("a".repeat(101)).is_err());
         let e = CheckId::new("x-->y <b>").unwrap_err();
-        assert!(e.starts_with("--id `x-->y <b>`"), "{e}");
+        assert!(e.starts_with("`x-->y <b>`: use 1 to 100"), "{e}");
+        // a results file says `id`, not the flag it may not have come from
+        let e = serde_json::from_str::<CheckId>("\"a b\"").unwrap_err();
+        assert!(e.to_string().starts_with("id `a b`: use 1 to 100"), "{e}");
+        // aligned listings pad it
+        assert_eq!(format!("[{:<6}]", CheckId::new("ab").unwrap()), "[ab    ]");
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 ///
 /// Ordered, hashed and borrowed as its key text, so a map keyed by it is written in the order
 /// the files always had (alphabetical) and can be looked up by that text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum SummaryKey {
     /// Time to first token, ms.
     #[serde(rename = "ttft_ms")]
@@ -29,6 +29,14 @@ pub enum SummaryKey {
 }
 
 impl SummaryKey {
+    /// Every key.
+    pub const ALL: [SummaryKey; 4] = [
+        SummaryKey::Ttft,
+        SummaryKey::Tpot,
+        SummaryKey::E2e,
+        SummaryKey::Itl,
+    ];
+
     /// The key as written (`ttft_ms`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -49,6 +57,21 @@ impl SummaryKey {
     }
 }
 
+impl<'de> Deserialize<'de> for SummaryKey {
+    /// One of the four keys; anything else is refused with the key and the known ones.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        SummaryKey::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "unknown summary key `{s}`: perfgate writes ttft_ms, tpot_ms, e2e_ms and itl_ms"
+                ))
+            })
+    }
+}
+
 impl From<Metric> for SummaryKey {
     fn from(m: Metric) -> SummaryKey {
         match m {
@@ -61,7 +84,7 @@ impl From<Metric> for SummaryKey {
 
 impl std::fmt::Display for SummaryKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -139,4 +162,25 @@ pub struct ClientLag {
     pub max: f64,
     /// Number of wakeups measured.
     pub samples: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SummaryKey;
+
+    #[test]
+    fn keys_read_and_write_as_text_and_an_unknown_one_is_named() {
+        for k in SummaryKey::ALL {
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("\"{}\"", k.as_str()));
+            assert_eq!(serde_json::from_str::<SummaryKey>(&json).unwrap(), k);
+        }
+        let e = serde_json::from_str::<SummaryKey>("\"foo_ms\"").unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "unknown summary key `foo_ms`: perfgate writes ttft_ms, tpot_ms, e2e_ms and itl_ms"
+            ),
+            "{e}"
+        );
+    }
 }

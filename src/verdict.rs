@@ -66,7 +66,7 @@ impl Overall {
 
 impl std::fmt::Display for Overall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

@@ -505,8 +505,9 @@ impl<'de> serde::Deserialize<'de> for ScenarioName {
 }
 
 impl fmt::Display for ScenarioName {
+    /// The name, honouring width and alignment (`{:<24}` in aligned listings).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -1342,6 +1343,9 @@ mod tests {
         assert!(check_name("..").is_err());
         assert!(check_name("").is_err());
         assert!(check_name(&"a".repeat(65)).is_err());
+        // aligned listings (`validate`, `bless`) pad a name like a string
+        let n = ScenarioName::new("alpha").unwrap();
+        assert_eq!(format!("{n:<8}|{n}|"), "alpha   |alpha|");
         assert!(check_name("a b").is_err());
     }
 
