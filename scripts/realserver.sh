@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/realserver.sh setup | start PORT [args] | path
+# scripts/realserver.sh setup | start PORT [args] | path | slow-model
 #
 # The real OpenAI-compatible server for perfgate's end-to-end tests: llama.cpp's own C++
 # `llama-server`, built CPU-only from the llama.cpp tree vendored in the llama-cpp-python sdist
@@ -7,7 +7,10 @@
 # Everything is cached outside the clone, under $PERFGATE_CACHE (default ~/.cache/perfgate),
 # so the ~20-minute build happens once per machine. Only PyPI and Debian are contacted.
 #
-#   setup          idempotent; prints the llama-server binary path and the .gguf path (2 lines)
+#   setup          idempotent; prints the llama-server binary path and the .gguf path (2 lines);
+#                  also builds llama-quantize and writes the same model requantized to F32
+#                  (the genuinely slower candidate of the real-server A/B test, tests/realserver.rs)
+#   slow-model     prints the F32 .gguf path (after setup)
 #   start PORT     starts llama-server on 127.0.0.1:PORT (THREADS default 1, PARALLEL 4, CTX 8192),
 #                  waits for GET /v1/models == 200, prints the PID as the last line
 set -euo pipefail
@@ -20,6 +23,10 @@ MODEL_SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 LLAMA_SRC="$CACHE/src/llama_cpp_python-$LCP_VERSION/vendor/llama.cpp"
 LLAMA_BUILD="$CACHE/build/llama.cpp-$LCP_VERSION"
 LLAMA_SERVER="$LLAMA_BUILD/bin/llama-server"
+LLAMA_QUANTIZE="$LLAMA_BUILD/bin/llama-quantize"
+# The same weights requantized to F32: about twice the decode time per token of Q4_K_M on CPU
+# (measured 70.5 vs 36.5 ms/token with 1 thread), the slower candidate of the A/B test.
+SLOW_MODEL_FILE="$CACHE/models/gemma-3-270m-f32.gguf"
 PY="${PYTHON:-python3}"
 JOBS="${JOBS:-$(nproc)}"
 
@@ -50,8 +57,8 @@ setup() {
     tar xzf "$tmp/llama_cpp_python-$LCP_VERSION.tar.gz" -C "$CACHE/src"
     rm -rf "$tmp"
   fi
-  if [ -x "$LLAMA_SERVER" ] && "$LLAMA_SERVER" --version >/dev/null 2>&1; then
-    log "llama-server present: $LLAMA_SERVER"
+  if [ -x "$LLAMA_SERVER" ] && "$LLAMA_SERVER" --version >/dev/null 2>&1 && [ -x "$LLAMA_QUANTIZE" ]; then
+    log "llama-server and llama-quantize present: $LLAMA_SERVER"
   else
     log "building llama-server (CPU only, -j$JOBS; about 17-20 min on 2 cores)"
     local t0; t0=$(date +%s)
@@ -60,8 +67,17 @@ setup() {
       -DGGML_NATIVE=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
       -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
       -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF >&2
-    cmake --build "$LLAMA_BUILD" --target llama-server -j "$JOBS" >&2
-    log "llama-server built in $(( $(date +%s) - t0 ))s"
+    cmake --build "$LLAMA_BUILD" --target llama-server llama-quantize -j "$JOBS" >&2
+    log "llama-server and llama-quantize built in $(( $(date +%s) - t0 ))s"
+  fi
+  if [ -s "$SLOW_MODEL_FILE" ]; then
+    log "slow model present: $SLOW_MODEL_FILE"
+  else
+    # --allow-requantize: the source is already quantized; written to .tmp and renamed, so an
+    # interrupted setup never leaves a half-written model that a later run would trust.
+    log "requantizing the model to F32 for the A/B test"
+    "$LLAMA_QUANTIZE" --allow-requantize "$MODEL_FILE" "$SLOW_MODEL_FILE.tmp" F32 >&2
+    mv -f "$SLOW_MODEL_FILE.tmp" "$SLOW_MODEL_FILE"
   fi
   echo "$LLAMA_SERVER"
   echo "$MODEL_FILE"
@@ -98,5 +114,6 @@ case "${1:-}" in
   setup) setup ;;
   start) shift; start "$@" ;;
   path) echo "$LLAMA_SERVER"; echo "$MODEL_FILE" ;;
-  *) echo "usage: $0 setup | start PORT [args] | path" >&2; exit 2 ;;
+  slow-model) [ -s "$SLOW_MODEL_FILE" ] || { echo "missing $SLOW_MODEL_FILE: run scripts/realserver.sh setup first" >&2; exit 1; }; echo "$SLOW_MODEL_FILE" ;;
+  *) echo "usage: $0 setup | start PORT [args] | path | slow-model" >&2; exit 2 ;;
 esac
