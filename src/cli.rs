@@ -291,6 +291,9 @@ struct SimArgs {
     /// another tool's per-request records can be matched to the simulator's by output length.
     #[arg(long, conflicts_with = "replay", default_value_t = 0)]
     vary_output: u32,
+    /// A prefix cache: a prompt served before gets this TTFT, ms (unset = every request cold).
+    #[arg(long, conflicts_with = "replay")]
+    cached_ttft_ms: Option<f64>,
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]
     replay: Option<PathBuf>,
@@ -679,6 +682,7 @@ async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
             stall_every: a.stall_every,
             stall_ms: a.stall_ms,
             vary_output: a.vary_output,
+            cached_ttft_ms: a.cached_ttft_ms,
         };
         cfg.validate().map_err(|e| Error::Sim {
             context: "sim: ",

@@ -18,7 +18,7 @@ use crate::client::http::{Delivery, RefusedField, Sent, StreamClient};
 use crate::config::Scenario;
 use crate::record::{FailureClass, RequestRecord};
 use crate::summary::ClientLag;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -128,6 +128,9 @@ struct Shared {
     completed: AtomicUsize,
     results: Mutex<Vec<(usize, Sent)>>,
     run_id: String,
+    /// Requests sent so far in the session (warmup and measured): the `cache: cold` nonce's
+    /// counter, so no two requests of a session share a prompt.
+    nonce_seq: AtomicU64,
     /// Live progress display, when the caller passed one to [`Session::start_with`].
     progress: Option<Arc<dyn Progress>>,
     /// False during warmup, true once measured requests are sent (for `progress`).
@@ -344,6 +347,7 @@ impl Session {
             progress,
             measuring: AtomicBool::new(false),
             close_leftovers: AtomicUsize::new(0),
+            nonce_seq: AtomicU64::new(0),
             run_id: format!(
                 "{:x}",
                 std::process::id() as u64
@@ -628,23 +632,26 @@ async fn worker(
                 return;
             }
         }
-        let Some(sent) = one_request(&sh, i, run_start, due).await else {
+        let Some(sent) = one_request(&sh, run_start, due).await else {
             return; // interrupted: not recorded
         };
         keep(&sh, i, sent, count);
     }
 }
 
-/// Sends request `i` of a phase (its nonce, its re-send rules) and measures it; `None` when
-/// perfgate was interrupted before it ended (then it is not recorded).
-async fn one_request(
-    sh: &Arc<Shared>,
-    i: usize,
-    run_start: Instant,
-    due: Option<Instant>,
-) -> Option<Sent> {
+/// Sends one request of a phase (its own nonce, its re-send rules) and measures it; `None`
+/// when perfgate was interrupted before it ended (then it is not recorded).
+async fn one_request(sh: &Arc<Shared>, run_start: Instant, due: Option<Instant>) -> Option<Sent> {
     let sc = &sh.scenario;
-    let nonce = format!("{}-{i}", sh.run_id);
+    // One nonce per request of the whole session (`cache: cold`), not per index of a phase: the
+    // warmup's request i and the measured request i, or request i of two `measure` calls (an
+    // A/B alternation measures one at a time), would otherwise send the same prompt, and the
+    // later one would hit the prefix cache the earlier one filled.
+    let nonce = format!(
+        "{}-{}",
+        sh.run_id,
+        sh.nonce_seq.fetch_add(1, Ordering::SeqCst)
+    );
     let close_mode_at_start = sh.client.close_after_stream();
     // Whether this request was already re-sent without `stream_options`.
     let mut without_stream_options = false;
@@ -793,7 +800,7 @@ pub async fn measure_interleaved(arms: [&mut Session; 2], order: &[ArmIndex]) {
         let sh = Arc::clone(&s.shared);
         let count = counts[k];
         tasks.push(tokio::spawn(async move {
-            if let Some(sent) = one_request(&sh, i, start, None).await {
+            if let Some(sent) = one_request(&sh, start, None).await {
                 keep(&sh, i, sent, count);
             }
             drop(slot);

@@ -20,6 +20,7 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "stall_every",
     "stall_ms",
     "vary_output",
+    "cached_ttft_ms",
 ];
 
 /// Why a simulator query (or a [`SimConfig`] built by hand) is refused: the key, and what is
@@ -116,7 +117,15 @@ pub struct SimConfig {
     /// length (how `scripts/bench.py` matches another tool's records to the simulator's).
     /// 0 = off. Default 0.
     pub vary_output: u32,
+    /// A prefix cache, as llama.cpp's, vLLM's and SGLang's: a request whose prompt (every
+    /// message's content and `prompt`, exactly) this simulator already served gets this TTFT,
+    /// ms, instead of a drawn one; its token gaps are unchanged. `None` = no cache (every request
+    /// is cold). At most [`MAX_CACHED_PROMPTS`] prompts are remembered. Default `None`.
+    pub cached_ttft_ms: Option<f64>,
 }
+
+/// Prompts the simulator's prefix cache remembers; beyond it the cache starts empty again.
+pub const MAX_CACHED_PROMPTS: usize = 100_000;
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -133,6 +142,7 @@ impl Default for SimConfig {
             stall_every: 0,
             stall_ms: 0.0,
             vary_output: 0,
+            cached_ttft_ms: None,
         }
     }
 }
@@ -201,6 +211,9 @@ impl SimConfig {
                 "stall_every" => cfg.stall_every = parse_u32(&key, v, 0, MAX_OUTPUT_LIMIT)?,
                 "stall_ms" => cfg.stall_ms = parse_f64(&key, v, 0.0, MAX_DELAY_MS, "ms")?,
                 "vary_output" => cfg.vary_output = parse_u32(&key, v, 0, MAX_OUTPUT_LIMIT)?,
+                "cached_ttft_ms" => {
+                    cfg.cached_ttft_ms = Some(parse_f64(&key, v, 0.0, MAX_DELAY_MS, "ms")?)
+                }
                 _ => {
                     let hint = closest_key(&key);
                     return Err(SimConfigError::Unknown { key, hint });
@@ -221,6 +234,11 @@ impl SimConfig {
             ("tpot_sigma", self.tpot_sigma, MAX_SIGMA),
             ("error_rate", self.error_rate, 1.0),
             ("stall_ms", self.stall_ms, MAX_DELAY_MS),
+            (
+                "cached_ttft_ms",
+                self.cached_ttft_ms.unwrap_or(0.0),
+                MAX_DELAY_MS,
+            ),
         ];
         for (key, x, hi) in ranges {
             if !x.is_finite() || !(0.0..=hi).contains(&x) {

@@ -105,6 +105,8 @@ pub(super) struct GenRequest {
     include_usage: bool,
     max_tokens: Option<u64>,
     prompt_tokens: u64,
+    /// A hash of the prompt's text (every message's content, and `prompt`): the prefix cache's key.
+    prompt_hash: u64,
 }
 
 /// Errors: the text of the simulator's HTTP 400 answer (the value sent, hence a `String`).
@@ -146,6 +148,7 @@ pub(super) fn parse_gen(body: &[u8], api: Api) -> Result<GenRequest, String> {
         include_usage,
         max_tokens,
         prompt_tokens: prompt_tokens(&obj),
+        prompt_hash: prompt_hash(&obj),
     })
 }
 
@@ -160,6 +163,19 @@ pub(super) fn prompt_tokens(obj: &Map<String, Value>) -> u64 {
         _ => 0,
     };
     messages + obj.get("prompt").map_or(0, count_words)
+}
+
+/// A hash of the prompt's text: every message's `content` and `prompt`, as JSON.
+fn prompt_hash(obj: &Map<String, Value>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    if let Some(Value::Array(ms)) = obj.get("messages") {
+        for m in ms {
+            m.get("content").map(Value::to_string).hash(&mut h);
+        }
+    }
+    obj.get("prompt").map(Value::to_string).hash(&mut h);
+    h.finish()
 }
 
 pub(super) fn count_words(v: &Value) -> u64 {
@@ -196,7 +212,12 @@ pub(super) async fn generate(
         let less = (seq % u64::from(cfg.vary_output)) as u32;
         tokens = tokens.saturating_sub(less).max(1);
     }
-    let plan = RequestPlan::new(cfg, seq, tokens);
+    let mut plan = RequestPlan::new(cfg, seq, tokens);
+    if let Some(cached) = cfg.cached_ttft_ms {
+        if shared.prompt_cached(gen.prompt_hash) {
+            plan = plan.with_ttft(cached);
+        }
+    }
     if plan.fails {
         return error_response(
             StatusCode::INTERNAL_SERVER_ERROR,

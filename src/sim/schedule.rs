@@ -69,6 +69,15 @@ impl RequestPlan {
         }
     }
 
+    /// The same plan with its first token at `ttft_ms` (a prefix-cache hit): every later token
+    /// keeps its gap to the one before.
+    pub fn with_ttft(mut self, ttft_ms: f64) -> RequestPlan {
+        debug_assert_eq!(self.emitted, 0, "the plan has not started");
+        self.ttft_ms = ttft_ms;
+        self.offset_ms = ttft_ms;
+        self
+    }
+
     /// Arrival offset of the last token, ms (TTFT when there are no tokens). Consumes the
     /// remaining draws.
     pub fn total_ms(self) -> f64 {

@@ -104,6 +104,7 @@ impl SimServer {
             served: AtomicU64::new(0),
             gen_seq: AtomicU64::new(0),
             timings: Mutex::new(TimingLog::default()),
+            prompts_seen: Mutex::default(),
         });
         let _ = origin();
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));

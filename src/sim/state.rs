@@ -1,6 +1,7 @@
 //! The state every connection of one simulator shares: what it serves, request counters and
 //! the timing log.
 
+use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
@@ -24,9 +25,23 @@ pub(super) struct Shared {
     /// Send times of the events of recent streamed requests (the simulator as a measuring
     /// instrument): `x-perfgate-sim-request: N` names a request, `GET /sim/timings/N` reports it.
     pub(super) timings: Mutex<TimingLog>,
+    /// Hashes of the prompts served so far, for `cached_ttft_ms` (the prefix cache).
+    pub(super) prompts_seen: Mutex<HashSet<u64>>,
 }
 
 impl Shared {
+    /// Whether `prompt` (a hash) was served before; remembers it. The set is bounded by
+    /// [`super::config::MAX_CACHED_PROMPTS`] (then it starts empty again, as an evicting cache).
+    pub(super) fn prompt_cached(&self, prompt: u64) -> bool {
+        let Ok(mut seen) = self.prompts_seen.lock() else {
+            return false;
+        };
+        if seen.len() >= super::config::MAX_CACHED_PROMPTS {
+            seen.clear();
+        }
+        !seen.insert(prompt)
+    }
+
     /// `{"requests":[...]}`: every kept request's timings with a request number >= `from`, in
     /// request order. The log's lock is held only to list the requests; each request's own
     /// lock only while it is written, so streams in progress are barely delayed.

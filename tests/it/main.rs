@@ -22,6 +22,7 @@ mod hostile;
 mod itl;
 mod messages;
 mod open_loop;
+mod prefix_cache;
 mod report_cli;
 mod report_html;
 mod report_junit;
