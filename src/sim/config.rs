@@ -367,7 +367,7 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = SimConfig::from_query(
-            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8",
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5",
         )
         .unwrap();
         assert_eq!(
@@ -385,6 +385,7 @@ mod tests {
                 stall_every: 16,
                 stall_ms: 250.0,
                 vary_output: 8,
+                cached_ttft_ms: Some(12.5),
             }
         );
         for bad in [

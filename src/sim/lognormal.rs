@@ -397,14 +397,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            g,
-            GenRequest {
-                stream: true,
-                include_usage: true,
-                max_tokens: Some(5),
-                prompt_tokens: 5
-            }
+            (g.stream, g.include_usage, g.max_tokens, g.prompt_tokens),
+            (true, true, Some(5), 5)
         );
+        // the prefix cache's key: the prompt's text, not the other fields
+        let again = parse_gen(
+            br#"{"model":"y","messages":[{"role":"user","content":"hello big world"},{"role":"user","content":[{"type":"text","text":"two words"}]}],"max_tokens":9,"stream":false}"#,
+            Api::Chat,
+        )
+        .unwrap();
+        assert_eq!(g.prompt_hash, again.prompt_hash);
+        let other = parse_gen(
+            br#"{"model":"x","messages":[{"role":"user","content":"[perfgate nonce 1]\nhello big world"}],"max_tokens":5}"#,
+            Api::Chat,
+        )
+        .unwrap();
+        assert_ne!(g.prompt_hash, other.prompt_hash);
         let g = parse_gen(br#"{"max_completion_tokens":3,"max_tokens":9}"#, Api::Chat).unwrap();
         assert_eq!(g.max_tokens, Some(3));
         let g = parse_gen(br#"{"prompt":"a b c","max_tokens":null}"#, Api::Completions).unwrap();
