@@ -267,6 +267,12 @@ pub fn build(
                     default: false,
                 }
             }
+            (None, Some(t)) if t.contains(['\n', '\r']) => {
+                return Err(format!(
+                    "server.ready.log `{}` holds a line end: give text from within one line",
+                    t.escape_debug()
+                ))
+            }
             (None, Some(t)) if !t.is_empty() => Ready::Log(t.clone()),
             _ => return Err("server.ready: give `url: <URL answering 2xx when ready>` or `log: <text of the log line that says it is ready>`, one of them".into()),
         },
