@@ -193,6 +193,8 @@ pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
     })?;
     let mut cmd = Command::new(supervisor_program().map_err(SpawnError::Supervisor)?);
     cmd.arg(super::supervisor::ARG)
+        .arg(super::supervisor::GRACE_ARG)
+        .arg(spec.stop_timeout.as_millis().to_string())
         .arg("--")
         .args(&spec.command)
         .stdin(Stdio::piped())

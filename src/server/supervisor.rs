@@ -10,7 +10,10 @@
 //!   `/dev/null`, stdout and stderr the log (the supervisor's own stderr).
 //! - perfgate holds its stdin: `term\n` asks it to SIGTERM the server's group and every
 //!   descendant outside it; end of file (perfgate closed it, or died, even by SIGKILL) makes it
-//!   SIGKILL the group and every descendant, reap them all, and exit.
+//!   SIGKILL the group and every descendant, reap them all, and exit. When no `term` came first
+//!   (perfgate died), it SIGTERMs them and waits up to `--grace-ms` (the server's
+//!   `stop_timeout`) before the SIGKILL, so that a server can stop cleanly (a foreground
+//!   `docker run` forwards the SIGTERM to its container).
 //! - It reports on stdout, one line each: `pid N` (the server started), `error ERRNO` (it could
 //!   not), `exit RAW` (the server's wait status, when it ended).
 //! - It ignores SIGINT, SIGTERM and SIGHUP (a Ctrl-C or a signal to perfgate's group is
@@ -24,8 +27,11 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-/// The hidden first argument that runs the supervisor instead of the CLI.
+/// The hidden first argument that runs the supervisor instead of the CLI:
+/// `perfgate __perfgate-server-supervisor --grace-ms N -- ARGV...`.
 pub const ARG: &str = "__perfgate-server-supervisor";
+/// The option that gives the SIGTERM grace when perfgate dies (ms).
+pub const GRACE_ARG: &str = "--grace-ms";
 
 /// How often the supervisor looks for perfgate's commands and reaps children.
 const TICK_MS: libc::c_int = 10;
@@ -40,8 +46,18 @@ pub fn main_if_requested() -> Option<i32> {
     if args.next().as_deref() != Some(std::ffi::OsStr::new(ARG)) {
         return None;
     }
-    let rest: Vec<OsString> = args.skip_while(|a| a != "--").skip(1).collect();
-    Some(run(&rest))
+    let mut grace = Duration::ZERO;
+    let mut rest = Vec::new();
+    while let Some(a) = args.next() {
+        if a == GRACE_ARG {
+            let ms = args.next().and_then(|v| v.to_str()?.parse::<u64>().ok());
+            grace = Duration::from_millis(ms.unwrap_or(0));
+        } else if a == "--" {
+            rest = args.collect();
+            break;
+        }
+    }
+    Some(run(&rest, grace))
 }
 
 fn set_disposition(sig: libc::c_int, how: libc::sighandler_t) {
@@ -61,7 +77,7 @@ fn report(line: &str) {
     let _ = out.flush();
 }
 
-fn run(argv: &[OsString]) -> i32 {
+fn run(argv: &[OsString], grace: Duration) -> i32 {
     use std::os::fd::AsFd;
     use std::os::unix::process::CommandExt;
     let Some(program) = argv.first() else {
@@ -125,6 +141,7 @@ fn run(argv: &[OsString]) -> i32 {
     drop(child);
     report(&format!("pid {pid}"));
     let mut reported = false;
+    let mut terminated = false;
     let mut input = Vec::new();
     loop {
         match wait_input() {
@@ -133,6 +150,7 @@ fn run(argv: &[OsString]) -> i32 {
                 while let Some(i) = input.iter().position(|&c| c == b'\n') {
                     let line: Vec<u8> = input.drain(..=i).collect();
                     if line.starts_with(b"term") {
+                        terminated = true;
                         terminate(pid);
                     }
                 }
@@ -141,6 +159,14 @@ fn run(argv: &[OsString]) -> i32 {
             Input::Closed => break,
         }
         reap(pid, &mut reported);
+    }
+    if !terminated {
+        // perfgate is gone without stopping the server: a clean stop first, bounded
+        terminate(pid);
+        let end = Instant::now() + grace;
+        while Instant::now() < end && reap(pid, &mut reported) {
+            std::thread::sleep(Duration::from_millis(TICK_MS as u64));
+        }
     }
     kill_all(pid, &mut reported);
     0
