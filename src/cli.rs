@@ -308,6 +308,10 @@ struct SimArgs {
 /// load still shows: the runner's lag probe reports the event-loop lag of every scenario
 /// (`client_lag_ms`) and notes it above [`crate::runner::CLIENT_LAG_WARN_MS`].
 pub fn main() -> i32 {
+    // perfgate re-runs itself as the supervisor of a started server (src/server/supervisor.rs)
+    if let Some(code) = crate::server::supervisor::main_if_requested() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

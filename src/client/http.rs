@@ -80,6 +80,9 @@ pub struct StreamClient {
     models_url: reqwest::Url,
     /// `headers` with `Accept: application/json` (pool warming).
     models_headers: reqwest::header::HeaderMap,
+    /// What a GET to another origin carries: `Accept: application/json` and `Accept-Encoding`
+    /// only, never the API key or the scenario's `headers:` (see [`StreamClient::get`]).
+    foreign_headers: reqwest::header::HeaderMap,
     /// The server closes its connection after a streamed response (see
     /// [`StreamClient::set_close_after_stream`]); shared by the clones of this client.
     close_after_stream: Arc<AtomicBool>,
@@ -200,12 +203,19 @@ impl StreamClient {
             reqwest::header::ACCEPT,
             reqwest::header::HeaderValue::from_static("application/json"),
         );
+        let mut foreign_headers = reqwest::header::HeaderMap::new();
+        for name in [reqwest::header::ACCEPT, reqwest::header::ACCEPT_ENCODING] {
+            if let Some(v) = models_headers.get(&name) {
+                foreign_headers.insert(name, v.clone());
+            }
+        }
         Ok(StreamClient {
             http,
             url,
             headers,
             models_url,
             models_headers,
+            foreign_headers,
             close_after_stream: Arc::new(AtomicBool::new(false)),
             listed_models: Arc::new(std::sync::OnceLock::new()),
             api: ep.api,
@@ -345,14 +355,21 @@ impl StreamClient {
         seen.len()
     }
 
-    /// One `GET url` with the scenario's headers (API key included) and `Accept:
-    /// application/json`, bounded by `limit` as a whole: the status and at most
-    /// [`GET_BODY_BYTES`] of the body (lossy UTF-8). For readiness probes, server identity and
-    /// `/metrics` scrapes (src/server/), never for measuring. Errors are redacted and say
-    /// whether the connection was refused or the time ran out.
+    /// One `GET url` with `Accept: application/json`, bounded by `limit` as a whole: the status
+    /// and at most [`GET_BODY_BYTES`] of the body (lossy UTF-8). The scenario's headers (API key
+    /// included) go only to the endpoint's own origin (scheme, host and port of its base_url,
+    /// [`same_origin`]): a `server.ready.url` or `server.metrics` elsewhere gets none. For
+    /// readiness probes, server identity and `/metrics` scrapes (src/server/), never for
+    /// measuring. Errors are redacted and say whether the connection was refused or the time
+    /// ran out.
     pub async fn get(&self, url: &str, limit: Duration) -> Result<(u16, String), GetError> {
         let deadline = Instant::now() + limit;
-        let req = self.http.get(url).headers(self.models_headers.clone());
+        let headers = if same_origin(&self.url, url) {
+            &self.models_headers
+        } else {
+            &self.foreign_headers
+        };
+        let req = self.http.get(url).headers(headers.clone());
         let mut resp = match timeout_at(deadline.into(), req.send()).await {
             Err(_) => {
                 return Err(GetError {
@@ -937,9 +954,32 @@ fn not_sse_message(content_type: &str, prefix: &[u8]) -> String {
     )
 }
 
+/// True when `url` has the origin of `base` (scheme, host and port, a default port spelled out or
+/// not): the only place the endpoint's credentials go. A URL that does not parse is foreign.
+pub fn same_origin(base: &reqwest::Url, url: &str) -> bool {
+    reqwest::Url::parse(url).is_ok_and(|u| u.origin() == base.origin())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_stay_on_the_base_urls_origin() {
+        let base = reqwest::Url::parse("http://127.0.0.1:8080/v1/chat/completions").unwrap();
+        assert!(same_origin(&base, "http://127.0.0.1:8080/health"));
+        assert!(same_origin(&base, "http://127.0.0.1:8080/metrics?x=1"));
+        assert!(!same_origin(&base, "http://127.0.0.1:9090/metrics"));
+        assert!(!same_origin(&base, "https://127.0.0.1:8080/health"));
+        assert!(!same_origin(&base, "http://localhost:8080/health"));
+        assert!(!same_origin(&base, "not a url"));
+        let tls = reqwest::Url::parse("https://api.example.com/v1").unwrap();
+        assert!(same_origin(&tls, "https://api.example.com:443/version"));
+        assert!(!same_origin(
+            &tls,
+            "https://api.example.com.evil.test/version"
+        ));
+    }
 
     #[test]
     fn error_bodies_become_readable() {

@@ -4,7 +4,7 @@
 //! range, a normalised endpoint URL, a resolved API key (kept out of `Debug`), and a fingerprint.
 
 use super::file::{RawBand, RawEndpoint, RawGate, RawLoad, RawMessage, RawRequest, RawScenario};
-use super::values::{expand_env, parse_duration, parse_fraction, parse_ms};
+use super::values::{expand_env, parse_fraction, parse_ms, parse_timeout};
 use crate::sim::SimConfig;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -651,13 +651,7 @@ pub struct BuildCtx<'a> {
 fn dur(v: &Option<String>, key: &str, default: Duration) -> Result<Duration, String> {
     match v {
         None => Ok(default),
-        Some(s) => {
-            let d = parse_duration(s).map_err(|e| format!("endpoint.{key}: {e}"))?;
-            if d.is_zero() {
-                return Err(format!("endpoint.{key} must be more than 0"));
-            }
-            Ok(d)
-        }
+        Some(s) => parse_timeout(s).map_err(|e| format!("endpoint.{key}: {e}")),
     }
 }
 

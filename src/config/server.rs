@@ -8,7 +8,7 @@
 
 use super::file::{RawMetrics, RawServer};
 use super::scenario::Secret;
-use super::values::{expand_env, parse_duration};
+use super::values::{expand_env, parse_timeout};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -80,20 +80,71 @@ impl std::fmt::Debug for ServerSpec {
     }
 }
 
-/// True for a flag or variable name that usually holds a credential.
+/// True for a flag, variable or header name that usually holds a credential: one of its words
+/// (split at anything not a letter or digit, lowercased) is or ends with `key` or `token`
+/// (`--api-key`, `HF_TOKEN`, `apikey`), or starts with `auth`, `pass`, `secret` or `credential`
+/// (`Authorization`, `--password`, `passwd`). `--max-num-batched-tokens`, `--tokenizer` and
+/// `--ssl-keyfile` name none.
 pub fn names_a_secret(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    [
-        "key",
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "auth",
-        "credential",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
+    name.split(|c: char| !c.is_ascii_alphanumeric())
+        .map(|w| w.to_ascii_lowercase())
+        .any(|w| {
+            ["key", "token"].iter().any(|s| w.ends_with(s))
+                || ["auth", "pass", "secret", "credential"]
+                    .iter()
+                    .any(|s| w.starts_with(s))
+        })
+}
+
+/// The credentials one argv word carries: values of `NAME=VALUE` assignments whose NAME names a
+/// secret (after `-`, `=`, `?`, `&` or `;`: `HF_TOKEN=V`, `--env=HF_TOKEN=V`, `u?api_key=V&x=1`),
+/// the value of a `Name: value` header whose name does (and its credential after `Bearer ` or
+/// `Basic `), and the userinfo of a URL in it (`https://user:pw@host`: `user:pw` and `pw`).
+pub fn word_secrets(w: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (eq, _) in w.match_indices('=') {
+        let start = w[..eq].rfind(['=', '?', '&', ';']).map_or(0, |i| i + 1);
+        let name = w[start..eq].trim_start_matches('-');
+        if name.is_empty() || !names_a_secret(name) {
+            continue;
+        }
+        let rest = &w[eq + 1..];
+        // a query parameter ends at `&`; any other value runs to the end of the word
+        let value = if w[..eq].contains('?') {
+            rest.split('&').next().unwrap_or(rest)
+        } else {
+            rest
+        };
+        if !value.is_empty() {
+            out.push(value.to_string());
+        }
+    }
+    if let Some((name, value)) = w.split_once(':') {
+        let header_name = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if header_name && names_a_secret(name) && !value.starts_with("//") {
+            let value = value.trim();
+            out.push(value.to_string());
+            if let Some((_, cred)) = value.split_once(' ') {
+                out.push(cred.trim().to_string());
+            }
+        }
+    }
+    if let Some(scheme) = w.find("://") {
+        let url = &w[scheme..];
+        let end = url[3..].find(['/', '?', '#']).map_or(url.len(), |j| j + 3);
+        if let Some(at) = url[3..end].rfind('@') {
+            let userinfo = &url[3..3 + at];
+            out.push(userinfo.to_string());
+            if let Some((_, pw)) = userinfo.split_once(':') {
+                out.push(pw.to_string());
+            }
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out
 }
 
 /// Quotes one argv word for display, as a POSIX shell would need it.
@@ -154,19 +205,18 @@ pub fn build(
     if command[0].is_empty() {
         return Err("server.command[0] is empty: name the program to run".into());
     }
-    // Values of credential flags: `--api-key VALUE` and `--api-key=VALUE`.
+    // Values of credential flags (`--api-key VALUE`), of credential assignments anywhere in a
+    // word (`--api-key=V`, `-e HF_TOKEN=V`, `--env=HF_TOKEN=V`, `?token=V`), of credential
+    // headers (`-H 'Authorization: Bearer V'`) and URL userinfo (`https://user:V@host`).
     for (i, w) in command.iter().enumerate() {
         if let Some(flag) = w.strip_prefix('-') {
-            match flag.split_once('=') {
-                Some((name, value)) if names_a_secret(name) => secrets.push(value.to_string()),
-                None if names_a_secret(flag) => {
-                    if let Some(next) = command.get(i + 1) {
-                        secrets.push(next.clone());
-                    }
+            if !flag.contains('=') && names_a_secret(flag) {
+                if let Some(next) = command.get(i + 1) {
+                    secrets.push(next.clone());
                 }
-                _ => {}
             }
         }
+        secrets.extend(word_secrets(w));
     }
     let mut env_out = Vec::new();
     for (k, v) in raw.env.clone().unwrap_or_default() {
@@ -217,6 +267,12 @@ pub fn build(
                     default: false,
                 }
             }
+            (None, Some(t)) if t.contains(['\n', '\r']) => {
+                return Err(format!(
+                    "server.ready.log `{}` holds a line end: give text from within one line",
+                    t.escape_debug()
+                ))
+            }
             (None, Some(t)) if !t.is_empty() => Ready::Log(t.clone()),
             _ => return Err("server.ready: give `url: <URL answering 2xx when ready>` or `log: <text of the log line that says it is ready>`, one of them".into()),
         },
@@ -224,13 +280,7 @@ pub fn build(
     let dur = |v: &Option<String>, key: &str, d: Duration| -> Result<Duration, String> {
         match v {
             None => Ok(d),
-            Some(s) => {
-                let x = parse_duration(s).map_err(|e| format!("server.{key}: {e}"))?;
-                if x.is_zero() {
-                    return Err(format!("server.{key} must be more than 0"));
-                }
-                Ok(x)
-            }
+            Some(s) => parse_timeout(s).map_err(|e| format!("server.{key}: {e}")),
         }
     };
     let ready_timeout = dur(&raw.ready_timeout, "ready_timeout", DEFAULT_READY_TIMEOUT)?;
@@ -358,6 +408,92 @@ mod tests {
             Some("http://127.0.0.1:8080/metrics")
         );
         assert_eq!(s.ready_timeout, DEFAULT_READY_TIMEOUT);
+    }
+
+    #[test]
+    fn credentials_anywhere_in_the_command_are_redacted() {
+        let e = |n: &str| match n {
+            "X" => Some("hf_from_x_canary".to_string()),
+            _ => None,
+        };
+        let r = raw(&[
+            "docker",
+            "run",
+            "-e",
+            "HF_TOKEN=${X}",
+            "--env=OPENAI_API_KEY=sk-literal-canary",
+            "-H",
+            "Authorization: Bearer hdr-canary-1",
+            "--model-url",
+            "https://user:pw-canary-2@example.invalid/m?x=1",
+            "https://ghp_user_canary@github.com/o/r",
+            "http://h/v?api_key=q-canary-3&page=2",
+            "--max-num-batched-tokens=8192",
+            "--tokenizer",
+            "tok/v1",
+            "img",
+        ]);
+        let s = build(&r, "http://127.0.0.1:8080/v1", &[], &e).unwrap();
+        for leak in [
+            "hf_from_x_canary",
+            "sk-literal-canary",
+            "hdr-canary-1",
+            "pw-canary-2",
+            "ghp_user_canary",
+            "q-canary-3",
+        ] {
+            assert!(
+                !s.shown_command.contains(leak),
+                "{leak}: {}",
+                s.shown_command
+            );
+            assert!(s.secrets.iter().any(|x| x.contains(leak)), "{leak}");
+        }
+        assert_eq!(
+            s.shown_command,
+            "docker run -e HF_TOKEN=<redacted> --env=OPENAI_API_KEY=<redacted> -H 'Authorization: <redacted>' --model-url 'https://user:<redacted>@example.invalid/m?x=1' https://<redacted>@github.com/o/r 'http://h/v?api_key=<redacted>&page=2' --max-num-batched-tokens=8192 --tokenizer tok/v1 img"
+        );
+        // words that name no credential keep their values
+        assert!(word_secrets("--model=/m/gemma.gguf").is_empty());
+        assert!(word_secrets("http://127.0.0.1:8080/v1").is_empty());
+        assert!(word_secrets("PATH=/usr/bin").is_empty());
+        for n in [
+            "HF_TOKEN",
+            "api-key",
+            "apiKey",
+            "Authorization",
+            "DB_PASSWORD",
+            "passwd",
+            "client_secret",
+            "AWS_SECRET_ACCESS_KEY",
+            "X-Api-Key",
+        ] {
+            assert!(names_a_secret(n), "{n}");
+        }
+        for n in [
+            "max-num-batched-tokens",
+            "max_tokens",
+            "tokenizer",
+            "ssl-keyfile",
+            "model",
+        ] {
+            assert!(!names_a_secret(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn durations_are_bounded() {
+        let mut r = raw(&["x"]);
+        r.ready_timeout = Some("18446744073709551615s".into());
+        assert_eq!(
+            build(&r, "http://h:1/v1", &[], &env).unwrap_err(),
+            "server.ready_timeout: `18446744073709551615s` is longer than the maximum 1day"
+        );
+        let mut r = raw(&["x"]);
+        r.stop_timeout = Some("25h".into());
+        assert!(build(&r, "http://h:1/v1", &[], &env)
+            .unwrap_err()
+            .starts_with("server.stop_timeout: `25h` is longer than the maximum 1day"));
     }
 
     #[test]

@@ -12,6 +12,12 @@ pub enum ValueError {
     /// Not a humantime duration.
     #[error("`{text}` is not a duration ({why}); write it like `30s`, `250ms` or `2m`")]
     Duration { text: String, why: String },
+    /// A timeout of zero.
+    #[error("`{text}` must be more than 0")]
+    DurationZero { text: String },
+    /// A timeout longer than [`MAX_TIMEOUT`]: a deadline that far out overflows a clock.
+    #[error("`{text}` is longer than the maximum {}", humantime::format_duration(*max))]
+    DurationTooLong { text: String, max: Duration },
     /// A bare number above 1 where a share is expected: almost always a percentage.
     #[error("`{x}` would mean {:.0}%: write a percentage like `{x}%`, or a fraction like `{}`", x * 100.0, x / 100.0)]
     BarePercent { x: f64 },
@@ -52,6 +58,30 @@ pub fn parse_duration(s: &str) -> Result<Duration, ValueError> {
         text: s.to_string(),
         why: e.to_string(),
     })
+}
+
+/// The longest timeout or wait a scenario may set (a day): every deadline is `now + timeout`,
+/// which overflows a clock for durations near `u64::MAX` seconds, and no CI run waits longer.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Parses a timeout or wait (`30s`, `10m`): more than 0 and at most [`MAX_TIMEOUT`].
+///
+/// Errors: not a duration, zero, or longer than [`MAX_TIMEOUT`] (the message quotes the value
+/// and the maximum; the caller puts the key before it).
+pub fn parse_timeout(s: &str) -> Result<Duration, ValueError> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(ValueError::DurationZero {
+            text: s.to_string(),
+        });
+    }
+    if d > MAX_TIMEOUT {
+        return Err(ValueError::DurationTooLong {
+            text: s.to_string(),
+            max: MAX_TIMEOUT,
+        });
+    }
+    Ok(d)
 }
 
 /// Parses a relative tolerance: `5%` -> 0.05, `0.05` -> 0.05. Must be in [0, 10]. A bare number
@@ -318,5 +348,21 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("`soon`"));
+    }
+
+    #[test]
+    fn timeouts_are_bounded() {
+        assert_eq!(parse_timeout("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_timeout("24h").unwrap(), MAX_TIMEOUT);
+        assert_eq!(
+            parse_timeout("18446744073709551615s")
+                .unwrap_err()
+                .to_string(),
+            "`18446744073709551615s` is longer than the maximum 1day"
+        );
+        assert_eq!(
+            parse_timeout("0s").unwrap_err().to_string(),
+            "`0s` must be more than 0"
+        );
     }
 }

@@ -18,7 +18,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 fn text(v: &Value) -> Option<String> {
     match v {
         Value::String(s) if !s.is_empty() => {
-            Some(super::process::printable(s).chars().take(200).collect())
+            Some(super::log::printable(s).chars().take(200).collect())
         }
         Value::Number(n) => Some(n.to_string()),
         Value::Bool(b) => Some(b.to_string()),

@@ -5,10 +5,13 @@
 //! - one server process at a time: scenarios with the same `server:` block share the process
 //!   started for the first of them; a scenario with another block stops it first (except the
 //!   two arms of an interleaved `perfgate ab`, [`Others::Keep`], each on its own port);
-//! - every process perfgate starts is stopped: by [`stop_all`] when `check` or `bless` ends
-//!   (success, failure, Ctrl-C or SIGTERM after the grace period), by [`kill_all_now`] on a
-//!   second signal, and by the kernel (parent-death signal, Linux) if perfgate itself dies;
-//!   SIGTERM goes to the whole process group, SIGKILL follows after `stop_timeout`;
+//! - every process perfgate starts, and every process that one starts, is stopped: by
+//!   [`stop_all`] when `check` or `bless` ends (success, failure, Ctrl-C or SIGTERM after the
+//!   grace period), by [`kill_all_now`] on a second signal, and by the server's
+//!   [`supervisor`] when perfgate itself dies (even by SIGKILL); SIGTERM goes to the whole
+//!   process group and to descendants outside it, SIGKILL follows after `stop_timeout`, and
+//!   descendants that left the group (`setsid()`) are found as the supervisor's descendants
+//!   (it is their subreaper, Linux);
 //! - a server that never got ready, or exited while a scenario ran, is not started again in this
 //!   run: the scenarios that name it are not measured (exit 3), with its exit status and the
 //!   last lines of its log;
@@ -16,8 +19,10 @@
 //!   values never appear, log tails are redacted.
 
 pub mod identity;
+pub mod log;
 pub mod metrics;
 pub mod process;
+pub mod supervisor;
 
 use crate::client::http::StreamClient;
 use crate::config::server::{Ready, ServerSpec};
@@ -181,8 +186,8 @@ fn with_tail(spec: &ServerSpec, p: &Proc, what: &str) -> ServerError {
         command: spec.shown_command.clone(),
         pid: p.pid,
         what: what.to_string(),
-        log: p.log.clone(),
-        tail: process::log_tail(&p.log, spec.log_tail, &spec.secrets),
+        log: p.log.path().to_path_buf(),
+        tail: p.log.tail(spec.log_tail, &spec.secrets),
     }
 }
 
@@ -199,6 +204,10 @@ fn tail_text(tail: &[String]) -> String {
     s
 }
 
+/// After the ready line of `ready: {log: ...}`, how long the server must still run to count as
+/// ready (its time to ready is that of the line).
+const READY_SETTLE: Duration = Duration::from_millis(100);
+
 /// Polls until the server is ready; the time from its start to the first ready answer, and
 /// how it was known. Errors: it exited, did not get ready within `ready_timeout`, or perfgate
 /// was interrupted.
@@ -210,9 +219,25 @@ async fn wait_ready(
     let deadline = p.started + spec.ready_timeout;
     let mut pause = Duration::from_millis(25);
     let mut last = String::from("no answer yet");
-    let mut offset = 0u64;
+    let mut watch = log::LogWatch::default();
+    let printed_then_exited = |text: &str, st| {
+        with_tail(
+            spec,
+            p,
+            &format!(
+                "printed its ready line (`{text}`) and then exited ({}) before it could be measured",
+                process::describe(st)
+            ),
+        )
+    };
     loop {
         if let Some(st) = p.exit_status() {
+            // the rest of the log first: a server may print its ready line and exit at once
+            if let Ready::Log(text) = &spec.ready {
+                if watch.poll(&p.log, text) {
+                    return Err(printed_then_exited(text, st));
+                }
+            }
             return Err(with_tail(
                 spec,
                 p,
@@ -253,14 +278,16 @@ async fn wait_ready(
                 }
             }
             Ready::Log(text) => {
-                let (found, next) = process::log_has(&p.log, text, offset);
-                if found {
-                    return Ok((
-                        p.started.elapsed(),
-                        format!("a log line contained `{text}`"),
-                    ));
+                if watch.poll(&p.log, text) {
+                    let at = p.started.elapsed();
+                    // A line is no proof that it serves: one that exits right after printing it
+                    // is reported as such, not measured against a dead port.
+                    tokio::time::sleep(READY_SETTLE).await;
+                    if let Some(st) = p.exit_status() {
+                        return Err(printed_then_exited(text, st));
+                    }
+                    return Ok((at, format!("a log line contained `{text}`")));
                 }
-                offset = next;
                 last = format!("no log line contains `{text}` yet");
             }
         }
@@ -358,7 +385,7 @@ pub async fn ensure_with(
         "perfgate: started the server `{}` (pid {}; log {}); waiting until it is ready (at most {})",
         spec.shown_command,
         p.pid,
-        p.log.display(),
+        p.log.path().display(),
         humantime::format_duration(spec.ready_timeout)
     );
     match wait_ready(spec, &p, client).await {
@@ -383,7 +410,11 @@ pub async fn ensure_with(
         Err(why) => {
             let how = process::stop(&p, spec.stop_timeout).await;
             forget_pid(p.pid);
-            eprintln!("perfgate: the server (pid {}) {how}", p.pid);
+            eprintln!(
+                "perfgate: the server (pid {}) {how}{}",
+                p.pid,
+                log_fate(&p.log, true)
+            );
             lock(&FAILED).insert(spec.key.clone(), why.to_string());
             Err(why)
         }
@@ -394,7 +425,7 @@ fn report_of(r: &Running, started_here: bool) -> ServerReport {
     ServerReport {
         command: Some(r.spec.shown_command.clone()),
         pid: Some(r.proc.pid),
-        log: Some(r.proc.log.display().to_string()),
+        log: Some(r.proc.log.path().display().to_string()),
         started_here,
         time_to_ready_ms: Some(crate::units::round3(r.time_to_ready.as_secs_f64() * 1000.0)),
         ready_by: r.ready_by.clone(),
@@ -434,9 +465,9 @@ pub async fn exited_during(spec: &ServerSpec, scenario: &str) -> Option<(String,
         &format!("exited ({st}) while scenario {scenario} was measured"),
     )
     .to_string();
-    if process::group_alive(gone.proc.pid) {
-        process::signal_group(gone.proc.pid, libc::SIGKILL);
-    }
+    // whatever it left behind (its group, its descendants) goes; its log stays
+    process::signal_group(gone.proc.pid, libc::SIGKILL);
+    gone.proc.release().await;
     forget_pid(gone.proc.pid);
     lock(&FAILED).insert(
         spec.key.clone(),
@@ -458,10 +489,26 @@ async fn stop_one(r: Running) {
     let how = process::stop(&r.proc, r.spec.stop_timeout).await;
     forget_pid(r.proc.pid);
     eprintln!(
-        "perfgate: the server (pid {}) {how}; log {}",
+        "perfgate: the server (pid {}) {how}{}",
         r.proc.pid,
-        r.proc.log.display()
+        log_fate(&r.proc.log, false)
     );
+}
+
+/// What became of the log once its server stopped, for the stop line: a given `server.log`
+/// stays (`; log PATH`); the default one is removed after a clean run (`; removed its log
+/// PATH`) and kept when the server `failed` (`; kept its log PATH`).
+fn log_fate(log: &log::ServerLog, failed: bool) -> String {
+    let path = log.path().display();
+    if !log.is_default() {
+        format!("; log {path}")
+    } else if failed {
+        format!("; kept its log {path}")
+    } else if log.remove_if_default() {
+        format!("; removed its log {path}")
+    } else {
+        format!("; log {path}")
+    }
 }
 
 /// Stops every server perfgate started (SIGTERM to each process group, SIGKILL after its
@@ -471,6 +518,7 @@ pub async fn stop_all() {
     for r in all {
         stop_one(r).await;
     }
+    log::remove_private_dir();
 }
 
 /// Stops every server perfgate started except those of the blocks `keep` (by

@@ -1,38 +1,37 @@
-//! The server process: spawned in a process group of its own (so SIGTERM and SIGKILL reach
-//! everything it started), with its stdout and stderr in a log file, and on Linux with
-//! `PR_SET_PDEATHSIG = SIGKILL` so it dies with perfgate even when perfgate is SIGKILLed.
+//! The server process, as perfgate sees it: started through a [`super::supervisor`] (the
+//! perfgate binary run as one), in a process group of its own, with its stdout and stderr in a
+//! log file ([`super::log`]).
 //!
-//! The parent-death signal fires when the *thread* that forked the child ends, not the
-//! process: every server is therefore forked by one spawner thread that lives as long as
-//! perfgate ([`spawner`]). A waiter thread per server reaps it and publishes its exit status.
+//! perfgate holds the supervisor's stdin: closing it (in [`Proc::release`], in `Drop`, or by
+//! the kernel when perfgate dies, SIGKILL included) makes the supervisor SIGKILL the server's
+//! process group and every descendant of the server, `setsid()` ones included, and exit. A
+//! reader thread per server takes the supervisor's reports (the server's pid, its exit status)
+//! and reaps the supervisor.
 //!
-//! The one module allowed `unsafe` (the crate denies it): `prctl` in the forked child and
-//! `kill` on a process group, each with its SAFETY note.
+//! The one place perfgate itself signals the server: [`signal_group`] (kill(2) on its process
+//! group, with its SAFETY note); this module therefore allows `unsafe` (the crate denies it).
 #![allow(unsafe_code)]
 
+use super::log::{LogError, ServerLog};
 use crate::config::server::ServerSpec;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::io::{BufRead, Write};
+use std::process::{ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-type Job = Box<dyn FnOnce() + Send>;
+/// Longest perfgate waits for the supervisor to say the server started.
+const START_LIMIT: Duration = Duration::from_secs(30);
+/// Longest perfgate waits for the supervisor to have killed and reaped everything.
+const RELEASE_LIMIT: Duration = Duration::from_secs(12);
 
-/// The long-lived thread that forks every server (see the module doc).
-fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
-    static TX: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
-    TX.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Job>();
-        let _ = std::thread::Builder::new()
-            .name("perfgate-server-spawner".into())
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    job();
-                }
-            });
-        Mutex::new(tx)
-    })
+/// What the reader thread learnt from the supervisor.
+#[derive(Debug, Default)]
+struct State {
+    /// The server's exit status, once it ended.
+    exit: Option<ExitStatus>,
+    /// The supervisor has exited: every process of the server is gone.
+    released: bool,
 }
 
 /// A started server process (its process group has the same id as its pid).
@@ -41,16 +40,57 @@ pub struct Proc {
     /// Process id, also the process group id.
     pub pid: u32,
     /// The log file (stdout and stderr).
-    pub log: PathBuf,
+    pub log: ServerLog,
     /// When it was spawned.
     pub started: Instant,
-    exit: Arc<Mutex<Option<ExitStatus>>>,
+    state: Arc<Mutex<State>>,
+    /// The supervisor's stdin; `None` once released.
+    control: Mutex<Option<ChildStdin>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Proc {
-    /// The exit status, once the process has ended (reaped by its waiter thread).
+    /// The exit status, once the process has ended.
     pub fn exit_status(&self) -> Option<ExitStatus> {
-        self.exit.lock().ok().and_then(|e| *e)
+        lock(&self.state).exit
+    }
+
+    /// Asks the supervisor to SIGTERM the server's process group and every descendant outside
+    /// it; signals the group itself when the supervisor cannot be told.
+    pub fn terminate(&self) {
+        let told = lock(&self.control)
+            .as_mut()
+            .is_some_and(|c| c.write_all(b"term\n").and_then(|_| c.flush()).is_ok());
+        if !told {
+            signal_group(self.pid, libc::SIGTERM);
+        }
+    }
+
+    /// Ends everything the server started: closes the supervisor's stdin (it SIGKILLs the
+    /// server's group and every descendant, reaps them and exits) and waits for that, at most
+    /// [`RELEASE_LIMIT`]. True when the supervisor is done.
+    pub async fn release(&self) -> bool {
+        drop(lock(&self.control).take());
+        let end = Instant::now() + RELEASE_LIMIT;
+        while !lock(&self.state).released {
+            if Instant::now() >= end {
+                // the supervisor is stuck: at least the group goes
+                signal_group(self.pid, libc::SIGKILL);
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // closing the supervisor's stdin kills whatever is left of the server
+        drop(lock(&self.control).take());
     }
 }
 
@@ -77,47 +117,25 @@ pub fn describe(st: ExitStatus) -> String {
     }
 }
 
-/// The log file a server writes to: the spec's, or a new one in the temp directory.
-fn log_path(spec: &ServerSpec, n: usize) -> PathBuf {
-    spec.log.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!(
-            "perfgate-server-{}-{n}-{}.log",
-            std::process::id(),
-            &spec.key
-        ))
-    })
-}
-
 /// Why the server's process could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
-    /// The directory of the log file cannot be created.
-    #[error("cannot create the log directory {}: {source}", dir.display())]
-    LogDir {
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The log file cannot be created.
-    #[error("cannot create the server log {}: {source}", log.display())]
-    LogCreate {
-        log: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The log file cannot be opened a second time (for stderr).
+    /// The log file cannot be created, or `server.log` is not a regular file.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The log file cannot be opened a second time (for the server's output).
     #[error("cannot open the server log {}: {source}", log.display())]
     LogOpen {
-        log: PathBuf,
+        log: std::path::PathBuf,
         #[source]
         source: std::io::Error,
     },
-    /// The spawner thread's lock is poisoned.
-    #[error("the server spawner is unusable")]
-    SpawnerUnusable,
-    /// The spawner thread has ended.
-    #[error("the server spawner thread is gone")]
-    SpawnerGone,
+    /// The supervisor (perfgate's own binary) cannot be started.
+    #[error("cannot start perfgate's server supervisor: {0}")]
+    Supervisor(#[source] std::io::Error),
+    /// The supervisor did not say whether the server started.
+    #[error("perfgate's server supervisor did not report the server's start")]
+    SupervisorSilent,
     /// The program cannot be started (`command`: the redacted command line).
     #[error("cannot start the server `{command}`: {source}{}", if source.kind() == std::io::ErrorKind::NotFound { " (is the program on PATH, or give its full path in server.command[0])" } else { "" })]
     Program {
@@ -125,102 +143,125 @@ pub enum SpawnError {
         #[source]
         source: std::io::Error,
     },
-    /// The thread that reaps the server cannot start (the server was killed).
+    /// The thread that reads the supervisor's reports cannot start (the server was killed).
     #[error("cannot start a thread to watch the server")]
     Watcher,
 }
 
-/// Starts the server of `spec` (the `n`-th start of this perfgate, for the log name).
-///
-/// Errors: the log file cannot be created, or the program cannot be started (not found, not
-/// executable), with the redacted command line.
-pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
-    let log = log_path(spec, n);
-    if let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| SpawnError::LogDir {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
+/// The program that runs the supervisor: this very binary.
+fn supervisor_program() -> std::io::Result<std::path::PathBuf> {
+    if cfg!(target_os = "linux") {
+        // still runs when the file was replaced or deleted since perfgate started
+        Ok("/proc/self/exe".into())
+    } else {
+        std::env::current_exe()
     }
-    let file = std::fs::File::create(&log).map_err(|source| SpawnError::LogCreate {
-        log: log.clone(),
+}
+
+/// A report line of the supervisor.
+enum Report {
+    Pid(u32),
+    Error(i32),
+    Exit(i32),
+}
+
+fn parse_report(line: &str) -> Option<Report> {
+    let (what, n) = line.trim().split_once(' ')?;
+    match what {
+        "pid" => n.parse().ok().map(Report::Pid),
+        "error" => n.parse().ok().map(Report::Error),
+        "exit" => n.parse().ok().map(Report::Exit),
+        _ => None,
+    }
+}
+
+/// Starts the server of `spec` (the `n`-th start of this perfgate, for the default log's name)
+/// under a supervisor.
+///
+/// Errors: the log file cannot be created (or is not a regular file), the supervisor cannot
+/// start, or the program cannot be started (not found, not executable), with the redacted
+/// command line.
+pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let log = ServerLog::create(
+        spec.log.as_deref(),
+        &format!("server-{n}-{}.log", &spec.key),
+    )?;
+    let out = log.writer().map_err(|source| SpawnError::LogOpen {
+        log: log.path().to_path_buf(),
         source,
     })?;
-    let err_file = file.try_clone().map_err(|source| SpawnError::LogOpen {
-        log: log.clone(),
-        source,
-    })?;
-    let mut cmd = Command::new(&spec.command[0]);
-    cmd.args(&spec.command[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(file))
-        .stderr(Stdio::from(err_file));
+    let mut cmd = Command::new(supervisor_program().map_err(SpawnError::Supervisor)?);
+    cmd.arg(super::supervisor::ARG)
+        .arg(super::supervisor::GRACE_ARG)
+        .arg(spec.stop_timeout.as_millis().to_string())
+        .arg("--")
+        .args(&spec.command)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(out))
+        // out of perfgate's process group: a Ctrl-C or a signal to perfgate's group is
+        // perfgate's to handle, and the supervisor must outlive perfgate to clean up
+        .process_group(0);
     for (k, v) in &spec.env {
         cmd.env(k, v.expose());
     }
     if let Some(d) = &spec.cwd {
         cmd.current_dir(d);
     }
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-        #[cfg(target_os = "linux")]
-        {
-            // SAFETY: only async-signal-safe calls (getpid before the fork; prctl, getppid
-            // after it) and no allocation in the child.
-            let parent = std::process::id() as libc::pid_t;
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    // perfgate died between the fork and the prctl: do not outlive it.
-                    if libc::getppid() != parent {
-                        libc::_exit(1);
-                    }
-                    Ok(())
-                });
-            }
-        }
-    }
-    let (tx, rx) = mpsc::channel::<std::io::Result<Child>>();
-    let job: Job = Box::new(move || {
-        let _ = tx.send(cmd.spawn());
-    });
-    spawner()
-        .lock()
-        .map_err(|_| SpawnError::SpawnerUnusable)?
-        .send(job)
-        .map_err(|_| SpawnError::SpawnerGone)?;
     let started = Instant::now();
-    let mut child = rx
-        .recv()
-        .map_err(|_| SpawnError::SpawnerGone)?
-        .map_err(|source| SpawnError::Program {
-            command: spec.shown_command.clone(),
-            source,
-        })?;
-    let pid = child.id();
-    let exit = Arc::new(Mutex::new(None));
-    let slot = Arc::clone(&exit);
-    let waiter = std::thread::Builder::new()
-        .name(format!("perfgate-server-wait-{pid}"))
+    let mut sup = cmd.spawn().map_err(SpawnError::Supervisor)?;
+    let control = sup.stdin.take();
+    let reports = sup.stdout.take();
+    let state = Arc::new(Mutex::new(State::default()));
+    let (tx, rx) = mpsc::channel::<Report>();
+    let shared = Arc::clone(&state);
+    let reader = std::thread::Builder::new()
+        .name("perfgate-server-supervisor".into())
         .spawn(move || {
-            if let Ok(st) = child.wait() {
-                if let Ok(mut e) = slot.lock() {
-                    *e = Some(st);
+            let mut first = Some(tx);
+            if let Some(r) = reports {
+                for line in std::io::BufReader::new(r).lines() {
+                    let Ok(line) = line else { break };
+                    match parse_report(&line) {
+                        Some(Report::Exit(raw)) => {
+                            lock(&shared).exit = Some(ExitStatus::from_raw(raw));
+                        }
+                        Some(r) => {
+                            if let Some(tx) = first.take() {
+                                let _ = tx.send(r);
+                            }
+                        }
+                        None => {}
+                    }
                 }
             }
+            drop(first);
+            let st = sup.wait().ok();
+            let mut s = lock(&shared);
+            // the supervisor ended without the server's status (it was killed): its own
+            s.exit = s.exit.or(st);
+            s.released = true;
         });
-    if waiter.is_err() {
-        signal_group(pid, libc::SIGKILL);
+    if reader.is_err() {
         return Err(SpawnError::Watcher);
     }
+    let pid = match rx.recv_timeout(START_LIMIT) {
+        Ok(Report::Pid(pid)) => pid,
+        Ok(Report::Error(errno)) => {
+            return Err(SpawnError::Program {
+                command: spec.shown_command.clone(),
+                source: std::io::Error::from_raw_os_error(errno),
+            })
+        }
+        _ => return Err(SpawnError::SupervisorSilent),
+    };
     Ok(Proc {
         pid,
         log,
         started,
-        exit,
+        state,
+        control: Mutex::new(control),
     })
 }
 
@@ -236,39 +277,27 @@ pub fn signal_group(pid: u32, sig: libc::c_int) -> bool {
     unsafe { libc::kill(-pgid, sig) == 0 }
 }
 
-/// True while some process of group `pid` exists.
-pub fn group_alive(pid: u32) -> bool {
-    signal_group(pid, 0)
-}
-
-/// Stops the server: SIGTERM to its process group, then SIGKILL to the group after
-/// `stop_timeout` if the leader has not exited (or other members are left). Waits for the
-/// leader to be reaped (at most 5 s after the SIGKILL). Returns how it ended, e.g. `exited
-/// after SIGTERM (exit code 0)` or `did not stop within stop_timeout 10s: SIGKILLed`.
+/// Stops the server: SIGTERM to its process group and every descendant outside it, then,
+/// when the server has not exited within `stop_timeout`, SIGKILL to all of them; whatever the
+/// server left behind is SIGKILLed either way ([`Proc::release`]). Returns how it ended, e.g.
+/// `stopped by SIGTERM (exit code 0)` or `did not stop within stop_timeout 10s after SIGTERM:
+/// SIGKILLed`.
 pub async fn stop(p: &Proc, stop_timeout: Duration) -> String {
     if let Some(st) = p.exit_status() {
-        // Already gone; clear any process it left in its group.
-        if group_alive(p.pid) {
-            signal_group(p.pid, libc::SIGKILL);
-        }
+        p.release().await;
         return format!("had already exited ({})", describe(st));
     }
-    signal_group(p.pid, libc::SIGTERM);
+    p.terminate();
     let deadline = Instant::now() + stop_timeout;
     while Instant::now() < deadline {
         if let Some(st) = p.exit_status() {
-            if group_alive(p.pid) {
-                signal_group(p.pid, libc::SIGKILL);
-            }
+            p.release().await;
             return format!("stopped by SIGTERM ({})", describe(st));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     signal_group(p.pid, libc::SIGKILL);
-    let hard = Instant::now() + Duration::from_secs(5);
-    while p.exit_status().is_none() && Instant::now() < hard {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    p.release().await;
     format!(
         "did not stop within stop_timeout {} after SIGTERM: SIGKILLed{}",
         humantime::format_duration(stop_timeout),
@@ -278,61 +307,22 @@ pub async fn stop(p: &Proc, stop_timeout: Duration) -> String {
     )
 }
 
-/// The last `n` lines of the log (at most the last 256 KiB read), each clipped to 400
-/// characters, control characters escaped ([`printable`]), secrets redacted.
-pub fn log_tail(log: &Path, n: usize, secrets: &[String]) -> Vec<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(log) else {
-        return Vec::new();
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let from = len.saturating_sub(256 * 1024);
-    let mut buf = Vec::new();
-    if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut buf).is_err() {
-        return Vec::new();
-    }
-    let text = String::from_utf8_lossy(&buf);
-    let lines: Vec<&str> = text.lines().collect();
-    let skip = lines.len().saturating_sub(n);
-    lines[skip..]
-        .iter()
-        .map(|l| {
-            let l: String = printable(l).chars().take(400).collect();
-            crate::redact::redact(&l, secrets)
-        })
-        .collect()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// `s` with control characters (ANSI escapes, carriage returns) shown escaped, so a server's
-/// log cannot rewrite terminal or CI log lines.
-pub fn printable(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
-/// Reads the log from byte `from` on; returns whether a line holds `text` and the offset to
-/// continue from (the start of the last, possibly unfinished, line).
-pub fn log_has(log: &Path, text: &str, from: u64) -> (bool, u64) {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(log) else {
-        return (false, from);
-    };
-    let mut buf = Vec::new();
-    if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut buf).is_err() {
-        return (false, from);
+    #[test]
+    fn supervisor_reports_parse() {
+        assert!(matches!(
+            parse_report("pid 4242\n"),
+            Some(Report::Pid(4242))
+        ));
+        assert!(matches!(parse_report("error 2"), Some(Report::Error(2))));
+        assert!(matches!(
+            parse_report("exit 1792"),
+            Some(Report::Exit(1792))
+        ));
+        assert!(parse_report("exit").is_none());
+        assert!(parse_report("hello world").is_none());
     }
-    let found = String::from_utf8_lossy(&buf).contains(text);
-    let keep = buf
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map(|i| i + 1)
-        .unwrap_or(0);
-    (found, from + keep as u64)
 }

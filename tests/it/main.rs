@@ -28,6 +28,7 @@ mod report_html;
 mod report_junit;
 mod report_schema;
 mod report_snapshots;
+mod server_hardening;
 mod server_lifecycle;
 mod shard;
 mod sim_schedules;

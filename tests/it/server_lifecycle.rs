@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn script() -> PathBuf {
+pub(crate) fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/server_support/scripted_server.py")
 }
 
-fn python() -> Option<&'static str> {
+pub(crate) fn python() -> Option<&'static str> {
     Command::new("python3")
         .arg("--version")
         .output()
@@ -25,7 +25,7 @@ fn python() -> Option<&'static str> {
         .map(|_| "python3")
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -34,7 +34,7 @@ fn free_port() -> u16 {
 }
 
 /// True while `pid` runs (a zombie or a missing /proc entry is dead).
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => {
             // state is the field after the parenthesised command name
@@ -49,7 +49,7 @@ fn alive(pid: u32) -> bool {
 }
 
 /// Waits up to `limit` for `pid` to be gone; true when it is.
-fn gone_within(pid: u32, limit: Duration) -> bool {
+pub(crate) fn gone_within(pid: u32, limit: Duration) -> bool {
     let end = Instant::now() + limit;
     while Instant::now() < end {
         if !alive(pid) {
@@ -60,23 +60,23 @@ fn gone_within(pid: u32, limit: Duration) -> bool {
     !alive(pid)
 }
 
-struct Case {
-    dir: tempfile::TempDir,
-    port: u16,
+pub(crate) struct Case {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) port: u16,
 }
 
 impl Case {
-    fn new() -> Case {
+    pub(crate) fn new() -> Case {
         Case {
             dir: tempfile::tempdir().unwrap(),
             port: free_port(),
         }
     }
-    fn pidfile(&self) -> PathBuf {
+    pub(crate) fn pidfile(&self) -> PathBuf {
         self.dir.path().join("server.pid")
     }
     /// The server's pid, once it wrote it (waits up to 30 s).
-    fn server_pid(&self) -> u32 {
+    pub(crate) fn server_pid(&self) -> u32 {
         let end = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(s) = std::fs::read_to_string(self.pidfile()) {
@@ -90,27 +90,49 @@ impl Case {
     }
     /// Writes a scenario file whose `server:` runs the scripted server with `flags`, plus
     /// `server_extra` keys, and `scenarios` (YAML list items).
-    fn write(&self, flags: &[&str], server_extra: &str, load: &str, scenarios: &str) -> PathBuf {
+    pub(crate) fn write(
+        &self,
+        flags: &[&str],
+        server_extra: &str,
+        load: &str,
+        scenarios: &str,
+    ) -> PathBuf {
         let mut cmd = vec![
-            format!("{:?}", python().unwrap()),
-            format!("{:?}", script().display().to_string()),
+            python().unwrap().to_string(),
+            script().display().to_string(),
             "--port".into(),
-            format!("\"{}\"", self.port),
+            self.port.to_string(),
             "--pidfile".into(),
-            format!("{:?}", self.pidfile().display().to_string()),
+            self.pidfile().display().to_string(),
         ];
-        cmd.extend(flags.iter().map(|f| format!("{f:?}")));
+        cmd.extend(flags.iter().map(|f| f.to_string()));
+        let log = self.dir.path().join("server.log");
+        self.write_cmd(&cmd, Some(&log), server_extra, load, scenarios)
+    }
+    /// Writes a scenario file whose `server:` runs `argv` (each word YAML-quoted), logging to
+    /// `log` (`None`: no `server.log`, perfgate's default), plus `server_extra` keys.
+    pub(crate) fn write_cmd(
+        &self,
+        argv: &[String],
+        log: Option<&Path>,
+        server_extra: &str,
+        load: &str,
+        scenarios: &str,
+    ) -> PathBuf {
+        let cmd: Vec<String> = argv.iter().map(|w| format!("{w:?}")).collect();
+        let log = log
+            .map(|l| format!("    log: {:?}\n", l.display().to_string()))
+            .unwrap_or_default();
         let yaml = format!(
-            "defaults:\n  endpoint: {{base_url: 'http://127.0.0.1:{port}/v1', model: scripted}}\n  request: {{prompt: hi, max_tokens: 8}}\n  load: {load}\n  gate: {{metrics: [ttft, tpot]}}\n  server:\n    command: [{cmd}]\n    log: {log:?}\n{server_extra}scenarios:\n{scenarios}",
+            "defaults:\n  endpoint: {{base_url: 'http://127.0.0.1:{port}/v1', model: scripted}}\n  request: {{prompt: hi, max_tokens: 8}}\n  load: {load}\n  gate: {{metrics: [ttft, tpot]}}\n  server:\n    command: [{cmd}]\n{log}{server_extra}scenarios:\n{scenarios}",
             port = self.port,
             cmd = cmd.join(", "),
-            log = self.dir.path().join("server.log").display().to_string(),
         );
         let p = self.dir.path().join("s.yaml");
         std::fs::write(&p, yaml).unwrap();
         p
     }
-    fn check_cmd(&self, file: &Path) -> Command {
+    pub(crate) fn check_cmd(&self, file: &Path) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_perfgate"));
         c.arg("check")
             .arg("-s")
@@ -126,12 +148,12 @@ impl Case {
             .stdin(Stdio::null());
         c
     }
-    fn results_path(&self) -> PathBuf {
+    pub(crate) fn results_path(&self) -> PathBuf {
         self.dir.path().join("results.json")
     }
     /// The results JSON, checked against schema/results.schema.json (which forbids unknown
     /// fields, so `scenarios[].server` must be documented there).
-    fn results(&self) -> Value {
+    pub(crate) fn results(&self) -> Value {
         let r: Value =
             serde_json::from_str(&std::fs::read_to_string(self.results_path()).unwrap()).unwrap();
         let schema: Value = serde_json::from_str(
@@ -155,7 +177,7 @@ impl Case {
 }
 
 /// Runs a check to its end (bounded: 120 s), returning (exit code, stderr, wall time).
-fn run(mut c: Command) -> (i32, String, Duration) {
+pub(crate) fn run(mut c: Command) -> (i32, String, Duration) {
     let t0 = Instant::now();
     let mut child = c
         .stdout(Stdio::piped())
@@ -181,7 +203,7 @@ fn run(mut c: Command) -> (i32, String, Duration) {
     (out.status.code().unwrap_or(-1), stderr, t0.elapsed())
 }
 
-const LOAD: &str = "{samples: 20, warmup: 2}";
+pub(crate) const LOAD: &str = "{samples: 20, warmup: 2}";
 
 #[test]
 fn ready_after_3s_of_503s_is_waited_for_measured_shared_and_stopped() {

@@ -1,0 +1,414 @@
+//! The server's log file: created, watched for the ready line, tailed on a failure, removed.
+//!
+//! Invariants:
+//! - opening never blocks: `server.log` must be a regular file (a FIFO, device or directory is
+//!   refused before and after the open, which is non-blocking);
+//! - the default log (no `server.log`) is created `O_EXCL`, mode 0600, in a private directory
+//!   (0700, random name) under the temp directory, one per perfgate process; it is removed after
+//!   the server stopped cleanly and kept (and named) when the server failed;
+//! - the file is read through one descriptor opened with it (`pread`), never reopened by path;
+//! - following the log for the ready text holds at most one chunk and the text's length in
+//!   memory, however long a line grows (a progress bar that only writes `\r`, no newline).
+
+use std::fs::File;
+use std::os::unix::fs::{DirBuilderExt, FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Bytes read from the log per `pread` while following it.
+const CHUNK: usize = 64 * 1024;
+/// Most bytes one [`LogWatch::poll`] reads: a server writing faster than perfgate reads is
+/// caught up over several polls, never in one unbounded read.
+const POLL_BYTES: u64 = 16 * 1024 * 1024;
+/// Bytes at the end of the log that [`ServerLog::tail`] reads.
+const TAIL_BYTES: u64 = 256 * 1024;
+
+/// Why the log file cannot be created.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// The directory of `server.log` cannot be created.
+    #[error("cannot create the log directory {}: {source}", dir.display())]
+    Dir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The private directory of the default log cannot be created.
+    #[error("cannot create a private directory for the server log in {}: {source}", dir.display())]
+    PrivateDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The log file cannot be created or opened.
+    #[error("cannot create the server log {}: {source}", log.display())]
+    Create {
+        log: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `server.log` names something other than a regular file (`kind`: `a FIFO`, ...).
+    #[error("the server log {} is not a regular file ({kind}): give server.log a file path, or leave it out for a private file in the temp directory", log.display())]
+    NotRegular { log: PathBuf, kind: &'static str },
+}
+
+/// What a file type is, for [`LogError::NotRegular`].
+fn kind_of(t: std::fs::FileType) -> Option<&'static str> {
+    if t.is_file() {
+        None
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a file")
+    }
+}
+
+/// An open server log.
+#[derive(Debug)]
+pub struct ServerLog {
+    path: PathBuf,
+    /// Opened read-write when the log was created: the server writes through duplicates of it,
+    /// perfgate reads it with `pread` (the shared offset is never moved by a read).
+    file: File,
+    /// True for the default log perfgate created (removed after a clean stop).
+    default: bool,
+}
+
+/// This process's private directory for default logs, once created.
+static PRIVATE_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// 64 bits nobody can guess (std's per-process random hash keys, plus the clock): the private
+/// directory's name. mkdir(2) without overwrite and mode 0700 are what protect it; the name
+/// only keeps others from creating it first.
+fn unpredictable() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+fn private_dir() -> Result<PathBuf, LogError> {
+    let mut slot = PRIVATE_DIR.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(d) = slot.as_ref() {
+        return Ok(d.clone());
+    }
+    let tmp = std::env::temp_dir();
+    let mut last = None;
+    for _ in 0..16 {
+        let name = format!("perfgate-{}-{:016x}", std::process::id(), unpredictable());
+        let d = tmp.join(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+            Ok(()) => {
+                *slot = Some(d.clone());
+                return Ok(d);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(source) => return Err(LogError::PrivateDir { dir: tmp, source }),
+        }
+    }
+    Err(LogError::PrivateDir {
+        dir: tmp,
+        source: last.unwrap_or_else(|| std::io::Error::other("no free name")),
+    })
+}
+
+/// Removes this process's private log directory when it is empty (at the end of a run).
+pub fn remove_private_dir() {
+    let mut slot = PRIVATE_DIR.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(d) = slot.as_ref() {
+        if std::fs::remove_dir(d).is_ok() {
+            *slot = None;
+        }
+    }
+}
+
+impl ServerLog {
+    /// Opens `given` (`server.log`, truncated) or creates the default log `name` in this
+    /// process's private directory.
+    ///
+    /// Errors: a directory cannot be created, `given` is not a regular file, or the file
+    /// cannot be opened.
+    pub fn create(given: Option<&Path>, name: &str) -> Result<ServerLog, LogError> {
+        match given {
+            Some(p) => Self::open_given(p),
+            None => {
+                let path = private_dir()?.join(name);
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&path)
+                    .map_err(|source| LogError::Create {
+                        log: path.clone(),
+                        source,
+                    })?;
+                Ok(ServerLog {
+                    path,
+                    file,
+                    default: true,
+                })
+            }
+        }
+    }
+
+    fn open_given(path: &Path) -> Result<ServerLog, LogError> {
+        let not_regular = |t: std::fs::FileType| {
+            kind_of(t).map(|kind| LogError::NotRegular {
+                log: path.to_path_buf(),
+                kind,
+            })
+        };
+        match std::fs::metadata(path) {
+            Ok(m) => {
+                if let Some(e) = not_regular(m.file_type()) {
+                    return Err(e);
+                }
+            }
+            Err(_) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|source| LogError::Dir {
+                        dir: dir.to_path_buf(),
+                        source,
+                    })?;
+                }
+            }
+        }
+        // Non-blocking, so that a FIFO swapped in after the check cannot block the open;
+        // the type is checked again on what was opened (O_NONBLOCK means nothing to a file).
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|source| LogError::Create {
+                log: path.to_path_buf(),
+                source,
+            })?;
+        let meta = file.metadata().map_err(|source| LogError::Create {
+            log: path.to_path_buf(),
+            source,
+        })?;
+        if let Some(e) = not_regular(meta.file_type()) {
+            return Err(e);
+        }
+        file.set_len(0).map_err(|source| LogError::Create {
+            log: path.to_path_buf(),
+            source,
+        })?;
+        Ok(ServerLog {
+            path: path.to_path_buf(),
+            file,
+            default: false,
+        })
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// True for the default log perfgate created in its private directory.
+    pub fn is_default(&self) -> bool {
+        self.default
+    }
+
+    /// A descriptor to give the server as its stdout or stderr.
+    pub fn writer(&self) -> std::io::Result<File> {
+        self.file.try_clone()
+    }
+
+    /// Removes the default log (a given `server.log` is kept). True when it was removed.
+    pub fn remove_if_default(&self) -> bool {
+        self.default && std::fs::remove_file(&self.path).is_ok()
+    }
+
+    /// The last `n` lines of the log (at most the last 256 KiB read), each clipped to 400
+    /// characters, control characters escaped ([`printable`]), secrets redacted.
+    pub fn tail(&self, n: usize, secrets: &[String]) -> Vec<String> {
+        let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        let from = len.saturating_sub(TAIL_BYTES);
+        let mut buf = vec![0u8; (len - from) as usize];
+        let got = read_full_at(&self.file, &mut buf, from);
+        buf.truncate(got);
+        let text = String::from_utf8_lossy(&buf);
+        let lines: Vec<&str> = text.lines().collect();
+        let skip = lines.len().saturating_sub(n);
+        lines[skip..]
+            .iter()
+            .map(|l| {
+                let l: String = printable(l).chars().take(400).collect();
+                crate::redact::redact(&l, secrets)
+            })
+            .collect()
+    }
+}
+
+/// Reads into `buf` from `at` until it is full or the file ends; the bytes read.
+fn read_full_at(f: &File, buf: &mut [u8], at: u64) -> usize {
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read_at(&mut buf[got..], at + got as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => got += k,
+        }
+    }
+    got
+}
+
+/// Follows a log for a ready text (`server.ready.log`), which holds no line end: the text is in
+/// a line exactly when it is in the byte stream, so the watch keeps only the last
+/// `text.len() - 1` bytes between reads (an occurrence cut by a read), never the line.
+#[derive(Debug, Default)]
+pub struct LogWatch {
+    offset: u64,
+    carry: Vec<u8>,
+}
+
+impl LogWatch {
+    /// Reads what the log gained since the last poll (at most 16 MiB, in 64 KiB chunks) and
+    /// says whether `text` has appeared. Memory: one chunk and `text`'s length.
+    pub fn poll(&mut self, log: &ServerLog, text: &str) -> bool {
+        self.poll_file(&log.file, text.as_bytes())
+    }
+
+    fn poll_file(&mut self, f: &File, text: &[u8]) -> bool {
+        if text.is_empty() {
+            return true;
+        }
+        let mut chunk = vec![0u8; CHUNK];
+        let mut read = 0u64;
+        while read < POLL_BYTES {
+            let n = match f.read_at(&mut chunk, self.offset) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => n,
+            };
+            self.offset += n as u64;
+            read += n as u64;
+            let mut window = std::mem::take(&mut self.carry);
+            window.extend_from_slice(&chunk[..n]);
+            if contains(&window, text) {
+                return true;
+            }
+            let keep = window.len().min(text.len() - 1);
+            self.carry = window.split_off(window.len() - keep);
+        }
+        false
+    }
+
+    /// Bytes held between polls (at most the ready text's length less one).
+    pub fn held(&self) -> usize {
+        self.carry.len()
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// `s` with control characters (ANSI escapes, carriage returns) shown escaped, so a server's
+/// log cannot rewrite terminal or CI log lines.
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_line_that_never_ends_is_followed_in_bounded_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = ServerLog::create(Some(&dir.path().join("s.log")), "x").unwrap();
+        let mut w = log.writer().unwrap();
+        let mut watch = LogWatch::default();
+        // 8 MiB of tqdm-style progress: `\r` updates, no newline
+        for i in 0..200_000 {
+            write!(w, "\rloading {i:>9}/200000 shards").unwrap();
+            if i % 50_000 == 0 {
+                assert!(!watch.poll(&log, "model loaded"));
+                assert!(watch.held() < "model loaded".len());
+            }
+        }
+        assert!(!watch.poll(&log, "model loaded"));
+        assert_eq!(watch.held(), "model loaded".len() - 1);
+        assert_eq!(watch.offset, std::fs::metadata(log.path()).unwrap().len());
+        // the ready text, cut by the end of one write and the start of the next
+        write!(w, "\rmodel lo").unwrap();
+        assert!(!watch.poll(&log, "model loaded"));
+        write!(w, "aded").unwrap();
+        assert!(watch.poll(&log, "model loaded"));
+    }
+
+    #[test]
+    fn an_occurrence_across_a_chunk_boundary_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = ServerLog::create(Some(&dir.path().join("s.log")), "x").unwrap();
+        let mut w = log.writer().unwrap();
+        let mut text = vec![b'x'; CHUNK - 3];
+        text.extend_from_slice(b"READY\n");
+        w.write_all(&text).unwrap();
+        assert!(LogWatch::default().poll(&log, "READY"));
+        assert!(!LogWatch::default().poll(&log, "READY!"));
+    }
+
+    #[test]
+    fn non_regular_logs_are_refused_and_the_default_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let e = ServerLog::create(Some(dir.path()), "x").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the server log {} is not a regular file (a directory): give server.log a file path, or leave it out for a private file in the temp directory",
+                dir.path().display()
+            )
+        );
+        let log = ServerLog::create(None, "unit-test.log").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(log.path()), 0o600);
+        assert_eq!(mode(log.path().parent().unwrap()), 0o700);
+        // O_EXCL: the same name is never opened twice
+        assert!(ServerLog::create(None, "unit-test.log").is_err());
+        assert!(log.remove_if_default());
+        assert!(!log.path().exists());
+        remove_private_dir();
+        assert!(!log.path().parent().unwrap().exists());
+    }
+
+    #[test]
+    fn tails_are_clipped_escaped_and_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = ServerLog::create(Some(&dir.path().join("s.log")), "x").unwrap();
+        let mut w = log.writer().unwrap();
+        write!(w, "one\ntwo sk-secret-123\n\x1b[2Jthree\n").unwrap();
+        assert_eq!(
+            log.tail(2, &["sk-secret-123".to_string()]),
+            vec!["two <redacted>".to_string(), "\\u{1b}[2Jthree".to_string()]
+        );
+    }
+}
