@@ -208,9 +208,10 @@ fn a_log_without_newlines_is_followed_in_bounded_memory() {
         return;
     }
     let c = Case::new();
-    // tqdm-style progress: 64 MiB of `\r`-separated updates and no newline, never ready
+    // tqdm-style progress: 64 MiB of `\r`-separated updates and no newline, never ready; written
+    // in 1 MiB pieces so that even a loaded machine writes it all well inside the ready timeout
     let body = format!(
-        "{py} -c 'import sys, time\nfor i in range(2_000_000): sys.stdout.write(\"\\rloading %9d/2000000 shards\" % i)\nsys.stdout.flush()\nopen(sys.argv[1], \"w\").write(\"done\")\ntime.sleep(600)' {done}\n",
+        "{py} -c 'import sys, time\npiece = \"\".join(\"\\rloading %9d/2000000 shards\" % i for i in range(32768))\nfor _ in range(64): sys.stdout.write(piece); sys.stdout.flush()\nopen(sys.argv[1], \"w\").write(\"done\")\ntime.sleep(600)' {done}\n",
         py = python().unwrap(),
         done = c.dir.path().join("written").display(),
     );
@@ -219,7 +220,7 @@ fn a_log_without_newlines_is_followed_in_bounded_memory() {
     let f = c.write_cmd(
         &cmd,
         Some(&log),
-        "    ready: {log: READY}\n    ready_timeout: 8s\n",
+        "    ready: {log: READY}\n    ready_timeout: 20s\n",
         LOAD,
         "  - name: progress\n",
     );
@@ -258,7 +259,7 @@ fn a_log_without_newlines_is_followed_in_bounded_memory() {
     assert!(size > 60_000_000, "log of {size} bytes");
     assert_eq!(code, 3, "{stderr}");
     assert!(
-        stderr.contains("was not ready within ready_timeout 8s"),
+        stderr.contains("was not ready within ready_timeout 20s"),
         "{stderr}"
     );
     // before: every poll read the whole unfinished line again (64 MiB and more resident)
