@@ -42,7 +42,8 @@ pub struct ServerReport {
     /// Process id (and process group id) of the started server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
-    /// The server's log file (stdout and stderr).
+    /// The server's log file (stdout and stderr), when `server.log` named one: the default log,
+    /// in a private temporary directory, is removed after a clean stop and not named here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
     /// True when this scenario started the process; false when it shared the process an
@@ -425,7 +426,9 @@ fn report_of(r: &Running, started_here: bool) -> ServerReport {
     ServerReport {
         command: Some(r.spec.shown_command.clone()),
         pid: Some(r.proc.pid),
-        log: Some(r.proc.log.path().display().to_string()),
+        // only a log the user named: the default one is removed after a clean stop (a failed
+        // server's is kept and named in the error instead)
+        log: (!r.proc.log.is_default()).then(|| r.proc.log.path().display().to_string()),
         started_here,
         time_to_ready_ms: Some(crate::units::round3(r.time_to_ready.as_secs_f64() * 1000.0)),
         ready_by: r.ready_by.clone(),

@@ -530,6 +530,12 @@ fn the_default_server_log_is_private_and_removed_after_a_clean_run() {
         "not in a private directory"
     );
     assert!(!log.exists(), "{} was left behind", log.display());
+    // and the results do not name a file that is gone
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(c.results_path()).unwrap()).unwrap();
+    let srv = &r["scenarios"][0]["server"];
+    assert!(srv["pid"].is_u64(), "{srv}");
+    assert!(srv.get("log").is_none(), "a removed log is named: {srv}");
     let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
     assert!(left.is_empty(), "left in TMPDIR: {left:?}");
     assert!(gone_within(c.server_pid(), Duration::from_secs(10)));
