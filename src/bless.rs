@@ -170,6 +170,13 @@ pub async fn bless(
             );
             let run = match crate::execute::measure(sc, progress.clone()).await {
                 Ok(r) => r,
+                // Ctrl-C / SIGTERM while the server was starting: an interruption (130), not a
+                // server that could not start (3)
+                Err(e) if crate::cancel::requested() => {
+                    eprintln!("perfgate: {}: {e}", sc.name);
+                    interrupted(&sc.name, &path);
+                    return Ok(exit::INTERRUPTED);
+                }
                 Err(e) => {
                     let mut r = RunOutput::empty();
                     r.unreachable = Some(e.to_string());

@@ -891,6 +891,34 @@ fn sigterm_during_check_writes_partial_results_and_exits_130() {
         .contains("interrupted"));
 }
 
+/// Ctrl-C while the scenario's server is still starting is an interruption (exit 130), not a
+/// server that failed to start (exit 3), and nothing is blessed.
+#[test]
+fn sigint_while_the_server_starts_exits_130() {
+    let port = dead_port();
+    let yaml = format!(
+        "scenarios:\n  - name: starting\n    endpoint: {{base_url: 'http://127.0.0.1:{port}/v1', model: m}}\n    request: {{prompt: hi, max_tokens: 4}}\n    server:\n      command: [bash, -c, 'echo up > started; exec sleep 600']\n      ready_timeout: 5m\n"
+    );
+    let dir = setup(&yaml);
+    for cmd in ["bless", "check"] {
+        let started = dir.path().join("started");
+        let _ = std::fs::remove_file(&started);
+        let child = spawn(
+            dir.path(),
+            &[cmd, "--allow-missing-baseline"][..if cmd == "bless" { 1 } else { 2 }],
+        );
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !started.exists() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(started.exists(), "{cmd}: the server never started");
+        signal(&child, "INT");
+        let (code, _) = wait_with_limit(child, std::time::Duration::from_secs(30));
+        assert_eq!(code, Some(130), "{cmd}");
+        assert!(!dir.path().join("baselines/starting.json").exists());
+    }
+}
+
 #[test]
 fn sigint_during_bless_writes_no_baseline() {
     let dir = setup(SLOW);
