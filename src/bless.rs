@@ -74,6 +74,12 @@ pub fn refusal(sc: &Scenario, run: &RunOutput) -> Option<String> {
             "no successful request (first failure: {})",
             m.first_error.unwrap_or_default()
         ))
+    } else if m.ok < 2 {
+        Some(format!(
+            "1 successful request of {} (first failure: {}): a P50 comparison needs 2 or more, so no check could compare with it",
+            m.requests,
+            m.first_error.unwrap_or_default()
+        ))
     } else if rate > sc.gate.max_error_rate {
         Some(format!(
             "{} of {} requests failed ({:.1}% > max_error_rate {:.1}%; first: {})",

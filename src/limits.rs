@@ -13,6 +13,9 @@ pub const MAX_BASELINE_BYTES: u64 = 64 << 20;
 pub const MAX_RESULTS_BYTES: u64 = 512 << 20;
 /// A latency above a day is not a measurement: invalid input.
 pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
+/// A server-side figure that is not a time (a token count, a share, a queue length) above this
+/// is not a measurement (it is also where rounding to 0.001 stops being exact): left out.
+pub const MAX_FIGURE: f64 = 1e15;
 /// Offsets within a run (`start_ms`, `sched_ms`, `wall_ms`): at most 30 days.
 pub const MAX_OFFSET_MS: f64 = 30.0 * MAX_LATENCY_MS;
 

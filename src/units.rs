@@ -35,7 +35,10 @@ impl std::fmt::Display for Num {
         if sci.len() <= SHORT {
             f.pad(&sci)
         } else {
-            f.pad(&format!("{x:.3e}"))
+            let short = format!("{x:.3e}");
+            let (mantissa, exp) = short.split_once('e').unwrap_or((&short, "0"));
+            let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+            f.pad(&format!("{mantissa}e{exp}"))
         }
     }
 }
@@ -51,6 +54,7 @@ mod tests {
         assert_eq!(Num(1e300).to_string(), "1e300");
         assert_eq!(Num(-1.2345678901e300).to_string(), "-1.235e300");
         assert_eq!(Num(1e-300).to_string(), "1e-300");
+        assert_eq!(Num(1e300 / 100.0).to_string(), "1e298");
         assert_eq!(Num(f64::INFINITY).to_string(), "inf");
         assert_eq!(fmt_bytes(64 << 20), "64 MiB");
         assert_eq!(fmt_bytes(70_200_000), "70.2 MB");
