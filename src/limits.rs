@@ -5,8 +5,11 @@
 use std::io::Read;
 use std::path::Path;
 
-/// Largest baseline file read, bytes (a baseline keeps a summary per request: 100,000 requests
-/// are ~30 MB).
+/// Largest baseline file read, bytes, and so the largest `bless` writes: one constant for the
+/// writer ([`crate::baseline::encode`], which counts while writing and refuses above it) and the
+/// reader ([`crate::baseline::load`]). A request with 128 ITL points takes about 1.4 KB with the
+/// points on one line (about 3 KB with one point a line), so some 45,000 requests over all bless
+/// runs fit.
 pub const MAX_BASELINE_BYTES: u64 = 64 << 20;
 /// Largest results file read, bytes (README: at most ~3 KB per request, so 100,000 requests
 /// fit).
