@@ -74,6 +74,12 @@ pub fn refusal(sc: &Scenario, run: &RunOutput) -> Option<String> {
             "no successful request (first failure: {})",
             m.first_error.unwrap_or_default()
         ))
+    } else if m.ok < 2 {
+        Some(format!(
+            "1 successful request of {} (first failure: {}): a P50 comparison needs 2 or more, so no check could compare with it",
+            m.requests,
+            m.first_error.unwrap_or_default()
+        ))
     } else if rate > sc.gate.max_error_rate {
         Some(format!(
             "{} of {} requests failed ({:.1}% > max_error_rate {:.1}%; first: {})",
@@ -97,6 +103,11 @@ pub fn this_host() -> Option<String> {
             .map(|s| s.trim().to_string())
     })
 }
+
+/// The fewest requests an arm of a results file must hold to become a baseline (`bless
+/// --from`): `load.samples`' own minimum. An arm of 1 request made a baseline no latency check
+/// could compare with.
+pub const MIN_FROM_REQUESTS: usize = crate::config::scenario::MIN_SAMPLES as usize;
 
 /// Runs per scenario of a plain `perfgate bless`: enough for the run-to-run spread to be
 /// estimated tightly enough that the widened tolerance still catches +20 % TPOT (calibrate's
@@ -214,8 +225,20 @@ pub async fn bless(
                 continue 'scenario;
             }
         }
-        crate::fsutil::write_atomic(&path, &baseline::to_json(&b))
-            .map_err(|e| exit::Error::write(&path, e))?;
+        // What a check will read, checked before the rename: never a file a check refuses.
+        let text = match baseline::encode(&b) {
+            Ok(t) => t,
+            Err(why) => {
+                eprintln!(
+                    "perfgate: not blessing {}: {why}; {} left unchanged",
+                    sc.name,
+                    path.display()
+                );
+                code = exit::COULD_NOT_MEASURE;
+                continue 'scenario;
+            }
+        };
+        crate::fsutil::write_atomic(&path, &text).map_err(|e| exit::Error::write(&path, e))?;
         let p50 = |key: SummaryKey| {
             b.summary
                 .get(&key)
@@ -255,8 +278,10 @@ pub async fn bless(
 ///
 /// Everything is checked before anything is written: a scenario missing from the results, a
 /// results file without that arm (exit 2), a fingerprint that differs from the scenario
-/// file's (the scenario changed since that run; exit 2), an arm that could not be measured
-/// or failed too often (exit 3, as `bless` refuses a run).
+/// file's (the scenario changed since that run; exit 2), figures a baseline cannot hold (a
+/// negative or out-of-range time; exit 2), an interrupted (`incomplete`) run, an arm of fewer
+/// than [`MIN_FROM_REQUESTS`] requests, an arm that could not be measured or failed too often,
+/// a baseline too large for a check to read (exit 3, as `bless` refuses a run).
 pub fn bless_from(
     scs: &[Scenario],
     dir: &Path,
@@ -310,14 +335,37 @@ pub fn bless_from(
         if records.is_empty() {
             run.unreachable = Some(format!("the {arm_name} arm has no measured request"));
         }
-        if let Some(why) = refusal(sc, &run) {
+        let why = if results.incomplete {
+            Some("that run was interrupted (the results are marked `incomplete`): its requests are a part of a run, not a run; run it again".to_string())
+        } else if records.len() < MIN_FROM_REQUESTS {
+            Some(format!(
+                "the {arm_name} arm measured {} request(s): a baseline needs at least {MIN_FROM_REQUESTS} (load.samples' minimum), or a check could not compare with it",
+                records.len()
+            ))
+        } else {
+            refusal(sc, &run)
+        };
+        if let Some(why) = why {
             refused.push(format!(
                 "not blessing {} from the {arm_name} arm of {shown}: {why}",
                 sc.name
             ));
             continue;
         }
-        planned.push((sc, run));
+        // The results file's figures become the baseline's: a figure a check would refuse
+        // (`ttft_ms: -1`, a time above a day) is the results file's fault, named here.
+        let b = baseline::from_runs(sc, std::slice::from_ref(&run), host.clone());
+        match baseline::encode(&b) {
+            Ok(text) => planned.push((sc, run, b, text)),
+            Err(why @ baseline::Unwritable::TooLarge { .. }) => refused.push(format!(
+                "not blessing {} from the {arm_name} arm of {shown}: {why}",
+                sc.name
+            )),
+            Err(why) => problems.push(format!(
+                "scenario {}: the {arm_name} arm of {shown} holds figures a baseline cannot: {why}",
+                sc.name
+            )),
+        }
     }
     if !problems.is_empty() {
         return Err(exit::Error::Usage(format!(
@@ -331,12 +379,10 @@ pub fn bless_from(
     if !refused.is_empty() {
         return Ok(exit::COULD_NOT_MEASURE);
     }
-    for (sc, run) in planned {
+    for (sc, run, b, text) in planned {
         let path = baseline::path_for(dir, &sc.name);
         remove_stale_temp_files(dir, &sc.name);
-        let b = baseline::from_runs(sc, std::slice::from_ref(&run), host.clone());
-        crate::fsutil::write_atomic(&path, &baseline::to_json(&b))
-            .map_err(|e| exit::Error::write(&path, e))?;
+        crate::fsutil::write_atomic(&path, &text).map_err(|e| exit::Error::write(&path, e))?;
         let p50 = |key: SummaryKey| {
             b.summary
                 .get(&key)

@@ -130,7 +130,9 @@ impl Opened {
             (&sc.server, &self.probe, self.server_side.as_mut())
         {
             if let (Some(b), Some(a)) = (self.before.take(), crate::server::scrape(spec, c).await) {
-                rep.metrics = crate::server::metrics::figures(&b, &a);
+                let f = crate::server::metrics::figures(&b, &a);
+                rep.metrics = f.values;
+                out.metrics_dropped = f.dropped;
             }
             if let Some((status, why)) = crate::server::exited_during(spec, &sc.name).await {
                 rep.exit = Some(status);

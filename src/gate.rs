@@ -808,6 +808,14 @@ fn p50_check(input: &CheckInput) -> Draft {
     let target = (lim - shift.ratio.ln()).abs();
     ch.samples_needed = needed(n, w, target);
     let inconclusive = match ch.samples_needed {
+        // Judged in ms: a ratio bound against a ~0 baseline is no figure.
+        _ if tiny_base => format!(
+            "inconclusive: the baseline median {} is at or below min_delta {}, so the change is judged in ms: {}{} measured, not significant at n = {n}",
+            crate_fmt_ms(base),
+            crate_fmt_ms(md),
+            if delta >= 0.0 { "+" } else { "-" },
+            crate_fmt_ms(delta.abs())
+        ),
         Some(k) if k > PRACTICAL_SAMPLES => format!(
             "inconclusive: the {:.0}% upper bound {:+.1}% cannot rule out a change beyond {:.0}% at n = {n}, and the change is so close to the tolerance that no practical number of samples would settle it (over {PRACTICAL_SAMPLES} per side)",
             (1.0 - alpha) * 100.0,

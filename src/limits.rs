@@ -5,14 +5,20 @@
 use std::io::Read;
 use std::path::Path;
 
-/// Largest baseline file read, bytes (a baseline keeps a summary per request: 100,000 requests
-/// are ~30 MB).
+/// Largest baseline file read, bytes, and so the largest `bless` writes: one constant for the
+/// writer ([`crate::baseline::encode`], which counts while writing and refuses above it) and the
+/// reader ([`crate::baseline::load`]). A request with 128 ITL points takes about 1.4 KB with the
+/// points on one line (about 3 KB with one point a line), so some 45,000 requests over all bless
+/// runs fit.
 pub const MAX_BASELINE_BYTES: u64 = 64 << 20;
 /// Largest results file read, bytes (README: at most ~3 KB per request, so 100,000 requests
 /// fit).
 pub const MAX_RESULTS_BYTES: u64 = 512 << 20;
 /// A latency above a day is not a measurement: invalid input.
 pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
+/// A server-side figure that is not a time (a token count, a share, a queue length) above this
+/// is not a measurement (it is also where rounding to 0.001 stops being exact): left out.
+pub const MAX_FIGURE: f64 = 1e15;
 /// Offsets within a run (`start_ms`, `sched_ms`, `wall_ms`): at most 30 days.
 pub const MAX_OFFSET_MS: f64 = 30.0 * MAX_LATENCY_MS;
 

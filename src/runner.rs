@@ -5,7 +5,8 @@
 //!
 //! Bounded: exactly `warmup + samples` requests (plus at most one retry when the server rejects
 //! `stream_options`), each bounded by the endpoint's timeouts. A run whose first requests all
-//! fail (refused, 404, 401, no answer) stops early: the endpoint is not usable.
+//! fail (refused, 404, 401, no answer), more of them than `gate.max_error_rate` allows over
+//! the whole run, stops early: the endpoint is not usable.
 //!
 //! perfgate's own delays stay out of the numbers: after the warmup, the connection pool is
 //! filled to `concurrency` connections ([`StreamClient::warm_pool`]) so the first measured wave
@@ -67,6 +68,9 @@ pub struct RunOutput {
     pub listed_models: Option<Vec<String>>,
     /// `request.prompt_tokens`: the synthetic prompt fitted before the warmup.
     pub prompt_fit: Option<crate::prompt_fit::PromptFit>,
+    /// Server-side figures left out, and why (a `/metrics` counter that went down, a value no
+    /// server means): notes of the scenario.
+    pub metrics_dropped: Vec<String>,
 }
 
 impl RunOutput {
@@ -92,6 +96,7 @@ impl RunOutput {
             server_side: None,
             listed_models: None,
             prompt_fit: None,
+            metrics_dropped: Vec::new(),
         }
     }
 }
@@ -361,9 +366,10 @@ impl Session {
             p.start(sc);
         }
         let warm = phase(&shared, sc.load.warmup as usize, Instant::now()).await;
-        // Two or more warmup requests that all failed: the endpoint is not usable.
+        // Two or more warmup requests that all failed, more than the scenario tolerates over
+        // its run ([`intolerable`]), or connections refused: the endpoint is not usable.
         let unreachable = unreachable_reason(&warm).filter(|_| {
-            warm.len() >= 2
+            (warm.len() >= 2 && intolerable(sc, warm.len()))
                 || warm.iter().all(|s| {
                     s.record.error.as_ref().is_some_and(|e| {
                         matches!(
@@ -491,6 +497,7 @@ impl Session {
             server_side: None,
             listed_models: self.listed_models.clone(),
             prompt_fit: self.prompt_fit.clone(),
+            metrics_dropped: Vec::new(),
         }
     }
 }
@@ -721,16 +728,32 @@ async fn one_request(sh: &Arc<Shared>, run_start: Instant, due: Option<Instant>)
 
 /// Keeps request `i`'s measurement in the phase's results, and stops the phase early when the
 /// first requests of a phase of `count` all failed (a hopeless endpoint: refused, 404, 401,
-/// never answering) instead of sending every remaining request.
+/// never answering) instead of sending every remaining request, but only once those failures
+/// are more than the scenario tolerates over its whole run ([`intolerable`]): a server failing
+/// 60 % of requests under `gate.slo.error_rate` is measured to the end and judged, not stopped
+/// as unreachable when its first few failures happen to come together.
 fn keep(sh: &Shared, i: usize, sent: Sent, count: usize) {
     if let Ok(mut r) = sh.results.lock() {
         r.push((i, sent));
         let early = (sh.scenario.load.concurrency as usize + 2).min(count);
-        if r.len() >= early && r.iter().all(|(_, s)| !s.record.ok()) {
+        if r.len() >= early
+            && intolerable(&sh.scenario, r.len())
+            && r.iter().all(|(_, s)| !s.record.ok())
+        {
             sh.stop.store(true, Ordering::SeqCst);
         }
     }
     sh.completed.fetch_add(1, Ordering::SeqCst);
+}
+
+/// True when `failed` failures are more than `sc` tolerates over its whole run (its largest
+/// look): above `gate.max_error_rate` of it, whatever the other requests do, so the run could
+/// only end as could-not-measure. `max_error_rate` is what makes a run unmeasurable; a
+/// `gate.slo.error_rate` objective lifts its default to 100 %, so failures are then judged by
+/// the objective and never stop a run early.
+pub fn intolerable(sc: &Scenario, failed: usize) -> bool {
+    let run = sc.load.looks().last().copied().unwrap_or(0).max(1);
+    failed as f64 > sc.gate.max_error_rate * run as f64
 }
 
 /// Clears a phase's counters and results before it starts.

@@ -4,3 +4,59 @@
 pub fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
+
+/// A byte count for a message: `64 MiB` for a whole number of MiB, else `70.2 MB`, or
+/// `512 bytes` below 1 MB.
+pub fn fmt_bytes(n: u64) -> String {
+    if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1_000_000 {
+        format!("{:.1} MB", n as f64 / 1e6)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// A number from input, for a message: as written when short (`1.0001`, `0.5`, `20`), in
+/// scientific notation otherwise (`1e300`, `1.235e-12`), never hundreds of digits (`{}` of
+/// 1e300 prints 301).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Num(pub f64);
+
+impl std::fmt::Display for Num {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const SHORT: usize = 16;
+        let x = self.0;
+        let plain = format!("{x}");
+        if plain.len() <= SHORT || !x.is_finite() {
+            return f.pad(&plain);
+        }
+        let sci = format!("{x:e}");
+        if sci.len() <= SHORT {
+            f.pad(&sci)
+        } else {
+            let short = format!("{x:.3e}");
+            let (mantissa, exp) = short.split_once('e').unwrap_or((&short, "0"));
+            let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+            f.pad(&format!("{mantissa}e{exp}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_in_messages_are_short() {
+        assert_eq!(Num(1.0001).to_string(), "1.0001");
+        assert_eq!(Num(20.0).to_string(), "20");
+        assert_eq!(Num(1e300).to_string(), "1e300");
+        assert_eq!(Num(-1.2345678901e300).to_string(), "-1.235e300");
+        assert_eq!(Num(1e-300).to_string(), "1e-300");
+        assert_eq!(Num(1e300 / 100.0).to_string(), "1e298");
+        assert_eq!(Num(f64::INFINITY).to_string(), "inf");
+        assert_eq!(fmt_bytes(64 << 20), "64 MiB");
+        assert_eq!(fmt_bytes(70_200_000), "70.2 MB");
+    }
+}

@@ -427,6 +427,12 @@ pub fn gated_results(
         }
     }
     for r in results.iter_mut() {
+        if r.status == Status::Compared {
+            if let Some(why) = nothing_gated(&r.checks) {
+                r.status = Status::Unmeasurable;
+                r.status_detail = why;
+            }
+        }
         if let Some(base) = base_figures.get(&r.name) {
             let notes = super::server_notes::fail_notes(r, base);
             r.notes.extend(notes);
@@ -495,6 +501,33 @@ pub fn run_problem(
     } else {
         None
     }
+}
+
+/// Why a compared scenario's gate could not compare any latency, if it could not: it has
+/// latency quantile checks (P50, P90, P99, ITL) and every one is INFO, not compared (a baseline
+/// or run of one successful request, TPOT of 1-token streams). The share checks (errors,
+/// tail>P90) do not count: they count failed requests as slow, so against a baseline of 19
+/// failures in 20 they PASS whatever the latency. A gate that cannot compare never passes
+/// silently: the scenario is then could-not-measure (exit 3), the first check's reason kept.
+fn nothing_gated(checks: &[gate::Check]) -> Option<String> {
+    use gate::{CheckKind, Verdict};
+    let latency: Vec<&gate::Check> = checks
+        .iter()
+        .filter(|c| matches!(c.kind, CheckKind::Quantile(_) | CheckKind::ItlTail(_)))
+        .collect();
+    if latency.is_empty() || latency.iter().any(|c| c.verdict != Verdict::Info) {
+        return None;
+    }
+    let first = latency
+        .iter()
+        .find(|c| c.kind == CheckKind::Quantile(crate::config::Quantile::P50))
+        .unwrap_or(&latency[0]);
+    Some(format!(
+        "no latency check could compare, so nothing was gated ({} {}: {})",
+        first.metric.map_or("-", |m| m.label()),
+        first.kind.label(),
+        first.reason
+    ))
 }
 
 /// True when every failure is an HTTP 401/403/404/405: a wrong key or URL, not a slow server.

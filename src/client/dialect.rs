@@ -447,13 +447,24 @@ pub const TIMINGS_FIELDS: [&str; 11] = [
     "prompt_per_token_ms",
 ];
 
+/// The known fields of a `timings` object that hold believable numbers: 0 to a day for times
+/// (`*_ms`, [`crate::limits::MAX_LATENCY_MS`]), 0 to [`crate::limits::MAX_FIGURE`] for counts
+/// and rates. A `prompt_ms` of two days was stored and made the baseline unreadable.
 fn known_timings(t: &Value) -> Option<Value> {
     let o = t.as_object()?;
+    let believable = |k: &str, v: &Value| {
+        let limit = if k.ends_with("_ms") {
+            crate::limits::MAX_LATENCY_MS
+        } else {
+            crate::limits::MAX_FIGURE
+        };
+        v.as_f64().is_some_and(|x| (0.0..=limit).contains(&x))
+    };
     let kept: serde_json::Map<String, Value> = TIMINGS_FIELDS
         .iter()
         .filter_map(|k| {
             o.get(*k)
-                .filter(|v| v.is_number())
+                .filter(|v| believable(k, v))
                 .map(|v| (k.to_string(), v.clone()))
         })
         .collect();
@@ -796,6 +807,18 @@ mod tests {
         assert_eq!(
             t.timings,
             Some(serde_json::json!({"predicted_ms": 12.5, "predicted_n": 3}))
+        );
+        // Issue 26: a `prompt_ms` over a day (or negative) was stored, and every later check
+        // refused the baseline; such fields are left out.
+        let t = interpret(
+            Api::OpenaiChat,
+            &ev(
+                r#"{"choices":[],"timings":{"prompt_ms":86400001,"predicted_ms":-1,"prompt_n":1e300,"predicted_n":7,"cache_n":0}}"#,
+            ),
+        );
+        assert_eq!(
+            t.timings,
+            Some(serde_json::json!({"predicted_n": 7, "cache_n": 0}))
         );
         let obj = interpret(
             Api::OpenaiChat,

@@ -3,11 +3,13 @@
 //! to check base_url, and a typo the server accepts anyway is noted rather than measured
 //! silently.
 
-/// The most of a `/models` body read; a longer list is read up to here.
+/// The most of a `/models` body read. Every id in it is kept (at most ~25,000: `{"id":"a"},`
+/// is 11 bytes), so memory is bounded by the body, not by a count of ids: a model listed after
+/// the 200th (vLLM with many LoRA adapters) is found. A longer body is cut, no longer JSON,
+/// and says nothing: the model is then not checked, never refused on a partial list.
 pub const MODELS_BODY_BYTES: usize = 256 * 1024;
-/// The most model ids kept from one list.
-pub const MAX_MODELS: usize = 200;
-/// The longest model id kept, in characters; longer ones are clipped.
+/// The longest model id shown in a message, in characters; longer ones are clipped there only
+/// (compared whole).
 const MAX_ID_CHARS: usize = 200;
 /// Model ids shown in a message at most; the rest are counted.
 const SHOWN: usize = 8;
@@ -27,15 +29,19 @@ pub fn parse_ids(body: &str) -> Option<Vec<String>> {
         .iter()
         .filter_map(|m| keys.iter().find_map(|k| m.get(*k)?.as_str()))
         .filter(|id| !id.is_empty())
-        .take(MAX_MODELS)
-        .map(|id| id.chars().take(MAX_ID_CHARS).collect())
+        .map(str::to_string)
         .collect();
     Some(ids)
 }
 
-/// `a`, `b`, `c` and N more: ids for a message, backquoted.
+/// `a`, `b`, `c` and N more: ids for a message, backquoted, each clipped to
+/// [`MAX_ID_CHARS`].
 pub fn shown(ids: &[String]) -> String {
-    let mut s: Vec<String> = ids.iter().take(SHOWN).map(|i| format!("`{i}`")).collect();
+    let mut s: Vec<String> = ids
+        .iter()
+        .take(SHOWN)
+        .map(|i| format!("`{}`", i.chars().take(MAX_ID_CHARS).collect::<String>()))
+        .collect();
     if ids.len() > SHOWN {
         s.push(format!("{} more", ids.len() - SHOWN));
     }
@@ -86,15 +92,38 @@ mod tests {
 
     #[test]
     fn a_hostile_list_is_bounded() {
-        let ids: Vec<String> = (0..1000)
+        let ids: Vec<String> = (0..400)
             .map(|i| format!("{{\"id\":\"{}{i}\"}}", "m".repeat(500)))
             .collect();
         let body = format!("{{\"data\":[{}]}}", ids.join(","));
+        assert!(body.len() < MODELS_BODY_BYTES);
         let got = parse_ids(&body).unwrap();
-        assert_eq!(got.len(), MAX_MODELS);
-        assert!(got.iter().all(|i| i.chars().count() == MAX_ID_CHARS));
-        assert_eq!(shown(&got).matches('`').count(), 2 * 8);
-        assert!(shown(&got).ends_with(", 192 more"));
+        assert_eq!(got.len(), 400);
+        let text = shown(&got);
+        assert_eq!(text.matches('`').count(), 2 * 8);
+        assert!(text.ends_with(", 392 more"), "{text}");
+        assert!(text.len() < 8 * (MAX_ID_CHARS + 4) + 20, "{}", text.len());
+    }
+
+    /// Issue 26: only the first 200 ids were kept, so `--require-listed-model` refused a model
+    /// listed 201st (vLLM with many LoRA adapters), and "192 more" undercounted the list.
+    #[test]
+    fn a_model_listed_after_the_200th_is_found() {
+        let ids: Vec<String> = (0..1000)
+            .map(|i| format!("{{\"id\":\"lora-{i}\",\"object\":\"model\"}}"))
+            .collect();
+        let body = format!("{{\"object\":\"list\",\"data\":[{}]}}", ids.join(","));
+        let got = parse_ids(&body).unwrap();
+        assert_eq!(got.len(), 1000);
+        assert_eq!(unlisted_note("lora-999", Some(&got)), None);
+        let note = unlisted_note("lora-1000", Some(&got)).unwrap();
+        assert!(note.contains("`lora-7`, 992 more)"), "{note}");
+        // A model id longer than the shown clip is compared whole.
+        let long = "x".repeat(300);
+        let got = parse_ids(&format!("{{\"data\":[{{\"id\":\"{long}\"}}]}}")).unwrap();
+        assert_eq!(unlisted_note(&long, Some(&got)), None);
+        // A body cut at MODELS_BODY_BYTES is not JSON: nothing is known, nothing refused.
+        assert_eq!(parse_ids(&body[..body.len() / 2]), None);
     }
 
     #[test]

@@ -562,6 +562,27 @@ scenarios:
         assert!(bad("{ttft_p95: 1s}").contains("`ttft_p95` is not an objective"));
         assert!(bad("{ttft_p90: 0ms}").contains("gate.slo.ttft_p90 must be a time above 0"));
         assert!(bad("{error_rate: 100%}").contains("gate.slo.error_rate is 100.0%"));
+        // Issue 26: 0% was PASS at 0 of 20 failures while 0.0001% and 1% were WARN: no n can
+        // show a 0% objective met, so it is refused, with what to write instead.
+        for zero in ["0%", "0", "0.0%"] {
+            let e = bad(&format!("{{error_rate: {zero}}}"));
+            assert!(
+                e.contains(
+                    "gate.slo.error_rate is 0%: no number of requests can show a 0% objective met"
+                ),
+                "{zero}: {e}"
+            );
+            assert!(e.contains("gate.max_error_rate defaults to 0%"), "{e}");
+        }
+        assert!(parse_str(
+            &GOOD.replace(
+                "  load:\n    samples: 20\n",
+                "  load:\n    samples: 20\n  gate:\n    slo: {error_rate: 0.0001%}\n",
+            ),
+            "t.yaml",
+            &no_env,
+        )
+        .is_ok());
     }
 
     #[test]

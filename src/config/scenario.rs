@@ -1008,7 +1008,8 @@ fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
     if let Some(r) = rate {
         if !(r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r)) {
             return Err(format!(
-                "load.rate is {r}: use {MIN_RATE}..={MAX_RATE} requests per second"
+                "load.rate is {}: use {MIN_RATE}..={MAX_RATE} requests per second",
+                crate::units::Num(r)
             ));
         }
     }
@@ -1216,7 +1217,7 @@ fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
     }
     let alpha = g.alpha.unwrap_or(0.01);
     if !(alpha > 0.0 && alpha <= 0.2) {
-        return Err(format!("gate.alpha {alpha} is outside (0, 0.2]: the default 0.01 fails an unchanged endpoint about 1% of the time"));
+        return Err(format!("gate.alpha {} is outside (0, 0.2]: the default 0.01 fails an unchanged endpoint about 1% of the time", crate::units::Num(alpha)));
     }
     let slo = build_slo(g.slo.as_ref())?;
     // With an error-rate objective the SLO check judges failed requests (FAIL, exit 1), so by
@@ -1269,9 +1270,14 @@ fn build_slo(
     for (k, v) in raw.into_iter().flatten() {
         if k == "error_rate" {
             let max = parse_fraction(v).map_err(|e| format!("gate.slo.error_rate: {e}"))?;
+            if max == 0.0 {
+                // P(Bin(n, 0) <= 0) is 1 at every n: no run can show a 0 % objective met, so it
+                // could only ever WARN or FAIL (it used to PASS at 0 failures, inconsistently).
+                return Err("gate.slo.error_rate is 0%: no number of requests can show a 0% objective met (any share above 0 could explain 0 failures), so it could never PASS; to make any failed request stop the gate, leave error_rate out (gate.max_error_rate defaults to 0%: one failure is could-not-measure, exit 3), or set a share the endpoint must stay below, e.g. 1%".into());
+            }
             if !(0.0..1.0).contains(&max) {
                 return Err(format!(
-                    "gate.slo.error_rate is {:.1}%: use 0% up to (not including) 100%",
+                    "gate.slo.error_rate is {:.1}%: use above 0% up to (not including) 100%",
                     max * 100.0
                 ));
             }

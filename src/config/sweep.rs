@@ -19,6 +19,14 @@ pub enum LevelsError {
     /// A level listed twice (`level`: as written).
     #[error("load.{what} lists {level} twice: each level is one scenario")]
     Twice { what: &'static str, level: String },
+    /// Two levels that would make scenarios of the same name.
+    #[error("load.{what} levels {a} and {b} would both be named `{name}`: list levels that differ in their name")]
+    SameName {
+        what: &'static str,
+        a: String,
+        b: String,
+        name: String,
+    },
 }
 
 /// Levels one list may hold.
@@ -26,12 +34,18 @@ pub const MAX_LEVELS: usize = 16;
 
 /// The scenarios `raw` stands for, each with its family (`None` when nothing was listed).
 pub fn expand(raw: RawScenario) -> Result<Vec<(RawScenario, Option<String>)>, LevelsError> {
-    let conc = levels(raw.load.concurrency.as_ref(), "concurrency", |c| {
-        format!("c{c}")
-    })?;
-    let rate = levels(raw.load.rate.as_ref(), "rate", |r| {
-        format!("r{}", fmt_rate(*r))
-    })?;
+    let conc = levels(
+        raw.load.concurrency.as_ref(),
+        "concurrency",
+        |c| format!("c{c}"),
+        |c| c.to_string(),
+    )?;
+    let rate = levels(
+        raw.load.rate.as_ref(),
+        "rate",
+        |r| format!("r{}", fmt_rate(*r)),
+        |r| crate::units::Num(*r).to_string(),
+    )?;
     if conc.is_none() && rate.is_none() {
         return Ok(vec![(raw, None)]);
     }
@@ -56,11 +70,13 @@ pub fn expand(raw: RawScenario) -> Result<Vec<(RawScenario, Option<String>)>, Le
 }
 
 /// A list's levels as single values with their name suffix; `None` for a single value or none.
+/// `show` writes a level for a message.
 #[allow(clippy::type_complexity)]
-fn levels<T: Copy + PartialEq + std::fmt::Display>(
+fn levels<T: Copy + PartialEq>(
     v: Option<&OneOrMany<T>>,
     what: &'static str,
     suffix: impl Fn(&T) -> String,
+    show: impl Fn(&T) -> String,
 ) -> Result<Option<Vec<(Option<OneOrMany<T>>, String)>>, LevelsError> {
     let Some(OneOrMany::Many(list)) = v else {
         return Ok(None);
@@ -78,7 +94,15 @@ fn levels<T: Copy + PartialEq + std::fmt::Display>(
         if list[..i].contains(x) {
             return Err(LevelsError::Twice {
                 what,
-                level: x.to_string(),
+                level: show(x),
+            });
+        }
+        if let Some(y) = list[..i].iter().find(|y| suffix(y) == suffix(x)) {
+            return Err(LevelsError::SameName {
+                what,
+                a: show(y),
+                b: show(x),
+                name: suffix(x),
             });
         }
     }
@@ -89,10 +113,20 @@ fn levels<T: Copy + PartialEq + std::fmt::Display>(
     ))
 }
 
-/// A rate for a scenario name: `2`, `0.5`, `12.25` (no exponent, no trailing zeros).
+/// A rate for a scenario name: `2`, `0.5`, `12.25`, `1.0001`: the shortest decimal that reads
+/// back as the rate (no exponent, no trailing zeros), so distinct rates get distinct names (3
+/// decimals named 1.0001 and 1.0002 both `r1`); a rate validation refuses anyway (below
+/// 0.01 or above 10,000 requests per second) keeps at most 16 digits.
 fn fmt_rate(r: f64) -> String {
-    let s = format!("{r:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    let s = format!("{r}");
+    if s.len() <= 24 {
+        s
+    } else {
+        format!("{r:.3}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
 }
 
 #[cfg(test)]
@@ -165,5 +199,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("17 levels: at most 16"), "{e}");
+    }
+
+    /// Issue 26: `rate: [1.0001, 1.0002]` made two scenarios named `chat-r1` ("name used
+    /// twice"); each level now keeps its own digits.
+    #[test]
+    fn close_rates_get_distinct_names() {
+        let v = expand(raw(None, Some(OneOrMany::Many(vec![1.0001, 1.0002, 0.1])))).unwrap();
+        assert_eq!(names(&v), ["chat-r1.0001", "chat-r1.0002", "chat-r0.1"]);
+        let e = expand(raw(None, Some(OneOrMany::Many(vec![1e300, 1e300]))))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "load.rate lists 1e300 twice: each level is one scenario");
+        let e = expand(raw(None, Some(OneOrMany::Many(vec![1e-300, 2e-300]))))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "load.rate levels 1e-300 and 2e-300 would both be named `r0`: list levels that differ in their name"
+        );
     }
 }

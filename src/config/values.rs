@@ -4,6 +4,7 @@
 //! says what to write instead (the caller puts the key before it).
 
 use super::file::RawNumber;
+use crate::units::Num;
 use std::time::Duration;
 
 /// A scalar value of a scenario file that does not parse, or a `${VAR}` that cannot be expanded.
@@ -19,7 +20,7 @@ pub enum ValueError {
     #[error("`{text}` is longer than the maximum {}", humantime::format_duration(*max))]
     DurationTooLong { text: String, max: Duration },
     /// A bare number above 1 where a share is expected: almost always a percentage.
-    #[error("`{x}` would mean {:.0}%: write a percentage like `{x}%`, or a fraction like `{}`", x * 100.0, x / 100.0)]
+    #[error("`{}` would mean {}%: write a percentage like `{}%`, or a fraction like `{}`", Num(*x), Num((x * 100.0).round()), Num(*x), Num(x / 100.0))]
     BarePercent { x: f64 },
     /// `N%` where N is not a number.
     #[error("`{text}` is not a percentage; write it like `10%` or `0.10`")]
@@ -28,13 +29,13 @@ pub enum ValueError {
     #[error("`{text}` is not a fraction; write it like `10%` or `0.10`")]
     Fraction { text: String },
     /// A share outside [0, 10].
-    #[error("{x} is out of range: use a share between 0% and 1000%")]
+    #[error("{} is out of range: use a share between 0% and 1000%", Num(*x))]
     ShareRange { x: f64 },
     /// Not a time (`20ms`, `1s`, a bare number of ms).
     #[error("`{text}` is not a time; write it like `20ms` or `1s`")]
     Time { text: String },
     /// A time that is negative or not finite.
-    #[error("{x} is not a valid time: it must be a finite number of ms >= 0")]
+    #[error("{} is not a valid time: it must be a finite number of ms >= 0", Num(*x))]
     TimeRange { x: f64 },
     /// `${` without its `}` (`text`: the whole value).
     #[error("unclosed `${{` in `{text}`: write `${{NAME}}`")]
@@ -338,6 +339,23 @@ mod tests {
         assert_eq!(
             parse_fraction(&RawNumber::Text("150%".into())).unwrap(),
             1.5
+        );
+        // Issue 26: numbers in messages are bounded (`{}` of 1e300 is 301 digits).
+        let e = parse_fraction(&RawNumber::Num(1e300))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "`1e300` would mean 1e302%: write a percentage like `1e300%`, or a fraction like `1e298`"
+        );
+        let e = parse_fraction(&RawNumber::Text("1e300%".into()))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "1e298 is out of range: use a share between 0% and 1000%");
+        let e = parse_ms(&RawNumber::Num(-1e300)).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "-1e300 is not a valid time: it must be a finite number of ms >= 0"
         );
         assert_eq!(parse_ms(&RawNumber::Text("20ms".into())).unwrap(), 20.0);
         assert_eq!(parse_ms(&RawNumber::Text("2s".into())).unwrap(), 2000.0);

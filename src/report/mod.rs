@@ -56,6 +56,22 @@ pub fn fmt_change(c: &Check) -> String {
             }
         }
         (_, None) => "-".into(),
+        // A baseline at or below min_delta (TPOT 0 ms when a gateway sends every token in one
+        // chunk): the gate judges the change in ms, and a ratio to ~0 is no figure (it printed
+        // +20163335899900.0%).
+        (CheckKind::Quantile(_) | CheckKind::ItlTail(_), Some(_))
+            if c.baseline.is_some_and(|b| b <= 0.0 || b <= c.min_delta_ms) =>
+        {
+            match (c.baseline, c.candidate) {
+                (Some(b), Some(x)) => format!(
+                    "{}{} vs a {} baseline",
+                    if x >= b { "+" } else { "-" },
+                    fmt_ms((x - b).abs()),
+                    fmt_ms(b)
+                ),
+                _ => "-".into(),
+            }
+        }
         (_, Some(r)) => {
             let ci = match c.ci {
                 Some(crate::gate::RatioCi {
@@ -395,4 +411,38 @@ pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p50(baseline: f64, candidate: f64, ratio: f64, upper: f64) -> Check {
+        serde_json::from_value(serde_json::json!({
+            "scenario": "s", "metric": "tpot", "kind": {"quantile": "p50"},
+            "baseline": baseline, "candidate": candidate, "ratio": ratio,
+            "ci": [1.0, upper], "p_value": 0.5, "p_holm": 0.5,
+            "warn": 0.05, "fail": 0.1, "min_delta_ms": 0.5, "n_baseline": 20, "n_candidate": 20,
+            "verdict": "FAIL", "reason": "",
+        }))
+        .unwrap()
+    }
+
+    /// Issue 26: against a 0 ms baseline the change read `+20163335899900.0%`; a baseline at
+    /// or below min_delta is judged in ms, and so is its change shown.
+    #[test]
+    fn a_change_from_a_zero_baseline_is_shown_in_ms() {
+        assert_eq!(
+            fmt_change(&p50(0.0, 201.6, 201633358999.0, 3e11)),
+            "+202 ms vs a 0.00 ms baseline"
+        );
+        assert_eq!(
+            fmt_change(&p50(0.4, 0.1, 0.25, 1.0)),
+            "-0.30 ms vs a 0.40 ms baseline"
+        );
+        assert_eq!(
+            fmt_change(&p50(10.0, 13.0, 1.3, 1.4)),
+            "+30.0% [+0.0%, +40.0%]"
+        );
+    }
 }

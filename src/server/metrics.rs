@@ -26,6 +26,7 @@
 //!   `tgi_request_mean_time_per_token_duration`; gauges `tgi_queue_size`,
 //!   `tgi_batch_current_size`.
 
+use crate::units::Num;
 use std::collections::BTreeMap;
 
 /// Sample values by metric name (the part before `{`), summed over label sets.
@@ -225,34 +226,99 @@ const FIGURES: &[(&str, Kind)] = &[
     ("tgi_queue_size", Kind::Gauge("tgi_queue_size")),
 ];
 
+/// The per-scenario figures between two scrapes, and what was left out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Figures {
+    /// Figure name -> value, rounded to 0.001.
+    pub values: BTreeMap<String, f64>,
+    /// One note per figure left out although its series were there: a counter that went
+    /// down (a reset), a value no server could mean.
+    pub dropped: Vec<String>,
+}
+
+/// Why a figure whose series were scraped is left out.
+enum Unusable {
+    /// A counter that went down between the scrapes: the server restarted or reset it, so the
+    /// difference is not what the scenario did.
+    Reset {
+        counter: String,
+        before: f64,
+        after: f64,
+    },
+    /// Not finite, negative, or beyond [`crate::limits::MAX_FIGURE`] (a time beyond
+    /// [`crate::limits::MAX_LATENCY_MS`]): stored, it would make the baseline unreadable.
+    Unbelievable(f64),
+}
+
 /// The per-scenario figures between two scrapes, rounded to 0.001; figures whose series are
-/// absent, or that saw no observation, are left out.
-pub fn figures(before: &Scrape, after: &Scrape) -> BTreeMap<String, f64> {
-    let delta = |n: &str| -> Option<f64> {
-        let a = after.get(n)?;
+/// absent, or that saw no observation, are left out silently; a figure from a counter that went
+/// down (a reset) or of a value no server could mean (negative, above a day of ms, 1e305) is
+/// left out with a note in [`Figures::dropped`], so a baseline never stores it and "where the
+/// time went" never reads it.
+pub fn figures(before: &Scrape, after: &Scrape) -> Figures {
+    let delta = |n: &str| -> Option<Result<f64, Unusable>> {
+        let a = *after.get(n)?;
         let b = before.get(n).copied().unwrap_or(0.0);
-        Some(a - b)
+        Some(if a < b {
+            Err(Unusable::Reset {
+                counter: n.to_string(),
+                before: b,
+                after: a,
+            })
+        } else {
+            Ok(a - b)
+        })
     };
-    let mut out = BTreeMap::new();
+    let mut out = Figures::default();
     for (name, kind) in FIGURES {
         let v = match kind {
-            Kind::MeanMs(f) => {
-                let c = delta(&format!("{f}_count"));
-                let s = delta(&format!("{f}_sum"));
-                match (s, c) {
-                    (Some(s), Some(c)) if c > 0.0 => Some(1000.0 * s / c),
-                    _ => None,
-                }
-            }
+            Kind::MeanMs(f) => match (delta(&format!("{f}_sum")), delta(&format!("{f}_count"))) {
+                (Some(Err(e)), _) | (_, Some(Err(e))) => Some(Err(e)),
+                (Some(Ok(s)), Some(Ok(c))) if c > 0.0 => Some(Ok(1000.0 * s / c)),
+                _ => None,
+            },
             Kind::Ratio(a, b, scale) => match (delta(a), delta(b)) {
-                (Some(x), Some(y)) if y > 0.0 => Some(scale * x / y),
+                (Some(Err(e)), _) | (_, Some(Err(e))) => Some(Err(e)),
+                (Some(Ok(x)), Some(Ok(y))) if y > 0.0 => Some(Ok(scale * x / y)),
                 _ => None,
             },
             Kind::Delta(n) => delta(n),
-            Kind::Gauge(n) => after.get(*n).copied(),
+            Kind::Gauge(n) => after.get(*n).copied().map(Ok),
         };
-        if let Some(v) = v.filter(|v| v.is_finite()) {
-            out.insert(name.to_string(), crate::units::round3(v));
+        let limit = if name.contains("_ms") {
+            crate::limits::MAX_LATENCY_MS
+        } else {
+            crate::limits::MAX_FIGURE
+        };
+        let v = v.map(|r| {
+            r.and_then(|x| {
+                if (0.0..=limit).contains(&x) {
+                    Ok(x)
+                } else {
+                    Err(Unusable::Unbelievable(x))
+                }
+            })
+        });
+        match v {
+            Some(Ok(x)) => {
+                out.values.insert(name.to_string(), crate::units::round3(x));
+            }
+            Some(Err(Unusable::Reset {
+                counter,
+                before,
+                after,
+            })) => out.dropped.push(format!(
+                "/metrics: {counter} went down during the measured requests ({} -> {}): the server restarted or reset it, so {name} is left out",
+                Num(before),
+                Num(after)
+            )),
+            Some(Err(Unusable::Unbelievable(x))) => out.dropped.push(format!(
+                "/metrics: {name} came out as {}, which no server means (a time must be 0 to {} ms, a figure 0 to {}): left out",
+                Num(x),
+                Num(crate::limits::MAX_LATENCY_MS),
+                Num(crate::limits::MAX_FIGURE)
+            )),
+            None => {}
         }
     }
     out
@@ -286,7 +352,7 @@ mod tests {
                     "predicted_seconds_total 14.4",
                 ),
         );
-        let f = figures(&before, &after);
+        let f = figures(&before, &after).values;
         assert_eq!(f["llamacpp_prompt_ms_per_token"], 5.0);
         assert_eq!(f["llamacpp_decode_ms_per_token"], 10.0);
         assert_eq!(f["llamacpp_prompt_tokens"], 200.0);
@@ -298,6 +364,50 @@ mod tests {
     fn histogram_means() {
         let b = parse("vllm:request_queue_time_seconds_sum{m=\"x\"} 1\nvllm:request_queue_time_seconds_count{m=\"x\"} 10\nvllm:request_queue_time_seconds_bucket{le=\"+Inf\"} 10\n");
         let a = parse("vllm:request_queue_time_seconds_sum{m=\"x\"} 1.76\nvllm:request_queue_time_seconds_count{m=\"x\"} 30\n");
-        assert_eq!(figures(&b, &a)["vllm_queue_ms_mean"], 38.0);
+        assert_eq!(figures(&b, &a).values["vllm_queue_ms_mean"], 38.0);
+    }
+
+    /// Issue 26: a counter that went backwards was stored as a negative figure (and read by
+    /// "where the time went"); a value of 1e306 rounded to +inf and was written as `null`,
+    /// which made the baseline unreadable. Both are left out, with a note.
+    #[test]
+    fn resets_and_unbelievable_values_are_left_out_with_a_note() {
+        let before = parse(LLAMA);
+        let after = parse(
+            &LLAMA
+                .replace("predicted_total 480", "predicted_total 96")
+                .replace("requests_deferred 0", "requests_deferred 1e306"),
+        );
+        let f = figures(&before, &after);
+        assert!(!f.values.contains_key("llamacpp_decode_tokens"), "{f:?}");
+        assert!(
+            !f.values.contains_key("llamacpp_decode_ms_per_token"),
+            "{f:?}"
+        );
+        assert!(
+            !f.values.contains_key("llamacpp_requests_deferred"),
+            "{f:?}"
+        );
+        assert!(
+            f.values.values().all(|v| v.is_finite() && *v >= 0.0),
+            "{f:?}"
+        );
+        assert_eq!(f.values["llamacpp_prompt_tokens"], 0.0);
+        assert_eq!(
+            f.dropped,
+            [
+                "/metrics: llamacpp:tokens_predicted_total went down during the measured requests (480 -> 96): the server restarted or reset it, so llamacpp_decode_ms_per_token is left out",
+                "/metrics: llamacpp:tokens_predicted_total went down during the measured requests (480 -> 96): the server restarted or reset it, so llamacpp_decode_tokens is left out",
+                "/metrics: llamacpp_requests_deferred came out as 1e306, which no server means (a time must be 0 to 86400000 ms, a figure 0 to 1000000000000000): left out",
+            ]
+        );
+        // A mean over a histogram whose sum is 1.8e305 s: 1.8e308 ms, beyond a day.
+        let b = parse(
+            "vllm:request_queue_time_seconds_sum 0\nvllm:request_queue_time_seconds_count 0\n",
+        );
+        let a = parse("vllm:request_queue_time_seconds_sum 1.8e305\nvllm:request_queue_time_seconds_count 1\n");
+        let f = figures(&b, &a);
+        assert!(f.values.is_empty(), "{f:?}");
+        assert_eq!(f.dropped.len(), 1, "{f:?}");
     }
 }

@@ -13,6 +13,7 @@ mod cases;
 mod cli;
 mod client_tuning;
 mod encoding;
+mod gate_guards;
 mod github_action;
 mod github_cli;
 mod github_fake;

@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+mod encode;
+pub use encode::{encode, encode_within, Unwritable};
+
 /// Version of the file layout; a newer file is refused with a clear message.
 pub const SCHEMA_VERSION: u32 = 1;
 /// Version of the metric definitions (docs/design.md "Metrics"); numbers defined differently are not compared.
@@ -351,13 +354,6 @@ impl Baseline {
 /// `dir/<name>.json`.
 pub fn path_for(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.json"))
-}
-
-/// Serialises a baseline: pretty-printed, stable key order, trailing newline.
-pub fn to_json(b: &Baseline) -> String {
-    let mut s = serde_json::to_string_pretty(b).unwrap_or_else(|_| "{}".into());
-    s.push('\n');
-    s
 }
 
 /// Why a baseline could not be used. The messages name the file; `Invalid`'s names the field.
