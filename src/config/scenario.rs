@@ -1527,6 +1527,29 @@ mod tests {
     }
 
     #[test]
+    fn max_tokens_field_is_checked_per_api() {
+        let parse = |api: &str, field: &str| {
+            let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'http://127.0.0.1:1/v1', model: m, api: {api}}}\n    request: {{prompt: hi, max_tokens: 4{field}}}\n");
+            crate::config::parse_str(&y, "t.yaml", &|_| None).map(|v| v[0].request.clone())
+        };
+        let r = parse("openai-chat", ", max_tokens_field: max_completion_tokens").unwrap();
+        assert_eq!(r.max_tokens_key(Api::OpenaiChat), "max_completion_tokens");
+        let r = parse("openai-responses", "").unwrap();
+        assert_eq!(r.max_tokens_key(Api::OpenaiResponses), "max_output_tokens");
+        let e = parse(
+            "anthropic-messages",
+            ", max_tokens_field: max_completion_tokens",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("use max_tokens"), "{e}");
+        let e = parse("openai-chat", ", max_tokens_field: max_new_tokens")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("max_completion_tokens"), "{e}");
+    }
+
+    #[test]
     fn base_urls_are_normalised() {
         let n = |u: &str| normalise_base_url(u, Api::OpenaiChat);
         assert_eq!(
