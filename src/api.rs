@@ -13,14 +13,17 @@ pub enum Api {
     OpenaiCompletions,
     /// `POST {base}/messages`, Anthropic event types.
     AnthropicMessages,
+    /// `POST {base}/responses`, OpenAI Responses API typed events (`response.output_text.delta`).
+    OpenaiResponses,
 }
 
 impl Api {
     /// Every dialect, in the order messages list them.
-    pub const ALL: [Api; 3] = [
+    pub const ALL: [Api; 4] = [
         Api::OpenaiChat,
         Api::OpenaiCompletions,
         Api::AnthropicMessages,
+        Api::OpenaiResponses,
     ];
 
     /// The name used in scenario files.
@@ -29,6 +32,7 @@ impl Api {
             Api::OpenaiChat => "openai-chat",
             Api::OpenaiCompletions => "openai-completions",
             Api::AnthropicMessages => "anthropic-messages",
+            Api::OpenaiResponses => "openai-responses",
         }
     }
     /// The path appended to `base_url`.
@@ -37,6 +41,18 @@ impl Api {
             Api::OpenaiChat => "/chat/completions",
             Api::OpenaiCompletions => "/completions",
             Api::AnthropicMessages => "/messages",
+            Api::OpenaiResponses => "/responses",
+        }
+    }
+
+    /// The request key that limits the output length unless the scenario sets
+    /// `request.max_tokens_field`: `max_output_tokens` for the Responses API, `max_tokens`
+    /// elsewhere (the key every OpenAI-compatible server accepts; OpenAI's reasoning models
+    /// want `max_completion_tokens`).
+    pub fn default_max_tokens_field(self) -> &'static str {
+        match self {
+            Api::OpenaiResponses => "max_output_tokens",
+            _ => "max_tokens",
         }
     }
 

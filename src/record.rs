@@ -232,6 +232,14 @@ pub struct RequestRecord {
     /// token events, or above max_tokens): output_tokens then counts events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_distrusted: Option<u64>,
+    /// Reasoning tokens the usage reported (`completion_tokens_details.reasoning_tokens`,
+    /// Responses `output_tokens_details.reasoning_tokens`), streamed or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    /// Reasoning tokens the usage counts that were never streamed (a hidden-reasoning model):
+    /// left out of `output_tokens` and TPOT's denominator, since no event carried them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden_reasoning_tokens: Option<u64>,
     /// Server-reported timings (llama.cpp's `timings` object): its known numeric fields only
     /// (see [`crate::client::dialect::TIMINGS_FIELDS`]), so a record stays small.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -270,6 +278,8 @@ impl RequestRecord {
             token_events: 0,
             response_id: None,
             usage_distrusted: None,
+            reasoning_tokens: None,
+            hidden_reasoning_tokens: None,
             server_timings: None,
             error: None,
             sched_ms: None,

@@ -2,7 +2,8 @@
 //! SSE decoder (the `error:` field line included) -> dialect (vendor usage `x_groq.usage`,
 //! finish_reason variants "", "null", on every chunk; cumulative usage) -> Measurer -> record.
 //!
-//! Input layout: byte 0 = API (mod 3) and number of cuts (bits 2..6, mod 16); byte 1 =
+//! Input layout: byte 0 = API (mod 4: chat, completions, anthropic, responses) and number of
+//! cuts (bits 2..6, mod 16); byte 1 =
 //! max_tokens (0 = none, else the byte x 64); byte 2 = how the body ends (even: EOF, odd: a
 //! reset); then 2 bytes per cut, as in `sse_decoder`; the rest is the stream. Each read is
 //! stamped 1 ms after the previous one.
@@ -26,10 +27,11 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 3 {
         return;
     }
-    let api = match data[0] % 3 {
+    let api = match data[0] % 4 {
         0 => Api::OpenaiChat,
         1 => Api::OpenaiCompletions,
-        _ => Api::AnthropicMessages,
+        2 => Api::AnthropicMessages,
+        _ => Api::OpenaiResponses,
     };
     let n = ((data[0] >> 2) % 16) as usize;
     let max_tokens = (data[1] != 0).then(|| data[1] as u64 * 64);

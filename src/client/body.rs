@@ -1,8 +1,11 @@
 //! The JSON request body per API dialect (pure).
 //!
-//! OpenAI chat/completions: `stream: true`, `max_tokens`, optional sampling keys and
+//! OpenAI chat/completions: `stream: true`, `max_tokens` (or the scenario's
+//! `request.max_tokens_field`, e.g. `max_completion_tokens`), optional sampling keys and
 //! `stream_options: {include_usage: true}`; Anthropic messages: `system` at the top level and
-//! `max_tokens` required. `extra_body` is merged last, verbatim.
+//! `max_tokens` required; OpenAI Responses: `input` messages, `instructions` for the system
+//! prompt, `max_output_tokens` (usage always arrives in `response.completed`). `extra_body` is
+//! merged last, verbatim.
 
 use crate::config::scenario::{Api, CachePolicy, RequestSpec};
 use serde_json::{json, Map, Value};
@@ -35,6 +38,13 @@ pub fn build(
             msgs.extend(with_nonce(r, &nonce_line));
             b.insert("messages".into(), Value::Array(msgs));
         }
+        Api::OpenaiResponses => {
+            let system: Vec<&str> = r.system.iter().map(String::as_str).collect();
+            if !system.is_empty() {
+                b.insert("instructions".into(), json!(system.join("\n")));
+            }
+            b.insert("input".into(), Value::Array(with_nonce(r, &nonce_line)));
+        }
         Api::AnthropicMessages => {
             let system: Vec<&str> = r
                 .system
@@ -57,15 +67,16 @@ pub fn build(
             b.insert("messages".into(), Value::Array(msgs));
         }
     }
-    b.insert("max_tokens".into(), json!(r.max_tokens));
+    b.insert(r.max_tokens_key(api).into(), json!(r.max_tokens));
     b.insert("stream".into(), json!(true));
-    if include_usage && api != Api::AnthropicMessages {
+    let openai_classic = matches!(api, Api::OpenaiChat | Api::OpenaiCompletions);
+    if include_usage && openai_classic {
         b.insert("stream_options".into(), json!({"include_usage": true}));
     }
     if let Some(t) = r.temperature {
         b.insert("temperature".into(), json!(t));
     }
-    if api != Api::AnthropicMessages {
+    if openai_classic {
         if let Some(s) = r.seed {
             b.insert("seed".into(), json!(s));
         }
@@ -112,6 +123,7 @@ mod tests {
             prompt: "Hi".into(),
             system: Some("Be brief".into()),
             max_tokens: 32,
+            max_tokens_field: None,
             temperature: Some(0.0),
             seed: Some(1),
             ignore_eos: Some(true),
@@ -161,5 +173,26 @@ mod tests {
         );
         assert_eq!(c["prompt"], "[perfgate nonce x]\nHi");
         assert!(c.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn max_tokens_field_and_responses_body() {
+        let mut r = spec(CachePolicy::Warm);
+        r.max_tokens_field = Some(crate::config::scenario::MaxTokensField::MaxCompletionTokens);
+        let b = build(Api::OpenaiChat, "o3", &r, true, None);
+        assert_eq!(b["max_completion_tokens"], 32);
+        assert!(b.get("max_tokens").is_none());
+        let b = build(
+            Api::OpenaiResponses,
+            "m",
+            &spec(CachePolicy::Warm),
+            true,
+            None,
+        );
+        assert_eq!(b["max_output_tokens"], 32);
+        assert_eq!(b["instructions"], "Be brief");
+        assert_eq!(b["input"], json!([{"role": "user", "content": "Hi"}]));
+        assert!(b.get("stream_options").is_none() && b.get("seed").is_none());
+        assert_eq!(b["stream"], true);
     }
 }

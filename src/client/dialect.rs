@@ -19,8 +19,44 @@ use std::borrow::Cow;
 pub struct Usage {
     /// Prompt (input) tokens.
     pub prompt_tokens: Option<u64>,
-    /// Completion (output) tokens, reasoning included.
+    /// Completion (output) tokens; reasoning included by OpenAI's convention (see
+    /// [`Usage::reasoning_included`]).
     pub completion_tokens: Option<u64>,
+    /// `completion_tokens_details.reasoning_tokens` (Responses API:
+    /// `output_tokens_details.reasoning_tokens`): tokens the model reasoned with, streamed or not.
+    pub reasoning_tokens: Option<u64>,
+    /// `total_tokens`, read only to tell whether `completion_tokens` includes the reasoning.
+    pub total_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Whether `completion_tokens` includes `reasoning_tokens` (OpenAI, DeepSeek, vLLM...), or
+    /// leaves it out (xAI: `total_tokens = prompt + completion + reasoning`). Included unless
+    /// the total says otherwise.
+    pub fn reasoning_included(&self) -> bool {
+        match (
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.reasoning_tokens,
+            self.total_tokens,
+        ) {
+            (Some(p), Some(c), Some(r), Some(t)) if r > 0 => {
+                p.saturating_add(c).saturating_add(r) != t
+            }
+            _ => true,
+        }
+    }
+}
+
+/// A `<think>` / `<thought>` tag in answer text (reasoning streamed inside `content`, as
+/// DeepSeek-R1 on some hosts, Groq `reasoning_format: raw`, MiniMax M2, Gemini `include_thoughts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThinkTag {
+    /// The text opens a reasoning span and does not close it.
+    Open,
+    /// The text closes a reasoning span (opened here or earlier); `answer_after` is whether
+    /// answer text follows the closing tag in the same event.
+    Close { answer_after: bool },
 }
 
 /// The meaning of one event.
@@ -28,8 +64,15 @@ pub struct Usage {
 pub struct EventInfo {
     /// Carries generated output of any channel (answer text, reasoning, tool call).
     pub token: bool,
-    /// Carries answer text or a tool call (for TTFOT).
+    /// Carries answer text, a refusal or a tool call (for TTFOT).
     pub answer: bool,
+    /// Carries streamed reasoning (reasoning fields, thinking parts or blocks).
+    pub reasoning: bool,
+    /// The reasoning it carries is a summary (Responses API `reasoning_summary_text`,
+    /// OpenRouter `reasoning.summary`), not the reasoning tokens themselves.
+    pub reasoning_summary: bool,
+    /// A `<think>` tag in its answer text.
+    pub think: Option<ThinkTag>,
     /// A usage object with at least one figure.
     pub usage: Option<Usage>,
     /// Usage in a known vendor location (Groq's `x_groq.usage`), when the standard `usage` is
@@ -107,6 +150,7 @@ fn general(api: Api, ev: &SseEvent, data: &str) -> EventInfo {
     let mut info = match api {
         Api::OpenaiChat | Api::OpenaiCompletions => openai(api, &v),
         Api::AnthropicMessages => anthropic(ev.event.as_deref(), &v),
+        Api::OpenaiResponses => responses(ev.event.as_deref(), &v),
     };
     info.foreign_api = foreign(api, ev.event.as_deref(), &v);
     if ev.event.as_deref() == Some("error") && info.error.is_none() {
@@ -143,9 +187,8 @@ fn openai(api: Api, v: &Value) -> EventInfo {
                 .filter(|f| is_finish(f))
             {
                 info.finish = Some(clip(f));
-                if f == "error" && info.error.is_none() {
-                    info.error =
-                        Some("the server ended the choice with finish_reason \"error\"".into());
+                if let Some(why) = failing_finish(f) {
+                    info.error.get_or_insert_with(|| why.to_string());
                 }
             }
             match api {
@@ -159,25 +202,7 @@ fn openai(api: Api, v: &Value) -> EventInfo {
                     let Some(d) = c.get("delta").or_else(|| c.get("message")) else {
                         continue;
                     };
-                    let content = nonempty(d.get("content"));
-                    let reasoning =
-                        nonempty(d.get("reasoning_content")) || nonempty(d.get("reasoning"));
-                    let tools =
-                        d.get("tool_calls")
-                            .and_then(Value::as_array)
-                            .is_some_and(|calls| {
-                                calls.iter().any(|t| {
-                                    let f = t.get("function");
-                                    nonempty(f.and_then(|f| f.get("name")))
-                                        || nonempty(f.and_then(|f| f.get("arguments")))
-                                })
-                            });
-                    if content || tools {
-                        info.answer = true;
-                    }
-                    if content || tools || reasoning {
-                        info.token = true;
-                    }
+                    chat_delta(d, &mut info);
                 }
             }
         }
@@ -231,6 +256,8 @@ struct FastChoice<'a> {
     text: Option<IgnoredAny>,
     #[serde(default)]
     message: Option<IgnoredAny>,
+    #[serde(default)]
+    usage: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -243,6 +270,10 @@ struct FastDelta<'a> {
     reasoning: Option<IgnoredAny>,
     #[serde(default)]
     tool_calls: Option<IgnoredAny>,
+    #[serde(default)]
+    refusal: Option<IgnoredAny>,
+    #[serde(default)]
+    reasoning_details: Option<IgnoredAny>,
 }
 
 fn fast_chat(data: &str) -> Option<EventInfo> {
@@ -269,6 +300,14 @@ fn fast_chat(data: &str) -> Option<EventInfo> {
             && ch.delta.reasoning_content.is_none()
             && ch.delta.reasoning.is_none()
             && ch.delta.tool_calls.is_none()
+            && ch.delta.refusal.is_none()
+            && ch.delta.reasoning_details.is_none()
+            && ch.usage.is_none()
+            && !ch.delta.content.as_deref().is_some_and(has_think_tag)
+            && ch
+                .finish_reason
+                .as_deref()
+                .is_none_or(|f| failing_finish(f).is_none())
     });
     if c.usage.is_some()
         || c.error.is_some()
@@ -291,10 +330,6 @@ fn fast_chat(data: &str) -> Option<EventInfo> {
         }
         if let Some(f) = ch.finish_reason.as_deref().filter(|f| is_finish(f)) {
             info.finish = Some(clip(f));
-            if f == "error" && info.error.is_none() {
-                info.error =
-                    Some("the server ended the choice with finish_reason \"error\"".into());
-            }
         }
         if ch.delta.content.as_deref().is_some_and(|s| !s.is_empty()) {
             info.token = true;
@@ -328,6 +363,7 @@ fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
                     info.usage = Some(Usage {
                         prompt_tokens: prompt,
                         completion_tokens: None,
+                        ..Default::default()
                     });
                 }
             }
@@ -347,6 +383,7 @@ fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
             if nonempty(text) {
                 info.token = true;
                 info.answer = t != "thinking_delta";
+                info.reasoning = t == "thinking_delta";
             }
         }
         "message_delta" => {
@@ -355,6 +392,12 @@ fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
                 .and_then(|d| d.get("stop_reason"))
                 .and_then(Value::as_str)
                 .map(str::to_string);
+            if info.finish.as_deref() == Some("refusal") {
+                // Claude's streaming classifiers stopped the answer: the output is partial
+                info.error = Some(
+                    "the model stopped with stop_reason \"refusal\" (a safety classifier ended the answer; the output is partial)".into(),
+                );
+            }
             if let Some(u) = v.get("usage") {
                 let out = u.get("output_tokens").and_then(Value::as_u64);
                 let prompt = u.get("input_tokens").and_then(Value::as_u64);
@@ -362,6 +405,7 @@ fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
                     info.usage = Some(Usage {
                         prompt_tokens: prompt,
                         completion_tokens: out,
+                        ..Default::default()
                     });
                 }
             }
@@ -371,6 +415,230 @@ fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
         _ => {}
     }
     info
+}
+
+/// What a chat `delta` carries: answer text (a string, or typed parts as Mistral's
+/// `[{"type":"text","text":..}]`), a refusal, tool calls, or reasoning (`reasoning_content`,
+/// `reasoning`, OpenRouter's `reasoning_details`, Mistral's `thinking` parts).
+fn chat_delta(d: &Value, info: &mut EventInfo) {
+    let mut answer = false;
+    let mut reasoning = false;
+    let mut summary = false;
+    match d.get("content") {
+        Some(Value::String(s)) if !s.is_empty() => {
+            answer = true;
+            info.think = think_tag(s);
+        }
+        Some(Value::Array(parts)) => {
+            for p in parts {
+                let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
+                match kind {
+                    "thinking" | "reasoning" => {
+                        reasoning |= nonempty_text(p.get("thinking").or_else(|| p.get("text")))
+                    }
+                    _ => answer |= nonempty(p.get("text")),
+                }
+            }
+        }
+        _ => {}
+    }
+    answer |= nonempty(d.get("refusal"));
+    answer |= d
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .is_some_and(|calls| {
+            calls.iter().any(|t| {
+                let f = t.get("function");
+                nonempty(f.and_then(|f| f.get("name")))
+                    || nonempty(f.and_then(|f| f.get("arguments")))
+            })
+        });
+    let details = d
+        .get("reasoning_details")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty());
+    // OpenRouter repeats reasoning_details' text in `reasoning`: the typed entries say whether
+    // it is the reasoning or only its summary
+    if details.is_none() {
+        reasoning |= nonempty(d.get("reasoning_content")) || nonempty(d.get("reasoning"));
+    }
+    if let Some(details) = details {
+        for r in details {
+            match r.get("type").and_then(Value::as_str).unwrap_or("") {
+                "reasoning.summary" if nonempty(r.get("summary")) => summary = true,
+                // encrypted reasoning is an opaque blob, not streamed tokens
+                "reasoning.encrypted" => {}
+                _ => reasoning |= nonempty(r.get("text")),
+            }
+        }
+    }
+    info.answer |= answer;
+    info.reasoning |= reasoning || summary;
+    info.reasoning_summary |= summary && !reasoning;
+    info.token |= answer || reasoning || summary;
+}
+
+/// Text that is a non-empty string, or an array of parts one of which has non-empty `text`
+/// (Mistral's `"thinking": [{"type": "text", "text": ".."}]`).
+fn nonempty_text(v: Option<&Value>) -> bool {
+    match v {
+        Some(Value::Array(parts)) => parts.iter().any(|p| nonempty(p.get("text"))),
+        other => nonempty(other),
+    }
+}
+
+/// Tags that open and close reasoning inside answer text.
+const THINK_OPEN: [&str; 2] = ["<think>", "<thought>"];
+const THINK_CLOSE: [&str; 2] = ["</think>", "</thought>"];
+
+fn has_think_tag(s: &str) -> bool {
+    THINK_OPEN
+        .iter()
+        .chain(THINK_CLOSE.iter())
+        .any(|t| s.contains(t))
+}
+
+/// The reasoning tag in `s`, if any: a closing tag (with whether answer text follows it) wins
+/// over an opening one.
+fn think_tag(s: &str) -> Option<ThinkTag> {
+    if let Some(end) = THINK_CLOSE
+        .iter()
+        .filter_map(|t| s.rfind(t).map(|i| i + t.len()))
+        .max()
+    {
+        return Some(ThinkTag::Close {
+            answer_after: !s[end..].trim().is_empty(),
+        });
+    }
+    THINK_OPEN
+        .iter()
+        .any(|t| s.contains(t))
+        .then_some(ThinkTag::Open)
+}
+
+/// Why a finish reason means the request did not complete normally, or `None` for a normal end
+/// (`stop`, `length`, `tool_calls`, `end_turn`, ...). `abort`: vLLM and SGLang end an
+/// engine-aborted request this way, with HTTP 200 and `[DONE]` (vllm-project/vllm#57082);
+/// `content_filter`: the answer was cut by a content filter (OpenAI, Azure);
+/// `insufficient_system_resource`: DeepSeek interrupted the request.
+pub fn failing_finish(f: &str) -> Option<&'static str> {
+    match f.trim() {
+        "error" => Some("the server ended the choice with finish_reason \"error\""),
+        "abort" => Some(
+            "the server aborted the request (finish_reason \"abort\"): the engine stopped it before the answer was complete",
+        ),
+        "content_filter" => Some(
+            "a content filter stopped the answer (finish_reason \"content_filter\"); the output is partial",
+        ),
+        "insufficient_system_resource" => Some(
+            "the server interrupted the request for lack of resources (finish_reason \"insufficient_system_resource\")",
+        ),
+        _ => None,
+    }
+}
+
+/// One OpenAI Responses API event (`type` in the data, or the `event:` name). Token-bearing:
+/// a non-empty `delta` of `response.output_text.delta`, `response.refusal.delta`,
+/// `response.function_call_arguments.delta` (answer), `response.reasoning_text.delta`
+/// (reasoning) or `response.reasoning_summary_text.delta` (a reasoning summary). The stream ends
+/// with `response.completed` (usage), `response.incomplete` (`incomplete_details.reason`:
+/// `max_output_tokens` is a normal end, `content_filter` is not) or `response.failed`; there is
+/// no `[DONE]`.
+fn responses(event: Option<&str>, v: &Value) -> EventInfo {
+    let kind = v
+        .get("type")
+        .and_then(Value::as_str)
+        .or(event)
+        .unwrap_or("");
+    let mut info = EventInfo::default();
+    let delta = nonempty(v.get("delta"));
+    match kind {
+        "response.output_text.delta"
+        | "response.refusal.delta"
+        | "response.function_call_arguments.delta"
+            if delta =>
+        {
+            info.token = true;
+            info.answer = true;
+        }
+        "response.reasoning_text.delta" if delta => {
+            info.token = true;
+            info.reasoning = true;
+        }
+        "response.reasoning_summary_text.delta" if delta => {
+            info.token = true;
+            info.reasoning = true;
+            info.reasoning_summary = true;
+        }
+        "response.created"
+        | "response.in_progress"
+        | "response.completed"
+        | "response.incomplete"
+        | "response.failed" => {
+            let r = v.get("response");
+            info.id = r
+                .and_then(|r| r.get("id"))
+                .and_then(Value::as_str)
+                .map(clip);
+            info.model = r
+                .and_then(|r| r.get("model"))
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            info.usage = r.and_then(|r| responses_usage(r.get("usage")));
+            match kind {
+                "response.completed" => {
+                    info.finish = Some("completed".into());
+                    info.done = true;
+                }
+                "response.incomplete" => {
+                    let why = r
+                        .and_then(|r| r.pointer("/incomplete_details/reason"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("unknown");
+                    info.finish = Some(clip(why));
+                    info.done = true;
+                    if why != "max_output_tokens" {
+                        info.error = Some(clip(&format!(
+                            "the response ended incomplete (incomplete_details.reason \"{why}\"); the output is partial"
+                        )));
+                    }
+                }
+                "response.failed" => {
+                    info.done = true;
+                    info.error = Some(
+                        r.and_then(|r| r.get("error"))
+                            .filter(|e| !e.is_null())
+                            .map(error_message)
+                            .unwrap_or_else(|| "the response failed (response.failed)".into()),
+                    );
+                }
+                _ => {}
+            }
+        }
+        "error" => info.error = Some(error_message(v.get("error").unwrap_or(v))),
+        _ => {}
+    }
+    info
+}
+
+/// Responses API usage: `input_tokens`, `output_tokens` (reasoning included),
+/// `output_tokens_details.reasoning_tokens`.
+fn responses_usage(v: Option<&Value>) -> Option<Usage> {
+    let u = v?.as_object()?;
+    let prompt = u.get("input_tokens").and_then(Value::as_u64);
+    let completion = u.get("output_tokens").and_then(Value::as_u64);
+    if prompt.is_none() && completion.is_none() {
+        return None;
+    }
+    Some(Usage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        reasoning_tokens: u
+            .get("output_tokens_details")
+            .and_then(|d| d.get("reasoning_tokens"))
+            .and_then(Value::as_u64),
+        total_tokens: u.get("total_tokens").and_then(Value::as_u64),
+    })
 }
 
 /// `data` with bare `NaN`, `Infinity` and `-Infinity` tokens (outside strings) replaced by
@@ -414,11 +682,17 @@ fn foreign(api: Api, event: Option<&str>, v: &Value) -> Option<Api> {
     ];
     let kind = v.get("type").and_then(Value::as_str).or(event);
     match api {
-        Api::OpenaiChat | Api::OpenaiCompletions
+        Api::OpenaiChat | Api::OpenaiCompletions | Api::OpenaiResponses
             if kind.is_some_and(|k| ANTHROPIC.contains(&k)) =>
         {
             Some(Api::AnthropicMessages)
         }
+        Api::OpenaiChat | Api::OpenaiCompletions | Api::AnthropicMessages
+            if kind.is_some_and(|k| k.starts_with("response.")) =>
+        {
+            Some(Api::OpenaiResponses)
+        }
+        Api::OpenaiResponses if v.get("choices").is_some() => Some(Api::OpenaiChat),
         Api::OpenaiChat if v.pointer("/choices/0/text").is_some_and(Value::is_string) => {
             Some(Api::OpenaiCompletions)
         }
@@ -429,7 +703,8 @@ fn foreign(api: Api, event: Option<&str>, v: &Value) -> Option<Api> {
 }
 
 /// Known vendor usage locations (JSON pointers), read when the standard `usage` is absent.
-pub const VENDOR_USAGE: [&str; 1] = ["/x_groq/usage"];
+/// Groq puts usage in `x_groq.usage`; Moonshot (Kimi) in the finishing choice.
+pub const VENDOR_USAGE: [&str; 2] = ["/x_groq/usage", "/choices/0/usage"];
 
 /// The `timings` fields kept (llama.cpp's): numbers only, so a record stays small whatever a
 /// server puts there (a 4 MB `timings` once made an 80 MB baseline of 20 requests).
@@ -492,6 +767,11 @@ fn usage(v: Option<&Value>) -> Option<Usage> {
     Some(Usage {
         prompt_tokens: prompt,
         completion_tokens: completion,
+        reasoning_tokens: u
+            .get("completion_tokens_details")
+            .and_then(|d| d.get("reasoning_tokens"))
+            .and_then(Value::as_u64),
+        total_tokens: u.get("total_tokens").and_then(Value::as_u64),
     })
 }
 
@@ -561,7 +841,6 @@ mod tests {
             r#"{"id":"chatcmpl-sim-3","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
             r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok1"},"finish_reason":null}]}"#,
             r#"{"id":"c","model":"m","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}"#,
-            r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"error"}]}"#,
             r#"{"id":"c","model":"m","choices":[{"index":1,"delta":{"content":"x"},"finish_reason":null}]}"#,
             r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":null},"logprobs":null,"finish_reason":null,"stop_reason":null}],"obfuscation":"ab12"}"#,
             r#"{"id":"c","choices":[]}"#,
@@ -573,7 +852,14 @@ mod tests {
             assert_eq!(fast, general_chat(d), "{d}");
         }
         // left to the general path
-        let general_only: [&str; 14] = [
+        let general_only: [&str; 21] = [
+            r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"error"}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"abort"}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"refusal":"no"}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"","reasoning_details":[]}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop","usage":{"completion_tokens":3}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"<think>hm"}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":[{"type":"text","text":"a"}]}}]}"#,
             r#"{"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}"#,
             r#"{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}"#,
             r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"function":{"name":"f"}}]}}]}"#,
@@ -786,7 +1072,8 @@ mod tests {
             g.vendor_usage,
             Some(Usage {
                 prompt_tokens: Some(7),
-                completion_tokens: Some(4)
+                completion_tokens: Some(4),
+                ..Default::default()
             })
         );
         assert_eq!(g.finish.as_deref(), Some("stop"));

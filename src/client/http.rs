@@ -497,7 +497,9 @@ impl StreamClient {
             )
             .await;
         }
-        let max_tokens = body.get("max_tokens").and_then(serde_json::Value::as_u64);
+        let max_tokens = MAX_TOKENS_KEYS
+            .iter()
+            .find_map(|k| body.get(*k).and_then(serde_json::Value::as_u64));
         let folded = match fold.finish(end, max_tokens) {
             Ok(f) => f,
             Err(prefix) => {
@@ -598,7 +600,10 @@ impl StreamClient {
         )
         .await;
         let text = self.redact(&text);
-        let msg = self.status_message(status, headers, &text);
+        let mut msg = self.status_message(status, headers, &text);
+        if let Some(hint) = max_tokens_hint(status, &text) {
+            msg = format!("{msg}; {hint}");
+        }
         let mut s = Sent::failed(
             start_ms,
             Failure {
@@ -705,6 +710,53 @@ pub struct Sent {
     /// The local address of the connection that carried the response (tells connections
     /// apart: was a kept-alive connection reused?).
     pub conn: Option<std::net::SocketAddr>,
+}
+
+/// The body keys that can carry the output limit (`request.max_tokens_field`).
+pub const MAX_TOKENS_KEYS: [&str; 3] = ["max_tokens", "max_completion_tokens", "max_output_tokens"];
+
+/// What to set when a 400/422 names the output-limit key as unsupported: OpenAI's reasoning
+/// models answer "Unsupported parameter: 'max_tokens' is not supported with this model. Use
+/// 'max_completion_tokens' instead."; a server that predates `max_completion_tokens` names it
+/// as unknown.
+pub fn max_tokens_hint(status: u16, body: &str) -> Option<String> {
+    if status != 400 && status != 422 {
+        return None;
+    }
+    let b = body.to_ascii_lowercase();
+    let rejected = |k: &str| {
+        b.contains(&format!("'{k}'"))
+            || b.contains(&format!("\"{k}\""))
+            || b.contains(&format!("`{k}`"))
+            || b.contains(&format!("param\":\"{k}"))
+    };
+    let unsupported = [
+        "unsupported",
+        "not supported",
+        "unrecognized",
+        "unknown",
+        "extra",
+        "not permitted",
+        "not allowed",
+    ]
+    .iter()
+    .any(|w| b.contains(w));
+    if !unsupported {
+        return None;
+    }
+    if rejected("max_tokens") && b.contains("max_completion_tokens") {
+        return Some(
+            "the model rejects `max_tokens`: set request.max_tokens_field: max_completion_tokens"
+                .into(),
+        );
+    }
+    if rejected("max_completion_tokens") {
+        return Some(
+            "the server does not know `max_completion_tokens`: set request.max_tokens_field: max_tokens (or leave it out)"
+                .into(),
+        );
+    }
+    None
 }
 
 /// A request field a server refused with a 400/422 that names it.
@@ -962,6 +1014,23 @@ pub fn same_origin(base: &reqwest::Url, url: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_rejected_max_tokens_names_the_key_to_set() {
+        let openai = r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#;
+        assert!(super::max_tokens_hint(400, openai)
+            .unwrap()
+            .contains("request.max_tokens_field: max_completion_tokens"));
+        let old = r#"{"detail":[{"msg":"extra fields not permitted","loc":["body","max_completion_tokens"]}]}"#;
+        assert!(super::max_tokens_hint(422, old)
+            .unwrap()
+            .contains("request.max_tokens_field: max_tokens"));
+        assert_eq!(super::max_tokens_hint(500, openai), None);
+        assert_eq!(
+            super::max_tokens_hint(400, r#"{"error":"max_tokens must be at least 1"}"#),
+            None
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -17,7 +17,7 @@
 //!   `[DONE]`; a connection reset after a finish_reason is still a normal end); anything else
 //!   is a classified failure that keeps its partial diagnostics.
 
-use super::dialect::EventInfo;
+use super::dialect::{EventInfo, ThinkTag, Usage};
 use crate::config::scenario::Api;
 use crate::record::{Failure, FailureClass, RequestRecord, TokenSource};
 
@@ -74,8 +74,15 @@ pub struct Measurer {
     // cumulative completion_tokens carried by each token event, when present
     token_usage: Vec<Option<u64>>,
     first_answer: Option<f64>,
-    last_usage: Option<u64>,
-    last_vendor_usage: Option<u64>,
+    last_usage: Option<Usage>,
+    last_vendor_usage: Option<Usage>,
+    // full reasoning was streamed (reasoning fields, thinking parts, <think> text)
+    reasoning_streamed: bool,
+    // token events that carried only a reasoning summary
+    summary_events: u64,
+    // inside a <think> span of the answer text
+    in_think: bool,
+    think_seen: bool,
     vendor_prompt: Option<u64>,
     finish_seen: bool,
     after_finish: u64,
@@ -98,6 +105,10 @@ impl Measurer {
             first_answer: None,
             last_usage: None,
             last_vendor_usage: None,
+            reasoning_streamed: false,
+            summary_events: 0,
+            in_think: false,
+            think_seen: false,
             vendor_prompt: None,
             finish_seen: false,
             after_finish: 0,
@@ -141,21 +152,49 @@ impl Measurer {
             self.token_times.push(e.at_ms);
             self.token_usage
                 .push(i.usage.and_then(|u| u.completion_tokens));
-            if i.answer && self.first_answer.is_none() {
+            let mut answer = i.answer;
+            let mut reasoning = i.reasoning && !i.reasoning_summary;
+            // reasoning inside the answer text, between <think> tags
+            if i.answer {
+                match i.think {
+                    Some(ThinkTag::Open) => {
+                        self.in_think = true;
+                        answer = false;
+                    }
+                    Some(ThinkTag::Close { answer_after }) => {
+                        if !self.think_seen {
+                            // a closing tag never opened (MiniMax M2): the text before it was
+                            // reasoning too
+                            self.first_answer = None;
+                        }
+                        self.in_think = false;
+                        answer = answer_after;
+                    }
+                    None if self.in_think => answer = false,
+                    None => {}
+                }
+                self.think_seen |= i.think.is_some();
+                reasoning |= i.think.is_some() || self.in_think;
+            }
+            self.reasoning_streamed |= reasoning;
+            if i.reasoning_summary && !answer {
+                self.summary_events += 1;
+            }
+            if answer && self.first_answer.is_none() {
                 self.first_answer = Some(e.at_ms);
             }
         }
         if let Some(u) = i.usage {
-            if let Some(c) = u.completion_tokens {
-                self.last_usage = Some(c);
+            if u.completion_tokens.is_some() {
+                self.last_usage = Some(u);
             }
             if let Some(p) = u.prompt_tokens {
                 rec.prompt_tokens = Some(p);
             }
         }
         if let Some(u) = i.vendor_usage {
-            if let Some(c) = u.completion_tokens {
-                self.last_vendor_usage = Some(c);
+            if u.completion_tokens.is_some() {
+                self.last_vendor_usage = Some(u);
             }
             if let Some(p) = u.prompt_tokens {
                 self.vendor_prompt = Some(p);
@@ -187,6 +226,10 @@ impl Measurer {
             first_answer,
             last_usage,
             last_vendor_usage,
+            reasoning_streamed,
+            summary_events,
+            in_think: _,
+            think_seen: _,
             vendor_prompt,
             finish_seen,
             after_finish,
@@ -208,10 +251,27 @@ impl Measurer {
         // (every token-bearing event carries at least one token, so such usage is wrong).
         // Usage above the request's max_tokens is impossible, so it is wrong too, and so is
         // more than MAX_TOKENS_PER_EVENT per token event.
-        let believable = |u: u64| {
+        // What the usage says was streamed: completion_tokens, less reasoning tokens that were
+        // never streamed (a hidden-reasoning model), plus them when the server counts them
+        // apart (xAI) and they were streamed; a reasoning summary counts its events.
+        let streamed = |u: &Usage| -> Option<(u64, Option<u64>)> {
+            let c = u.completion_tokens?;
+            let r = u.reasoning_tokens.unwrap_or(0);
+            let included = u.reasoning_included();
+            Some(match (r, reasoning_streamed) {
+                (0, _) => (c, None),
+                (_, true) if included => (c, None),
+                (_, true) => (c.saturating_add(r), None),
+                (_, false) => {
+                    let visible = if included { c.saturating_sub(r) } else { c };
+                    (visible.saturating_add(summary_events), Some(r))
+                }
+            })
+        };
+        let believable = |u: u64, raw: u64| {
             u >= n_events
                 && u > 0
-                && max_tokens.is_none_or(|m| u <= m)
+                && max_tokens.is_none_or(|m| raw <= m && u <= m)
                 && u <= n_events.saturating_mul(MAX_TOKENS_PER_EVENT)
         };
         // The standard usage wins when both it and a vendor usage came.
@@ -220,11 +280,21 @@ impl Measurer {
             (None, Some(v)) => (Some(v), TokenSource::VendorUsage),
             (None, None) => (None, TokenSource::Usage),
         };
-        let (tokens, source) = match reported {
-            Some(u) if believable(u) => (u, reported_source),
+        let counted = reported.and_then(|u| {
+            let (n, hidden) = streamed(&u)?;
+            Some((n, hidden, u.completion_tokens.unwrap_or(n)))
+        });
+        let (tokens, source) = match counted {
+            Some((n, hidden, raw)) if believable(n, raw) => {
+                rec.hidden_reasoning_tokens = hidden;
+                (n, reported_source)
+            }
             _ => (n_events, TokenSource::Events),
         };
-        rec.usage_distrusted = reported.filter(|&u| !believable(u) && n_events > 0);
+        rec.reasoning_tokens = reported.and_then(|u| u.reasoning_tokens).filter(|&r| r > 0);
+        rec.usage_distrusted = counted
+            .filter(|&(n, _, raw)| !believable(n, raw) && n_events > 0)
+            .map(|(_, _, raw)| raw);
         if let (Some(&first), Some(&last)) = (token_times.first(), token_times.last()) {
             rec.ttft_ms = Some(first);
             rec.e2e_ms = Some(last);
@@ -413,6 +483,7 @@ mod tests {
                 i.usage = Some(Usage {
                     prompt_tokens: Some(20),
                     completion_tokens: Some(6),
+                    ..Default::default()
                 })
             }),
             other(261.0, |i| i.done = true),
@@ -437,6 +508,7 @@ mod tests {
                 i.usage = Some(Usage {
                     prompt_tokens: Some(0),
                     completion_tokens: Some(0),
+                    ..Default::default()
                 })
             }),
         ];
@@ -454,6 +526,7 @@ mod tests {
             s.info.usage = Some(Usage {
                 prompt_tokens: None,
                 completion_tokens: Some(c),
+                ..Default::default()
             });
             s
         };
@@ -512,6 +585,7 @@ mod tests {
         Some(Usage {
             prompt_tokens: Some(9),
             completion_tokens: Some(c),
+            ..Default::default()
         })
     }
 
@@ -603,6 +677,56 @@ mod tests {
         assert_eq!(r.itl_ms.len(), crate::stats::itl::ITL_KEEP);
         assert_eq!(r.itl_count, Some(1 + 19_998));
         assert_eq!(r.itl_ms.last(), Some(&10.0));
+    }
+
+    // Hidden reasoning (issue 27): tokens @300 320 340 360 380, usage 60 of which 55 reasoning
+    // never streamed. TPOT (380-300)/(5-1) = 20, not (380-300)/59 = 1.36; the 55 are recorded.
+    // The same usage with the reasoning streamed counts all 60; xAI's usage (completion 5,
+    // reasoning 55 apart: total = prompt + completion + reasoning) with reasoning streamed: 60.
+    #[test]
+    fn hidden_reasoning_tokens_leave_the_tpot_denominator() {
+        let ev = |reasoning_event: bool, u: Usage| {
+            let mut v = vec![];
+            if reasoning_event {
+                v.push(other(290.0, |i| {
+                    i.token = true;
+                    i.reasoning = true;
+                }));
+            }
+            v.extend([300.0, 320.0, 340.0, 360.0, 380.0].map(tok));
+            v.push(other(391.0, |i| {
+                i.finish = Some("stop".into());
+                i.usage = Some(u);
+            }));
+            v
+        };
+        let openai = Usage {
+            prompt_tokens: Some(10),
+            completion_tokens: Some(60),
+            reasoning_tokens: Some(55),
+            total_tokens: Some(70),
+        };
+        let r = measure(0.0, &ev(false, openai), End::Eof(392.0), None);
+        assert_eq!(r.output_tokens, Some(5));
+        assert_eq!(r.tpot_ms, Some(20.0));
+        assert_eq!(r.hidden_reasoning_tokens, Some(55));
+        assert_eq!(r.reasoning_tokens, Some(55));
+        let r = measure(0.0, &ev(true, openai), End::Eof(392.0), None);
+        assert_eq!(r.output_tokens, Some(60));
+        assert_eq!(r.hidden_reasoning_tokens, None);
+        assert_eq!(r.ttft_ms, Some(290.0));
+        assert_eq!(r.ttfot_ms, Some(300.0));
+        let xai = Usage {
+            prompt_tokens: Some(10),
+            completion_tokens: Some(5),
+            reasoning_tokens: Some(55),
+            total_tokens: Some(70),
+        };
+        let r = measure(0.0, &ev(true, xai), End::Eof(392.0), None);
+        assert_eq!(r.output_tokens, Some(60));
+        let r = measure(0.0, &ev(false, xai), End::Eof(392.0), None);
+        assert_eq!(r.output_tokens, Some(5));
+        assert_eq!(r.hidden_reasoning_tokens, Some(55));
     }
 
     #[test]

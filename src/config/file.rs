@@ -170,6 +170,9 @@ pub struct RawRequest {
     pub messages: Option<Vec<RawMessage>>,
     pub system: Option<String>,
     pub max_tokens: Option<u32>,
+    /// The body key for `max_tokens`: `max_tokens`, `max_completion_tokens` (OpenAI reasoning
+    /// models) or `max_output_tokens` (Responses API); default per dialect.
+    pub max_tokens_field: Option<String>,
     pub temperature: Option<f64>,
     pub seed: Option<i64>,
     pub ignore_eos: Option<bool>,
@@ -310,6 +313,7 @@ impl RawRequest {
                 base.system.clone()
             },
             max_tokens: self.max_tokens.or(base.max_tokens),
+            max_tokens_field: self.max_tokens_field.or(base.max_tokens_field.clone()),
             temperature: self.temperature.or(base.temperature),
             seed: self.seed.or(base.seed),
             ignore_eos: self.ignore_eos.or(base.ignore_eos),

@@ -225,6 +225,69 @@ pub enum CachePolicy {
     Cold,
 }
 
+/// The body key that limits the output length (`request.max_tokens_field`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    /// `max_tokens`: every OpenAI-compatible server and Anthropic.
+    MaxTokens,
+    /// `max_completion_tokens`: OpenAI's reasoning models (o-series, gpt-5) reject `max_tokens`.
+    MaxCompletionTokens,
+    /// `max_output_tokens`: the Responses API.
+    MaxOutputTokens,
+}
+
+impl MaxTokensField {
+    /// Every key, in the order messages list them.
+    pub const ALL: [MaxTokensField; 3] = [
+        MaxTokensField::MaxTokens,
+        MaxTokensField::MaxCompletionTokens,
+        MaxTokensField::MaxOutputTokens,
+    ];
+
+    /// The JSON key.
+    pub fn key(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxOutputTokens => "max_output_tokens",
+        }
+    }
+
+    /// The keys `api` accepts.
+    pub fn allowed(api: Api) -> &'static [MaxTokensField] {
+        match api {
+            Api::OpenaiChat => &[
+                MaxTokensField::MaxTokens,
+                MaxTokensField::MaxCompletionTokens,
+            ],
+            Api::OpenaiCompletions | Api::AnthropicMessages => &[MaxTokensField::MaxTokens],
+            Api::OpenaiResponses => &[MaxTokensField::MaxOutputTokens],
+        }
+    }
+}
+
+impl std::str::FromStr for MaxTokensField {
+    type Err = String;
+    fn from_str(s: &str) -> Result<MaxTokensField, String> {
+        MaxTokensField::ALL
+            .into_iter()
+            .find(|f| f.key() == s)
+            .ok_or_else(|| {
+                format!("request.max_tokens_field `{s}`: use max_tokens, max_completion_tokens or max_output_tokens")
+            })
+    }
+}
+
+impl RequestSpec {
+    /// The body key that carries `max_tokens` for `api`.
+    pub fn max_tokens_key(&self, api: Api) -> &'static str {
+        self.max_tokens_field
+            .map(MaxTokensField::key)
+            .unwrap_or_else(|| api.default_max_tokens_field())
+    }
+}
+
 /// The validated `request:` section.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RequestSpec {
@@ -237,6 +300,10 @@ pub struct RequestSpec {
     pub system: Option<String>,
     /// Maximum output tokens.
     pub max_tokens: u32,
+    /// `request.max_tokens_field`: the body key that carries `max_tokens`; `None` is the
+    /// dialect's default ([`Api::default_max_tokens_field`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens_field: Option<MaxTokensField>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -936,6 +1003,21 @@ fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
     if max_tokens == 0 {
         return Err("request.max_tokens must be at least 1".into());
     }
+    let max_tokens_field = match r.max_tokens_field.as_deref() {
+        None => None,
+        Some(k) => {
+            let f: MaxTokensField = k.parse()?;
+            let ok = MaxTokensField::allowed(api);
+            if !ok.contains(&f) {
+                let names: Vec<&str> = ok.iter().map(|f| f.key()).collect();
+                return Err(format!(
+                    "request.max_tokens_field `{k}` is not a key of {api}: use {}",
+                    names.join(" or ")
+                ));
+            }
+            Some(f)
+        }
+    };
     if let Some(t) = r.temperature {
         if !(0.0..=2.0).contains(&t) {
             return Err(format!("request.temperature {t} is outside 0..=2"));
@@ -968,6 +1050,7 @@ fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
         prompt,
         system: r.system.clone(),
         max_tokens,
+        max_tokens_field,
         temperature: r.temperature,
         seed: r.seed,
         ignore_eos: r.ignore_eos,
@@ -1441,6 +1524,29 @@ mod tests {
             l(60, Some(1000)).looks(),
             vec![60, 120, 240, 480, 960, 1000]
         );
+    }
+
+    #[test]
+    fn max_tokens_field_is_checked_per_api() {
+        let parse = |api: &str, field: &str| {
+            let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'http://127.0.0.1:1/v1', model: m, api: {api}}}\n    request: {{prompt: hi, max_tokens: 4{field}}}\n");
+            crate::config::parse_str(&y, "t.yaml", &|_| None).map(|v| v[0].request.clone())
+        };
+        let r = parse("openai-chat", ", max_tokens_field: max_completion_tokens").unwrap();
+        assert_eq!(r.max_tokens_key(Api::OpenaiChat), "max_completion_tokens");
+        let r = parse("openai-responses", "").unwrap();
+        assert_eq!(r.max_tokens_key(Api::OpenaiResponses), "max_output_tokens");
+        let e = parse(
+            "anthropic-messages",
+            ", max_tokens_field: max_completion_tokens",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("use max_tokens"), "{e}");
+        let e = parse("openai-chat", ", max_tokens_field: max_new_tokens")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("max_completion_tokens"), "{e}");
     }
 
     #[test]

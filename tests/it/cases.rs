@@ -121,6 +121,24 @@ cases! {
     case_43_done_without_finish_reason_b => "43-done-without-finish-reason-b.yaml",
     case_44_unfinished_final_event_a => "44-unfinished-final-event-a.yaml",
     case_44_unfinished_final_event_b => "44-unfinished-final-event-b.yaml",
+    // issue 27: provider stream shapes (docs/providers.md)
+    case_45_hidden_reasoning_tokens_a => "45-hidden-reasoning-tokens-a.yaml",
+    case_45_hidden_reasoning_tokens_b => "45-hidden-reasoning-tokens-b.yaml",
+    case_46_content_typed_parts_mistral => "46-content-typed-parts-mistral.yaml",
+    case_47_refusal_delta => "47-refusal-delta.yaml",
+    case_48_finish_reason_abort_a => "48-finish-reason-abort-a.yaml",
+    case_48_finish_reason_abort_b => "48-finish-reason-abort-b.yaml",
+    case_49_reasoning_details_a => "49-reasoning-details-a.yaml",
+    case_49_reasoning_details_b => "49-reasoning-details-b.yaml",
+    case_50_usage_in_choice_moonshot => "50-usage-in-choice-moonshot.yaml",
+    case_51_think_tags_in_content_a => "51-think-tags-in-content-a.yaml",
+    case_51_think_tags_in_content_b => "51-think-tags-in-content-b.yaml",
+    case_52_openai_responses_a => "52-openai-responses-a.yaml",
+    case_52_openai_responses_b => "52-openai-responses-b.yaml",
+    case_52_openai_responses_c => "52-openai-responses-c.yaml",
+    case_52_openai_responses_d => "52-openai-responses-d.yaml",
+    case_52_openai_responses_e => "52-openai-responses-e.yaml",
+    case_53_anthropic_stop_reason_refusal => "53-anthropic-stop-reason-refusal.yaml",
 }
 
 /// A new `tests/cases/*.yaml` file must get a line in `cases!` above, or it would never run.
