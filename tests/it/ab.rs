@@ -450,6 +450,59 @@ fn inputs_an_ab_run_cannot_use_are_refused_before_measuring() {
     );
 }
 
+/// A port nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// Issue 26 finding 18: an unreachable arm said "base arm: every request failed; first: " (no
+/// reason, and the wrong arm): the interleaved run stopped before the base arm sent anything,
+/// and the candidate's warmup reason was replaced by "none". The unreachable arm and its
+/// connection failure are named, in either position.
+#[test]
+fn an_unreachable_arm_is_named_with_its_connection_failure() {
+    let d = dir_with(SCENARIO);
+    let port = closed_port();
+    let dead = format!("http://127.0.0.1:{port}/v1");
+    for (base, cand, arm) in [
+        (SIM_BASE, dead.as_str(), "candidate"),
+        (dead.as_str(), SIM_BASE, "base"),
+    ] {
+        let (code, text, r) = run(
+            d.path(),
+            &[
+                "ab",
+                "-s",
+                "s.yaml",
+                "--base-url",
+                base,
+                "--candidate-url",
+                cand,
+                "--output",
+                "r.json",
+            ],
+        );
+        assert_eq!(code, Some(3), "{text}");
+        let detail = r["scenarios"][0]["status_detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with(&format!(
+                "{arm} arm: could not connect to 127.0.0.1:{port}: "
+            )),
+            "{detail}"
+        );
+        assert!(
+            detail.to_lowercase().contains("connection refused"),
+            "{detail}"
+        );
+        assert!(!detail.contains("first: \n") && !detail.ends_with("first: "));
+        assert!(
+            text.contains(&format!("could not measure tpot: {arm} arm: could not connect")),
+            "{text}"
+        );
+    }
+}
+
 // ---- servers: the scripted server of tests/server_support as the arms' `server:` ----
 
 fn script() -> PathBuf {
