@@ -565,10 +565,12 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
     let flags_given = base_over != ArmOverride::default() || cand_over != ArmOverride::default();
     let mut scs = Vec::with_capacity(written.len());
     let mut refused = Vec::new();
+    let place = |s: &Scenario| crate::config::arm::endpoint_place(&s.endpoint.shown_url());
     for ((w, b), c) in written.into_iter().zip(base).zip(cand) {
-        let arms_differ = b.server != c.server
-            || b.endpoint.shown_url() != c.endpoint.shown_url()
-            || b.endpoint.model != c.endpoint.model;
+        // localhost, 127.0.0.1 and [::1] are one endpoint (config::arm::endpoint_place)
+        let same_endpoint = place(&b) == place(&c);
+        let arms_differ =
+            b.server != c.server || !same_endpoint || b.endpoint.model != c.endpoint.model;
         if !flags_given && !arms_differ {
             refused.push(format!(
                 "scenario {}: perfgate ab needs two arms, and nothing sets them: give --base-url and --candidate-url (two endpoints), --base-server-cmd and --candidate-server-cmd (two servers), or server.base and server.candidate in the scenario file",
@@ -576,14 +578,34 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
             ));
             continue;
         }
+        // One arm starts a server and the other points at the same endpoint: both arms would
+        // measure that one server, an A/A run that reads as an A/B.
+        if same_endpoint && b.server.is_some() != c.server.is_some() {
+            let (with, without) = if b.server.is_some() {
+                ("base", "candidate")
+            } else {
+                ("candidate", "base")
+            };
+            refused.push(format!(
+                "scenario {}: only the {with} arm starts a server, and both arms are the endpoint {}: the {without} arm would measure the {with} arm's server (an A/A run, not an A/B); give the {without} arm its own server (--{without}-server-cmd, or server.{without} in the scenario file) or its own endpoint (--{without}-url)",
+                w.name,
+                c.endpoint.shown_url()
+            ));
+            continue;
+        }
         let mut notes = Vec::new();
-        if b.endpoint.shown_url() == c.endpoint.shown_url()
-            && b.endpoint.model == c.endpoint.model
-            && b.server == c.server
-        {
+        if same_endpoint && b.endpoint.model == c.endpoint.model && b.server == c.server {
+            let shown = if b.endpoint.shown_url() == c.endpoint.shown_url() {
+                c.endpoint.shown_url()
+            } else {
+                format!(
+                    "{} and {}",
+                    b.endpoint.shown_url(),
+                    c.endpoint.shown_url()
+                )
+            };
             notes.push(format!(
-                "both arms are the same endpoint ({}, model {}) and server: an A/A run, which measures the noise of this setup",
-                c.endpoint.shown_url(),
+                "both arms are the same endpoint ({shown}, model {}) and server: an A/A run, which measures the noise of this setup",
                 c.endpoint.model
             ));
         }
