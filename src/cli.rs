@@ -500,9 +500,10 @@ async fn deliver(
     let written = report::print_and_write(&rep, &out.outputs());
     let results = rep.results;
     // PR comment, step summary, annotations, outputs, tracking issue: warns, never changes the exit code.
+    // The step outputs name only the report files written now.
     let reports = crate::github::Reports {
-        json: out.output.as_deref(),
-        markdown: out.markdown.as_deref(),
+        json: written.written_path(out.output.as_deref()),
+        markdown: written.written_path(out.markdown.as_deref()),
     };
     crate::github::publish(&results, github, reports).await;
     written.print_failures();

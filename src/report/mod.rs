@@ -330,10 +330,18 @@ pub fn info_line(info: &[&crate::gate::Check], word: &str) -> Option<String> {
 #[derive(Debug, Default)]
 pub struct Written {
     pub written: Vec<String>,
+    /// The paths of the files written, in [`Written::written`]'s order.
+    pub paths: Vec<PathBuf>,
     pub failed: Vec<crate::exit::Error>,
 }
 
 impl Written {
+    /// `path` when it was written now, else `None` (what the step outputs may name: never a
+    /// file that is not there, or an older run's).
+    pub fn written_path<'a>(&self, path: Option<&'a Path>) -> Option<&'a Path> {
+        path.filter(|p| self.paths.iter().any(|w| w == p))
+    }
+
     /// Says on stderr which report files could not be written.
     pub fn print_failures(&self) {
         for f in &self.failed {
@@ -385,7 +393,10 @@ pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
     for (what, path, render) in jobs {
         if let Some(p) = path {
             match crate::fsutil::write_atomic_with(p, render) {
-                Ok(()) => out.written.push(format!("{what}: {}", p.display())),
+                Ok(()) => {
+                    out.written.push(format!("{what}: {}", p.display()));
+                    out.paths.push(p.to_path_buf());
+                }
                 Err(source) => out.failed.push(crate::exit::Error::Report {
                     what,
                     path: p.to_path_buf(),
