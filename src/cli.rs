@@ -599,11 +599,7 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
             let shown = if b.endpoint.shown_url() == c.endpoint.shown_url() {
                 c.endpoint.shown_url()
             } else {
-                format!(
-                    "{} and {}",
-                    b.endpoint.shown_url(),
-                    c.endpoint.shown_url()
-                )
+                format!("{} and {}", b.endpoint.shown_url(), c.endpoint.shown_url())
             };
             notes.push(format!(
                 "both arms are the same endpoint ({shown}, model {}) and server: an A/A run, which measures the noise of this setup",

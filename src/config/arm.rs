@@ -298,11 +298,17 @@ mod tests {
     #[test]
     fn loopback_names_are_one_place() {
         let p = endpoint_place;
-        assert_eq!(p("http://localhost:8080/v1"), p("http://127.0.0.1:8080/v1/"));
+        assert_eq!(
+            p("http://localhost:8080/v1"),
+            p("http://127.0.0.1:8080/v1/")
+        );
         assert_eq!(p("http://[::1]:8080/v1"), p("http://127.0.0.1:8080/v1"));
         assert_eq!(p("http://LocalHost:80/v1"), p("http://127.0.0.1/v1"));
         assert_ne!(p("http://localhost:8080/v1"), p("http://127.0.0.1:8081/v1"));
-        assert_ne!(p("http://localhost:8080/v1"), p("https://127.0.0.1:8080/v1"));
+        assert_ne!(
+            p("http://localhost:8080/v1"),
+            p("https://127.0.0.1:8080/v1")
+        );
         assert_ne!(p("http://127.0.0.2:8080/v1"), p("http://127.0.0.1:8080/v1"));
         assert_ne!(p("http://example.com/v1"), p("http://127.0.0.1/v1"));
         assert_eq!(p("sim://?seed=1"), p("sim://?seed=1"));

@@ -9,6 +9,7 @@ pub mod junit;
 pub mod markdown;
 pub mod plot;
 pub mod progress;
+pub mod safe_text;
 pub mod sweep_plot;
 pub mod terminal;
 
@@ -210,7 +211,7 @@ pub fn ab_line(s: &crate::results::ScenarioResult) -> Option<String> {
                 .collect();
             format!(
                 "A/B blocked {}: {} blocks per arm{}",
-                ab.order,
+                safe_text::field(&ab.order),
                 ab.alternations,
                 if starts.is_empty() {
                     String::new()
@@ -222,7 +223,10 @@ pub fn ab_line(s: &crate::results::ScenarioResult) -> Option<String> {
     };
     Some(format!(
         "{how}; base {} model {} ({} requests, {} failed)",
-        ab.base_endpoint, ab.base_model, m.requests, m.failed
+        safe_text::field(&ab.base_endpoint),
+        safe_text::field(&ab.base_model),
+        m.requests,
+        m.failed
     ))
 }
 

@@ -456,10 +456,7 @@ fn inputs_an_ab_run_cannot_use_are_refused_before_measuring() {
 #[test]
 fn one_server_for_both_arms_is_refused_and_localhost_is_127_0_0_1() {
     let port = closed_port();
-    let d = dir_with(&SCENARIO.replace(
-        "sim://?seed=1",
-        &format!("http://127.0.0.1:{port}/v1"),
-    ));
+    let d = dir_with(&SCENARIO.replace("sim://?seed=1", &format!("http://127.0.0.1:{port}/v1")));
     let refused = |args: &[&str], want: &str| {
         let mut all = vec!["ab", "-s", "s.yaml", "--output", "r.json"];
         all.extend_from_slice(args);
@@ -595,7 +592,9 @@ fn an_unreachable_arm_is_named_with_its_connection_failure() {
         );
         assert!(!detail.contains("first: \n") && !detail.ends_with("first: "));
         assert!(
-            text.contains(&format!("could not measure tpot: {arm} arm: could not connect")),
+            text.contains(&format!(
+                "could not measure tpot: {arm} arm: could not connect"
+            )),
             "{text}"
         );
     }
