@@ -392,9 +392,13 @@ fn load_scenarios_as(
 async fn run(cli: Cli) -> Result<i32, Error> {
     if matches!(
         cli.command,
-        Command::Check(_) | Command::Bless(_) | Command::Ab(_)
+        Command::Check(_) | Command::Bless(_) | Command::Ab(_) | Command::Report(_)
     ) {
         crate::cancel::install();
+        // A forced exit (second signal, hard stop) still writes the results JSON kept ready,
+        // then removes the temporary files of the writes it cut short.
+        crate::cancel::on_force_exit("last-resort results", report::last_resort::write);
+        crate::cancel::on_force_exit("temporary files", crate::fsutil::remove_pending);
     }
     let code = run_command(cli).await;
     // Every server perfgate started stops here, whatever the command's outcome.
@@ -483,6 +487,10 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
         // logs).
         progress: report::progress::TerminalProgress::stderr(),
     };
+    if let Some(p) = &a.out.output {
+        let mut none = check::interrupted_results(&scs, &baselines, &opts);
+        report::last_resort::keep(p, &mut none);
+    }
     let results = check::run_check(&scs, &baselines, &opts).await;
     let rep = report::Report::with_loaded(results, |name| {
         (baselines.path_for(name), baselines.get(name))
@@ -497,7 +505,12 @@ async fn deliver(
     out: &ReportFiles,
     github: &crate::github::GithubArgs,
 ) -> i32 {
+    let mut rep = rep;
+    if let Some(p) = &out.output {
+        report::last_resort::keep(p, &mut rep.results);
+    }
     let written = report::print_and_write(&rep, &out.outputs());
+    report::last_resort::done();
     let results = rep.results;
     // PR comment, step summary, annotations, outputs, tracking issue: warns, never changes the exit code.
     // The step outputs name only the report files written now.
@@ -634,6 +647,10 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
             check::UnlistedModel::Note
         },
     };
+    if let Some(p) = &a.out.output {
+        let mut none = crate::ab::interrupted_results(&scs, &opts);
+        report::last_resort::keep(p, &mut none);
+    }
     let results = crate::ab::run_ab(&scs, &opts).await;
     let rep = report::Report::new(results, None);
     Ok(deliver(rep, &a.out, &a.github).await)
@@ -651,6 +668,11 @@ fn cmd_report(a: ReportArgs) -> Result<i32, Error> {
     let rep = report::Report::new(results, a.baseline_dir.as_deref());
     let written = report::print_and_write(&rep, &a.out.outputs());
     written.print_failures();
+    if crate::cancel::requested() {
+        // Ctrl-C / SIGTERM while writing: the files are complete (each written atomically), but
+        // the command was interrupted.
+        return Ok(exit::INTERRUPTED);
+    }
     Ok(written.exit_code(rep.results.exit_code))
 }
 

@@ -84,6 +84,25 @@ pub fn unsupported(ab: &AbScenario, design: DesignChoice) -> Option<String> {
     None
 }
 
+/// The results of an A/B run stopped before any scenario was measured: each one "not measured:
+/// interrupted", marked incomplete (what a forced exit writes until the real results exist,
+/// [`crate::report::last_resort`]).
+pub fn interrupted_results(scs: &[AbScenario], opts: &AbOptions) -> Results {
+    let runs = scs
+        .iter()
+        .map(|_| measure::AbRuns {
+            base: Err(crate::execute::MeasureError::Interrupted),
+            candidate: Err(crate::execute::MeasureError::Interrupted),
+            order: Vec::new(),
+            blocks: Vec::new(),
+        })
+        .collect();
+    let mut results = compare::compare(scs, runs, opts);
+    results.incomplete = true;
+    results.decide();
+    results
+}
+
 /// Measures both arms of every scenario (sequentially by scenario) and compares them.
 pub async fn run_ab(scs: &[AbScenario], opts: &AbOptions) -> Results {
     let mut runs = Vec::with_capacity(scs.len());

@@ -6,6 +6,7 @@
 pub mod html;
 pub mod json;
 pub mod junit;
+pub mod last_resort;
 pub mod markdown;
 pub mod plot;
 pub mod progress;
