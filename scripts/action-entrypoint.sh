@@ -2,7 +2,7 @@
 # The run step of the perfgate composite action (action.yml), on the runner's host after
 # scripts/install.sh: turns the action's inputs, passed as PERFGATE_* environment variables (never
 # interpolated into a script), into one perfgate command line, and applies `fail-on` to its exit
-# code. No eval: extra args are split on whitespace, never interpreted. PERFGATE_BIN is the binary
+# code. No eval: extra args are split on whitespace (blanks and line breaks), never interpreted. PERFGATE_BIN is the binary
 # the install step verified (default: perfgate on PATH). Bash 3.2 compatible (macOS runners).
 set -euo pipefail
 set -f # no globbing of the split inputs
@@ -41,7 +41,11 @@ if [ "$cmd" = check ]; then
 elif [ "$allow_missing" = true ]; then
   echo "perfgate: allow-missing-baseline applies to check only; $cmd runs without it"
 fi
-read -r -a extra <<<"${PERFGATE_ARGS:-}"
+# Every line of the input, not only the first: line breaks separate words like blanks (IFS),
+# so a second line's `--id` is not dropped. read -a splits without globbing or expansion; -d ''
+# reads to the end (it returns 1 there, hence || true).
+extra=()
+IFS=$' \t\n' read -r -d '' -a extra <<<"${PERFGATE_ARGS:-}" || true
 # ${a[@]+...}: an empty array is "unbound" under set -u in bash before 4.4 (macOS ships 3.2).
 args+=(${extra[@]+"${extra[@]}"})
 

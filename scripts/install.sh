@@ -24,7 +24,11 @@
 #   RUNNER_TOOL_CACHE           cache root: perfgate/VERSION/ARCH (default ~/.cache/perfgate/tools)
 #   PERFGATE_RETRIES            curl --retry count for each download (default 4: 1+2+4+8 s backoff)
 # Outputs: `path`, `dir` and `version` lines to $GITHUB_OUTPUT; the directory to $GITHUB_PATH.
-# Exit codes: 0 installed; 1 a download, checksum or build failure; 2 invalid input;
+# Limits: SHA256SUMS and COMMIT at most 64 KiB, the archive at most 64 MiB, the binary in it at
+# most 256 MiB; a larger download is cut off at the limit and refused (a broken or hostile mirror
+# cannot fill the disk). The archive's members must all be regular files or directories under
+# relative paths without `..`: a link, a device or an escaping path is refused before extraction.
+# Exit codes: 0 installed; 1 a download, checksum, archive or build failure; 2 invalid input;
 #             3 no build for this OS/architecture; 4 no such release.
 set -euo pipefail
 
@@ -32,6 +36,9 @@ ERR_DOWNLOAD=1
 ERR_INPUT=2
 ERR_PLATFORM=3
 ERR_NO_RELEASE=4
+MAX_LIST_BYTES=65536                    # SHA256SUMS, COMMIT: a few lines each
+MAX_ASSET_BYTES=$((64 * 1024 * 1024))   # the .tar.gz (the dist build's is about 4 MB)
+MAX_BINARY_BYTES=$((256 * 1024 * 1024)) # the binary unpacked from it (about 9 MB)
 
 say() { echo "perfgate install: $*"; }
 die() {
@@ -102,14 +109,37 @@ stage=""
 cleanup() { if [ -n "$stage" ]; then rm -rf "$stage"; fi; }
 trap cleanup EXIT
 
-# fetch URL FILE: 0 fetched; 4 not there (HTTP 404/410, or no such file://); 1 anything else,
-# after curl's retries (timeouts, refused connections, HTTP 408/429/5xx), with the reason printed.
+# capped BYTES COMMAND...: runs COMMAND with the files it writes limited to about BYTES (the
+# kernel's file-size limit, ulimit -f in KiB, soft only): a write past it fails (EFBIG; SIGXFSZ is
+# ignored so nothing dumps core), whatever the sender declared. The caller compares the size.
+capped() {
+  local kib=$((($1 + 1023) / 1024 + 1))
+  shift
+  (
+    trap '' XFSZ
+    ulimit -S -f "$kib" 2>/dev/null || true
+    exec "$@"
+  )
+}
+
+size_of() { wc -c <"$1" | tr -d ' '; }
+
+# fetch URL FILE LIMIT: 0 fetched; 4 not there (HTTP 404/410, or no such file://); 1 anything
+# else, after curl's retries (timeouts, refused connections, HTTP 408/429/5xx), with the reason
+# printed. At most LIMIT bytes: --max-filesize refuses a larger declared length before anything
+# is downloaded, and a response of no declared length (chunked, or read to the close) is cut
+# off by the file-size limit ([capped]) once it passes LIMIT.
 fetch() {
-  local url=$1 out=$2 code rc=0
-  code=$(curl --silent --show-error --location --fail --proto '=https,http,file' \
+  local url=$1 out=$2 limit=$3 code rc=0
+  code=$(capped "$limit" curl --silent --show-error --location --fail --proto '=https,http,file' \
     --retry "$retries" --retry-connrefused --retry-max-time 120 \
-    --connect-timeout 15 --max-time 300 \
+    --connect-timeout 15 --max-time 300 --max-filesize "$limit" \
     --output "$out" --write-out '%{http_code}' "$url") || rc=$?
+  if [ "$rc" -eq 63 ] || { [ -f "$out" ] && [ "$(size_of "$out")" -gt "$limit" ]; }; then
+    rm -f "$out"
+    say "download refused: $url is larger than $limit bytes (a broken or hostile mirror?); stopped at the limit"
+    return 1
+  fi
   [ "$rc" -eq 0 ] && return 0
   rm -f "$out"
   case "$rc:$code" in
@@ -117,6 +147,25 @@ fetch() {
   esac
   say "download failed: $url (curl exit $rc, HTTP ${code:-none})"
   return 1
+}
+
+# check_archive ARCHIVE MEMBER: refuses (exit 1) an archive with any member that is not a regular
+# file or a directory (a symlink or hard link could point the installed binary, or the chmod
+# after it, at any file; a device or FIFO is no binary), or with an absolute path or a `..`
+# component, and one whose MEMBER is not a regular file. Read from the listing, before anything
+# is extracted. A refused member's name is printed with unusual characters replaced by `?`.
+check_archive() {
+  local archive=$1 member=$2 listing names bad
+  listing=$(tar -tvzf "$archive" 2>/dev/null) || die "$ERR_DOWNLOAD" "${archive##*/} is not a readable .tar.gz"
+  names=$(tar -tzf "$archive" 2>/dev/null) || die "$ERR_DOWNLOAD" "${archive##*/} is not a readable .tar.gz"
+  # ls-style lines: the first character is the type (- file, d directory, l symlink, h hard
+  # link, c/b devices, p FIFO); GNU and BSD tar write " -> " or " link to " after a link's name.
+  bad=$(printf '%s\n' "$listing" | awk 'NF && (!/^[-d]/ || / -> | link to /) { print; exit }')
+  [ -z "$bad" ] || die "$ERR_DOWNLOAD" "${archive##*/} holds a member that is not a regular file or directory (${bad//[^A-Za-z0-9_.\/: -]/?}): refusing it (nothing was installed)"
+  bad=$(printf '%s\n' "$names" | awk '/^\// || /(^|\/)\.\.(\/|$)/ { print; exit }')
+  [ -z "$bad" ] || die "$ERR_DOWNLOAD" "${archive##*/} holds a member outside its directory (${bad//[^A-Za-z0-9_.\/: -]/?}): refusing it (nothing was installed)"
+  printf '%s\n' "$listing" | awk -v m="$member" '/^-/ && substr($0, length($0) - length(m) + 1) == m && substr($0, length($0) - length(m), 1) == " " { f = 1 } END { exit !f }' \
+    || die "$ERR_DOWNLOAD" "${archive##*/} has no regular file $member"
 }
 
 sha256_of() {
@@ -190,11 +239,11 @@ install_release() {
   local asset="perfgate-$tag-$target.tar.gz"
   new_stage
   local rc=0
-  fetch "$base/$tag/SHA256SUMS" "$stage/SHA256SUMS" || rc=$?
+  fetch "$base/$tag/SHA256SUMS" "$stage/SHA256SUMS" "$MAX_LIST_BYTES" || rc=$?
   if [ "$rc" -eq 4 ]; then
     # No checksums: either no such release, or a release this installer must not trust.
     rc=0
-    fetch "$base/$tag/$asset" "$stage/$asset" || rc=$?
+    fetch "$base/$tag/$asset" "$stage/$asset" "$MAX_ASSET_BYTES" || rc=$?
     if [ "$rc" -eq 0 ]; then
       die "$ERR_DOWNLOAD" "release $tag has $asset but no SHA256SUMS: refusing to install a binary that cannot be verified"
     elif [ "$rc" -eq 4 ]; then
@@ -218,7 +267,7 @@ install_release() {
   fi
   say "downloading $base/$tag/$asset"
   rc=0
-  fetch "$base/$tag/$asset" "$stage/$asset" || rc=$?
+  fetch "$base/$tag/$asset" "$stage/$asset" "$MAX_ASSET_BYTES" || rc=$?
   [ "$rc" -eq 0 ] || die "$ERR_DOWNLOAD" "could not download $base/$tag/$asset, which SHA256SUMS lists"
   local actual
   actual=$(sha256_of "$stage/$asset")
@@ -227,10 +276,15 @@ install_release() {
     die "$ERR_DOWNLOAD" "checksum mismatch for $asset: SHA256SUMS says $expected, the download is $actual; refusing to run it (nothing was installed)"
   fi
   say "sha256 $actual matches SHA256SUMS"
-  # Only the one expected member is extracted: nothing else in the archive reaches the disk.
+  # Only the one expected member is extracted, a regular file checked in the listing first:
+  # nothing else in the archive reaches the disk, and no link is followed.
   local member="perfgate-$tag-$target/perfgate"
-  tar -xzf "$stage/$asset" -C "$stage" "$member" 2>/dev/null \
-    || die "$ERR_DOWNLOAD" "$asset has no $member"
+  check_archive "$stage/$asset" "$member"
+  capped "$MAX_BINARY_BYTES" tar -xzf "$stage/$asset" -C "$stage" "$member" 2>/dev/null \
+    || die "$ERR_DOWNLOAD" "could not extract $member from $asset (missing, or larger than $MAX_BINARY_BYTES bytes)"
+  if [ ! -f "$stage/$member" ] || [ -L "$stage/$member" ] || [ "$(size_of "$stage/$member")" -gt "$MAX_BINARY_BYTES" ]; then
+    die "$ERR_DOWNLOAD" "$member in $asset is not a regular file of at most $MAX_BINARY_BYTES bytes"
+  fi
   commit_to_cache "$stage/$member" "$dir"
   publish "$dir" "$tag"
 }
@@ -298,7 +352,7 @@ elif [ -n "$ref" ]; then
     elif [ -n "$version" ] && is_version "$version" && [ -n "$base" ]; then
       new_stage
       rc=0
-      fetch "$base/v$version/COMMIT" "$stage/COMMIT" || rc=$?
+      fetch "$base/v$version/COMMIT" "$stage/COMMIT" "$MAX_LIST_BYTES" || rc=$?
       if [ "$rc" -eq 0 ]; then released=$(tr -d '[:space:]' <"$stage/COMMIT"); fi
       rm -rf "$stage"
       stage=""

@@ -67,8 +67,60 @@ echo 2 >"$REL/v0.2.3-flaky/perfgate-v0.2.3-flaky-x86_64-unknown-linux-musl.tar.g
 release v0.2.4-down x86_64-unknown-linux-musl
 echo 100 >"$REL/v0.2.4-down/SHA256SUMS.fail503"
 
-# The server: files under $REL; FILE.fail503 holding N makes the first N GETs of FILE a 503.
-# Every request path is logged, so "downloads nothing" is checked from the server's side.
+# Hostile archives (issue 26 finding 16), each listed in a valid SHA256SUMS: the binary a symlink
+# (to /bin/echo, which "runs"; to a file outside the cache, which the old chmod 755 changed), a
+# hard link, a member with `..`, a FIFO.
+VICTIM="$work/victim"
+echo "not perfgate" >"$VICTIM"
+chmod 600 "$VICTIM"
+# hostile TAG KIND: a release for x86_64 Linux whose archive is built by Python's tarfile.
+hostile() {
+  local tag=$1 kind=$2 name="perfgate-$1-x86_64-unknown-linux-musl"
+  mkdir -p "$REL/$tag"
+  python3 - "$REL/$tag/$name.tar.gz" "$name" "$kind" "$VICTIM" <<'PY'
+import io, sys, tarfile
+out, name, kind, victim = sys.argv[1:5]
+def entry(n, t=tarfile.REGTYPE, data=b"", link=""):
+    i = tarfile.TarInfo(n); i.type = t; i.mode = 0o755; i.linkname = link; i.size = len(data)
+    return i, (io.BytesIO(data) if data else None)
+binary = b"#!/bin/sh\necho perfgate 0.3.0\n"
+with tarfile.open(out, "w:gz") as t:
+    t.addfile(*entry(name, tarfile.DIRTYPE))
+    if kind == "symlink-echo":
+        t.addfile(*entry(name + "/perfgate", tarfile.SYMTYPE, link="/bin/echo"))
+    elif kind == "symlink-out":
+        t.addfile(*entry(name + "/perfgate", tarfile.SYMTYPE, link=victim))
+    elif kind == "hardlink":
+        t.addfile(*entry(name + "/real", data=binary))
+        t.addfile(*entry(name + "/perfgate", tarfile.LNKTYPE, link=name + "/real"))
+    elif kind == "dotdot":
+        t.addfile(*entry(name + "/perfgate", data=binary))
+        t.addfile(*entry(name + "/../../escaped", data=b"x"))
+    elif kind == "fifo":
+        t.addfile(*entry(name + "/perfgate", data=binary))
+        t.addfile(*entry(name + "/pipe", tarfile.FIFOTYPE))
+PY
+  (cd "$REL/$tag" && sha256sum -- *.tar.gz >SHA256SUMS)
+}
+hostile v0.3.0-symecho symlink-echo
+hostile v0.3.1-symout symlink-out
+hostile v0.3.2-hardlink hardlink
+hostile v0.3.3-dotdot dotdot
+hostile v0.3.4-fifo fifo
+
+# Downloads with no size limit (issue 26 finding 11): FILE.huge holding "MODE BYTES" serves BYTES
+# of filler instead of FILE, MODE `chunked` (no declared length) or `length` (declared). The bytes
+# the server managed to send are appended to $LOG.sent, so the cap is checked from its side.
+release v0.4.0-hugesums x86_64-unknown-linux-musl
+echo "chunked 10485760" >"$REL/v0.4.0-hugesums/SHA256SUMS.huge"
+release v0.4.1-hugeasset x86_64-unknown-linux-musl
+echo "chunked 209715200" >"$REL/v0.4.1-hugeasset/perfgate-v0.4.1-hugeasset-x86_64-unknown-linux-musl.tar.gz.huge"
+release v0.4.2-declared x86_64-unknown-linux-musl
+echo "length 209715200" >"$REL/v0.4.2-declared/perfgate-v0.4.2-declared-x86_64-unknown-linux-musl.tar.gz.huge"
+
+# The server: files under $REL; FILE.fail503 holding N makes the first N GETs of FILE a 503;
+# FILE.huge as above. Every request path is logged, so "downloads nothing" is checked from the
+# server's side.
 cat >"$work/server.py" <<'EOF'
 import http.server, os, sys
 root, portfile, log = sys.argv[1:4]
@@ -86,7 +138,36 @@ class H(http.server.SimpleHTTPRequestHandler):
             if n < int(open(fail).read()):
                 self.send_error(503)
                 return
+        huge = os.path.join(root, self.path.lstrip("/") + ".huge")
+        if os.path.isfile(huge):
+            mode, total = open(huge).read().split()
+            self.huge(mode, int(total))
+            return
         super().do_GET()
+    def huge(self, mode, total):
+        self.protocol_version = "HTTP/1.1"
+        self.send_response(200)
+        self.send_header("Connection", "close")
+        if mode == "length":
+            self.send_header("Content-Length", str(total))
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        block, sent = b"0123456789abcdef" * 4096, 0
+        try:
+            while sent < total:
+                b = block[: total - sent]
+                if mode == "length":
+                    self.wfile.write(b)
+                else:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
+                sent += len(b)
+            if mode != "length":
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass
+        with open(log + ".sent", "a") as f:
+            f.write("%s %d\n" % (self.path, sent))
     def log_message(self, *a):
         pass
 s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
@@ -180,6 +261,41 @@ check badsum "nothing on PATH, nothing in the cache, nothing executed" \
   test -z "$gpath" -a -z "$gout" -a ! -e "$work/case-badsum/toolcache/perfgate/0.2.0-badsum" -a "$(ran_count)" = "$before_ran"
 check badsum "no partial download left behind" \
   test -z "$(find "$work/case-badsum/toolcache" -name '*.tar.gz' 2>/dev/null)"
+
+# --- hostile archives: links, devices and escaping paths are refused -----------------------------
+for case in symecho:v0.3.0-symecho symout:v0.3.1-symout hardlink:v0.3.2-hardlink; do
+  name=${case%%:*}
+  run "$name" PERFGATE_VERSION="${case#*:}"
+  check "$name" "a link as the binary: exit 1, nothing on PATH or in the cache" \
+    test "$rc" = 1 -a -z "$gpath" -a -z "$gout" -a ! -e "$work/case-$name/toolcache/perfgate/${case#*:v}"
+  check "$name" "message says the member is not a regular file" has "holds a member that is not a regular file or directory"
+done
+check symout "the file the symlink points at keeps its mode (600, not chmod 755)" \
+  test "$(stat -c %a "$VICTIM")" = 600 -a "$(cat "$VICTIM")" = "not perfgate"
+run dotdot PERFGATE_VERSION=v0.3.3-dotdot
+check dotdot "a member with .. : exit 1, nothing installed" test "$rc" = 1 -a -z "$gpath"
+check dotdot "message says so" has "holds a member outside its directory"
+check dotdot "nothing escaped" test ! -e "$work/case-dotdot/escaped" -a ! -e "$work/case-dotdot/toolcache/escaped"
+run fifo PERFGATE_VERSION=v0.3.4-fifo
+check fifo "a FIFO member: exit 1" test "$rc" = 1 -a -z "$gpath"
+check fifo "message names the member" has "not a regular file or directory (p"
+
+# --- downloads are capped ---------------------------------------------------------------------
+sent() { awk -v p="$1" '$1 == p { s += $2 } END { print s + 0 }' "$LOG.sent" 2>/dev/null || echo 0; }
+run hugesums PERFGATE_VERSION=v0.4.0-hugesums
+check hugesums "a 10 MiB SHA256SUMS (chunked): exit 1, refused at 64 KiB" \
+  test "$rc" = 1 -a -z "$gpath" -a "$(sent /v0.4.0-hugesums/SHA256SUMS)" -lt 4194304
+check hugesums "message names the limit" has "download refused: $BASE/v0.4.0-hugesums/SHA256SUMS is larger than 65536 bytes"
+run hugeasset PERFGATE_VERSION=v0.4.1-hugeasset
+check hugeasset "a 200 MiB chunked archive: exit 1, cut off near 64 MiB" \
+  test "$rc" = 1 -a -z "$gpath" -a "$(sent /v0.4.1-hugeasset/perfgate-v0.4.1-hugeasset-x86_64-unknown-linux-musl.tar.gz)" -lt 104857600
+check hugeasset "message names the limit" has "is larger than 67108864 bytes"
+check hugeasset "no partial download left behind" \
+  test -z "$(find "$work/case-hugeasset/toolcache" -name '*.tar.gz' 2>/dev/null)"
+run declared PERFGATE_VERSION=v0.4.2-declared
+check declared "a declared 200 MiB archive: refused before downloading it" \
+  test "$rc" = 1 -a "$(sent /v0.4.2-declared/perfgate-v0.4.2-declared-x86_64-unknown-linux-musl.tar.gz)" -lt 104857600
+check declared "message names the limit" has "is larger than 67108864 bytes"
 
 # --- no SHA256SUMS: refused ---------------------------------------------------------------------
 run nosums PERFGATE_VERSION=v0.2.1-nosums

@@ -1,7 +1,8 @@
 //! Cooperative cancellation on Ctrl-C / SIGTERM (issue 8): the first signal stops new requests,
 //! lets in-flight ones finish for up to [`GRACE`], and makes `check` write partial results
-//! marked incomplete and `bless` write nothing; a second signal exits at once. Exit code
-//! [`crate::exit::INTERRUPTED`].
+//! marked incomplete and `bless` write nothing; a second signal, or [`HARD_STOP`], exits at
+//! once after the hooks of [`on_force_exit`] (the last-resort results, temporary files removed,
+//! servers killed). Exit code [`crate::exit::INTERRUPTED`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -60,14 +61,24 @@ async fn next_signal(term: &mut Option<tokio::signal::unix::Signal>) {
     }
 }
 
-/// What must run before perfgate exits on a second signal (the server module registers the
-/// killing of every server it started); set once.
-static ON_FORCE_EXIT: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+/// What must run before perfgate exits on a second signal or at [`HARD_STOP`], in the order
+/// registered, each under its key: the last-resort results file (`report::last_resort`), the
+/// removal of temporary files (`fsutil`), the killing of every started server (`server`).
+static ON_FORCE_EXIT: std::sync::Mutex<Vec<Hook>> = std::sync::Mutex::new(Vec::new());
 
-/// Registers `f` to run before perfgate exits on a second signal (only the first call counts).
-/// Lets a module above this one (`server`) clean up without this leaf importing it.
-pub fn on_force_exit(f: fn()) {
-    let _ = ON_FORCE_EXIT.set(f);
+/// A forced-exit hook: its key and what it runs.
+type Hook = (&'static str, fn());
+
+/// Registers `f` under `key` to run before a forced exit (a key already registered is kept as
+/// it is, so calling this again is harmless). Lets modules above this one clean up without this
+/// leaf importing them.
+pub fn on_force_exit(key: &'static str, f: fn()) {
+    let mut hooks = ON_FORCE_EXIT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !hooks.iter().any(|(k, _)| *k == key) {
+        hooks.push((key, f));
+    }
 }
 
 /// Starts watching for SIGINT and SIGTERM on a thread of its own, with its own small runtime,
@@ -92,7 +103,13 @@ pub fn install() {
 
 /// Runs what must run before a forced exit, then exits with [`crate::exit::INTERRUPTED`].
 fn force_exit() -> ! {
-    if let Some(f) = ON_FORCE_EXIT.get() {
+    let hooks: Vec<fn()> = ON_FORCE_EXIT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .map(|(_, f)| *f)
+        .collect();
+    for f in hooks {
         f();
     }
     std::process::exit(crate::exit::INTERRUPTED);

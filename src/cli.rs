@@ -399,9 +399,13 @@ fn load_scenarios_as(
 async fn run(cli: Cli) -> Result<i32, Error> {
     if matches!(
         cli.command,
-        Command::Check(_) | Command::Bless(_) | Command::Ab(_)
+        Command::Check(_) | Command::Bless(_) | Command::Ab(_) | Command::Report(_)
     ) {
         crate::cancel::install();
+        // A forced exit (second signal, hard stop) still writes the results JSON kept ready,
+        // then removes the temporary files of the writes it cut short.
+        crate::cancel::on_force_exit("last-resort results", report::last_resort::write);
+        crate::cancel::on_force_exit("temporary files", crate::fsutil::remove_pending);
     }
     let code = run_command(cli).await;
     // Every server perfgate started stops here, whatever the command's outcome.
@@ -490,6 +494,10 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
         // logs).
         progress: report::progress::TerminalProgress::stderr(),
     };
+    if let Some(p) = &a.out.output {
+        let mut none = check::interrupted_results(&scs, &baselines, &opts);
+        report::last_resort::keep(p, &mut none);
+    }
     let results = check::run_check(&scs, &baselines, &opts).await;
     let rep = report::Report::with_loaded(results, |name| {
         (baselines.path_for(name), baselines.get(name))
@@ -504,12 +512,18 @@ async fn deliver(
     out: &ReportFiles,
     github: &crate::github::GithubArgs,
 ) -> i32 {
+    let mut rep = rep;
+    if let Some(p) = &out.output {
+        report::last_resort::keep(p, &mut rep.results);
+    }
     let written = report::print_and_write(&rep, &out.outputs());
+    report::last_resort::done();
     let results = rep.results;
     // PR comment, step summary, annotations, outputs, tracking issue: warns, never changes the exit code.
+    // The step outputs name only the report files written now.
     let reports = crate::github::Reports {
-        json: out.output.as_deref(),
-        markdown: out.markdown.as_deref(),
+        json: written.written_path(out.output.as_deref()),
+        markdown: written.written_path(out.markdown.as_deref()),
     };
     crate::github::publish(&results, github, reports).await;
     written.print_failures();
@@ -572,10 +586,12 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
     let flags_given = base_over != ArmOverride::default() || cand_over != ArmOverride::default();
     let mut scs = Vec::with_capacity(written.len());
     let mut refused = Vec::new();
+    let place = |s: &Scenario| crate::config::arm::endpoint_place(&s.endpoint.shown_url());
     for ((w, b), c) in written.into_iter().zip(base).zip(cand) {
-        let arms_differ = b.server != c.server
-            || b.endpoint.shown_url() != c.endpoint.shown_url()
-            || b.endpoint.model != c.endpoint.model;
+        // localhost, 127.0.0.1 and [::1] are one endpoint (config::arm::endpoint_place)
+        let same_endpoint = place(&b) == place(&c);
+        let arms_differ =
+            b.server != c.server || !same_endpoint || b.endpoint.model != c.endpoint.model;
         if !flags_given && !arms_differ {
             refused.push(format!(
                 "scenario {}: perfgate ab needs two arms, and nothing sets them: give --base-url and --candidate-url (two endpoints), --base-server-cmd and --candidate-server-cmd (two servers), or server.base and server.candidate in the scenario file",
@@ -583,14 +599,30 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
             ));
             continue;
         }
+        // One arm starts a server and the other points at the same endpoint: both arms would
+        // measure that one server, an A/A run that reads as an A/B.
+        if same_endpoint && b.server.is_some() != c.server.is_some() {
+            let (with, without) = if b.server.is_some() {
+                ("base", "candidate")
+            } else {
+                ("candidate", "base")
+            };
+            refused.push(format!(
+                "scenario {}: only the {with} arm starts a server, and both arms are the endpoint {}: the {without} arm would measure the {with} arm's server (an A/A run, not an A/B); give the {without} arm its own server (--{without}-server-cmd, or server.{without} in the scenario file) or its own endpoint (--{without}-url)",
+                w.name,
+                c.endpoint.shown_url()
+            ));
+            continue;
+        }
         let mut notes = Vec::new();
-        if b.endpoint.shown_url() == c.endpoint.shown_url()
-            && b.endpoint.model == c.endpoint.model
-            && b.server == c.server
-        {
+        if same_endpoint && b.endpoint.model == c.endpoint.model && b.server == c.server {
+            let shown = if b.endpoint.shown_url() == c.endpoint.shown_url() {
+                c.endpoint.shown_url()
+            } else {
+                format!("{} and {}", b.endpoint.shown_url(), c.endpoint.shown_url())
+            };
             notes.push(format!(
-                "both arms are the same endpoint ({}, model {}) and server: an A/A run, which measures the noise of this setup",
-                c.endpoint.shown_url(),
+                "both arms are the same endpoint ({shown}, model {}) and server: an A/A run, which measures the noise of this setup",
                 c.endpoint.model
             ));
         }
@@ -622,6 +654,10 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
             check::UnlistedModel::Note
         },
     };
+    if let Some(p) = &a.out.output {
+        let mut none = crate::ab::interrupted_results(&scs, &opts);
+        report::last_resort::keep(p, &mut none);
+    }
     let results = crate::ab::run_ab(&scs, &opts).await;
     let rep = report::Report::new(results, None);
     Ok(deliver(rep, &a.out, &a.github).await)
@@ -639,6 +675,11 @@ fn cmd_report(a: ReportArgs) -> Result<i32, Error> {
     let rep = report::Report::new(results, a.baseline_dir.as_deref());
     let written = report::print_and_write(&rep, &a.out.outputs());
     written.print_failures();
+    if crate::cancel::requested() {
+        // Ctrl-C / SIGTERM while writing: the files are complete (each written atomically), but
+        // the command was interrupted.
+        return Ok(exit::INTERRUPTED);
+    }
     Ok(written.exit_code(rep.results.exit_code))
 }
 

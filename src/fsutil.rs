@@ -1,7 +1,27 @@
-//! File-system helpers.
+//! File-system helpers: atomic writes, and the temporary files of writes in progress, removed
+//! by [`remove_pending`] when perfgate is stopped in the middle of one (a second signal, or the
+//! hard stop of [`crate::cancel`]).
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The temporary files of the atomic writes in progress.
+static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn pending() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    PENDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Removes the temporary file of every atomic write still in progress (what a forced exit runs:
+/// no `.NAME.tmp-PID` is left behind); the writes themselves are not finished.
+pub fn remove_pending() {
+    for p in pending().drain(..) {
+        let _ = std::fs::remove_file(&p);
+    }
+}
 
 /// Writes `text` to `path` atomically: a temp file in the same directory, fsync, rename over
 /// the target, fsync the directory. A crash at any point leaves the old file or the new one.
@@ -13,6 +33,21 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 /// produced (a large results file is never held in memory as one string).
 pub fn write_atomic_with(
     path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    write_atomic_via(path, "", write)
+}
+
+/// [`write_atomic`] through a temporary file of its own (`.NAME.tmp-PID-TAG`): for a write that
+/// may run while another write of the same file is in progress (the last-resort results of a
+/// forced exit).
+pub fn write_atomic_tagged(path: &Path, tag: &str, text: &str) -> std::io::Result<()> {
+    write_atomic_via(path, &format!("-{tag}"), |w| w.write_all(text.as_bytes()))
+}
+
+fn write_atomic_via(
+    path: &Path,
+    tag: &str,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let dir = path
@@ -40,7 +75,8 @@ pub fn write_atomic_with(
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("baseline.json");
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let tmp = dir.join(format!(".{name}.tmp-{}{tag}", std::process::id()));
+    pending().push(tmp.clone());
     let result = (|| {
         let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
         write(&mut w)?;
@@ -56,6 +92,7 @@ pub fn write_atomic_with(
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+    pending().retain(|p| p != &tmp);
     result
 }
 

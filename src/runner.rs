@@ -438,9 +438,14 @@ impl Session {
         self.absorb(m);
     }
 
-    /// Adds measured requests; when every one so far failed, the endpoint is unreachable.
+    /// Adds measured requests; when every one so far failed, the endpoint is unreachable. No
+    /// request (an interleaved run stopped before this arm sent one) changes nothing: the reason
+    /// the warmup found is kept, not replaced by "none".
     fn absorb(&mut self, m: Vec<Sent>) {
-        if m.iter().all(|s| !s.record.ok()) && self.measured.iter().all(|s| !s.record.ok()) {
+        if self.unreachable.is_none()
+            && m.iter().all(|s| !s.record.ok())
+            && self.measured.iter().all(|s| !s.record.ok())
+        {
             self.unreachable = unreachable_reason(&m);
         }
         self.measured.extend(m);

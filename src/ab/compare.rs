@@ -109,10 +109,17 @@ fn one(
     if let Some(n) = identity_difference(base_run, cand_run) {
         res.notes.push(n);
     }
-    let arms = [
+    let mut arms = [
         ("base", &ab.base, &runs.base),
         ("candidate", &ab.candidate, &runs.candidate),
     ];
+    // The arm found unreachable is why the run stopped: its reason comes first, before the other
+    // arm's "no request was sent".
+    if matches!(&runs.candidate, Ok(r) if r.unreachable.is_some())
+        && !matches!(&runs.base, Ok(r) if r.unreachable.is_some())
+    {
+        arms.swap(0, 1);
+    }
     for (label, arm_sc, run) in arms {
         let problem = match run {
             Err(e) => Some((Status::Unmeasurable, e.to_string())),

@@ -72,7 +72,8 @@ pub fn unsupported(ab: &AbScenario, design: DesignChoice) -> Option<String> {
     }
     if let DesignChoice::Interleaved = design {
         if let (Some(b), Some(c)) = (&ab.base.server, &ab.candidate.server) {
-            if b.key != c.key && b.origin == c.origin {
+            let place = crate::config::arm::endpoint_place;
+            if b.key != c.key && place(&b.origin) == place(&c.origin) {
                 return Some(format!(
                     "scenario {name}: both arms start a server at {}, but in the interleaved design both run at once, so each needs its own port: give each arm its endpoint (--base-url / --candidate-url, or base_url inside server.base / server.candidate) and its server that port, or use --design blocked (one server at a time)",
                     b.origin
@@ -81,6 +82,25 @@ pub fn unsupported(ab: &AbScenario, design: DesignChoice) -> Option<String> {
         }
     }
     None
+}
+
+/// The results of an A/B run stopped before any scenario was measured: each one "not measured:
+/// interrupted", marked incomplete (what a forced exit writes until the real results exist,
+/// [`crate::report::last_resort`]).
+pub fn interrupted_results(scs: &[AbScenario], opts: &AbOptions) -> Results {
+    let runs = scs
+        .iter()
+        .map(|_| measure::AbRuns {
+            base: Err(crate::execute::MeasureError::Interrupted),
+            candidate: Err(crate::execute::MeasureError::Interrupted),
+            order: Vec::new(),
+            blocks: Vec::new(),
+        })
+        .collect();
+    let mut results = compare::compare(scs, runs, opts);
+    results.incomplete = true;
+    results.decide();
+    results
 }
 
 /// Measures both arms of every scenario (sequentially by scenario) and compares them.

@@ -490,12 +490,17 @@ pub fn run_problem(
             Status::Misconfigured,
             format!("{why} (--require-listed-model)"),
         ))
+    } else if m.requests == 0 {
+        Some((
+            Status::Unmeasurable,
+            "no measured request was sent (the run stopped before this one began)".to_string(),
+        ))
     } else if m.ok == 0 {
         Some((
             Status::Unmeasurable,
             format!(
                 "every request failed; first: {}",
-                m.first_error.clone().unwrap_or_default()
+                m.first_error.as_deref().unwrap_or("(no reason recorded)")
             ),
         ))
     } else {

@@ -54,6 +54,24 @@ pub enum UnlistedModel {
     Refuse,
 }
 
+/// The results of a run stopped before any scenario was measured: each one "not measured:
+/// interrupted", marked incomplete (what a forced exit writes until the real results exist,
+/// [`crate::report::last_resort`]).
+pub fn interrupted_results(
+    scenarios: &[Scenario],
+    baselines: &Baselines,
+    opts: &CheckOptions,
+) -> Results {
+    let runs = scenarios
+        .iter()
+        .map(|_| Err(crate::execute::MeasureError::Interrupted))
+        .collect();
+    let mut results = compare(scenarios, runs, baselines, opts);
+    results.incomplete = true;
+    results.decide();
+    results
+}
+
 /// Measures every scenario (sequentially, in looks when `max_samples` is set, stopping a
 /// scenario as soon as all its gated checks are decided) and compares with the baselines.
 ///

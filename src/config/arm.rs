@@ -155,6 +155,35 @@ pub fn apply(
     Ok((raw, written))
 }
 
+/// Where an endpoint URL goes, for telling whether two arms reach one server: scheme, host,
+/// port (the scheme's default written out), path without a trailing `/`, query. `localhost`,
+/// `127.0.0.1` and `[::1]` are one host, the loopback, as a server on this machine answers
+/// (perfgate's own endpoints are 127.0.0.1 only). A string that is not a URL is compared as
+/// written (pure).
+pub fn endpoint_place(url: &str) -> String {
+    let Ok(u) = url::Url::parse(url) else {
+        return url.to_string();
+    };
+    let host = match u.host() {
+        Some(url::Host::Domain(d)) if d.trim_end_matches('.').eq_ignore_ascii_case("localhost") => {
+            "loopback".to_string()
+        }
+        Some(url::Host::Ipv4(a)) if a == std::net::Ipv4Addr::LOCALHOST => "loopback".to_string(),
+        Some(url::Host::Ipv6(a)) if a.is_loopback() => "loopback".to_string(),
+        Some(h) => h.to_string().to_ascii_lowercase(),
+        None => String::new(),
+    };
+    format!(
+        "{}://{host}{}{}{}",
+        u.scheme(),
+        u.port_or_known_default()
+            .map(|p| format!(":{p}"))
+            .unwrap_or_default(),
+        u.path().trim_end_matches('/'),
+        u.query().map(|q| format!("?{q}")).unwrap_or_default()
+    )
+}
+
 /// Splits a command line given as one string (`--base-server-cmd "llama-server -m 'a b.gguf'"`)
 /// into argv words the way a POSIX shell would, without expanding anything: words separated by
 /// blanks, `'...'` literal, `"..."` with `\"` and `\\`, a backslash escaping the next character.
@@ -264,6 +293,26 @@ mod tests {
                 .contains("server.base_url belongs inside server.base"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn loopback_names_are_one_place() {
+        let p = endpoint_place;
+        assert_eq!(
+            p("http://localhost:8080/v1"),
+            p("http://127.0.0.1:8080/v1/")
+        );
+        assert_eq!(p("http://[::1]:8080/v1"), p("http://127.0.0.1:8080/v1"));
+        assert_eq!(p("http://LocalHost:80/v1"), p("http://127.0.0.1/v1"));
+        assert_ne!(p("http://localhost:8080/v1"), p("http://127.0.0.1:8081/v1"));
+        assert_ne!(
+            p("http://localhost:8080/v1"),
+            p("https://127.0.0.1:8080/v1")
+        );
+        assert_ne!(p("http://127.0.0.2:8080/v1"), p("http://127.0.0.1:8080/v1"));
+        assert_ne!(p("http://example.com/v1"), p("http://127.0.0.1/v1"));
+        assert_eq!(p("sim://?seed=1"), p("sim://?seed=1"));
+        assert_ne!(p("sim://?seed=1"), p("sim://?seed=2"));
     }
 
     #[test]

@@ -6,9 +6,11 @@
 pub mod html;
 pub mod json;
 pub mod junit;
+pub mod last_resort;
 pub mod markdown;
 pub mod plot;
 pub mod progress;
+pub mod safe_text;
 pub mod sweep_plot;
 pub mod terminal;
 
@@ -226,7 +228,7 @@ pub fn ab_line(s: &crate::results::ScenarioResult) -> Option<String> {
                 .collect();
             format!(
                 "A/B blocked {}: {} blocks per arm{}",
-                ab.order,
+                safe_text::field(&ab.order),
                 ab.alternations,
                 if starts.is_empty() {
                     String::new()
@@ -238,7 +240,10 @@ pub fn ab_line(s: &crate::results::ScenarioResult) -> Option<String> {
     };
     Some(format!(
         "{how}; base {} model {} ({} requests, {} failed)",
-        ab.base_endpoint, ab.base_model, m.requests, m.failed
+        safe_text::field(&ab.base_endpoint),
+        safe_text::field(&ab.base_model),
+        m.requests,
+        m.failed
     ))
 }
 
@@ -346,10 +351,18 @@ pub fn info_line(info: &[&crate::gate::Check], word: &str) -> Option<String> {
 #[derive(Debug, Default)]
 pub struct Written {
     pub written: Vec<String>,
+    /// The paths of the files written, in [`Written::written`]'s order.
+    pub paths: Vec<PathBuf>,
     pub failed: Vec<crate::exit::Error>,
 }
 
 impl Written {
+    /// `path` when it was written now, else `None` (what the step outputs may name: never a
+    /// file that is not there, or an older run's).
+    pub fn written_path<'a>(&self, path: Option<&'a Path>) -> Option<&'a Path> {
+        path.filter(|p| self.paths.iter().any(|w| w == p))
+    }
+
     /// Says on stderr which report files could not be written.
     pub fn print_failures(&self) {
         for f in &self.failed {
@@ -401,7 +414,10 @@ pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
     for (what, path, render) in jobs {
         if let Some(p) = path {
             match crate::fsutil::write_atomic_with(p, render) {
-                Ok(()) => out.written.push(format!("{what}: {}", p.display())),
+                Ok(()) => {
+                    out.written.push(format!("{what}: {}", p.display()));
+                    out.paths.push(p.to_path_buf());
+                }
                 Err(source) => out.failed.push(crate::exit::Error::Report {
                     what,
                     path: p.to_path_buf(),

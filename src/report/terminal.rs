@@ -1,8 +1,11 @@
 //! Plain-text report for the terminal and CI logs: one table per scenario with baseline,
 //! candidate, change with CI, tolerance and verdict, then the overall verdict. Verdicts are
 //! coloured only on a terminal ([`use_color`]: stdout is a TTY, `NO_COLOR` unset, `TERM` not
-//! `dumb`); the text is otherwise identical.
+//! `dumb`); the text is otherwise identical. Every string taken from the results goes through
+//! [`safe`] (a results file given to `perfgate report` may hold terminal escapes, workflow
+//! commands or megabytes in one field).
 
+use super::safe_text::field as safe;
 use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value};
 use crate::gate::Verdict;
 use crate::results::{Results, Status};
@@ -66,20 +69,34 @@ pub fn render_styled(r: &Results, color: bool) -> String {
         let _ = writeln!(
             out,
             "\n== {}  ({} {} model {}, concurrency {}, {} requests, {} failed)",
-            s.name, s.api, s.endpoint, s.model, s.concurrency, m.requests, m.failed
+            safe(&s.name),
+            safe(&s.api),
+            safe(&s.endpoint),
+            safe(&s.model),
+            s.concurrency,
+            m.requests,
+            m.failed
         );
         if let Some(b) = &s.baseline {
             let _ = writeln!(
                 out,
                 "   baseline {} from {} ({} requests, perfgate {})",
-                b.path, b.created_at, b.requests, b.perfgate_version
+                safe(&b.path),
+                safe(&b.created_at),
+                b.requests,
+                safe(&b.perfgate_version)
             );
         }
         if let Some(line) = crate::report::ab_line(s) {
             let _ = writeln!(out, "   {line}");
         }
         if s.status != Status::Compared {
-            let _ = writeln!(out, "   {}: {}", status_label(s.status), s.status_detail);
+            let _ = writeln!(
+                out,
+                "   {}: {}",
+                status_label(s.status),
+                safe(&s.status_detail)
+            );
         }
         // Tails that cannot be judged at this n: one line, not a row per metric.
         let (info, shown): (Vec<&crate::gate::Check>, Vec<&crate::gate::Check>) = s
@@ -125,7 +142,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
                     "   {} {}: {}",
                     paint(c.verdict.as_str(), c.verdict, color),
                     fmt_check_name(c),
-                    c.reason
+                    safe(&c.reason)
                 );
             }
         }
@@ -159,11 +176,11 @@ pub fn render_styled(r: &Results, color: bool) -> String {
                 out,
                 "   failures: {} (first: {})",
                 classes.join(", "),
-                m.first_error.as_deref().unwrap_or("-")
+                m.first_error.as_deref().map_or_else(|| "-".into(), safe)
             );
         }
         for n in &s.notes {
-            let _ = writeln!(out, "   note: {n}");
+            let _ = writeln!(out, "   note: {}", safe(n));
         }
     }
     let overall = match r.verdict.as_str() {
@@ -187,7 +204,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
         r.count(crate::gate::Verdict::Info),
         r.family_size
     );
-    let without: Vec<&str> = r
+    let without: Vec<String> = r
         .scenarios
         .iter()
         .filter(|s| {
@@ -196,7 +213,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
                 Status::NoBaseline | Status::Stale | Status::InvalidBaseline
             )
         })
-        .map(|s| s.name.as_str())
+        .map(|s| safe(&s.name))
         .collect();
     if !without.is_empty() {
         let _ = writeln!(

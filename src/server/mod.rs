@@ -343,7 +343,7 @@ pub async fn ensure_with(
         return Err(ServerError::FailedEarlier { why: why.clone() });
     }
     // A second Ctrl-C exits at once: every started server is SIGKILLed first.
-    crate::cancel::on_force_exit(kill_all_now);
+    crate::cancel::on_force_exit("started servers", kill_all_now);
     let others: Vec<Running> = {
         let mut r = lock(&RUNNING);
         if let Some(x) = r.iter().find(|x| x.spec.key == spec.key) {

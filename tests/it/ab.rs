@@ -450,6 +450,156 @@ fn inputs_an_ab_run_cannot_use_are_refused_before_measuring() {
     );
 }
 
+/// Issue 26 finding 6: `--base-server-cmd` without a candidate server measured the base
+/// arm's server on both arms and passed with no A/A note. One arm with a server and both arms
+/// on one endpoint is refused; `localhost`, `127.0.0.1` and `[::1]` are one endpoint.
+#[test]
+fn one_server_for_both_arms_is_refused_and_localhost_is_127_0_0_1() {
+    let port = closed_port();
+    let d = dir_with(&SCENARIO.replace("sim://?seed=1", &format!("http://127.0.0.1:{port}/v1")));
+    let refused = |args: &[&str], want: &str| {
+        let mut all = vec!["ab", "-s", "s.yaml", "--output", "r.json"];
+        all.extend_from_slice(args);
+        let o = perfgate_in(d.path(), 60).args(&all).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("measuring"), "nothing measured: {err}");
+        assert!(!d.path().join("r.json").exists());
+    };
+    let both = format!("both arms are the endpoint http://127.0.0.1:{port}/v1");
+    refused(
+        &["--base-server-cmd", "server-a"],
+        &format!("scenario tpot: only the base arm starts a server, and {both}: the candidate arm would measure the base arm's server (an A/A run, not an A/B); give the candidate arm its own server (--candidate-server-cmd"),
+    );
+    refused(
+        &["--candidate-server-cmd", "server-b"],
+        "only the candidate arm starts a server",
+    );
+    let localhost = format!("http://localhost:{port}/v1/");
+    refused(
+        &["--base-url", &localhost, "--base-server-cmd", "server-a"],
+        "only the base arm starts a server",
+    );
+    refused(
+        &[
+            "--base-url",
+            &format!("http://[::1]:{port}/v1"),
+            "--base-server-cmd",
+            "server-a",
+            "--design",
+            "blocked",
+        ],
+        "only the base arm starts a server",
+    );
+
+    // One simulator reached as localhost by one arm and as 127.0.0.1 by the other: an A/A run,
+    // and said so.
+    // (under `timeout`, so a failed assertion cannot leave it running; SIGTERM to `timeout`
+    // reaches the simulator)
+    let mut sim = std::process::Command::new("timeout")
+        .arg("120")
+        .arg(assert_cmd::cargo::cargo_bin("perfgate"))
+        .args(["sim", "--port", "0", "--ttft-ms", "5", "--tpot-ms", "1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(sim.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("perfgate sim listening on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let port = url.rsplit(':').next().unwrap().trim_end_matches("/v1");
+    let via_localhost = format!("http://localhost:{port}/v1");
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            &via_localhost,
+            "--candidate-url",
+            &url,
+            "--output",
+            "r.json",
+        ],
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &sim.id().to_string()])
+        .status();
+    let _ = sim.wait();
+    assert_eq!(code, Some(0), "{text}");
+    let notes = r["scenarios"][0]["notes"].to_string();
+    assert!(
+        notes.contains(&format!(
+            "both arms are the same endpoint ({via_localhost} and {url}, model perfgate-sim) and server: an A/A run"
+        )),
+        "{notes}"
+    );
+}
+
+/// A port nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// Issue 26 finding 18: an unreachable arm said "base arm: every request failed; first: " (no
+/// reason, and the wrong arm): the interleaved run stopped before the base arm sent anything,
+/// and the candidate's warmup reason was replaced by "none". The unreachable arm and its
+/// connection failure are named, in either position.
+#[test]
+fn an_unreachable_arm_is_named_with_its_connection_failure() {
+    let d = dir_with(SCENARIO);
+    let port = closed_port();
+    let dead = format!("http://127.0.0.1:{port}/v1");
+    for (base, cand, arm) in [
+        (SIM_BASE, dead.as_str(), "candidate"),
+        (dead.as_str(), SIM_BASE, "base"),
+    ] {
+        let (code, text, r) = run(
+            d.path(),
+            &[
+                "ab",
+                "-s",
+                "s.yaml",
+                "--base-url",
+                base,
+                "--candidate-url",
+                cand,
+                "--output",
+                "r.json",
+            ],
+        );
+        assert_eq!(code, Some(3), "{text}");
+        let detail = r["scenarios"][0]["status_detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with(&format!(
+                "{arm} arm: could not connect to 127.0.0.1:{port}: "
+            )),
+            "{detail}"
+        );
+        assert!(
+            detail.to_lowercase().contains("connection refused"),
+            "{detail}"
+        );
+        assert!(!detail.contains("first: \n") && !detail.ends_with("first: "));
+        assert!(
+            text.contains(&format!(
+                "could not measure tpot: {arm} arm: could not connect"
+            )),
+            "{text}"
+        );
+    }
+}
+
 // ---- servers: the scripted server of tests/server_support as the arms' `server:` ----
 
 fn script() -> PathBuf {

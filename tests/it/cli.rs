@@ -919,6 +919,105 @@ fn sigint_while_the_server_starts_exits_130() {
     }
 }
 
+/// The temporary file perfgate (process `pid`) writes `name` through, in `dir`, made a FIFO no
+/// one reads: the write blocks when it opens it, as a very long write would (what the hard stop
+/// or a second signal then cuts short).
+fn block_write(dir: &Path, name: &str, pid: u32) -> std::path::PathBuf {
+    let tmp = dir.join(format!(".{name}.tmp-{pid}"));
+    let st = std::process::Command::new("mkfifo")
+        .arg(&tmp)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    tmp
+}
+
+/// The names in `dir` of temporary files (`.NAME.tmp-PID...`).
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect()
+}
+
+/// Issue 26 finding 17: check's hard stop (15 s after the signal) came while the results were
+/// being written: it left the `.r.json.tmp-PID` file and wrote none of the partial results the
+/// README promises. The forced exit now writes the results kept ready (without per-request
+/// records, marked incomplete) and removes the temporary file.
+#[test]
+fn the_hard_stop_during_the_results_write_still_writes_them_and_leaves_no_temporary_file() {
+    let dir = setup(SLOW);
+    let child = spawn(
+        dir.path(),
+        &["check", "--allow-missing-baseline", "--output", "r.json"],
+    );
+    let fifo = block_write(dir.path(), "r.json", child.id());
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    signal(&child, "TERM");
+    let (code, _) = wait_with_limit(child, std::time::Duration::from_secs(60));
+    assert_eq!(code, Some(130));
+    assert!(!fifo.exists(), "the temporary file was removed");
+    assert_eq!(temporaries(dir.path()), Vec::<String>::new());
+    let text = std::fs::read_to_string(dir.path().join("r.json")).expect("results written");
+    let r: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(r["incomplete"], true);
+    assert_eq!(r["verdict"], "INTERRUPTED");
+    assert_eq!(r["exit_code"], 130);
+    let s = &r["scenarios"][0];
+    assert_eq!(s["name"], "slow");
+    let n = s["measured"]["requests"].as_u64().unwrap();
+    assert!((1..20).contains(&n), "the partial figures: {n} requests");
+    assert_eq!(s["records"].as_array().unwrap().len(), 0);
+    assert!(
+        s["notes"]
+            .to_string()
+            .contains("the per-request records are left out"),
+        "{}",
+        s["notes"]
+    );
+    // and `perfgate report` reads it
+    let o = perfgate(dir.path())
+        .args(["report", "r.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+}
+
+/// Issue 26 finding 17: `perfgate report` had no signal handling: SIGTERM while it wrote killed
+/// it (exit 143) with the temporary file left. It now handles signals as check does: the first
+/// lets the write go on, a second (or the hard stop) removes the temporary file and exits 130.
+#[test]
+fn report_signalled_while_writing_exits_130_and_leaves_no_temporary_file() {
+    let dir = setup(SIM);
+    let o = perfgate(dir.path())
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let results = std::fs::read(dir.path().join("r.json")).unwrap();
+    // the input a FIFO too, so the output's FIFO exists before perfgate reaches the write
+    let input = dir.path().join("in.json");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&input)
+        .status()
+        .unwrap()
+        .success());
+    let child = spawn(dir.path(), &["report", "in.json", "--output", "out.json"]);
+    let fifo = block_write(dir.path(), "out.json", child.id());
+    std::fs::write(&input, &results).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    signal(&child, "TERM");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    signal(&child, "TERM");
+    let (code, _) = wait_with_limit(child, std::time::Duration::from_secs(30));
+    assert_eq!(code, Some(130));
+    assert!(!fifo.exists(), "the temporary file was removed");
+    assert!(!dir.path().join("out.json").exists());
+    std::fs::remove_file(&input).unwrap();
+    assert_eq!(temporaries(dir.path()), Vec::<String>::new());
+}
+
 #[test]
 fn sigint_during_bless_writes_no_baseline() {
     let dir = setup(SLOW);

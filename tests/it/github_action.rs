@@ -526,3 +526,33 @@ fn gitlab_and_jenkins_examples_use_the_image_and_junit() {
         assert!(help.contains(flag), "perfgate check has no {flag}");
     }
 }
+
+/// Issue 26 finding 20: `args:` written over several lines (a YAML block scalar) lost every
+/// line after the first (`read -r -a` reads one line), so a second line's `--id` was dropped and
+/// two perfgate steps shared one PR comment. Every line is split; nothing is globbed or expanded.
+#[test]
+fn the_entry_point_splits_args_over_every_line() {
+    let (rc, _, args) = entrypoint(&[(
+        "PERFGATE_ARGS",
+        "--only my-scenario\n  --id latency-a100\t\n\n*  $HOME `id` ~\n",
+    )]);
+    assert_eq!(rc, 0);
+    let args = args.unwrap();
+    assert_eq!(
+        args[9..],
+        [
+            "--only",
+            "my-scenario",
+            "--id",
+            "latency-a100",
+            "*",
+            "$HOME",
+            "`id`",
+            "~"
+        ]
+    );
+    // a blank input adds nothing
+    let (rc, _, args) = entrypoint(&[("PERFGATE_ARGS", " \n \n")]);
+    assert_eq!(rc, 0);
+    assert_eq!(args.unwrap().len(), 9);
+}

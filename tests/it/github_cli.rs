@@ -354,3 +354,37 @@ fn action_entrypoint_maps_inputs_to_flags_and_fail_on() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 }
+
+/// Issue 26 finding 22: `$GITHUB_OUTPUT` named `report-json` even when the results file could not
+/// be written (a later step then read a missing file, or an older run's). Only files written now
+/// are named; the verdict outputs are still set.
+#[test]
+fn step_outputs_name_only_report_files_that_were_written() {
+    let dir = setup();
+    bless(dir.path());
+    let gh = FakeGithub::start();
+    // a directory where the results JSON (--output results.json) goes: it cannot be written
+    std::fs::create_dir_all(dir.path().join("results.json/in-the-way")).unwrap();
+    let o = check_in_actions(dir.path(), &gh)
+        .args([
+            "--only",
+            "short-answer",
+            "--no-comment",
+            "--markdown",
+            "report.md",
+        ])
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "a report not written: {err}");
+    assert!(
+        err.contains("perfgate: error: cannot write the results JSON to results.json"),
+        "{err}"
+    );
+    assert!(dir.path().join("results.json").is_dir());
+    let outputs = std::fs::read_to_string(dir.path().join("output.txt")).unwrap();
+    assert!(outputs.contains("verdict=PASS\n"), "{outputs}");
+    assert!(!outputs.contains("report-json"), "{outputs}");
+    assert!(outputs.contains("report-path=report.md\n"), "{outputs}");
+    assert!(dir.path().join("report.md").exists());
+}

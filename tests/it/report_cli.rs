@@ -255,3 +255,74 @@ fn check_never_draws_progress_or_colour_into_a_log() {
         assert!(!t.contains('\x1b') && !t.contains('\r'), "{t:?}");
     }
 }
+
+/// Issue 26 finding 21: `perfgate report` printed a results file's text raw, so a hand-edited
+/// file put `::error` workflow commands and terminal escapes into the CI log, and a 10 MB
+/// `ab.order` became one 10 MB line. Every field is printed without control characters, with
+/// no line that starts a workflow command, and cut at 2,000 characters with its length.
+#[test]
+fn report_prints_a_hostile_results_file_safely() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("s.yaml"),
+        "defaults:\n  endpoint: {base_url: 'sim://?seed=1', model: perfgate-sim}\n  request: {prompt: hi, max_tokens: 8}\n  load: {samples: 20, warmup: 1}\nscenarios:\n  - name: tpot\n",
+    )
+    .unwrap();
+    let o = crate::support::perfgate_in(d, 120)
+        .args([
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            "sim://?seed=1",
+            "--candidate-url",
+            "sim://?seed=2",
+            "--design",
+            "blocked",
+            "--output",
+            "r.json",
+        ])
+        .output()
+        .unwrap();
+    assert!(d.join("r.json").exists(), "{o:?}");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("r.json")).unwrap()).unwrap();
+    let s = &mut r["scenarios"][0];
+    s["ab"]["order"] = "AB".repeat(5_000_000).into();
+    s["ab"]["base_model"] = "m\n::error title=pwned::from a results file".into();
+    s["model"] = "\u{1b}]0;title\u{7}\u{1b}[2Jmodel\r::warning::x".into();
+    s["notes"] = serde_json::json!([
+        "fine\n::add-mask::hidden\n   ::stop-commands::token",
+        "\u{1b}[31mred\u{1b}[0m \u{202e}reversed"
+    ]);
+    std::fs::write(d.join("evil.json"), serde_json::to_string(&r).unwrap()).unwrap();
+
+    let o = crate::support::perfgate_in(d, 120)
+        .args(["report", "evil.json"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(!out.contains('\u{1b}'), "an escape reached the log");
+    assert!(!out.contains('\u{7}') && !out.contains('\r') && !out.contains('\u{202e}'));
+    for line in out.lines() {
+        assert!(
+            !line.trim_start().starts_with("::"),
+            "a workflow command line: {line}"
+        );
+        assert!(line.len() < 10_000, "a line of {} bytes", line.len());
+    }
+    assert!(
+        out.contains("A/B blocked ABABAB") && out.contains("… (10000000 characters)"),
+        "{:.3000}",
+        out
+    );
+    assert!(
+        out.contains(": :error title=pwned::from a results file"),
+        "{out}"
+    );
+    // mid-line `::` starts no command: only control characters are dropped there
+    assert!(out.contains("model ]0;title[2Jmodel::warning::x,"), "{out}");
+    assert!(out.contains(": :add-mask::hidden") && out.contains("   : :stop-commands::token"));
+    assert!(out.contains("note: [31mred[0m reversed"), "{out}");
+}
