@@ -27,8 +27,9 @@ const TOL_MS: f64 = 15.0;
 const IDLE_TIMEOUT_S: u64 = 30;
 /// Slack added to a case's own length for the first-token timeout and the whole test, s.
 const SLACK_S: u64 = 30;
-/// Replays of one case when only timings are off (see [`replay`]).
-const ATTEMPTS: u32 = 3;
+/// Replays of one case when only timings are off (see [`replay`]): 3 were not enough once on a
+/// 2-core machine running two CI jobs, a real-server loop and two builds at once.
+const ATTEMPTS: u32 = 5;
 
 /// Held while a case with asserted timings streams.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
