@@ -26,6 +26,11 @@
 //!   perfgate's TPOT change must agree with the servers' own (their `timings`) within 10 %.
 //!   A broken comparison (a swapped side, a wrong quantile, a miscomputed ratio) fails the
 //!   second on every machine; a slow or drifting machine fails neither.
+//! - [`responses_api_against_llama_server`]: `check --allow-missing-baseline` with `api:
+//!   openai-responses` (issue 27) against llama-server's `POST /v1/responses`: every request
+//!   succeeds with `max_tokens` output tokens from usage (llama.cpp passes `ignore_eos` on to
+//!   its chat completion) and the server's own `timings` agree on the count; TTFT > 0 and at
+//!   least the server's `prompt_ms`; TPOT finite and > 0; the server gone afterwards.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -564,4 +569,111 @@ fn ab_with_an_f32_candidate_fails_on_tpot() {
     );
     assert_eq!(code, Some(1), "a regression exits 1");
     assert_eq!(r["verdict"], "FAIL");
+}
+
+/// Output tokens per request of the Responses API test.
+const RESPONSES_MAX_TOKENS: u64 = 32;
+
+/// The Responses API (`api: openai-responses`, issue 27) against llama-server's own
+/// `POST /v1/responses`, which perfgate starts. llama.cpp's stream differs from OpenAI's (no
+/// `sequence_number`, the events before the first delta written with it, `response.completed`
+/// also when `max_output_tokens` cut the answer, `timings` beside `response`; the captured stream
+/// is tests/cases/54-llamacpp-responses.yaml): perfgate must still read every request right.
+/// Only what is physically true is asserted, no latency against another moment.
+#[test]
+fn responses_api_against_llama_server() {
+    let _one = serial();
+    let Some((llama_server, model)) = built() else {
+        support::missing(
+            "PERFGATE_REQUIRE_REALSERVER",
+            "llama-server is not built: run `scripts/realserver.sh setup`",
+        );
+        return;
+    };
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
+    let yaml = format!(
+        r#"scenarios:
+  - name: llama-responses
+    endpoint:
+      base_url: http://127.0.0.1:{port}/v1
+      model: gemma-3-270m
+      api: openai-responses
+    request:
+      prompt: "Write a short story about a lighthouse keeper."
+      max_tokens: {RESPONSES_MAX_TOKENS}
+      temperature: 0
+      ignore_eos: true
+    load:
+      samples: 20
+      warmup: 2
+    server:
+      # one thread: the client shares this 2-core machine
+      command: ["{llama_server}", -m, "{model}", --alias, gemma-3-270m, --host, 127.0.0.1,
+                --port, "{port}", -t, "1", -np, "4", -c, "8192", --no-webui]
+      ready_timeout: 2m
+      log: llama-server.log
+"#
+    );
+    std::fs::write(dir.path().join("scenarios/llama.yaml"), yaml).unwrap();
+    let o = perfgate(dir.path())
+        .args([
+            "check",
+            "--allow-missing-baseline",
+            "--output",
+            "results.json",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    println!("{out}");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "check --allow-missing-baseline against a working server: {out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
+            .unwrap();
+    let s = &r["scenarios"][0];
+    let recs = s["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 20, "{s}");
+    for x in recs {
+        assert!(x.get("error").is_none(), "{x}");
+        assert_eq!(x["token_source"], "usage", "{x}");
+        assert_eq!(
+            x["output_tokens"].as_u64(),
+            Some(RESPONSES_MAX_TOKENS),
+            "ignore_eos reaches llama.cpp through /v1/responses: {x}"
+        );
+        // the server's own count, from the `timings` beside `response` in response.completed
+        assert_eq!(
+            x["server_timings"]["predicted_n"].as_u64(),
+            Some(RESPONSES_MAX_TOKENS),
+            "{x}"
+        );
+        let ttft = x["ttft_ms"].as_f64().unwrap();
+        let prompt_ms = x["server_timings"]["prompt_ms"].as_f64().unwrap();
+        assert!(
+            ttft > 0.0 && ttft >= prompt_ms,
+            "TTFT {ttft} ms, prompt_ms {prompt_ms}"
+        );
+        let tpot = x["tpot_ms"].as_f64().unwrap();
+        assert!(tpot.is_finite() && tpot > 0.0, "TPOT {tpot}");
+    }
+    let p50 = |k: &str| quantile(recs.iter().map(|x| x[k].as_f64().unwrap()).collect(), 0.5);
+    println!(
+        "llama-responses: TTFT P50 {:.1} ms, TPOT P50 {:.2} ms (server's own {:.2} ms)",
+        p50("ttft_ms"),
+        p50("tpot_ms"),
+        quantile(recs.iter().map(tpot_expected).collect(), 0.5)
+    );
+    let pid = s["server"]["pid"].as_u64().expect("server pid");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!alive(pid), "llama-server {pid} survived perfgate");
 }

@@ -4,8 +4,9 @@
 //! `request.max_tokens_field`, e.g. `max_completion_tokens`), optional sampling keys and
 //! `stream_options: {include_usage: true}`; Anthropic messages: `system` at the top level and
 //! `max_tokens` required; OpenAI Responses: `input` messages, `instructions` for the system
-//! prompt, `max_output_tokens` (usage always arrives in `response.completed`). `extra_body` is
-//! merged last, verbatim.
+//! prompt, `max_output_tokens` (usage always arrives in `response.completed`), `ignore_eos` and
+//! `min_tokens` when set (llama.cpp honours them there), no `seed`. `extra_body` is merged
+//! last, verbatim.
 
 use crate::config::scenario::{Api, CachePolicy, RequestSpec};
 use serde_json::{json, Map, Value};
@@ -80,6 +81,11 @@ pub fn build(
         if let Some(s) = r.seed {
             b.insert("seed".into(), json!(s));
         }
+    }
+    // Length controls of the local servers; llama.cpp's /v1/responses passes its body's
+    // unknown keys on to its chat completion, so they work there too. OpenAI's own Responses
+    // API has no `seed`, so it is left out of that body.
+    if openai_classic || api == Api::OpenaiResponses {
         if let Some(i) = r.ignore_eos {
             b.insert("ignore_eos".into(), json!(i));
         }
@@ -193,6 +199,7 @@ mod tests {
         assert_eq!(b["instructions"], "Be brief");
         assert_eq!(b["input"], json!([{"role": "user", "content": "Hi"}]));
         assert!(b.get("stream_options").is_none() && b.get("seed").is_none());
+        assert_eq!(b["ignore_eos"], true);
         assert_eq!(b["stream"], true);
     }
 }

@@ -585,6 +585,8 @@ fn responses(event: Option<&str>, v: &Value) -> EventInfo {
                 .and_then(Value::as_str)
                 .map(str::to_string);
             info.usage = r.and_then(|r| responses_usage(r.get("usage")));
+            // llama.cpp puts its `timings` beside `response` in response.completed
+            info.timings = v.get("timings").and_then(known_timings);
             match kind {
                 "response.completed" => {
                     info.finish = Some("completed".into());

@@ -645,7 +645,7 @@ pub fn normalise_base_url(raw: &str, api: Api) -> Result<(String, Vec<String>), 
     }
     let mut warnings = Vec::new();
     let mut path = url.path().trim_end_matches('/').to_string();
-    for route in ["/chat/completions", "/completions", "/messages"] {
+    for route in Api::ALL.map(Api::path) {
         if path.ends_with(route) {
             let base = path[..path.len() - route.len()].to_string();
             if route != api.path() {
@@ -801,6 +801,14 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioE
     })
 }
 
+/// The APIs the built-in simulator serves (`src/sim`): chat, completions and the Responses API;
+/// not Anthropic's messages.
+pub const SIM_APIS: [Api; 3] = [
+    Api::OpenaiChat,
+    Api::OpenaiCompletions,
+    Api::OpenaiResponses,
+];
+
 fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, String> {
     let mut warnings = Vec::new();
     let raw_url = e
@@ -834,9 +842,11 @@ fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Strin
         let cfg =
             SimConfig::from_query(query).map_err(|m| format!("endpoint.base_url `{url}`: {m}"))?;
         let model = cfg.model.clone();
-        if api != Api::OpenaiChat && api != Api::OpenaiCompletions {
+        if !SIM_APIS.contains(&api) {
             return Err(format!(
-                "the simulator speaks openai-chat and openai-completions, not {}",
+                "endpoint.api {}: the built-in simulator (sim://) serves {} only; measure {} against a server that speaks it (an http:// or https:// base_url)",
+                api.as_str(),
+                SIM_APIS.map(Api::as_str).join(", "),
                 api.as_str()
             ));
         }
@@ -1527,6 +1537,22 @@ mod tests {
     }
 
     #[test]
+    fn the_simulator_serves_openai_apis_only() {
+        let parse = |api: &str| {
+            let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'sim://?ttft_ms=5', api: {api}}}\n    request: {{prompt: hi, max_tokens: 4}}\n");
+            crate::config::parse_str(&y, "t.yaml", &|_| None).map(|v| v[0].endpoint.api)
+        };
+        for api in SIM_APIS {
+            assert_eq!(parse(api.as_str()).unwrap(), api);
+        }
+        let e = parse("anthropic-messages").unwrap_err().to_string();
+        assert!(
+            e.contains("endpoint.api anthropic-messages: the built-in simulator (sim://) serves openai-chat, openai-completions, openai-responses only"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn max_tokens_field_is_checked_per_api() {
         let parse = |api: &str, field: &str| {
             let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'http://127.0.0.1:1/v1', model: m, api: {api}}}\n    request: {{prompt: hi, max_tokens: 4{field}}}\n");
@@ -1578,6 +1604,11 @@ mod tests {
         let e =
             normalise_base_url("http://h/v1/chat/completions", Api::AnthropicMessages).unwrap_err();
         assert!(e.contains("`http://h/v1`"), "{e}");
+        // the Responses API's route too (it was appended again: .../responses/responses)
+        let (u, w) = normalise_base_url("http://h/v1/responses", Api::OpenaiResponses).unwrap();
+        assert_eq!((u.as_str(), w.len()), ("http://h/v1", 1));
+        let e = n("http://h/v1/responses").unwrap_err();
+        assert!(e.contains("api is openai-chat"), "{e}");
         assert!(n("ftp://h").is_err());
         assert!(n("not a url").is_err());
     }

@@ -1,5 +1,7 @@
 //! The bytes of one simulated completion: OpenAI chat and completions chunks, the final
-//! response, the usage chunk; token events written without a JSON tree on the hot path.
+//! response, the usage chunk, and the typed events of the Responses API (`event:` line, `data:`
+//! JSON with `type` and `sequence_number`); token events written without a JSON tree on the hot
+//! path.
 
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -9,7 +11,13 @@ use serde_json::{json, Value};
 pub(super) enum Api {
     Chat,
     Completions,
+    /// The Responses API (`POST /v1/responses`).
+    Responses,
 }
+
+/// Events of a Responses API stream before its first delta: `response.created`,
+/// `response.in_progress`, `response.output_item.added`, `response.content_part.added`.
+pub(super) const RESPONSES_PREAMBLE: u64 = 4;
 
 /// Fixed fields of one simulated completion.
 pub(super) struct ChunkCtx {
@@ -20,6 +28,9 @@ pub(super) struct ChunkCtx {
     pub(super) prompt_tokens: u64,
     pub(super) completion_tokens: u64,
     pub(super) finish_reason: &'static str,
+    /// Prompt tokens a prefix-cache hit served (the Responses API's
+    /// `input_tokens_details.cached_tokens`).
+    pub(super) cached_tokens: u64,
 }
 
 /// Text of token `i` (1-based).
@@ -32,6 +43,7 @@ impl ChunkCtx {
         match self.api {
             Api::Chat => "chat.completion.chunk",
             Api::Completions => "text_completion",
+            Api::Responses => "response",
         }
     }
 
@@ -55,8 +67,10 @@ impl ChunkCtx {
 
     /// The SSE event carrying tokens `from..=to` (1-based): the bytes of
     /// `sse(&self.token_chunk(from, to))`, written directly (the simulator shares the CPU with
-    /// the client it measures, so its per-event cost is kept small).
-    pub(super) fn token_event(&self, from: u32, to: u32) -> Bytes {
+    /// the client it measures, so its per-event cost is kept small). For the Responses API, the
+    /// `response.output_text.delta` event with sequence number `n` ([`ChunkCtx::delta_event`]);
+    /// the other APIs have no sequence numbers and ignore `n`.
+    pub(super) fn token_event(&self, from: u32, to: u32, n: u64) -> Bytes {
         use std::fmt::Write;
         let mut text = String::with_capacity(8 * (to + 1 - from) as usize);
         for i in from..=to {
@@ -74,6 +88,7 @@ impl ChunkCtx {
             Api::Completions => {
                 format!(r#"{{"index":0,"text":"{text}","logprobs":null,"finish_reason":null}}"#)
             }
+            Api::Responses => return self.delta_event(from, to, n),
         };
         Bytes::from(format!(
             "data: {{\"id\":{id},\"object\":\"{}\",\"created\":{},\"model\":{model},\"choices\":[{choice}]}}\n\n",
@@ -88,7 +103,7 @@ impl ChunkCtx {
         let text: String = (from..=to).map(token_text).collect();
         self.chunk(match self.api {
             Api::Chat => json!([{"index": 0, "delta": {"content": text}, "finish_reason": null}]),
-            Api::Completions => {
+            Api::Completions | Api::Responses => {
                 json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": null}])
             }
         })
@@ -98,7 +113,7 @@ impl ChunkCtx {
         let reason = self.finish_reason;
         self.chunk(match self.api {
             Api::Chat => json!([{"index": 0, "delta": {}, "finish_reason": reason}]),
-            Api::Completions => {
+            Api::Completions | Api::Responses => {
                 json!([{"index": 0, "text": "", "logprobs": null, "finish_reason": reason}])
             }
         })
@@ -121,15 +136,17 @@ impl ChunkCtx {
     }
 
     pub(super) fn full_response(&self) -> Value {
-        let n = self.completion_tokens as u32;
-        let text: String = (1..=n).map(token_text).collect();
+        if self.api == Api::Responses {
+            return self.response_object(true);
+        }
+        let text = self.full_text();
         let choice = match self.api {
             Api::Chat => json!({
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
                 "finish_reason": self.finish_reason,
             }),
-            Api::Completions => json!({
+            Api::Completions | Api::Responses => json!({
                 "index": 0,
                 "text": text,
                 "logprobs": null,
@@ -140,7 +157,7 @@ impl ChunkCtx {
             "id": self.id,
             "object": match self.api {
                 Api::Chat => "chat.completion",
-                Api::Completions => "text_completion",
+                Api::Completions | Api::Responses => "text_completion",
             },
             "created": self.created,
             "model": self.model,
@@ -148,6 +165,196 @@ impl ChunkCtx {
             "usage": self.usage(),
         })
     }
+
+    /// The whole generated text.
+    fn full_text(&self) -> String {
+        (1..=self.completion_tokens as u32)
+            .map(token_text)
+            .collect()
+    }
+
+    /// The Responses API ended the answer at `max_output_tokens` (OpenAI's `status:
+    /// "incomplete"`, `incomplete_details.reason: "max_output_tokens"`), not on its own.
+    fn incomplete(&self) -> bool {
+        self.finish_reason == "length"
+    }
+
+    /// The id of the one output item (a message).
+    fn item_id(&self) -> String {
+        format!("msg_{}", self.id.trim_start_matches("resp_"))
+    }
+
+    /// Responses API usage, as OpenAI sends it.
+    fn responses_usage(&self) -> Value {
+        json!({
+            "input_tokens": self.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": self.cached_tokens},
+            "output_tokens": self.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        })
+    }
+
+    /// The output message item; `done` = with its text and final status.
+    fn message_item(&self, done: bool) -> Value {
+        let (status, content) = if !done {
+            ("in_progress", json!([]))
+        } else {
+            (
+                if self.incomplete() {
+                    "incomplete"
+                } else {
+                    "completed"
+                },
+                json!([self.text_part(true)]),
+            )
+        };
+        json!({
+            "id": self.item_id(),
+            "type": "message",
+            "status": status,
+            "role": "assistant",
+            "content": content,
+        })
+    }
+
+    fn text_part(&self, done: bool) -> Value {
+        let text = if done {
+            self.full_text()
+        } else {
+            String::new()
+        };
+        json!({"type": "output_text", "annotations": [], "logprobs": [], "text": text})
+    }
+
+    /// The `response` object: `done` = the final one (status, output, usage), else the one of
+    /// `response.created` / `response.in_progress`.
+    fn response_object(&self, done: bool) -> Value {
+        let status = match (done, self.incomplete()) {
+            (false, _) => "in_progress",
+            (true, true) => "incomplete",
+            (true, false) => "completed",
+        };
+        let (output, usage) = if done {
+            (json!([self.message_item(true)]), self.responses_usage())
+        } else {
+            (json!([]), Value::Null)
+        };
+        let incomplete_details = if done && self.incomplete() {
+            json!({"reason": "max_output_tokens"})
+        } else {
+            Value::Null
+        };
+        json!({
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created,
+            "status": status,
+            "error": null,
+            "incomplete_details": incomplete_details,
+            "model": self.model,
+            "output": output,
+            "usage": usage,
+        })
+    }
+
+    /// Event `n` (0-based, its `sequence_number`) of a streamed Responses API answer that is not
+    /// a delta: 0-3 before the first token (`response.created`, `response.in_progress`,
+    /// `response.output_item.added`, `response.content_part.added`), then after the last
+    /// token, with `deltas` delta events in between: `response.output_text.done`,
+    /// `response.content_part.done`, `response.output_item.done` and `response.completed` (or
+    /// `response.incomplete` when `max_output_tokens` cut the answer). `None` past the end.
+    pub(super) fn responses_event(&self, n: u64, deltas: u64) -> Option<Bytes> {
+        let item = |extra: Value| {
+            let mut v = json!({"item_id": self.item_id(), "output_index": 0, "content_index": 0});
+            if let (Value::Object(o), Value::Object(e)) = (&mut v, extra) {
+                o.extend(e);
+            }
+            v
+        };
+        let (kind, body) = match n {
+            0 => (
+                "response.created",
+                json!({"response": self.response_object(false)}),
+            ),
+            1 => (
+                "response.in_progress",
+                json!({"response": self.response_object(false)}),
+            ),
+            2 => (
+                "response.output_item.added",
+                json!({"output_index": 0, "item": self.message_item(false)}),
+            ),
+            3 => (
+                "response.content_part.added",
+                item(json!({"part": self.text_part(false)})),
+            ),
+            _ => match n.checked_sub(RESPONSES_PREAMBLE + deltas)? {
+                0 => (
+                    "response.output_text.done",
+                    item(json!({"text": self.full_text(), "logprobs": []})),
+                ),
+                1 => (
+                    "response.content_part.done",
+                    item(json!({"part": self.text_part(true)})),
+                ),
+                2 => (
+                    "response.output_item.done",
+                    json!({"output_index": 0, "item": self.message_item(true)}),
+                ),
+                3 => (
+                    if self.incomplete() {
+                        "response.incomplete"
+                    } else {
+                        "response.completed"
+                    },
+                    json!({"response": self.response_object(true)}),
+                ),
+                _ => return None,
+            },
+        };
+        let mut v = json!({"type": kind, "sequence_number": n});
+        if let (Value::Object(o), Value::Object(b)) = (&mut v, body) {
+            o.extend(b);
+        }
+        Some(typed_sse(&v))
+    }
+
+    /// The `response.output_text.delta` event carrying tokens `from..=to` (1-based) with
+    /// sequence number `n`: the bytes of `typed_sse(&self.delta_value(from, to, n))`, written
+    /// directly.
+    pub(super) fn delta_event(&self, from: u32, to: u32, n: u64) -> Bytes {
+        use std::fmt::Write;
+        let mut text = String::with_capacity(8 * (to + 1 - from) as usize);
+        for i in from..=to {
+            let _ = write!(text, " tok{i}");
+        }
+        let item = Value::from(self.item_id());
+        Bytes::from(format!(
+            "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{n},\"item_id\":{item},\"output_index\":0,\"content_index\":0,\"delta\":\"{text}\",\"logprobs\":[]}}\n\n"
+        ))
+    }
+
+    /// The delta event of [`ChunkCtx::delta_event`] as a JSON tree.
+    #[cfg(test)]
+    pub(super) fn delta_value(&self, from: u32, to: u32, n: u64) -> Value {
+        let text: String = (from..=to).map(token_text).collect();
+        json!({
+            "type": "response.output_text.delta",
+            "sequence_number": n,
+            "item_id": self.item_id(),
+            "output_index": 0,
+            "content_index": 0,
+            "delta": text,
+            "logprobs": [],
+        })
+    }
+}
+
+/// A Responses API event: `event: TYPE` and the data line.
+pub(super) fn typed_sse(v: &Value) -> Bytes {
+    let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+    Bytes::from(format!("event: {kind}\ndata: {v}\n\n"))
 }
 
 pub(super) fn sse(v: &Value) -> Bytes {
@@ -169,14 +376,85 @@ mod tests {
                 prompt_tokens: 3,
                 completion_tokens: 9,
                 finish_reason: "length",
+                cached_tokens: 0,
             };
             for (from, to) in [(1, 1), (2, 5), (9, 9)] {
-                let fast = ctx.token_event(from, to);
+                let fast = ctx.token_event(from, to, 0);
                 let slow = sse(&ctx.token_chunk(from, to));
                 assert_eq!(fast, slow, "{api:?} {from}..={to}");
                 let v: Value = serde_json::from_slice(&fast[6..]).unwrap();
                 assert_eq!(v["model"], "a \"quoted\" model\\");
             }
         }
+    }
+
+    #[test]
+    fn responses_events_in_order() {
+        let ctx = ChunkCtx {
+            api: Api::Responses,
+            id: "resp_sim-7".into(),
+            created: 1_700_000_000,
+            model: "a \"quoted\" model\\".into(),
+            prompt_tokens: 3,
+            completion_tokens: 2,
+            finish_reason: "length",
+            cached_tokens: 0,
+        };
+        for (from, to, n) in [(1, 1, 4), (2, 2, 5), (1, 2, 9)] {
+            let fast = ctx.delta_event(from, to, n);
+            assert_eq!(fast, typed_sse(&ctx.delta_value(from, to, n)));
+            assert_eq!(fast, ctx.token_event(from, to, n));
+        }
+        // 4 before the deltas, 2 deltas, 4 after
+        let parse = |b: Bytes| {
+            let s = String::from_utf8(b.to_vec()).unwrap();
+            let (ev, data) = s.split_once('\n').unwrap();
+            let v: Value =
+                serde_json::from_str(data.strip_prefix("data: ").unwrap().trim()).unwrap();
+            assert_eq!(ev, format!("event: {}", v["type"].as_str().unwrap()));
+            v
+        };
+        let kinds: Vec<String> = [0, 1, 2, 3, 6, 7, 8, 9]
+            .into_iter()
+            .map(|n| {
+                let v = parse(ctx.responses_event(n, 2).unwrap());
+                assert_eq!(v["sequence_number"], n);
+                v["type"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.content_part.added",
+                "response.output_text.done",
+                "response.content_part.done",
+                "response.output_item.done",
+                "response.incomplete",
+            ]
+        );
+        assert!(ctx.responses_event(10, 2).is_none());
+        let last = parse(ctx.responses_event(9, 2).unwrap());
+        assert_eq!(last["response"]["status"], "incomplete");
+        assert_eq!(
+            last["response"]["incomplete_details"],
+            json!({"reason": "max_output_tokens"})
+        );
+        assert_eq!(last["response"]["usage"]["output_tokens"], 2);
+        assert_eq!(last["response"]["model"], "a \"quoted\" model\\");
+        assert_eq!(
+            last["response"]["output"][0]["content"][0]["text"],
+            " tok1 tok2"
+        );
+        let done = ChunkCtx {
+            finish_reason: "stop",
+            ..ctx
+        };
+        let last = parse(done.responses_event(9, 2).unwrap());
+        assert_eq!(last["type"], "response.completed");
+        assert_eq!(last["response"]["status"], "completed");
+        assert_eq!(last["response"]["incomplete_details"], Value::Null);
     }
 }

@@ -58,7 +58,7 @@ pub(super) fn not_found(path: &str) -> Response<ResBody> {
     error_response(
         StatusCode::NOT_FOUND,
         &format!(
-            "unknown path {shown:?}; the simulator serves GET /v1/models, POST /v1/chat/completions, POST /v1/completions, GET /health, GET /sim/timings[?from=N] and GET /sim/timings/N"
+            "unknown path {shown:?}; the simulator serves GET /v1/models, POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /health, GET /sim/timings[?from=N] and GET /sim/timings/N"
         ),
         "invalid_request_error",
     )

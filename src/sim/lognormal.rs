@@ -1,5 +1,5 @@
-//! The lognormal simulator: validates a generation request, plans its seeded latencies and
-//! streams (or answers) it on schedule.
+//! The lognormal simulator: validates a generation request (chat, completions or the Responses
+//! API), plans its seeded latencies and streams (or answers) it on schedule.
 
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -12,7 +12,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
-use super::chunks::{sse, Api, ChunkCtx};
+use super::chunks::{sse, Api, ChunkCtx, RESPONSES_PREAMBLE};
 use super::config::{SimConfig, MAX_OUTPUT_LIMIT};
 use super::http_util::ResBody;
 use super::http_util::{
@@ -24,7 +24,8 @@ use super::state::Shared;
 use super::timed_body::{at, ms, Script, Step, TimedBody};
 use super::timing_log::{EventKind, MAX_TIMED_REQUESTS, SIM_REQUEST_HEADER};
 
-/// Output tokens of a request that gives neither `max_tokens` nor `max_completion_tokens`, tokens.
+/// Output tokens of a request that gives neither `max_tokens` nor `max_completion_tokens` (nor,
+/// to the Responses API, `max_output_tokens`), tokens.
 pub const DEFAULT_MAX_TOKENS: u64 = 16;
 
 pub(super) async fn handle_sim(
@@ -93,7 +94,13 @@ pub(super) async fn handle_sim(
         "/v1/completions" if method == Method::POST => {
             generate(req, arrival, cfg, shared, Api::Completions).await
         }
-        "/v1/chat/completions" | "/v1/completions" => method_not_allowed("POST"),
+        // the Responses API, at both of the paths llama-server answers it on
+        "/v1/responses" | "/responses" if method == Method::POST => {
+            generate(req, arrival, cfg, shared, Api::Responses).await
+        }
+        "/v1/chat/completions" | "/v1/completions" | "/v1/responses" | "/responses" => {
+            method_not_allowed("POST")
+        }
         _ => not_found(path),
     }
 }
@@ -129,6 +136,7 @@ pub(super) fn parse_gen(body: &[u8], api: Api) -> Result<GenRequest, String> {
     let keys: &[&str] = match api {
         Api::Chat => &["max_completion_tokens", "max_tokens"],
         Api::Completions => &["max_tokens"],
+        Api::Responses => &["max_output_tokens"],
     };
     let mut max_tokens = None;
     for &k in keys {
@@ -153,28 +161,44 @@ pub(super) fn parse_gen(body: &[u8], api: Api) -> Result<GenRequest, String> {
 }
 
 /// Approximate prompt tokens: whitespace-separated words in every message's `content`
-/// (strings or `{"text": ...}` parts) and in `prompt` (a string, strings, or token ids).
+/// (strings or `{"text": ...}` parts) of `messages` or of the Responses API's `input` (or
+/// `input` itself when it is a string), in `prompt` (a string, strings, or token ids) and in
+/// the Responses API's `instructions`.
 pub(super) fn prompt_tokens(obj: &Map<String, Value>) -> u64 {
-    let messages = match obj.get("messages") {
-        Some(Value::Array(ms)) => ms
-            .iter()
-            .map(|m| m.get("content").map_or(0, count_words))
-            .sum(),
-        _ => 0,
-    };
-    messages + obj.get("prompt").map_or(0, count_words)
+    let messages: u64 = ["messages", "input"]
+        .iter()
+        .map(|k| match obj.get(*k) {
+            Some(Value::Array(ms)) => ms
+                .iter()
+                .map(|m| m.get("content").map_or(0, count_words))
+                .sum(),
+            Some(s @ Value::String(_)) => count_words(s),
+            _ => 0,
+        })
+        .sum();
+    messages
+        + obj.get("prompt").map_or(0, count_words)
+        + obj.get("instructions").map_or(0, count_words)
 }
 
-/// A hash of the prompt's text: every message's `content` and `prompt`, as JSON.
+/// A hash of the prompt's text: every message's `content` (of `messages` or `input`),
+/// `prompt`, `input` when it is a string, and `instructions`, as JSON.
 fn prompt_hash(obj: &Map<String, Value>) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    if let Some(Value::Array(ms)) = obj.get("messages") {
-        for m in ms {
-            m.get("content").map(Value::to_string).hash(&mut h);
+    for k in ["messages", "input"] {
+        match obj.get(k) {
+            Some(Value::Array(ms)) => {
+                for m in ms {
+                    m.get("content").map(Value::to_string).hash(&mut h);
+                }
+            }
+            Some(s @ Value::String(_)) => s.to_string().hash(&mut h),
+            _ => {}
         }
     }
     obj.get("prompt").map(Value::to_string).hash(&mut h);
+    obj.get("instructions").map(Value::to_string).hash(&mut h);
     h.finish()
 }
 
@@ -213,9 +237,11 @@ pub(super) async fn generate(
         tokens = tokens.saturating_sub(less).max(1);
     }
     let mut plan = RequestPlan::new(cfg, seq, tokens);
+    let mut cache_hit = false;
     if let Some(cached) = cfg.cached_ttft_ms {
         if shared.prompt_cached(gen.prompt_hash) {
             plan = plan.with_ttft(cached);
+            cache_hit = true;
         }
     }
     if plan.fails {
@@ -236,6 +262,7 @@ pub(super) async fn generate(
         id: match api {
             Api::Chat => format!("chatcmpl-sim-{seq}"),
             Api::Completions => format!("cmpl-sim-{seq}"),
+            Api::Responses => format!("resp_sim-{seq}"),
         },
         created,
         model: cfg.model.clone(),
@@ -247,6 +274,7 @@ pub(super) async fn generate(
         } else {
             "length"
         },
+        cached_tokens: if cache_hit { gen.prompt_tokens } else { 0 },
     };
     if gen.stream {
         let script = SimScript {
@@ -257,6 +285,8 @@ pub(super) async fn generate(
             burst: cfg.burst.max(1),
             phase: Phase::Role,
             index: 0,
+            sequence: 0,
+            finish_from: 0,
             last_at: arrival,
             last_kind: EventKind::Role,
         };
@@ -308,6 +338,10 @@ pub(super) struct SimScript {
     burst: u32,
     phase: Phase,
     index: u32,
+    /// Events sent so far (the Responses API's `sequence_number` of the next one).
+    sequence: u64,
+    /// `sequence` when the last token had been sent (the Responses API's events after it).
+    finish_from: u64,
     last_at: Instant,
     /// The kind of the step `next_step` returned last.
     last_kind: EventKind,
@@ -339,8 +373,33 @@ impl Script for SimScript {
     }
 
     fn next_step(&mut self) -> Step {
+        let step = self.step();
+        if matches!(step, Step::Data(..)) {
+            self.sequence += 1;
+        }
+        step
+    }
+}
+
+impl SimScript {
+    /// The next step. A chat stream: the role chunk, token chunks, the finish chunk, the usage
+    /// chunk (when asked for) and `[DONE]`; completions: the same without the role chunk. The
+    /// Responses API: the 4 events before the answer (recorded as `Role`), the deltas, 3
+    /// `*.done` events (`Finish`) and `response.completed` or `response.incomplete` with usage
+    /// (`Done`); no `[DONE]`. Events without a token go at the request's arrival (before the
+    /// first token) or with the last token (after it).
+    fn step(&mut self) -> Step {
         loop {
             match self.phase {
+                Phase::Role if self.ctx.api == Api::Responses => {
+                    if self.sequence < RESPONSES_PREAMBLE {
+                        if let Some(ev) = self.ctx.responses_event(self.sequence, 0) {
+                            self.last_kind = EventKind::Role;
+                            return Step::Data(self.arrival, ev);
+                        }
+                    }
+                    self.phase = Phase::Tokens;
+                }
                 Phase::Role => {
                     self.phase = Phase::Tokens;
                     if self.ctx.api == Api::Chat {
@@ -352,7 +411,7 @@ impl Script for SimScript {
                     Some((off, from)) => {
                         self.last_at = at(self.arrival, ms(off));
                         self.last_kind = EventKind::Token;
-                        let event = self.ctx.token_event(from, self.index);
+                        let event = self.ctx.token_event(from, self.index, self.sequence);
                         return Step::Data(self.last_at, event);
                     }
                     None => {
@@ -360,8 +419,24 @@ impl Script for SimScript {
                             self.last_at = at(self.arrival, ms(self.plan.ttft_ms));
                         }
                         self.phase = Phase::Finish;
+                        self.finish_from = self.sequence;
                     }
                 },
+                Phase::Finish if self.ctx.api == Api::Responses => {
+                    let deltas = self.finish_from.saturating_sub(RESPONSES_PREAMBLE);
+                    match self.ctx.responses_event(self.sequence, deltas) {
+                        Some(ev) => {
+                            // the last one, response.completed / response.incomplete, ends it
+                            self.last_kind = if self.sequence - self.finish_from < 3 {
+                                EventKind::Finish
+                            } else {
+                                EventKind::Done
+                            };
+                            return Step::Data(self.last_at, ev);
+                        }
+                        None => self.phase = Phase::End,
+                    }
+                }
                 Phase::Finish => {
                     self.phase = Phase::Usage;
                     self.last_kind = EventKind::Finish;
@@ -419,6 +494,24 @@ mod tests {
         assert_eq!((g.max_tokens, g.prompt_tokens, g.stream), (None, 3, false));
         let g = parse_gen(br#"{"prompt":[1,2,3,4]}"#, Api::Completions).unwrap();
         assert_eq!(g.prompt_tokens, 4);
+        // the Responses API: input messages or a string, instructions, max_output_tokens
+        let g = parse_gen(
+            br#"{"input":[{"role":"user","content":"hello big world"}],"instructions":"be brief","max_output_tokens":7,"max_tokens":99,"stream":true}"#,
+            Api::Responses,
+        )
+        .unwrap();
+        assert_eq!(
+            (g.max_tokens, g.prompt_tokens, g.stream),
+            (Some(7), 5, true)
+        );
+        let s = parse_gen(
+            br#"{"input":"hello big world","instructions":"be brief"}"#,
+            Api::Responses,
+        )
+        .unwrap();
+        assert_eq!((s.max_tokens, s.prompt_tokens), (None, 5));
+        assert_ne!(g.prompt_hash, s.prompt_hash);
+        assert!(parse_gen(br#"{"input":"x","max_output_tokens":0}"#, Api::Responses).is_err());
         for bad in [
             &b"{"[..],
             b"[]",

@@ -27,15 +27,19 @@ pub fn origin() -> std::time::Instant {
 /// What one event of a simulated stream carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {
-    /// The chat role chunk (no token).
+    /// The chat role chunk (no token); the Responses API's events before the first delta
+    /// (`response.created`, `response.in_progress`, `response.output_item.added`,
+    /// `response.content_part.added`).
     Role,
-    /// A token-bearing chunk.
+    /// A token-bearing chunk (the Responses API's `response.output_text.delta`).
     Token,
-    /// The chunk with `finish_reason`.
+    /// The chunk with `finish_reason`; the Responses API's `response.output_text.done`,
+    /// `response.content_part.done` and `response.output_item.done`.
     Finish,
     /// The usage-only chunk.
     Usage,
-    /// `data: [DONE]`.
+    /// `data: [DONE]`; the Responses API's last event, `response.completed` (or
+    /// `response.incomplete`), which carries the usage.
     Done,
 }
 

@@ -140,6 +140,7 @@ cases! {
     case_52_openai_responses_d => "52-openai-responses-d.yaml",
     case_52_openai_responses_e => "52-openai-responses-e.yaml",
     case_53_anthropic_stop_reason_refusal => "53-anthropic-stop-reason-refusal.yaml",
+    case_54_llamacpp_responses => "54-llamacpp-responses.yaml",
 }
 
 /// A new `tests/cases/*.yaml` file must get a line in `cases!` above, or it would never run.
@@ -453,6 +454,16 @@ fn extra_checks(
                 None,
             );
             assert!(retry_body.get("stream_options").is_none(), "{retry_body}");
+        }
+        // llama.cpp's `timings` beside `response` in response.completed are kept
+        "54-llamacpp-responses.yaml" => {
+            let t = sent.record.server_timings.as_ref();
+            assert_eq!(
+                t.and_then(|t| t["predicted_n"].as_u64()),
+                Some(4),
+                "{file}: {t:?}"
+            );
+            assert_eq!(t.and_then(|t| t["prompt_ms"].as_f64()), Some(206.799));
         }
         _ => {
             if !sent.record.ok() {

@@ -1597,3 +1597,68 @@ fn a_key_pasted_into_api_key_env_is_never_echoed() {
         assert!(!all.contains(&key[6..]), "the key is echoed: {all}");
     }
 }
+
+/// The Responses API on the built-in simulator (issue 27): `check` measures what the simulator
+/// was told, worked out by hand: sigma 0, so every request's first delta comes ttft_ms = 30 ms
+/// after it arrived and the next 15 every tpot_ms = 5 ms: TTFT 30 ms, TPOT (75 ms) / 15 = 5 ms,
+/// 16 output tokens from `response.incomplete`'s usage (max_output_tokens cut the answer, a
+/// normal end).
+#[test]
+fn responses_api_on_the_simulator_measures_the_known_answer() {
+    let yaml = r#"
+scenarios:
+  - name: responses
+    endpoint:
+      base_url: "sim://?ttft_ms=30&tpot_ms=5&ttft_sigma=0&tpot_sigma=0"
+      api: openai-responses
+    request: {prompt: "Say something.", max_tokens: 16, ignore_eos: true}
+    load: {samples: 20, warmup: 1}
+"#;
+    let (code, text, r) = crate::support::check_scenario(yaml);
+    assert_eq!(code, Some(0), "{text}");
+    let s = &r["scenarios"][0];
+    let recs = s["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 20, "{text}");
+    let (mut ttfts, mut tpots) = (Vec::new(), Vec::new());
+    for x in recs {
+        assert!(x.get("error").is_none(), "{x}");
+        assert_eq!(x["output_tokens"], 16, "{x}");
+        assert_eq!(x["token_source"], "usage", "{x}");
+        ttfts.push(x["ttft_ms"].as_f64().unwrap());
+        tpots.push(x["tpot_ms"].as_f64().unwrap());
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[9] + v[10]) / 2.0
+    };
+    let (ttft, tpot) = (median(ttfts.clone()), median(tpots));
+    println!("responses on sim://: TTFT P50 {ttft:.2} ms, TPOT P50 {tpot:.3} ms");
+    // never before the simulator sent it; a loaded 2-core machine may be late
+    assert!(ttfts.iter().all(|&t| t >= 29.0), "{ttfts:?}");
+    assert!(
+        (29.0..45.0).contains(&ttft),
+        "TTFT P50 {ttft} ms for ttft_ms 30"
+    );
+    assert!(
+        (4.6..5.6).contains(&tpot),
+        "TPOT P50 {tpot} ms for tpot_ms 5"
+    );
+    // the workload notes do not claim the server ignored ignore_eos: it reached max_tokens
+    assert!(!text.contains("the server may not support it"), "{text}");
+}
+
+/// `validate` refuses an API the simulator does not serve, naming the ones it does.
+#[test]
+fn validate_refuses_anthropic_on_the_simulator() {
+    let dir = setup(&SIM.replace(
+        "    base_url: \"sim://",
+        "    api: anthropic-messages\n    base_url: \"sim://",
+    ));
+    let o = perfgate(dir.path()).arg("validate").output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("endpoint.api anthropic-messages: the built-in simulator (sim://) serves openai-chat, openai-completions, openai-responses only"),
+        "{e}"
+    );
+}
