@@ -11,6 +11,14 @@ use crate::runner::RunOutput;
 use crate::summary::SummaryKey;
 use std::path::Path;
 
+/// Says that scenario `name` is not blessed, why, and that its baseline file is unchanged.
+fn not_blessing(name: &str, path: &Path, why: &dyn std::fmt::Display) {
+    eprintln!(
+        "perfgate: not blessing {name}: {why}; {} left unchanged",
+        path.display()
+    );
+}
+
 /// True (and says so) when Ctrl-C / SIGTERM asked to stop: nothing more is blessed.
 fn interrupted(name: &str, path: &Path) -> bool {
     let stop = crate::cancel::requested();
@@ -195,11 +203,7 @@ pub async fn bless(
                 }
             };
             if let Some(why) = refusal(sc, &run) {
-                eprintln!(
-                    "perfgate: not blessing {}: {why}; {} left unchanged",
-                    sc.name,
-                    path.display()
-                );
+                not_blessing(&sc.name, &path, &why);
                 code = exit::COULD_NOT_MEASURE;
                 continue 'scenario;
             }
@@ -229,11 +233,7 @@ pub async fn bless(
         let text = match baseline::encode(&b) {
             Ok(t) => t,
             Err(why) => {
-                eprintln!(
-                    "perfgate: not blessing {}: {why}; {} left unchanged",
-                    sc.name,
-                    path.display()
-                );
+                not_blessing(&sc.name, &path, &why);
                 code = exit::COULD_NOT_MEASURE;
                 continue 'scenario;
             }

@@ -78,6 +78,25 @@ fn built() -> Option<(String, String)> {
         .then(|| (paths[0].to_string(), paths[1].to_string()))
 }
 
+/// [`built`], or the skip rule's message when it is not (a failure under
+/// `PERFGATE_REQUIRE_REALSERVER=1`, as scripts/test.sh sets).
+fn built_or_skip() -> Option<(String, String)> {
+    let b = built();
+    if b.is_none() {
+        support::missing(
+            "PERFGATE_REQUIRE_REALSERVER",
+            "llama-server is not built: run `scripts/realserver.sh setup`",
+        );
+    }
+    b
+}
+
+/// A loopback port nothing listens on right now.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
 /// True while `pid` runs (a zombie or a missing /proc entry is dead).
 fn alive(pid: u64) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -157,17 +176,10 @@ fn tpot_agreement(label: &str, recs: &[Value]) -> (f64, f64, f64) {
 #[test]
 fn bless_then_check_against_llama_server() {
     let _one = serial();
-    let Some((llama_server, model)) = built() else {
-        support::missing(
-            "PERFGATE_REQUIRE_REALSERVER",
-            "llama-server is not built: run `scripts/realserver.sh setup`",
-        );
+    let Some((llama_server, model)) = built_or_skip() else {
         return;
     };
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
     let yaml = format!(
@@ -378,11 +390,7 @@ fn ab_run(
     base_model: &str,
     cand_model: &str,
 ) -> (Option<i32>, Value, f64, f64) {
-    let port = || {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let (pa, pb) = (port(), port());
+    let (pa, pb) = (free_port(), free_port());
     let dir = tempfile::tempdir().unwrap();
     let arm = |p: u16, model: &str| {
         format!(
@@ -503,11 +511,7 @@ fn tpot_p50(r: &Value) -> Value {
 #[test]
 fn ab_of_two_identical_llama_servers_passes() {
     let _one = serial();
-    let Some((llama_server, model)) = built() else {
-        support::missing(
-            "PERFGATE_REQUIRE_REALSERVER",
-            "llama-server is not built: run `scripts/realserver.sh setup`",
-        );
+    let Some((llama_server, model)) = built_or_skip() else {
         return;
     };
     let (code, r, own_base, own_cand) = ab_run(&llama_server, &model, &model);
@@ -583,17 +587,10 @@ const RESPONSES_MAX_TOKENS: u64 = 32;
 #[test]
 fn responses_api_against_llama_server() {
     let _one = serial();
-    let Some((llama_server, model)) = built() else {
-        support::missing(
-            "PERFGATE_REQUIRE_REALSERVER",
-            "llama-server is not built: run `scripts/realserver.sh setup`",
-        );
+    let Some((llama_server, model)) = built_or_skip() else {
         return;
     };
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
     let yaml = format!(
