@@ -626,21 +626,10 @@ fn responses(event: Option<&str>, v: &Value) -> EventInfo {
 /// Responses API usage: `input_tokens`, `output_tokens` (reasoning included),
 /// `output_tokens_details.reasoning_tokens`.
 fn responses_usage(v: Option<&Value>) -> Option<Usage> {
-    let u = v?.as_object()?;
-    let prompt = u.get("input_tokens").and_then(Value::as_u64);
-    let completion = u.get("output_tokens").and_then(Value::as_u64);
-    if prompt.is_none() && completion.is_none() {
-        return None;
-    }
-    Some(Usage {
-        prompt_tokens: prompt,
-        completion_tokens: completion,
-        reasoning_tokens: u
-            .get("output_tokens_details")
-            .and_then(|d| d.get("reasoning_tokens"))
-            .and_then(Value::as_u64),
-        total_tokens: u.get("total_tokens").and_then(Value::as_u64),
-    })
+    usage_named(
+        v,
+        ["input_tokens", "output_tokens", "output_tokens_details"],
+    )
 }
 
 /// `data` with bare `NaN`, `Infinity` and `-Infinity` tokens (outside strings) replaced by
@@ -760,9 +749,22 @@ fn nonempty(v: Option<&Value>) -> bool {
 }
 
 fn usage(v: Option<&Value>) -> Option<Usage> {
+    usage_named(
+        v,
+        [
+            "prompt_tokens",
+            "completion_tokens",
+            "completion_tokens_details",
+        ],
+    )
+}
+
+/// A usage object whose prompt, completion and details members (which holds
+/// `reasoning_tokens`) have the names given, in that order; `total_tokens` in both APIs.
+fn usage_named(v: Option<&Value>, [prompt, completion, details]: [&str; 3]) -> Option<Usage> {
     let u = v?.as_object()?;
-    let prompt = u.get("prompt_tokens").and_then(Value::as_u64);
-    let completion = u.get("completion_tokens").and_then(Value::as_u64);
+    let prompt = u.get(prompt).and_then(Value::as_u64);
+    let completion = u.get(completion).and_then(Value::as_u64);
     if prompt.is_none() && completion.is_none() {
         return None;
     }
@@ -770,7 +772,7 @@ fn usage(v: Option<&Value>) -> Option<Usage> {
         prompt_tokens: prompt,
         completion_tokens: completion,
         reasoning_tokens: u
-            .get("completion_tokens_details")
+            .get(details)
             .and_then(|d| d.get("reasoning_tokens"))
             .and_then(Value::as_u64),
         total_tokens: u.get("total_tokens").and_then(Value::as_u64),
