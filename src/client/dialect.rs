@@ -48,17 +48,6 @@ impl Usage {
     }
 }
 
-/// A `<think>` / `<thought>` tag in answer text (reasoning streamed inside `content`, as
-/// DeepSeek-R1 on some hosts, Groq `reasoning_format: raw`, MiniMax M2, Gemini `include_thoughts`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThinkTag {
-    /// The text opens a reasoning span and does not close it.
-    Open,
-    /// The text closes a reasoning span (opened here or earlier); `answer_after` is whether
-    /// answer text follows the closing tag in the same event.
-    Close { answer_after: bool },
-}
-
 /// The meaning of one event.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EventInfo {
@@ -71,10 +60,14 @@ pub struct EventInfo {
     /// The reasoning it carries is a summary (Responses API `reasoning_summary_text`,
     /// OpenRouter `reasoning.summary`), not the reasoning tokens themselves.
     pub reasoning_summary: bool,
-    /// A `<think>` tag in its answer text.
-    pub think: Option<ThinkTag>,
+    /// Its answer text (chat `delta.content` as a string, a Responses `output_text` delta),
+    /// read for `<think>` tags across events ([`super::think`]).
+    pub text: Option<String>,
     /// A usage object with at least one figure.
     pub usage: Option<Usage>,
+    /// A usage's output count was there but not a whole number (`12.5`, `"12"`, `-1`): not
+    /// read.
+    pub usage_not_integer: bool,
     /// Usage in a known vendor location (Groq's `x_groq.usage`), when the standard `usage` is
     /// not there: recorded as its own source; a standard usage wins when both come.
     pub vendor_usage: Option<Usage>,
@@ -161,15 +154,18 @@ fn general(api: Api, ev: &SseEvent, data: &str) -> EventInfo {
 
 fn openai(api: Api, v: &Value) -> EventInfo {
     let mut info = EventInfo {
-        model: v.get("model").and_then(Value::as_str).map(str::to_string),
+        model: v.get("model").and_then(Value::as_str).map(clip),
         id: v.get("id").and_then(Value::as_str).map(clip),
         system_fingerprint: v
             .get("system_fingerprint")
             .and_then(Value::as_str)
-            .map(str::to_string),
+            .map(clip),
         timings: v.get("timings").and_then(known_timings),
         usage: usage(v.get("usage")),
         vendor_usage: VENDOR_USAGE.iter().find_map(|p| usage(v.pointer(p))),
+        usage_not_integer: std::iter::once("/usage")
+            .chain(VENDOR_USAGE)
+            .any(|p| not_integer(v.pointer(p), "completion_tokens")),
         choices_not_array: v.get("choices").is_some_and(Value::is_object),
         ..Default::default()
     };
@@ -319,8 +315,8 @@ fn fast_chat(data: &str) -> Option<EventInfo> {
         return None;
     }
     let mut info = EventInfo {
-        model: c.model.map(Cow::into_owned),
-        system_fingerprint: c.system_fingerprint.map(Cow::into_owned),
+        model: c.model.as_deref().map(clip),
+        system_fingerprint: c.system_fingerprint.as_deref().map(clip),
         id: c.id.as_deref().map(clip),
         ..Default::default()
     };
@@ -331,9 +327,10 @@ fn fast_chat(data: &str) -> Option<EventInfo> {
         if let Some(f) = ch.finish_reason.as_deref().filter(|f| is_finish(f)) {
             info.finish = Some(clip(f));
         }
-        if ch.delta.content.as_deref().is_some_and(|s| !s.is_empty()) {
+        if let Some(text) = ch.delta.content.as_deref().filter(|s| !s.is_empty()) {
             info.token = true;
             info.answer = true;
+            info.text = Some(text.to_string());
         }
     }
     Some(info)
@@ -356,7 +353,7 @@ fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
             info.model = m
                 .and_then(|m| m.get("model"))
                 .and_then(Value::as_str)
-                .map(str::to_string);
+                .map(clip);
             if let Some(u) = m.and_then(|m| m.get("usage")) {
                 let prompt = u.get("input_tokens").and_then(Value::as_u64);
                 if prompt.is_some() {
@@ -398,17 +395,8 @@ fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
                     "the model stopped with stop_reason \"refusal\" (a safety classifier ended the answer; the output is partial)".into(),
                 );
             }
-            if let Some(u) = v.get("usage") {
-                let out = u.get("output_tokens").and_then(Value::as_u64);
-                let prompt = u.get("input_tokens").and_then(Value::as_u64);
-                if out.is_some() || prompt.is_some() {
-                    info.usage = Some(Usage {
-                        prompt_tokens: prompt,
-                        completion_tokens: out,
-                        ..Default::default()
-                    });
-                }
-            }
+            info.usage = usage_named(v.get("usage"), ["input_tokens", "output_tokens", ""]);
+            info.usage_not_integer = not_integer(v.get("usage"), "output_tokens");
         }
         "message_stop" => info.done = true,
         "error" => info.error = Some(error_message(v.get("error").unwrap_or(v))),
@@ -427,7 +415,7 @@ fn chat_delta(d: &Value, info: &mut EventInfo) {
     match d.get("content") {
         Some(Value::String(s)) if !s.is_empty() => {
             answer = true;
-            info.think = think_tag(s);
+            info.text = Some(s.clone());
         }
         Some(Value::Array(parts)) => {
             for p in parts {
@@ -487,33 +475,9 @@ fn nonempty_text(v: Option<&Value>) -> bool {
     }
 }
 
-/// Tags that open and close reasoning inside answer text.
-const THINK_OPEN: [&str; 2] = ["<think>", "<thought>"];
-const THINK_CLOSE: [&str; 2] = ["</think>", "</thought>"];
-
+/// A whole `<think>`-style tag in `s` (the fast path leaves such text to the general one).
 fn has_think_tag(s: &str) -> bool {
-    THINK_OPEN
-        .iter()
-        .chain(THINK_CLOSE.iter())
-        .any(|t| s.contains(t))
-}
-
-/// The reasoning tag in `s`, if any: a closing tag (with whether answer text follows it) wins
-/// over an opening one.
-fn think_tag(s: &str) -> Option<ThinkTag> {
-    if let Some(end) = THINK_CLOSE
-        .iter()
-        .filter_map(|t| s.rfind(t).map(|i| i + t.len()))
-        .max()
-    {
-        return Some(ThinkTag::Close {
-            answer_after: !s[end..].trim().is_empty(),
-        });
-    }
-    THINK_OPEN
-        .iter()
-        .any(|t| s.contains(t))
-        .then_some(ThinkTag::Open)
+    super::think::has_tag(s)
 }
 
 /// Why a finish reason means the request did not complete normally, or `None` for a normal end
@@ -553,11 +517,13 @@ fn responses(event: Option<&str>, v: &Value) -> EventInfo {
     let mut info = EventInfo::default();
     let delta = nonempty(v.get("delta"));
     match kind {
-        "response.output_text.delta"
-        | "response.refusal.delta"
-        | "response.function_call_arguments.delta"
-            if delta =>
-        {
+        "response.output_text.delta" if delta => {
+            info.token = true;
+            info.answer = true;
+            // read for <think> tags like chat's content
+            info.text = v.get("delta").and_then(Value::as_str).map(str::to_string);
+        }
+        "response.refusal.delta" | "response.function_call_arguments.delta" if delta => {
             info.token = true;
             info.answer = true;
         }
@@ -583,14 +549,27 @@ fn responses(event: Option<&str>, v: &Value) -> EventInfo {
             info.model = r
                 .and_then(|r| r.get("model"))
                 .and_then(Value::as_str)
-                .map(str::to_string);
+                .map(clip);
             info.usage = r.and_then(|r| responses_usage(r.get("usage")));
+            info.usage_not_integer = not_integer(r.and_then(|r| r.get("usage")), "output_tokens");
             // llama.cpp puts its `timings` beside `response` in response.completed
             info.timings = v.get("timings").and_then(known_timings);
             match kind {
                 "response.completed" => {
                     info.finish = Some("completed".into());
                     info.done = true;
+                    // a completed event whose response says it failed is not a success
+                    let status = r.and_then(|r| r.get("status")).and_then(Value::as_str);
+                    if let Some(s) = status.filter(|s| matches!(*s, "failed" | "cancelled")) {
+                        let why = r
+                            .and_then(|r| r.get("error"))
+                            .filter(|e| !e.is_null())
+                            .map(error_message)
+                            .unwrap_or_else(|| GENERIC_STREAM_ERROR.to_string());
+                        info.error = Some(clip(&format!(
+                            "response.completed carries status \"{s}\": {why}"
+                        )));
+                    }
                 }
                 "response.incomplete" => {
                     let why = r
@@ -761,9 +740,14 @@ fn usage(v: Option<&Value>) -> Option<Usage> {
 
 /// A usage object whose prompt, completion and details members (which holds
 /// `reasoning_tokens`) have the names given, in that order; `total_tokens` in both APIs.
+/// A prompt count above [`crate::limits::MAX_FIGURE`] is not one (left out); the completion count
+/// is bounded by the measurement ([`super::measure`]).
 fn usage_named(v: Option<&Value>, [prompt, completion, details]: [&str; 3]) -> Option<Usage> {
     let u = v?.as_object()?;
-    let prompt = u.get(prompt).and_then(Value::as_u64);
+    let prompt = u
+        .get(prompt)
+        .and_then(Value::as_u64)
+        .filter(|&p| p as f64 <= crate::limits::MAX_FIGURE);
     let completion = u.get(completion).and_then(Value::as_u64);
     if prompt.is_none() && completion.is_none() {
         return None;
@@ -777,6 +761,12 @@ fn usage_named(v: Option<&Value>, [prompt, completion, details]: [&str; 3]) -> O
             .and_then(Value::as_u64),
         total_tokens: u.get("total_tokens").and_then(Value::as_u64),
     })
+}
+
+/// The usage object `v` has `key` (its output count), but not as a whole number.
+fn not_integer(v: Option<&Value>, key: &str) -> bool {
+    v.and_then(|u| u.get(key))
+        .is_some_and(|c| !c.is_null() && c.as_u64().is_none())
 }
 
 /// A readable message from an error member that may be a string, an object with `message`,
@@ -1127,5 +1117,76 @@ mod tests {
             line.error.as_deref(),
             Some("the request exceeds the available context size (code 400)")
         );
+    }
+
+    fn responses_ev(data: &str) -> EventInfo {
+        interpret(Api::OpenaiResponses, &ev(data))
+    }
+
+    // Issue 28 findings 3 and 8: Responses output_text deltas are read for <think> tags like
+    // chat's content; a response.completed whose response failed is an in-band error.
+    #[test]
+    fn responses_text_and_failed_completion() {
+        let d = responses_ev(r#"{"type":"response.output_text.delta","delta":"<think>hm"}"#);
+        assert!(d.token && d.answer);
+        assert_eq!(d.text.as_deref(), Some("<think>hm"));
+        let f = responses_ev(r#"{"type":"response.function_call_arguments.delta","delta":"{"}"#);
+        assert!(f.answer && f.text.is_none());
+        let c = responses_ev(
+            r#"{"type":"response.completed","response":{"id":"r","status":"failed","error":{"message":"boom"}}}"#,
+        );
+        assert!(c.done);
+        assert!(
+            c.error
+                .as_deref()
+                .is_some_and(|e| e.contains("status \"failed\"") && e.contains("boom")),
+            "{:?}",
+            c.error
+        );
+        let ok = responses_ev(
+            r#"{"type":"response.completed","response":{"id":"r","status":"completed"}}"#,
+        );
+        assert_eq!(ok.error, None);
+    }
+
+    // Issue 28 findings 6 and 7: an output count that is not a whole number is flagged; a
+    // prompt count above MAX_FIGURE is left out; the server's model (5 MB once, stored in the
+    // baseline) and system_fingerprint are clipped like the id, on both chat paths.
+    #[test]
+    fn usage_oddities_and_long_server_strings() {
+        for u in [r#"12.5"#, r#""12""#, "-1"] {
+            let d = format!(
+                r#"{{"choices":[],"usage":{{"prompt_tokens":3,"completion_tokens":{u}}}}}"#
+            );
+            let i = interpret(Api::OpenaiChat, &ev(&d));
+            assert!(i.usage_not_integer, "{d}");
+            assert_eq!(i.usage.unwrap().completion_tokens, None);
+        }
+        let r = responses_ev(
+            r#"{"type":"response.completed","response":{"usage":{"output_tokens":2.5}}}"#,
+        );
+        assert!(r.usage_not_integer);
+        let big = interpret(
+            Api::OpenaiChat,
+            &ev(
+                r#"{"choices":[],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":2}}"#,
+            ),
+        );
+        assert_eq!(big.usage.unwrap().prompt_tokens, None);
+        let long = "m".repeat(100_000);
+        let d = format!(
+            r#"{{"id":"c","model":"{long}","system_fingerprint":"{long}","choices":[{{"index":0,"delta":{{"content":"a"}}}}]}}"#
+        );
+        let fast = fast_chat(&d).unwrap();
+        assert_eq!(fast.model.as_ref().map(|m| m.chars().count()), Some(301));
+        assert_eq!(
+            fast.system_fingerprint.as_ref().map(|m| m.chars().count()),
+            Some(301)
+        );
+        assert_eq!(fast, general_chat(&d));
+        let r = responses_ev(&format!(
+            r#"{{"type":"response.created","response":{{"model":"{long}"}}}}"#
+        ));
+        assert_eq!(r.model.map(|m| m.chars().count()), Some(301));
     }
 }

@@ -497,9 +497,7 @@ impl StreamClient {
             )
             .await;
         }
-        let max_tokens = MAX_TOKENS_KEYS
-            .iter()
-            .find_map(|k| body.get(*k).and_then(serde_json::Value::as_u64));
+        let max_tokens = max_tokens_of(self.api, body);
         let folded = match fold.finish(end, max_tokens) {
             Ok(f) => f,
             Err(prefix) => {
@@ -712,8 +710,14 @@ pub struct Sent {
     pub conn: Option<std::net::SocketAddr>,
 }
 
-/// The body keys that can carry the output limit (`request.max_tokens_field`).
-pub const MAX_TOKENS_KEYS: [&str; 3] = ["max_tokens", "max_completion_tokens", "max_output_tokens"];
+/// The output limit `body` asks of a server of `api`, read under the keys that api takes
+/// (`request.max_tokens_field`): the bound a believable usage stays under. A key another api
+/// uses is not the limit (`max_tokens` in a Responses body is not what the server honours).
+pub fn max_tokens_of(api: Api, body: &serde_json::Value) -> Option<u64> {
+    crate::config::scenario::MaxTokensField::allowed(api)
+        .iter()
+        .find_map(|f| body.get(f.key()).and_then(serde_json::Value::as_u64))
+}
 
 /// What to set when a 400/422 names the output-limit key as unsupported: OpenAI's reasoning
 /// models answer "Unsupported parameter: 'max_tokens' is not supported with this model. Use
@@ -1032,6 +1036,18 @@ mod tests {
     }
 
     use super::*;
+
+    // Issue 28: the usage bound was the first limit key present in any api's name, so a
+    // Responses body with `max_tokens: 100` beside its `max_output_tokens: 8` was bounded by 100.
+    #[test]
+    fn the_usage_bound_is_the_apis_own_limit_key() {
+        let body = serde_json::json!({"max_tokens": 100, "max_output_tokens": 8});
+        assert_eq!(max_tokens_of(Api::OpenaiResponses, &body), Some(8));
+        assert_eq!(max_tokens_of(Api::OpenaiChat, &body), Some(100));
+        let chat = serde_json::json!({"max_completion_tokens": 5});
+        assert_eq!(max_tokens_of(Api::OpenaiChat, &chat), Some(5));
+        assert_eq!(max_tokens_of(Api::AnthropicMessages, &chat), None);
+    }
 
     #[test]
     fn credentials_stay_on_the_base_urls_origin() {

@@ -17,9 +17,10 @@
 //!   `[DONE]`; a connection reset after a finish_reason is still a normal end); anything else
 //!   is a classified failure that keeps its partial diagnostics.
 
-use super::dialect::{EventInfo, ThinkTag, Usage};
+use super::dialect::{EventInfo, Usage};
+use super::think::ThinkScanner;
 use crate::config::scenario::Api;
-use crate::record::{Failure, FailureClass, RequestRecord, TokenSource};
+use crate::record::{Failure, FailureClass, RequestRecord, StreamNote, TokenSource};
 
 /// Tokens one token-bearing event may believably carry: a usage figure above this many per
 /// event is distrusted (cumulative usage jumping 1, 2, 2^40 once asked the ITL split for 2^40
@@ -80,9 +81,11 @@ pub struct Measurer {
     reasoning_streamed: bool,
     // token events that carried only a reasoning summary
     summary_events: u64,
-    // inside a <think> span of the answer text
-    in_think: bool,
-    think_seen: bool,
+    // <think> tags in the answer text
+    think: ThinkScanner,
+    notes: Vec<StreamNote>,
+    // the dialect: what ends its stream normally
+    api: Api,
     vendor_prompt: Option<u64>,
     finish_seen: bool,
     after_finish: u64,
@@ -96,8 +99,15 @@ pub struct Measurer {
 }
 
 impl Measurer {
-    /// A request that started `start_ms` after the start of the run.
+    /// A request that started `start_ms` after the start of the run, with the end rules of
+    /// chat (a finish_reason or `[DONE]` ends normally), which completions and Anthropic share.
     pub fn new(start_ms: f64) -> Measurer {
+        Measurer::for_api(start_ms, Api::OpenaiChat)
+    }
+
+    /// [`Measurer::new`] for a stream of `api`: a Responses stream ends normally only with its
+    /// `response.completed` / `response.incomplete`, never with a bare `[DONE]`.
+    pub fn for_api(start_ms: f64, api: Api) -> Measurer {
         Measurer {
             rec: RequestRecord::new(start_ms),
             token_times: Vec::new(),
@@ -107,8 +117,9 @@ impl Measurer {
             last_vendor_usage: None,
             reasoning_streamed: false,
             summary_events: 0,
-            in_think: false,
-            think_seen: false,
+            think: ThinkScanner::default(),
+            notes: Vec::new(),
+            api,
             vendor_prompt: None,
             finish_seen: false,
             after_finish: 0,
@@ -152,37 +163,35 @@ impl Measurer {
             self.token_times.push(e.at_ms);
             self.token_usage
                 .push(i.usage.and_then(|u| u.completion_tokens));
-            let mut answer = i.answer;
             let mut reasoning = i.reasoning && !i.reasoning_summary;
+            // a reasoning field or a non-text answer tells answer text apart from reasoning
+            if i.reasoning || (i.answer && i.text.is_none()) {
+                self.think.told_apart();
+            }
             // reasoning inside the answer text, between <think> tags
-            if i.answer {
-                match i.think {
-                    Some(ThinkTag::Open) => {
-                        self.in_think = true;
-                        answer = false;
-                    }
-                    Some(ThinkTag::Close { answer_after }) => {
-                        if !self.think_seen {
-                            // a closing tag never opened (MiniMax M2): the text before it was
-                            // reasoning too
-                            self.first_answer = None;
-                        }
-                        self.in_think = false;
-                        answer = answer_after;
-                    }
-                    None if self.in_think => answer = false,
-                    None => {}
+            let mut answer_at = i.answer.then_some(e.at_ms);
+            if let Some(text) = &i.text {
+                let p = self.think.push(text, e.at_ms);
+                if p.restart_answer {
+                    // a closing tag never opened (MiniMax M2): the text before it was reasoning
+                    self.first_answer = None;
                 }
-                self.think_seen |= i.think.is_some();
-                reasoning |= i.think.is_some() || self.in_think;
+                if p.ignored_close {
+                    note(&mut self.notes, StreamNote::ThinkCloseInAnswer);
+                }
+                reasoning |= p.reasoning;
+                answer_at = p.answer_at;
             }
             self.reasoning_streamed |= reasoning;
-            if i.reasoning_summary && !answer {
+            if i.reasoning_summary && answer_at.is_none() {
                 self.summary_events += 1;
             }
-            if answer && self.first_answer.is_none() {
-                self.first_answer = Some(e.at_ms);
+            if self.first_answer.is_none() {
+                self.first_answer = answer_at;
             }
+        }
+        if i.usage_not_integer {
+            note(&mut self.notes, StreamNote::UsageNotInteger);
         }
         if let Some(u) = i.usage {
             if u.completion_tokens.is_some() {
@@ -218,7 +227,11 @@ impl Measurer {
     }
 
     /// The record, given how the body ended (see [`measure`]).
-    pub fn finish(self, end: End, max_tokens: Option<u64>) -> RequestRecord {
+    pub fn finish(mut self, end: End, max_tokens: Option<u64>) -> RequestRecord {
+        // text held back as a possible split tag was answer text
+        if self.first_answer.is_none() {
+            self.first_answer = self.think.finish().answer_at;
+        }
         let Measurer {
             mut rec,
             token_times,
@@ -228,8 +241,9 @@ impl Measurer {
             last_vendor_usage,
             reasoning_streamed,
             summary_events,
-            in_think: _,
-            think_seen: _,
+            think: _,
+            notes,
+            api,
             vendor_prompt,
             finish_seen,
             after_finish,
@@ -274,6 +288,14 @@ impl Measurer {
                 && max_tokens.is_none_or(|m| raw <= m && u <= m)
                 && u <= n_events.saturating_mul(MAX_TOKENS_PER_EVENT)
         };
+        // The reasoning figure is possible: not above completion_tokens when that includes it,
+        // nor above MAX_TOKENS_PER_EVENT per token event (2^64 - 1 was recorded as it came).
+        let reasoning_possible = |u: &Usage| {
+            u.reasoning_tokens.is_none_or(|r| {
+                r <= n_events.saturating_mul(MAX_TOKENS_PER_EVENT)
+                    && (!u.reasoning_included() || u.completion_tokens.is_none_or(|c| r <= c))
+            })
+        };
         // The standard usage wins when both it and a vendor usage came.
         let (reported, reported_source) = match (last_usage, last_vendor_usage) {
             (Some(u), _) => (Some(u), TokenSource::Usage),
@@ -282,19 +304,30 @@ impl Measurer {
         };
         let counted = reported.and_then(|u| {
             let (n, hidden) = streamed(&u)?;
-            Some((n, hidden, u.completion_tokens.unwrap_or(n)))
+            Some((
+                n,
+                hidden,
+                u.completion_tokens.unwrap_or(n),
+                reasoning_possible(&u),
+            ))
         });
+        let trusted =
+            |&(n, _, raw, possible): &(u64, Option<u64>, u64, bool)| possible && believable(n, raw);
         let (tokens, source) = match counted {
-            Some((n, hidden, raw)) if believable(n, raw) => {
+            Some(c @ (n, hidden, _, _)) if trusted(&c) => {
                 rec.hidden_reasoning_tokens = hidden;
                 (n, reported_source)
             }
             _ => (n_events, TokenSource::Events),
         };
-        rec.reasoning_tokens = reported.and_then(|u| u.reasoning_tokens).filter(|&r| r > 0);
+        rec.reasoning_tokens = reported
+            .filter(reasoning_possible)
+            .and_then(|u| u.reasoning_tokens)
+            .filter(|&r| r > 0);
         rec.usage_distrusted = counted
-            .filter(|&(n, _, raw)| !believable(n, raw) && n_events > 0)
-            .map(|(_, _, raw)| raw);
+            .filter(|c| !trusted(c) && n_events > 0)
+            .map(|(_, _, raw, _)| raw);
+        rec.stream_notes = notes;
         if let (Some(&first), Some(&last)) = (token_times.first(), token_times.last()) {
             rec.ttft_ms = Some(first);
             rec.e2e_ms = Some(last);
@@ -360,6 +393,22 @@ impl Measurer {
                 "protocol mismatch: the stream looks like {api}, not the configured API; set endpoint.api: {api}"
             ),
         })
+        } else if n_events == 0 && api == Api::OpenaiResponses {
+            // a Responses stream has no [DONE] and no finish_reason: say what it lacked
+            let how = if finish_seen {
+                " (response.completed arrived without any output delta)"
+            } else if done_at.is_some() {
+                " ([DONE] arrived without any output delta and without response.completed, which ends a Responses stream)"
+            } else {
+                " (the stream ended without any output delta and without response.completed)"
+            };
+            Some(Failure {
+                class: FailureClass::NoToken,
+                status: None,
+                message: format!(
+                    "empty response: no output tokens{how} (no output_text, refusal, function-call arguments or reasoning delta)"
+                ),
+            })
         } else if n_events == 0 {
             let how = if choices_not_array {
                 " (`choices` is an object, not the array the OpenAI API defines, so no choice was read)"
@@ -379,6 +428,17 @@ impl Measurer {
                     "empty response: no output tokens{how} (no content, reasoning or tool-call delta)"
                 ),
             })
+        } else if !finish_seen && api == Api::OpenaiResponses {
+            let how = if done_at.is_some() {
+                "[DONE] without"
+            } else {
+                "without"
+            };
+            Some(Failure {
+                class: FailureClass::Truncated,
+                status: None,
+                message: format!("the Responses stream ended {how} response.completed or response.incomplete (truncated) after {n_events} token events"),
+            })
         } else if !finish_seen && done_at.is_none() {
             Some(Failure {
             class: FailureClass::Truncated,
@@ -389,6 +449,13 @@ impl Measurer {
             None
         };
         rec
+    }
+}
+
+/// Adds `n` to `notes` once.
+fn note(notes: &mut Vec<StreamNote>, n: StreamNote) {
+    if !notes.contains(&n) {
+        notes.push(n);
     }
 }
 
@@ -775,5 +842,173 @@ mod tests {
         // before any finish_reason it is still truncated
         let r = measure(0.0, &ev[..3], End::Failed(reset, 170.0), None);
         assert_eq!(r.error.unwrap().class, FailureClass::Truncated);
+    }
+
+    fn text(at: f64, t: &str) -> Stamped {
+        let mut s = tok(at);
+        s.info.text = Some(t.into());
+        s
+    }
+    fn with_usage(at: f64, u: Usage) -> Stamped {
+        other(at, |i| {
+            i.finish = Some("stop".into());
+            i.usage = Some(u);
+        })
+    }
+
+    // Issue 28 finding 1: answer text a1..a6 @10..60, "use </think> to close" @70, a8 @80, usage
+    // 60 of which 52 hidden reasoning. The unopened </think> comes after answer text in its own
+    // event: it is answer text, not MiniMax's end of reasoning, so the 52 stay hidden: 8 streamed
+    // tokens, TPOT (80 - 10) / 7 = 10 (was output 60, TPOT 70 / 59 = 1.19 and TTFOT 70).
+    #[test]
+    fn a_think_close_in_answer_prose_does_not_cancel_hidden_reasoning() {
+        let mut ev: Vec<Stamped> = (1..=6).map(|k| text(10.0 * k as f64, "a")).collect();
+        ev.push(text(70.0, "use </think> to close"));
+        ev.push(text(80.0, "a8"));
+        ev.push(with_usage(
+            90.0,
+            Usage {
+                prompt_tokens: Some(10),
+                completion_tokens: Some(60),
+                reasoning_tokens: Some(52),
+                total_tokens: Some(70),
+            },
+        ));
+        let r = measure(0.0, &ev, End::Eof(91.0), None);
+        assert!(r.ok(), "{:?}", r.error);
+        assert_eq!(r.output_tokens, Some(8));
+        assert_eq!(r.hidden_reasoning_tokens, Some(52));
+        assert_eq!(r.tpot_ms, Some(10.0));
+        assert_eq!(r.ttfot_ms, None);
+        assert_eq!(r.stream_notes, vec![StreamNote::ThinkCloseInAnswer]);
+        // MiniMax's own shape (the tag starts its event) still ends the reasoning: TTFOT 70
+        ev[6] = text(70.0, "</think>\n\nHello");
+        let r = measure(0.0, &ev, End::Eof(91.0), None);
+        assert_eq!(r.ttfot_ms, Some(70.0));
+        assert_eq!(r.output_tokens, Some(60));
+        assert!(r.stream_notes.is_empty());
+    }
+
+    // Issue 28 finding 4: "<thi" @100 "nk>hm" @120 "</think>" @140 "Hi" @160 " there" @180: the
+    // split tag opens reasoning, TTFOT 160 (was 100 = TTFT, so none); 5 events, TPOT 80 / 4 = 20.
+    #[test]
+    fn a_think_tag_split_over_events_is_read() {
+        let ev = vec![
+            text(100.0, "<thi"),
+            text(120.0, "nk>hm"),
+            text(140.0, "</think>"),
+            text(160.0, "Hi"),
+            text(180.0, " there"),
+            other(190.0, |i| i.finish = Some("stop".into())),
+        ];
+        let r = measure(0.0, &ev, End::Eof(191.0), None);
+        assert!(r.ok(), "{:?}", r.error);
+        assert_eq!(r.ttft_ms, Some(100.0));
+        assert_eq!(r.ttfot_ms, Some(160.0));
+        assert_eq!(r.tpot_ms, Some(20.0));
+        // "a <" then "b": not a tag, answer text from the first event
+        let ev = vec![
+            text(100.0, "<"),
+            text(120.0, "b"),
+            other(130.0, |i| i.done = true),
+        ];
+        let r = measure(0.0, &ev, End::Eof(130.0), None);
+        assert_eq!((r.ttft_ms, r.ttfot_ms), (Some(100.0), None));
+    }
+
+    // Issue 28 finding 6: reasoning_tokens above completion_tokens (which includes them) is
+    // impossible usage: distrusted like other impossible counts, events counted; 2^64 - 1 is not
+    // recorded; an output count that is not a whole number is noted.
+    #[test]
+    fn impossible_reasoning_counts_are_distrusted() {
+        let ev = |r: u64| {
+            vec![
+                other(5.0, |i| {
+                    i.token = true;
+                    i.reasoning = true;
+                }),
+                tok(10.0),
+                tok(20.0),
+                with_usage(
+                    30.0,
+                    Usage {
+                        prompt_tokens: Some(5),
+                        completion_tokens: Some(6),
+                        reasoning_tokens: Some(r),
+                        total_tokens: None,
+                    },
+                ),
+            ]
+        };
+        let r = measure(0.0, &ev(20), End::Eof(31.0), None);
+        assert_eq!(r.token_source, Some(TokenSource::Events));
+        assert_eq!(r.output_tokens, Some(3));
+        assert_eq!(r.usage_distrusted, Some(6));
+        assert_eq!(r.reasoning_tokens, None);
+        let r = measure(0.0, &ev(u64::MAX), End::Eof(31.0), None);
+        assert_eq!(r.reasoning_tokens, None);
+        assert_eq!(r.usage_distrusted, Some(6));
+        // a possible one is kept
+        let r = measure(0.0, &ev(2), End::Eof(31.0), None);
+        assert_eq!(r.reasoning_tokens, Some(2));
+        assert_eq!(r.output_tokens, Some(6));
+        let mut bad = ev(2);
+        bad[3] = other(30.0, |i| {
+            i.finish = Some("stop".into());
+            i.usage_not_integer = true;
+        });
+        let r = measure(0.0, &bad, End::Eof(31.0), None);
+        assert_eq!(r.token_source, Some(TokenSource::Events));
+        assert_eq!(r.stream_notes, vec![StreamNote::UsageNotInteger]);
+    }
+
+    // Issue 28 finding 8: a Responses stream ends normally only with response.completed /
+    // response.incomplete (a finish): a bare [DONE] after tokens is a truncation, and an empty
+    // one says what it lacked, not "[DONE]".
+    #[test]
+    fn a_responses_stream_needs_its_completion_event() {
+        let run = |ev: &[Stamped]| {
+            let mut m = Measurer::for_api(0.0, Api::OpenaiResponses);
+            for e in ev {
+                m.push(e);
+            }
+            m.finish(End::Eof(50.0), None)
+        };
+        let done = other(40.0, |i| i.done = true);
+        let r = run(&[tok(10.0), tok(20.0), done.clone()]);
+        let e = r.error.unwrap();
+        assert_eq!(e.class, FailureClass::Truncated);
+        assert!(
+            e.message.contains("without response.completed"),
+            "{}",
+            e.message
+        );
+        // the same stream is a success in chat ([DONE] ends it)
+        assert!(measure(
+            0.0,
+            &[tok(10.0), tok(20.0), done.clone()],
+            End::Eof(50.0),
+            None
+        )
+        .ok());
+        let e = run(&[done]).error.unwrap();
+        assert_eq!(e.class, FailureClass::NoToken);
+        assert!(
+            e.message.contains("without response.completed"),
+            "{}",
+            e.message
+        );
+        let completed = other(40.0, |i| {
+            i.finish = Some("completed".into());
+            i.done = true;
+        });
+        let e = run(std::slice::from_ref(&completed)).error.unwrap();
+        assert!(
+            e.message
+                .contains("response.completed arrived without any output delta"),
+            "{}",
+            e.message
+        );
+        assert!(run(&[tok(10.0), completed]).ok());
     }
 }
