@@ -95,11 +95,6 @@ pub struct StreamClient {
     timeouts: Timeouts,
 }
 
-/// Installs ring as rustls' process-wide crypto provider (idempotent).
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 /// Why a [`StreamClient`] could not be built: nothing was sent.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -130,7 +125,7 @@ impl StreamClient {
     ///
     /// Errors: the URL cannot be joined, a header cannot be sent, or the TLS stack cannot start.
     pub fn new(ep: &Endpoint, base_url: &str, pool: usize) -> Result<StreamClient, ClientError> {
-        install_crypto_provider();
+        crate::tls::install_crypto_provider();
         let mut url = reqwest::Url::parse(base_url).map_err(|source| ClientError::BaseUrl {
             url: base_url.to_string(),
             source,
@@ -529,7 +524,7 @@ impl StreamClient {
             refused: None,
             delivery: Delivery::FirstTry,
             sim_request: headers
-                .get(crate::sim::server::SIM_REQUEST_HEADER)
+                .get(crate::wire::SIM_REQUEST_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse().ok()),
             conn,
