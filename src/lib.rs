@@ -32,5 +32,7 @@ pub mod sim;
 pub mod stats;
 pub mod summary;
 pub mod synthetic_prompt;
+pub mod tls;
 pub mod units;
 pub mod verdict;
+pub mod wire;

@@ -34,6 +34,28 @@ impl TokenSource {
     }
 }
 
+/// Something a stream sent that perfgate read but did not use as it looked, noted per request
+/// (and summed in the run's notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamNote {
+    /// A `</think>` never opened came after answer text (or after a tag, a reasoning field, a
+    /// tool call): read as answer text the model wrote, not as the end of reasoning.
+    ThinkCloseInAnswer,
+    /// The usage's output token count was not a whole number (`12.5`, `"12"`, `-1`): not read.
+    UsageNotInteger,
+}
+
+impl StreamNote {
+    /// Stable snake_case name, as used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamNote::ThinkCloseInAnswer => "think_close_in_answer",
+            StreamNote::UsageNotInteger => "usage_not_integer",
+        }
+    }
+}
+
 /// Where the output tokens of a set of requests came from: one [`TokenSource`] for all of
 /// them, or `mixed`. Written as the source's name or `mixed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,6 +262,9 @@ pub struct RequestRecord {
     /// left out of `output_tokens` and TPOT's denominator, since no event carried them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hidden_reasoning_tokens: Option<u64>,
+    /// What the stream sent that was read otherwise than it looked ([`StreamNote`]), once each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stream_notes: Vec<StreamNote>,
     /// Server-reported timings (llama.cpp's `timings` object): its known numeric fields only
     /// (see [`crate::client::dialect::TIMINGS_FIELDS`]), so a record stays small.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -280,6 +305,7 @@ impl RequestRecord {
             usage_distrusted: None,
             reasoning_tokens: None,
             hidden_reasoning_tokens: None,
+            stream_notes: Vec::new(),
             server_timings: None,
             error: None,
             sched_ms: None,

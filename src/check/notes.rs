@@ -89,6 +89,7 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
             sc.request.max_tokens
         ));
     }
+    notes.extend(stream_notes(&run.records));
     if run.closes_after_stream {
         notes.push("the server closed its connection after every streamed response (llama.cpp's llama-server does, although it announces keep-alive): each request opened a new connection, so TTFT includes connection setup (TCP, and TLS for https), as it does for any client of this server".into());
     }
@@ -108,6 +109,28 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
         notes.push(format!("{} warmup request(s) failed", run.warmup_failures));
     }
     notes
+}
+
+/// What streams sent that was read otherwise than it looked ([`crate::record::StreamNote`]),
+/// one note per kind with the number of requests.
+pub fn stream_notes(records: &[RequestRecord]) -> Vec<String> {
+    use crate::record::StreamNote;
+    [StreamNote::ThinkCloseInAnswer, StreamNote::UsageNotInteger]
+        .into_iter()
+        .filter_map(|n| {
+            let count = records.iter().filter(|r| r.stream_notes.contains(&n)).count();
+            (count > 0).then(|| match n {
+                StreamNote::ThinkCloseInAnswer => format!(
+                    "{count} request(s) had a `</think>` that was never opened after answer text: read as answer text the model wrote, not as the end of its reasoning (stream_notes: {})",
+                    n.as_str()
+                ),
+                StreamNote::UsageNotInteger => format!(
+                    "{count} request(s) reported a usage output token count that is not a whole number: not read, output tokens were counted from events (stream_notes: {})",
+                    n.as_str()
+                ),
+            })
+        })
+        .collect()
 }
 
 /// Goodput under `gate.slo`: the share of requests that succeeded and met every latency
@@ -159,4 +182,38 @@ pub fn goodput_note(sc: &Scenario, run: &RunOutput) -> Option<String> {
         lo * 100.0,
         hi * 100.0
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::StreamNote;
+
+    #[test]
+    fn stream_notes_are_counted_per_kind() {
+        let with = |n: &[StreamNote]| RequestRecord {
+            stream_notes: n.to_vec(),
+            ..RequestRecord::new(0.0)
+        };
+        let recs = [
+            with(&[StreamNote::ThinkCloseInAnswer]),
+            with(&[StreamNote::ThinkCloseInAnswer, StreamNote::UsageNotInteger]),
+            with(&[]),
+        ];
+        let notes = stream_notes(&recs);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].starts_with("2 request(s) had a `</think>`"),
+            "{}",
+            notes[0]
+        );
+        assert!(
+            notes[1].starts_with(
+                "1 request(s) reported a usage output token count that is not a whole number"
+            ),
+            "{}",
+            notes[1]
+        );
+        assert!(stream_notes(&recs[2..]).is_empty());
+    }
 }

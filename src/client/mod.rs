@@ -9,3 +9,4 @@ pub mod measure;
 pub mod models;
 pub mod sse;
 pub mod stream;
+pub mod think;

@@ -50,7 +50,7 @@ impl BodyFold {
             declared_sse,
             dec: SseDecoder::new(MAX_EVENT_BYTES),
             raw_prefix: Vec::new(),
-            measurer: Measurer::new(start_ms),
+            measurer: Measurer::for_api(start_ms, api),
             got_token: false,
             total: 0,
             model: None,

@@ -1055,6 +1055,15 @@ fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
             ));
         }
     }
+    // A limit in extra_body would silently replace request.max_tokens (and the bound perfgate
+    // checks usage against).
+    for key in MaxTokensField::ALL.map(MaxTokensField::key) {
+        if r.extra_body.as_ref().is_some_and(|b| b.contains_key(key)) {
+            return Err(format!(
+                "request.extra_body must not set `{key}`: set the output limit with request.max_tokens (and the body key that carries it with request.max_tokens_field)"
+            ));
+        }
+    }
     Ok(RequestSpec {
         messages,
         prompt,
@@ -1573,6 +1582,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("max_completion_tokens"), "{e}");
+    }
+
+    // Issue 28: `extra_body: {max_output_tokens: 100}` silently replaced max_tokens 8 (merged
+    // last into the body); each limit key is refused there, naming the setting to use.
+    #[test]
+    fn an_output_limit_in_extra_body_is_refused() {
+        for (api, key) in [
+            ("openai-responses", "max_output_tokens"),
+            ("openai-chat", "max_tokens"),
+            ("openai-chat", "max_completion_tokens"),
+        ] {
+            let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'http://127.0.0.1:1/v1', model: m, api: {api}}}\n    request: {{prompt: hi, max_tokens: 8, extra_body: {{{key}: 100}}}}\n");
+            let e = crate::config::parse_str(&y, "t.yaml", &|_| None)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("request.extra_body must not set `{key}`"))
+                    && e.contains("request.max_tokens")
+                    && e.contains("request.max_tokens_field"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -248,7 +248,7 @@ impl Api {
     /// `api_url` is the REST base (`https://api.github.com`, or `https://HOST/api/v3`).
     /// Needs a tokio runtime.
     pub fn new(api_url: &str, token: &Token, repo: &Repo) -> Result<Api, ApiError> {
-        crate::client::http::install_crypto_provider();
+        crate::tls::install_crypto_provider();
         let client = Octocrab::builder()
             .base_uri(api_url)
             .map_err(ApiError::from)?

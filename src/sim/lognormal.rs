@@ -268,8 +268,12 @@ pub(super) async fn generate(
         model: cfg.model.clone(),
         prompt_tokens: gen.prompt_tokens,
         completion_tokens: u64::from(tokens),
-        // The model "ended" before max_tokens only when max_output capped it.
-        finish_reason: if u64::from(tokens) < requested {
+        // The model "ended" before max_tokens only when max_output capped it. A Responses
+        // request that set no max_output_tokens asked no limit: its default length is the
+        // model ending on its own (response.completed), not an incomplete response.
+        finish_reason: if u64::from(tokens) < requested
+            || (api == Api::Responses && gen.max_tokens.is_none())
+        {
             "stop"
         } else {
             "length"

@@ -1089,3 +1089,35 @@ async fn streamed_responses_shape_and_known_answer() {
     .await
     .expect("test timed out");
 }
+
+// Issue 28: a Responses request without max_output_tokens asked no limit, yet the simulator
+// reported `response.incomplete` (reason max_output_tokens) at its default 16 tokens. Now the
+// default length (the chat default, DEFAULT_MAX_TOKENS) ends with response.completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_without_a_limit_complete_at_the_default_length() {
+    timeout(LIMIT, async {
+        let srv = SimServer::start(sim("ttft_ms=1&tpot_ms=1&burst=4"), 0)
+            .await
+            .unwrap();
+        let body = json!({"model": "m", "input": "hi", "stream": true}).to_string();
+        let r = one(srv.addr(), &post("/v1/responses", &body)).await;
+        let ev = typed_events(&r);
+        let (_, name, last) = ev.last().unwrap();
+        assert_eq!(name, "response.completed");
+        assert_eq!(last["response"]["status"], "completed");
+        assert_eq!(
+            last["response"]["usage"]["output_tokens"],
+            super::server::DEFAULT_MAX_TOKENS
+        );
+        // with the limit asked, the cap is still reported as OpenAI does
+        let r = one(
+            srv.addr(),
+            &post("/v1/responses", &responses_body(16, true)),
+        )
+        .await;
+        let ev = typed_events(&r);
+        assert_eq!(ev.last().unwrap().1, "response.incomplete");
+    })
+    .await
+    .expect("test timed out");
+}

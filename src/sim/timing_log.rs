@@ -13,8 +13,8 @@ use tokio::time::Instant;
 pub const MAX_TIMED_REQUESTS: usize = 16_384;
 /// Events whose send time is kept per request (later ones are not recorded).
 pub const MAX_TIMED_EVENTS: usize = 65_536;
-/// Response header naming the request in `GET /sim/timings/N`.
-pub const SIM_REQUEST_HEADER: &str = "x-perfgate-sim-request";
+/// Response header naming the request in `GET /sim/timings/N` (shared with the client).
+pub use crate::wire::SIM_REQUEST_HEADER;
 
 /// The process-wide origin of the simulator's clock (a monotonic `Instant`, taken the first time
 /// a simulator starts or this is called): an in-process client comparing its own `Instant`s with

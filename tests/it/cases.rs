@@ -139,8 +139,14 @@ cases! {
     case_52_openai_responses_c => "52-openai-responses-c.yaml",
     case_52_openai_responses_d => "52-openai-responses-d.yaml",
     case_52_openai_responses_e => "52-openai-responses-e.yaml",
+    case_52_openai_responses_f => "52-openai-responses-f.yaml",
+    case_52_openai_responses_g => "52-openai-responses-g.yaml",
     case_53_anthropic_stop_reason_refusal => "53-anthropic-stop-reason-refusal.yaml",
     case_54_llamacpp_responses => "54-llamacpp-responses.yaml",
+    // issue 28: stream-measurement defects found by an attack
+    case_55_think_close_in_answer_prose => "55-think-close-in-answer-prose.yaml",
+    case_56_think_tags_split_across_events => "56-think-tags-split-across-events.yaml",
+    case_57_think_tags_in_responses_text => "57-think-tags-in-responses-text.yaml",
 }
 
 /// A new `tests/cases/*.yaml` file must get a line in `cases!` above, or it would never run.

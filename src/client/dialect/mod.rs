@@ -6,13 +6,22 @@
 //! function name or argument text (chat); non-empty `text` (completions); a
 //! `content_block_delta` with text, thinking or JSON (Anthropic). Role-only, empty or null
 //! content, usage-only chunks, `prompt_filter_results` chunks and `[DONE]` are not.
+//!
+//! One submodule per API family reads its events: [`chat`] (OpenAI chat and completions, with
+//! the fast path for the common chunk), [`anthropic`], [`responses`]; this module holds what they
+//! share (the event's meaning, usage, error messages, clipping) and dispatches.
+
+mod anthropic;
+mod chat;
+mod responses;
 
 use super::sse::SseEvent;
 use crate::config::Api;
-use serde::de::IgnoredAny;
-use serde::Deserialize;
+use anthropic::anthropic;
+pub use chat::failing_finish;
+use chat::{fast_chat, openai};
+use responses::responses;
 use serde_json::Value;
-use std::borrow::Cow;
 
 /// Usage figures from the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,17 +57,6 @@ impl Usage {
     }
 }
 
-/// A `<think>` / `<thought>` tag in answer text (reasoning streamed inside `content`, as
-/// DeepSeek-R1 on some hosts, Groq `reasoning_format: raw`, MiniMax M2, Gemini `include_thoughts`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThinkTag {
-    /// The text opens a reasoning span and does not close it.
-    Open,
-    /// The text closes a reasoning span (opened here or earlier); `answer_after` is whether
-    /// answer text follows the closing tag in the same event.
-    Close { answer_after: bool },
-}
-
 /// The meaning of one event.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EventInfo {
@@ -71,10 +69,14 @@ pub struct EventInfo {
     /// The reasoning it carries is a summary (Responses API `reasoning_summary_text`,
     /// OpenRouter `reasoning.summary`), not the reasoning tokens themselves.
     pub reasoning_summary: bool,
-    /// A `<think>` tag in its answer text.
-    pub think: Option<ThinkTag>,
+    /// Its answer text (chat `delta.content` as a string, a Responses `output_text` delta),
+    /// read for `<think>` tags across events ([`super::think`]).
+    pub text: Option<String>,
     /// A usage object with at least one figure.
     pub usage: Option<Usage>,
+    /// A usage's output count was there but not a whole number (`12.5`, `"12"`, `-1`): not
+    /// read.
+    pub usage_not_integer: bool,
     /// Usage in a known vendor location (Groq's `x_groq.usage`), when the standard `usage` is
     /// not there: recorded as its own source; a standard usage wins when both come.
     pub vendor_usage: Option<Usage>,
@@ -157,479 +159,6 @@ fn general(api: Api, ev: &SseEvent, data: &str) -> EventInfo {
         info.error = Some(error_message(v.get("error").unwrap_or(&v)));
     }
     info
-}
-
-fn openai(api: Api, v: &Value) -> EventInfo {
-    let mut info = EventInfo {
-        model: v.get("model").and_then(Value::as_str).map(str::to_string),
-        id: v.get("id").and_then(Value::as_str).map(clip),
-        system_fingerprint: v
-            .get("system_fingerprint")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        timings: v.get("timings").and_then(known_timings),
-        usage: usage(v.get("usage")),
-        vendor_usage: VENDOR_USAGE.iter().find_map(|p| usage(v.pointer(p))),
-        choices_not_array: v.get("choices").is_some_and(Value::is_object),
-        ..Default::default()
-    };
-    if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
-        info.error = Some(error_message(e));
-    }
-    if let Some(choices) = v.get("choices").and_then(Value::as_array) {
-        for c in choices {
-            if c.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
-                info.multi_choice = true;
-            }
-            if let Some(f) = c
-                .get("finish_reason")
-                .and_then(Value::as_str)
-                .filter(|f| is_finish(f))
-            {
-                info.finish = Some(clip(f));
-                if let Some(why) = failing_finish(f) {
-                    info.error.get_or_insert_with(|| why.to_string());
-                }
-            }
-            match api {
-                Api::OpenaiCompletions => {
-                    if nonempty(c.get("text")) {
-                        info.token = true;
-                        info.answer = true;
-                    }
-                }
-                _ => {
-                    let Some(d) = c.get("delta").or_else(|| c.get("message")) else {
-                        continue;
-                    };
-                    chat_delta(d, &mut info);
-                }
-            }
-        }
-    }
-    info
-}
-
-/// The common OpenAI chat chunk, read without building a JSON tree (most of the per-event CPU of
-/// the general path, which matters at hundreds of streams: the client must keep up to stamp on
-/// time). Members the general path ([`openai`], [`foreign`]) does not read are skipped; when one
-/// it reads for anything but the plain case is present and not null (a usage object, `error`,
-/// `timings`, `type`; a choice's `text` or `message`; a delta's reasoning or tool calls), or a
-/// member has another type than expected (non-string content, a duplicate key, NaN),
-/// [`fast_chat`] returns `None` and the general path decides. Same result as the general path
-/// (`fast_path_agrees_with_the_general_path`).
-/// Bracket depth above which [`fast_chat`] declines.
-const FAST_MAX_DEPTH: i32 = 32;
-
-#[derive(Deserialize)]
-struct FastChunk<'a> {
-    #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    model: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    system_fingerprint: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    choices: Vec<FastChoice<'a>>,
-    // present and not null: the general path
-    #[serde(default)]
-    usage: Option<IgnoredAny>,
-    #[serde(default)]
-    error: Option<IgnoredAny>,
-    #[serde(default)]
-    timings: Option<IgnoredAny>,
-    #[serde(default, rename = "type")]
-    kind: Option<IgnoredAny>,
-    #[serde(default)]
-    x_groq: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct FastChoice<'a> {
-    #[serde(default)]
-    index: u64,
-    #[serde(borrow)]
-    delta: FastDelta<'a>,
-    #[serde(borrow, default)]
-    finish_reason: Option<Cow<'a, str>>,
-    #[serde(default)]
-    text: Option<IgnoredAny>,
-    #[serde(default)]
-    message: Option<IgnoredAny>,
-    #[serde(default)]
-    usage: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct FastDelta<'a> {
-    #[serde(borrow, default)]
-    content: Option<Cow<'a, str>>,
-    #[serde(default)]
-    reasoning_content: Option<IgnoredAny>,
-    #[serde(default)]
-    reasoning: Option<IgnoredAny>,
-    #[serde(default)]
-    tool_calls: Option<IgnoredAny>,
-    #[serde(default)]
-    refusal: Option<IgnoredAny>,
-    #[serde(default)]
-    reasoning_details: Option<IgnoredAny>,
-}
-
-fn fast_chat(data: &str) -> Option<EventInfo> {
-    // Skipped members are not depth-limited as a JSON tree is (128 levels): leave anything
-    // nested deeply (brackets inside strings counted too, which only declines more) to the
-    // general path, so both paths judge such an event alike.
-    let mut depth = 0i32;
-    for b in data.bytes() {
-        match b {
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > FAST_MAX_DEPTH {
-                    return None;
-                }
-            }
-            b']' | b'}' => depth -= 1,
-            _ => {}
-        }
-    }
-    let c: FastChunk = serde_json::from_str(data).ok()?;
-    let plain_choices = c.choices.iter().all(|ch| {
-        ch.text.is_none()
-            && ch.message.is_none()
-            && ch.delta.reasoning_content.is_none()
-            && ch.delta.reasoning.is_none()
-            && ch.delta.tool_calls.is_none()
-            && ch.delta.refusal.is_none()
-            && ch.delta.reasoning_details.is_none()
-            && ch.usage.is_none()
-            && !ch.delta.content.as_deref().is_some_and(has_think_tag)
-            && ch
-                .finish_reason
-                .as_deref()
-                .is_none_or(|f| failing_finish(f).is_none())
-    });
-    if c.usage.is_some()
-        || c.error.is_some()
-        || c.timings.is_some()
-        || c.kind.is_some()
-        || c.x_groq.is_some()
-        || !plain_choices
-    {
-        return None;
-    }
-    let mut info = EventInfo {
-        model: c.model.map(Cow::into_owned),
-        system_fingerprint: c.system_fingerprint.map(Cow::into_owned),
-        id: c.id.as_deref().map(clip),
-        ..Default::default()
-    };
-    for ch in &c.choices {
-        if ch.index != 0 {
-            info.multi_choice = true;
-        }
-        if let Some(f) = ch.finish_reason.as_deref().filter(|f| is_finish(f)) {
-            info.finish = Some(clip(f));
-        }
-        if ch.delta.content.as_deref().is_some_and(|s| !s.is_empty()) {
-            info.token = true;
-            info.answer = true;
-        }
-    }
-    Some(info)
-}
-
-fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
-    let kind = v
-        .get("type")
-        .and_then(Value::as_str)
-        .or(event)
-        .unwrap_or("");
-    let mut info = EventInfo::default();
-    match kind {
-        "message_start" => {
-            let m = v.get("message");
-            info.id = m
-                .and_then(|m| m.get("id"))
-                .and_then(Value::as_str)
-                .map(clip);
-            info.model = m
-                .and_then(|m| m.get("model"))
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            if let Some(u) = m.and_then(|m| m.get("usage")) {
-                let prompt = u.get("input_tokens").and_then(Value::as_u64);
-                if prompt.is_some() {
-                    info.usage = Some(Usage {
-                        prompt_tokens: prompt,
-                        completion_tokens: None,
-                        ..Default::default()
-                    });
-                }
-            }
-        }
-        "content_block_delta" => {
-            let d = v.get("delta");
-            let t = d
-                .and_then(|d| d.get("type"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let text = match t {
-                "text_delta" => d.and_then(|d| d.get("text")),
-                "thinking_delta" => d.and_then(|d| d.get("thinking")),
-                "input_json_delta" => d.and_then(|d| d.get("partial_json")),
-                _ => None,
-            };
-            if nonempty(text) {
-                info.token = true;
-                info.answer = t != "thinking_delta";
-                info.reasoning = t == "thinking_delta";
-            }
-        }
-        "message_delta" => {
-            info.finish = v
-                .get("delta")
-                .and_then(|d| d.get("stop_reason"))
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            if info.finish.as_deref() == Some("refusal") {
-                // Claude's streaming classifiers stopped the answer: the output is partial
-                info.error = Some(
-                    "the model stopped with stop_reason \"refusal\" (a safety classifier ended the answer; the output is partial)".into(),
-                );
-            }
-            if let Some(u) = v.get("usage") {
-                let out = u.get("output_tokens").and_then(Value::as_u64);
-                let prompt = u.get("input_tokens").and_then(Value::as_u64);
-                if out.is_some() || prompt.is_some() {
-                    info.usage = Some(Usage {
-                        prompt_tokens: prompt,
-                        completion_tokens: out,
-                        ..Default::default()
-                    });
-                }
-            }
-        }
-        "message_stop" => info.done = true,
-        "error" => info.error = Some(error_message(v.get("error").unwrap_or(v))),
-        _ => {}
-    }
-    info
-}
-
-/// What a chat `delta` carries: answer text (a string, or typed parts as Mistral's
-/// `[{"type":"text","text":..}]`), a refusal, tool calls, or reasoning (`reasoning_content`,
-/// `reasoning`, OpenRouter's `reasoning_details`, Mistral's `thinking` parts).
-fn chat_delta(d: &Value, info: &mut EventInfo) {
-    let mut answer = false;
-    let mut reasoning = false;
-    let mut summary = false;
-    match d.get("content") {
-        Some(Value::String(s)) if !s.is_empty() => {
-            answer = true;
-            info.think = think_tag(s);
-        }
-        Some(Value::Array(parts)) => {
-            for p in parts {
-                let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
-                match kind {
-                    "thinking" | "reasoning" => {
-                        reasoning |= nonempty_text(p.get("thinking").or_else(|| p.get("text")))
-                    }
-                    _ => answer |= nonempty(p.get("text")),
-                }
-            }
-        }
-        _ => {}
-    }
-    answer |= nonempty(d.get("refusal"));
-    answer |= d
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .is_some_and(|calls| {
-            calls.iter().any(|t| {
-                let f = t.get("function");
-                nonempty(f.and_then(|f| f.get("name")))
-                    || nonempty(f.and_then(|f| f.get("arguments")))
-            })
-        });
-    let details = d
-        .get("reasoning_details")
-        .and_then(Value::as_array)
-        .filter(|a| !a.is_empty());
-    // OpenRouter repeats reasoning_details' text in `reasoning`: the typed entries say whether
-    // it is the reasoning or only its summary
-    if details.is_none() {
-        reasoning |= nonempty(d.get("reasoning_content")) || nonempty(d.get("reasoning"));
-    }
-    if let Some(details) = details {
-        for r in details {
-            match r.get("type").and_then(Value::as_str).unwrap_or("") {
-                "reasoning.summary" if nonempty(r.get("summary")) => summary = true,
-                // encrypted reasoning is an opaque blob, not streamed tokens
-                "reasoning.encrypted" => {}
-                _ => reasoning |= nonempty(r.get("text")),
-            }
-        }
-    }
-    info.answer |= answer;
-    info.reasoning |= reasoning || summary;
-    info.reasoning_summary |= summary && !reasoning;
-    info.token |= answer || reasoning || summary;
-}
-
-/// Text that is a non-empty string, or an array of parts one of which has non-empty `text`
-/// (Mistral's `"thinking": [{"type": "text", "text": ".."}]`).
-fn nonempty_text(v: Option<&Value>) -> bool {
-    match v {
-        Some(Value::Array(parts)) => parts.iter().any(|p| nonempty(p.get("text"))),
-        other => nonempty(other),
-    }
-}
-
-/// Tags that open and close reasoning inside answer text.
-const THINK_OPEN: [&str; 2] = ["<think>", "<thought>"];
-const THINK_CLOSE: [&str; 2] = ["</think>", "</thought>"];
-
-fn has_think_tag(s: &str) -> bool {
-    THINK_OPEN
-        .iter()
-        .chain(THINK_CLOSE.iter())
-        .any(|t| s.contains(t))
-}
-
-/// The reasoning tag in `s`, if any: a closing tag (with whether answer text follows it) wins
-/// over an opening one.
-fn think_tag(s: &str) -> Option<ThinkTag> {
-    if let Some(end) = THINK_CLOSE
-        .iter()
-        .filter_map(|t| s.rfind(t).map(|i| i + t.len()))
-        .max()
-    {
-        return Some(ThinkTag::Close {
-            answer_after: !s[end..].trim().is_empty(),
-        });
-    }
-    THINK_OPEN
-        .iter()
-        .any(|t| s.contains(t))
-        .then_some(ThinkTag::Open)
-}
-
-/// Why a finish reason means the request did not complete normally, or `None` for a normal end
-/// (`stop`, `length`, `tool_calls`, `end_turn`, ...). `abort`: vLLM and SGLang end an
-/// engine-aborted request this way, with HTTP 200 and `[DONE]` (vllm-project/vllm#57082);
-/// `content_filter`: the answer was cut by a content filter (OpenAI, Azure);
-/// `insufficient_system_resource`: DeepSeek interrupted the request.
-pub fn failing_finish(f: &str) -> Option<&'static str> {
-    match f.trim() {
-        "error" => Some("the server ended the choice with finish_reason \"error\""),
-        "abort" => Some(
-            "the server aborted the request (finish_reason \"abort\"): the engine stopped it before the answer was complete",
-        ),
-        "content_filter" => Some(
-            "a content filter stopped the answer (finish_reason \"content_filter\"); the output is partial",
-        ),
-        "insufficient_system_resource" => Some(
-            "the server interrupted the request for lack of resources (finish_reason \"insufficient_system_resource\")",
-        ),
-        _ => None,
-    }
-}
-
-/// One OpenAI Responses API event (`type` in the data, or the `event:` name). Token-bearing:
-/// a non-empty `delta` of `response.output_text.delta`, `response.refusal.delta`,
-/// `response.function_call_arguments.delta` (answer), `response.reasoning_text.delta`
-/// (reasoning) or `response.reasoning_summary_text.delta` (a reasoning summary). The stream ends
-/// with `response.completed` (usage), `response.incomplete` (`incomplete_details.reason`:
-/// `max_output_tokens` is a normal end, `content_filter` is not) or `response.failed`; there is
-/// no `[DONE]`.
-fn responses(event: Option<&str>, v: &Value) -> EventInfo {
-    let kind = v
-        .get("type")
-        .and_then(Value::as_str)
-        .or(event)
-        .unwrap_or("");
-    let mut info = EventInfo::default();
-    let delta = nonempty(v.get("delta"));
-    match kind {
-        "response.output_text.delta"
-        | "response.refusal.delta"
-        | "response.function_call_arguments.delta"
-            if delta =>
-        {
-            info.token = true;
-            info.answer = true;
-        }
-        "response.reasoning_text.delta" if delta => {
-            info.token = true;
-            info.reasoning = true;
-        }
-        "response.reasoning_summary_text.delta" if delta => {
-            info.token = true;
-            info.reasoning = true;
-            info.reasoning_summary = true;
-        }
-        "response.created"
-        | "response.in_progress"
-        | "response.completed"
-        | "response.incomplete"
-        | "response.failed" => {
-            let r = v.get("response");
-            info.id = r
-                .and_then(|r| r.get("id"))
-                .and_then(Value::as_str)
-                .map(clip);
-            info.model = r
-                .and_then(|r| r.get("model"))
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            info.usage = r.and_then(|r| responses_usage(r.get("usage")));
-            // llama.cpp puts its `timings` beside `response` in response.completed
-            info.timings = v.get("timings").and_then(known_timings);
-            match kind {
-                "response.completed" => {
-                    info.finish = Some("completed".into());
-                    info.done = true;
-                }
-                "response.incomplete" => {
-                    let why = r
-                        .and_then(|r| r.pointer("/incomplete_details/reason"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("unknown");
-                    info.finish = Some(clip(why));
-                    info.done = true;
-                    if why != "max_output_tokens" {
-                        info.error = Some(clip(&format!(
-                            "the response ended incomplete (incomplete_details.reason \"{why}\"); the output is partial"
-                        )));
-                    }
-                }
-                "response.failed" => {
-                    info.done = true;
-                    info.error = Some(
-                        r.and_then(|r| r.get("error"))
-                            .filter(|e| !e.is_null())
-                            .map(error_message)
-                            .unwrap_or_else(|| "the response failed (response.failed)".into()),
-                    );
-                }
-                _ => {}
-            }
-        }
-        "error" => info.error = Some(error_message(v.get("error").unwrap_or(v))),
-        _ => {}
-    }
-    info
-}
-
-/// Responses API usage: `input_tokens`, `output_tokens` (reasoning included),
-/// `output_tokens_details.reasoning_tokens`.
-fn responses_usage(v: Option<&Value>) -> Option<Usage> {
-    usage_named(
-        v,
-        ["input_tokens", "output_tokens", "output_tokens_details"],
-    )
 }
 
 /// `data` with bare `NaN`, `Infinity` and `-Infinity` tokens (outside strings) replaced by
@@ -761,9 +290,14 @@ fn usage(v: Option<&Value>) -> Option<Usage> {
 
 /// A usage object whose prompt, completion and details members (which holds
 /// `reasoning_tokens`) have the names given, in that order; `total_tokens` in both APIs.
+/// A prompt count above [`crate::limits::MAX_FIGURE`] is not one (left out); the completion count
+/// is bounded by the measurement ([`super::measure`]).
 fn usage_named(v: Option<&Value>, [prompt, completion, details]: [&str; 3]) -> Option<Usage> {
     let u = v?.as_object()?;
-    let prompt = u.get(prompt).and_then(Value::as_u64);
+    let prompt = u
+        .get(prompt)
+        .and_then(Value::as_u64)
+        .filter(|&p| p as f64 <= crate::limits::MAX_FIGURE);
     let completion = u.get(completion).and_then(Value::as_u64);
     if prompt.is_none() && completion.is_none() {
         return None;
@@ -777,6 +311,12 @@ fn usage_named(v: Option<&Value>, [prompt, completion, details]: [&str; 3]) -> O
             .and_then(Value::as_u64),
         total_tokens: u.get("total_tokens").and_then(Value::as_u64),
     })
+}
+
+/// The usage object `v` has `key` (its output count), but not as a whole number.
+fn not_integer(v: Option<&Value>, key: &str) -> bool {
+    v.and_then(|u| u.get(key))
+        .is_some_and(|c| !c.is_null() && c.as_u64().is_none())
 }
 
 /// A readable message from an error member that may be a string, an object with `message`,
@@ -1127,5 +667,76 @@ mod tests {
             line.error.as_deref(),
             Some("the request exceeds the available context size (code 400)")
         );
+    }
+
+    fn responses_ev(data: &str) -> EventInfo {
+        interpret(Api::OpenaiResponses, &ev(data))
+    }
+
+    // Issue 28 findings 3 and 8: Responses output_text deltas are read for <think> tags like
+    // chat's content; a response.completed whose response failed is an in-band error.
+    #[test]
+    fn responses_text_and_failed_completion() {
+        let d = responses_ev(r#"{"type":"response.output_text.delta","delta":"<think>hm"}"#);
+        assert!(d.token && d.answer);
+        assert_eq!(d.text.as_deref(), Some("<think>hm"));
+        let f = responses_ev(r#"{"type":"response.function_call_arguments.delta","delta":"{"}"#);
+        assert!(f.answer && f.text.is_none());
+        let c = responses_ev(
+            r#"{"type":"response.completed","response":{"id":"r","status":"failed","error":{"message":"boom"}}}"#,
+        );
+        assert!(c.done);
+        assert!(
+            c.error
+                .as_deref()
+                .is_some_and(|e| e.contains("status \"failed\"") && e.contains("boom")),
+            "{:?}",
+            c.error
+        );
+        let ok = responses_ev(
+            r#"{"type":"response.completed","response":{"id":"r","status":"completed"}}"#,
+        );
+        assert_eq!(ok.error, None);
+    }
+
+    // Issue 28 findings 6 and 7: an output count that is not a whole number is flagged; a
+    // prompt count above MAX_FIGURE is left out; the server's model (5 MB once, stored in the
+    // baseline) and system_fingerprint are clipped like the id, on both chat paths.
+    #[test]
+    fn usage_oddities_and_long_server_strings() {
+        for u in [r#"12.5"#, r#""12""#, "-1"] {
+            let d = format!(
+                r#"{{"choices":[],"usage":{{"prompt_tokens":3,"completion_tokens":{u}}}}}"#
+            );
+            let i = interpret(Api::OpenaiChat, &ev(&d));
+            assert!(i.usage_not_integer, "{d}");
+            assert_eq!(i.usage.unwrap().completion_tokens, None);
+        }
+        let r = responses_ev(
+            r#"{"type":"response.completed","response":{"usage":{"output_tokens":2.5}}}"#,
+        );
+        assert!(r.usage_not_integer);
+        let big = interpret(
+            Api::OpenaiChat,
+            &ev(
+                r#"{"choices":[],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":2}}"#,
+            ),
+        );
+        assert_eq!(big.usage.unwrap().prompt_tokens, None);
+        let long = "m".repeat(100_000);
+        let d = format!(
+            r#"{{"id":"c","model":"{long}","system_fingerprint":"{long}","choices":[{{"index":0,"delta":{{"content":"a"}}}}]}}"#
+        );
+        let fast = fast_chat(&d).unwrap();
+        assert_eq!(fast.model.as_ref().map(|m| m.chars().count()), Some(301));
+        assert_eq!(
+            fast.system_fingerprint.as_ref().map(|m| m.chars().count()),
+            Some(301)
+        );
+        assert_eq!(fast, general_chat(&d));
+        let r = responses_ev(&format!(
+            r#"{{"type":"response.created","response":{{"model":"{long}"}}}}"#
+        ));
+        assert_eq!(r.model.map(|m| m.chars().count()), Some(301));
     }
 }

@@ -1,0 +1,74 @@
+//! Anthropic Messages: typed events (`message_start`, `content_block_delta`, `message_delta`,
+//! `message_stop`).
+
+use super::{clip, error_message, nonempty, not_integer, usage_named, EventInfo, Usage};
+use serde_json::Value;
+
+pub(super) fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
+    let kind = v
+        .get("type")
+        .and_then(Value::as_str)
+        .or(event)
+        .unwrap_or("");
+    let mut info = EventInfo::default();
+    match kind {
+        "message_start" => {
+            let m = v.get("message");
+            info.id = m
+                .and_then(|m| m.get("id"))
+                .and_then(Value::as_str)
+                .map(clip);
+            info.model = m
+                .and_then(|m| m.get("model"))
+                .and_then(Value::as_str)
+                .map(clip);
+            if let Some(u) = m.and_then(|m| m.get("usage")) {
+                let prompt = u.get("input_tokens").and_then(Value::as_u64);
+                if prompt.is_some() {
+                    info.usage = Some(Usage {
+                        prompt_tokens: prompt,
+                        completion_tokens: None,
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        "content_block_delta" => {
+            let d = v.get("delta");
+            let t = d
+                .and_then(|d| d.get("type"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let text = match t {
+                "text_delta" => d.and_then(|d| d.get("text")),
+                "thinking_delta" => d.and_then(|d| d.get("thinking")),
+                "input_json_delta" => d.and_then(|d| d.get("partial_json")),
+                _ => None,
+            };
+            if nonempty(text) {
+                info.token = true;
+                info.answer = t != "thinking_delta";
+                info.reasoning = t == "thinking_delta";
+            }
+        }
+        "message_delta" => {
+            info.finish = v
+                .get("delta")
+                .and_then(|d| d.get("stop_reason"))
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if info.finish.as_deref() == Some("refusal") {
+                // Claude's streaming classifiers stopped the answer: the output is partial
+                info.error = Some(
+                    "the model stopped with stop_reason \"refusal\" (a safety classifier ended the answer; the output is partial)".into(),
+                );
+            }
+            info.usage = usage_named(v.get("usage"), ["input_tokens", "output_tokens", ""]);
+            info.usage_not_integer = not_integer(v.get("usage"), "output_tokens");
+        }
+        "message_stop" => info.done = true,
+        "error" => info.error = Some(error_message(v.get("error").unwrap_or(v))),
+        _ => {}
+    }
+    info
+}

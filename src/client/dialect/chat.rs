@@ -1,0 +1,293 @@
+//! OpenAI chat completions and legacy completions: `choices[]` chunks (`delta` or `text`), with
+//! the vendor shapes met on them (typed content parts, `reasoning_details`, Groq's and
+//! Moonshot's usage), and a fast path for the common chat chunk.
+
+use super::{
+    clip, error_message, is_finish, known_timings, nonempty, not_integer, usage, EventInfo,
+    VENDOR_USAGE,
+};
+use crate::config::Api;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::Value;
+use std::borrow::Cow;
+
+pub(super) fn openai(api: Api, v: &Value) -> EventInfo {
+    let mut info = EventInfo {
+        model: v.get("model").and_then(Value::as_str).map(clip),
+        id: v.get("id").and_then(Value::as_str).map(clip),
+        system_fingerprint: v
+            .get("system_fingerprint")
+            .and_then(Value::as_str)
+            .map(clip),
+        timings: v.get("timings").and_then(known_timings),
+        usage: usage(v.get("usage")),
+        vendor_usage: VENDOR_USAGE.iter().find_map(|p| usage(v.pointer(p))),
+        usage_not_integer: std::iter::once("/usage")
+            .chain(VENDOR_USAGE)
+            .any(|p| not_integer(v.pointer(p), "completion_tokens")),
+        choices_not_array: v.get("choices").is_some_and(Value::is_object),
+        ..Default::default()
+    };
+    if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
+        info.error = Some(error_message(e));
+    }
+    if let Some(choices) = v.get("choices").and_then(Value::as_array) {
+        for c in choices {
+            if c.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+                info.multi_choice = true;
+            }
+            if let Some(f) = c
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .filter(|f| is_finish(f))
+            {
+                info.finish = Some(clip(f));
+                if let Some(why) = failing_finish(f) {
+                    info.error.get_or_insert_with(|| why.to_string());
+                }
+            }
+            match api {
+                Api::OpenaiCompletions => {
+                    if nonempty(c.get("text")) {
+                        info.token = true;
+                        info.answer = true;
+                    }
+                }
+                _ => {
+                    let Some(d) = c.get("delta").or_else(|| c.get("message")) else {
+                        continue;
+                    };
+                    chat_delta(d, &mut info);
+                }
+            }
+        }
+    }
+    info
+}
+
+/// The common OpenAI chat chunk, read without building a JSON tree (most of the per-event CPU of
+/// the general path, which matters at hundreds of streams: the client must keep up to stamp on
+/// time). Members the general path ([`openai`], `foreign`) does not read are skipped; when one
+/// it reads for anything but the plain case is present and not null (a usage object, `error`,
+/// `timings`, `type`; a choice's `text` or `message`; a delta's reasoning or tool calls), or a
+/// member has another type than expected (non-string content, a duplicate key, NaN),
+/// [`fast_chat`] returns `None` and the general path decides. Same result as the general path
+/// (`fast_path_agrees_with_the_general_path`).
+/// Bracket depth above which [`fast_chat`] declines.
+const FAST_MAX_DEPTH: i32 = 32;
+
+#[derive(Deserialize)]
+struct FastChunk<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    system_fingerprint: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    choices: Vec<FastChoice<'a>>,
+    // present and not null: the general path
+    #[serde(default)]
+    usage: Option<IgnoredAny>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+    #[serde(default)]
+    timings: Option<IgnoredAny>,
+    #[serde(default, rename = "type")]
+    kind: Option<IgnoredAny>,
+    #[serde(default)]
+    x_groq: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct FastChoice<'a> {
+    #[serde(default)]
+    index: u64,
+    #[serde(borrow)]
+    delta: FastDelta<'a>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    text: Option<IgnoredAny>,
+    #[serde(default)]
+    message: Option<IgnoredAny>,
+    #[serde(default)]
+    usage: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct FastDelta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default)]
+    reasoning_content: Option<IgnoredAny>,
+    #[serde(default)]
+    reasoning: Option<IgnoredAny>,
+    #[serde(default)]
+    tool_calls: Option<IgnoredAny>,
+    #[serde(default)]
+    refusal: Option<IgnoredAny>,
+    #[serde(default)]
+    reasoning_details: Option<IgnoredAny>,
+}
+
+pub(super) fn fast_chat(data: &str) -> Option<EventInfo> {
+    // Skipped members are not depth-limited as a JSON tree is (128 levels): leave anything
+    // nested deeply (brackets inside strings counted too, which only declines more) to the
+    // general path, so both paths judge such an event alike.
+    let mut depth = 0i32;
+    for b in data.bytes() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > FAST_MAX_DEPTH {
+                    return None;
+                }
+            }
+            b']' | b'}' => depth -= 1,
+            _ => {}
+        }
+    }
+    let c: FastChunk = serde_json::from_str(data).ok()?;
+    let plain_choices = c.choices.iter().all(|ch| {
+        ch.text.is_none()
+            && ch.message.is_none()
+            && ch.delta.reasoning_content.is_none()
+            && ch.delta.reasoning.is_none()
+            && ch.delta.tool_calls.is_none()
+            && ch.delta.refusal.is_none()
+            && ch.delta.reasoning_details.is_none()
+            && ch.usage.is_none()
+            && !ch.delta.content.as_deref().is_some_and(has_think_tag)
+            && ch
+                .finish_reason
+                .as_deref()
+                .is_none_or(|f| failing_finish(f).is_none())
+    });
+    if c.usage.is_some()
+        || c.error.is_some()
+        || c.timings.is_some()
+        || c.kind.is_some()
+        || c.x_groq.is_some()
+        || !plain_choices
+    {
+        return None;
+    }
+    let mut info = EventInfo {
+        model: c.model.as_deref().map(clip),
+        system_fingerprint: c.system_fingerprint.as_deref().map(clip),
+        id: c.id.as_deref().map(clip),
+        ..Default::default()
+    };
+    for ch in &c.choices {
+        if ch.index != 0 {
+            info.multi_choice = true;
+        }
+        if let Some(f) = ch.finish_reason.as_deref().filter(|f| is_finish(f)) {
+            info.finish = Some(clip(f));
+        }
+        if let Some(text) = ch.delta.content.as_deref().filter(|s| !s.is_empty()) {
+            info.token = true;
+            info.answer = true;
+            info.text = Some(text.to_string());
+        }
+    }
+    Some(info)
+}
+
+/// What a chat `delta` carries: answer text (a string, or typed parts as Mistral's
+/// `[{"type":"text","text":..}]`), a refusal, tool calls, or reasoning (`reasoning_content`,
+/// `reasoning`, OpenRouter's `reasoning_details`, Mistral's `thinking` parts).
+fn chat_delta(d: &Value, info: &mut EventInfo) {
+    let mut answer = false;
+    let mut reasoning = false;
+    let mut summary = false;
+    match d.get("content") {
+        Some(Value::String(s)) if !s.is_empty() => {
+            answer = true;
+            info.text = Some(s.clone());
+        }
+        Some(Value::Array(parts)) => {
+            for p in parts {
+                let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
+                match kind {
+                    "thinking" | "reasoning" => {
+                        reasoning |= nonempty_text(p.get("thinking").or_else(|| p.get("text")))
+                    }
+                    _ => answer |= nonempty(p.get("text")),
+                }
+            }
+        }
+        _ => {}
+    }
+    answer |= nonempty(d.get("refusal"));
+    answer |= d
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .is_some_and(|calls| {
+            calls.iter().any(|t| {
+                let f = t.get("function");
+                nonempty(f.and_then(|f| f.get("name")))
+                    || nonempty(f.and_then(|f| f.get("arguments")))
+            })
+        });
+    let details = d
+        .get("reasoning_details")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty());
+    // OpenRouter repeats reasoning_details' text in `reasoning`: the typed entries say whether
+    // it is the reasoning or only its summary
+    if details.is_none() {
+        reasoning |= nonempty(d.get("reasoning_content")) || nonempty(d.get("reasoning"));
+    }
+    if let Some(details) = details {
+        for r in details {
+            match r.get("type").and_then(Value::as_str).unwrap_or("") {
+                "reasoning.summary" if nonempty(r.get("summary")) => summary = true,
+                // encrypted reasoning is an opaque blob, not streamed tokens
+                "reasoning.encrypted" => {}
+                _ => reasoning |= nonempty(r.get("text")),
+            }
+        }
+    }
+    info.answer |= answer;
+    info.reasoning |= reasoning || summary;
+    info.reasoning_summary |= summary && !reasoning;
+    info.token |= answer || reasoning || summary;
+}
+
+/// Text that is a non-empty string, or an array of parts one of which has non-empty `text`
+/// (Mistral's `"thinking": [{"type": "text", "text": ".."}]`).
+fn nonempty_text(v: Option<&Value>) -> bool {
+    match v {
+        Some(Value::Array(parts)) => parts.iter().any(|p| nonempty(p.get("text"))),
+        other => nonempty(other),
+    }
+}
+
+/// A whole `<think>`-style tag in `s` (the fast path leaves such text to the general one).
+fn has_think_tag(s: &str) -> bool {
+    crate::client::think::has_tag(s)
+}
+
+/// Why a finish reason means the request did not complete normally, or `None` for a normal end
+/// (`stop`, `length`, `tool_calls`, `end_turn`, ...). `abort`: vLLM and SGLang end an
+/// engine-aborted request this way, with HTTP 200 and `[DONE]` (vllm-project/vllm#57082);
+/// `content_filter`: the answer was cut by a content filter (OpenAI, Azure);
+/// `insufficient_system_resource`: DeepSeek interrupted the request.
+pub fn failing_finish(f: &str) -> Option<&'static str> {
+    match f.trim() {
+        "error" => Some("the server ended the choice with finish_reason \"error\""),
+        "abort" => Some(
+            "the server aborted the request (finish_reason \"abort\"): the engine stopped it before the answer was complete",
+        ),
+        "content_filter" => Some(
+            "a content filter stopped the answer (finish_reason \"content_filter\"); the output is partial",
+        ),
+        "insufficient_system_resource" => Some(
+            "the server interrupted the request for lack of resources (finish_reason \"insufficient_system_resource\")",
+        ),
+        _ => None,
+    }
+}

@@ -1,0 +1,520 @@
+//! Known-answer tests of the measurement: arrival times computed by hand.
+
+use super::*;
+use crate::client::dialect::Usage;
+
+fn tok(at: f64) -> Stamped {
+    Stamped {
+        at_ms: at,
+        info: EventInfo {
+            token: true,
+            answer: true,
+            ..Default::default()
+        },
+    }
+}
+fn other(at: f64, f: impl FnOnce(&mut EventInfo)) -> Stamped {
+    let mut info = EventInfo::default();
+    f(&mut info);
+    Stamped { at_ms: at, info }
+}
+
+// Case 03 (role-only first chunk): role @5, tokens @214 234 254 274, finish @294, [DONE] @295.
+// TTFT 214; 4 tokens (events); TPOT (274-214)/3 = 20; ITL [20,20,20]; E2E 274; t_done 295.
+#[test]
+fn known_answer_role_only_first_chunk() {
+    let ev = vec![
+        other(5.0, |_| {}),
+        tok(214.0),
+        tok(234.0),
+        tok(254.0),
+        tok(274.0),
+        other(294.0, |i| i.finish = Some("stop".into())),
+        other(295.0, |i| i.done = true),
+    ];
+    let r = measure(0.0, &ev, End::Eof(296.0), None);
+    assert!(r.ok(), "{:?}", r.error);
+    assert_eq!(r.ttft_ms, Some(214.0));
+    assert_eq!(r.output_tokens, Some(4));
+    assert_eq!(r.token_source, Some(TokenSource::Events));
+    assert_eq!(r.tpot_ms, Some(20.0));
+    assert_eq!(r.itl_ms, vec![20.0, 20.0, 20.0]);
+    assert_eq!(r.e2e_ms, Some(274.0));
+    assert_eq!(r.t_done_ms, Some(295.0));
+}
+
+// Case 05: tokens @150 170 190 210, usage 6 @260, [DONE] @261 -> TPOT (210-150)/5 = 12.
+#[test]
+fn known_answer_usage_chunk() {
+    let ev = vec![
+        other(120.0, |_| {}),
+        tok(150.0),
+        tok(170.0),
+        tok(190.0),
+        tok(210.0),
+        other(230.0, |i| i.finish = Some("stop".into())),
+        other(260.0, |i| {
+            i.usage = Some(Usage {
+                prompt_tokens: Some(20),
+                completion_tokens: Some(6),
+                ..Default::default()
+            })
+        }),
+        other(261.0, |i| i.done = true),
+    ];
+    let r = measure(0.0, &ev, End::Eof(261.0), None);
+    assert!(r.ok());
+    assert_eq!(r.output_tokens, Some(6));
+    assert_eq!(r.token_source, Some(TokenSource::Usage));
+    assert_eq!(r.tpot_ms, Some(12.0));
+    assert_eq!(r.e2e_ms, Some(210.0));
+    assert_eq!(r.t_done_ms, Some(261.0));
+    assert_eq!(r.prompt_tokens, Some(20));
+}
+
+#[test]
+fn zero_usage_is_distrusted() {
+    let ev = vec![
+        tok(10.0),
+        tok(20.0),
+        other(30.0, |i| {
+            i.finish = Some("stop".into());
+            i.usage = Some(Usage {
+                prompt_tokens: Some(0),
+                completion_tokens: Some(0),
+                ..Default::default()
+            })
+        }),
+    ];
+    let r = measure(0.0, &ev, End::Eof(31.0), None);
+    assert_eq!(r.output_tokens, Some(2));
+    assert_eq!(r.token_source, Some(TokenSource::Events));
+    assert_eq!(r.tpot_ms, Some(10.0));
+    assert_eq!(r.usage_distrusted, Some(0));
+}
+
+#[test]
+fn per_token_itl_with_cumulative_usage() {
+    let with = |at: f64, c: u64| {
+        let mut s = tok(at);
+        s.info.usage = Some(Usage {
+            prompt_tokens: None,
+            completion_tokens: Some(c),
+            ..Default::default()
+        });
+        s
+    };
+    let ev = vec![
+        with(100.0, 1),
+        with(130.0, 4),
+        with(140.0, 5),
+        other(141.0, |i| i.done = true),
+    ];
+    let r = measure(0.0, &ev, End::Eof(141.0), None);
+    assert_eq!(r.itl_ms, vec![10.0, 10.0, 10.0, 10.0]);
+    assert_eq!(r.output_tokens, Some(5));
+    assert_eq!(r.tpot_ms, Some(10.0));
+}
+
+#[test]
+fn failures_are_classified() {
+    let err = vec![
+        tok(540.0),
+        other(2500.0, |i| i.error = Some("Provider disconnected".into())),
+    ];
+    let r = measure(0.0, &err, End::Eof(2501.0), None);
+    assert_eq!(r.error.as_ref().unwrap().class, FailureClass::InBandError);
+    assert!(r.error.unwrap().message.contains("Provider disconnected"));
+    let none = vec![
+        other(5.0, |i| i.finish = Some("stop".into())),
+        other(6.0, |i| i.done = true),
+    ];
+    assert_eq!(
+        measure(0.0, &none, End::Eof(6.0), None)
+            .error
+            .unwrap()
+            .class,
+        FailureClass::NoToken
+    );
+    let cut = vec![tok(100.0), tok(120.0)];
+    let r = measure(0.0, &cut, End::Eof(170.0), None);
+    assert_eq!(r.error.unwrap().class, FailureClass::Truncated);
+    let finished_no_done = vec![
+        tok(100.0),
+        tok(120.0),
+        tok(140.0),
+        other(150.0, |i| i.finish = Some("stop".into())),
+    ];
+    let r = measure(0.0, &finished_no_done, End::Eof(170.0), None);
+    assert!(r.ok());
+    assert_eq!(r.t_done_ms, Some(170.0));
+    assert_eq!(r.tpot_ms, Some(20.0));
+}
+
+fn fin(mut s: Stamped, f: &str) -> Stamped {
+    s.info.finish = Some(f.into());
+    s
+}
+fn usage(c: u64) -> Option<Usage> {
+    Some(Usage {
+        prompt_tokens: Some(9),
+        completion_tokens: Some(c),
+        ..Default::default()
+    })
+}
+
+// Groq: x_groq.usage 4 on the finish chunk @40, tokens @10 20 30, [DONE] @41.
+// TPOT = (30-10)/(4-1) = 6.667; source vendor_usage; with a standard usage 5 too, it wins.
+#[test]
+fn vendor_usage_counts_under_the_same_rules_and_standard_wins() {
+    let ev = |std: Option<u64>, vendor: u64| {
+        vec![
+            tok(10.0),
+            tok(20.0),
+            tok(30.0),
+            other(40.0, |i| {
+                i.finish = Some("stop".into());
+                i.vendor_usage = usage(vendor);
+                i.usage = std.and_then(usage);
+            }),
+            other(41.0, |i| i.done = true),
+        ]
+    };
+    let r = measure(0.0, &ev(None, 4), End::Eof(41.0), None);
+    assert!(r.ok());
+    assert_eq!(r.output_tokens, Some(4));
+    assert_eq!(r.token_source, Some(TokenSource::VendorUsage));
+    assert_eq!(r.tpot_ms, Some(20.0 / 3.0));
+    assert_eq!(r.prompt_tokens, Some(9));
+    let r = measure(0.0, &ev(Some(5), 4), End::Eof(41.0), None);
+    assert_eq!(r.output_tokens, Some(5));
+    assert_eq!(r.token_source, Some(TokenSource::Usage));
+    // same trust rules: 2 < 3 token events is distrusted, events counted
+    let r = measure(0.0, &ev(None, 2), End::Eof(41.0), None);
+    assert_eq!(r.output_tokens, Some(3));
+    assert_eq!(r.token_source, Some(TokenSource::Events));
+    assert_eq!(r.usage_distrusted, Some(2));
+    // above max_tokens: distrusted
+    let r = measure(0.0, &ev(None, 4), End::Eof(41.0), Some(3));
+    assert_eq!(r.token_source, Some(TokenSource::Events));
+}
+
+// finish_reason "stop" on every chunk: tokens @10 20 30 all count. TPOT (30-10)/2 = 10,
+// E2E 30, 2 tokens after the finish noted. Today's code stopped at the first: 1 token.
+#[test]
+fn tokens_after_a_finish_reason_count_and_are_noted() {
+    let ev = vec![
+        fin(tok(10.0), "stop"),
+        fin(tok(20.0), "stop"),
+        fin(tok(30.0), "stop"),
+        other(31.0, |i| i.done = true),
+    ];
+    let r = measure(0.0, &ev, End::Eof(31.0), None);
+    assert!(r.ok());
+    assert_eq!(r.output_tokens, Some(3));
+    assert_eq!(r.tpot_ms, Some(10.0));
+    assert_eq!(r.e2e_ms, Some(30.0));
+    assert_eq!(r.itl_ms, vec![10.0, 10.0]);
+    assert_eq!(r.tokens_after_finish, Some(2));
+}
+
+// Cumulative usage 1, 2, 2^40 on successive token events (today: an 8 TB allocation in
+// the ITL split, exit 134). 2^40 > 3 x MAX_TOKENS_PER_EVENT: distrusted, events counted,
+// ITL per event: gaps 10, 10. A believable jump (1, 2, 30000 over 3 events) splits into
+// 30000 - 2 gaps, kept as ITL_KEEP points.
+#[test]
+fn cumulative_usage_jumps_are_bounded() {
+    let with = |at: f64, c: u64| {
+        let mut s = tok(at);
+        s.info.usage = usage(c);
+        s
+    };
+    let ev = vec![
+        with(10.0, 1),
+        with(20.0, 2),
+        with(30.0, 1 << 40),
+        other(31.0, |i| i.done = true),
+    ];
+    let r = measure(0.0, &ev, End::Eof(31.0), None);
+    assert_eq!(r.token_source, Some(TokenSource::Events));
+    assert_eq!(r.output_tokens, Some(3));
+    assert_eq!(r.usage_distrusted, Some(1 << 40));
+    assert_eq!(r.itl_ms, vec![10.0, 10.0]);
+    let ev = vec![
+        with(10.0, 1),
+        with(20.0, 2),
+        with(30.0, 20_000),
+        other(31.0, |i| i.done = true),
+    ];
+    let r = measure(0.0, &ev, End::Eof(31.0), None);
+    assert_eq!(r.token_source, Some(TokenSource::Usage));
+    assert_eq!(r.itl_ms.len(), crate::stats::itl::ITL_KEEP);
+    assert_eq!(r.itl_count, Some(1 + 19_998));
+    assert_eq!(r.itl_ms.last(), Some(&10.0));
+}
+
+// Hidden reasoning (issue 27): tokens @300 320 340 360 380, usage 60 of which 55 reasoning
+// never streamed. TPOT (380-300)/(5-1) = 20, not (380-300)/59 = 1.36; the 55 are recorded.
+// The same usage with the reasoning streamed counts all 60; xAI's usage (completion 5,
+// reasoning 55 apart: total = prompt + completion + reasoning) with reasoning streamed: 60.
+#[test]
+fn hidden_reasoning_tokens_leave_the_tpot_denominator() {
+    let ev = |reasoning_event: bool, u: Usage| {
+        let mut v = vec![];
+        if reasoning_event {
+            v.push(other(290.0, |i| {
+                i.token = true;
+                i.reasoning = true;
+            }));
+        }
+        v.extend([300.0, 320.0, 340.0, 360.0, 380.0].map(tok));
+        v.push(other(391.0, |i| {
+            i.finish = Some("stop".into());
+            i.usage = Some(u);
+        }));
+        v
+    };
+    let openai = Usage {
+        prompt_tokens: Some(10),
+        completion_tokens: Some(60),
+        reasoning_tokens: Some(55),
+        total_tokens: Some(70),
+    };
+    let r = measure(0.0, &ev(false, openai), End::Eof(392.0), None);
+    assert_eq!(r.output_tokens, Some(5));
+    assert_eq!(r.tpot_ms, Some(20.0));
+    assert_eq!(r.hidden_reasoning_tokens, Some(55));
+    assert_eq!(r.reasoning_tokens, Some(55));
+    let r = measure(0.0, &ev(true, openai), End::Eof(392.0), None);
+    assert_eq!(r.output_tokens, Some(60));
+    assert_eq!(r.hidden_reasoning_tokens, None);
+    assert_eq!(r.ttft_ms, Some(290.0));
+    assert_eq!(r.ttfot_ms, Some(300.0));
+    let xai = Usage {
+        prompt_tokens: Some(10),
+        completion_tokens: Some(5),
+        reasoning_tokens: Some(55),
+        total_tokens: Some(70),
+    };
+    let r = measure(0.0, &ev(true, xai), End::Eof(392.0), None);
+    assert_eq!(r.output_tokens, Some(60));
+    let r = measure(0.0, &ev(false, xai), End::Eof(392.0), None);
+    assert_eq!(r.output_tokens, Some(5));
+    assert_eq!(r.hidden_reasoning_tokens, Some(55));
+}
+
+#[test]
+fn done_before_any_token_says_so() {
+    let ev = vec![other(5.0, |_| {}), other(6.0, |i| i.done = true)];
+    let r = measure(0.0, &ev, End::Eof(6.0), None);
+    let e = r.error.unwrap();
+    assert_eq!(e.class, FailureClass::NoToken);
+    assert!(
+        e.message
+            .contains("[DONE] arrived before any token and without a finish_reason"),
+        "{}",
+        e.message
+    );
+    let ev = vec![
+        other(5.0, |i| i.choices_not_array = true),
+        other(6.0, |i| i.done = true),
+    ];
+    let e = measure(0.0, &ev, End::Eof(6.0), None).error.unwrap();
+    assert!(
+        e.message.contains("`choices` is an object"),
+        "{}",
+        e.message
+    );
+}
+
+// Tokens @100 120 140, finish_reason @150, then a connection reset @170 before [DONE]: the
+// answer was complete (README: a finish_reason is a normal end). TPOT (140-100)/2 = 20.
+#[test]
+fn a_reset_after_finish_reason_is_a_normal_end() {
+    let ev = vec![
+        tok(100.0),
+        tok(120.0),
+        tok(140.0),
+        other(150.0, |i| i.finish = Some("stop".into())),
+    ];
+    let reset = Failure {
+        class: FailureClass::Truncated,
+        status: None,
+        message: "connection reset".into(),
+    };
+    let r = measure(0.0, &ev, End::Failed(reset.clone(), 170.0), None);
+    assert!(r.ok(), "{:?}", r.error);
+    assert_eq!(r.tpot_ms, Some(20.0));
+    assert_eq!(r.t_done_ms, Some(170.0));
+    // before any finish_reason it is still truncated
+    let r = measure(0.0, &ev[..3], End::Failed(reset, 170.0), None);
+    assert_eq!(r.error.unwrap().class, FailureClass::Truncated);
+}
+
+fn text(at: f64, t: &str) -> Stamped {
+    let mut s = tok(at);
+    s.info.text = Some(t.into());
+    s
+}
+fn with_usage(at: f64, u: Usage) -> Stamped {
+    other(at, |i| {
+        i.finish = Some("stop".into());
+        i.usage = Some(u);
+    })
+}
+
+// Issue 28 finding 1: answer text a1..a6 @10..60, "use </think> to close" @70, a8 @80, usage
+// 60 of which 52 hidden reasoning. The unopened </think> comes after answer text in its own
+// event: it is answer text, not MiniMax's end of reasoning, so the 52 stay hidden: 8 streamed
+// tokens, TPOT (80 - 10) / 7 = 10 (was output 60, TPOT 70 / 59 = 1.19 and TTFOT 70).
+#[test]
+fn a_think_close_in_answer_prose_does_not_cancel_hidden_reasoning() {
+    let mut ev: Vec<Stamped> = (1..=6).map(|k| text(10.0 * k as f64, "a")).collect();
+    ev.push(text(70.0, "use </think> to close"));
+    ev.push(text(80.0, "a8"));
+    ev.push(with_usage(
+        90.0,
+        Usage {
+            prompt_tokens: Some(10),
+            completion_tokens: Some(60),
+            reasoning_tokens: Some(52),
+            total_tokens: Some(70),
+        },
+    ));
+    let r = measure(0.0, &ev, End::Eof(91.0), None);
+    assert!(r.ok(), "{:?}", r.error);
+    assert_eq!(r.output_tokens, Some(8));
+    assert_eq!(r.hidden_reasoning_tokens, Some(52));
+    assert_eq!(r.tpot_ms, Some(10.0));
+    assert_eq!(r.ttfot_ms, None);
+    assert_eq!(r.stream_notes, vec![StreamNote::ThinkCloseInAnswer]);
+    // MiniMax's own shape (the tag starts its event) still ends the reasoning: TTFOT 70
+    ev[6] = text(70.0, "</think>\n\nHello");
+    let r = measure(0.0, &ev, End::Eof(91.0), None);
+    assert_eq!(r.ttfot_ms, Some(70.0));
+    assert_eq!(r.output_tokens, Some(60));
+    assert!(r.stream_notes.is_empty());
+}
+
+// Issue 28 finding 4: "<thi" @100 "nk>hm" @120 "</think>" @140 "Hi" @160 " there" @180: the
+// split tag opens reasoning, TTFOT 160 (was 100 = TTFT, so none); 5 events, TPOT 80 / 4 = 20.
+#[test]
+fn a_think_tag_split_over_events_is_read() {
+    let ev = vec![
+        text(100.0, "<thi"),
+        text(120.0, "nk>hm"),
+        text(140.0, "</think>"),
+        text(160.0, "Hi"),
+        text(180.0, " there"),
+        other(190.0, |i| i.finish = Some("stop".into())),
+    ];
+    let r = measure(0.0, &ev, End::Eof(191.0), None);
+    assert!(r.ok(), "{:?}", r.error);
+    assert_eq!(r.ttft_ms, Some(100.0));
+    assert_eq!(r.ttfot_ms, Some(160.0));
+    assert_eq!(r.tpot_ms, Some(20.0));
+    // "a <" then "b": not a tag, answer text from the first event
+    let ev = vec![
+        text(100.0, "<"),
+        text(120.0, "b"),
+        other(130.0, |i| i.done = true),
+    ];
+    let r = measure(0.0, &ev, End::Eof(130.0), None);
+    assert_eq!((r.ttft_ms, r.ttfot_ms), (Some(100.0), None));
+}
+
+// Issue 28 finding 6: reasoning_tokens above completion_tokens (which includes them) is
+// impossible usage: distrusted like other impossible counts, events counted; 2^64 - 1 is not
+// recorded; an output count that is not a whole number is noted.
+#[test]
+fn impossible_reasoning_counts_are_distrusted() {
+    let ev = |r: u64| {
+        vec![
+            other(5.0, |i| {
+                i.token = true;
+                i.reasoning = true;
+            }),
+            tok(10.0),
+            tok(20.0),
+            with_usage(
+                30.0,
+                Usage {
+                    prompt_tokens: Some(5),
+                    completion_tokens: Some(6),
+                    reasoning_tokens: Some(r),
+                    total_tokens: None,
+                },
+            ),
+        ]
+    };
+    let r = measure(0.0, &ev(20), End::Eof(31.0), None);
+    assert_eq!(r.token_source, Some(TokenSource::Events));
+    assert_eq!(r.output_tokens, Some(3));
+    assert_eq!(r.usage_distrusted, Some(6));
+    assert_eq!(r.reasoning_tokens, None);
+    let r = measure(0.0, &ev(u64::MAX), End::Eof(31.0), None);
+    assert_eq!(r.reasoning_tokens, None);
+    assert_eq!(r.usage_distrusted, Some(6));
+    // a possible one is kept
+    let r = measure(0.0, &ev(2), End::Eof(31.0), None);
+    assert_eq!(r.reasoning_tokens, Some(2));
+    assert_eq!(r.output_tokens, Some(6));
+    let mut bad = ev(2);
+    bad[3] = other(30.0, |i| {
+        i.finish = Some("stop".into());
+        i.usage_not_integer = true;
+    });
+    let r = measure(0.0, &bad, End::Eof(31.0), None);
+    assert_eq!(r.token_source, Some(TokenSource::Events));
+    assert_eq!(r.stream_notes, vec![StreamNote::UsageNotInteger]);
+}
+
+// Issue 28 finding 8: a Responses stream ends normally only with response.completed /
+// response.incomplete (a finish): a bare [DONE] after tokens is a truncation, and an empty
+// one says what it lacked, not "[DONE]".
+#[test]
+fn a_responses_stream_needs_its_completion_event() {
+    let run = |ev: &[Stamped]| {
+        let mut m = Measurer::for_api(0.0, Api::OpenaiResponses);
+        for e in ev {
+            m.push(e);
+        }
+        m.finish(End::Eof(50.0), None)
+    };
+    let done = other(40.0, |i| i.done = true);
+    let r = run(&[tok(10.0), tok(20.0), done.clone()]);
+    let e = r.error.unwrap();
+    assert_eq!(e.class, FailureClass::Truncated);
+    assert!(
+        e.message.contains("without response.completed"),
+        "{}",
+        e.message
+    );
+    // the same stream is a success in chat ([DONE] ends it)
+    assert!(measure(
+        0.0,
+        &[tok(10.0), tok(20.0), done.clone()],
+        End::Eof(50.0),
+        None
+    )
+    .ok());
+    let e = run(&[done]).error.unwrap();
+    assert_eq!(e.class, FailureClass::NoToken);
+    assert!(
+        e.message.contains("without response.completed"),
+        "{}",
+        e.message
+    );
+    let completed = other(40.0, |i| {
+        i.finish = Some("completed".into());
+        i.done = true;
+    });
+    let e = run(std::slice::from_ref(&completed)).error.unwrap();
+    assert!(
+        e.message
+            .contains("response.completed arrived without any output delta"),
+        "{}",
+        e.message
+    );
+    assert!(run(&[tok(10.0), completed]).ok());
+}
