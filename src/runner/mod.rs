@@ -9,7 +9,7 @@
 //! the whole run, stops early: the endpoint is not usable.
 //!
 //! perfgate's own delays stay out of the numbers: after the warmup, the connection pool is
-//! filled to `concurrency` connections ([`StreamClient::warm_pool`]) so the first measured wave
+//! filled to `concurrency` connections ([`crate::client::http::StreamClient::warm_pool`]) so the first measured wave
 //! does not pay TCP/TLS setup inside its TTFTs; and while measuring, a [`LagProbe`] records how
 //! late the runtime wakes a task, so a client too busy to read its sockets on time is reported
 //! ([`CLIENT_LAG_WARN_MS`]) instead of passing as a slow server.
