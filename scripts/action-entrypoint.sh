@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The run step of the perfgate composite action (action.yml), on the runner's host after
 # scripts/install.sh: turns the action's inputs, passed as PERFGATE_* environment variables (never
-# interpolated into a script), into one perfgate command line, and applies `fail-on` to its exit
-# code. No eval: extra args are split on whitespace (blanks and line breaks), never interpreted. PERFGATE_BIN is the binary
+# interpolated into a script), into one perfgate command line, and applies `fail-on` (`warn` as
+# perfgate's own --fail-on, `never` to perfgate's exit code). No eval: extra args are split on whitespace (blanks and line breaks), never interpreted. PERFGATE_BIN is the binary
 # the install step verified (default: perfgate on PATH). Bash 3.2 compatible (macOS runners).
 set -euo pipefail
 set -f # no globbing of the split inputs
@@ -49,15 +49,19 @@ IFS=$' \t\n' read -r -d '' -a extra <<<"${PERFGATE_ARGS:-}" || true
 # ${a[@]+...}: an empty array is "unbound" under set -u in bash before 4.4 (macOS ships 3.2).
 args+=(${extra[@]+"${extra[@]}"})
 
+# fail-on: warn is perfgate's own `check --fail-on warn`, given as PERFGATE_FAIL_ON (its
+# environment variable, so the command line stays as it was): a WARN verdict exits 1, decided by
+# perfgate from the verdict it holds. fail-on: never is this step's: a regression's exit 1 becomes
+# 0 below. perfgate refuses a PERFGATE_FAIL_ON it does not know, so it never sees `never`.
+if [ "$cmd" = check ] && [ "$fail_on" = warn ]; then
+  export PERFGATE_FAIL_ON=warn
+else
+  unset PERFGATE_FAIL_ON
+fi
+
 rc=0
 "${PERFGATE_BIN:-perfgate}" "${args[@]}" || rc=$?
-if [ "$cmd" = check ]; then
-  case "$fail_on:$rc" in
-    never:1) echo "perfgate: fail-on: never, so the regression does not fail this step"; rc=0 ;;
-    warn:0)
-      if grep -q '^  "verdict": "WARN",$' "$json" 2>/dev/null; then
-        echo "perfgate: fail-on: warn, and the verdict is WARN"; rc=1
-      fi ;;
-  esac
+if [ "$cmd" = check ] && [ "$fail_on:$rc" = never:1 ]; then
+  echo "perfgate: fail-on: never, so the regression does not fail this step"; rc=0
 fi
 exit "$rc"

@@ -6,6 +6,7 @@ use crate::config::{self, Scenario};
 use crate::exit::{self, Error};
 use crate::report;
 use crate::sim::{ReplayCase, SimConfig, SimServer};
+use crate::verdict::FailOn;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -121,6 +122,10 @@ struct CheckArgs {
     baselines: PathBuf,
     #[command(flatten)]
     out: ReportFiles,
+    /// Which verdict fails the command: `fail` (a regression, exit 1) or `warn` (a WARN exits 1
+    /// too). The verdict and the results file are the same either way.
+    #[arg(long, value_enum, value_name = "VERDICT", env = "PERFGATE_FAIL_ON", default_value_t = FailOn::Fail)]
+    fail_on: FailOn,
     /// Report a scenario without a baseline (missing, or stale because the scenario changed)
     /// instead of failing with exit 2: for the first run of a new scenario. An invalid baseline
     /// file is an error either way.
@@ -192,6 +197,10 @@ struct AbArgs {
     seed: u64,
     #[command(flatten)]
     out: ReportFiles,
+    /// Which verdict fails the command: `fail` (a regression, exit 1) or `warn` (a WARN exits 1
+    /// too). The verdict and the results file are the same either way.
+    #[arg(long, value_enum, value_name = "VERDICT", env = "PERFGATE_FAIL_ON", default_value_t = FailOn::Fail)]
+    fail_on: FailOn,
     /// As for check: a model the server does not list is a configuration error (exit 2).
     #[arg(long)]
     require_listed_model: bool,
@@ -502,15 +511,17 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
     let rep = report::Report::with_loaded(results, |name| {
         (baselines.path_for(name), baselines.get(name))
     });
-    Ok(deliver(rep, &a.out, &a.github).await)
+    Ok(deliver(rep, &a.out, &a.github, a.fail_on).await)
 }
 
 /// After measuring (`check`, `ab`): prints the terminal report, writes the report files,
-/// publishes to GitHub, says why scenarios could not be measured, and returns the exit code.
+/// publishes to GitHub, says why scenarios could not be measured, and returns the exit code
+/// (a WARN's 1 under `--fail-on warn`).
 async fn deliver(
     rep: report::Report,
     out: &ReportFiles,
     github: &crate::github::GithubArgs,
+    fail_on: FailOn,
 ) -> i32 {
     let mut rep = rep;
     if let Some(p) = &out.output {
@@ -542,7 +553,12 @@ async fn deliver(
             _ => {}
         }
     }
-    written.exit_code(results.exit_code)
+    let code = written.exit_code(results.exit_code);
+    let with_policy = fail_on.exit_code(results.verdict, code);
+    if with_policy != code {
+        eprintln!("perfgate: --fail-on warn, and the verdict is WARN: exit {with_policy}");
+    }
+    with_policy
 }
 
 /// `perfgate ab`: reads every scenario three ways (as written, base arm, candidate arm),
@@ -660,7 +676,7 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
     }
     let results = crate::ab::run_ab(&scs, &opts).await;
     let rep = report::Report::new(results, None);
-    Ok(deliver(rep, &a.out, &a.github).await)
+    Ok(deliver(rep, &a.out, &a.github, a.fail_on).await)
 }
 
 /// `perfgate report`: loads (and merges) saved results, prints the terminal report, writes the

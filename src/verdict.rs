@@ -147,9 +147,62 @@ pub fn with_write_failure(code: i32, failed: &exit::Error) -> i32 {
     }
 }
 
+/// Which verdict fails the command (`--fail-on` of `check` and `ab`; the Action's `fail-on`
+/// input): a regression only (the default), or a WARN too. It changes the process's exit code
+/// only: the verdict, the results file's `exit_code` and the reports are the gate's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum FailOn {
+    /// A regression (FAIL) exits 1; a WARN exits 0.
+    #[default]
+    Fail,
+    /// A WARN exits 1 too, as a regression does.
+    Warn,
+}
+
+impl FailOn {
+    /// The exit code of a run whose verdict is `verdict` and whose code so far is `code`: with
+    /// [`FailOn::Warn`], a WARN that would exit 0 exits 1 ([`exit::REGRESSION`]); every other
+    /// code stays what it was (an unwritten report's 2 included).
+    pub fn exit_code(self, verdict: Overall, code: i32) -> i32 {
+        match (self, verdict) {
+            (FailOn::Warn, Overall::Warn) if code == exit::OK => exit::REGRESSION,
+            _ => code,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fail_on_warn_turns_only_a_warn_that_passed_into_exit_1() {
+        assert_eq!(
+            FailOn::Warn.exit_code(Overall::Warn, exit::OK),
+            exit::REGRESSION
+        );
+        // a report that could not be written keeps its 2
+        assert_eq!(
+            FailOn::Warn.exit_code(Overall::Warn, exit::INVALID_INPUT),
+            exit::INVALID_INPUT
+        );
+        for v in [Overall::Pass, Overall::Improved, Overall::NoBaseline] {
+            assert_eq!(FailOn::Warn.exit_code(v, exit::OK), exit::OK, "{v}");
+        }
+        assert_eq!(
+            FailOn::Warn.exit_code(Overall::Fail, exit::REGRESSION),
+            exit::REGRESSION
+        );
+        assert_eq!(
+            FailOn::Warn.exit_code(Overall::Error, exit::COULD_NOT_MEASURE),
+            exit::COULD_NOT_MEASURE
+        );
+        // the default changes nothing
+        assert_eq!(
+            FailOn::default().exit_code(Overall::Warn, exit::OK),
+            exit::OK
+        );
+    }
 
     /// A scenario as [`decide`] sees it: its status and its worst check.
     type Scenario = (Status, Option<Verdict>);

@@ -12,6 +12,7 @@ pub mod context;
 
 use crate::report::markdown::{self, Extra};
 use crate::results::Results;
+use crate::verdict::Overall;
 use clap::{Args, ValueEnum};
 use context::Context;
 use std::collections::BTreeMap;
@@ -195,6 +196,17 @@ pub fn fit_body(results: &Results, extra: &Extra, limit: usize) -> String {
     body[..cut].to_string()
 }
 
+/// The tracking issue's state for a scheduled run's verdict: open it (a regression), close it
+/// (no regression), or leave it as it is (no verdict to judge by: no baseline, could not
+/// measure, interrupted).
+fn tracked_failure(verdict: Overall) -> Option<bool> {
+    match verdict {
+        Overall::Fail => Some(true),
+        Overall::Pass | Overall::Warn | Overall::Improved => Some(false),
+        Overall::NoBaseline | Overall::Error | Overall::Interrupted => None,
+    }
+}
+
 /// [`publish`] with an injectable environment; returns what it did.
 pub async fn publish_with(
     results: &Results,
@@ -321,11 +333,7 @@ pub async fn publish_with(
             )),
         }
     } else if ctx.tracks_issue() && !args.no_issue {
-        let failed = match results.verdict.as_str() {
-            "FAIL" => Some(true),
-            "PASS" | "WARN" | "IMPROVED" => Some(false),
-            _ => None,
-        };
+        let failed = tracked_failure(results.verdict);
         let title = format!("perfgate: latency regression ({})", results.id);
         let recovered = recovered_text(&ctx, results);
         let r = tokio::time::timeout_at(

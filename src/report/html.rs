@@ -9,6 +9,7 @@ use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value, Distri
 use crate::gate::Verdict;
 use crate::results::{ScenarioResult, Status};
 use crate::summary::SummaryKey;
+use crate::verdict::Overall;
 use std::fmt::Write;
 
 /// Escapes text for HTML element content and quoted attributes.
@@ -112,22 +113,22 @@ footer { margin-top: 30px; font-size: 12px; color: var(--muted); border-top: 1px
 "#;
 
 /// The overall verdict's headline and CSS class.
-fn headline(verdict: &str) -> (&'static str, &'static str) {
+fn headline(verdict: Overall) -> (&'static str, &'static str) {
     match verdict {
-        "FAIL" => ("latency regression", "fail"),
-        "ERROR" => ("could not measure", "fail"),
-        "INTERRUPTED" => ("interrupted, partial results", "warn"),
-        "NO_BASELINE" => ("no usable baseline", "info"),
-        "WARN" => ("no regression, with warnings", "warn"),
-        "IMPROVED" => ("no regression, improved", "improved"),
-        _ => ("no regression", "pass"),
+        Overall::Fail => ("latency regression", "fail"),
+        Overall::Error => ("could not measure", "fail"),
+        Overall::Interrupted => ("interrupted, partial results", "warn"),
+        Overall::NoBaseline => ("no usable baseline", "info"),
+        Overall::Warn => ("no regression, with warnings", "warn"),
+        Overall::Improved => ("no regression, improved", "improved"),
+        Overall::Pass => ("no regression", "pass"),
     }
 }
 
 /// Renders the whole page.
 pub fn render(rep: &Report) -> String {
     let r = &rep.results;
-    let (head, cls) = headline(r.verdict.as_str());
+    let (head, cls) = headline(r.verdict);
     let mut o = String::new();
     let _ = write!(
         o,

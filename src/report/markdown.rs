@@ -8,6 +8,7 @@ use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value};
 use crate::gate::Verdict;
 use crate::results::{Results, Status};
 use crate::summary::SummaryKey;
+use crate::verdict::Overall;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -64,6 +65,18 @@ pub struct Extra {
     pub max_rows: Option<usize>,
 }
 
+/// The report's first line for the overall verdict.
+fn headline(verdict: Overall) -> &'static str {
+    match verdict {
+        Overall::Fail => "❌ **perfgate: latency regression**",
+        Overall::Error => "🛑 **perfgate: could not measure**",
+        Overall::Interrupted => "⏹️ **perfgate: interrupted, partial results**",
+        Overall::NoBaseline => "ℹ️ **perfgate: no usable baseline**",
+        Overall::Warn => "⚠️ **perfgate: no regression, with warnings**",
+        Overall::Improved | Overall::Pass => "✅ **perfgate: no regression**",
+    }
+}
+
 /// Renders the report with the marker for `results.id`.
 pub fn render(r: &Results) -> String {
     render_with(r, &Extra::default())
@@ -78,14 +91,7 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     let mut o = String::new();
     let word = crate::report::base_word(r);
     let _ = writeln!(o, "<!-- perfgate:{} -->", escape(r.id.as_str()));
-    let head = match r.verdict.as_str() {
-        "FAIL" => "❌ **perfgate: latency regression**",
-        "ERROR" => "🛑 **perfgate: could not measure**",
-        "INTERRUPTED" => "⏹️ **perfgate: interrupted, partial results**",
-        "NO_BASELINE" => "ℹ️ **perfgate: no usable baseline**",
-        "WARN" => "⚠️ **perfgate: no regression, with warnings**",
-        _ => "✅ **perfgate: no regression**",
-    };
+    let head = headline(r.verdict);
     let _ = writeln!(
         o,
         "{head} — {} FAIL, {} WARN, {} IMPROVED, {} PASS over {} scenario(s); Holm family of {} checks\n",

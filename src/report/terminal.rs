@@ -10,6 +10,7 @@ use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value};
 use crate::gate::Verdict;
 use crate::results::{Results, Status};
 use crate::summary::SummaryKey;
+use crate::verdict::Overall;
 use comfy_table::{presets, Table};
 use std::fmt::Write;
 use std::io::IsTerminal;
@@ -59,6 +60,18 @@ fn paint_last(line: &str, word: &str, v: Verdict, color: bool) -> String {
 /// Renders the whole report as plain text (logs, files, snapshots).
 pub fn render(r: &Results) -> String {
     render_styled(r, false)
+}
+
+/// The check verdict whose colour the overall verdict is painted in: FAIL's for FAIL and
+/// ERROR; none for NO_BASELINE and INTERRUPTED (printed plain).
+fn overall_colour(verdict: Overall) -> Option<Verdict> {
+    match verdict {
+        Overall::Fail | Overall::Error => Some(Verdict::Fail),
+        Overall::Warn => Some(Verdict::Warn),
+        Overall::Improved => Some(Verdict::Improved),
+        Overall::Pass => Some(Verdict::Pass),
+        Overall::NoBaseline | Overall::Interrupted => None,
+    }
 }
 
 /// Renders the whole report; with `color`, verdicts carry ANSI colours.
@@ -183,13 +196,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
             let _ = writeln!(out, "   note: {}", safe(n));
         }
     }
-    let overall = match r.verdict.as_str() {
-        "FAIL" | "ERROR" => Some(Verdict::Fail),
-        "WARN" => Some(Verdict::Warn),
-        "IMPROVED" => Some(Verdict::Improved),
-        "PASS" => Some(Verdict::Pass),
-        _ => None,
-    };
+    let overall = overall_colour(r.verdict);
     let _ = writeln!(
         out,
         "\nperfgate: {} ({} FAIL, {} WARN, {} IMPROVED, {} PASS, {} INFO; Holm family of {} checks)",

@@ -171,3 +171,65 @@ fn objectives_are_checked_beside_the_regression_checks_with_a_baseline() {
     );
     assert_eq!(r["scenarios"][0]["status"], "compared");
 }
+
+/// `--fail-on warn` (or PERFGATE_FAIL_ON=warn, as the Action's `fail-on: warn` gives it): a WARN
+/// verdict exits 1; the verdict and the results file are the gate's. The Action's entry point
+/// passes it through the environment instead of reading the results file.
+#[test]
+fn fail_on_warn_turns_a_warn_into_exit_1() {
+    let dir = setup("{ttft_p90: 1s}", 20, 0.0);
+    let (code, text) = perfgate(
+        dir.path(),
+        &["check", "--output", "r.json", "--fail-on", "warn"],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("perfgate: --fail-on warn, and the verdict is WARN: exit 1"),
+        "{text}"
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(
+        (r["verdict"].as_str(), r["exit_code"].as_i64()),
+        (Some("WARN"), Some(0))
+    );
+
+    // The Action's entry point, with the binary on PATH: fail-on: warn fails the step.
+    let bin = assert_cmd::cargo::cargo_bin("perfgate");
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action-entrypoint.sh");
+    let run = |fail_on: &str| {
+        let mut c = std::process::Command::new("bash");
+        c.arg(&script).current_dir(dir.path()).env("PATH", &path);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("GITHUB_") || k.starts_with("PERFGATE_") {
+                c.env_remove(k);
+            }
+        }
+        c.env("PERFGATE_FAIL_ON", fail_on)
+            .env("PERFGATE_COMMENT", "false")
+            .output()
+            .unwrap()
+    };
+    let o = run("warn");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--fail-on warn, and the verdict is WARN"),
+        "{err}"
+    );
+    // fail-on: fail and never leave a WARN passing (perfgate never sees `never`).
+    for fail_on in ["fail", "never"] {
+        let o = run(fail_on);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{fail_on}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

@@ -1,0 +1,365 @@
+//! The validated `gate:` section: the gated metrics and quantiles, their tolerance bands and
+//! absolute floors, alpha, the error-rate limit, confirmation re-runs, the opt-in ITL P99 check
+//! and the `gate.slo` objectives ([`super::objective`]).
+
+use super::objective::{build_slo, Objective};
+use super::{Metric, Quantile};
+use crate::config::file::{RawBand, RawGate, RawNumber};
+use crate::config::values::{parse_fraction, parse_ms};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Relative tolerance band (fractions: 0.10 = 10 %).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Band {
+    /// Above this (and significant): WARN.
+    pub warn: f64,
+    /// Above this (and significant, and above `min_delta`): FAIL.
+    pub fail: f64,
+}
+
+/// The validated `gate:` section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateSpec {
+    /// Gated metrics.
+    pub metrics: Vec<Metric>,
+    /// Gated quantiles.
+    pub quantiles: Vec<Quantile>,
+    /// Band per (metric, quantile).
+    pub bands: BTreeMap<(Metric, Quantile), Band>,
+    /// Absolute floor per metric, ms.
+    pub min_delta_ms: BTreeMap<Metric, f64>,
+    /// Family-wise error rate for the whole check (Holm).
+    pub alpha: f64,
+    /// Highest acceptable share of failed requests (0..=1).
+    pub max_error_rate: f64,
+    /// Confirmation re-runs of a failing scenario (0 = none).
+    pub confirm: u32,
+    /// Absolute objectives (`gate.slo`), in the order metric, quantile; the error rate last.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<Objective>,
+    /// `itl` in `gate.metrics`: the pooled P99 of inter-token gaps is gated with this band
+    /// (`gate.tolerances.itl_p99`; docs/gate.md "ITL P99"). `None`: not gated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub itl: Option<Band>,
+}
+
+/// The default band of the ITL P99 check: warn 10 %, fail 20 % (docs/gate.md "ITL P99").
+pub const ITL_BAND: Band = Band {
+    warn: 0.10,
+    fail: 0.20,
+};
+
+impl Default for GateSpec {
+    /// The defaults (docs/gate.md): TTFT and TPOT at P50 and P99, bands 5/10 % (P50), 10/20 %
+    /// (P90), 25/50 % (P99), min_delta 5 ms (TTFT) and 0.5 ms (TPOT), alpha 0.01,
+    /// max_error_rate 0.
+    fn default() -> Self {
+        build_gate(&RawGate::default()).unwrap_or_else(|_| GateSpec {
+            metrics: vec![Metric::Ttft, Metric::Tpot],
+            quantiles: vec![Quantile::P50, Quantile::P99],
+            bands: BTreeMap::new(),
+            min_delta_ms: BTreeMap::new(),
+            alpha: 0.01,
+            max_error_rate: 0.0,
+            confirm: 0,
+            slo: Vec::new(),
+            itl: None,
+        })
+    }
+}
+
+impl GateSpec {
+    /// The band for a metric and quantile.
+    pub fn band(&self, m: Metric, q: Quantile) -> Band {
+        self.bands.get(&(m, q)).copied().unwrap_or(default_band(q))
+    }
+    /// The absolute floor for a metric, ms.
+    pub fn min_delta(&self, m: Metric) -> f64 {
+        self.min_delta_ms.get(&m).copied().unwrap_or(0.0)
+    }
+}
+
+/// The default band for a quantile (5 %/10 % for P50, 25 %/50 % for P99; docs/gate.md).
+pub fn default_band(q: Quantile) -> Band {
+    match q {
+        Quantile::P50 => Band {
+            warn: 0.05,
+            fail: 0.10,
+        },
+        Quantile::P90 => Band {
+            warn: 0.10,
+            fail: 0.20,
+        },
+        Quantile::P99 => Band {
+            warn: 0.25,
+            fail: 0.50,
+        },
+    }
+}
+
+pub(super) fn parse_metric(s: &str) -> Result<Metric, String> {
+    match s {
+        "ttft" => Ok(Metric::Ttft),
+        "tpot" => Ok(Metric::Tpot),
+        "e2e" => Ok(Metric::E2e),
+        o => Err(format!(
+            "gate.metrics: `{o}` is not a metric: use ttft, tpot, e2e or itl"
+        )),
+    }
+}
+
+pub(super) fn parse_quantile(s: &str) -> Result<Quantile, String> {
+    match s {
+        "p50" => Ok(Quantile::P50),
+        "p90" => Ok(Quantile::P90),
+        "p99" => Ok(Quantile::P99),
+        o => Err(format!(
+            "gate.quantiles: `{o}` is not a quantile: use p50, p90 or p99"
+        )),
+    }
+}
+
+fn band_from(raw: &RawBand, base: Band, key: &str) -> Result<Band, String> {
+    let warn = raw
+        .warn
+        .as_ref()
+        .map(parse_fraction)
+        .transpose()
+        .map_err(|e| format!("gate.tolerances.{key}.warn: {e}"))?;
+    let fail = raw
+        .fail
+        .as_ref()
+        .map(parse_fraction)
+        .transpose()
+        .map_err(|e| format!("gate.tolerances.{key}.fail: {e}"))?;
+    let b = Band {
+        warn: warn.unwrap_or(base.warn),
+        fail: fail.unwrap_or(base.fail),
+    };
+    if b.warn > b.fail {
+        return Err(format!(
+            "gate.tolerances.{key}: warn ({:.0}%) is above fail ({:.0}%)",
+            b.warn * 100.0,
+            b.fail * 100.0
+        ));
+    }
+    Ok(b)
+}
+
+/// The first value listed twice, if any.
+fn first_duplicate<T: PartialEq + Copy>(v: &[T]) -> Option<T> {
+    v.iter()
+        .enumerate()
+        .find(|(i, x)| v[..*i].contains(x))
+        .map(|(_, x)| *x)
+}
+
+pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
+    let (metrics, itl_listed) = gated_metrics(g.metrics.as_deref())?;
+    let quantiles = gated_quantiles(g.quantiles.as_deref())?;
+    let tol = g.tolerances.clone().unwrap_or_default();
+    check_tolerance_keys(&tol, itl_listed)?;
+    let bands = bands(&tol)?;
+    let min_delta_ms = min_deltas(g.min_delta.clone().unwrap_or_default())?;
+    let alpha = g.alpha.unwrap_or(0.01);
+    if !(alpha > 0.0 && alpha <= 0.2) {
+        return Err(format!("gate.alpha {} is outside (0, 0.2]: the default 0.01 fails an unchanged endpoint about 1% of the time", crate::units::Num(alpha)));
+    }
+    let slo = build_slo(g.slo.as_ref())?;
+    // With an error-rate objective the SLO check judges failed requests (FAIL, exit 1), so by
+    // default they do not stop the scenario as unmeasurable first.
+    let default_max_error_rate = if slo.iter().any(|o| matches!(o, Objective::ErrorRate { .. })) {
+        1.0
+    } else {
+        0.0
+    };
+    let max_error_rate = g
+        .max_error_rate
+        .as_ref()
+        .map(parse_fraction)
+        .transpose()
+        .map_err(|e| format!("gate.max_error_rate: {e}"))?
+        .unwrap_or(default_max_error_rate);
+    if max_error_rate > 1.0 {
+        return Err("gate.max_error_rate must be between 0% and 100%".into());
+    }
+    let confirm = g.confirm.unwrap_or(0);
+    if confirm > 5 {
+        return Err(format!(
+            "gate.confirm is {confirm}: use 0 to 5 confirmation runs"
+        ));
+    }
+    let itl = match (itl_listed, tol.get("itl_p99")) {
+        (false, _) => None,
+        (true, None) => Some(ITL_BAND),
+        (true, Some(r)) => Some(band_from(r, ITL_BAND, "itl_p99")?),
+    };
+    Ok(GateSpec {
+        metrics,
+        quantiles,
+        bands,
+        min_delta_ms,
+        alpha,
+        max_error_rate,
+        confirm,
+        slo,
+        itl,
+    })
+}
+
+/// `gate.metrics`: the per-request metrics gated, and whether `itl` is listed.
+fn gated_metrics(listed: Option<&[String]>) -> Result<(Vec<Metric>, bool), String> {
+    // `itl` is listed among the metrics but is not a per-request value: the pooled gaps of
+    // every request are gated by their own check (gate::itl_check). Opt-in: the tail of the
+    // gaps also measures the client's scheduling jitter, which drifts between runs on a busy
+    // runner more than TPOT's run spread shows (docs/gate.md "ITL P99").
+    let itl_listed = listed.is_some_and(|v| v.iter().any(|s| s == "itl"));
+    if listed.is_some_and(|v| v.iter().filter(|s| *s == "itl").count() > 1) {
+        return Err("gate.metrics lists itl twice: each metric is gated once (a duplicate would add rows and inflate the Holm family)".into());
+    }
+    let metrics = match listed {
+        None => vec![Metric::Ttft, Metric::Tpot],
+        Some(v) => v
+            .iter()
+            .filter(|s| *s != "itl")
+            .map(|s| parse_metric(s))
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    if metrics.is_empty() {
+        return Err(if itl_listed {
+            "gate.metrics lists only itl: gate at least one of ttft, tpot, e2e beside it (the ITL tail alone would pass a server whose every request is slower to start)".into()
+        } else {
+            "gate.metrics is empty: gate at least one of ttft, tpot, e2e".into()
+        });
+    }
+    if let Some(d) = first_duplicate(&metrics) {
+        return Err(format!(
+            "gate.metrics lists {} twice: each metric is gated once (a duplicate would add rows and inflate the Holm family)",
+            d.as_str()
+        ));
+    }
+    Ok((metrics, itl_listed))
+}
+
+/// `gate.quantiles`: the quantiles gated.
+fn gated_quantiles(listed: Option<&[String]>) -> Result<Vec<Quantile>, String> {
+    let quantiles = match listed {
+        None => vec![Quantile::P50, Quantile::P99],
+        Some(v) => v
+            .iter()
+            .map(|s| parse_quantile(s))
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    if quantiles.is_empty() {
+        return Err("gate.quantiles is empty: then only the error rate would be gated and a 10x slower server would pass; list at least p50 (default [p50, p99])".into());
+    }
+    if let Some(d) = first_duplicate(&quantiles) {
+        return Err(format!(
+            "gate.quantiles lists {} twice: each quantile is gated once (a duplicate would add rows and inflate the Holm family)",
+            d.as_str()
+        ));
+    }
+    Ok(quantiles)
+}
+
+/// Every key of `gate.tolerances` is a quantile, a metric's quantile, or `itl_p99` (with `itl`
+/// listed among the metrics).
+fn check_tolerance_keys(tol: &BTreeMap<String, RawBand>, itl_listed: bool) -> Result<(), String> {
+    for key in tol.keys() {
+        if key == "itl_p99" {
+            if !itl_listed {
+                return Err("gate.tolerances.itl_p99 is set but gate.metrics does not list itl: add itl to gate.metrics to gate the ITL P99 (docs/gate.md \"ITL P99\")".into());
+            }
+            continue;
+        }
+        let ok = match key.split_once('_') {
+            None => parse_quantile(key).is_ok(),
+            Some((m, q)) => parse_metric(m).is_ok() && parse_quantile(q).is_ok(),
+        };
+        if !ok {
+            return Err(format!(
+                "gate.tolerances: `{key}` is not a key: use p50, p90, p99, a metric-specific key like ttft_p50 or tpot_p99, or itl_p99"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The band of every (metric, quantile): the default, overridden by the quantile's key, then by
+/// the metric's own key.
+fn bands(tol: &BTreeMap<String, RawBand>) -> Result<BTreeMap<(Metric, Quantile), Band>, String> {
+    let mut bands = BTreeMap::new();
+    for m in [Metric::Ttft, Metric::Tpot, Metric::E2e] {
+        for q in [Quantile::P50, Quantile::P90, Quantile::P99] {
+            let mut b = default_band(q);
+            if let Some(r) = tol.get(q.as_str()) {
+                b = band_from(r, b, q.as_str())?;
+            }
+            let specific = format!("{}_{}", m.as_str(), q.as_str());
+            if let Some(r) = tol.get(&specific) {
+                b = band_from(r, b, &specific)?;
+            }
+            bands.insert((m, q), b);
+        }
+    }
+    Ok(bands)
+}
+
+/// `gate.min_delta`: the absolute floor of each metric, ms, over the defaults.
+fn min_deltas(raw: BTreeMap<String, RawNumber>) -> Result<BTreeMap<Metric, f64>, String> {
+    let mut min_delta_ms = BTreeMap::from([
+        (Metric::Ttft, 5.0),
+        (Metric::Tpot, 0.5),
+        (Metric::E2e, 10.0),
+    ]);
+    for (k, v) in raw {
+        let m = parse_metric(&k)
+            .map_err(|_| format!("gate.min_delta: `{k}` is not a metric: use ttft, tpot or e2e"))?;
+        min_delta_ms.insert(
+            m,
+            parse_ms(&v).map_err(|e| format!("gate.min_delta.{k}: {e}"))?,
+        );
+    }
+    Ok(min_delta_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn itl_is_opt_in_and_listed_like_a_metric() {
+        let gate = |g: &str| {
+            let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'sim://'}}\n    request: {{prompt: hi, max_tokens: 4}}\n    gate: {g}\n");
+            crate::config::parse_str(&y, "t.yaml", &|_| None).map(|v| v[0].gate.clone())
+        };
+        let d = gate("{}").unwrap();
+        assert_eq!(d.itl, None);
+        assert_eq!(d.metrics, vec![Metric::Ttft, Metric::Tpot]);
+        let g = gate("{metrics: [ttft, tpot, itl]}").unwrap();
+        assert_eq!(g.itl, Some(ITL_BAND));
+        assert_eq!(g.metrics, vec![Metric::Ttft, Metric::Tpot]);
+        let g = gate("{metrics: [tpot, itl], tolerances: {itl_p99: {fail: 30%}}}").unwrap();
+        assert_eq!(g.metrics, vec![Metric::Tpot]);
+        assert_eq!(
+            g.itl,
+            Some(Band {
+                warn: 0.10,
+                fail: 0.30
+            })
+        );
+        for (bad, want) in [
+            ("{metrics: [itl]}", "lists only itl"),
+            ("{metrics: [ttft, itl, itl]}", "lists itl twice"),
+            (
+                "{metrics: [ttft], tolerances: {itl_p99: {fail: 30%}}}",
+                "does not list itl",
+            ),
+            ("{metrics: [ttfb]}", "ttft, tpot, e2e or itl"),
+        ] {
+            let e = gate(bad).map(|_| ()).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The validated `load:` section: closed loop (concurrency) or open loop (a Poisson rate), the
+//! measured and warmup requests, and the looks of a sequential run.
+
+use crate::config::file::RawLoad;
+use serde::Serialize;
+
+/// The smallest allowed `load.samples` (docs/design.md "Scenarios").
+pub const MIN_SAMPLES: u32 = 20;
+
+/// The validated `load:` section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoadSpec {
+    /// Closed-loop concurrency (in-flight requests).
+    pub concurrency: u32,
+    /// Measured requests (>= 20).
+    pub samples: u32,
+    /// Requests sent first and discarded.
+    pub warmup: u32,
+    /// Sequential sampling: measure up to this many requests, stopping early at a look where
+    /// every gated check is decided (PASS, FAIL or IMPROVED).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_samples: Option<u32>,
+    /// Open loop: requests per second, Poisson arrivals (`concurrency` then caps the requests
+    /// in flight). `None` = closed loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Seed of the open-loop arrival schedule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+impl LoadSpec {
+    /// The sample counts at which a sequential run is evaluated: `samples`, then 50, then
+    /// doubling, ending at `max_samples` (e.g. 20, 50, 100, 200, 300). One look without
+    /// `max_samples`. The family-wise alpha is spent evenly over the looks (Bonferroni).
+    pub fn looks(&self) -> Vec<usize> {
+        let first = self.samples as usize;
+        let Some(max) = self.max_samples.map(|m| m as usize).filter(|&m| m > first) else {
+            return vec![first];
+        };
+        let mut looks = vec![first];
+        let mut n = first;
+        while n < max {
+            n = if n < 50 { 50 } else { n * 2 }.min(max);
+            looks.push(n);
+        }
+        looks
+    }
+}
+
+pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
+    // Lists were expanded into one scenario per level before this (config::sweep).
+    let single = |what: &str, many: bool| {
+        if many {
+            Err(format!("load.{what}: a list is not allowed here"))
+        } else {
+            Ok(())
+        }
+    };
+    single(
+        "concurrency",
+        l.concurrency.as_ref().is_some_and(|c| c.single().is_none()),
+    )?;
+    single(
+        "rate",
+        l.rate.as_ref().is_some_and(|r| r.single().is_none()),
+    )?;
+    let rate = l.rate.as_ref().and_then(|r| r.single());
+    let samples = l.samples.unwrap_or(MIN_SAMPLES);
+    if samples < MIN_SAMPLES {
+        return Err(format!(
+            "load.samples is {samples}: at least {MIN_SAMPLES} measured requests are needed for a P50 comparison"
+        ));
+    }
+    if samples > 100_000 {
+        return Err(format!("load.samples is {samples}: at most 100000"));
+    }
+    if let Some(r) = rate {
+        if !(r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r)) {
+            return Err(format!(
+                "load.rate is {}: use {MIN_RATE}..={MAX_RATE} requests per second",
+                crate::units::Num(r)
+            ));
+        }
+    }
+    // Open loop without a cap: at most OPEN_LOOP_CONCURRENCY requests in flight.
+    let default_concurrency = if rate.is_some() {
+        OPEN_LOOP_CONCURRENCY
+    } else {
+        1
+    };
+    let concurrency = l
+        .concurrency
+        .as_ref()
+        .and_then(|c| c.single())
+        .unwrap_or(default_concurrency);
+    if concurrency == 0 || concurrency > 4096 {
+        return Err(format!("load.concurrency is {concurrency}: use 1..=4096"));
+    }
+    if let Some(m) = l.max_samples {
+        if m < samples || m > 100_000 {
+            return Err(format!(
+                "load.max_samples is {m}: it must be between load.samples ({samples}) and 100000"
+            ));
+        }
+    }
+    Ok(LoadSpec {
+        concurrency,
+        samples,
+        warmup: l.warmup.unwrap_or(2).min(10_000),
+        max_samples: l.max_samples.filter(|&m| m > samples),
+        rate,
+        seed: rate.map(|_| l.seed.unwrap_or(DEFAULT_LOAD_SEED)),
+    })
+}
+
+/// Lowest accepted `load.rate`, requests/s (a run of 20 requests then lasts about 33 minutes).
+pub const MIN_RATE: f64 = 0.01;
+/// Highest accepted `load.rate`, requests/s.
+pub const MAX_RATE: f64 = 100_000.0;
+/// In-flight cap of an open-loop scenario that sets no `load.concurrency`.
+pub const OPEN_LOOP_CONCURRENCY: u32 = 1024;
+/// Arrival-schedule seed when `load.seed` is not set.
+pub const DEFAULT_LOAD_SEED: u64 = 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::file::OneOrMany;
+
+    #[test]
+    fn open_loop_rate() {
+        let raw = |rate: Option<f64>, conc: Option<u32>, seed: Option<u64>| RawLoad {
+            rate: rate.map(OneOrMany::One),
+            concurrency: conc.map(OneOrMany::One),
+            seed,
+            ..RawLoad::default()
+        };
+        let l = build_load(&raw(Some(50.0), None, None)).unwrap();
+        assert_eq!(l.rate, Some(50.0));
+        assert_eq!(l.concurrency, OPEN_LOOP_CONCURRENCY);
+        assert_eq!(l.seed, Some(DEFAULT_LOAD_SEED));
+        let l = build_load(&raw(Some(5.0), Some(2), Some(9))).unwrap();
+        assert_eq!((l.concurrency, l.seed), (2, Some(9)));
+        let closed = build_load(&raw(None, None, Some(9))).unwrap();
+        assert_eq!(
+            (closed.rate, closed.seed, closed.concurrency),
+            (None, None, 1)
+        );
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e9] {
+            let e = build_load(&raw(Some(bad), None, None)).unwrap_err();
+            assert!(e.contains("load.rate"), "{e}");
+        }
+    }
+
+    #[test]
+    fn sequential_looks() {
+        let l = |samples, max| LoadSpec {
+            concurrency: 1,
+            samples,
+            warmup: 0,
+            max_samples: max,
+            rate: None,
+            seed: None,
+        };
+        assert_eq!(l(20, None).looks(), vec![20]);
+        assert_eq!(l(20, Some(300)).looks(), vec![20, 50, 100, 200, 300]);
+        assert_eq!(l(100, Some(150)).looks(), vec![100, 150]);
+        assert_eq!(
+            l(60, Some(1000)).looks(),
+            vec![60, 120, 240, 480, 960, 1000]
+        );
+    }
+}

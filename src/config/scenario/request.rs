@@ -1,0 +1,334 @@
+//! The validated `request:` section: the prompt (text, messages or a synthetic prompt of N
+//! tokens), the output length and the key that carries it, sampling settings, the extra body,
+//! and the prefix-cache policy.
+
+use super::{short_hash, Api};
+use crate::config::file::{RawMessage, RawRequest};
+use serde::Serialize;
+
+/// Prefix-cache policy (docs/design.md "Scenarios").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CachePolicy {
+    /// The same prompt every time.
+    Warm,
+    /// A unique nonce line prepended to every request.
+    Cold,
+}
+
+/// The body key that limits the output length (`request.max_tokens_field`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    /// `max_tokens`: every OpenAI-compatible server and Anthropic.
+    MaxTokens,
+    /// `max_completion_tokens`: OpenAI's reasoning models (o-series, gpt-5) reject `max_tokens`.
+    MaxCompletionTokens,
+    /// `max_output_tokens`: the Responses API.
+    MaxOutputTokens,
+}
+
+impl MaxTokensField {
+    /// Every key, in the order messages list them.
+    pub const ALL: [MaxTokensField; 3] = [
+        MaxTokensField::MaxTokens,
+        MaxTokensField::MaxCompletionTokens,
+        MaxTokensField::MaxOutputTokens,
+    ];
+
+    /// The JSON key.
+    pub fn key(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxOutputTokens => "max_output_tokens",
+        }
+    }
+
+    /// The keys `api` accepts.
+    pub fn allowed(api: Api) -> &'static [MaxTokensField] {
+        match api {
+            Api::OpenaiChat => &[
+                MaxTokensField::MaxTokens,
+                MaxTokensField::MaxCompletionTokens,
+            ],
+            Api::OpenaiCompletions | Api::AnthropicMessages => &[MaxTokensField::MaxTokens],
+            Api::OpenaiResponses => &[MaxTokensField::MaxOutputTokens],
+        }
+    }
+}
+
+impl std::str::FromStr for MaxTokensField {
+    type Err = String;
+    fn from_str(s: &str) -> Result<MaxTokensField, String> {
+        MaxTokensField::ALL
+            .into_iter()
+            .find(|f| f.key() == s)
+            .ok_or_else(|| {
+                format!("request.max_tokens_field `{s}`: use max_tokens, max_completion_tokens or max_output_tokens")
+            })
+    }
+}
+
+impl RequestSpec {
+    /// The body key that carries `max_tokens` for `api`.
+    pub fn max_tokens_key(&self, api: Api) -> &'static str {
+        self.max_tokens_field
+            .map(MaxTokensField::key)
+            .unwrap_or_else(|| api.default_max_tokens_field())
+    }
+}
+
+/// The validated `request:` section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestSpec {
+    /// Chat messages (a `prompt` becomes one user message for chat APIs).
+    pub messages: Vec<RawMessage>,
+    /// Plain prompt text (used as-is by `openai-completions`).
+    pub prompt: String,
+    /// Anthropic `system` or an extra system message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// Maximum output tokens.
+    pub max_tokens: u32,
+    /// `request.max_tokens_field`: the body key that carries `max_tokens`; `None` is the
+    /// dialect's default ([`Api::default_max_tokens_field`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens_field: Option<MaxTokensField>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_tokens: Option<u32>,
+    /// Merged verbatim into the JSON body.
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Prefix-cache policy.
+    pub cache: CachePolicy,
+    /// `prompt_tokens: N`: `prompt` and `messages` hold a synthetic prompt, calibrated during
+    /// the warmup to about N tokens by the server's own count (crate::synthetic_prompt).
+    /// Part of the fingerprint (the text is not: the calibrated text follows the tokenizer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u32>,
+}
+
+impl RequestSpec {
+    /// sha256 (hex, 16 chars) of the prompt text: messages, prompt and system; for a
+    /// synthetic prompt, of `prompt_tokens` and system (its text follows the tokenizer).
+    pub fn prompt_hash(&self) -> String {
+        let v = match self.prompt_tokens {
+            Some(n) => serde_json::json!({"prompt_tokens": n, "system": self.system}),
+            None => {
+                serde_json::json!({"messages": self.messages, "prompt": self.prompt, "system": self.system})
+            }
+        };
+        short_hash(&v.to_string())
+    }
+    /// True when the request asks for a fixed output length.
+    pub fn fixed_length(&self) -> bool {
+        self.ignore_eos == Some(true) || self.min_tokens.is_some_and(|m| m >= self.max_tokens)
+    }
+}
+
+/// The prompt as chat messages and as plain text, from whichever of `prompt`, `messages` or
+/// `prompt_tokens` (a synthetic prompt's first guess) is given: exactly one of them.
+fn prompt_and_messages(r: &RawRequest) -> Result<(Vec<RawMessage>, String), String> {
+    let given = [
+        r.prompt.is_some(),
+        r.messages.is_some(),
+        r.prompt_tokens.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() > 1 {
+        return Err("request: give one of `prompt`, `messages` or `prompt_tokens`".into());
+    }
+    let given = match (&r.prompt, &r.messages, r.prompt_tokens) {
+        (None, None, None) => {
+            return Err(
+                "request.prompt (or request.messages, or request.prompt_tokens) is required".into(),
+            )
+        }
+        (_, _, Some(n)) => {
+            if !(1..=crate::synthetic_prompt::MAX_PROMPT_TOKENS).contains(&n) {
+                return Err(format!(
+                    "request.prompt_tokens is {n}: use 1..={}",
+                    crate::synthetic_prompt::MAX_PROMPT_TOKENS
+                ));
+            }
+            // The first guess; the runner calibrates it against the server's count.
+            let p = crate::synthetic_prompt::text(crate::synthetic_prompt::first_guess(n));
+            (
+                vec![RawMessage {
+                    role: "user".into(),
+                    content: p.clone(),
+                }],
+                p,
+            )
+        }
+        (Some(p), _, _) => {
+            if p.is_empty() {
+                return Err("request.prompt is empty".into());
+            }
+            (
+                vec![RawMessage {
+                    role: "user".into(),
+                    content: p.clone(),
+                }],
+                p.clone(),
+            )
+        }
+        (None, Some(ms), _) => {
+            if ms.is_empty() {
+                return Err("request.messages is empty: give at least one {role, content}".into());
+            }
+            for m in ms {
+                if !matches!(
+                    m.role.as_str(),
+                    "system" | "user" | "assistant" | "developer"
+                ) {
+                    return Err(format!(
+                        "request.messages: role `{}` is not one of system, user, assistant, developer",
+                        m.role
+                    ));
+                }
+            }
+            let text = ms
+                .iter()
+                .map(|m| m.content.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            (ms.clone(), text)
+        }
+    };
+    Ok(given)
+}
+
+pub(super) fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
+    let (messages, prompt) = prompt_and_messages(r)?;
+    if api == Api::OpenaiCompletions && r.messages.is_some() {
+        return Err("request.messages needs a chat API; openai-completions takes `prompt`".into());
+    }
+    let max_tokens = r
+        .max_tokens
+        .ok_or("request.max_tokens is required (a fixed output length makes TPOT comparable)")?;
+    if max_tokens == 0 {
+        return Err("request.max_tokens must be at least 1".into());
+    }
+    let max_tokens_field = match r.max_tokens_field.as_deref() {
+        None => None,
+        Some(k) => {
+            let f: MaxTokensField = k.parse()?;
+            let ok = MaxTokensField::allowed(api);
+            if !ok.contains(&f) {
+                let names: Vec<&str> = ok.iter().map(|f| f.key()).collect();
+                return Err(format!(
+                    "request.max_tokens_field `{k}` is not a key of {api}: use {}",
+                    names.join(" or ")
+                ));
+            }
+            Some(f)
+        }
+    };
+    if let Some(t) = r.temperature {
+        if !(0.0..=2.0).contains(&t) {
+            return Err(format!("request.temperature {t} is outside 0..=2"));
+        }
+    }
+    let cache = match r.cache.as_deref().unwrap_or("warm") {
+        "warm" => CachePolicy::Warm,
+        "cold" => CachePolicy::Cold,
+        other => return Err(format!("request.cache `{other}`: use `warm` or `cold`")),
+    };
+    if let Some(n) = r.extra_body.as_ref().and_then(|b| b.get("n")) {
+        if n.as_u64().is_none_or(|n| n != 1) {
+            return Err(format!(
+                "request.extra_body.n is {n}: perfgate measures one choice per request (n: 1); run more samples instead"
+            ));
+        }
+    }
+    for reserved in ["stream", "model"] {
+        if r.extra_body
+            .as_ref()
+            .is_some_and(|b| b.contains_key(reserved))
+        {
+            return Err(format!(
+                "request.extra_body must not set `{reserved}`: perfgate sets it"
+            ));
+        }
+    }
+    // A limit in extra_body would silently replace request.max_tokens (and the bound perfgate
+    // checks usage against).
+    for key in MaxTokensField::ALL.map(MaxTokensField::key) {
+        if r.extra_body.as_ref().is_some_and(|b| b.contains_key(key)) {
+            return Err(format!(
+                "request.extra_body must not set `{key}`: set the output limit with request.max_tokens (and the body key that carries it with request.max_tokens_field)"
+            ));
+        }
+    }
+    Ok(RequestSpec {
+        messages,
+        prompt,
+        system: r.system.clone(),
+        max_tokens,
+        max_tokens_field,
+        temperature: r.temperature,
+        seed: r.seed,
+        ignore_eos: r.ignore_eos,
+        min_tokens: r.min_tokens,
+        extra_body: r.extra_body.clone().unwrap_or_default(),
+        cache,
+        prompt_tokens: r.prompt_tokens,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_tokens_field_is_checked_per_api() {
+        let parse = |api: &str, field: &str| {
+            let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'http://127.0.0.1:1/v1', model: m, api: {api}}}\n    request: {{prompt: hi, max_tokens: 4{field}}}\n");
+            crate::config::parse_str(&y, "t.yaml", &|_| None).map(|v| v[0].request.clone())
+        };
+        let r = parse("openai-chat", ", max_tokens_field: max_completion_tokens").unwrap();
+        assert_eq!(r.max_tokens_key(Api::OpenaiChat), "max_completion_tokens");
+        let r = parse("openai-responses", "").unwrap();
+        assert_eq!(r.max_tokens_key(Api::OpenaiResponses), "max_output_tokens");
+        let e = parse(
+            "anthropic-messages",
+            ", max_tokens_field: max_completion_tokens",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("use max_tokens"), "{e}");
+        let e = parse("openai-chat", ", max_tokens_field: max_new_tokens")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("max_completion_tokens"), "{e}");
+    }
+
+    // Issue 28: `extra_body: {max_output_tokens: 100}` silently replaced max_tokens 8 (merged
+    // last into the body); each limit key is refused there, naming the setting to use.
+    #[test]
+    fn an_output_limit_in_extra_body_is_refused() {
+        for (api, key) in [
+            ("openai-responses", "max_output_tokens"),
+            ("openai-chat", "max_tokens"),
+            ("openai-chat", "max_completion_tokens"),
+        ] {
+            let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'http://127.0.0.1:1/v1', model: m, api: {api}}}\n    request: {{prompt: hi, max_tokens: 8, extra_body: {{{key}: 100}}}}\n");
+            let e = crate::config::parse_str(&y, "t.yaml", &|_| None)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("request.extra_body must not set `{key}`"))
+                    && e.contains("request.max_tokens")
+                    && e.contains("request.max_tokens_field"),
+                "{e}"
+            );
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! What one run of a scenario produced ([`RunOutput`]), and when its re-sends make it
+//! untrustworthy.
+
+#[cfg(doc)]
+use super::LagProbe;
+#[cfg(doc)]
+use crate::client::http::StreamClient;
+use crate::record::RequestRecord;
+use crate::summary::ClientLag;
+
+/// What one run of a scenario produced.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    /// Measured requests, ordered by start time.
+    pub records: Vec<RequestRecord>,
+    /// Wall time of the measured phase, ms.
+    pub wall_ms: f64,
+    /// RFC 3339 UTC start of the measured phase.
+    pub started_at: String,
+    /// `model` the server reported.
+    pub model: Option<String>,
+    /// `system_fingerprint` the server reported.
+    pub system_fingerprint: Option<String>,
+    /// `Server` header.
+    pub server: Option<String>,
+    /// True when the server rejected `stream_options` and the run continued without it.
+    pub stream_options_fallback: bool,
+    /// Set when the run stopped early because the endpoint was unreachable.
+    pub unreachable: Option<String>,
+    /// Warmup requests that failed.
+    pub warmup_failures: u32,
+    /// Measured requests sent twice because the server closed a reused connection first.
+    pub retried: u32,
+    /// Sequential sampling: the sample counts at which the run was evaluated.
+    pub looks: Vec<usize>,
+    /// The warmup requests (not measured; kept to diagnose a run that stopped after them).
+    pub warmup_records: Vec<RequestRecord>,
+    /// Sequential sampling: why the run stopped where it did.
+    pub stop_reason: Option<String>,
+    /// Event-loop lag of the client during the measured phase, ms (see [`LagProbe`]); `None`
+    /// when nothing was measured long enough for one probe wakeup.
+    pub client_lag: Option<ClientLag>,
+    /// The server closed its connection after every streamed response (llama-server does), so
+    /// each request opened a new one (see [`StreamClient::set_close_after_stream`]).
+    pub closes_after_stream: bool,
+    /// Measured requests re-sent before perfgate switched to `Connection: close` (a server that
+    /// closes after each stream, found without a warmup): expected, not counted in `retried`.
+    pub resent_before_close_mode: u32,
+    /// The server perfgate started or waited for (`server:`, `endpoint.wait_ready`).
+    pub server_side: Option<crate::server::ServerReport>,
+    /// The model ids `GET <base>/models` listed before the warmup; `None` when it did not
+    /// answer with a list.
+    pub listed_models: Option<Vec<String>>,
+    /// `request.prompt_tokens`: the synthetic prompt fitted before the warmup.
+    pub prompt_fit: Option<crate::prompt_fit::PromptFit>,
+    /// Server-side figures left out, and why (a `/metrics` counter that went down, a value no
+    /// server means): notes of the scenario.
+    pub metrics_dropped: Vec<String>,
+}
+
+impl RunOutput {
+    /// A run with no requests (for scenarios that could not start).
+    pub fn empty() -> Self {
+        RunOutput {
+            records: Vec::new(),
+            wall_ms: 0.0,
+            started_at: String::new(),
+            model: None,
+            system_fingerprint: None,
+            server: None,
+            stream_options_fallback: false,
+            unreachable: None,
+            warmup_failures: 0,
+            retried: 0,
+            looks: Vec::new(),
+            stop_reason: None,
+            warmup_records: Vec::new(),
+            client_lag: None,
+            closes_after_stream: false,
+            resent_before_close_mode: 0,
+            server_side: None,
+            listed_models: None,
+            prompt_fit: None,
+            metrics_dropped: Vec::new(),
+        }
+    }
+}
+
+/// Largest share of measured requests that may need a re-send (dropped before any response)
+/// before the run is not trusted: an occasional keep-alive race is normal, a server that drops
+/// requests is not.
+pub const MAX_RESENT_SHARE: f64 = 0.05;
+
+impl RunOutput {
+    /// When too many requests were dropped before any response and re-sent, why the run cannot
+    /// be trusted.
+    pub fn resent_problem(&self) -> Option<String> {
+        let n = self.records.len().max(1);
+        let allowed = ((n as f64) * MAX_RESENT_SHARE).floor().max(1.0) as u32;
+        (self.retried > allowed).then(|| {
+            format!(
+                "{} of {} requests were dropped by the server before any response and had to be re-sent (more than {:.0}%): the endpoint is dropping requests",
+                self.retried,
+                n,
+                MAX_RESENT_SHARE * 100.0
+            )
+        })
+    }
+}

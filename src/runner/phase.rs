@@ -1,0 +1,304 @@
+//! One phase of a session (the warmup, or the measured requests of a look): `concurrency`
+//! workers in a closed loop, or requests due at seeded Poisson arrivals in an open loop; one
+//! request's nonce, re-send rules and schedule; the early stop of a hopeless endpoint.
+
+use super::progress::{Phase, Progress};
+use crate::client::body;
+use crate::client::http::{Delivery, RefusedField, Sent, StreamClient};
+use crate::config::Scenario;
+use crate::record::RequestRecord;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+pub(super) struct Shared {
+    pub(super) client: StreamClient,
+    pub(super) scenario: Scenario,
+    pub(super) include_usage: AtomicBool,
+    pub(super) fallback: AtomicBool,
+    pub(super) stop: AtomicBool,
+    pub(super) next: AtomicUsize,
+    pub(super) completed: AtomicUsize,
+    pub(super) results: Mutex<Vec<(usize, Sent)>>,
+    pub(super) run_id: String,
+    /// Requests sent so far in the session (warmup and measured): the `cache: cold` nonce's
+    /// counter, so no two requests of a session share a prompt.
+    pub(super) nonce_seq: AtomicU64,
+    /// Live progress display, when the caller passed one to [`Session::start_with`].
+    pub(super) progress: Option<Arc<dyn Progress>>,
+    /// False during warmup, true once measured requests are sent (for `progress`).
+    pub(super) measuring: AtomicBool,
+    /// Once perfgate switched to `Connection: close`: how many more re-sends are still expected
+    /// (a request may take an idle pooled connection that carried a stream before the switch,
+    /// which the server is closing; at most one per pooled connection, i.e. `concurrency`).
+    pub(super) close_leftovers: AtomicUsize,
+}
+
+impl Shared {
+    /// A session's shared state before its first phase: `scenario` (this run's copy), sent on
+    /// `client` with `stream_options` as the endpoint asks, nonces prefixed by `run_id`.
+    pub(super) fn new(
+        client: StreamClient,
+        scenario: Scenario,
+        progress: Option<Arc<dyn Progress>>,
+        run_id: String,
+    ) -> Shared {
+        Shared {
+            include_usage: AtomicBool::new(scenario.endpoint.include_usage),
+            client,
+            scenario,
+            fallback: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            next: AtomicUsize::new(0),
+            completed: AtomicUsize::new(0),
+            results: Mutex::new(Vec::new()),
+            progress,
+            measuring: AtomicBool::new(false),
+            close_leftovers: AtomicUsize::new(0),
+            nonce_seq: AtomicU64::new(0),
+            run_id,
+        }
+    }
+}
+
+pub(super) async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant) -> Vec<Sent> {
+    if count == 0 {
+        return Vec::new();
+    }
+    reset_phase(shared);
+    let workers = (shared.scenario.load.concurrency as usize).min(count);
+    // Open loop: request i is due at phase start + the i-th Poisson arrival; a worker (a slot of
+    // the concurrency cap) sends it at max(due, slot free).
+    let schedule: Option<Arc<Vec<Instant>>> = shared.scenario.load.rate.map(|rate| {
+        let start = Instant::now();
+        let seed = shared.scenario.load.seed.unwrap_or(0);
+        Arc::new(
+            arrivals(rate, seed, count)
+                .into_iter()
+                .map(|s| start + std::time::Duration::from_secs_f64(s))
+                .collect(),
+        )
+    });
+    let mut handles = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let sh = Arc::clone(shared);
+        let sched = schedule.clone();
+        handles.push(tokio::spawn(async move {
+            worker(sh, count, run_start, sched).await
+        }));
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+    take_results(shared)
+}
+
+/// Open-loop arrival offsets, seconds after the phase start: cumulative sums of exponential gaps
+/// of mean 1/rate (a Poisson process), deterministic for a seed. The first request is due at
+/// its first gap, not at 0.
+pub fn arrivals(rate: f64, seed: u64, count: usize) -> Vec<f64> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut t = 0.0f64;
+    (0..count)
+        .map(|_| {
+            // u in (0, 1]: -ln(u) is Exp(1)
+            let u: f64 = 1.0 - rng.random::<f64>();
+            t += -u.ln() / rate;
+            t
+        })
+        .collect()
+}
+
+async fn worker(
+    sh: Arc<Shared>,
+    count: usize,
+    run_start: Instant,
+    schedule: Option<Arc<Vec<Instant>>>,
+) {
+    let mut first = true;
+    loop {
+        if !first && schedule.is_none() {
+            // Closed loop: let the connection of the request that just ended go back to the
+            // pool (a task of its own) before this worker looks for one, so it does not start
+            // a new connection while its own is on the way back.
+            tokio::task::yield_now().await;
+        }
+        first = false;
+        if sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
+            return;
+        }
+        let i = sh.next.fetch_add(1, Ordering::SeqCst);
+        if i >= count {
+            return;
+        }
+        let due = schedule.as_ref().map(|s| s[i]);
+        if let Some(due) = due {
+            tokio::select! {
+                _ = tokio::time::sleep_until(due.into()) => {}
+                _ = crate::cancel::grace_expired() => return,
+            }
+            if sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
+                return;
+            }
+        }
+        let Some(sent) = one_request(&sh, run_start, due).await else {
+            return; // interrupted: not recorded
+        };
+        keep(&sh, i, sent, count);
+    }
+}
+
+/// Sends one request of a phase (its own nonce, its re-send rules) and measures it; `None`
+/// when perfgate was interrupted before it ended (then it is not recorded).
+pub(super) async fn one_request(
+    sh: &Arc<Shared>,
+    run_start: Instant,
+    due: Option<Instant>,
+) -> Option<Sent> {
+    let sc = &sh.scenario;
+    // One nonce per request of the whole session (`cache: cold`), not per index of a phase: the
+    // warmup's request i and the measured request i, or request i of two `measure` calls (an
+    // A/B alternation measures one at a time), would otherwise send the same prompt, and the
+    // later one would hit the prefix cache the earlier one filled.
+    let nonce = format!(
+        "{}-{}",
+        sh.run_id,
+        sh.nonce_seq.fetch_add(1, Ordering::SeqCst)
+    );
+    let close_mode_at_start = sh.client.close_after_stream();
+    // Whether this request was already re-sent without `stream_options`.
+    let mut without_stream_options = false;
+    let sent = loop {
+        let usage = sh.include_usage.load(Ordering::SeqCst);
+        let b = body::build(
+            sc.endpoint.api,
+            &sc.endpoint.model,
+            &sc.request,
+            usage,
+            Some(&nonce),
+        );
+        let s = tokio::select! {
+            s = sh.client.send(&b, run_start) => s,
+            _ = crate::cancel::grace_expired() => return None,
+        };
+        if s.refused == Some(RefusedField::StreamOptions) && usage && !without_stream_options {
+            sh.include_usage.store(false, Ordering::SeqCst);
+            sh.fallback.store(true, Ordering::SeqCst);
+            without_stream_options = true;
+            continue;
+        }
+        break s;
+    };
+    let mut sent = sent;
+    let resent = sent.delivery.was_resent();
+    if resent && !close_mode_at_start {
+        // A pooled connection was found closed: the server may close after every stream
+        // (and there was no warmup to find out); stop reusing connections after streams.
+        // The requests already sent on pooled connections meet the same closed connections:
+        // those re-sends are expected, not drops, and do not count against the run's trust.
+        if !sh.client.close_after_stream() {
+            sh.client.set_close_after_stream();
+            sh.close_leftovers
+                .store(sc.load.concurrency as usize, Ordering::SeqCst);
+        }
+        sent.delivery = Delivery::ResentBeforeCloseMode;
+    } else if resent
+        && sh
+            .close_leftovers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    {
+        // one of the connections left in the pool from before the switch
+        sent.delivery = Delivery::ResentBeforeCloseMode;
+    }
+    if let Some(due) = due {
+        stamp_schedule(&mut sent.record, due, run_start);
+    }
+    if let Some(p) = &sh.progress {
+        let phase = if sh.measuring.load(Ordering::SeqCst) {
+            Phase::Measured
+        } else {
+            Phase::Warmup
+        };
+        p.request(phase, &sent.record);
+    }
+    Some(sent)
+}
+
+/// An open-loop request's scheduled time (`sched_ms`, from `run_start`) and how late it was
+/// sent after it (`sched_delay_ms`).
+fn stamp_schedule(record: &mut RequestRecord, due: Instant, run_start: Instant) {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let sched_ms = if due >= run_start {
+        ms(due - run_start)
+    } else {
+        -ms(run_start - due)
+    };
+    record.sched_ms = Some(sched_ms);
+    record.sched_delay_ms = Some((record.start_ms - sched_ms).max(0.0));
+}
+
+/// Keeps request `i`'s measurement in the phase's results, and stops the phase early when the
+/// first requests of a phase of `count` all failed (a hopeless endpoint: refused, 404, 401,
+/// never answering) instead of sending every remaining request, but only once those failures
+/// are more than the scenario tolerates over its whole run ([`intolerable`]): a server failing
+/// 60 % of requests under `gate.slo.error_rate` is measured to the end and judged, not stopped
+/// as unreachable when its first few failures happen to come together.
+pub(super) fn keep(sh: &Shared, i: usize, sent: Sent, count: usize) {
+    if let Ok(mut r) = sh.results.lock() {
+        r.push((i, sent));
+        let early = (sh.scenario.load.concurrency as usize + 2).min(count);
+        if r.len() >= early
+            && intolerable(&sh.scenario, r.len())
+            && r.iter().all(|(_, s)| !s.record.ok())
+        {
+            sh.stop.store(true, Ordering::SeqCst);
+        }
+    }
+    sh.completed.fetch_add(1, Ordering::SeqCst);
+}
+
+/// True when `failed` failures are more than `sc` tolerates over its whole run (its largest
+/// look): above `gate.max_error_rate` of it, whatever the other requests do, so the run could
+/// only end as could-not-measure. `max_error_rate` is what makes a run unmeasurable; a
+/// `gate.slo.error_rate` objective lifts its default to 100 %, so failures are then judged by
+/// the objective and never stop a run early.
+pub fn intolerable(sc: &Scenario, failed: usize) -> bool {
+    let run = sc.load.looks().last().copied().unwrap_or(0).max(1);
+    failed as f64 > sc.gate.max_error_rate * run as f64
+}
+
+/// Clears a phase's counters and results before it starts.
+pub(super) fn reset_phase(sh: &Shared) {
+    sh.next.store(0, Ordering::SeqCst);
+    sh.completed.store(0, Ordering::SeqCst);
+    sh.stop.store(false, Ordering::SeqCst);
+    sh.results.lock().map(|mut r| r.clear()).ok();
+}
+
+/// A phase's results in request order.
+pub(super) fn take_results(sh: &Shared) -> Vec<Sent> {
+    let mut out = sh
+        .results
+        .lock()
+        .map(|mut r| std::mem::take(&mut *r))
+        .unwrap_or_default();
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, s)| s).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::arrivals;
+
+    #[test]
+    fn poisson_arrivals_are_seeded_increasing_and_at_the_rate() {
+        let a = arrivals(50.0, 1, 20_000);
+        assert_eq!(a, arrivals(50.0, 1, 20_000));
+        assert_ne!(a[..10], arrivals(50.0, 2, 10)[..]);
+        assert!(a[0] > 0.0 && a.windows(2).all(|w| w[1] > w[0]));
+        let rate = a.len() as f64 / a[a.len() - 1];
+        assert!((rate - 50.0).abs() < 2.0, "{rate}");
+    }
+}
