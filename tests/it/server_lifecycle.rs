@@ -604,3 +604,53 @@ fn a_fail_says_where_the_time_went_and_a_new_server_build_is_a_note() {
         "server {pid} survived"
     );
 }
+
+/// A crash explained on line 5 of a 41-line log (llama.cpp's `GGML_ASSERT`) is shown above the
+/// 20-line tail, and a second scenario of the same `server:` block names the failure without
+/// repeating the log (issue 32 item 4: the tail missed the cause and was printed once per
+/// scenario).
+#[test]
+fn a_crash_shows_its_first_error_lines_and_the_log_once() {
+    let c = Case::new();
+    let crash = c.dir.path().join("crash.sh");
+    std::fs::write(
+        &crash,
+        "#!/bin/sh\nfor i in 1 2 3 4; do echo \"llama_model_loader: line $i\"; done\n\
+         echo '/src/ggml.c:1234: GGML_ASSERT(n_dims <= 4) failed'\n\
+         i=6; while [ $i -le 41 ]; do echo \"frame $i\"; i=$((i+1)); done\nexit 1\n",
+    )
+    .unwrap();
+    let f = c.write_cmd(
+        &["/bin/sh".to_string(), crash.display().to_string()],
+        None,
+        "",
+        LOAD,
+        "  - name: a\n  - name: b\n",
+    );
+    let (code, stderr, _) = run(c.check_cmd(&f));
+    assert_eq!(code, 3, "{stderr}");
+    let r = c.results();
+    let d = r["scenarios"][0]["status_detail"].as_str().unwrap();
+    assert!(
+        d.contains("exited (exit code 1) before it was ready"),
+        "{d}"
+    );
+    assert!(
+        d.contains(
+            ", first error-looking line(s) before the tail:\n  | /src/ggml.c:1234: GGML_ASSERT(n_dims <= 4) failed\n  last 20 line(s):\n  | frame 22\n"
+        ),
+        "{d}"
+    );
+    assert!(d.ends_with("\n  | frame 41"), "{d}");
+    assert_eq!(d.matches("\n  | ").count(), 21, "{d}");
+    let d1 = r["scenarios"][1]["status_detail"].as_str().unwrap();
+    assert!(d1.starts_with("not measured: the server"), "{d1}");
+    assert!(
+        d1.ends_with("(its lines are shown with the scenario that started it)"),
+        "{d1}"
+    );
+    assert!(!d1.contains("  | "), "{d1}");
+    // stderr: scenario a's summary line holds the log once; b's does not repeat it
+    assert_eq!(stderr.matches("GGML_ASSERT").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("| frame 41").count(), 1, "{stderr}");
+}
