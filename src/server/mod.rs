@@ -156,7 +156,7 @@ pub enum ServerError {
         what: String,
         log: std::path::PathBuf,
         /// Its log's first error-looking lines and last lines, redacted.
-        excerpt: log::LogExcerpt,
+        excerpt: Box<log::LogExcerpt>,
     },
     /// Something already answers the readiness URL before the server was started.
     #[error("something already answers GET {url} (HTTP {status}) before perfgate started the server `{command}`: stop it or give the server another port, so that what is measured is the server perfgate starts")]
@@ -189,9 +189,10 @@ fn with_tail(spec: &ServerSpec, p: &Proc, what: &str) -> ServerError {
         pid: p.pid,
         what: what.to_string(),
         log: p.log.path().to_path_buf(),
-        excerpt: p
-            .log
-            .excerpt(spec.log_tail, log::FIRST_ERRORS, &spec.secrets),
+        excerpt: Box::new(
+            p.log
+                .excerpt(spec.log_tail, log::FIRST_ERRORS, &spec.secrets),
+        ),
     }
 }
 
@@ -203,7 +204,7 @@ fn excerpt_text(ex: &log::LogExcerpt) -> String {
     }
     let mut s = String::new();
     if !ex.first_errors.is_empty() {
-        s.push_str(&format!(", first error-looking line(s) before the tail:"));
+        s.push_str(", first error-looking line(s) before the tail:");
         for l in &ex.first_errors {
             s.push_str("\n  | ");
             s.push_str(l);
@@ -252,13 +253,13 @@ async fn wait_ready(
     let mut pause = Duration::from_millis(25);
     let mut last = String::from("no answer yet");
     let mut watch = log::LogWatch::default();
-    let printed_then_exited = |text: &str, st| {
+    let printed_then_exited = |text: &str, st: process::Ended| {
         with_tail(
             spec,
             p,
             &format!(
                 "printed its ready line (`{text}`) and then exited ({}) before it could be measured",
-                process::describe(st)
+                st.describe()
             ),
         )
     };
@@ -275,7 +276,7 @@ async fn wait_ready(
                 p,
                 &format!(
                     "exited ({}) before it was ready (last readiness probe: {last})",
-                    process::describe(st)
+                    st.describe()
                 ),
             ));
         }
@@ -491,7 +492,7 @@ pub async fn exited_during(spec: &ServerSpec, scenario: &str) -> Option<(String,
     let st = gone
         .proc
         .exit_status()
-        .map(process::describe)
+        .map(process::Ended::describe)
         .unwrap_or_default();
     let why = with_tail(
         spec,
