@@ -241,6 +241,15 @@ impl ServerLog {
     /// The last `n` lines of the log (at most the last 256 KiB read), each clipped to 400
     /// characters, control characters escaped ([`printable`]), secrets redacted.
     pub fn tail(&self, n: usize, secrets: &[String]) -> Vec<String> {
+        self.tail_from(n)
+            .1
+            .iter()
+            .map(|l| shown(l, secrets))
+            .collect()
+    }
+
+    /// The byte offset where the last `n` lines start, and those lines (raw).
+    fn tail_from(&self, n: usize) -> (u64, Vec<String>) {
         let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
         let from = len.saturating_sub(TAIL_BYTES);
         let mut buf = vec![0u8; (len - from) as usize];
@@ -249,14 +258,88 @@ impl ServerLog {
         let text = String::from_utf8_lossy(&buf);
         let lines: Vec<&str> = text.lines().collect();
         let skip = lines.len().saturating_sub(n);
-        lines[skip..]
-            .iter()
-            .map(|l| {
-                let l: String = printable(l).chars().take(400).collect();
-                crate::redact::redact(&l, secrets)
-            })
-            .collect()
+        // bytes of the skipped lines, each with its line end
+        let mut start = from;
+        let mut rest = &buf[..];
+        for _ in 0..skip {
+            let Some(i) = rest.iter().position(|&b| b == b'\n') else {
+                break;
+            };
+            start += i as u64 + 1;
+            rest = &rest[i + 1..];
+        }
+        (start, lines[skip..].iter().map(|l| l.to_string()).collect())
     }
+
+    /// What a failure message shows of the log: the first error-looking lines
+    /// ([`looks_like_an_error`]: at most `errors` of them, from the first 1 MiB, before the tail)
+    /// and the last `n` lines, each as [`ServerLog::tail`] shows it. A crash explained on line
+    /// 5 of 41 (a `GGML_ASSERT`, a Python `Traceback`) is not lost behind a 20-line tail.
+    pub fn excerpt(&self, n: usize, errors: usize, secrets: &[String]) -> LogExcerpt {
+        let (tail_start, tail) = self.tail_from(n);
+        let head_len = tail_start.min(HEAD_BYTES);
+        let mut buf = vec![0u8; head_len as usize];
+        let got = read_full_at(&self.file, &mut buf, 0);
+        buf.truncate(got);
+        // a line cut by the 1 MiB limit is not a line
+        if tail_start > HEAD_BYTES {
+            if let Some(i) = buf.iter().rposition(|&b| b == b'\n') {
+                buf.truncate(i + 1);
+            }
+        }
+        let text = String::from_utf8_lossy(&buf);
+        LogExcerpt {
+            first_errors: text
+                .lines()
+                .filter(|l| looks_like_an_error(l))
+                .take(errors)
+                .map(|l| shown(l, secrets))
+                .collect(),
+            tail: tail.iter().map(|l| shown(l, secrets)).collect(),
+        }
+    }
+}
+
+/// Bytes from the start of the log that [`ServerLog::excerpt`] searches for error lines.
+const HEAD_BYTES: u64 = 1024 * 1024;
+
+/// Error-looking lines a failure message shows, at most.
+pub const FIRST_ERRORS: usize = 5;
+
+/// What a failure message shows of a server's log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogExcerpt {
+    /// The first error-looking lines before the tail.
+    pub first_errors: Vec<String>,
+    /// The last lines.
+    pub tail: Vec<String>,
+}
+
+/// A line as a message shows it: clipped to 400 characters, control characters escaped,
+/// secrets redacted.
+fn shown(l: &str, secrets: &[String]) -> String {
+    let l: String = printable(l).chars().take(400).collect();
+    crate::redact::redact(&l, secrets)
+}
+
+/// Whether a log line looks like it explains a failure: it names an error, a failed assertion,
+/// a fatal condition, an abort, a panic, a Python traceback, a crash by signal or running out
+/// of memory (case-insensitive).
+pub fn looks_like_an_error(line: &str) -> bool {
+    const MARKERS: [&str; 10] = [
+        "error",
+        "assert",
+        "fatal",
+        "abort",
+        "panic",
+        "traceback",
+        "exception",
+        "segmentation fault",
+        "out of memory",
+        "core dumped",
+    ];
+    let l = line.to_ascii_lowercase();
+    MARKERS.iter().any(|m| l.contains(m))
 }
 
 /// Reads into `buf` from `at` until it is full or the file ends; the bytes read.
@@ -410,5 +493,56 @@ mod tests {
             log.tail(2, &["sk-secret-123".to_string()]),
             vec!["two <redacted>".to_string(), "\\u{1b}[2Jthree".to_string()]
         );
+    }
+
+    #[test]
+    fn the_excerpt_finds_the_first_errors_before_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = ServerLog::create(Some(&dir.path().join("s.log")), "x").unwrap();
+        let mut w = log.writer().unwrap();
+        for i in 1..=4 {
+            writeln!(w, "llama_model_loader: line {i}").unwrap();
+        }
+        writeln!(w, "/src/ggml.c:1234: GGML_ASSERT(n_dims <= 4) failed").unwrap();
+        writeln!(w, "Traceback (most recent call last): sk-secret-123").unwrap();
+        for i in 7..=41 {
+            writeln!(w, "frame {i}").unwrap();
+        }
+        writeln!(w, "fatal: in the tail, shown there only").unwrap();
+        let ex = log.excerpt(3, FIRST_ERRORS, &["sk-secret-123".to_string()]);
+        assert_eq!(
+            ex.first_errors,
+            vec![
+                "/src/ggml.c:1234: GGML_ASSERT(n_dims <= 4) failed".to_string(),
+                "Traceback (most recent call last): <redacted>".to_string(),
+            ]
+        );
+        assert_eq!(
+            ex.tail,
+            vec![
+                "frame 40",
+                "frame 41",
+                "fatal: in the tail, shown there only"
+            ]
+        );
+        // a log that is all tail has no separate first errors
+        assert_eq!(
+            log.excerpt(100, FIRST_ERRORS, &[]).first_errors,
+            Vec::<String>::new()
+        );
+        // at most `errors` lines
+        assert_eq!(log.excerpt(3, 1, &[]).first_errors.len(), 1);
+    }
+
+    #[test]
+    fn error_looking_lines() {
+        assert!(looks_like_an_error("GGML_ASSERT(x) failed"));
+        assert!(looks_like_an_error("thread 'main' panicked at src/x.rs"));
+        assert!(looks_like_an_error("RuntimeError: CUDA out of memory"));
+        assert!(looks_like_an_error("Aborted (core dumped)"));
+        assert!(!looks_like_an_error("llama_model_loader: loaded meta data"));
+        assert!(!looks_like_an_error(
+            "main: server is listening on 127.0.0.1:8080"
+        ));
     }
 }

@@ -147,7 +147,7 @@ pub enum ServerError {
     Spawn(#[from] process::SpawnError),
     /// The started server exited before it was ready, was not ready in time, or perfgate was
     /// interrupted while it was getting ready.
-    #[error("the server `{command}` (pid {pid}) {what}; log {}{}", log.display(), tail_text(tail))]
+    #[error("the server `{command}` (pid {pid}) {what}; log {}{}", log.display(), excerpt_text(excerpt))]
     NotReady {
         /// The redacted command line.
         command: String,
@@ -155,8 +155,8 @@ pub enum ServerError {
         /// What happened (`exited (...) before it was ready ...`).
         what: String,
         log: std::path::PathBuf,
-        /// The last lines of its log, redacted.
-        tail: Vec<String>,
+        /// Its log's first error-looking lines and last lines, redacted.
+        excerpt: Box<log::LogExcerpt>,
     },
     /// Something already answers the readiness URL before the server was started.
     #[error("something already answers GET {url} (HTTP {status}) before perfgate started the server `{command}`: stop it or give the server another port, so that what is measured is the server perfgate starts")]
@@ -181,28 +181,60 @@ pub enum ServerError {
     Interrupted { url: String, last: String },
 }
 
-/// The failure of a started server: what happened, and the last lines of its log.
+/// The failure of a started server: what happened, and the first error lines and last lines of
+/// its log.
 fn with_tail(spec: &ServerSpec, p: &Proc, what: &str) -> ServerError {
     ServerError::NotReady {
         command: spec.shown_command.clone(),
         pid: p.pid,
         what: what.to_string(),
         log: p.log.path().to_path_buf(),
-        tail: p.log.tail(spec.log_tail, &spec.secrets),
+        excerpt: Box::new(
+            p.log
+                .excerpt(spec.log_tail, log::FIRST_ERRORS, &spec.secrets),
+        ),
     }
 }
 
-/// ` (empty)`, or `, last N line(s):` and the lines, each on its own `  | ` line.
-fn tail_text(tail: &[String]) -> String {
-    if tail.is_empty() {
+/// ` (empty)`, or the first error-looking lines (`, first error line(s):`) and `, last N
+/// line(s):` with the lines, each on its own `  | ` line.
+fn excerpt_text(ex: &log::LogExcerpt) -> String {
+    if ex.tail.is_empty() {
         return " (empty)".into();
     }
-    let mut s = format!(", last {} line(s):", tail.len());
-    for l in tail {
+    let mut s = String::new();
+    if !ex.first_errors.is_empty() {
+        s.push_str(", first error-looking line(s) before the tail:");
+        for l in &ex.first_errors {
+            s.push_str("\n  | ");
+            s.push_str(l);
+        }
+        s.push('\n');
+        s.push_str(&format!("  last {} line(s):", ex.tail.len()));
+    } else {
+        s.push_str(&format!(", last {} line(s):", ex.tail.len()));
+    }
+    for l in &ex.tail {
         s.push_str("\n  | ");
         s.push_str(l);
     }
     s
+}
+
+impl ServerError {
+    /// What a later scenario of the same `server:` block says (`not measured: ...`): the
+    /// failure without its log lines, which the scenario that started the server shows once.
+    fn said_again(&self) -> String {
+        match self {
+            ServerError::NotReady {
+                command, pid, what, log, ..
+            } => format!(
+                "the server `{command}` (pid {pid}) {what}; log {} (its lines are shown with the scenario that started it)",
+                log.display()
+            ),
+            other => other.to_string(),
+        }
+    }
 }
 
 /// After the ready line of `ready: {log: ...}`, how long the server must still run to count as
@@ -221,13 +253,13 @@ async fn wait_ready(
     let mut pause = Duration::from_millis(25);
     let mut last = String::from("no answer yet");
     let mut watch = log::LogWatch::default();
-    let printed_then_exited = |text: &str, st| {
+    let printed_then_exited = |text: &str, st: process::Ended| {
         with_tail(
             spec,
             p,
             &format!(
                 "printed its ready line (`{text}`) and then exited ({}) before it could be measured",
-                process::describe(st)
+                st.describe()
             ),
         )
     };
@@ -244,7 +276,7 @@ async fn wait_ready(
                 p,
                 &format!(
                     "exited ({}) before it was ready (last readiness probe: {last})",
-                    process::describe(st)
+                    st.describe()
                 ),
             ));
         }
@@ -416,7 +448,7 @@ pub async fn ensure_with(
                 p.pid,
                 log_fate(&p.log, true)
             );
-            lock(&FAILED).insert(spec.key.clone(), why.to_string());
+            lock(&FAILED).insert(spec.key.clone(), why.said_again());
             Err(why)
         }
     }
@@ -460,7 +492,7 @@ pub async fn exited_during(spec: &ServerSpec, scenario: &str) -> Option<(String,
     let st = gone
         .proc
         .exit_status()
-        .map(process::describe)
+        .map(process::Ended::describe)
         .unwrap_or_default();
     let why = with_tail(
         spec,

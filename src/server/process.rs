@@ -25,11 +25,38 @@ const START_LIMIT: Duration = Duration::from_secs(30);
 /// Longest perfgate waits for the supervisor to have killed and reaped everything.
 const RELEASE_LIMIT: Duration = Duration::from_secs(12);
 
+/// How the server's process ended, as perfgate knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The supervisor reported the server's own exit status.
+    Server(ExitStatus),
+    /// The supervisor itself died (the OOM killer, a `kill -9`) before it reported the
+    /// server's status: perfgate killed what it left ([`kill_adopted`]); the server's own fate
+    /// is unknown.
+    SupervisorDied { pid: u32, status: ExitStatus },
+}
+
+impl Ended {
+    /// `exit code 3`, `killed by signal 9 (SIGKILL)`, or what happened to the supervisor.
+    pub fn describe(self) -> String {
+        match self {
+            Ended::Server(st) => describe(st),
+            Ended::SupervisorDied { pid, status } => format!(
+                "status unknown: perfgate's server supervisor (pid {pid}) was {}; perfgate killed the processes it left",
+                match describe(status) {
+                    d if d.starts_with("exit code") => format!("gone ({d})"),
+                    d => d,
+                }
+            ),
+        }
+    }
+}
+
 /// What the reader thread learnt from the supervisor.
 #[derive(Debug, Default)]
 struct State {
-    /// The server's exit status, once it ended.
-    exit: Option<ExitStatus>,
+    /// How the server ended, once it did.
+    exit: Option<Ended>,
     /// The supervisor has exited: every process of the server is gone.
     released: bool,
 }
@@ -53,8 +80,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Proc {
-    /// The exit status, once the process has ended.
-    pub fn exit_status(&self) -> Option<ExitStatus> {
+    /// How the process ended, once it has.
+    pub fn exit_status(&self) -> Option<Ended> {
         lock(&self.state).exit
     }
 
@@ -191,6 +218,7 @@ pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
         log: log.path().to_path_buf(),
         source,
     })?;
+    become_subreaper();
     let mut cmd = Command::new(supervisor_program().map_err(SpawnError::Supervisor)?);
     cmd.arg(super::supervisor::ARG)
         .arg(super::supervisor::GRACE_ARG)
@@ -225,7 +253,7 @@ pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
                     let Ok(line) = line else { break };
                     match parse_report(&line) {
                         Some(Report::Exit(raw)) => {
-                            lock(&shared).exit = Some(ExitStatus::from_raw(raw));
+                            lock(&shared).exit = Some(Ended::Server(ExitStatus::from_raw(raw)));
                         }
                         Some(r) => {
                             if let Some(tx) = first.take() {
@@ -237,10 +265,18 @@ pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
                 }
             }
             drop(first);
+            let sup_pid = sup.id();
             let st = sup.wait().ok();
             let mut s = lock(&shared);
-            // the supervisor ended without the server's status (it was killed): its own
-            s.exit = s.exit.or(st);
+            if s.exit.is_none() {
+                // the supervisor ended without the server's status (it was killed): what it
+                // supervised is now perfgate's (a subreaper): kill it, then say so
+                kill_adopted();
+                s.exit = st.map(|status| Ended::SupervisorDied {
+                    pid: sup_pid,
+                    status,
+                });
+            }
             s.released = true;
         });
     if reader.is_err() {
@@ -265,6 +301,99 @@ pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
     })
 }
 
+/// Makes perfgate a child subreaper (Linux), once, before its first server: when a
+/// supervisor dies before its server (the OOM killer, a `kill -9`), the server and whatever it
+/// detached (a `setsid` daemon) become perfgate's, not init's, so [`kill_adopted`] can find them.
+fn become_subreaper() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: prctl with integer arguments only changes this process's own attribute.
+        unsafe {
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        }
+    });
+}
+
+/// SIGKILLs every process perfgate adopted as a subreaper (its children that are not
+/// supervisors: a dead supervisor's server and what that detached), with each one's process
+/// group and descendants, then reaps them. Called when a supervisor died without reporting.
+pub fn kill_adopted() {
+    let me = std::process::id();
+    let procs = proc_table();
+    let adopted: Vec<u32> = procs
+        .iter()
+        .filter(|p| p.ppid == me && !p.is_supervisor)
+        .map(|p| p.pid)
+        .collect();
+    for &pid in &adopted {
+        let mut stack = vec![pid];
+        while let Some(x) = stack.pop() {
+            stack.extend(procs.iter().filter(|p| p.ppid == x).map(|p| p.pid));
+            signal_group(x, libc::SIGKILL);
+            if let Ok(x) = libc::pid_t::try_from(x) {
+                // SAFETY: kill with a pid of a process found in /proc and a signal number.
+                unsafe {
+                    libc::kill(x, libc::SIGKILL);
+                }
+            }
+        }
+    }
+    // reap what perfgate adopted (only these pids: others are std's children to wait for)
+    let end = Instant::now() + Duration::from_secs(2);
+    for pid in adopted {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            continue;
+        };
+        loop {
+            // SAFETY: waitpid on one pid, with a valid status pointer.
+            let r = unsafe {
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, libc::WNOHANG)
+            };
+            if r != 0 || Instant::now() >= end {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A process of /proc: its pid, parent, and whether it is a server supervisor.
+struct ProcEntry {
+    pid: u32,
+    ppid: u32,
+    is_supervisor: bool,
+}
+
+/// Every process /proc shows (empty where /proc is not).
+fn proc_table() -> Vec<ProcEntry> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // the fields after the parenthesised command name: state, ppid, ...
+        let ppid = stat
+            .rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let is_supervisor = cmdline
+            .split(|&b| b == 0)
+            .any(|a| a == super::supervisor::ARG.as_bytes());
+        Some(ProcEntry {
+            pid,
+            ppid,
+            is_supervisor,
+        })
+    })
+    .collect()
+}
+
 /// Sends `sig` to the process group `pid`. False when no process of the group is left.
 pub fn signal_group(pid: u32, sig: libc::c_int) -> bool {
     let Ok(pgid) = libc::pid_t::try_from(pid) else {
@@ -285,14 +414,14 @@ pub fn signal_group(pid: u32, sig: libc::c_int) -> bool {
 pub async fn stop(p: &Proc, stop_timeout: Duration) -> String {
     if let Some(st) = p.exit_status() {
         p.release().await;
-        return format!("had already exited ({})", describe(st));
+        return format!("had already exited ({})", st.describe());
     }
     p.terminate();
     let deadline = Instant::now() + stop_timeout;
     while Instant::now() < deadline {
         if let Some(st) = p.exit_status() {
             p.release().await;
-            return format!("stopped by SIGTERM ({})", describe(st));
+            return format!("stopped by SIGTERM ({})", st.describe());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -302,7 +431,7 @@ pub async fn stop(p: &Proc, stop_timeout: Duration) -> String {
         "did not stop within stop_timeout {} after SIGTERM: SIGKILLed{}",
         humantime::format_duration(stop_timeout),
         p.exit_status()
-            .map(|s| format!(" ({})", describe(s)))
+            .map(|s| format!(" ({})", s.describe()))
             .unwrap_or_default()
     )
 }

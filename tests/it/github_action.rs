@@ -1,7 +1,7 @@
 //! Consistency of the composite Action and the release that feeds it, checked without GitHub
 //! (no runner is reachable here): action.yml installs perfgate with scripts/install.sh and runs
 //! scripts/action-entrypoint.sh on the host, every input reaches a script through `env:` and is
-//! documented in the README, the entry point maps the inputs to one perfgate command line, the
+//! documented in docs/github-actions.md, the entry point maps the inputs to one perfgate command line, the
 //! release workflow builds exactly the archives the installer asks for, and the container image
 //! only copies a prebuilt binary. The installer itself is tested by scripts/test-installer.sh;
 //! the linters (actionlint, action-validator, zizmor, hadolint, shellcheck) run in scripts/test.sh.
@@ -27,15 +27,10 @@ fn s(v: &Value) -> &str {
     v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
 }
 
-/// The README's "Use in GitHub Actions" section (up to the next `## ` heading).
-fn readme_section() -> String {
-    let readme = read("README.md");
-    let start = readme
-        .find("\n## Use in GitHub Actions\n")
-        .expect("README section");
-    let rest = &readme[start + 1..];
-    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
-    rest[..end].to_string()
+/// The Actions reference, docs/github-actions.md (the README's "Use in GitHub Actions" section
+/// until the README was cut to a page of its own and the reference moved to docs/).
+fn actions_doc() -> String {
+    read("docs/github-actions.md")
 }
 
 const INPUTS: [&str; 9] = [
@@ -145,27 +140,33 @@ fn every_input_reaches_a_script_through_env_and_the_readme_documents_it() {
     expected.sort();
     assert_eq!(mapped, expected, "every input reaches a script, once");
 
-    let section = readme_section();
+    let section = actions_doc();
     for name in INPUTS.iter().chain(OUTPUTS.iter()) {
         assert!(
             section.contains(&format!("| `{name}` |")),
-            "README does not document `{name}`"
+            "docs/github-actions.md does not document `{name}`"
         );
     }
     for wf in std::fs::read_dir(root().join("examples/workflows")).unwrap() {
         let name = wf.unwrap().file_name().to_string_lossy().into_owned();
-        assert!(section.contains(&name), "README does not mention {name}");
+        assert!(
+            section.contains(&name),
+            "docs/github-actions.md does not mention {name}"
+        );
     }
     for f in [
         "examples/gitlab-ci.yml",
         "examples/Jenkinsfile",
         "scripts/install.sh",
     ] {
-        assert!(section.contains(f), "README does not mention {f}");
+        assert!(
+            section.contains(f),
+            "docs/github-actions.md does not mention {f}"
+        );
     }
     assert!(
         section.contains("What could not be run here"),
-        "the README says what was not run"
+        "docs/github-actions.md says what was not run"
     );
 }
 
