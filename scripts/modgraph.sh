@@ -20,6 +20,7 @@ LAYERS=(
   "verdict"                                          # overall verdict and exit code
   "results"                                          # the results model every renderer reads
   "report github"                                    # renderers; the PR comment
+  "assess"                                           # one scenario judged against a reference
   "check bless calibrate init ab"                    # commands
   "cli"                                              # argument parsing and dispatch
 )

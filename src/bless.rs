@@ -2,8 +2,8 @@
 //! A scenario whose run is unreachable, has no successful request, or fails more often than its
 //! `max_error_rate` is refused, and its old baseline is left untouched.
 
+use crate::assess;
 use crate::baseline;
-use crate::check;
 use crate::config::Scenario;
 use crate::exit;
 use crate::report::fmt_ms;
@@ -71,7 +71,7 @@ fn process_alive(pid: u32, file: &Path) -> bool {
 
 /// Why a run may not become a baseline, if it may not.
 pub fn refusal(sc: &Scenario, run: &RunOutput) -> Option<String> {
-    let m = check::measured(run);
+    let m = assess::measured(run);
     let rate = m.failed as f64 / m.requests.max(1) as f64;
     if let Some(why) = &run.unreachable {
         Some(why.clone())
@@ -207,7 +207,7 @@ pub async fn bless(
                 code = exit::COULD_NOT_MEASURE;
                 continue 'scenario;
             }
-            for n in check::run_notes(sc, &run) {
+            for n in assess::run_notes(sc, &run) {
                 eprintln!("perfgate: {}: note: {n}", sc.name);
             }
             runs.push(run);

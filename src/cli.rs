@@ -486,9 +486,9 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
         policy,
         id,
         unlisted_model: if a.require_listed_model {
-            check::UnlistedModel::Refuse
+            crate::assess::UnlistedModel::Refuse
         } else {
-            check::UnlistedModel::Note
+            crate::assess::UnlistedModel::Note
         },
         // A live progress line while measuring, on an interactive terminal only (never in CI
         // logs).
@@ -649,9 +649,9 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
         seed: a.seed,
         id,
         unlisted_model: if a.require_listed_model {
-            check::UnlistedModel::Refuse
+            crate::assess::UnlistedModel::Refuse
         } else {
-            check::UnlistedModel::Note
+            crate::assess::UnlistedModel::Note
         },
     };
     if let Some(p) = &a.out.output {

@@ -1,11 +1,11 @@
 //! Turns the two arms of each scenario into the [`Results`] model: the base arm plays the
-//! baseline of `check` (same gate input, [`crate::check::gate_input`], with no run spread and
+//! baseline of `check` (same gate input, [`crate::assess::gate_input`], with no run spread and
 //! the design that ran), the candidate arm the run; statuses, notes, Holm family and verdicts
 //! are `check`'s.
 
 use super::measure::AbRuns;
 use super::{AbOptions, AbScenario, DesignChoice};
-use crate::check::{self, Arm};
+use crate::assess::{self, Arm};
 use crate::config::{Metric, ScenarioName};
 use crate::gate::{self, Block, Design, ScenarioSamples, Side};
 use crate::record::RequestRecord;
@@ -27,7 +27,7 @@ pub fn compare(scs: &[AbScenario], runs: Vec<AbRuns>, opts: &AbOptions) -> Resul
         results.push(res);
     }
     // ab has no committed baseline: the policy is the default (nothing to allow missing).
-    check::gated_results(
+    assess::gated_results(
         results,
         &inputs,
         &base_figures,
@@ -71,7 +71,7 @@ fn one(
         status: Status::Compared,
         status_detail: String::new(),
         baseline: None,
-        measured: check::measured(cand_run),
+        measured: assess::measured(cand_run),
         checks: Vec::new(),
         notes: Vec::new(),
         server: cand_run.server_side.clone(),
@@ -88,7 +88,7 @@ fn one(
             blocks: runs.blocks.iter().map(|(b, _)| b.clone()).collect(),
             base_endpoint: ab.base.endpoint.shown_url(),
             base_model: ab.base.endpoint.model.clone(),
-            base_measured: check::measured(base_run),
+            base_measured: assess::measured(base_run),
             base_server: base_run.server_side.clone(),
             base_records: base_run
                 .records
@@ -124,8 +124,8 @@ fn one(
         let problem = match run {
             Err(e) => Some((Status::Unmeasurable, e.to_string())),
             Ok(r) => {
-                let m = check::measured(r);
-                check::run_problem(arm_sc, r, &m, opts.unlisted_model).or_else(|| {
+                let m = assess::measured(r);
+                assess::run_problem(arm_sc, r, &m, opts.unlisted_model).or_else(|| {
                     let rate = m.failed as f64 / m.requests.max(1) as f64;
                     (rate > arm_sc.gate.max_error_rate).then(|| {
                         (
@@ -148,7 +148,7 @@ fn one(
             }
         }
         if let Ok(r) = run {
-            for n in check::run_notes(arm_sc, r) {
+            for n in assess::run_notes(arm_sc, r) {
                 res.notes.push(format!("{label} arm: {n}"));
             }
         }
@@ -158,7 +158,7 @@ fn one(
     }
     // The base arm as a one-run baseline: the workload-drift rules of `check` apply as is.
     let as_baseline = crate::baseline::from_runs(&ab.base, std::slice::from_ref(base_run), None);
-    let drifts = check::workload_drift(sc, &as_baseline, cand_run);
+    let drifts = assess::workload_drift(sc, &as_baseline, cand_run);
     let skip: Vec<Metric> = drifts.iter().flat_map(|d| d.metrics.clone()).collect();
     if !drifts.is_empty() && sc.gate.metrics.iter().all(|m| skip.contains(m)) {
         let whys: Vec<String> = drifts.iter().map(|d| arm_words(&d.why)).collect();
@@ -179,7 +179,7 @@ fn one(
             ));
         }
     }
-    let mut input = check::gate_input(
+    let mut input = assess::gate_input(
         sc,
         &Arm::from_records(&base_run.records),
         &Arm::from_records(&cand_run.records),

@@ -9,7 +9,7 @@ pub mod compare;
 pub mod measure;
 pub mod plan;
 
-use crate::check::UnlistedModel;
+use crate::assess::UnlistedModel;
 use crate::config::Scenario;
 use crate::results::Results;
 
