@@ -5,12 +5,14 @@
 //!
 //! [`arm`] is what the gate compares, [`figures`] and [`notes`] describe a run, [`drift`] finds
 //! what changed between a baseline and a run, [`problem`] says why a run cannot be compared,
-//! [`server_notes`] reads the server-side figures, [`gated`] runs the gate over the family.
+//! [`server_notes`] reads the server-side figures, [`judge`] judges one scenario against its
+//! [`Reference`] with all of these, [`gated`] runs the gate over the family.
 
 pub mod arm;
 pub mod drift;
 pub mod figures;
 pub mod gated;
+pub mod judge;
 pub mod notes;
 pub mod problem;
 pub mod server_notes;
@@ -19,6 +21,7 @@ pub use arm::{baseline_spread, gate_input, scenario_samples, slo_only_input, Arm
 pub use drift::{config_diff, minority_source_note, staleness, workload_drift, Drift};
 pub use figures::{achieved_concurrency, measured};
 pub use gated::gated_results;
+pub use judge::{judge, BaseArm, CommittedBaseline, Judged, Reference};
 pub use notes::{client_lag_note, run_notes, schedule_notes};
 pub use problem::run_problem;
 pub use server_notes::identity_drift;
