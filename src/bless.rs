@@ -117,10 +117,7 @@ pub fn this_host() -> Option<String> {
 /// could compare with.
 pub const MIN_FROM_REQUESTS: usize = crate::config::scenario::MIN_SAMPLES as usize;
 
-/// Runs per scenario of a plain `perfgate bless`: enough for the run-to-run spread to be
-/// estimated tightly enough that the widened tolerance still catches +20 % TPOT (calibrate's
-/// "defaults" rows); bless is rare and a check is not.
-pub const DEFAULT_RUNS: u8 = 5;
+pub use crate::baseline::DEFAULT_RUNS;
 
 /// The largest fail tolerance a baseline may widen to: beyond it not even a 2x slowdown could
 /// FAIL, so such a baseline would pass every regression.

@@ -407,7 +407,7 @@ pub fn experiments() -> Vec<Experiment> {
     };
     // Family-wise false alarms: 5 scenarios x (TTFT, TPOT) x (P50, P99). Target with the default
     // bless (k = DEFAULT_RUNS): <= 1 % at tau 0, <= 5 % at tau 0.05.
-    let kd = crate::bless::DEFAULT_RUNS as usize;
+    let kd = crate::baseline::DEFAULT_RUNS as usize;
     for (tau, k) in [
         (0.0, 1),
         (0.0, kd),
@@ -767,7 +767,7 @@ pub struct ItlRates {
 
 /// The ITL rows (targets in the comments; docs/accuracy.md).
 pub fn itl_experiments() -> Vec<ItlExperiment> {
-    let kd = crate::bless::DEFAULT_RUNS as usize;
+    let kd = crate::baseline::DEFAULT_RUNS as usize;
     let e = |label: String, scenarios, k, n, tau, change| ItlExperiment {
         label,
         scenarios,
@@ -1485,7 +1485,7 @@ pub fn ab_experiments() -> (Vec<AbExperiment>, Vec<Experiment>) {
         ));
     }
     // Committed baseline (k = 5 blessed runs) at the same tau, as run-to-run drift.
-    let kd = crate::bless::DEFAULT_RUNS as usize;
+    let kd = crate::baseline::DEFAULT_RUNS as usize;
     let mut c = Vec::new();
     let ex =
         |label: String, profiles, quantiles, scenarios, n, max, tau, change, count| Experiment {
