@@ -421,3 +421,210 @@ fn identity_difference(base: &RunOutput, cand: &RunOutput) -> Option<String> {
         format!("base -> candidate server: {}", diffs.join(", "))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{evaluate, CheckKind, Verdict};
+    use crate::record::{Failure, FailureClass, TokenSource};
+
+    fn scenario(gate: &str) -> Scenario {
+        let yaml = format!(
+            "scenarios:\n  - name: s\n    endpoint: {{base_url: 'sim://'}}\n    request: {{prompt: hi there, max_tokens: 8, ignore_eos: true}}\n{gate}"
+        );
+        crate::config::parse_str(&yaml, "t.yaml", &|_| None)
+            .unwrap()
+            .remove(0)
+    }
+
+    /// A successful request whose latencies grow with `i` (so the samples have a spread).
+    fn ok(i: usize, slower: f64, prompt: u64) -> RequestRecord {
+        let k = 1.0 + i as f64 / 100.0;
+        RequestRecord {
+            ttft_ms: Some(10.0 * k * slower),
+            tpot_ms: Some(2.0 * k * slower),
+            e2e_ms: Some(24.0 * k * slower),
+            t_done_ms: Some(25.0 * k * slower),
+            itl_ms: vec![2.0 * k * slower; 7],
+            output_tokens: Some(8),
+            token_source: Some(TokenSource::Usage),
+            prompt_tokens: Some(prompt),
+            token_events: 8,
+            ..RequestRecord::new(i as f64)
+        }
+    }
+
+    fn failed(i: usize) -> RequestRecord {
+        RequestRecord {
+            error: Some(Failure {
+                class: FailureClass::HttpStatus,
+                status: Some(500),
+                message: "HTTP 500: boom".into(),
+            }),
+            ..RequestRecord::new(i as f64)
+        }
+    }
+
+    fn run_of(recs: Vec<RequestRecord>) -> RunOutput {
+        let mut run = RunOutput::empty();
+        run.wall_ms = 1000.0;
+        run.started_at = "2026-11-30T00:00:00Z".into();
+        run.records = recs;
+        run
+    }
+
+    fn against_baseline(sc: &Scenario, base: &Baseline, run: &RunOutput) -> Judged {
+        let reference = Reference::Baseline(CommittedBaseline {
+            path: std::path::Path::new("baselines/s.json"),
+            loaded: Some(base),
+            unusable: None,
+        });
+        judge(sc, Ok(run), &reference, UnlistedModel::Note)
+    }
+
+    fn against_arm(sc: &Scenario, base: &RunOutput, run: &RunOutput) -> Judged {
+        let reference = Reference::BaseArm(BaseArm {
+            scenario: sc,
+            run: Ok(base),
+            notes: &[],
+        });
+        judge(sc, Ok(run), &reference, UnlistedModel::Note)
+    }
+
+    #[test]
+    fn a_baseline_and_a_base_arm_of_the_same_samples_judge_alike() {
+        let sc = scenario("");
+        let base_run = run_of((0..30).map(|i| ok(i, 1.0, 12)).collect());
+        let cand = run_of((0..30).map(|i| ok(i, 1.5, 12)).collect());
+        let base = crate::baseline::from_runs(&sc, std::slice::from_ref(&base_run), None);
+        let by_file = against_baseline(&sc, &base, &cand);
+        let by_arm = against_arm(&sc, &base_run, &cand);
+        for j in [&by_file, &by_arm] {
+            assert_eq!(j.result.status, Status::Compared);
+            assert_eq!(j.result.measured.ok, 30);
+        }
+        let checks = |j: &Judged| evaluate(std::slice::from_ref(j.gate_input.as_ref().unwrap())).0;
+        let (file, arm) = (checks(&by_file), checks(&by_arm));
+        assert!(!file.is_empty());
+        assert_eq!(file.len(), arm.len());
+        for (f, a) in file.iter().zip(&arm) {
+            assert_eq!((f.metric, f.kind, f.verdict), (a.metric, a.kind, a.verdict));
+            // (a baseline file stores rounded values: the ratios agree to rounding)
+            match (f.ratio, a.ratio) {
+                (Some(x), Some(y)) => assert!((x - y).abs() < 1e-9, "{f:?} vs {a:?}"),
+                (x, y) => assert_eq!(x, y),
+            }
+        }
+        // every latency is 1.5x the reference's: the P50 checks see it and fail
+        let p50_ttft = file
+            .iter()
+            .find(|c| {
+                c.metric == Some(Metric::Ttft)
+                    && c.kind == CheckKind::Quantile(crate::config::Quantile::P50)
+            })
+            .unwrap();
+        assert!((p50_ttft.ratio.unwrap() - 1.5).abs() < 1e-6, "{p50_ttft:?}");
+        assert_eq!(p50_ttft.verdict, Verdict::Fail);
+        // the baseline is shown as such; the base arm is not a baseline file
+        assert_eq!(
+            by_file.result.baseline.as_ref().map(|b| b.requests),
+            Some(30)
+        );
+        assert!(by_arm.result.baseline.is_none());
+    }
+
+    #[test]
+    fn an_error_rate_above_max_error_rate_cannot_be_measured() {
+        let sc = scenario("    gate: {max_error_rate: 0.1}\n");
+        let base_run = run_of((0..20).map(|i| ok(i, 1.0, 12)).collect());
+        let base = crate::baseline::from_runs(&sc, std::slice::from_ref(&base_run), None);
+        // 3 failures in 20 (15 %) is above 10 %
+        let cand = run_of(
+            (0..20)
+                .map(|i| if i < 3 { failed(i) } else { ok(i, 1.0, 12) })
+                .collect(),
+        );
+        let want = "error rate 15.0% is above max_error_rate 10.0% (first failure: HTTP 500: boom)";
+        let j = against_baseline(&sc, &base, &cand);
+        assert_eq!(j.result.status, Status::Unmeasurable);
+        assert_eq!(j.result.status_detail, want);
+        assert_eq!(
+            error_rate_problem(&sc, &j.result.measured),
+            Some((Status::Unmeasurable, want.to_string()))
+        );
+        let j = against_arm(&sc, &base_run, &cand);
+        assert_eq!(j.result.status, Status::Unmeasurable);
+        assert_eq!(j.result.status_detail, format!("candidate arm: {want}"));
+        assert!(j.gate_input.is_none());
+        // 2 in 20 (10 %) is not above it
+        let cand = run_of(
+            (0..20)
+                .map(|i| if i < 2 { failed(i) } else { ok(i, 1.0, 12) })
+                .collect(),
+        );
+        assert_eq!(
+            against_baseline(&sc, &base, &cand).result.status,
+            Status::Compared
+        );
+    }
+
+    #[test]
+    fn workload_drift_is_a_note_or_makes_the_baseline_stale() {
+        // the prompt grew: TTFT and E2E depend on it, TPOT does not
+        let sc = scenario("");
+        let base_run = run_of((0..20).map(|i| ok(i, 1.0, 12)).collect());
+        let base = crate::baseline::from_runs(&sc, std::slice::from_ref(&base_run), None);
+        let cand = run_of((0..20).map(|i| ok(i, 1.0, 30)).collect());
+        let j = against_baseline(&sc, &base, &cand);
+        assert_eq!(j.result.status, Status::Compared);
+        let note = j
+            .result
+            .notes
+            .iter()
+            .find(|n| n.starts_with("workload drift: "))
+            .expect("a drift note");
+        assert!(
+            note.contains("median prompt tokens 12 in the baseline vs 30 now"),
+            "{note}"
+        );
+        // (the default gate.metrics are TTFT and TPOT)
+        assert!(note.contains("; TTFT not compared"), "{note}");
+        let compared: Vec<Metric> = j
+            .gate_input
+            .unwrap()
+            .metrics
+            .iter()
+            .map(|(m, _, _)| *m)
+            .collect();
+        assert_eq!(compared, vec![Metric::Tpot]);
+        // against the base arm, the same drift in the words of two arms
+        let j = against_arm(&sc, &base_run, &cand);
+        assert!(
+            j.result.notes.iter().any(|n| n.starts_with(
+                "workload drift between the arms: median prompt tokens 12 in the base arm vs 30 in the candidate arm"
+            )),
+            "{:?}",
+            j.result.notes
+        );
+
+        // every gated metric depends on it: nothing compared, the baseline stale
+        let sc = scenario("    gate: {metrics: [ttft, e2e]}\n");
+        let base = crate::baseline::from_runs(&sc, std::slice::from_ref(&base_run), None);
+        let j = against_baseline(&sc, &base, &cand);
+        assert_eq!(j.result.status, Status::Stale);
+        assert!(
+            j.result
+                .status_detail
+                .starts_with("workload drift: median prompt tokens 12 in the baseline vs 30 now"),
+            "{}",
+            j.result.status_detail
+        );
+        assert!(j.gate_input.is_none());
+        let j = against_arm(&sc, &base_run, &cand);
+        assert_eq!(j.result.status, Status::Misconfigured);
+        assert!(j
+            .result
+            .status_detail
+            .starts_with("the arms ran different workloads: "));
+    }
+}
