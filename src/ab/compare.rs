@@ -1,5 +1,5 @@
 //! Turns the two arms of each scenario into the [`Results`] model: each scenario's candidate arm
-//! judged against its base arm ([`crate::assess::judge`], the judgement of `check` with the
+//! judged against its base arm ([`crate::assess::judge()`], the judgement of `check` with the
 //! base arm as the reference), with the design that ran; Holm family and verdicts as `check`'s.
 
 use super::measure::AbRuns;
@@ -35,7 +35,7 @@ pub fn compare(scs: &[AbScenario], runs: Vec<AbRuns>, opts: &AbOptions) -> Resul
     )
 }
 
-/// One scenario: judged against its base arm ([`crate::assess::judge`]), then what only an A/B
+/// One scenario: judged against its base arm ([`crate::assess::judge()`]), then what only an A/B
 /// run has: the scenario's name as written, the design and the base arm's figures, and the
 /// blocks of the blocked design in the gate's input.
 fn one(

@@ -5,7 +5,7 @@
 //!
 //! [`arm`] is what the gate compares, [`figures`] and [`notes`] describe a run, [`drift`] finds
 //! what changed between a baseline and a run, [`problem`] says why a run cannot be compared,
-//! [`server_notes`] reads the server-side figures, [`judge`] judges one scenario against its
+//! [`server_notes`] reads the server-side figures, [`judge`](mod@judge) judges one scenario against its
 //! [`Reference`] with all of these, [`gated`] runs the gate over the family.
 
 pub mod arm;

@@ -8,7 +8,7 @@ use crate::runner::RunOutput;
 /// Why a measured run cannot be compared, if it cannot: every request rejected as unauthorised
 /// or not found (misconfigured), the endpoint unreachable or dropping requests, a model the
 /// server does not list under `--require-listed-model`, or no successful request. `m` is the
-/// run's [`measured`] figures.
+/// run's [`super::measured`] figures.
 pub fn run_problem(
     sc: &Scenario,
     run: &RunOutput,

@@ -1,5 +1,5 @@
 //! Compares measured runs with their baselines: each scenario judged against its committed
-//! baseline ([`crate::assess::judge`]), then the gate over the whole family, into the
+//! baseline ([`crate::assess::judge()`]), then the gate over the whole family, into the
 //! [`Results`] model.
 
 use super::baselines::{unusable, Baselines, Missing};

@@ -2,7 +2,7 @@
 //! exit code (docs/design.md "Jobs" and "Exit codes", docs/gate.md).
 //!
 //! One module per job: [`baselines`] loads each baseline once and says whether it is usable,
-//! [`compare`] judges each run against its baseline ([`crate::assess`]) into [`Results`],
+//! [`compare()`] judges each run against its baseline ([`crate::assess`]) into [`Results`],
 //! [`confirm`] re-runs FAILs; this file measures and orchestrates.
 
 mod baselines;
