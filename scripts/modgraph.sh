@@ -3,11 +3,17 @@
 # and doc links ignored, `#[cfg(test)]` code included), then two checks:
 #   - no cycle (tsort);
 #   - no upward import: every module sits in a layer (LAYERS below, the data flow of
-#     docs/architecture.md) and uses only modules of lower layers, or of its own layer.
-# Prints the graph and exits 1 on a cycle, an upward import or a module missing from LAYERS.
+#     docs/architecture.md) and uses only modules of lower layers, or of its own layer;
+#   - no command uses another: the modules of the commands layer (COMMANDS) use none of each
+#     other (what two commands share lives below them, e.g. in assess).
+# Prints the graph and exits 1 on a cycle, an upward import, a command using another command or a
+# module missing from LAYERS.
 # Usage: scripts/modgraph.sh [--quiet]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The commands: a layer whose modules may not use each other.
+COMMANDS="check bless calibrate init ab"
 
 # Lowest first. A module may use modules in its own or lower layers.
 LAYERS=(
@@ -20,7 +26,8 @@ LAYERS=(
   "verdict"                                          # overall verdict and exit code
   "results"                                          # the results model every renderer reads
   "report github"                                    # renderers; the PR comment
-  "check bless calibrate init ab"                    # commands
+  "assess"                                           # one scenario judged against a reference
+  "$COMMANDS"                                        # commands (none uses another)
   "cli"                                              # argument parsing and dispatch
 )
 
@@ -73,4 +80,13 @@ while read -r from to; do
   fi
 done <<<"$edges"
 ((upward)) || echo "upward imports: none"
+
+sideways=0
+while read -r from to; do
+  [[ -z $from ]] && continue
+  if [[ " $COMMANDS " == *" $from "* && " $COMMANDS " == *" $to "* ]]; then
+    echo "COMMAND USES COMMAND: $from -> $to (move what they share below the commands)"; status=1; sideways=1
+  fi
+done <<<"$edges"
+((sideways)) || echo "commands using commands: none"
 exit $status

@@ -2,8 +2,8 @@
 //! A scenario whose run is unreachable, has no successful request, or fails more often than its
 //! `max_error_rate` is refused, and its old baseline is left untouched.
 
+use crate::assess;
 use crate::baseline;
-use crate::check;
 use crate::config::Scenario;
 use crate::exit;
 use crate::report::fmt_ms;
@@ -71,7 +71,7 @@ fn process_alive(pid: u32, file: &Path) -> bool {
 
 /// Why a run may not become a baseline, if it may not.
 pub fn refusal(sc: &Scenario, run: &RunOutput) -> Option<String> {
-    let m = check::measured(run);
+    let m = assess::measured(run);
     let rate = m.failed as f64 / m.requests.max(1) as f64;
     if let Some(why) = &run.unreachable {
         Some(why.clone())
@@ -117,10 +117,7 @@ pub fn this_host() -> Option<String> {
 /// could compare with.
 pub const MIN_FROM_REQUESTS: usize = crate::config::scenario::MIN_SAMPLES as usize;
 
-/// Runs per scenario of a plain `perfgate bless`: enough for the run-to-run spread to be
-/// estimated tightly enough that the widened tolerance still catches +20 % TPOT (calibrate's
-/// "defaults" rows); bless is rare and a check is not.
-pub const DEFAULT_RUNS: u8 = 5;
+pub use crate::baseline::DEFAULT_RUNS;
 
 /// The largest fail tolerance a baseline may widen to: beyond it not even a 2x slowdown could
 /// FAIL, so such a baseline would pass every regression.
@@ -207,7 +204,7 @@ pub async fn bless(
                 code = exit::COULD_NOT_MEASURE;
                 continue 'scenario;
             }
-            for n in check::run_notes(sc, &run) {
+            for n in assess::run_notes(sc, &run) {
                 eprintln!("perfgate: {}: note: {n}", sc.name);
             }
             runs.push(run);

@@ -495,9 +495,9 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
         policy,
         id,
         unlisted_model: if a.require_listed_model {
-            check::UnlistedModel::Refuse
+            crate::assess::UnlistedModel::Refuse
         } else {
-            check::UnlistedModel::Note
+            crate::assess::UnlistedModel::Note
         },
         // A live progress line while measuring, on an interactive terminal only (never in CI
         // logs).
@@ -600,74 +600,16 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
     let base = load_scenarios_as(&a.sc, Reading::Arm(ArmKey::Base, &base_over))?;
     let cand = load_scenarios_as(&a.sc, Reading::Arm(ArmKey::Candidate, &cand_over))?;
     let flags_given = base_over != ArmOverride::default() || cand_over != ArmOverride::default();
-    let mut scs = Vec::with_capacity(written.len());
-    let mut refused = Vec::new();
-    let place = |s: &Scenario| crate::config::arm::endpoint_place(&s.endpoint.shown_url());
-    for ((w, b), c) in written.into_iter().zip(base).zip(cand) {
-        // localhost, 127.0.0.1 and [::1] are one endpoint (config::arm::endpoint_place)
-        let same_endpoint = place(&b) == place(&c);
-        let arms_differ =
-            b.server != c.server || !same_endpoint || b.endpoint.model != c.endpoint.model;
-        if !flags_given && !arms_differ {
-            refused.push(format!(
-                "scenario {}: perfgate ab needs two arms, and nothing sets them: give --base-url and --candidate-url (two endpoints), --base-server-cmd and --candidate-server-cmd (two servers), or server.base and server.candidate in the scenario file",
-                w.name
-            ));
-            continue;
-        }
-        // One arm starts a server and the other points at the same endpoint: both arms would
-        // measure that one server, an A/A run that reads as an A/B.
-        if same_endpoint && b.server.is_some() != c.server.is_some() {
-            let (with, without) = if b.server.is_some() {
-                ("base", "candidate")
-            } else {
-                ("candidate", "base")
-            };
-            refused.push(format!(
-                "scenario {}: only the {with} arm starts a server, and both arms are the endpoint {}: the {without} arm would measure the {with} arm's server (an A/A run, not an A/B); give the {without} arm its own server (--{without}-server-cmd, or server.{without} in the scenario file) or its own endpoint (--{without}-url)",
-                w.name,
-                c.endpoint.shown_url()
-            ));
-            continue;
-        }
-        let mut notes = Vec::new();
-        if same_endpoint && b.endpoint.model == c.endpoint.model && b.server == c.server {
-            let shown = if b.endpoint.shown_url() == c.endpoint.shown_url() {
-                c.endpoint.shown_url()
-            } else {
-                format!("{} and {}", b.endpoint.shown_url(), c.endpoint.shown_url())
-            };
-            notes.push(format!(
-                "both arms are the same endpoint ({shown}, model {}) and server: an A/A run, which measures the noise of this setup",
-                c.endpoint.model
-            ));
-        }
-        let ab = crate::ab::AbScenario {
-            written: w,
-            base: b,
-            candidate: c,
-            notes,
-        };
-        match crate::ab::unsupported(&ab, design) {
-            Some(why) => refused.push(why),
-            None => scs.push(ab),
-        }
-    }
-    if !refused.is_empty() {
-        return Err(Error::Usage(format!(
-            "perfgate ab cannot run {} scenario(s) (nothing was measured):\n  - {}",
-            refused.len(),
-            refused.join("\n  - ")
-        )));
-    }
+    let scs = crate::ab::pair::pair(written, base, cand, flags_given, design)
+        .map_err(|e| Error::Usage(e.to_string()))?;
     let opts = crate::ab::AbOptions {
         design,
         seed: a.seed,
         id,
         unlisted_model: if a.require_listed_model {
-            check::UnlistedModel::Refuse
+            crate::assess::UnlistedModel::Refuse
         } else {
-            check::UnlistedModel::Note
+            crate::assess::UnlistedModel::Note
         },
     };
     if let Some(p) = &a.out.output {

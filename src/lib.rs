@@ -5,6 +5,7 @@
 
 pub mod ab;
 pub mod api;
+pub mod assess;
 pub mod baseline;
 pub mod bless;
 pub mod calibrate;

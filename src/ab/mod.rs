@@ -1,15 +1,16 @@
 //! `perfgate ab`: base and candidate measured in the same job, so runner drift reaches both and
 //! cancels instead of being tolerated by widening (docs/design.md "A/B runs").
 //!
-//! [`plan`] decides the order (seeded AB/BA pairs, or Thue-Morse blocks), [`measure`] runs the
+//! [`pair`] pairs each scenario's two arms (or refuses it), [`plan`] decides the order (seeded AB/BA pairs, or Thue-Morse blocks), [`measure`] runs the
 //! two arms of a scenario, [`compare`] turns them into the [`Results`] model with `check`'s
 //! gate, statuses and verdicts; this file checks what an A/B run supports and orchestrates.
 
 pub mod compare;
 pub mod measure;
+pub mod pair;
 pub mod plan;
 
-use crate::check::UnlistedModel;
+use crate::assess::UnlistedModel;
 use crate::config::Scenario;
 use crate::results::Results;
 

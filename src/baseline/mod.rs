@@ -20,6 +20,12 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// Version of the metric definitions (docs/design.md "Metrics"); numbers defined differently are not compared.
 pub const METRICS_VERSION: u32 = 1;
 
+/// Runs per scenario of a plain `perfgate bless`: enough for the run-to-run spread to be
+/// estimated tightly enough that the widened tolerance still catches +20 % TPOT (calibrate's
+/// "defaults" rows); bless is rare and a check is not. Here, not in `bless`, because
+/// `calibrate` measures this default too and no command imports another.
+pub const DEFAULT_RUNS: u8 = 5;
+
 /// A whole baseline file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

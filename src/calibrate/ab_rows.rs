@@ -182,7 +182,7 @@ fn blocked_power_rows() -> Vec<AbExperiment> {
 
 /// Committed baseline (k = 5 blessed runs) at the same tau, as run-to-run drift.
 fn committed_rows() -> Vec<Experiment> {
-    let kd = crate::bless::DEFAULT_RUNS as usize;
+    let kd = crate::baseline::DEFAULT_RUNS as usize;
     let mut c = Vec::new();
     for tau in [0.05, 0.20] {
         c.push(Experiment {

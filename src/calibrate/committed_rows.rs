@@ -30,7 +30,7 @@ fn p50_p99() -> Vec<Quantile> {
 /// Family-wise false alarms: 5 scenarios x (TTFT, TPOT) x (P50, P99). Target with the default
 /// bless (k = DEFAULT_RUNS): <= 1 % at tau 0, <= 5 % at tau 0.05.
 fn family_null_rows() -> Vec<Experiment> {
-    let kd = crate::bless::DEFAULT_RUNS as usize;
+    let kd = crate::baseline::DEFAULT_RUNS as usize;
     let mut v: Vec<Experiment> = [
         (0.0, 1),
         (0.0, kd),
@@ -62,7 +62,7 @@ fn family_null_rows() -> Vec<Experiment> {
 /// Power: TPOT P50 at n 20, with one baseline run and with the default bless; TTFT P50
 /// sequential up to 300; a tail-only TTFT change.
 fn power_rows() -> Vec<Experiment> {
-    let kd = crate::bless::DEFAULT_RUNS as usize;
+    let kd = crate::baseline::DEFAULT_RUNS as usize;
     let tpot = |label: String, change| Experiment {
         change,
         count_metric: Some(Metric::Tpot),

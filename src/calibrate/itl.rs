@@ -108,7 +108,7 @@ pub struct ItlRates {
 
 /// The ITL rows (targets in the comments; docs/accuracy.md).
 pub fn itl_experiments() -> Vec<ItlExperiment> {
-    let kd = crate::bless::DEFAULT_RUNS as usize;
+    let kd = crate::baseline::DEFAULT_RUNS as usize;
     let e = |label: String, scenarios, k, n, tau, change| ItlExperiment {
         label,
         scenarios,

@@ -1,7 +1,7 @@
 //! Each scenario's baseline file, loaded once per check and passed down, and why one cannot be
 //! used (missing, broken, or stale for its configuration).
 
-use super::drift::staleness;
+use crate::assess::staleness;
 use crate::baseline::{self, Baseline, LoadError};
 use crate::config::{Scenario, ScenarioName};
 use crate::results::Status;

@@ -1,28 +1,20 @@
 //! `perfgate check`: measure every scenario, compare with its baseline, decide the verdict and
 //! exit code (docs/design.md "Jobs" and "Exit codes", docs/gate.md).
 //!
-//! One module per job: [`figures`] and [`notes`] describe a run, [`baselines`] loads each
-//! baseline once and says whether it is usable, [`drift`] finds what changed between a baseline
-//! and a run, [`compare`] turns runs and baselines into [`Results`], [`confirm`] re-runs FAILs;
-//! this file measures and orchestrates.
+//! One module per job: [`baselines`] loads each baseline once and says whether it is usable,
+//! [`compare()`] judges each run against its baseline ([`crate::assess`]) into [`Results`],
+//! [`confirm`] re-runs FAILs; this file measures and orchestrates.
 
 mod baselines;
 mod compare;
 mod confirm;
-mod drift;
-mod figures;
-mod notes;
-mod server_notes;
 
+/// The figures and notes of a run, kept here too for the library's existing callers.
+pub use crate::assess::{measured, run_notes};
 pub use baselines::{missing_message, Baselines, NoUsableBaseline};
-pub use compare::{
-    baseline_spread, compare, gate_input, gated_results, run_problem, scenario_samples, Arm,
-    ArmRequest,
-};
-pub use drift::{config_diff, staleness, workload_drift, Drift};
-pub use figures::{achieved_concurrency, measured};
-pub use notes::{client_lag_note, run_notes, schedule_notes};
-pub use server_notes::identity_drift;
+pub use compare::compare;
+
+use crate::assess::{scenario_samples, workload_drift, UnlistedModel};
 
 use crate::config::{Metric, Scenario};
 use crate::gate;
@@ -41,17 +33,6 @@ pub struct CheckOptions {
     /// The live progress display every measurement reports to (an interactive terminal's
     /// progress line), if any.
     pub progress: Option<std::sync::Arc<dyn crate::runner::Progress>>,
-}
-
-/// What a configured model that the server does not list means (a server that accepts any
-/// name would measure a typo).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum UnlistedModel {
-    /// A note on the scenario (the default).
-    #[default]
-    Note,
-    /// `--require-listed-model`: the scenario is misconfigured (exit 2).
-    Refuse,
 }
 
 /// The results of a run stopped before any scenario was measured: each one "not measured:

@@ -223,7 +223,7 @@ pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift
 }
 
 /// Notes for the requests whose output tokens came from another source than most (kept gated).
-pub(super) fn minority_source_note(run: &RunOutput) -> Option<String> {
+pub fn minority_source_note(run: &RunOutput) -> Option<String> {
     let ok: Vec<&RequestRecord> = run.records.iter().filter(|r| r.ok()).collect();
     let sources: Vec<TokenSource> = ok.iter().filter_map(|r| r.token_source).collect();
     let (src, n, total) = majority_source(&sources)?;

@@ -1,0 +1,84 @@
+//! The arms of each scenario of an A/B run, paired: the scenario as written with its base and
+//! candidate readings, refused (before anything is measured) when nothing sets two arms, when
+//! both arms would measure one server, or when the design cannot run it.
+
+use super::{unsupported, AbScenario, DesignChoice};
+use crate::config::Scenario;
+
+/// Scenarios an A/B run cannot run, each with why and what to do instead; nothing was measured.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "perfgate ab cannot run {} scenario(s) (nothing was measured):\n  - {}",
+    .0.len(),
+    .0.join("\n  - ")
+)]
+pub struct Refused(pub Vec<String>);
+
+/// Pairs each scenario as `written` with its `base` and `cand` readings (the three lists in the
+/// same order); `flags_given` is whether a command-line flag set an arm.
+pub fn pair(
+    written: Vec<Scenario>,
+    base: Vec<Scenario>,
+    cand: Vec<Scenario>,
+    flags_given: bool,
+    design: DesignChoice,
+) -> Result<Vec<AbScenario>, Refused> {
+    let mut scs = Vec::with_capacity(written.len());
+    let mut refused = Vec::new();
+    let place = |s: &Scenario| crate::config::arm::endpoint_place(&s.endpoint.shown_url());
+    for ((w, b), c) in written.into_iter().zip(base).zip(cand) {
+        // localhost, 127.0.0.1 and [::1] are one endpoint (config::arm::endpoint_place)
+        let same_endpoint = place(&b) == place(&c);
+        let arms_differ =
+            b.server != c.server || !same_endpoint || b.endpoint.model != c.endpoint.model;
+        if !flags_given && !arms_differ {
+            refused.push(format!(
+                "scenario {}: perfgate ab needs two arms, and nothing sets them: give --base-url and --candidate-url (two endpoints), --base-server-cmd and --candidate-server-cmd (two servers), or server.base and server.candidate in the scenario file",
+                w.name
+            ));
+            continue;
+        }
+        // One arm starts a server and the other points at the same endpoint: both arms would
+        // measure that one server, an A/A run that reads as an A/B.
+        if same_endpoint && b.server.is_some() != c.server.is_some() {
+            let (with, without) = if b.server.is_some() {
+                ("base", "candidate")
+            } else {
+                ("candidate", "base")
+            };
+            refused.push(format!(
+                "scenario {}: only the {with} arm starts a server, and both arms are the endpoint {}: the {without} arm would measure the {with} arm's server (an A/A run, not an A/B); give the {without} arm its own server (--{without}-server-cmd, or server.{without} in the scenario file) or its own endpoint (--{without}-url)",
+                w.name,
+                c.endpoint.shown_url()
+            ));
+            continue;
+        }
+        let mut notes = Vec::new();
+        if same_endpoint && b.endpoint.model == c.endpoint.model && b.server == c.server {
+            let shown = if b.endpoint.shown_url() == c.endpoint.shown_url() {
+                c.endpoint.shown_url()
+            } else {
+                format!("{} and {}", b.endpoint.shown_url(), c.endpoint.shown_url())
+            };
+            notes.push(format!(
+                "both arms are the same endpoint ({shown}, model {}) and server: an A/A run, which measures the noise of this setup",
+                c.endpoint.model
+            ));
+        }
+        let ab = AbScenario {
+            written: w,
+            base: b,
+            candidate: c,
+            notes,
+        };
+        match unsupported(&ab, design) {
+            Some(why) => refused.push(why),
+            None => scs.push(ab),
+        }
+    }
+    if refused.is_empty() {
+        Ok(scs)
+    } else {
+        Err(Refused(refused))
+    }
+}

@@ -1,0 +1,229 @@
+//! The two sides of a comparison as the gate reads them ([`Arm`]), and the gate's input for one
+//! scenario built from them ([`gate_input`]), whatever produced each side.
+
+use crate::baseline::Baseline;
+use crate::config::scenario::Objective;
+use crate::config::{Metric, Scenario};
+use crate::gate::{self, Samples, ScenarioSamples};
+use crate::record::RequestRecord;
+use crate::runner::RunOutput;
+use crate::stats::cluster::GapCluster;
+use std::collections::BTreeMap;
+
+/// One side of a comparison, whatever produced it (a baseline file, a run just measured, one arm
+/// of a future A/B run): per request, its gated metrics, or `None` for a failed request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Arm {
+    pub requests: Vec<Option<ArmRequest>>,
+    /// The inter-token gaps of each successful request that has them (for the ITL P99 check;
+    /// empty for a baseline blessed before gaps were stored).
+    pub itl: Vec<GapCluster>,
+}
+
+/// The gated metrics of one successful request, ms (`None` where undefined, e.g. TPOT of a
+/// one-token answer).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ArmRequest {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
+impl ArmRequest {
+    fn metric(&self, m: Metric) -> Option<f64> {
+        match m {
+            Metric::Ttft => self.ttft_ms,
+            Metric::Tpot => self.tpot_ms,
+            Metric::E2e => self.e2e_ms,
+        }
+    }
+}
+
+impl Arm {
+    /// The stored records of a baseline.
+    pub fn from_baseline(b: &Baseline) -> Self {
+        let requests = b
+            .records()
+            .map(|r| {
+                r.error.is_none().then_some(ArmRequest {
+                    ttft_ms: r.ttft_ms,
+                    tpot_ms: r.tpot_ms,
+                    e2e_ms: r.e2e_ms,
+                })
+            })
+            .collect();
+        let itl = b
+            .records()
+            .filter(|r| r.error.is_none())
+            .filter_map(|r| r.itl_ms.as_ref().and_then(|i| i.cluster()))
+            .collect();
+        Arm { requests, itl }
+    }
+
+    /// Measured records.
+    pub fn from_records(recs: &[RequestRecord]) -> Self {
+        let requests = recs
+            .iter()
+            .map(|r| {
+                r.ok().then_some(ArmRequest {
+                    ttft_ms: r.ttft_ms,
+                    tpot_ms: r.tpot_ms,
+                    e2e_ms: r.e2e_ms,
+                })
+            })
+            .collect();
+        let itl = recs
+            .iter()
+            .filter(|r| r.ok() && !r.itl_ms.is_empty())
+            .map(|r| GapCluster {
+                points: r.itl_ms.clone(),
+                count: r.itl_count,
+            })
+            .collect();
+        Arm { requests, itl }
+    }
+
+    /// The values of one metric over the successes, and the number of failures.
+    pub fn samples(&self, m: Metric) -> Samples {
+        let mut s = Samples::default();
+        for r in &self.requests {
+            match r {
+                Some(r) => s.ok.extend(r.metric(m)), // None: e.g. TPOT of a 1-token answer
+                None => s.failed += 1,
+            }
+        }
+        s
+    }
+
+    /// Every request as an outcome: one value (0, unused) per success and the failures; for
+    /// checks that count requests (the error-rate objective).
+    fn outcomes(&self) -> Samples {
+        Samples {
+            ok: vec![0.0; self.requests.iter().filter(|r| r.is_some()).count()],
+            failed: self.requests.iter().filter(|r| r.is_none()).count(),
+        }
+    }
+
+    /// (failed, total) requests.
+    pub(crate) fn errors(&self) -> (usize, usize) {
+        let failed = self.requests.iter().filter(|r| r.is_none()).count();
+        (failed, self.requests.len())
+    }
+}
+
+/// The gate's input for one scenario: `baseline` vs `candidate` for each gated metric not in
+/// `skip` (made incomparable by a workload drift), with the baseline's run-to-run `spread` (per
+/// metric: tau and the number of runs; empty when the baseline is a single run). Knows nothing
+/// of where the two arms came from.
+pub fn gate_input(
+    sc: &Scenario,
+    baseline: &Arm,
+    candidate: &Arm,
+    spread: BTreeMap<Metric, gate::Spread>,
+    skip: &[Metric],
+) -> ScenarioSamples {
+    let metrics = sc
+        .gate
+        .metrics
+        .iter()
+        .filter(|m| !skip.contains(m))
+        .map(|&m| (m, baseline.samples(m), candidate.samples(m)))
+        .collect();
+    let itl = itl_samples(sc, baseline, candidate, &spread, skip);
+    ScenarioSamples {
+        scenario: sc.name.to_string(),
+        gate: sc.gate.clone(),
+        metrics,
+        spread,
+        errors: gate::ErrorCounts::new(baseline.errors(), candidate.errors()),
+        looks: sc.load.looks().len(),
+        slo: slo_samples(sc, candidate),
+        design: gate::Design::Committed,
+        itl,
+    }
+}
+
+/// The ITL P99 check's input when `itl` is in `gate.metrics`: every request's gaps on both
+/// sides. Its run-to-run spread is TPOT's (TPOT is the mean of a request's gaps: a run that
+/// decodes slower moves both alike). Not compared when a workload drift made TPOT
+/// incomparable (the same token counting defines the gaps).
+fn itl_samples(
+    sc: &Scenario,
+    baseline: &Arm,
+    candidate: &Arm,
+    spread: &BTreeMap<Metric, gate::Spread>,
+    skip: &[Metric],
+) -> Option<gate::ItlSamples> {
+    sc.gate.itl?;
+    if skip.contains(&Metric::Tpot) || baseline.requests.is_empty() {
+        return None;
+    }
+    Some(gate::ItlSamples {
+        baseline: baseline.itl.clone(),
+        candidate: candidate.itl.clone(),
+        spread: spread.get(&Metric::Tpot).copied(),
+    })
+}
+
+/// The candidate's samples for each `gate.slo` objective.
+fn slo_samples(sc: &Scenario, candidate: &Arm) -> Vec<(Objective, Samples)> {
+    sc.gate
+        .slo
+        .iter()
+        .map(|&o| match o {
+            Objective::Latency { metric, .. } => (o, candidate.samples(metric)),
+            Objective::ErrorRate { .. } => (o, candidate.outcomes()),
+        })
+        .collect()
+}
+
+/// The gate's input for a scenario without a usable baseline that has `gate.slo` objectives:
+/// those objectives alone (a gate on day one): no metric compared, no baseline requests.
+pub fn slo_only_input(sc: &Scenario, candidate: &Arm) -> ScenarioSamples {
+    gate_input(
+        sc,
+        &Arm::default(),
+        candidate,
+        BTreeMap::new(),
+        &sc.gate.metrics,
+    )
+}
+
+/// The run-to-run spread of a k-run baseline for the scenario's gated metrics (empty for a
+/// single-run baseline).
+pub fn baseline_spread(sc: &Scenario, b: &Baseline) -> BTreeMap<Metric, gate::Spread> {
+    b.run_spread
+        .as_ref()
+        .map(|rs| {
+            // TPOT's spread also widens the ITL P99 check (itl_samples).
+            let itl = sc.gate.itl.is_some().then_some(Metric::Tpot);
+            sc.gate
+                .metrics
+                .iter()
+                .chain(itl.iter())
+                .filter_map(|&m| {
+                    rs.tau
+                        .get(&crate::summary::SummaryKey::from(m))
+                        .map(|&tau| (m, gate::Spread { tau, runs: rs.runs }))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The gate's input for one scenario: its baseline file vs the candidate run, without the
+/// metrics in `skip`.
+pub fn scenario_samples(
+    sc: &Scenario,
+    b: &Baseline,
+    run: &RunOutput,
+    skip: &[Metric],
+) -> ScenarioSamples {
+    gate_input(
+        sc,
+        &Arm::from_baseline(b),
+        &Arm::from_records(&run.records),
+        baseline_spread(sc, b),
+        skip,
+    )
+}

@@ -1,0 +1,630 @@
+//! One scenario's measured run judged against a [`Reference`]: its [`ScenarioResult`] (status,
+//! notes, figures), the gate's input and the reference's server-side figures. The one place the
+//! status cascade is written, for `check` (a committed baseline) and `ab` (the base arm) alike:
+//! why the run cannot be compared, whether the reference can be used, workload drift, the
+//! `gate.slo`-only input, the `max_error_rate` rule. Pure: the commands measure and load.
+
+use super::arm::{baseline_spread, gate_input, slo_only_input, Arm};
+use super::drift::{minority_source_note, workload_drift};
+use super::figures::measured;
+use super::notes::{run_notes, schedule_notes};
+use super::problem::run_problem;
+use super::{server_notes, UnlistedModel};
+use crate::baseline::Baseline;
+use crate::config::{Metric, Scenario};
+use crate::execute::MeasureError;
+use crate::gate::ScenarioSamples;
+use crate::record::RequestRecord;
+use crate::results::{BaselineInfo, Measured, ScenarioResult, Status};
+use crate::runner::RunOutput;
+use std::collections::BTreeMap;
+
+/// What a measured run is judged against.
+#[derive(Debug, Clone, Copy)]
+pub enum Reference<'a> {
+    /// A committed baseline file, as `check` found it.
+    Baseline(CommittedBaseline<'a>),
+    /// The base arm of an A/B run, measured in the same job.
+    BaseArm(BaseArm<'a>),
+}
+
+/// A scenario's baseline file as the check loaded it.
+#[derive(Debug, Clone, Copy)]
+pub struct CommittedBaseline<'a> {
+    /// Where it lives (shown in the report).
+    pub path: &'a std::path::Path,
+    /// The file, when it was read and parsed (a stale one included).
+    pub loaded: Option<&'a Baseline>,
+    /// Why it cannot be compared with (missing, broken, stale), with the status that says so;
+    /// `None` when it is usable.
+    pub unusable: Option<&'a (Status, String)>,
+}
+
+/// The base arm of an A/B run.
+#[derive(Debug, Clone, Copy)]
+pub struct BaseArm<'a> {
+    /// The base arm's scenario.
+    pub scenario: &'a Scenario,
+    /// Its run, or why it was not measured.
+    pub run: Result<&'a RunOutput, &'a MeasureError>,
+    /// Notes known before measuring (e.g. both arms on one endpoint).
+    pub notes: &'a [String],
+}
+
+/// One scenario judged.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    pub result: ScenarioResult,
+    /// The gate's input, when the run could be compared (or checked against `gate.slo` alone).
+    pub gate_input: Option<ScenarioSamples>,
+    /// The reference's server-side figures, to say where a FAIL's time went.
+    pub base_figures: Option<BTreeMap<String, f64>>,
+}
+
+/// Judges `sc`'s measured `run` (or why it was not measured) against `reference`.
+pub fn judge(
+    sc: &Scenario,
+    run: Result<&RunOutput, &MeasureError>,
+    reference: &Reference,
+    unlisted_model: UnlistedModel,
+) -> Judged {
+    let empty = RunOutput::empty();
+    let cand = run.unwrap_or(&empty);
+    let mut j = Judged {
+        result: header(sc, cand),
+        gate_input: None,
+        base_figures: None,
+    };
+    let res = &mut j.result;
+    if let (Reference::Baseline(_), Err(e)) = (reference, run) {
+        // `check` reports a scenario it could not measure with the reason alone.
+        res.status = Status::Unmeasurable;
+        res.status_detail = e.to_string();
+        return j;
+    }
+    if run.is_ok() {
+        res.measured.target_rate = sc.load.rate;
+    }
+    res.notes = sc.endpoint.warnings.clone();
+
+    // What the runs say about themselves, and why one cannot be compared.
+    match reference {
+        Reference::Baseline(_) => {
+            res.notes
+                .extend(cand.server_side.as_ref().map(|s| s.note()));
+            res.notes.extend(run_notes(sc, cand));
+            res.notes.extend(schedule_notes(&res.measured));
+            if let Some((status, why)) = run_problem(sc, cand, &res.measured, unlisted_model) {
+                res.status = status;
+                res.status_detail = why;
+            }
+        }
+        Reference::BaseArm(base) => arm_problems(res, sc, run, base, unlisted_model),
+    }
+
+    // Whether the reference can be used, and what it says about the server.
+    if let Reference::Baseline(b) = reference {
+        if let (Some(base), Some(s)) = (b.loaded, &cand.server_side) {
+            res.notes.extend(server_notes::identity_drift(
+                &base.environment.server_identity,
+                &s.identity,
+            ));
+            if s.started_here {
+                res.notes.extend(server_notes::ready_note(
+                    base.environment.server_time_to_ready_ms,
+                    s,
+                ));
+            }
+            j.base_figures = Some(base.environment.server_metrics.clone());
+        }
+        if let Some(base) = b.loaded {
+            res.baseline = Some(BaselineInfo {
+                path: b.path.display().to_string(),
+                created_at: base.created_at.clone(),
+                perfgate_version: base.perfgate_version.clone(),
+                requests: base.records().count(),
+                summary: base.summary.clone(),
+            });
+        }
+        if let Some((status, why)) = b.unusable {
+            if res.status == Status::Compared {
+                res.status = *status;
+                res.status_detail = why.clone();
+            }
+        }
+    }
+
+    // Workload drift, then the gate's input.
+    if let Some(cmp) = comparable(sc, reference, res) {
+        let drifts = workload_drift(sc, &cmp.as_baseline, cand);
+        let skip: Vec<Metric> = drifts.iter().flat_map(|d| d.metrics.clone()).collect();
+        let whys: Vec<String> = drifts.iter().map(|d| cmp.words.say(&d.why)).collect();
+        if !drifts.is_empty() && sc.gate.metrics.iter().all(|m| skip.contains(m)) {
+            if res.status == Status::Compared {
+                (res.status, res.status_detail) = cmp.words.nothing_compared(&whys);
+            }
+        } else {
+            for (d, why) in drifts.iter().zip(&whys) {
+                let names = d.gated_labels(&sc.gate.metrics);
+                if !names.is_empty() {
+                    res.notes.push(format!(
+                        "{}: {why}; {} not compared (the other metrics and the error rate are)",
+                        cmp.words.drift(),
+                        names.join(" and ")
+                    ));
+                }
+            }
+            if drifts.is_empty() && matches!(reference, Reference::Baseline(_)) {
+                // Only `check` notes a minority token source (kept as it has always been: the
+                // note describes the candidate run alone, and `ab` never added it; its arms
+                // are measured by one client in one job, which the note's proxy cause does
+                // not single out).
+                res.notes.extend(minority_source_note(cand));
+            }
+            j.gate_input = Some(gate_input(
+                sc,
+                &cmp.arm,
+                &Arm::from_records(&cand.records),
+                cmp.spread,
+                &skip,
+            ));
+            if let Reference::BaseArm(base) = reference {
+                j.base_figures = base
+                    .run
+                    .ok()
+                    .and_then(|r| r.server_side.as_ref())
+                    .map(|s| s.metrics.clone());
+            }
+        }
+    }
+
+    // gate.slo needs no baseline: a scenario that could not be compared still has its
+    // absolute objectives checked (a gate on day one).
+    if !sc.gate.slo.is_empty()
+        && res.measured.ok > 0
+        && matches!(
+            res.status,
+            Status::NoBaseline | Status::Stale | Status::InvalidBaseline
+        )
+        && j.gate_input.is_none()
+    {
+        j.gate_input = Some(slo_only_input(sc, &Arm::from_records(&cand.records)));
+        // (a missing baseline's status detail says so already)
+        let why = match res.status {
+            Status::Stale => Some("the baseline is stale"),
+            Status::InvalidBaseline => Some("the baseline file is broken"),
+            _ => None,
+        };
+        res.notes.extend(why.map(|why| {
+            format!(
+                "{why}: only the gate.slo objectives were checked; bless to gate regressions too"
+            )
+        }));
+    }
+    if matches!(
+        res.status,
+        Status::Compared | Status::NoBaseline | Status::Stale
+    ) {
+        if let Some((status, why)) = error_rate_problem(sc, &res.measured) {
+            res.status = status;
+            res.status_detail = why;
+        }
+    }
+    if let Some(why) = &cand.stop_reason {
+        res.notes.push(format!("sequential sampling: {why}"));
+    }
+    res.records = cand.records.iter().map(RequestRecord::rounded).collect();
+    j
+}
+
+/// The `max_error_rate` rule: a run whose share of failed requests is above the scenario's
+/// `gate.max_error_rate` cannot be measured. `m` is the run's [`measured`] figures.
+pub fn error_rate_problem(sc: &Scenario, m: &Measured) -> Option<(Status, String)> {
+    let rate = m.failed as f64 / m.requests.max(1) as f64;
+    (rate > sc.gate.max_error_rate).then(|| {
+        (
+            Status::Unmeasurable,
+            format!(
+                "error rate {:.1}% is above max_error_rate {:.1}% (first failure: {})",
+                rate * 100.0,
+                sc.gate.max_error_rate * 100.0,
+                m.first_error.clone().unwrap_or_default()
+            ),
+        )
+    })
+}
+
+/// The result's fields that say which scenario it is and what was measured, before judging.
+fn header(sc: &Scenario, run: &RunOutput) -> ScenarioResult {
+    ScenarioResult {
+        name: sc.name.clone(),
+        fingerprint: sc.fingerprint.clone(),
+        source: sc.source.clone(),
+        endpoint: sc.endpoint.shown_url(),
+        api: sc.endpoint.api.as_str().to_string(),
+        model: sc.endpoint.model.clone(),
+        concurrency: sc.load.concurrency,
+        family: sc.family.clone(),
+        status: Status::Compared,
+        status_detail: String::new(),
+        baseline: None,
+        measured: measured(run),
+        checks: Vec::new(),
+        notes: Vec::new(),
+        server: run.server_side.clone(),
+        records: Vec::new(),
+        ab: None,
+    }
+}
+
+/// The notes of both arms' runs and the first arm problem (not measured, [`run_problem`], the
+/// `max_error_rate` rule), each said of its arm. The arm found unreachable is why the run
+/// stopped: its reason comes first, before the other arm's "no request was sent".
+fn arm_problems(
+    res: &mut ScenarioResult,
+    sc: &Scenario,
+    run: Result<&RunOutput, &MeasureError>,
+    base: &BaseArm,
+    unlisted_model: UnlistedModel,
+) {
+    let empty = RunOutput::empty();
+    let base_run = base.run.unwrap_or(&empty);
+    let cand_run = run.unwrap_or(&empty);
+    res.notes.extend(base.notes.iter().cloned());
+    for (label, r) in [("base", base_run), ("candidate", cand_run)] {
+        res.notes.extend(
+            r.server_side
+                .as_ref()
+                .map(|s| format!("{label} arm: {}", s.note())),
+        );
+    }
+    if let Some(n) = identity_difference(base_run, cand_run) {
+        res.notes.push(n);
+    }
+    let mut arms = [("base", base.scenario, base.run), ("candidate", sc, run)];
+    if matches!(run, Ok(r) if r.unreachable.is_some())
+        && !matches!(base.run, Ok(r) if r.unreachable.is_some())
+    {
+        arms.swap(0, 1);
+    }
+    for (label, arm_sc, r) in arms {
+        let problem = match r {
+            Err(e) => Some((Status::Unmeasurable, e.to_string())),
+            Ok(r) => {
+                let m = measured(r);
+                run_problem(arm_sc, r, &m, unlisted_model)
+                    .or_else(|| error_rate_problem(arm_sc, &m))
+            }
+        };
+        if let Some((status, why)) = problem {
+            if res.status == Status::Compared {
+                res.status = status;
+                res.status_detail = format!("{label} arm: {why}");
+            }
+        }
+        if let Ok(r) = r {
+            for n in run_notes(arm_sc, r) {
+                res.notes.push(format!("{label} arm: {n}"));
+            }
+        }
+    }
+}
+
+/// A usable reference, as what the drift rules and the gate read.
+struct Comparable {
+    /// The reference as a baseline (the base arm as a one-run baseline), for the drift rules.
+    as_baseline: Baseline,
+    arm: Arm,
+    spread: BTreeMap<Metric, crate::gate::Spread>,
+    words: Words,
+}
+
+/// The reference the run can be compared with, if it can: a usable baseline while the run was
+/// compared or measured something despite a problem; the base arm when both arms were fine.
+fn comparable(sc: &Scenario, reference: &Reference, res: &ScenarioResult) -> Option<Comparable> {
+    match reference {
+        Reference::Baseline(b) => {
+            let base = b.loaded.filter(|_| b.unusable.is_none())?;
+            let measured_some = matches!(res.status, Status::Compared | Status::Unmeasurable)
+                && res.measured.ok > 0;
+            measured_some.then(|| Comparable {
+                as_baseline: base.clone(),
+                arm: Arm::from_baseline(base),
+                spread: baseline_spread(sc, base),
+                words: Words::Baseline,
+            })
+        }
+        Reference::BaseArm(a) => {
+            let run = a.run.ok().filter(|_| res.status == Status::Compared)?;
+            Some(Comparable {
+                as_baseline: crate::baseline::from_runs(
+                    a.scenario,
+                    std::slice::from_ref(run),
+                    None,
+                ),
+                arm: Arm::from_records(&run.records),
+                spread: BTreeMap::new(),
+                words: Words::Arms,
+            })
+        }
+    }
+}
+
+/// How drift is said: of a baseline and a run, or of two arms.
+#[derive(Debug, Clone, Copy)]
+enum Words {
+    Baseline,
+    Arms,
+}
+
+impl Words {
+    /// A drift message of the drift rules ("... in the baseline vs ... now") in these words.
+    fn say(self, why: &str) -> String {
+        match self {
+            Words::Baseline => why.to_string(),
+            Words::Arms => why
+                .replace("in the baseline", "in the base arm")
+                .replace(" now", " in the candidate arm"),
+        }
+    }
+
+    /// The label of a drift note.
+    fn drift(self) -> &'static str {
+        match self {
+            Words::Baseline => "workload drift",
+            Words::Arms => "workload drift between the arms",
+        }
+    }
+
+    /// The status when every gated metric drifted: a stale baseline (bless again once the
+    /// change is understood), or arms that ran different workloads (a misconfigured A/B run).
+    fn nothing_compared(self, whys: &[String]) -> (Status, String) {
+        match self {
+            Words::Baseline => (
+                Status::Stale,
+                format!(
+                    "workload drift: {}; every gated metric depends on it, so nothing was compared (find out why the workload changed before blessing anything)",
+                    whys.join("; ")
+                ),
+            ),
+            Words::Arms => (
+                Status::Misconfigured,
+                format!(
+                    "the arms ran different workloads: {}; every gated metric depends on it, so nothing was compared",
+                    whys.join("; ")
+                ),
+            ),
+        }
+    }
+}
+
+/// What differs between the two arms' servers, as they describe themselves (what the run
+/// compares, shown so the reader knows what changed).
+fn identity_difference(base: &RunOutput, cand: &RunOutput) -> Option<String> {
+    let b = &base.server_side.as_ref()?.identity;
+    let c = &cand.server_side.as_ref()?.identity;
+    if b.is_empty() || c.is_empty() {
+        return None;
+    }
+    let keys: std::collections::BTreeSet<&String> = b.keys().chain(c.keys()).collect();
+    let diffs: Vec<String> = keys
+        .into_iter()
+        .filter(|k| b.get(*k) != c.get(*k))
+        .map(|k| {
+            let show = |v: Option<&String>| v.map(String::as_str).unwrap_or("(absent)").to_string();
+            format!("{k} {} -> {}", show(b.get(k)), show(c.get(k)))
+        })
+        .collect();
+    Some(if diffs.is_empty() {
+        "the two arms' servers describe themselves identically (an A/A run unless their flags differ)".into()
+    } else {
+        format!("base -> candidate server: {}", diffs.join(", "))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{evaluate, CheckKind, Verdict};
+    use crate::record::{Failure, FailureClass, TokenSource};
+
+    fn scenario(gate: &str) -> Scenario {
+        let yaml = format!(
+            "scenarios:\n  - name: s\n    endpoint: {{base_url: 'sim://'}}\n    request: {{prompt: hi there, max_tokens: 8, ignore_eos: true}}\n{gate}"
+        );
+        crate::config::parse_str(&yaml, "t.yaml", &|_| None)
+            .unwrap()
+            .remove(0)
+    }
+
+    /// A successful request whose latencies grow with `i` (so the samples have a spread).
+    fn ok(i: usize, slower: f64, prompt: u64) -> RequestRecord {
+        let k = 1.0 + i as f64 / 100.0;
+        RequestRecord {
+            ttft_ms: Some(10.0 * k * slower),
+            tpot_ms: Some(2.0 * k * slower),
+            e2e_ms: Some(24.0 * k * slower),
+            t_done_ms: Some(25.0 * k * slower),
+            itl_ms: vec![2.0 * k * slower; 7],
+            output_tokens: Some(8),
+            token_source: Some(TokenSource::Usage),
+            prompt_tokens: Some(prompt),
+            token_events: 8,
+            ..RequestRecord::new(i as f64)
+        }
+    }
+
+    fn failed(i: usize) -> RequestRecord {
+        RequestRecord {
+            error: Some(Failure {
+                class: FailureClass::HttpStatus,
+                status: Some(500),
+                message: "HTTP 500: boom".into(),
+            }),
+            ..RequestRecord::new(i as f64)
+        }
+    }
+
+    fn run_of(recs: Vec<RequestRecord>) -> RunOutput {
+        let mut run = RunOutput::empty();
+        run.wall_ms = 1000.0;
+        run.started_at = "2026-11-30T00:00:00Z".into();
+        run.records = recs;
+        run
+    }
+
+    fn against_baseline(sc: &Scenario, base: &Baseline, run: &RunOutput) -> Judged {
+        let reference = Reference::Baseline(CommittedBaseline {
+            path: std::path::Path::new("baselines/s.json"),
+            loaded: Some(base),
+            unusable: None,
+        });
+        judge(sc, Ok(run), &reference, UnlistedModel::Note)
+    }
+
+    fn against_arm(sc: &Scenario, base: &RunOutput, run: &RunOutput) -> Judged {
+        let reference = Reference::BaseArm(BaseArm {
+            scenario: sc,
+            run: Ok(base),
+            notes: &[],
+        });
+        judge(sc, Ok(run), &reference, UnlistedModel::Note)
+    }
+
+    #[test]
+    fn a_baseline_and_a_base_arm_of_the_same_samples_judge_alike() {
+        let sc = scenario("");
+        let base_run = run_of((0..30).map(|i| ok(i, 1.0, 12)).collect());
+        let cand = run_of((0..30).map(|i| ok(i, 1.5, 12)).collect());
+        let base = crate::baseline::from_runs(&sc, std::slice::from_ref(&base_run), None);
+        let by_file = against_baseline(&sc, &base, &cand);
+        let by_arm = against_arm(&sc, &base_run, &cand);
+        for j in [&by_file, &by_arm] {
+            assert_eq!(j.result.status, Status::Compared);
+            assert_eq!(j.result.measured.ok, 30);
+        }
+        let checks = |j: &Judged| evaluate(std::slice::from_ref(j.gate_input.as_ref().unwrap())).0;
+        let (file, arm) = (checks(&by_file), checks(&by_arm));
+        assert!(!file.is_empty());
+        assert_eq!(file.len(), arm.len());
+        for (f, a) in file.iter().zip(&arm) {
+            assert_eq!((f.metric, f.kind, f.verdict), (a.metric, a.kind, a.verdict));
+            // (a baseline file stores rounded values: the ratios agree to rounding)
+            match (f.ratio, a.ratio) {
+                (Some(x), Some(y)) => assert!((x - y).abs() < 1e-9, "{f:?} vs {a:?}"),
+                (x, y) => assert_eq!(x, y),
+            }
+        }
+        // every latency is 1.5x the reference's: the P50 checks see it and fail
+        let p50_ttft = file
+            .iter()
+            .find(|c| {
+                c.metric == Some(Metric::Ttft)
+                    && c.kind == CheckKind::Quantile(crate::config::Quantile::P50)
+            })
+            .unwrap();
+        assert!((p50_ttft.ratio.unwrap() - 1.5).abs() < 1e-6, "{p50_ttft:?}");
+        assert_eq!(p50_ttft.verdict, Verdict::Fail);
+        // the baseline is shown as such; the base arm is not a baseline file
+        assert_eq!(
+            by_file.result.baseline.as_ref().map(|b| b.requests),
+            Some(30)
+        );
+        assert!(by_arm.result.baseline.is_none());
+    }
+
+    #[test]
+    fn an_error_rate_above_max_error_rate_cannot_be_measured() {
+        let sc = scenario("    gate: {max_error_rate: 0.1}\n");
+        let base_run = run_of((0..20).map(|i| ok(i, 1.0, 12)).collect());
+        let base = crate::baseline::from_runs(&sc, std::slice::from_ref(&base_run), None);
+        // 3 failures in 20 (15 %) is above 10 %
+        let cand = run_of(
+            (0..20)
+                .map(|i| if i < 3 { failed(i) } else { ok(i, 1.0, 12) })
+                .collect(),
+        );
+        let want = "error rate 15.0% is above max_error_rate 10.0% (first failure: HTTP 500: boom)";
+        let j = against_baseline(&sc, &base, &cand);
+        assert_eq!(j.result.status, Status::Unmeasurable);
+        assert_eq!(j.result.status_detail, want);
+        assert_eq!(
+            error_rate_problem(&sc, &j.result.measured),
+            Some((Status::Unmeasurable, want.to_string()))
+        );
+        let j = against_arm(&sc, &base_run, &cand);
+        assert_eq!(j.result.status, Status::Unmeasurable);
+        assert_eq!(j.result.status_detail, format!("candidate arm: {want}"));
+        assert!(j.gate_input.is_none());
+        // 2 in 20 (10 %) is not above it
+        let cand = run_of(
+            (0..20)
+                .map(|i| if i < 2 { failed(i) } else { ok(i, 1.0, 12) })
+                .collect(),
+        );
+        assert_eq!(
+            against_baseline(&sc, &base, &cand).result.status,
+            Status::Compared
+        );
+    }
+
+    #[test]
+    fn workload_drift_is_a_note_or_makes_the_baseline_stale() {
+        // the prompt grew: TTFT and E2E depend on it, TPOT does not
+        let sc = scenario("");
+        let base_run = run_of((0..20).map(|i| ok(i, 1.0, 12)).collect());
+        let base = crate::baseline::from_runs(&sc, std::slice::from_ref(&base_run), None);
+        let cand = run_of((0..20).map(|i| ok(i, 1.0, 30)).collect());
+        let j = against_baseline(&sc, &base, &cand);
+        assert_eq!(j.result.status, Status::Compared);
+        let note = j
+            .result
+            .notes
+            .iter()
+            .find(|n| n.starts_with("workload drift: "))
+            .expect("a drift note");
+        assert!(
+            note.contains("median prompt tokens 12 in the baseline vs 30 now"),
+            "{note}"
+        );
+        // (the default gate.metrics are TTFT and TPOT)
+        assert!(note.contains("; TTFT not compared"), "{note}");
+        let compared: Vec<Metric> = j
+            .gate_input
+            .unwrap()
+            .metrics
+            .iter()
+            .map(|(m, _, _)| *m)
+            .collect();
+        assert_eq!(compared, vec![Metric::Tpot]);
+        // against the base arm, the same drift in the words of two arms
+        let j = against_arm(&sc, &base_run, &cand);
+        assert!(
+            j.result.notes.iter().any(|n| n.starts_with(
+                "workload drift between the arms: median prompt tokens 12 in the base arm vs 30 in the candidate arm"
+            )),
+            "{:?}",
+            j.result.notes
+        );
+
+        // every gated metric depends on it: nothing compared, the baseline stale
+        let sc = scenario("    gate: {metrics: [ttft, e2e]}\n");
+        let base = crate::baseline::from_runs(&sc, std::slice::from_ref(&base_run), None);
+        let j = against_baseline(&sc, &base, &cand);
+        assert_eq!(j.result.status, Status::Stale);
+        assert!(
+            j.result
+                .status_detail
+                .starts_with("workload drift: median prompt tokens 12 in the baseline vs 30 now"),
+            "{}",
+            j.result.status_detail
+        );
+        assert!(j.gate_input.is_none());
+        let j = against_arm(&sc, &base_run, &cand);
+        assert_eq!(j.result.status, Status::Misconfigured);
+        assert!(j
+            .result
+            .status_detail
+            .starts_with("the arms ran different workloads: "));
+    }
+}

@@ -1,0 +1,75 @@
+//! Why a measured run cannot be compared at all, whatever it would be compared with.
+
+use super::UnlistedModel;
+use crate::config::Scenario;
+use crate::results::Status;
+use crate::runner::RunOutput;
+
+/// Why a measured run cannot be compared, if it cannot: every request rejected as unauthorised
+/// or not found (misconfigured), the endpoint unreachable or dropping requests, a model the
+/// server does not list under `--require-listed-model`, or no successful request. `m` is the
+/// run's [`super::measured`] figures.
+pub fn run_problem(
+    sc: &Scenario,
+    run: &RunOutput,
+    m: &crate::results::Measured,
+    unlisted_model: UnlistedModel,
+) -> Option<(Status, String)> {
+    if m.ok == 0 && misconfigured(run) {
+        // Every request was refused as unauthorised or not found: the scenario is wrong,
+        // not the server slow (tests/cases/35-base-url-joining.yaml).
+        let first = run
+            .records
+            .iter()
+            .chain(&run.warmup_records)
+            .find_map(|r| r.error.as_ref().map(|e| e.message.clone()));
+        Some((
+            Status::Misconfigured,
+            format!("every request was rejected: {}", first.unwrap_or_default()),
+        ))
+    } else if let Some(why) = &run.unreachable {
+        Some((Status::Unmeasurable, why.clone()))
+    } else if let Some(why) = run.resent_problem() {
+        Some((Status::Unmeasurable, why))
+    } else if let (UnlistedModel::Refuse, Some(why)) = (
+        unlisted_model,
+        crate::client::models::unlisted_note(&sc.endpoint.model, run.listed_models.as_deref()),
+    ) {
+        // --require-listed-model: a model the server does not list is a configuration error.
+        Some((
+            Status::Misconfigured,
+            format!("{why} (--require-listed-model)"),
+        ))
+    } else if m.requests == 0 {
+        Some((
+            Status::Unmeasurable,
+            "no measured request was sent (the run stopped before this one began)".to_string(),
+        ))
+    } else if m.ok == 0 {
+        Some((
+            Status::Unmeasurable,
+            format!(
+                "every request failed; first: {}",
+                m.first_error.as_deref().unwrap_or("(no reason recorded)")
+            ),
+        ))
+    } else {
+        None
+    }
+}
+
+/// True when every failure is an HTTP 401/403/404/405: a wrong key or URL, not a slow server.
+fn misconfigured(run: &RunOutput) -> bool {
+    let recs = if run.records.is_empty() {
+        &run.warmup_records
+    } else {
+        &run.records
+    };
+    !recs.is_empty()
+        && recs.iter().all(|r| {
+            r.error.as_ref().is_some_and(|e| {
+                e.class == crate::record::FailureClass::HttpStatus
+                    && matches!(e.status, Some(401 | 403 | 404 | 405))
+            })
+        })
+}
