@@ -43,6 +43,21 @@ impl std::fmt::Display for Num {
     }
 }
 
+/// Milliseconds with sensible precision (`8.12 ms`, `214 ms`, `1.93 s`).
+pub fn fmt_ms(x: f64) -> String {
+    if !x.is_finite() {
+        "inf".into()
+    } else if x >= 10_000.0 {
+        format!("{:.2} s", x / 1000.0)
+    } else if x >= 100.0 {
+        format!("{x:.0} ms")
+    } else if x >= 10.0 {
+        format!("{x:.1} ms")
+    } else {
+        format!("{x:.2} ms")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
