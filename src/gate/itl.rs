@@ -92,10 +92,10 @@ pub(super) fn itl_check(
     ch.reason = format!(
         "{:.2}% of {nc} candidate gaps above {} ({:.0}% over the baseline's pooled {} {}) vs {:.2}% of {nb} baseline gaps above it; {gb} / {gc} requests, design effect {:.1}",
         t.share_candidate * 100.0,
-        crate::units::fmt_ms(t.threshold),
+        crate::units::fmt_ms_whole(t.threshold),
         band.fail * 100.0,
         q.label(),
-        crate::units::fmt_ms(t.baseline_q),
+        crate::units::fmt_ms_whole(t.baseline_q),
         t.share_baseline * 100.0,
         t.design_effect
     );

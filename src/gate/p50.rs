@@ -79,10 +79,10 @@ pub(super) fn p50_check(input: &CheckInput) -> Draft {
         // Judged in ms: a ratio bound against a ~0 baseline is no figure.
         _ if tiny_base => format!(
             "inconclusive: the baseline median {} is at or below min_delta {}, so the change is judged in ms: {}{} measured, not significant at n = {n}",
-            crate::units::fmt_ms(base),
-            crate::units::fmt_ms(md),
+            crate::units::fmt_ms_whole(base),
+            crate::units::fmt_ms_whole(md),
             if delta >= 0.0 { "+" } else { "-" },
-            crate::units::fmt_ms(delta.abs())
+            crate::units::fmt_ms_whole(delta.abs())
         ),
         Some(k) if k > PRACTICAL_SAMPLES => format!(
             "inconclusive: the {:.0}% upper bound {:+.1}% cannot rule out a change beyond {:.0}% at n = {n}, and the change is so close to the tolerance that no practical number of samples would settle it (over {PRACTICAL_SAMPLES} per side)",
