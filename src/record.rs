@@ -284,6 +284,15 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// Its gated figures ([`crate::config::Metric::value`] says which is which).
+    pub fn timings(&self) -> crate::config::metric::Timings {
+        crate::config::metric::Timings {
+            ttft_ms: self.ttft_ms,
+            tpot_ms: self.tpot_ms,
+            e2e_ms: self.e2e_ms,
+        }
+    }
+
     /// A record of a request that started `start_ms` after the start of the run, with nothing
     /// measured yet (every figure `None`, no ITL, 0 token events, no error).
     pub fn new(start_ms: f64) -> RequestRecord {

@@ -2,6 +2,7 @@
 //! verdicts. Every renderer (terminal, markdown, JSON) reads this one model, so they cannot
 //! disagree. Serialised as the `--output` results JSON (`schema_version` 1).
 
+use crate::config::Metric;
 use crate::gate::{Check, Verdict};
 use crate::record::RequestRecord;
 use crate::summary::ClientLag;
@@ -312,20 +313,14 @@ fn summary(xs: &[f64]) -> Option<MetricSummary> {
 pub fn measured_summary(records: &[RequestRecord]) -> Summaries {
     let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.ok()).collect();
     let mut out = BTreeMap::new();
-    let cols: [(SummaryKey, Vec<f64>); 3] = [
+    let cols = Metric::ALL.map(|m| {
         (
-            SummaryKey::Ttft,
-            ok.iter().filter_map(|r| r.ttft_ms).collect(),
-        ),
-        (
-            SummaryKey::Tpot,
-            ok.iter().filter_map(|r| r.tpot_ms).collect(),
-        ),
-        (
-            SummaryKey::E2e,
-            ok.iter().filter_map(|r| r.e2e_ms).collect(),
-        ),
-    ];
+            SummaryKey::from(m),
+            ok.iter()
+                .filter_map(|r| m.value(r.timings()))
+                .collect::<Vec<f64>>(),
+        )
+    });
     for (k, v) in cols {
         if let Some(s) = summary(&v) {
             out.insert(k, s);

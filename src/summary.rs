@@ -48,12 +48,7 @@ impl SummaryKey {
     }
     /// The metric's lower-case name, without the unit (`ttft`).
     pub fn name(self) -> &'static str {
-        match self {
-            SummaryKey::Ttft => Metric::Ttft.as_str(),
-            SummaryKey::Tpot => Metric::Tpot.as_str(),
-            SummaryKey::E2e => Metric::E2e.as_str(),
-            SummaryKey::Itl => "itl",
-        }
+        self.metric().map_or("itl", Metric::as_str)
     }
 }
 
@@ -79,6 +74,15 @@ impl From<Metric> for SummaryKey {
             Metric::Tpot => SummaryKey::Tpot,
             Metric::E2e => SummaryKey::E2e,
         }
+    }
+}
+
+impl SummaryKey {
+    /// The gated metric this summarises (`None` for ITL, gated by its own check).
+    pub fn metric(self) -> Option<Metric> {
+        Metric::ALL
+            .into_iter()
+            .find(|m| SummaryKey::from(*m) == self)
     }
 }
 

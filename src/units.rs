@@ -43,6 +43,28 @@ impl std::fmt::Display for Num {
     }
 }
 
+/// Milliseconds with sensible precision (`8.12 ms`, `214 ms`, `1.93 s`): the reports' columns.
+pub fn fmt_ms(x: f64) -> String {
+    if x.is_finite() && x >= 10_000.0 {
+        format!("{:.2} s", x / 1000.0)
+    } else {
+        fmt_ms_whole(x)
+    }
+}
+
+/// Milliseconds as [`fmt_ms`] but never in seconds (`12345 ms`): the gate's reasons.
+pub fn fmt_ms_whole(x: f64) -> String {
+    if !x.is_finite() {
+        "inf".into()
+    } else if x >= 100.0 {
+        format!("{x:.0} ms")
+    } else if x >= 10.0 {
+        format!("{x:.1} ms")
+    } else {
+        format!("{x:.2} ms")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -196,10 +196,15 @@ impl BaselineRecord {
         if self.error.is_some() {
             return None;
         }
-        match m {
-            Metric::Ttft => self.ttft_ms,
-            Metric::Tpot => self.tpot_ms,
-            Metric::E2e => self.e2e_ms,
+        m.value(self.timings())
+    }
+
+    /// Its gated figures.
+    pub fn timings(&self) -> crate::config::metric::Timings {
+        crate::config::metric::Timings {
+            ttft_ms: self.ttft_ms,
+            tpot_ms: self.tpot_ms,
+            e2e_ms: self.e2e_ms,
         }
     }
 }

@@ -16,7 +16,34 @@ pub enum Metric {
     E2e,
 }
 
+/// One request's gated figures, ms (`None` where undefined: a failed request, TPOT of a
+/// one-token answer). Every record type gives its figures as this, and [`Metric::value`] is the
+/// one place that says which figure a metric is.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Timings {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
 impl Metric {
+    /// Every gated per-request metric, in report order.
+    pub const ALL: [Metric; 3] = [Metric::Ttft, Metric::Tpot, Metric::E2e];
+
+    /// The metric named `s` in a scenario file (`ttft`), if it is one.
+    pub fn parse(s: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// This metric's figure of one request.
+    pub fn value(self, t: Timings) -> Option<f64> {
+        match self {
+            Metric::Ttft => t.ttft_ms,
+            Metric::Tpot => t.tpot_ms,
+            Metric::E2e => t.e2e_ms,
+        }
+    }
+
     /// Lower-case name (`ttft`).
     pub fn as_str(self) -> &'static str {
         match self {

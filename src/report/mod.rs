@@ -31,20 +31,7 @@ pub fn fmt_value(c: &Check, v: Option<f64>) -> String {
     }
 }
 
-/// Milliseconds with sensible precision (`8.12 ms`, `214 ms`, `1.93 s`).
-pub fn fmt_ms(x: f64) -> String {
-    if !x.is_finite() {
-        "inf".into()
-    } else if x >= 10_000.0 {
-        format!("{:.2} s", x / 1000.0)
-    } else if x >= 100.0 {
-        format!("{x:.0} ms")
-    } else if x >= 10.0 {
-        format!("{x:.1} ms")
-    } else {
-        format!("{x:.2} ms")
-    }
-}
+pub use crate::units::fmt_ms;
 
 /// The change column: `+30.1% [+25.0%, +35.2%]` for quantiles (ratio with its CI); the
 /// difference in percentage points for shares (error rate, requests above the pooled P90).

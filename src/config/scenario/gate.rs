@@ -99,14 +99,12 @@ pub fn default_band(q: Quantile) -> Band {
 }
 
 pub(super) fn parse_metric(s: &str) -> Result<Metric, String> {
-    match s {
-        "ttft" => Ok(Metric::Ttft),
-        "tpot" => Ok(Metric::Tpot),
-        "e2e" => Ok(Metric::E2e),
-        o => Err(format!(
-            "gate.metrics: `{o}` is not a metric: use ttft, tpot, e2e or itl"
-        )),
-    }
+    Metric::parse(s).ok_or_else(|| {
+        format!(
+            "gate.metrics: `{s}` is not a metric: use {} or itl",
+            Metric::ALL.map(Metric::as_str).join(", ")
+        )
+    })
 }
 
 pub(super) fn parse_quantile(s: &str) -> Result<Quantile, String> {

@@ -1,0 +1,508 @@
+//! Unit tests of the gate's stages and check kinds.
+
+use super::*;
+use crate::config::scenario::default_band;
+
+fn gate(quantiles: Vec<Quantile>) -> GateSpec {
+    let mut bands = BTreeMap::new();
+    for m in [Metric::Ttft, Metric::Tpot] {
+        for q in [Quantile::P50, Quantile::P90, Quantile::P99] {
+            bands.insert((m, q), default_band(q));
+        }
+    }
+    GateSpec {
+        metrics: vec![Metric::Tpot],
+        quantiles,
+        bands,
+        min_delta_ms: BTreeMap::from([(Metric::Tpot, 0.5)]),
+        alpha: 0.01,
+        max_error_rate: 0.0,
+        confirm: 0,
+        slo: Vec::new(),
+        itl: None,
+    }
+}
+
+/// Deterministic pseudo-lognormal sample: median `med`, log-sd ~0.1, via a fixed grid of
+/// normal quantiles (so tests are exact and repeatable).
+fn sample(med: f64, n: usize, phase: f64) -> Vec<f64> {
+    (0..n)
+        .map(|i| {
+            let u = ((i as f64 + 0.5 + phase) / n as f64).clamp(0.001, 0.999);
+            med * (0.1 * stats::normal::normal_quantile(u)).exp()
+        })
+        .collect()
+}
+
+fn run(b: Vec<f64>, c: Vec<f64>, qs: Vec<Quantile>) -> Vec<Check> {
+    let s = ScenarioSamples {
+        scenario: "s".into(),
+        gate: gate(qs),
+        metrics: vec![(
+            Metric::Tpot,
+            Samples { ok: b, failed: 0 },
+            Samples { ok: c, failed: 0 },
+        )],
+        errors: ErrorCounts::new((0, 20), (0, 20)),
+        spread: BTreeMap::new(),
+        looks: 1,
+        slo: Vec::new(),
+        design: Design::Committed,
+        itl: None,
+    };
+    evaluate(&[s]).0
+}
+
+#[test]
+fn thirty_percent_slower_tpot_fails() {
+    let checks = run(
+        sample(10.0, 20, 0.0),
+        sample(13.0, 20, 0.3),
+        vec![Quantile::P50],
+    );
+    let p50 = &checks[0];
+    assert_eq!(p50.verdict, Verdict::Fail, "{p50:?}");
+    assert!((p50.ratio.unwrap() - 1.3).abs() < 0.03, "{:?}", p50.ratio);
+}
+
+#[test]
+fn unchanged_passes_and_p99_is_info_at_n20() {
+    let checks = run(
+        sample(10.0, 20, 0.0),
+        sample(10.0, 20, 0.4),
+        vec![Quantile::P50, Quantile::P99],
+    );
+    assert_eq!(checks[0].verdict, Verdict::Pass, "{:?}", checks[0]);
+    assert_eq!(checks[1].verdict, Verdict::Info);
+    assert_eq!(checks[1].samples_needed, Some(459)); // ln(0.01)/ln(0.99) = 458.2
+    assert!(checks.iter().all(|c| c.verdict != Verdict::Fail));
+}
+
+#[test]
+fn faster_is_improved() {
+    let checks = run(
+        sample(10.0, 20, 0.0),
+        sample(7.0, 20, 0.2),
+        vec![Quantile::P50],
+    );
+    assert_eq!(checks[0].verdict, Verdict::Improved, "{:?}", checks[0]);
+}
+
+#[test]
+fn p99_gates_with_large_n() {
+    let checks = run(
+        sample(10.0, 600, 0.0),
+        sample(20.0, 600, 0.1),
+        vec![Quantile::P99],
+    );
+    assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
+    // The smallest detectable change is shown: with a log-sd of 0.1 the baseline's 99 %
+    // bounds of P99 at n = 600 are close, so it is a little above the 50 % tolerance.
+    let mdc = checks[0].min_detectable_change.unwrap();
+    assert!((0.5..0.7).contains(&mdc), "{mdc}");
+    let same = run(
+        sample(10.0, 600, 0.0),
+        sample(10.0, 600, 0.5),
+        vec![Quantile::P99],
+    );
+    assert_eq!(same[0].verdict, Verdict::Pass, "{:?}", same[0]);
+}
+
+#[test]
+fn run_spread_widens_the_fail_tolerance() {
+    // +12 % on TPOT: FAIL at the default 10 %; with tau = 0.05 from a 5-run baseline the fail
+    // tolerance becomes exp(2.33 * 0.05 * sqrt(1.2)) - 1 = 13.6 %, so it is not a FAIL.
+    let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
+        scenario: "s".into(),
+        gate: gate(vec![Quantile::P50]),
+        metrics: vec![(
+            Metric::Tpot,
+            Samples {
+                ok: sample(10.0, 100, 0.0),
+                failed: 0,
+            },
+            Samples {
+                ok: sample(11.2, 100, 0.3),
+                failed: 0,
+            },
+        )],
+        errors: ErrorCounts::new((0, 100), (0, 100)),
+        spread,
+        looks: 1,
+        slo: Vec::new(),
+        design: Design::Committed,
+        itl: None,
+    };
+    let (plain, _) = evaluate(&[mk(BTreeMap::new())]);
+    assert_eq!(plain[0].verdict, Verdict::Fail, "{:?}", plain[0]);
+    let (wide, _) = evaluate(&[mk(BTreeMap::from([(
+        Metric::Tpot,
+        Spread { tau: 0.05, runs: 5 },
+    )]))]);
+    assert_ne!(wide[0].verdict, Verdict::Fail, "{:?}", wide[0]);
+    assert!((wide[0].fail - 0.1361).abs() < 0.0005);
+    assert_eq!(wide[0].fail_configured, Some(0.10));
+    assert!(
+        wide[0].reason.contains("widened from 10% to 13.6%"),
+        "{}",
+        wide[0].reason
+    );
+    // An A/B design measures both arms in one run: drift cancels, nothing is widened even
+    // if a spread is passed.
+    let mut ab = mk(BTreeMap::from([(
+        Metric::Tpot,
+        Spread { tau: 0.05, runs: 5 },
+    )]));
+    ab.design = Design::Interleaved;
+    let (ab, _) = evaluate(&[ab]);
+    assert_eq!(ab[0].verdict, Verdict::Fail, "{:?}", ab[0]);
+    assert_eq!(ab[0].fail, 0.10);
+    assert_eq!(ab[0].fail_configured, None);
+}
+
+#[test]
+fn run_spread_widens_the_tail_exceedance_check_too() {
+    // A P90 1.3x the baseline's (every request 1.3x slower): tail>P90 FAILs at its 20 %
+    // band; with tau = 0.15 from a 5-run baseline the band is
+    // exp(2.33 * 0.15 * sqrt(1.2)) - 1 = 46.6 %, and a drift of 1.3x is not a FAIL there.
+    let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
+        scenario: "s".into(),
+        gate: gate(vec![Quantile::P50, Quantile::P99]),
+        metrics: vec![(
+            Metric::Tpot,
+            Samples {
+                ok: sample(10.0, 100, 0.0),
+                failed: 0,
+            },
+            Samples {
+                ok: sample(13.0, 100, 0.3),
+                failed: 0,
+            },
+        )],
+        errors: ErrorCounts::new((0, 100), (0, 100)),
+        spread,
+        looks: 1,
+        slo: Vec::new(),
+        design: Design::Committed,
+        itl: None,
+    };
+    let tail = |checks: &[Check]| {
+        checks
+            .iter()
+            .find(|c| c.kind == CheckKind::TailExceedance)
+            .cloned()
+            .unwrap()
+    };
+    let plain = tail(&evaluate(&[mk(BTreeMap::new())]).0);
+    assert_eq!(plain.verdict, Verdict::Fail, "{plain:?}");
+    let wide = tail(
+        &evaluate(&[mk(BTreeMap::from([(
+            Metric::Tpot,
+            Spread { tau: 0.15, runs: 5 },
+        )]))])
+        .0,
+    );
+    assert_ne!(wide.verdict, Verdict::Fail, "{wide:?}");
+    assert!((wide.fail - 0.4665).abs() < 0.0005, "{}", wide.fail);
+    assert_eq!(wide.fail_configured, Some(0.20));
+    assert!(wide.reason.contains("widened from 20%"), "{}", wide.reason);
+}
+
+/// A blocked A/B scenario of TPOT: blocks of `per_block` requests in `order` (A base, B
+/// candidate), the candidate `change` times slower, and a drift that makes the machine
+/// `drift` times slower by the end of the run, linearly in time (request by request).
+fn blocked(order: &str, per_block: usize, change: f64, drift: f64) -> ScenarioSamples {
+    let total = (order.len() * per_block) as f64;
+    let mut blocks = Vec::new();
+    let (mut base, mut cand) = (Vec::new(), Vec::new());
+    for (k, side) in order.chars().enumerate() {
+        let grid = sample(10.0, per_block, 0.1 * k as f64);
+        // A fixed permutation so the grid's order is not the time order.
+        let vals: Vec<f64> = (0..per_block)
+            .map(|j| {
+                let u = (k * per_block + j) as f64 / total;
+                let x = grid[(j * 7 + 3) % per_block] * drift.powf(u);
+                if side == 'B' {
+                    x * change
+                } else {
+                    x
+                }
+            })
+            .collect();
+        if side == 'B' {
+            cand.extend_from_slice(&vals);
+        } else {
+            base.extend_from_slice(&vals);
+        }
+        blocks.push(Block {
+            side: if side == 'B' {
+                Side::Candidate
+            } else {
+                Side::Base
+            },
+            metrics: vec![(
+                Metric::Tpot,
+                Samples {
+                    ok: vals,
+                    failed: 0,
+                },
+            )],
+        });
+    }
+    let (nb, nc) = (base.len(), cand.len());
+    ScenarioSamples {
+        scenario: "s".into(),
+        gate: gate(vec![Quantile::P50]),
+        metrics: vec![(
+            Metric::Tpot,
+            Samples {
+                ok: base,
+                failed: 0,
+            },
+            Samples {
+                ok: cand,
+                failed: 0,
+            },
+        )],
+        errors: ErrorCounts::new((0, nb), (0, nc)),
+        spread: BTreeMap::new(),
+        looks: 1,
+        slo: Vec::new(),
+        design: Design::Blocked(blocks),
+        itl: None,
+    }
+}
+
+#[test]
+fn blocked_abba_cancels_a_linear_drift() {
+    // ABBA, 20 TPOT requests per block (40 per arm), the machine 10 % slower by the end of
+    // the run, no change: the drift-corrected ratio is 1.00 and the check is not a FAIL.
+    let (checks, _) = evaluate(&[blocked("ABBA", 20, 1.0, 1.10)]);
+    let p50 = &checks[0];
+    assert!((p50.ratio.unwrap() - 1.0).abs() < 0.005, "{p50:?}");
+    assert_eq!(p50.verdict, Verdict::Pass, "{p50:?}");
+    assert!(
+        p50.reason.contains("blocked ABBA: 4 blocks"),
+        "{}",
+        p50.reason
+    );
+    // The same drift with the candidate 20 % slower: FAIL, at 1.20.
+    let (checks, _) = evaluate(&[blocked("ABBA", 20, 1.2, 1.10)]);
+    let p50 = &checks[0];
+    assert_eq!(p50.verdict, Verdict::Fail, "{p50:?}");
+    assert!((p50.ratio.unwrap() - 1.2).abs() < 0.01, "{p50:?}");
+}
+
+#[test]
+fn a_pooled_comparison_of_blocks_is_biased_by_drift() {
+    // ABAB, the machine 10 % slower by the end, no change: each candidate block ran one block
+    // after its base block, so pooling the blocks sees about a quarter of the drift
+    // (ln 1.1 / 4 = +2.4 %); the blocked estimate removes it.
+    let mut s = blocked("ABAB", 20, 1.0, 1.10);
+    let (blocked_checks, _) = evaluate(std::slice::from_ref(&s));
+    s.design = Design::Interleaved;
+    let (pooled, _) = evaluate(&[s]);
+    let (rb, rp) = (blocked_checks[0].ratio.unwrap(), pooled[0].ratio.unwrap());
+    assert!((rb - 1.0).abs() < 0.005, "blocked {rb}");
+    assert!((rp - 1.024).abs() < 0.01, "pooled {rp}");
+    // A throttling machine, 60 % slower by the end of ABAB: pooling reads it as a +12.5 %
+    // regression and FAILs; the blocked estimate says 1.00 and passes.
+    let mut s = blocked("ABAB", 20, 1.0, 1.6);
+    let (blocked_checks, _) = evaluate(std::slice::from_ref(&s));
+    s.design = Design::Interleaved;
+    let (pooled, _) = evaluate(&[s]);
+    assert_eq!(pooled[0].verdict, Verdict::Fail, "{:?}", pooled[0]);
+    assert!(
+        (blocked_checks[0].ratio.unwrap() - 1.0).abs() < 0.01,
+        "{:?}",
+        blocked_checks[0]
+    );
+    assert_ne!(
+        blocked_checks[0].verdict,
+        Verdict::Fail,
+        "{:?}",
+        blocked_checks[0]
+    );
+}
+
+#[test]
+fn a_blocked_order_that_cannot_separate_drift_is_not_compared() {
+    let mut s = blocked("ABBA", 20, 1.3, 1.0);
+    if let Design::Blocked(b) = &mut s.design {
+        b.truncate(2);
+    }
+    let (checks, _) = evaluate(&[s]);
+    assert_eq!(checks[0].verdict, Verdict::Info, "{:?}", checks[0]);
+    assert!(checks[0]
+        .reason
+        .starts_with("not compared: the blocked order AB"));
+}
+
+#[test]
+fn zero_baseline_cannot_hide_a_regression() {
+    // A gateway that delivered every token in one chunk: TPOT 0 in the baseline. 20 ms now.
+    let checks = run(
+        vec![0.0; 20],
+        sample(20.0, 20, 0.3),
+        vec![Quantile::P50, Quantile::P99],
+    );
+    assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
+    let same = run(vec![0.0; 20], vec![0.0; 20], vec![Quantile::P50]);
+    assert_eq!(same[0].verdict, Verdict::Pass, "{:?}", same[0]);
+}
+
+#[test]
+fn error_rate_increase_fails_below_max_error_rate_too() {
+    let mut g = gate(vec![Quantile::P50]);
+    g.max_error_rate = 0.6;
+    let s = ScenarioSamples {
+        scenario: "s".into(),
+        gate: g,
+        metrics: vec![],
+        errors: ErrorCounts::new((2, 40), (21, 40)),
+        spread: BTreeMap::new(),
+        looks: 1,
+        slo: Vec::new(),
+        design: Design::Committed,
+        itl: None,
+    };
+    let (checks, _) = evaluate(&[s]);
+    assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
+    assert!(
+        checks[0]
+            .reason
+            .starts_with("significantly more failed requests"),
+        "{}",
+        checks[0].reason
+    );
+}
+
+/// 20 requests of 63 gaps: request speeds exp(0.15 z) on a grid, gap noise log-sd 0.1;
+/// with `stall`, every 16th gap of each request twice as long.
+fn itl_run(phase: f64, stall: bool) -> Vec<GapCluster> {
+    (0..20)
+        .map(|i| {
+            let u = ((i as f64 + 0.5 + phase) / 20.0).clamp(0.01, 0.99);
+            let speed = (0.15 * stats::normal::normal_quantile(u)).exp();
+            let mut g = sample(20.0 * speed, 63, (i % 7) as f64 * 0.1);
+            if stall {
+                g.iter_mut().skip(15).step_by(16).for_each(|x| *x *= 2.0);
+            }
+            GapCluster::exact(g)
+        })
+        .collect()
+}
+
+fn itl_scenario(b: Vec<GapCluster>, c: Vec<GapCluster>, design: Design) -> ScenarioSamples {
+    let mut g = gate(vec![Quantile::P50]);
+    g.itl = Some(crate::config::scenario::ITL_BAND);
+    ScenarioSamples {
+        scenario: "s".into(),
+        gate: g,
+        metrics: vec![],
+        errors: ErrorCounts::new((0, 20), (0, 20)),
+        spread: BTreeMap::new(),
+        looks: 1,
+        slo: Vec::new(),
+        design,
+        itl: Some(ItlSamples {
+            baseline: b,
+            candidate: c,
+            spread: Some(Spread { tau: 0.15, runs: 5 }),
+        }),
+    }
+}
+
+fn itl_of(checks: &[Check]) -> Check {
+    checks
+        .iter()
+        .find(|c| c.kind == CheckKind::ItlTail(Quantile::P99))
+        .cloned()
+        .unwrap()
+}
+
+#[test]
+fn itl_p99_fails_on_a_stall_every_16th_gap_and_passes_unchanged() {
+    // Interleaved: no run-spread widening, the 20 % band as configured.
+    let (checks, family) = evaluate(&[itl_scenario(
+        itl_run(0.0, false),
+        itl_run(0.3, true),
+        Design::Interleaved,
+    )]);
+    let c = itl_of(&checks);
+    assert_eq!(family, 2); // ITL P99 and errors
+    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    assert_eq!(c.kind.label(), "ITL P99");
+    assert_eq!((c.n_baseline, c.n_candidate), (1260, 1260));
+    assert!(c.ratio.is_some_and(|r| r > 1.3), "{c:?}");
+    assert_eq!(c.fail, 0.20);
+    assert!(c.reason.contains("design effect"), "{}", c.reason);
+    let same = itl_of(
+        &evaluate(&[itl_scenario(
+            itl_run(0.0, false),
+            itl_run(0.3, false),
+            Design::Interleaved,
+        )])
+        .0,
+    );
+    assert_eq!(same.verdict, Verdict::Pass, "{same:?}");
+    // A committed baseline with TPOT's run spread tau 0.15 (k 5) widens the band to 46.6 %.
+    let wide = itl_of(
+        &evaluate(&[itl_scenario(
+            itl_run(0.0, false),
+            itl_run(0.3, true),
+            Design::Committed,
+        )])
+        .0,
+    );
+    assert!((wide.fail - 0.4665).abs() < 0.0005, "{wide:?}");
+    assert_eq!(wide.fail_configured, Some(0.20));
+}
+
+#[test]
+fn itl_p99_is_info_with_too_few_gaps_or_requests() {
+    let short = |phase| -> Vec<GapCluster> {
+        itl_run(phase, false)
+            .into_iter()
+            .map(|g| GapCluster::exact(g.points[..10].to_vec()))
+            .collect()
+    };
+    // 200 gaps cannot bound a P99 at alpha 0.01 (459 needed).
+    let c = itl_of(&evaluate(&[itl_scenario(short(0.0), short(0.3), Design::Interleaved)]).0);
+    assert_eq!(c.verdict, Verdict::Info, "{c:?}");
+    assert!(c.p_value.is_none());
+    assert!(c.reason.contains("459 baseline gaps"), "{}", c.reason);
+    // 8 requests a side: too few to estimate the variance between requests.
+    let few = |phase| itl_run(phase, true)[..8].to_vec();
+    let c = itl_of(&evaluate(&[itl_scenario(few(0.0), few(0.3), Design::Interleaved)]).0);
+    assert_eq!(c.verdict, Verdict::Info, "{c:?}");
+    // A baseline without stored gaps: not compared, said so.
+    let c = itl_of(
+        &evaluate(&[itl_scenario(
+            vec![],
+            itl_run(0.3, true),
+            Design::Interleaved,
+        )])
+        .0,
+    );
+    assert_eq!(c.verdict, Verdict::Info, "{c:?}");
+    assert!(c.reason.contains("bless again"), "{}", c.reason);
+}
+
+#[test]
+fn error_rate_increase_fails() {
+    let s = ScenarioSamples {
+        scenario: "s".into(),
+        gate: gate(vec![Quantile::P50]),
+        metrics: vec![],
+        errors: ErrorCounts::new((0, 100), (12, 100)),
+        spread: BTreeMap::new(),
+        looks: 1,
+        slo: Vec::new(),
+        design: Design::Committed,
+        itl: None,
+    };
+    let (checks, fam) = evaluate(&[s]);
+    assert_eq!(fam, 1);
+    assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
+}

@@ -1,0 +1,284 @@
+//! The gate's public values: verdicts, check kinds, the samples a scenario gives the gate, and
+//! the checks it returns.
+
+use super::*;
+
+/// Verdict of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    /// A significant regression beyond the fail tolerance and `min_delta`.
+    Fail,
+    /// A significant slowdown beyond `warn`, or inconclusive at this n.
+    Warn,
+    /// A significant improvement beyond the fail tolerance.
+    Improved,
+    /// The CI rules out a change beyond the fail tolerance.
+    Pass,
+    /// Reported, not gated (a tail the samples cannot bound).
+    Info,
+}
+
+impl Verdict {
+    /// `FAIL`, `WARN`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Fail => "FAIL",
+            Verdict::Warn => "WARN",
+            Verdict::Improved => "IMPROVED",
+            Verdict::Pass => "PASS",
+            Verdict::Info => "INFO",
+        }
+    }
+}
+
+/// What a check compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckKind {
+    /// A quantile of a latency metric.
+    Quantile(Quantile),
+    /// Share of requests above the pooled P90.
+    TailExceedance,
+    /// Share of failed requests.
+    ErrorRate,
+    /// `gate.slo`: the quantile of a latency metric against an absolute objective (no
+    /// baseline needed).
+    Slo(Quantile),
+    /// `itl` in `gate.metrics`: a quantile of the inter-token gaps of every request pooled,
+    /// tested with requests as the independent units ([`stats::cluster`]).
+    ItlTail(Quantile),
+    /// `gate.slo.error_rate`: the share of failed requests against an absolute objective.
+    ErrorSlo,
+}
+
+impl CheckKind {
+    /// `P50`, `tail>P90`, `errors`, `P90 SLO`, `errors SLO`.
+    pub fn label(self) -> &'static str {
+        match self {
+            CheckKind::Quantile(q) => q.label(),
+            CheckKind::TailExceedance => "tail>P90",
+            CheckKind::ErrorRate => "errors",
+            CheckKind::Slo(Quantile::P50) => "P50 SLO",
+            CheckKind::Slo(Quantile::P90) => "P90 SLO",
+            CheckKind::Slo(Quantile::P99) => "P99 SLO",
+            CheckKind::ErrorSlo => "errors SLO",
+            CheckKind::ItlTail(Quantile::P50) => "ITL P50",
+            CheckKind::ItlTail(Quantile::P90) => "ITL P90",
+            CheckKind::ItlTail(Quantile::P99) => "ITL P99",
+        }
+    }
+
+    /// True for the absolute objectives of `gate.slo`.
+    pub fn is_slo(self) -> bool {
+        matches!(self, CheckKind::Slo(_) | CheckKind::ErrorSlo)
+    }
+}
+
+/// One metric's samples on one side: successful values (ms) and the number of failed requests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Samples {
+    /// Values of successful requests, ms.
+    pub ok: Vec<f64>,
+    /// Failed requests (censored above every success in tail checks).
+    pub failed: usize,
+}
+
+impl Samples {
+    /// Total requests.
+    pub fn n(&self) -> usize {
+        self.ok.len() + self.failed
+    }
+}
+
+/// Failed requests out of all requests, on one side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Failures {
+    pub failed: usize,
+    pub total: usize,
+}
+
+/// The error-rate check's input: failures of the baseline and of the candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ErrorCounts {
+    pub baseline: Failures,
+    pub candidate: Failures,
+}
+
+impl ErrorCounts {
+    /// From (failed, total) of the baseline and of the candidate.
+    pub fn new((fb, nb): (usize, usize), (fc, nc): (usize, usize)) -> Self {
+        ErrorCounts {
+            baseline: Failures {
+                failed: fb,
+                total: nb,
+            },
+            candidate: Failures {
+                failed: fc,
+                total: nc,
+            },
+        }
+    }
+}
+
+/// Which side of an A/B run (`perfgate ab`) a block of requests belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    Base,
+    Candidate,
+}
+
+/// One block of a blocked A/B design: the arm that ran in it and, per gated metric, that arm's
+/// samples in this block (blocks in the order they ran).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    pub side: Side,
+    pub metrics: Vec<(Metric, Samples)>,
+}
+
+/// How the two sides of a comparison were measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Design {
+    /// A committed baseline against a run now (`check`): the baseline's run-to-run `spread`
+    /// widens the fail tolerance.
+    #[default]
+    Committed,
+    /// Both arms in one run, requests alternating in a random balanced order (`ab`): run drift
+    /// reaches both arms alike and cancels, so nothing is widened.
+    Interleaved,
+    /// One arm at a time, in blocks (ABBA...): `metrics` still holds the pooled samples; the
+    /// quantile checks use the blocks so drift between blocks cannot fake a change.
+    Blocked(Vec<Block>),
+}
+
+/// Everything the gate needs for one scenario.
+#[derive(Debug, Clone)]
+pub struct ScenarioSamples {
+    /// Scenario name.
+    pub scenario: String,
+    /// Gate settings.
+    pub gate: GateSpec,
+    /// Per gated metric: (baseline, candidate).
+    pub metrics: Vec<(Metric, Samples, Samples)>,
+    /// Failed and total requests of each side, for the error-rate check.
+    pub errors: ErrorCounts,
+    /// Per metric: the run-to-run spread of a k-run baseline.
+    pub spread: BTreeMap<Metric, Spread>,
+    /// Planned looks of sequential sampling (1 for a fixed sample). The scenario's p-values are
+    /// multiplied by it (Bonferroni alpha spending over looks) before Holm.
+    pub looks: usize,
+    /// `gate.slo`: each objective with the candidate's samples of its metric (the error-rate
+    /// objective: every request, values unused). Evaluated with or without a baseline; a
+    /// scenario without one has no `metrics` and a baseline error count of 0 of 0.
+    pub slo: Vec<(Objective, Samples)>,
+    /// How the two sides were measured (`check`: [`Design::Committed`]).
+    pub design: Design,
+    /// `itl` in `gate.metrics`: every request's inter-token gaps on both sides; `None` when
+    /// not gated (or not comparable).
+    pub itl: Option<ItlSamples>,
+}
+
+/// The ITL P99 check's input: per request, its gaps, on each side.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItlSamples {
+    pub baseline: Vec<GapCluster>,
+    pub candidate: Vec<GapCluster>,
+    /// The committed baseline's run-to-run spread that widens the check's fail tolerance
+    /// (TPOT's: TPOT is the mean of a request's gaps).
+    pub spread: Option<Spread>,
+}
+
+/// The run-to-run spread of a k-run baseline for one metric, which widens its fail tolerance
+/// ([`stats::spread::widened_fail`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// Upper 90 % bound of the run-to-run spread tau, log scale.
+    pub tau: f64,
+    /// k, the number of runs it was estimated from.
+    pub runs: usize,
+}
+
+/// The confidence interval of a check's ratio; either bound may be absent (unbounded or not
+/// computable). Written as `[lower, upper]`, `null` for an absent bound.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(
+    from = "(Option<f64>, Option<f64>)",
+    into = "(Option<f64>, Option<f64>)"
+)]
+pub struct RatioCi {
+    /// Lower bound.
+    pub lower: Option<f64>,
+    /// Upper bound.
+    pub upper: Option<f64>,
+}
+
+impl RatioCi {
+    /// Both bounds known.
+    pub fn bounded(lower: f64, upper: f64) -> RatioCi {
+        RatioCi {
+            lower: Some(lower),
+            upper: Some(upper),
+        }
+    }
+}
+
+impl From<(Option<f64>, Option<f64>)> for RatioCi {
+    fn from((lower, upper): (Option<f64>, Option<f64>)) -> RatioCi {
+        RatioCi { lower, upper }
+    }
+}
+
+impl From<RatioCi> for (Option<f64>, Option<f64>) {
+    fn from(ci: RatioCi) -> Self {
+        (ci.lower, ci.upper)
+    }
+}
+
+/// One check with the numbers behind its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub scenario: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<Metric>,
+    pub kind: CheckKind,
+    /// Baseline estimate (ms; a share for error/tail checks).
+    pub baseline: Option<f64>,
+    /// Candidate estimate.
+    pub candidate: Option<f64>,
+    /// candidate / baseline (HL ratio for P50; Harrell-Davis ratio for tails).
+    pub ratio: Option<f64>,
+    /// Confidence interval of the ratio, [lower, upper] (either may be absent).
+    pub ci: Option<RatioCi>,
+    /// One-sided regression p-value, before Holm.
+    pub p_value: Option<f64>,
+    /// Holm-adjusted regression p-value.
+    pub p_holm: Option<f64>,
+    /// Tolerance band used.
+    pub warn: f64,
+    pub fail: f64,
+    /// Absolute floor used, ms.
+    pub min_delta_ms: f64,
+    pub n_baseline: usize,
+    pub n_candidate: usize,
+    pub verdict: Verdict,
+    /// Why, in one sentence with the numbers.
+    pub reason: String,
+    /// For WARN/INFO, and a PASS not settled at this n: samples per side the check would need.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_needed: Option<usize>,
+    /// Tail checks: the smallest uniform change (fraction, 0.5 = +50 %) this sample size can
+    /// detect; INFO checks cannot detect any (see `samples_needed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_detectable_change: Option<f64>,
+    /// The configured fail tolerance, when `fail` was widened to the run-to-run spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_configured: Option<f64>,
+    /// The baseline's run-to-run spread tau (log scale) behind a widened tolerance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tau: Option<f64>,
+    /// The family-wise alpha the Holm-adjusted p-value was compared with (kept so that
+    /// `perfgate report` can redo Holm over the union of merged shards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
+}
