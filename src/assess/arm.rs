@@ -31,11 +31,11 @@ pub struct ArmRequest {
 
 impl ArmRequest {
     fn metric(&self, m: Metric) -> Option<f64> {
-        match m {
-            Metric::Ttft => self.ttft_ms,
-            Metric::Tpot => self.tpot_ms,
-            Metric::E2e => self.e2e_ms,
-        }
+        m.value(crate::config::metric::Timings {
+            ttft_ms: self.ttft_ms,
+            tpot_ms: self.tpot_ms,
+            e2e_ms: self.e2e_ms,
+        })
     }
 }
 

@@ -158,11 +158,7 @@ pub fn goodput_note(sc: &Scenario, run: &RunOutput) -> Option<String> {
         .filter(|r| {
             r.ok()
                 && limits.iter().all(|&(m, max)| {
-                    let v = match m {
-                        crate::config::Metric::Ttft => r.ttft_ms,
-                        crate::config::Metric::Tpot => r.tpot_ms,
-                        crate::config::Metric::E2e => r.e2e_ms,
-                    };
+                    let v = m.value(r.timings());
                     v.is_none_or(|v| v <= max)
                 })
         })
