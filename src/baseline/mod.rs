@@ -212,7 +212,7 @@ impl BaselineRecord {
 /// Summaries of ttft/tpot/e2e over `records` (successes only).
 pub fn summaries(records: &[BaselineRecord]) -> Summaries {
     let mut out = BTreeMap::new();
-    for m in [Metric::Ttft, Metric::Tpot, Metric::E2e] {
+    for m in Metric::ALL {
         let xs: Vec<f64> = records.iter().filter_map(|r| r.metric(m)).collect();
         if let Some(s) = metric_summary(&xs) {
             out.insert(SummaryKey::from(m), s);
@@ -333,7 +333,7 @@ pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Bas
 fn spread_of(runs: &[BaselineRun]) -> RunSpread {
     let mut tau = BTreeMap::new();
     let mut meds = BTreeMap::new();
-    for m in [Metric::Ttft, Metric::Tpot, Metric::E2e] {
+    for m in Metric::ALL {
         let per_run: Vec<Vec<f64>> = runs
             .iter()
             .map(|r| r.records.iter().filter_map(|x| x.metric(m)).collect())

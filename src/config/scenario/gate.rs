@@ -288,7 +288,7 @@ fn check_tolerance_keys(tol: &BTreeMap<String, RawBand>, itl_listed: bool) -> Re
 /// the metric's own key.
 fn bands(tol: &BTreeMap<String, RawBand>) -> Result<BTreeMap<(Metric, Quantile), Band>, String> {
     let mut bands = BTreeMap::new();
-    for m in [Metric::Ttft, Metric::Tpot, Metric::E2e] {
+    for m in Metric::ALL {
         for q in [Quantile::P50, Quantile::P90, Quantile::P99] {
             let mut b = default_band(q);
             if let Some(r) = tol.get(q.as_str()) {
