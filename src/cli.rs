@@ -321,6 +321,11 @@ pub fn main() -> i32 {
     if let Some(code) = crate::server::supervisor::main_if_requested() {
         return code;
     }
+    // PERFGATE_FAIL_ON set to nothing (a workflow passing an empty input) means unset, not
+    // "a value is required" (exit 2); single-threaded here, before the runtime starts
+    if std::env::var_os("PERFGATE_FAIL_ON").is_some_and(|v| v.is_empty()) {
+        std::env::remove_var("PERFGATE_FAIL_ON");
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

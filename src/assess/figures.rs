@@ -38,7 +38,8 @@ pub fn measured(run: &RunOutput) -> Measured {
                 .find_map(|r| r.error.as_ref().map(|e| e.message.clone()))
         }),
         wall_ms: crate::units::round3(run.wall_ms),
-        output_tokens_per_s: crate::units::round3(out_tokens / wall_s),
+        // + 0.0: never a negative zero (`-0.0 output tokens/s`) when nothing was measured
+        output_tokens_per_s: crate::units::round3(out_tokens / wall_s) + 0.0,
         requests_per_s: crate::units::round3(ok.len() as f64 / wall_s),
         summary: measured_summary(recs),
         token_source: baseline::token_source_of(&brecs),

@@ -21,6 +21,26 @@ const CLOSE: [&str; 2] = ["</think>", "</thought>"];
 /// Bytes of the longest tag: what is held back is shorter.
 pub const LONGEST_TAG: usize = 10;
 
+/// The first tag in `s`: its offset, length and whether it opens. Linear in the bytes up to
+/// it (each `<` is looked at once), so a piece of many tags costs its length, not its length
+/// times its tags.
+fn next_tag(s: &str) -> Option<(usize, usize, bool)> {
+    let bytes = s.as_bytes();
+    let mut from = 0;
+    while let Some(off) = bytes[from..].iter().position(|&b| b == b'<') {
+        let at = from + off;
+        let tail = &s[at..];
+        if let Some(t) = OPEN.iter().find(|t| tail.starts_with(**t)) {
+            return Some((at, t.len(), true));
+        }
+        if let Some(t) = CLOSE.iter().find(|t| tail.starts_with(**t)) {
+            return Some((at, t.len(), false));
+        }
+        from = at + 1;
+    }
+    None
+}
+
 /// What one piece of answer text was.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Piece {
@@ -74,12 +94,7 @@ impl ThinkScanner {
         let mut text_before = false;
         while pos < buf.len() {
             let rest = &buf[pos..];
-            let next = OPEN
-                .iter()
-                .map(|t| (t, true))
-                .chain(CLOSE.iter().map(|t| (t, false)))
-                .filter_map(|(t, open)| rest.find(t).map(|i| (i, t.len(), open)))
-                .min_by_key(|&(i, _, _)| i);
+            let next = next_tag(rest);
             let (seg_end, tag) = match next {
                 Some((i, len, open)) => (pos + i, Some((len, open))),
                 None => (buf.len() - held_suffix(rest), None),
@@ -204,6 +219,26 @@ fn held_suffix(s: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn next_tag_is_the_first_tag_and_skips_lone_angles() {
+        assert_eq!(next_tag("a<b<think>c"), Some((3, 7, true)));
+        assert_eq!(next_tag("<</thought>"), Some((1, 10, false)));
+        assert_eq!(next_tag("x < y <thin"), None);
+        assert_eq!(next_tag(""), None);
+    }
+
+    #[test]
+    fn a_piece_of_many_tags_is_all_reasoning() {
+        // 20,000 opening tags in one piece (an attack took ~2.5 s of CPU per request with a
+        // search per tag over the rest of the piece): every tag is reasoning, no answer text
+        let mut s = ThinkScanner::default();
+        let p = s.push(&"<think>".repeat(20_000), 5.0);
+        assert!(p.reasoning);
+        assert_eq!(p.answer_at, None);
+        let p = s.push("</think>answer", 9.0);
+        assert_eq!(p.answer_at, Some(9.0));
+    }
 
     fn scan(pieces: &[(&str, f64)]) -> (Vec<Piece>, ThinkScanner) {
         let mut s = ThinkScanner::default();

@@ -155,6 +155,18 @@ fn quote(w: &str) -> String {
     {
         w.to_string()
     } else {
+        // control characters (a line end, an ANSI escape) shown escaped: the command is
+        // printed on stderr and in reports, where they could fake a line or a workflow command
+        let w: String = w
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
         format!("'{}'", w.replace('\'', "'\\''"))
     }
 }
@@ -359,6 +371,15 @@ pub fn models_url(base_url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_in_the_shown_command_are_escaped() {
+        assert_eq!(
+            quote("x\n::warning title=pwn::y\u{1b}[2J"),
+            "'x\\n::warning title=pwn::y\\u{1b}[2J'"
+        );
+        assert_eq!(quote("llama-server"), "llama-server");
+    }
 
     fn env(n: &str) -> Option<String> {
         match n {

@@ -241,20 +241,41 @@ impl ServerLog {
     /// The last `n` lines of the log (at most the last 256 KiB read), each clipped to 400
     /// characters, control characters escaped ([`printable`]), secrets redacted.
     pub fn tail(&self, n: usize, secrets: &[String]) -> Vec<String> {
-        self.tail_from(n)
+        let cut = secrets.iter().map(String::len).max().unwrap_or(0);
+        self.tail_from(n, cut)
             .1
             .iter()
             .map(|l| shown(l, secrets))
             .collect()
     }
 
-    /// The byte offset where the last `n` lines start, and those lines (raw).
-    fn tail_from(&self, n: usize) -> (u64, Vec<String>) {
+    /// The byte offset where the last `n` lines start, and those lines (raw); `cut`: bytes left
+    /// out at the start of a window that holds no line end.
+    fn tail_from(&self, n: usize, cut: usize) -> (u64, Vec<String>) {
         let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
         let from = len.saturating_sub(TAIL_BYTES);
         let mut buf = vec![0u8; (len - from) as usize];
         let got = read_full_at(&self.file, &mut buf, from);
         buf.truncate(got);
+        // a read that starts inside a line starts at the next line: a line cut at the 256 KiB
+        // mark is not shown (nor split in two, which could split a secret past redaction)
+        // A window without a line end is the end of one long line: shown from `cut` bytes in
+        // (the longest secret's length), so no piece of a secret cut at the mark is shown.
+        let (from, buf) = if from > 0 {
+            // (a line end that is the file's last byte ends that one long line)
+            let body = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            match body.iter().position(|&b| b == b'\n') {
+                Some(i) => (from + i as u64 + 1, buf[i + 1..].to_vec()),
+                None => {
+                    let cut = cut.min(buf.len());
+                    let mut v = b"[...] ".to_vec();
+                    v.extend_from_slice(&buf[cut..]);
+                    (from + cut as u64, v)
+                }
+            }
+        } else {
+            (from, buf)
+        };
         let text = String::from_utf8_lossy(&buf);
         let lines: Vec<&str> = text.lines().collect();
         let skip = lines.len().saturating_sub(n);
@@ -276,16 +297,16 @@ impl ServerLog {
     /// and the last `n` lines, each as [`ServerLog::tail`] shows it. A crash explained on line
     /// 5 of 41 (a `GGML_ASSERT`, a Python `Traceback`) is not lost behind a 20-line tail.
     pub fn excerpt(&self, n: usize, errors: usize, secrets: &[String]) -> LogExcerpt {
-        let (tail_start, tail) = self.tail_from(n);
+        let cut = secrets.iter().map(String::len).max().unwrap_or(0);
+        let (tail_start, tail) = self.tail_from(n, cut);
         let head_len = tail_start.min(HEAD_BYTES);
         let mut buf = vec![0u8; head_len as usize];
         let got = read_full_at(&self.file, &mut buf, 0);
         buf.truncate(got);
-        // a line cut by the 1 MiB limit is not a line
+        // a line cut by the 1 MiB limit is not a line (nor is a 1 MiB head without a line end)
         if tail_start > HEAD_BYTES {
-            if let Some(i) = buf.iter().rposition(|&b| b == b'\n') {
-                buf.truncate(i + 1);
-            }
+            let end = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            buf.truncate(end);
         }
         let text = String::from_utf8_lossy(&buf);
         LogExcerpt {
@@ -318,8 +339,16 @@ pub struct LogExcerpt {
 /// A line as a message shows it: clipped to 400 characters, control characters escaped,
 /// secrets redacted.
 fn shown(l: &str, secrets: &[String]) -> String {
-    let l: String = printable(l).chars().take(400).collect();
-    crate::redact::redact(&l, secrets)
+    // redacted before clipping, so a secret is never cut in two; then its first and last 200
+    // characters (a crash often ends a long progress line: `...\rTraceback ...`)
+    let l = crate::redact::redact(&printable(l), secrets);
+    let n = l.chars().count();
+    if n <= 400 {
+        return l;
+    }
+    let head: String = l.chars().take(200).collect();
+    let tail: String = l.chars().skip(n - 200).collect();
+    format!("{head} [... {} characters ...] {tail}", n - 400)
 }
 
 /// Whether a log line looks like it explains a failure: it names an error, a failed assertion,
@@ -409,13 +438,22 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 pub fn printable(s: &str) -> String {
     s.chars()
         .map(|c| {
-            if c.is_control() {
+            if c.is_control() || is_invisible_format(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()
             }
         })
         .collect()
+}
+
+/// Unicode format characters that change how text around them reads without showing
+/// themselves: zero-width spaces and joiners, bidirectional overrides and isolates, line and
+/// paragraph separators, the word joiner family, the byte-order mark.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c,
+        '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 #[cfg(test)]
@@ -544,5 +582,41 @@ mod tests {
         assert!(!looks_like_an_error(
             "main: server is listening on 127.0.0.1:8080"
         ));
+    }
+
+    /// Attack finding: the 256 KiB tail window began inside a line, inside the API key, so the
+    /// key was split between the first error lines (`key=sk-`) and the tail (the rest) and
+    /// neither part was redacted.
+    #[test]
+    fn a_key_cut_by_the_tail_window_is_never_shown() {
+        let secret = "sk-CANARY0123456789abcdefghij".to_string();
+        for extra_lines in [0usize, 3] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = ServerLog::create(Some(&dir.path().join("s.log")), "x").unwrap();
+            let mut w = log.writer().unwrap();
+            let prefix = format!("error: {} key=", "a".repeat(100));
+            // one line whose 256 KiB mark falls 3 bytes into the key
+            let line_len = TAIL_BYTES as usize + prefix.len() + 3;
+            let rest = line_len - prefix.len() - secret.len();
+            writeln!(w, "{prefix}{secret} {}", "b".repeat(rest - 2)).unwrap();
+            for i in 0..extra_lines {
+                writeln!(w, "after {i}").unwrap();
+            }
+            drop(w);
+            let ex = log.excerpt(3, FIRST_ERRORS, std::slice::from_ref(&secret));
+            let all = format!("{:?} {:?}", ex.first_errors, ex.tail);
+            assert!(!all.contains("CANARY"), "{all}");
+            assert!(!all.contains("key=sk-\""), "{all}");
+        }
+    }
+
+    #[test]
+    fn long_lines_show_their_start_and_end_and_format_characters_are_escaped() {
+        let l = format!("{}\u{202E}Traceback: boom", "x".repeat(1000));
+        let s = shown(&l, &[]);
+        assert!(s.starts_with(&"x".repeat(200)), "{s}");
+        assert!(s.ends_with("\\u{202e}Traceback: boom"), "{s}");
+        assert!(s.contains(" [... "), "{s}");
+        assert_eq!(printable("a\u{200B}b"), "a\\u{200b}b");
     }
 }

@@ -199,7 +199,7 @@ fn with_tail(spec: &ServerSpec, p: &Proc, what: &str) -> ServerError {
 /// ` (empty)`, or the first error-looking lines (`, first error line(s):`) and `, last N
 /// line(s):` with the lines, each on its own `  | ` line.
 fn excerpt_text(ex: &log::LogExcerpt) -> String {
-    if ex.tail.is_empty() {
+    if ex.tail.is_empty() && ex.first_errors.is_empty() {
         return " (empty)".into();
     }
     let mut s = String::new();

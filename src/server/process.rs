@@ -239,6 +239,8 @@ pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
     }
     let started = Instant::now();
     let mut sup = cmd.spawn().map_err(SpawnError::Supervisor)?;
+    let sup_pid = sup.id();
+    let sup_start = start_time(sup_pid);
     let control = sup.stdin.take();
     let reports = sup.stdout.take();
     let state = Arc::new(Mutex::new(State::default()));
@@ -248,6 +250,7 @@ pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
         .name("perfgate-server-supervisor".into())
         .spawn(move || {
             let mut first = Some(tx);
+            let mut started_server = false;
             if let Some(r) = reports {
                 for line in std::io::BufReader::new(r).lines() {
                     let Ok(line) = line else { break };
@@ -256,6 +259,7 @@ pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
                             lock(&shared).exit = Some(Ended::Server(ExitStatus::from_raw(raw)));
                         }
                         Some(r) => {
+                            started_server |= matches!(r, Report::Pid(_));
                             if let Some(tx) = first.take() {
                                 let _ = tx.send(r);
                             }
@@ -265,13 +269,16 @@ pub fn spawn(spec: &ServerSpec, n: usize) -> Result<Proc, SpawnError> {
                 }
             }
             drop(first);
-            let sup_pid = sup.id();
             let st = sup.wait().ok();
             let mut s = lock(&shared);
             if s.exit.is_none() {
-                // the supervisor ended without the server's status (it was killed): what it
-                // supervised is now perfgate's (a subreaper): kill it, then say so
-                kill_adopted();
+                // the supervisor ended without the server's status: when it was killed after
+                // starting the server, what it supervised is now perfgate's (a subreaper): kill
+                // it, then say so (a supervisor that could not start the program exits by
+                // itself and leaves nothing)
+                if started_server && st.is_some_and(|st| st.signal().is_some()) {
+                    kill_adopted(sup_start);
+                }
                 s.exit = st.map(|status| Ended::SupervisorDied {
                     pid: sup_pid,
                     status,
@@ -314,54 +321,83 @@ fn become_subreaper() {
     });
 }
 
-/// SIGKILLs every process perfgate adopted as a subreaper (its children that are not
-/// supervisors: a dead supervisor's server and what that detached), with each one's process
-/// group and descendants, then reaps them. Called when a supervisor died without reporting.
-pub fn kill_adopted() {
+/// SIGKILLs what a dead supervisor left to perfgate (a subreaper): perfgate's children that
+/// are not supervisors and started no earlier than that supervisor (`since`: its start time in
+/// clock ticks since boot; a child perfgate inherited or started before is never touched), each
+/// with its process group and descendants, and reaps them. Repeats, at most 2 s, until no such
+/// child is left: a process forking while it is killed leaves children that become perfgate's
+/// on the next pass.
+pub fn kill_adopted(since: u64) {
     let me = std::process::id();
-    let procs = proc_table();
-    let adopted: Vec<u32> = procs
-        .iter()
-        .filter(|p| p.ppid == me && !p.is_supervisor)
-        .map(|p| p.pid)
-        .collect();
-    for &pid in &adopted {
-        let mut stack = vec![pid];
-        while let Some(x) = stack.pop() {
-            stack.extend(procs.iter().filter(|p| p.ppid == x).map(|p| p.pid));
-            signal_group(x, libc::SIGKILL);
-            if let Ok(x) = libc::pid_t::try_from(x) {
-                // SAFETY: kill with a pid of a process found in /proc and a signal number.
-                unsafe {
-                    libc::kill(x, libc::SIGKILL);
+    let end = Instant::now() + Duration::from_secs(2);
+    loop {
+        let procs = proc_table();
+        let adopted: Vec<u32> = procs
+            .iter()
+            .filter(|p| p.ppid == me && !p.is_supervisor && p.start >= since)
+            .map(|p| p.pid)
+            .collect();
+        if adopted.is_empty() || Instant::now() >= end {
+            return;
+        }
+        for &pid in &adopted {
+            let mut stack = vec![pid];
+            while let Some(x) = stack.pop() {
+                stack.extend(procs.iter().filter(|p| p.ppid == x).map(|p| p.pid));
+                if procs.iter().any(|p| p.pid == x && p.pgrp == x) {
+                    signal_group(x, libc::SIGKILL);
+                }
+                if let Ok(x) = libc::pid_t::try_from(x) {
+                    // SAFETY: kill with a pid of a process found in /proc and a signal number.
+                    unsafe {
+                        libc::kill(x, libc::SIGKILL);
+                    }
                 }
             }
         }
-    }
-    // reap what perfgate adopted (only these pids: others are std's children to wait for)
-    let end = Instant::now() + Duration::from_secs(2);
-    for pid in adopted {
-        let Ok(pid) = libc::pid_t::try_from(pid) else {
-            continue;
-        };
-        loop {
-            // SAFETY: waitpid on one pid, with a valid status pointer.
-            let r = unsafe {
-                let mut status = 0;
-                libc::waitpid(pid, &mut status, libc::WNOHANG)
+        // reap the adopted (only these pids: others are std's children to wait for); their
+        // own children are perfgate's now, for the next pass
+        for pid in adopted {
+            let Ok(pid) = libc::pid_t::try_from(pid) else {
+                continue;
             };
-            if r != 0 || Instant::now() >= end {
-                break;
+            let reap_end = Instant::now() + Duration::from_millis(200);
+            loop {
+                // SAFETY: waitpid on one pid, with a valid status pointer.
+                let r = unsafe {
+                    let mut status = 0;
+                    libc::waitpid(pid, &mut status, libc::WNOHANG)
+                };
+                if r != 0 || Instant::now() >= reap_end {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
 
-/// A process of /proc: its pid, parent, and whether it is a server supervisor.
+/// The start time of process `pid` in clock ticks since boot (`/proc/PID/stat` field 22); 0
+/// when unknown.
+fn start_time(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| stat_fields(&s).and_then(|f| f.get(19)?.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// The fields of a `/proc/PID/stat` line after the parenthesised command name (state first).
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    Some(stat.rsplit_once(')')?.1.split_whitespace().collect())
+}
+
+/// A process of /proc: its pid, parent, group, start time, and whether it is a server
+/// supervisor.
 struct ProcEntry {
     pid: u32,
     ppid: u32,
+    pgrp: u32,
+    start: u64,
     is_supervisor: bool,
 }
 
@@ -373,21 +409,16 @@ fn proc_table() -> Vec<ProcEntry> {
     dir.filter_map(|e| {
         let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // the fields after the parenthesised command name: state, ppid, ...
-        let ppid = stat
-            .rsplit(')')
-            .next()?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()?;
+        let f = stat_fields(&stat)?;
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let is_supervisor = cmdline
             .split(|&b| b == 0)
             .any(|a| a == super::supervisor::ARG.as_bytes());
         Some(ProcEntry {
             pid,
-            ppid,
+            ppid: f.get(1)?.parse().ok()?,
+            pgrp: f.get(2)?.parse().ok()?,
+            start: f.get(19)?.parse().ok()?,
             is_supervisor,
         })
     })

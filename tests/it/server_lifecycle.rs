@@ -770,3 +770,42 @@ fn a_killed_supervisor_leaves_nothing_and_is_named() {
         "{d}"
     );
 }
+
+/// Attack finding: a server command that cannot start (a typo) made its supervisor exit
+/// without a report, which perfgate took for a killed supervisor: it then SIGKILLed every
+/// child of its own, here a `sleep` the shell that exec'd perfgate had started. A failed start
+/// kills nothing, and only what started after the dead supervisor is ever adopted.
+#[test]
+fn a_server_that_cannot_start_kills_nothing_of_perfgates() {
+    let c = Case::new();
+    let yaml = format!(
+        "scenarios:\n  - name: a-typo\n    endpoint: {{base_url: 'http://127.0.0.1:{}/v1', model: m}}\n    request: {{prompt: hi, max_tokens: 8}}\n    load: {{samples: 20, warmup: 1}}\n    server: {{command: [no-such-server-binary-xyz, --port, '{}']}}\n  - name: b-sim\n    endpoint: {{base_url: 'sim://?ttft_ms=5&tpot_ms=1', model: m}}\n    request: {{prompt: hi, max_tokens: 8}}\n    load: {{samples: 20, warmup: 1}}\n",
+        c.port, c.port
+    );
+    let f = c.dir.path().join("s.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    let bg = c.dir.path().join("bg.pid");
+    let shell = format!(
+        "sleep 120 </dev/null >/dev/null 2>&1 & echo $! > '{}'; exec '{}' check -s '{}' --baselines '{}' --allow-missing-baseline --output '{}'",
+        bg.display(),
+        env!("CARGO_BIN_EXE_perfgate"),
+        f.display(),
+        c.dir.path().join("baselines").display(),
+        c.results_path().display()
+    );
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg(shell);
+    let (code, stderr, _) = run(cmd);
+    let pid: u32 = std::fs::read_to_string(&bg)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let survived = alive(pid);
+    let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    assert!(survived, "perfgate killed its own child {pid}: {stderr}");
+    assert_eq!(code, 3, "{stderr}");
+    let r = c.results();
+    assert_eq!(r["scenarios"][0]["status"], "unmeasurable");
+    assert_eq!(r["scenarios"][1]["status"], "no_baseline");
+}

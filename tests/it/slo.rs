@@ -233,3 +233,22 @@ fn fail_on_warn_turns_a_warn_into_exit_1() {
         );
     }
 }
+
+/// Attack finding: PERFGATE_FAIL_ON set to nothing (a workflow passing an empty input) exited 2
+/// ("a value is required"); it means unset: the WARN exits 0 as without it.
+#[test]
+fn an_empty_perfgate_fail_on_is_unset() {
+    let dir = setup("{ttft_p90: 1s}", 20, 0.0);
+    let o = crate::support::perfgate()
+        .current_dir(dir.path())
+        .args(["check", "--output", "r.json"])
+        .env("PERFGATE_FAIL_ON", "")
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(r["verdict"], "WARN");
+}
