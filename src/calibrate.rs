@@ -17,6 +17,8 @@
 //! its level at its own fail boundary beside a naive test that counts gaps as independent, and
 //! its power for a stall pattern (docs/accuracy.md).
 
+pub mod nightly;
+
 use crate::config::scenario::{GateSpec, Metric, Quantile};
 use crate::gate::{self, Samples, ScenarioSamples, Verdict};
 use crate::stats::quantile::{quantile_type7, sorted};
