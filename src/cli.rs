@@ -101,6 +101,10 @@ struct CalibrateArgs {
     /// Only experiments whose label contains this text.
     #[arg(long)]
     only: Option<String>,
+    /// The nightly history's change-point rule instead (series of nights, beside a naive
+    /// threshold and a Perfherder-style t-test).
+    #[arg(long)]
+    nightly: bool,
 }
 
 #[derive(Debug, Args)]
@@ -460,10 +464,17 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
             if a.replicates == 0 || a.replicates > 1_000_000 {
                 return Err(Error::usage("--replicates must be between 1 and 1000000"));
             }
-            print!(
-                "{}",
-                crate::calibrate::report(a.replicates, a.seed, a.only.as_deref())
-            );
+            if a.nightly {
+                print!(
+                    "{}",
+                    crate::calibrate::nightly::report(a.replicates, a.seed)
+                );
+            } else {
+                print!(
+                    "{}",
+                    crate::calibrate::report(a.replicates, a.seed, a.only.as_deref())
+                );
+            }
             Ok(exit::OK)
         }
     }

@@ -36,6 +36,7 @@ mod committed;
 mod committed_rows;
 mod comparators;
 mod itl;
+pub mod nightly;
 mod noise;
 mod slo;
 mod table;
