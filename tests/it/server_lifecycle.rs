@@ -372,7 +372,7 @@ fn signalled_mid_run(sig: i32, stop_timeout: &str) -> (Case, u32, i32, String) {
         "  - name: long\n",
     );
     let mut cmd = c.check_cmd(&f);
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -393,14 +393,21 @@ fn signalled_mid_run(sig: i32, stop_timeout: &str) -> (Case, u32, i32, String) {
         .arg(format!("-{sig}"))
         .arg(child.id().to_string())
         .status();
-    let end = Instant::now() + Duration::from_secs(60);
+    let (code, stderr) = end_of(child, 60, "the signal");
+    (c, pid, code, stderr)
+}
+
+/// Waits up to `limit_s` for the perfgate `child` to exit (killed and failed after that): its
+/// exit code (-1 when killed by a signal) and stderr.
+fn end_of(mut child: std::process::Child, limit_s: u64, after: &str) -> (i32, String) {
+    let end = Instant::now() + Duration::from_secs(limit_s);
     let code = loop {
         if let Some(st) = child.try_wait().unwrap() {
             break st.code().unwrap_or(-1);
         }
         if Instant::now() > end {
             let _ = child.kill();
-            panic!("perfgate did not end within 60 s of the signal");
+            panic!("perfgate did not end within {limit_s} s of {after}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -410,7 +417,7 @@ fn signalled_mid_run(sig: i32, stop_timeout: &str) -> (Case, u32, i32, String) {
         let _ = e.read_to_string(&mut stderr);
     }
     eprintln!("--- stderr\n{stderr}");
-    (c, pid, code, stderr)
+    (code, stderr)
 }
 
 #[test]
@@ -680,7 +687,7 @@ fn a_killed_supervisor_leaves_nothing_and_is_named() {
         "{samples: 5000, warmup: 2}",
         "  - name: long\n",
     );
-    let mut child = c
+    let child = c
         .check_cmd(&f)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -729,23 +736,7 @@ fn a_killed_supervisor_leaves_nothing_and_is_named() {
         .arg("-9")
         .arg(supervisor.to_string())
         .status();
-    let end = Instant::now() + Duration::from_secs(90);
-    let code = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st.code().unwrap_or(-1);
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            panic!("perfgate did not end within 90 s of its supervisor's death");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read;
-        let _ = e.read_to_string(&mut stderr);
-    }
-    eprintln!("--- stderr\n{stderr}");
+    let (code, stderr) = end_of(child, 90, "its supervisor's death");
     let daemon_gone = gone_within(daemon, Duration::from_secs(10));
     if !daemon_gone {
         let _ = Command::new("kill")
