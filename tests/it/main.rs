@@ -30,6 +30,7 @@ mod report_html;
 mod report_junit;
 mod report_schema;
 mod report_snapshots;
+mod server_failures;
 mod server_hardening;
 mod server_lifecycle;
 mod shard;
