@@ -28,7 +28,10 @@ pub fn run_problem(
             format!("every request was rejected: {}", first.unwrap_or_default()),
         ))
     } else if let Some(why) = &run.unreachable {
-        Some((Status::Unmeasurable, why.clone()))
+        Some((
+            Status::Unmeasurable,
+            format!("{why}{}", not_ready_hint(sc, run)),
+        ))
     } else if let Some(why) = run.resent_problem() {
         Some((Status::Unmeasurable, why))
     } else if let (UnlistedModel::Refuse, Some(why)) = (
@@ -49,8 +52,9 @@ pub fn run_problem(
         Some((
             Status::Unmeasurable,
             format!(
-                "every request failed; first: {}",
-                m.first_error.as_deref().unwrap_or("(no reason recorded)")
+                "every request failed; first: {}{}",
+                m.first_error.as_deref().unwrap_or("(no reason recorded)"),
+                not_ready_hint(sc, run)
             ),
         ))
     } else {
@@ -72,4 +76,32 @@ fn misconfigured(run: &RunOutput) -> bool {
                     && matches!(e.status, Some(401 | 403 | 404 | 405))
             })
         })
+}
+
+/// When every request was refused at connect or answered 503 (a server still loading its
+/// model looks like this) and perfgate was not told to wait: how to make it wait. Empty
+/// otherwise (a `server:` block or `endpoint.wait_ready` already waits).
+fn not_ready_hint(sc: &Scenario, run: &RunOutput) -> String {
+    use crate::record::FailureClass;
+    if sc.server.is_some() || sc.endpoint.wait_ready.is_some() {
+        return String::new();
+    }
+    let mut errors = run
+        .records
+        .iter()
+        .chain(&run.warmup_records)
+        .filter_map(|r| r.error.as_ref())
+        .peekable();
+    let not_ready = errors.peek().is_some()
+        && errors.all(|e| {
+            matches!(
+                e.class,
+                FailureClass::Connect | FailureClass::TimeoutConnect
+            ) || (e.class == FailureClass::HttpStatus && e.status == Some(503))
+        });
+    if not_ready {
+        " (if the server is still starting or loading its model, set endpoint.wait_ready, e.g. `wait_ready: 5m`, and perfgate waits until GET <base_url>/models answers before measuring)".to_string()
+    } else {
+        String::new()
+    }
 }

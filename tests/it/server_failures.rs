@@ -194,3 +194,26 @@ fn a_server_that_cannot_start_kills_nothing_of_perfgates() {
     assert_eq!(r["scenarios"][0]["status"], "unmeasurable");
     assert_eq!(r["scenarios"][1]["status"], "no_baseline");
 }
+
+/// Issue 32 item 5: an endpoint still loading (connection refused) exited 3 with no word about
+/// `endpoint.wait_ready`; the detail now says how to make perfgate wait.
+#[test]
+fn an_endpoint_not_up_yet_points_to_wait_ready() {
+    let c = Case::new();
+    let yaml = format!(
+        "scenarios:\n  - name: early\n    endpoint: {{base_url: 'http://127.0.0.1:{}/v1', model: m}}\n    request: {{prompt: hi, max_tokens: 8}}\n    load: {{samples: 20, warmup: 1}}\n",
+        c.port
+    );
+    let f = c.dir.path().join("s.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    let (code, stderr, _) = run(c.check_cmd(&f));
+    assert_eq!(code, 3, "{stderr}");
+    let d = c.results()["scenarios"][0]["status_detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        d.contains("set endpoint.wait_ready, e.g. `wait_ready: 5m`"),
+        "{d}"
+    );
+}
