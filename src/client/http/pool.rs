@@ -11,6 +11,12 @@ use super::{
 use std::time::{Duration, Instant};
 use tokio::time::timeout_at;
 
+/// The pause before the keep-alive probe's second look (a loaded machine returns a streamed
+/// connection to the pool late).
+const KEEPALIVE_RETRY_SETTLE: Duration = Duration::from_millis(200);
+/// Most probes of the second look at once.
+const KEEPALIVE_RETRY_MAX: usize = 16;
+
 /// Why a [`StreamClient::get`] got no answer: what happened (refused, no route, no answer in
 /// time), secrets redacted. Readiness probes retry every such failure alike.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +47,9 @@ impl StreamClient {
     /// Whether the server keeps a connection open after a streamed response: sends one
     /// `GET <base>/models` after a short pause and looks whether it travels on one of `conns`
     /// (the local addresses of connections that carried a finished stream, idle in the pool
-    /// since). `Some(false)` when it travelled on another connection; `None` when it failed
+    /// since), and when it did not, looks again after 200 ms with as many probes at once as
+    /// there are such connections plus one. `Some(false)` when none travelled on one of them;
+    /// `None` when every probe failed
     /// (a `/models` that resets or closes says nothing about the stream's connection), the
     /// server did not answer within [`KEEPALIVE_PROBE_TIMEOUT`], or the connection cannot be
     /// told.
@@ -49,6 +57,36 @@ impl StreamClient {
         // let a close that follows the stream reach the connection first
         tokio::time::sleep(POOL_SETTLE).await;
         let deadline = Instant::now() + KEEPALIVE_PROBE_TIMEOUT;
+        let first = self.probe_connection(deadline).await?;
+        if conns.contains(&first) {
+            return Some(true);
+        }
+        // On a loaded machine a streamed connection may not be back in the pool yet, and the
+        // probe opened its own. After a longer pause, as many probes at once as there are
+        // streamed connections plus the probe's: every idle connection is handed out, so a
+        // streamed one still open is found; a server that closed them (llama-server) gets new
+        // connections only.
+        tokio::time::sleep(KEEPALIVE_RETRY_SETTLE).await;
+        let mut distinct = conns.to_vec();
+        distinct.sort();
+        distinct.dedup();
+        let n = (distinct.len() + 1).min(KEEPALIVE_RETRY_MAX);
+        let got: Vec<std::net::SocketAddr> =
+            futures_util::future::join_all((0..n).map(|_| self.probe_connection(deadline)))
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
+        if got.is_empty() {
+            return None;
+        }
+        Some(got.iter().any(|a| conns.contains(a)))
+    }
+
+    /// One `GET <base>/models` (body drained, at most [`WARM_BODY_BYTES`]): the local address of
+    /// the connection it travelled on; `None` when it got no answer by `deadline` or the
+    /// connection cannot be told.
+    async fn probe_connection(&self, deadline: Instant) -> Option<std::net::SocketAddr> {
         let req = self
             .http
             .get(self.models_url.clone())
@@ -57,7 +95,7 @@ impl StreamClient {
             Ok(mut resp) => {
                 let on = local_addr(&resp)?;
                 drain(&mut resp, WARM_BODY_BYTES, deadline).await;
-                Some(conns.contains(&on))
+                Some(on)
             }
             Err(_) => None,
         }
