@@ -25,7 +25,7 @@ LAYERS=(
   "baseline gate"                                    # baseline files; the statistical gate
   "verdict"                                          # overall verdict and exit code
   "results"                                          # the results model every renderer reads
-  "report github"                                    # renderers; the PR comment
+  "report github history"                                  # renderers; the PR comment
   "assess"                                           # one scenario judged against a reference
   "$COMMANDS"                                        # commands (none uses another)
   "cli"                                              # argument parsing and dispatch

@@ -10,6 +10,8 @@ use crate::verdict::FailOn;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+mod history;
+
 /// perfgate: a CI regression gate for LLM inference latency (TTFT, TPOT, ITL).
 #[derive(Debug, Parser)]
 #[command(name = "perfgate", version, about, long_about = None)]
@@ -40,6 +42,10 @@ enum Command {
     Report(ReportArgs),
     /// Scaffold scenarios/example.yaml, baselines/ and a pull-request workflow (never overwrites).
     Init(InitArgs),
+    /// The nightly history (`check --history`): show a scenario's nights and change points, or
+    /// append a saved night.
+    #[command(subcommand)]
+    History(history::HistoryCommand),
 }
 
 #[derive(Debug, Args)]
@@ -154,6 +160,8 @@ struct CheckArgs {
     id: String,
     #[command(flatten)]
     github: crate::github::GithubArgs,
+    #[command(flatten)]
+    history: history::HistoryArgs,
 }
 
 /// `perfgate ab --design`.
@@ -417,7 +425,11 @@ fn load_scenarios_as(
 async fn run(cli: Cli) -> Result<i32, Error> {
     if matches!(
         cli.command,
-        Command::Check(_) | Command::Bless(_) | Command::Ab(_) | Command::Report(_)
+        Command::Check(_)
+            | Command::Bless(_)
+            | Command::Ab(_)
+            | Command::Report(_)
+            | Command::History(_)
     ) {
         crate::cancel::install();
         // A forced exit (second signal, hard stop) still writes the results JSON kept ready,
@@ -460,6 +472,7 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
         Command::Init(a) => crate::init::init(&a.dir),
         Command::Bless(a) => cmd_bless(a).await,
         Command::Sim(a) => cmd_sim(a).await,
+        Command::History(c) => history::cmd_history(c),
         Command::Calibrate(a) => {
             if a.replicates == 0 || a.replicates > 1_000_000 {
                 return Err(Error::usage("--replicates must be between 1 and 1000000"));
@@ -507,7 +520,17 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
     baselines
         .refuse_unusable(&scs, policy)
         .map_err(|e| Error::Baseline(e.into()))?;
+    // Read before measuring: an unreadable history is an error before anything is spent.
+    let history = match a.history.store()? {
+        Some(store) => {
+            let h = check::nightly::HistoryRun::open(store, &scs, &|k| std::env::var(k).ok())
+                .map_err(|e| Error::History(e.into()))?;
+            Some(std::sync::Arc::new(h))
+        }
+        None => None,
+    };
     let opts = CheckOptions {
+        history: history.clone(),
         policy,
         id,
         unlisted_model: if a.require_listed_model {
@@ -523,11 +546,65 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
         let mut none = check::interrupted_results(&scs, &baselines, &opts);
         report::last_resort::keep(p, &mut none);
     }
-    let results = check::run_check(&scs, &baselines, &opts).await;
+    let mut results = check::run_check(&scs, &baselines, &opts).await;
+    let unsaved = match &history {
+        Some(h) => nightly_history(&mut results, &scs, &baselines, h),
+        None => None,
+    };
     let rep = report::Report::with_loaded(results, |name| {
         (baselines.path_for(name), baselines.get(name))
     });
-    Ok(deliver(rep, &a.out, &a.github, a.fail_on).await)
+    let code = deliver(rep, &a.out, &a.github, a.fail_on).await;
+    Ok(match unsaved {
+        Some(e) => crate::verdict::with_write_failure(code, &e),
+        None => code,
+    })
+}
+
+/// `check --history` after the gate: tonight judged against the nights (a `nightly step` check
+/// per gated metric), then appended. Returns the error of an append that failed (the verdict
+/// stands; the night is in the results file for `perfgate history append`).
+fn nightly_history(
+    results: &mut crate::results::Results,
+    scs: &[Scenario],
+    baselines: &check::Baselines,
+    h: &check::nightly::HistoryRun,
+) -> Option<Error> {
+    let tonight = check::nightly::judge_tonight(results, scs, baselines, h);
+    if results.incomplete || crate::cancel::requested() {
+        eprintln!("perfgate: history: the run was interrupted, so tonight is not appended");
+        return None;
+    }
+    if tonight.is_empty() {
+        eprintln!(
+            "perfgate: history: no scenario measured anything, so there is no night to append"
+        );
+        return None;
+    }
+    match h.store.append(&tonight) {
+        Ok(done) => {
+            eprintln!(
+                "perfgate: history: appended {} scenario(s) to branch {} (commit {}{})",
+                tonight.len(),
+                h.store.branch,
+                &done.commit[..done.commit.len().min(12)],
+                if done.attempts > 1 {
+                    format!(
+                        ", after {} attempts: other jobs appended at once",
+                        done.attempts
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            None
+        }
+        Err(e) => {
+            let e = Error::History(e.into());
+            eprintln!("perfgate: {e}");
+            Some(e)
+        }
+    }
 }
 
 /// After measuring (`check`, `ab`): prints the terminal report, writes the report files,

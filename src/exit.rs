@@ -49,6 +49,10 @@ pub enum Error {
     /// A results file (`check --output`) could not be read, parsed or merged.
     #[error(transparent)]
     Results(Source),
+    /// The nightly history (`--history`) could not be read or appended to
+    /// (`history::HistoryError`).
+    #[error("history: {0}")]
+    History(Source),
     /// The simulator's settings or a replayed stream case are invalid (`perfgate sim`);
     /// `context` is put before the message (`sim: `, or empty).
     #[error("{context}{source}")]
@@ -96,6 +100,7 @@ impl Error {
             Error::Usage(_)
             | Error::Scenario(_)
             | Error::Baseline(_)
+            | Error::History(_)
             | Error::Results(_)
             | Error::Sim { .. }
             | Error::Write { .. }

@@ -346,11 +346,16 @@ impl Results {
     /// place they are decided ([`crate::verdict::decide`]).
     pub fn decide(&mut self) {
         // A scenario without a usable baseline whose gate.slo objectives were checked is gated
-        // by them (a gate on day one): for the verdict it counts as compared. A broken
+        // by them (a gate on day one), as is one whose nightly history could be judged: for the
+        // verdict it counts as compared. A broken
         // baseline file stays an error.
         let gated_by_slo = |s: &ScenarioResult| {
             matches!(s.status, Status::NoBaseline | Status::Stale)
-                && s.checks.iter().any(|c| c.kind.is_slo())
+                && s.checks.iter().any(|c| {
+                    c.kind.is_slo()
+                        || (c.kind == crate::gate::CheckKind::ChangePoint
+                            && c.verdict != crate::gate::Verdict::Info)
+                })
         };
         (self.verdict, self.exit_code) = crate::verdict::decide(
             self.scenarios.iter().map(|s| {

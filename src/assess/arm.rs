@@ -204,7 +204,16 @@ pub fn baseline_spread(sc: &Scenario, b: &Baseline) -> BTreeMap<Metric, gate::Sp
                 .filter_map(|&m| {
                     rs.tau
                         .get(&crate::summary::SummaryKey::from(m))
-                        .map(|&tau| (m, gate::Spread { tau, runs: rs.runs }))
+                        .map(|&tau| {
+                            (
+                                m,
+                                gate::Spread {
+                                    tau,
+                                    runs: rs.runs,
+                                    nights: None,
+                                },
+                            )
+                        })
                 })
                 .collect()
         })

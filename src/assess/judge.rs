@@ -38,6 +38,9 @@ pub struct CommittedBaseline<'a> {
     /// Why it cannot be compared with (missing, broken, stale), with the status that says so;
     /// `None` when it is usable.
     pub unusable: Option<&'a (Status, String)>,
+    /// The night-to-night spread the nightly history measured, per metric: it replaces the bless
+    /// runs' spread in the drift widening (empty without a history, or with too few nights).
+    pub learned: &'a BTreeMap<Metric, super::nightly::Learned>,
 }
 
 /// The base arm of an A/B run.
@@ -330,7 +333,7 @@ fn comparable(sc: &Scenario, reference: &Reference, res: &ScenarioResult) -> Opt
             measured_some.then(|| Comparable {
                 as_baseline: base.clone(),
                 arm: Arm::from_baseline(base),
-                spread: baseline_spread(sc, base),
+                spread: learned_over(baseline_spread(sc, base), b.learned, base),
                 words: Words::Baseline,
             })
         }
@@ -348,6 +351,27 @@ fn comparable(sc: &Scenario, reference: &Reference, res: &ScenarioResult) -> Opt
             })
         }
     }
+}
+
+/// The bless runs' spread with each metric the history learned replaced by the nights' spread
+/// (docs/history.md "A tolerance learned from real nights"): tau from the nights, k still the
+/// baseline's bless runs (the snapshot's own night effect is one draw of it).
+fn learned_over(
+    mut spread: BTreeMap<Metric, crate::gate::Spread>,
+    learned: &BTreeMap<Metric, super::nightly::Learned>,
+    base: &Baseline,
+) -> BTreeMap<Metric, crate::gate::Spread> {
+    for (&m, l) in learned {
+        spread.insert(
+            m,
+            crate::gate::Spread {
+                tau: l.tau,
+                runs: base.runs.len().max(1),
+                nights: Some(l.nights),
+            },
+        );
+    }
+    spread
 }
 
 /// How drift is said: of a baseline and a run, or of two arms.
@@ -478,6 +502,7 @@ mod tests {
             path: std::path::Path::new("baselines/s.json"),
             loaded: Some(base),
             unusable: None,
+            learned: &BTreeMap::new(),
         });
         judge(sc, Ok(run), &reference, UnlistedModel::Note)
     }

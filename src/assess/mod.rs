@@ -13,6 +13,7 @@ pub mod drift;
 pub mod figures;
 pub mod gated;
 pub mod judge;
+pub mod nightly;
 pub mod notes;
 pub mod problem;
 pub mod server_notes;

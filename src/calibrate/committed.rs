@@ -109,6 +109,7 @@ fn inputs(
                                 gate::Spread {
                                     tau,
                                     runs: runs.len(),
+                                    nights: None,
                                 },
                             )
                         })

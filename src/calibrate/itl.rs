@@ -283,6 +283,7 @@ fn spread(runs: &[Vec<f64>]) -> Option<gate::Spread> {
             crate::stats::spread::run_spread_upper(runs).map(|tau| gate::Spread {
                 tau,
                 runs: runs.len(),
+                nights: None,
             })
         })
         .flatten()

@@ -26,10 +26,16 @@ pub fn compare(
         let path = baselines.path_for(&sc.name);
         let loaded = baselines.get(&sc.name);
         let unusable = unusable(sc, loaded.clone(), Missing::of(sc, opts.policy));
+        let learned = opts
+            .history
+            .as_ref()
+            .map(|h| h.learned(sc))
+            .unwrap_or_default();
         let reference = Reference::Baseline(CommittedBaseline {
             path: &path,
             loaded: loaded.as_ref().ok().copied(),
             unusable: unusable.as_ref(),
+            learned: &learned,
         });
         let j = judge(sc, run.as_ref(), &reference, opts.unlisted_model);
         gate_inputs.extend(j.gate_input);

@@ -8,6 +8,7 @@
 mod baselines;
 mod compare;
 mod confirm;
+pub mod nightly;
 
 /// The figures and notes of a run, kept here too for the library's existing callers.
 pub use crate::assess::{measured, run_notes};
@@ -33,6 +34,9 @@ pub struct CheckOptions {
     /// The live progress display every measurement reports to (an interactive terminal's
     /// progress line), if any.
     pub progress: Option<std::sync::Arc<dyn crate::runner::Progress>>,
+    /// `--history`: the nightly history read before measuring; its night-to-night spread widens
+    /// the baselines' fail tolerances ([`nightly::HistoryRun::learned`]).
+    pub history: Option<std::sync::Arc<nightly::HistoryRun>>,
 }
 
 /// The results of a run stopped before any scenario was measured: each one "not measured:

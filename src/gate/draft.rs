@@ -102,6 +102,7 @@ pub(super) fn empty_check(b: Blank) -> Draft {
         samples_needed: None,
         min_detectable_change: None,
         fail_configured: None,
+        tau_nights: None,
         tau: None,
         alpha: None,
     };

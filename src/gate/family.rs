@@ -39,7 +39,10 @@ pub fn correct_family(checks: Vec<Evaluated>) -> Family {
 /// `alpha` (older files) keep their verdict. IMPROVED is left as it is (its p-value is not saved;
 /// it never changes the exit code).
 pub fn correct_merged_family<'a>(checks: impl IntoIterator<Item = &'a mut Check>) {
-    let mut gated: Vec<&mut Check> = checks.into_iter().filter(|c| c.p_value.is_some()).collect();
+    let mut gated: Vec<&mut Check> = checks
+        .into_iter()
+        .filter(|c| c.p_value.is_some() && c.kind != CheckKind::ChangePoint)
+        .collect();
     let ps: Vec<f64> = gated.iter().filter_map(|c| c.p_value).collect();
     let adj = stats::holm::holm_adjust(&ps);
     for (c, &p) in gated.iter_mut().zip(adj.iter()) {

@@ -75,9 +75,15 @@ impl Corrected {
             CheckKind::TailExceedance => super::tail::exceedance_reason(v, reg_h).unwrap_or(why),
             _ => why,
         };
-        let why = match (c.fail_configured, c.tau) {
-            (Some(conf), Some(tau)) => format!(
+        let why = match (c.fail_configured, c.tau, c.tau_nights) {
+            (Some(conf), Some(tau), None) => format!(
                 "{why} (fail tolerance widened from {:.0}% to {:.1}% because this baseline's run-to-run spread tau is {:.1}%)",
+                conf * 100.0,
+                c.fail * 100.0,
+                tau * 100.0
+            ),
+            (Some(conf), Some(tau), Some(nights)) => format!(
+                "{why} (fail tolerance widened from {:.0}% to {:.1}% because {nights} nights of history move by tau {:.1}% from night to night)",
                 conf * 100.0,
                 c.fail * 100.0,
                 tau * 100.0

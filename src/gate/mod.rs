@@ -182,6 +182,7 @@ fn mark_widened(ch: &mut Draft, configured: Band, spread: Option<Spread>) {
     if ch.check.fail > configured.fail {
         ch.check.fail_configured = Some(configured.fail);
         ch.check.tau = spread.map(|s| s.tau);
+        ch.check.tau_nights = spread.and_then(|s| s.nights);
     }
 }
 

@@ -137,7 +137,11 @@ fn run_spread_widens_the_fail_tolerance() {
     assert_eq!(plain[0].verdict, Verdict::Fail, "{:?}", plain[0]);
     let (wide, _) = evaluate(&[mk(BTreeMap::from([(
         Metric::Tpot,
-        Spread { tau: 0.05, runs: 5 },
+        Spread {
+            tau: 0.05,
+            runs: 5,
+            nights: None,
+        },
     )]))]);
     assert_ne!(wide[0].verdict, Verdict::Fail, "{:?}", wide[0]);
     assert!((wide[0].fail - 0.1361).abs() < 0.0005);
@@ -151,7 +155,11 @@ fn run_spread_widens_the_fail_tolerance() {
     // if a spread is passed.
     let mut ab = mk(BTreeMap::from([(
         Metric::Tpot,
-        Spread { tau: 0.05, runs: 5 },
+        Spread {
+            tau: 0.05,
+            runs: 5,
+            nights: None,
+        },
     )]));
     ab.design = Design::Interleaved;
     let (ab, _) = evaluate(&[ab]);
@@ -198,7 +206,11 @@ fn run_spread_widens_the_tail_exceedance_check_too() {
     let wide = tail(
         &evaluate(&[mk(BTreeMap::from([(
             Metric::Tpot,
-            Spread { tau: 0.15, runs: 5 },
+            Spread {
+                tau: 0.15,
+                runs: 5,
+                nights: None,
+            },
         )]))])
         .0,
     );
@@ -408,7 +420,11 @@ fn itl_scenario(b: Vec<GapCluster>, c: Vec<GapCluster>, design: Design) -> Scena
         itl: Some(ItlSamples {
             baseline: b,
             candidate: c,
-            spread: Some(Spread { tau: 0.15, runs: 5 }),
+            spread: Some(Spread {
+                tau: 0.15,
+                runs: 5,
+                nights: None,
+            }),
         }),
     }
 }

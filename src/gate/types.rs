@@ -50,6 +50,10 @@ pub enum CheckKind {
     ItlTail(Quantile),
     /// `gate.slo.error_rate`: the share of failed requests against an absolute objective.
     ErrorSlo,
+    /// The nightly history's change-point rule on a metric's nightly medians
+    /// ([`crate::stats::changepoint`], docs/history.md): not in the Holm family (its p-value is
+    /// already Bonferroni-adjusted per night).
+    ChangePoint,
 }
 
 impl CheckKind {
@@ -66,6 +70,7 @@ impl CheckKind {
             CheckKind::ItlTail(Quantile::P50) => "ITL P50",
             CheckKind::ItlTail(Quantile::P90) => "ITL P90",
             CheckKind::ItlTail(Quantile::P99) => "ITL P99",
+            CheckKind::ChangePoint => "nightly step",
         }
     }
 
@@ -195,8 +200,11 @@ pub struct ItlSamples {
 pub struct Spread {
     /// Upper 90 % bound of the run-to-run spread tau, log scale.
     pub tau: f64,
-    /// k, the number of runs it was estimated from.
+    /// k, the number of bless runs the baseline pooled (the widening's sqrt(1 + 1/k)).
     pub runs: usize,
+    /// Where tau came from: `None` for the baseline's bless runs, `Some(n)` for n nights of the
+    /// nightly history (docs/history.md "A tolerance learned from real nights").
+    pub nights: Option<usize>,
 }
 
 /// The confidence interval of a check's ratio; either bound may be absent (unbounded or not
@@ -277,6 +285,9 @@ pub struct Check {
     /// The baseline's run-to-run spread tau (log scale) behind a widened tolerance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tau: Option<f64>,
+    /// Nights of the nightly history that tau was learned from (absent: the bless runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tau_nights: Option<usize>,
     /// The family-wise alpha the Holm-adjusted p-value was compared with (kept so that
     /// `perfgate report` can redo Holm over the union of merged shards).
     #[serde(default, skip_serializing_if = "Option::is_none")]

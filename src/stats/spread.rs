@@ -44,8 +44,15 @@ pub fn spread_upper_at(runs: &[Vec<f64>], gamma: f64) -> Option<f64> {
         meds.push(med);
         within.push(std::f64::consts::FRAC_PI_2 * var / n as f64);
     }
+    spread_upper_of_medians(&meds, &within, gamma)
+}
+
+/// The upper (1 - `gamma`) bound of tau from each run's log median and the sampling variance of
+/// that median (pi/2 * s^2 / n): what [`spread_upper_at`] computes from the runs' values, for
+/// callers that keep only the summaries (the nightly history). `None` with fewer than 2 runs.
+pub fn spread_upper_of_medians(meds: &[f64], within: &[f64], gamma: f64) -> Option<f64> {
     let k = meds.len();
-    if k < 2 || !(gamma > 0.0 && gamma < 1.0) {
+    if k < 2 || within.len() != k || !(gamma > 0.0 && gamma < 1.0) {
         return None;
     }
     let mean = meds.iter().sum::<f64>() / k as f64;

@@ -1,0 +1,524 @@
+//! A scenario's nights judged (docs/history.md): per gated metric, the change-point rule
+//! ([`crate::stats::changepoint`]) over the nightly medians with tonight's run as the last night,
+//! as a `nightly step` check; and, before measuring, the night-to-night spread the committed
+//! baseline's fail tolerance is widened to ([`learned_spread`]). Pure: entries in, checks out.
+
+use crate::config::{Metric, Scenario};
+use crate::gate::{Check, CheckKind, RatioCi, Verdict};
+use crate::history::{series, Entry};
+use crate::stats::changepoint::{change_points, Direction, Step, StepRule};
+use crate::summary::SummaryKey;
+use std::collections::BTreeMap;
+
+/// A metric's night-to-night spread learned from the history.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Learned {
+    /// Upper 90 % bound of tau, log scale.
+    pub tau: f64,
+    /// Nights it was estimated from.
+    pub nights: usize,
+}
+
+/// What the nights say about one scenario.
+#[derive(Debug, Clone, Default)]
+pub struct Nightly {
+    /// One `nightly step` check per gated metric.
+    pub checks: Vec<Check>,
+    pub notes: Vec<String>,
+    /// Per metric, every change point (night indexes into `nights`), for the pictures.
+    pub steps: BTreeMap<SummaryKey, Vec<Step>>,
+}
+
+/// The nights of `past` (oldest first) comparable with a run of fingerprint `fingerprint`.
+pub fn comparable<'a>(past: &'a [Entry], fingerprint: &str) -> (&'a [Entry], usize) {
+    series::comparable(past, fingerprint, crate::baseline::METRICS_VERSION)
+}
+
+/// The metrics a scenario's nights are judged on: its gated latency metrics.
+fn judged_metrics(sc: &Scenario) -> Vec<Metric> {
+    sc.gate.metrics.clone()
+}
+
+/// Per gated metric, the spread of the current level's nights (since the last change point),
+/// when there are enough of them ([`series::MIN_NIGHTS_FOR_SPREAD`]).
+pub fn learned_spread(sc: &Scenario, past: &[Entry], rule: &StepRule) -> BTreeMap<Metric, Learned> {
+    let (nights, _) = comparable(past, &sc.fingerprint);
+    let refs: Vec<&Entry> = nights.iter().collect();
+    let mut out = BTreeMap::new();
+    for m in judged_metrics(sc) {
+        let key = SummaryKey::from(m);
+        let (idx, vals) = values(&refs, key);
+        let level_start = change_points(&vals, rule)
+            .last()
+            .map_or(0, |s| idx[s.first]);
+        if let Some((tau, n)) = series::spread(&refs, level_start, key) {
+            out.insert(m, Learned { tau, nights: n });
+        }
+    }
+    out
+}
+
+/// The nights with a value of `key`: their indexes into `nights` and the medians.
+fn values(nights: &[&Entry], key: SummaryKey) -> (Vec<usize>, Vec<f64>) {
+    series::medians(nights, key)
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| v.is_finite() && *v > 0.0)
+        .unzip()
+}
+
+/// Judges the nights of `sc`: `past` as read from the history (any fingerprint), `tonight` the
+/// entry of this run, appended as the last night.
+pub fn judge_nights(sc: &Scenario, past: &[Entry], tonight: &Entry, rule: &StepRule) -> Nightly {
+    let (kept, dropped) = comparable(past, &tonight.fingerprint);
+    let mut nights: Vec<&Entry> = kept.iter().collect();
+    nights.push(tonight);
+    let mut out = Nightly::default();
+    if dropped > 0 {
+        out.notes.push(format!(
+            "nightly history: {dropped} earlier night(s) ran another configuration (or metric definition) of this scenario and are not compared"
+        ));
+    }
+    let needed = rule.min_before + rule.confirm;
+    for m in judged_metrics(sc) {
+        let key = SummaryKey::from(m);
+        let (idx, vals) = values(&nights, key);
+        let mut ch = blank(sc, m, rule);
+        if vals.len() < needed {
+            out.notes.push(format!(
+                "nightly history: {} night(s) of {} with this configuration; a change point needs {needed} ({} before a step, {} at the new level), so none is judged yet",
+                vals.len(),
+                m.label(),
+                rule.min_before,
+                rule.confirm
+            ));
+            continue;
+        }
+        let steps = change_points(&vals, rule);
+        judge_steps(&mut ch, &steps, &idx, &vals, &nights, tonight, rule);
+        if let Some(s) = steps.last() {
+            if let Some(n) = server_change(&nights, idx[s.first]) {
+                out.notes.push(format!(
+                    "{} nightly step: the server changed on the step's first night: {n}",
+                    m.label()
+                ));
+            }
+        }
+        out.steps.insert(
+            key,
+            steps
+                .into_iter()
+                .map(|mut s| {
+                    s.first = idx[s.first];
+                    s.found_at = idx[s.found_at];
+                    s
+                })
+                .collect(),
+        );
+        out.checks.push(ch);
+    }
+    out
+}
+
+/// A `nightly step` check with nothing decided.
+fn blank(sc: &Scenario, m: Metric, rule: &StepRule) -> Check {
+    Check {
+        scenario: sc.name.to_string(),
+        metric: Some(m),
+        kind: CheckKind::ChangePoint,
+        baseline: None,
+        candidate: None,
+        ratio: None,
+        ci: None,
+        p_value: None,
+        p_holm: None,
+        warn: rule.min_step,
+        fail: rule.min_step,
+        min_delta_ms: 0.0,
+        n_baseline: 0,
+        n_candidate: 0,
+        verdict: Verdict::Pass,
+        reason: String::new(),
+        samples_needed: None,
+        min_detectable_change: None,
+        fail_configured: None,
+        tau: None,
+        tau_nights: None,
+        alpha: None,
+    }
+}
+
+/// The verdict of a metric's change points: the level tonight against the level before the
+/// last step that is still in force.
+fn judge_steps(
+    ch: &mut Check,
+    steps: &[Step],
+    idx: &[usize],
+    vals: &[f64],
+    nights: &[&Entry],
+    tonight: &Entry,
+    rule: &StepRule,
+) {
+    let total = vals.len();
+    // The open regression: the last step up not restored by a later step down.
+    let mut open: Option<&Step> = None;
+    let mut restored: Option<(&Step, &Step)> = None;
+    for s in steps {
+        match (s.direction, open) {
+            (Direction::Up, None) => open = Some(s),
+            (Direction::Up, Some(_)) => open = Some(s),
+            (Direction::Down, Some(up)) => {
+                restored = Some((up, s));
+                open = None;
+            }
+            (Direction::Down, None) => {}
+        }
+    }
+    let level = |from: usize, to: usize| median(&vals[from..to]);
+    let Some(last) = steps.last() else {
+        let lv = level(0, total);
+        ch.candidate = lv;
+        ch.n_candidate = total;
+        ch.reason = format!(
+            "no persistent step in {total} nights (level {})",
+            lv.map_or("-".into(), crate::units::fmt_ms)
+        );
+        return;
+    };
+    fill(ch, last, vals, total);
+    let at_new = total - last.first;
+    match open {
+        Some(up) if accepted(up, idx, nights, tonight) => {
+            ch.verdict = Verdict::Pass;
+            ch.reason = format!(
+                "a step of {} from {} was accepted: the baseline was blessed again on {}",
+                pct(up.shift.ratio),
+                night_label(nights, idx[up.first]),
+                date(tonight.baseline_created_at.as_deref().unwrap_or("?"))
+            );
+        }
+        Some(up) if back_down(up, vals, rule.confirm) => {
+            fill(ch, up, vals, total);
+            ch.verdict = Verdict::Pass;
+            ch.reason = format!(
+                "restored: the last {} nights are back nearer the level before the step up of {} from {} than to it",
+                rule.confirm,
+                pct(up.shift.ratio),
+                night_label(nights, idx[up.first])
+            );
+        }
+        Some(up) => {
+            fill(ch, up, vals, total);
+            ch.verdict = Verdict::Fail;
+            ch.reason = format!(
+                "stepped up {} [{}, {}] from {} ({}); {} night(s) at the new level, p = {:.2e}",
+                pct(up.shift.ratio),
+                pct(up.shift.lower),
+                pct(up.shift.upper),
+                night_label(nights, idx[up.first]),
+                commit_range(nights, idx[up.first]),
+                total - up.first,
+                up.p
+            );
+        }
+        None => match restored {
+            Some((up, down)) if std::ptr::eq(down, last) => {
+                ch.verdict = Verdict::Pass;
+                ch.reason = format!(
+                    "restored: stepped down {} from {} after the step up of {} from {}",
+                    pct(down.shift.ratio),
+                    night_label(nights, idx[down.first]),
+                    pct(up.shift.ratio),
+                    night_label(nights, idx[up.first])
+                );
+            }
+            _ if last.direction == Direction::Down && at_new <= rule.max_after => {
+                ch.verdict = Verdict::Improved;
+                ch.reason = format!(
+                    "stepped down {} [{}, {}] from {} ({}); {at_new} night(s) at the new level",
+                    pct(last.shift.ratio),
+                    pct(last.shift.lower),
+                    pct(last.shift.upper),
+                    night_label(nights, idx[last.first]),
+                    commit_range(nights, idx[last.first])
+                );
+            }
+            _ => {
+                ch.verdict = Verdict::Pass;
+                ch.reason = format!(
+                    "no new step: the level since {} holds ({at_new} nights)",
+                    night_label(nights, idx[last.first])
+                );
+            }
+        },
+    }
+}
+
+/// Whether the last `confirm` nights after an up step are all back below the geometric midpoint
+/// of the old and the new level (docs/history.md "Restored"): a restore is confirmed by as many
+/// nights as a step, without waiting until the new level is long enough for a rank test of its
+/// own. The new level is measured on its nights before those.
+fn back_down(up: &Step, vals: &[f64], confirm: usize) -> bool {
+    let total = vals.len();
+    let confirm = confirm.max(1);
+    if total < up.first + confirm + 1 {
+        return false;
+    }
+    let old = median(&vals[up.first.saturating_sub(up.before)..up.first]);
+    let new = median(&vals[up.first..total - confirm]);
+    match (old, new) {
+        (Some(o), Some(n)) if n > o => {
+            let mid = (o * n).sqrt();
+            vals[total - confirm..].iter().all(|v| *v < mid)
+        }
+        _ => false,
+    }
+}
+
+/// The step's figures on the check: old and new level, the ratio and its bounds, the p-value.
+fn fill(ch: &mut Check, s: &Step, vals: &[f64], total: usize) {
+    let before_from = s.first.saturating_sub(s.before);
+    ch.baseline = median(&vals[before_from..s.first]);
+    ch.candidate = median(&vals[s.first..total]);
+    ch.ratio = Some(s.shift.ratio);
+    ch.ci = Some(RatioCi::bounded(s.shift.lower, s.shift.upper));
+    ch.p_value = Some(s.p);
+    ch.n_baseline = s.first - before_from;
+    ch.n_candidate = total - s.first;
+}
+
+/// An up step is accepted on purpose when the baseline in force tonight was blessed at or after
+/// the step's first night.
+fn accepted(up: &Step, idx: &[usize], nights: &[&Entry], tonight: &Entry) -> bool {
+    let first = &nights[idx[up.first]];
+    match tonight.baseline_created_at.as_deref() {
+        Some(b) => b >= first.time.as_str(),
+        None => false,
+    }
+}
+
+/// What changed in the server between night `first - 1` and `first`.
+fn server_change(nights: &[&Entry], first: usize) -> Option<String> {
+    let before = nights.get(first.checked_sub(1)?)?;
+    let after = nights.get(first)?;
+    let c = after.server.changes_from(&before.server);
+    (!c.is_empty()).then(|| c.join(", "))
+}
+
+/// `night 30 of 33 (2026-11-30)`.
+fn night_label(nights: &[&Entry], i: usize) -> String {
+    format!(
+        "night {} of {} ({})",
+        i + 1,
+        nights.len(),
+        date(&nights[i].time)
+    )
+}
+
+/// `commits 0123abcd..4567ef01`: the last night before the step and the first after it.
+fn commit_range(nights: &[&Entry], first: usize) -> String {
+    let short = |e: Option<&&Entry>| {
+        e.and_then(|e| e.commit.as_deref())
+            .map_or("unknown".to_string(), |c| c.chars().take(10).collect())
+    };
+    format!(
+        "commits {}..{}",
+        short(first.checked_sub(1).and_then(|i| nights.get(i))),
+        short(nights.get(first))
+    )
+}
+
+/// The date part of an RFC 3339 time.
+fn date(t: &str) -> &str {
+    t.get(..10).unwrap_or(t)
+}
+
+fn pct(r: f64) -> String {
+    if r.is_finite() && r > 0.0 {
+        format!("{:+.1}%", (r - 1.0) * 100.0)
+    } else {
+        "-".into()
+    }
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    let s = crate::stats::quantile::sorted(v);
+    crate::stats::quantile::quantile_type7(&s, 0.5)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::entry::tests_support::entry;
+
+    /// Scenario `s` gating TPOT only.
+    fn scenario() -> Scenario {
+        let yaml = "scenarios:\n  - name: s\n    endpoint: {base_url: 'sim://'}\n    request: {prompt: hi, max_tokens: 8, ignore_eos: true}\n    gate: {metrics: [tpot]}\n";
+        crate::config::parse_str(yaml, "t.yaml", &|_| None)
+            .unwrap()
+            .remove(0)
+    }
+
+    /// Nights of TPOT medians `tpots` ms, night i on 2026-11-(i+1) at commit "c<i>...".
+    fn nights(sc: &Scenario, tpots: &[f64]) -> Vec<Entry> {
+        tpots
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| {
+                let mut e = entry("s", &format!("2026-10-{:02}T03:00:00Z", i + 1), t);
+                e.fingerprint = sc.fingerprint.clone();
+                e.commit = Some(format!("c{i:02}{}", "0".repeat(37)));
+                e
+            })
+            .collect()
+    }
+
+    /// Drift-like nights: 8 ms times a deterministic +-3 % wobble without ties (the golden
+    /// ratio's fractional multiples).
+    fn wobble(n: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| 8.0 * (0.03 * ((i as f64 * 0.618_034).fract() * 2.0 - 1.0)).exp())
+            .collect()
+    }
+
+    fn judged(tpots: &[f64]) -> (Check, Nightly) {
+        let sc = scenario();
+        let all = nights(&sc, tpots);
+        let (tonight, past) = all.split_last().unwrap();
+        let j = judge_nights(&sc, past, tonight, &StepRule::default());
+        (
+            j.checks
+                .first()
+                .cloned()
+                .unwrap_or_else(|| blank(&sc, Metric::Tpot, &StepRule::default())),
+            j,
+        )
+    }
+
+    #[test]
+    fn too_few_nights_is_a_note_not_a_check() {
+        let (_, j) = judged(&wobble(6));
+        assert!(j.checks.is_empty());
+        assert_eq!(
+            j.notes,
+            vec!["nightly history: 6 night(s) of TPOT with this configuration; a change point needs 8 (5 before a step, 3 at the new level), so none is judged yet"]
+        );
+    }
+
+    #[test]
+    fn steady_nights_and_one_outlier_night_pass() {
+        let (c, _) = judged(&wobble(25));
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
+        assert!(
+            c.reason.starts_with("no persistent step in 25 nights"),
+            "{}",
+            c.reason
+        );
+        // one night 40 % slow, tonight back: no alert on it or after it
+        let mut v = wobble(25);
+        v[20] *= 1.4;
+        for t in 20..25 {
+            let (c, _) = judged(&v[..=t]);
+            assert_eq!(c.verdict, Verdict::Pass, "night {}: {}", t + 1, c.reason);
+        }
+    }
+
+    #[test]
+    fn a_persistent_step_fails_naming_its_first_night_and_commits() {
+        // 29 drifting nights, then +20 % from night 30 (index 29)
+        let mut v = wobble(33);
+        for x in &mut v[29..] {
+            *x *= 1.2;
+        }
+        // nights 30 and 31: not yet (3 nights at the new level are needed)
+        for t in [29, 30] {
+            let (c, _) = judged(&v[..=t]);
+            assert_eq!(c.verdict, Verdict::Pass, "night {}: {}", t + 1, c.reason);
+        }
+        let (c, j) = judged(&v[..=31]);
+        assert_eq!(c.verdict, Verdict::Fail, "{}", c.reason);
+        assert!(
+            c.reason.contains("from night 30 of 32 (2026-10-30)"),
+            "{}",
+            c.reason
+        );
+        assert!(
+            c.reason
+                .contains(&format!("commits c28{z}..c29{z}", z = "0000000")),
+            "{}",
+            c.reason
+        );
+        assert!(
+            c.reason.contains("3 night(s) at the new level"),
+            "{}",
+            c.reason
+        );
+        let r = c.ratio.unwrap();
+        assert!((r - 1.2).abs() < 0.05, "ratio {r}");
+        let ci = c.ci.unwrap();
+        assert!(ci.lower.unwrap() < r && r < ci.upper.unwrap(), "{ci:?}");
+        assert!(c.p_value.unwrap() <= 0.01);
+        assert_eq!(j.steps[&SummaryKey::Tpot][0].first, 29);
+    }
+
+    #[test]
+    fn a_restoring_step_passes_and_a_rebless_accepts() {
+        let mut v = wobble(44);
+        for x in &mut v[29..36] {
+            *x *= 1.2;
+        }
+        // restored from night 37 (index 36): still FAIL until 3 nights confirm it
+        let (c, _) = judged(&v[..=37]);
+        assert_eq!(c.verdict, Verdict::Fail, "{}", c.reason);
+        let (c, _) = judged(&v[..=38]);
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
+        assert!(
+            c.reason.starts_with(
+                "restored: the last 3 nights are back nearer the level before the step up of +"
+            ),
+            "{}",
+            c.reason
+        );
+        assert!(c.reason.contains("from night 30 of 39"), "{}", c.reason);
+        // much later, the rank test finds the step down itself
+        let (c, _) = judged(&v);
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
+        assert!(
+            c.reason.starts_with("restored: stepped down"),
+            "{}",
+            c.reason
+        );
+        // a step that holds, and the baseline blessed after it began
+        let mut v = wobble(34);
+        for x in &mut v[29..] {
+            *x *= 1.2;
+        }
+        let sc = scenario();
+        let mut all = nights(&sc, &v);
+        all.last_mut().unwrap().baseline_created_at = Some("2026-11-01T00:00:00Z".into());
+        let (tonight, past) = all.split_last().unwrap();
+        let j = judge_nights(&sc, past, tonight, &StepRule::default());
+        assert_eq!(j.checks[0].verdict, Verdict::Pass, "{}", j.checks[0].reason);
+        assert!(j.checks[0]
+            .reason
+            .contains("was accepted: the baseline was blessed again on 2026-11-01"));
+    }
+
+    #[test]
+    fn the_learned_spread_uses_the_current_level_only() {
+        let sc = scenario();
+        let v = wobble(20);
+        let (tau, n) = {
+            let l = learned_spread(&sc, &nights(&sc, &v), &StepRule::default());
+            (l[&Metric::Tpot].tau, l[&Metric::Tpot].nights)
+        };
+        assert_eq!(n, 20);
+        assert!(tau > 0.01 && tau < 0.05, "tau {tau}");
+        // a step inside: only the nights since it count (fewer than 10: none learned)
+        let mut w = wobble(26);
+        for x in &mut w[18..] {
+            *x *= 1.3;
+        }
+        assert!(learned_spread(&sc, &nights(&sc, &w), &StepRule::default()).is_empty());
+    }
+}

@@ -1,0 +1,206 @@
+//! The nightly history's flags (`check --history`) and `perfgate history` (show a scenario's
+//! nights and change points; append a saved results file's night after a failed push).
+
+use super::{load_scenarios, ScenarioArgs};
+use crate::assess::nightly::judge_nights;
+use crate::check::nightly::HistoryRun;
+use crate::exit::{self, Error};
+use crate::history::{self, Remote, Store};
+use crate::summary::SummaryKey;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+/// Where the nightly history lives (docs/history.md).
+#[derive(Debug, Clone, Args)]
+pub(super) struct HistoryArgs {
+    /// Keep the nightly history on this branch of the repository (default name
+    /// `perfgate-history`): read it before measuring (its night-to-night spread widens the
+    /// baselines' tolerances), judge tonight's run for a persistent step, append the night.
+    #[arg(long, value_name = "BRANCH", num_args = 0..=1, default_missing_value = history::DEFAULT_BRANCH, env = "PERFGATE_HISTORY")]
+    pub history: Option<String>,
+    /// The remote (name or URL) the history branch is fetched from and pushed to.
+    #[arg(long, value_name = "REMOTE", default_value = "origin")]
+    pub history_remote: String,
+    /// Keep the history in the local branch only (no fetch, no push): to try it out.
+    #[arg(long)]
+    pub history_local: bool,
+    /// The git checkout that holds the history branch.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub history_repo: PathBuf,
+}
+
+impl HistoryArgs {
+    /// The store these flags name, if `--history` was given.
+    pub fn store(&self) -> Result<Option<Store>, Error> {
+        let Some(branch) = &self.history else {
+            return Ok(None);
+        };
+        let remote = if self.history_local {
+            Remote::LocalOnly
+        } else {
+            Remote::Push(self.history_remote.clone())
+        };
+        Store::new(&self.history_repo, branch, remote)
+            .map(Some)
+            .map_err(|e| Error::History(e.into()))
+    }
+}
+
+/// `perfgate history ...`.
+#[derive(Debug, Subcommand)]
+pub(super) enum HistoryCommand {
+    /// Print each scenario's nights (the nightly medians) and the change points found in them.
+    Show(ShowArgs),
+    /// Append the night of a saved results file (`check --output`) to the history: for a night
+    /// whose push failed.
+    Append(AppendArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ShowArgs {
+    #[command(flatten)]
+    sc: ScenarioArgs,
+    #[command(flatten)]
+    history: HistoryArgs,
+    /// Nights shown per scenario (the newest).
+    #[arg(long, default_value_t = 20)]
+    last: usize,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct AppendArgs {
+    #[command(flatten)]
+    history: HistoryArgs,
+    /// The results file of the night (`perfgate check --output`).
+    #[arg(long, value_name = "RESULTS.json")]
+    results: PathBuf,
+}
+
+/// Runs `perfgate history ...`.
+pub(super) fn cmd_history(c: HistoryCommand) -> Result<i32, Error> {
+    match c {
+        HistoryCommand::Show(a) => show(a),
+        HistoryCommand::Append(a) => append(a),
+    }
+}
+
+/// The store of a `history` subcommand: `--history` defaults to `perfgate-history` here.
+fn store_of(a: &HistoryArgs) -> Result<Store, Error> {
+    let mut a = a.clone();
+    a.history
+        .get_or_insert_with(|| history::DEFAULT_BRANCH.into());
+    a.store()?
+        .ok_or_else(|| Error::usage("--history BRANCH is needed"))
+}
+
+fn show(a: ShowArgs) -> Result<i32, Error> {
+    let scs = load_scenarios(&a.sc)?;
+    let store = store_of(&a.history)?;
+    let h = HistoryRun::open(store, &scs, &|k| std::env::var(k).ok())
+        .map_err(|e| Error::History(e.into()))?;
+    for sc in &scs {
+        let past = h.past(sc);
+        let Some((tonight, before)) = past.split_last() else {
+            println!("{}: no nights on branch {}", sc.name, h.store.branch);
+            continue;
+        };
+        let judged = judge_nights(sc, before, tonight, &h.rule);
+        let (nights, dropped) = crate::assess::nightly::comparable(past, &tonight.fingerprint);
+        println!(
+            "{}: {} night(s) of this configuration on branch {}{}",
+            sc.name,
+            nights.len(),
+            h.store.branch,
+            if dropped > 0 {
+                format!(" ({dropped} older of another configuration)")
+            } else {
+                String::new()
+            }
+        );
+        let keys: Vec<SummaryKey> = sc.gate.metrics.iter().map(|&m| m.into()).collect();
+        let from = nights.len().saturating_sub(a.last.max(1));
+        print!("  {:>5}  {:<10}  {:<10}", "night", "date", "commit");
+        for k in &keys {
+            print!("  {:>10}", format!("{} P50", k.name().to_uppercase()));
+        }
+        println!();
+        for (i, e) in nights.iter().enumerate().skip(from) {
+            print!(
+                "  {:>5}  {:<10}  {:<10}",
+                i + 1,
+                e.time.get(..10).unwrap_or(&e.time),
+                e.commit
+                    .as_deref()
+                    .map_or("-".to_string(), |c| c.chars().take(10).collect())
+            );
+            for k in &keys {
+                let v = e
+                    .metrics
+                    .get(k)
+                    .map_or("-".into(), |p| crate::units::fmt_ms(p.p50));
+                let mark = judged
+                    .steps
+                    .get(k)
+                    .and_then(|ss| ss.iter().find(|s| s.first == i))
+                    .map_or(" ", |s| match s.direction {
+                        crate::stats::changepoint::Direction::Up => "^",
+                        crate::stats::changepoint::Direction::Down => "v",
+                    });
+                print!("  {v:>9}{mark}");
+            }
+            println!();
+        }
+        for c in &judged.checks {
+            println!(
+                "  {} {}: {} {}",
+                c.metric.map_or("-", |m| m.label()),
+                c.kind.label(),
+                c.verdict.as_str(),
+                c.reason
+            );
+        }
+        for n in &judged.notes {
+            println!("  note: {n}");
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn append(a: AppendArgs) -> Result<i32, Error> {
+    let store = store_of(&a.history)?;
+    let results = crate::report::json::load(&a.results)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let night = history::Night {
+        time: results.created_at.clone(),
+        commit: env("GITHUB_SHA"),
+        run_url: None,
+        runner: history::Runner::here(&env),
+        baseline_created_at: None,
+    };
+    let entries: Vec<history::Entry> = results
+        .scenarios
+        .iter()
+        .filter_map(|s| {
+            let mut n = night.clone();
+            n.baseline_created_at = s.baseline.as_ref().map(|b| b.created_at.clone());
+            history::entry_of(s, &n)
+        })
+        .collect();
+    if entries.is_empty() {
+        return Err(Error::usage(format!(
+            "{}: no scenario measured a successful request: nothing to append",
+            a.results.display()
+        )));
+    }
+    let done = store
+        .append(&entries)
+        .map_err(|e| Error::History(e.into()))?;
+    eprintln!(
+        "perfgate: history: appended {} scenario(s) to branch {} (commit {}, {} attempt(s))",
+        entries.len(),
+        store.branch,
+        &done.commit[..done.commit.len().min(12)],
+        done.attempts
+    );
+    Ok(exit::OK)
+}

@@ -1,0 +1,188 @@
+//! Running `git` for the history store: bounded in time (killed at the deadline) and output,
+//! never prompting for credentials, its messages stripped of credentials before anyone sees them.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Most bytes read from one git command's stdout (a history file is bounded well below).
+pub const MAX_OUTPUT: usize = 64 << 20;
+
+/// A git command that did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GitError {
+    /// git could not be started (not installed, not on PATH).
+    #[error("cannot run git ({0}); install git or put it on PATH")]
+    Spawn(String),
+    /// It did not finish in time; it was killed.
+    #[error("`git {args}` did not finish within {secs} s and was stopped")]
+    Timeout { args: String, secs: u64 },
+    /// It exited non-zero: its stderr (credentials redacted, clipped).
+    #[error("`git {args}` failed: {stderr}")]
+    Failed { args: String, stderr: String },
+}
+
+impl GitError {
+    /// The command's stderr, when it ran and failed.
+    pub fn stderr(&self) -> &str {
+        match self {
+            GitError::Failed { stderr, .. } => stderr,
+            _ => "",
+        }
+    }
+}
+
+/// Runs `git -C repo args...` with `stdin` (if any) and extra environment, and returns its
+/// stdout. The child is killed at `timeout`.
+pub fn run(
+    repo: &Path,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> Result<Vec<u8>, GitError> {
+    let shown = shown_args(args);
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
+        .arg(repo)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GCM_INTERACTIVE", "never")
+        .env("GIT_ASKPASS", "")
+        .env("SSH_ASKPASS", "")
+        .env("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().map_err(|e| GitError::Spawn(e.to_string()))?;
+    if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&data);
+        });
+    }
+    let out = child.stdout.take().map(|p| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = p.take(MAX_OUTPUT as u64).read_to_end(&mut buf);
+            buf
+        })
+    });
+    let err = child.stderr.take().map(|p| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = p.take(64 << 10).read_to_end(&mut buf);
+            buf
+        })
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(GitError::Timeout {
+                    args: shown,
+                    secs: timeout.as_secs(),
+                });
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(GitError::Spawn(e.to_string())),
+        }
+    };
+    let stdout = out.and_then(|h| h.join().ok()).unwrap_or_default();
+    let stderr = err.and_then(|h| h.join().ok()).unwrap_or_default();
+    if status.success() {
+        Ok(stdout)
+    } else {
+        let text = String::from_utf8_lossy(&stderr);
+        let text: String = redact_credentials(text.trim()).chars().take(600).collect();
+        Err(GitError::Failed {
+            args: shown,
+            stderr: if text.is_empty() {
+                format!("exit {status}")
+            } else {
+                text
+            },
+        })
+    }
+}
+
+/// The arguments as shown in a message: credentials in URLs redacted.
+fn shown_args(args: &[&str]) -> String {
+    redact_credentials(&args.join(" "))
+}
+
+/// `scheme://user:secret@host` -> `scheme://<redacted>@host`, anywhere in `text`, and the values
+/// of the token variables perfgate knows.
+pub fn redact_credentials(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c.is_whitespace() || c == '/' || c == '\'' || c == '"')
+            .unwrap_or(tail.len());
+        match tail[..end].rfind('@') {
+            Some(at) => {
+                out.push_str("<redacted>");
+                out.push_str(&tail[at..end]);
+            }
+            None => out.push_str(&tail[..end]),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    let secrets: Vec<String> = ["GITHUB_TOKEN", "GH_TOKEN", "PERFGATE_GITHUB_TOKEN"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .filter(|v| !v.is_empty())
+        .collect();
+    crate::redact::redact(&out, &secrets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_in_urls_are_redacted() {
+        assert_eq!(
+            redact_credentials(
+                "fatal: unable to access 'https://x-access-token:ghs_abc@github.com/o/r.git/': 403"
+            ),
+            "fatal: unable to access 'https://<redacted>@github.com/o/r.git/': 403"
+        );
+        assert_eq!(
+            redact_credentials("push to https://github.com/o/r and ssh://git@host/x"),
+            "push to https://github.com/o/r and ssh://<redacted>@host/x"
+        );
+    }
+
+    #[test]
+    fn a_failing_command_says_what_failed() {
+        let dir = std::env::temp_dir();
+        let e = run(
+            &dir,
+            &["definitely-not-a-git-command"],
+            None,
+            &[],
+            Duration::from_secs(20),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, GitError::Failed { args, .. } if args == "definitely-not-a-git-command"),
+            "{e}"
+        );
+    }
+}
