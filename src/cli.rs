@@ -582,6 +582,13 @@ fn nightly_history(
         return None;
     }
     match h.store.append(&tonight) {
+        Ok(done) if done.already => {
+            eprintln!(
+                "perfgate: history: tonight is already on branch {}: nothing appended",
+                h.store.branch
+            );
+            None
+        }
         Ok(done) => {
             eprintln!(
                 "perfgate: history: appended {} scenario(s) to branch {} (commit {}{})",

@@ -195,6 +195,14 @@ fn append(a: AppendArgs) -> Result<i32, Error> {
     let done = store
         .append(&entries)
         .map_err(|e| Error::History(e.into()))?;
+    if done.already {
+        eprintln!(
+            "perfgate: history: the night of {} is already on branch {}: nothing appended",
+            a.results.display(),
+            store.branch
+        );
+        return Ok(exit::OK);
+    }
     eprintln!(
         "perfgate: history: appended {} scenario(s) to branch {} (commit {}, {} attempt(s))",
         entries.len(),

@@ -340,6 +340,13 @@ fn implausible(e: &Entry) -> Option<String> {
     None
 }
 
+/// Whether `old` already holds the night of `new` (same time, commit and configuration): an
+/// append repeated after a push that did land adds nothing.
+pub fn already_in(old: &[Entry], new: &Entry) -> bool {
+    old.iter()
+        .any(|e| e.time == new.time && e.commit == new.commit && e.fingerprint == new.fingerprint)
+}
+
 /// The file with `new` appended and only the last `keep` entries kept (the retention rule):
 /// one line per entry, a final newline.
 pub fn render(old: &[Entry], new: &Entry, keep: usize) -> String {

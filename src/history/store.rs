@@ -5,7 +5,7 @@
 //! land: a push rejected as non-fast-forward fetches again and rebuilds the commit on the new
 //! tip, a bounded number of times.
 
-use super::entry::{parse, render, Entry, EntryError};
+use super::entry::{already_in, parse, render, Entry, EntryError};
 use super::git::{run, GitError};
 use crate::config::ScenarioName;
 use std::collections::BTreeMap;
@@ -105,6 +105,8 @@ pub struct Appended {
     pub commit: String,
     /// Attempts it took (1 without contention).
     pub attempts: u32,
+    /// Every night was already in the history (a repeated append): nothing was written.
+    pub already: bool,
 }
 
 /// Checks a branch name: `[A-Za-z0-9._/-]`, 1..=100 characters, no `..`, `//`, `@{`, no
@@ -267,12 +269,19 @@ impl Store {
         let mut delay = Duration::from_millis(150);
         for attempt in 1..=MAX_ATTEMPTS {
             let parent = self.fetch_tip()?;
-            let commit = self.commit_on(parent.as_deref(), entries)?;
+            let Some(commit) = self.commit_on(parent.as_deref(), entries)? else {
+                return Ok(Appended {
+                    commit: parent.unwrap_or_default(),
+                    attempts: attempt,
+                    already: true,
+                });
+            };
             match self.publish(parent.as_deref(), &commit) {
                 Ok(()) => {
                     return Ok(Appended {
                         commit,
                         attempts: attempt,
+                        already: false,
                     })
                 }
                 Err(e) if lost_race(&e) => {
@@ -298,8 +307,13 @@ impl Store {
         })
     }
 
-    /// A commit whose tree is `parent`'s with each entry appended to its scenario's file.
-    fn commit_on(&self, parent: Option<&str>, entries: &[Entry]) -> Result<String, HistoryError> {
+    /// A commit whose tree is `parent`'s with each entry appended to its scenario's file;
+    /// `None` when every entry is already there.
+    fn commit_on(
+        &self,
+        parent: Option<&str>,
+        entries: &[Entry],
+    ) -> Result<Option<String>, HistoryError> {
         let dir = tempfile_dir().map_err(|e| HistoryError::Write(GitError::Spawn(e)))?;
         let index = dir.join("index");
         let index_s = index.to_string_lossy().to_string();
@@ -312,16 +326,25 @@ impl Store {
             Some(p) => git(&["read-tree", p], None)?,
             None => git(&["read-tree", "--empty"], None)?,
         };
+        let mut changed = 0;
         for e in entries {
             let old = match parent {
                 Some(p) => self.file_at(p, &e.scenario)?,
                 None => Vec::new(),
             };
+            if already_in(&old, e) {
+                continue;
+            }
+            changed += 1;
             let text = render(&old, e, KEEP_NIGHTS);
             let blob = git(&["hash-object", "-w", "--stdin"], Some(text.as_bytes()))?;
             let blob = String::from_utf8_lossy(&blob).trim().to_string();
             let info = format!("100644,{blob},{}", file_name(&e.scenario));
             git(&["update-index", "--add", "--cacheinfo", &info], None)?;
+        }
+        if changed == 0 {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Ok(None);
         }
         let tree = git(&["write-tree"], None)?;
         let tree = String::from_utf8_lossy(&tree).trim().to_string();
@@ -332,7 +355,7 @@ impl Store {
         }
         let commit = git(&args, None)?;
         let _ = std::fs::remove_dir_all(&dir);
-        Ok(String::from_utf8_lossy(&commit).trim().to_string())
+        Ok(Some(String::from_utf8_lossy(&commit).trim().to_string()))
     }
 
     /// Moves the branch from `parent` to `commit`: a push (refused unless a fast-forward), or a

@@ -23,6 +23,7 @@ mod github_support;
 mod hostile;
 mod itl;
 mod messages;
+mod nightly;
 mod open_loop;
 mod prefix_cache;
 mod report_cli;

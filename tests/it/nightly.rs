@@ -1,0 +1,265 @@
+//! The nightly gate end to end (issue 29): a work repository whose `origin` is a bare repository
+//! on disk, the built-in simulator as the server, the fake GitHub (tests/it/github_support) for
+//! the tracking issue, and `perfgate check --history` run once a night as a scheduled workflow
+//! would: 40 nights with night-to-night drift and a +20 % TPOT step from night 30, restored from
+//! night 36. And two appends at once both land.
+
+use crate::github_support::{FakeGithub, TOKEN};
+use std::path::Path;
+use std::process::Command as Std;
+
+/// TPOT 5 ms times `T` (set per night), seed per night; tight within-night noise so the
+/// night's level is its drift.
+const SIM: &str = r#"
+defaults:
+  endpoint:
+    base_url: "sim://?ttft_ms=20&tpot_ms=${T}&seed=${SEED}&tpot_sigma=0.03&ttft_sigma=0.03"
+  request: {prompt: "Say something.", max_tokens: 8, ignore_eos: true}
+  load: {samples: 20, warmup: 1}
+scenarios:
+  - name: nightly
+    gate: {metrics: [ttft, tpot]}
+"#;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Std::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// A bare `remote.git` and a work checkout `work` with origin = it, the scenario committed.
+fn repos() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    git(d.path(), &["init", "-q", "--bare", "remote.git"]);
+    git(d.path(), &["init", "-q", "work"]);
+    let w = d.path().join("work");
+    git(&w, &["remote", "add", "origin", "../remote.git"]);
+    std::fs::create_dir_all(w.join("scenarios")).unwrap();
+    std::fs::write(w.join("scenarios/s.yaml"), SIM).unwrap();
+    git(&w, &["add", "-A"]);
+    git(&w, &["commit", "-qm", "scenarios"]);
+    d
+}
+
+/// Night i's drift: a deterministic +-4 % without ties (the golden ratio's fractional parts).
+fn drift(i: u32) -> f64 {
+    1.0 + 0.04 * ((f64::from(i) * 0.618_034).fract() * 2.0 - 1.0)
+}
+
+/// `perfgate check --history` as the scheduled job runs it, for commit `sha`.
+fn night(w: &Path, gh: &FakeGithub, tpot: f64, seed: u32, sha: &str) -> (Option<i32>, String) {
+    let o = crate::support::perfgate_in(w, 120)
+        .args(["check", "--history", "--output", "r.json"])
+        .env("T", format!("{tpot:.3}"))
+        .env("SEED", seed.to_string())
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_REPOSITORY", "octo/demo")
+        .env("GITHUB_EVENT_NAME", "schedule")
+        .env("GITHUB_API_URL", gh.url())
+        .env("GITHUB_SERVER_URL", "https://github.com")
+        .env("GITHUB_SHA", sha)
+        .env("GITHUB_RUN_ID", format!("{}", 1000 + seed))
+        .env("GITHUB_WORKFLOW", "nightly")
+        .env("GITHUB_JOB", "latency")
+        .env("GITHUB_TOKEN", TOKEN)
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .env_remove("GITHUB_OUTPUT")
+        .env_remove("GITHUB_EVENT_PATH")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.code(), text)
+}
+
+#[test]
+fn forty_nights_alert_on_the_step_and_close_the_issue_when_it_is_restored() {
+    let d = repos();
+    let w = d.path().join("work");
+    let gh = FakeGithub::start();
+    // night 0: bless (one run) at 5 ms and commit the baseline
+    let o = crate::support::perfgate_in(&w, 120)
+        .args(["bless", "--runs", "1"])
+        .env("T", "5")
+        .env("SEED", "0")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    git(&w, &["add", "-A"]);
+    git(&w, &["commit", "-qm", "baseline"]);
+    let mut shas = vec![String::new()];
+    let mut opened_on = None;
+    let mut step_named_on = None;
+    let mut closed_on = None;
+    for i in 1..=40u32 {
+        // a commit a night (what the nightly job tests)
+        std::fs::write(w.join("change.txt"), format!("night {i}")).unwrap();
+        git(&w, &["add", "change.txt"]);
+        git(&w, &["commit", "-qm", &format!("change {i}")]);
+        let sha = git(&w, &["rev-parse", "HEAD"]);
+        shas.push(sha.clone());
+        let step = if (30..36).contains(&i) { 1.2 } else { 1.0 };
+        let (code, text) = night(&w, &gh, 5.0 * drift(i) * step, i, &sha);
+        let s = gh.state();
+        let open: Vec<_> = s.issues.iter().filter(|x| x.state == "open").collect();
+        if i < 30 {
+            assert_eq!(code, Some(0), "night {i} must pass:\n{text}");
+            assert!(s.issues.is_empty(), "no issue before night 30 (night {i})");
+            continue;
+        }
+        if !open.is_empty() && opened_on.is_none() {
+            opened_on = Some(i);
+        }
+        let body = open.first().map(|x| x.body.clone()).unwrap_or_default();
+        if step_named_on.is_none() && body.contains("stepped up") {
+            // the night the new level began (30 +- 1) and the commits around it
+            let named = (29..=31).find(|n| body.contains(&format!("from night {n} of")));
+            assert!(
+                named.is_some(),
+                "night {i}: the step names no night 29-31:\n{body}"
+            );
+            let n = named.unwrap() as usize;
+            let range = format!("commits {}..{}", &shas[n - 1][..10], &shas[n][..10]);
+            assert!(body.contains(&range), "night {i}: no {range} in\n{body}");
+            assert!(body.contains("nightly step"), "{body}");
+            step_named_on = Some(i);
+        }
+        if opened_on.is_some()
+            && closed_on.is_none()
+            && s.issues.iter().all(|x| x.state == "closed")
+        {
+            closed_on = Some(i);
+            assert_eq!(code, Some(0), "night {i}: restored, exit 0:\n{text}");
+        }
+        if (30..36).contains(&i) && i >= 32 {
+            assert_eq!(
+                code,
+                Some(1),
+                "night {i}: the step persists, exit 1:\n{text}"
+            );
+        }
+    }
+    eprintln!(
+        "nightly e2e: tracking issue opened on night {opened_on:?}, the step named on night {step_named_on:?}, closed on night {closed_on:?}"
+    );
+    let s = gh.state();
+    assert_eq!(s.issues.len(), 1, "one tracking issue: {:?}", s.issues);
+    assert!(
+        opened_on.is_some_and(|n| n <= 31),
+        "opened on {opened_on:?}"
+    );
+    assert!(
+        step_named_on.is_some_and(|n| n <= 33),
+        "step named on {step_named_on:?}"
+    );
+    assert!(
+        closed_on.is_some_and(|n| (38..=40).contains(&n)),
+        "closed on {closed_on:?}"
+    );
+    assert_eq!(s.bad_auth, 0);
+    // the branch holds the 40 nights, one line each, and the work tree was not touched
+    let remote = d.path().join("remote.git");
+    let text = git(&remote, &["show", "perfgate-history:nightly.jsonl"]);
+    assert_eq!(text.lines().count(), 40);
+    assert!(text.lines().nth(29).unwrap().contains(&shas[30]));
+    assert_eq!(
+        git(&w, &["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+    assert_eq!(git(&w, &["log", "-1", "--format=%s"]), "change 40");
+}
+
+#[test]
+fn two_appends_at_once_both_land() {
+    let d = repos();
+    let w = d.path().join("work");
+    // one measured night, saved
+    let o = crate::support::perfgate_in(&w, 120)
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
+        .env("T", "5")
+        .env("SEED", "1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // four jobs' nights (the results file as four nights a minute apart)
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(w.join("r.json")).unwrap()).unwrap();
+    for k in 0..4 {
+        let mut night = r.clone();
+        night["created_at"] = format!("2026-12-0{}T03:00:00Z", k + 1).into();
+        std::fs::write(w.join(format!("r{k}.json")), night.to_string()).unwrap();
+    }
+    let bin = assert_cmd::cargo::cargo_bin("perfgate");
+    // four appends started together against the same remote
+    let children: Vec<_> = (0..4)
+        .map(|k| {
+            Std::new(&bin)
+                .current_dir(&w)
+                .args(["history", "append", "--results", &format!("r{k}.json")])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let remote = d.path().join("remote.git");
+    let text = git(&remote, &["show", "perfgate-history:nightly.jsonl"]);
+    assert_eq!(text.lines().count(), 4, "{text}");
+    let log = git(&remote, &["rev-list", "--count", "perfgate-history"]);
+    assert_eq!(log, "4");
+    for k in 0..4 {
+        assert!(
+            text.contains(&format!("\"time\":\"2026-12-0{}T03:00:00Z\"", k + 1)),
+            "{text}"
+        );
+    }
+    // the same night again adds nothing
+    let o = crate::support::perfgate_in(&w, 60)
+        .args(["history", "append", "--results", "r0.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("is already on branch perfgate-history: nothing appended"),
+        "{err}"
+    );
+    assert_eq!(
+        git(&remote, &["rev-list", "--count", "perfgate-history"]),
+        "4"
+    );
+}
