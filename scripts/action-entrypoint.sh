@@ -23,6 +23,13 @@ case "$allow_missing" in
   *) echo "::error title=perfgate::input allow-missing-baseline must be true or false"; exit 2 ;;
 esac
 
+history="${PERFGATE_HISTORY_BRANCH:-}"
+case "$history" in
+  "") ;;
+  -* | *..* | *[!A-Za-z0-9._/-]*) echo "::error title=perfgate::input history must be a branch name ([A-Za-z0-9._/-]), e.g. perfgate-history"; exit 2 ;;
+esac
+unset PERFGATE_HISTORY # only the input decides
+
 args=("$cmd")
 while IFS= read -r line; do
   line="${line#"${line%%[![:space:]]*}"}"
@@ -38,6 +45,7 @@ if [ "$cmd" = check ]; then
   args+=(--output "$json" --markdown "$md")
   [ "${PERFGATE_COMMENT:-true}" = true ] || args+=(--no-comment)
   [ "$allow_missing" = false ] || args+=(--allow-missing-baseline)
+  [ -z "$history" ] || args+=(--history "$history")
 elif [ "$allow_missing" = true ]; then
   echo "perfgate: allow-missing-baseline applies to check only; $cmd runs without it"
 fi

@@ -140,6 +140,47 @@ pub struct ScenarioResult {
     /// request); the scenario's `measured`, `server` and `records` are the candidate arm's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ab: Option<AbResult>,
+    /// `check --history`: the newest nights of the scenario's series, tonight last, with the
+    /// change points found in them (the reports draw them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nightly: Option<NightlySeries>,
+}
+
+/// A scenario's nightly series as the reports draw it (docs/history.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NightlySeries {
+    /// The history branch.
+    pub branch: String,
+    /// Nights of this configuration in the history, tonight included (`nights` holds the newest
+    /// [`NIGHTS_SHOWN`] of them).
+    pub total: usize,
+    /// Oldest first; the last is tonight.
+    pub nights: Vec<NightPoint>,
+    /// Change points among `nights`.
+    pub steps: Vec<StepMark>,
+}
+
+/// Nights a report draws.
+pub const NIGHTS_SHOWN: usize = 60;
+
+/// One night of a series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NightPoint {
+    /// RFC 3339 UTC.
+    pub time: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// Each gated metric's median, ms.
+    pub p50_ms: BTreeMap<Metric, f64>,
+}
+
+/// A change point: the first night of the new level (index into the series' `nights`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepMark {
+    pub metric: Metric,
+    pub night: usize,
+    /// Up (slower) or down.
+    pub up: bool,
 }
 
 /// How the two arms of a `perfgate ab` scenario were measured (docs/design.md "A/B runs").

@@ -257,6 +257,7 @@ fn header(sc: &Scenario, run: &RunOutput) -> ScenarioResult {
         server: run.server_side.clone(),
         records: Vec::new(),
         ab: None,
+        nightly: None,
     }
 }
 

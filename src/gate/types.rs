@@ -275,8 +275,9 @@ pub struct Check {
     /// For WARN/INFO, and a PASS not settled at this n: samples per side the check would need.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples_needed: Option<usize>,
-    /// Tail checks: the smallest uniform change (fraction, 0.5 = +50 %) this sample size can
-    /// detect; INFO checks cannot detect any (see `samples_needed`).
+    /// The smallest change (fraction, 0.5 = +50 %) this check could have caught at its n and
+    /// (widened) tolerance: P50, (1 + fail) x the bound's half-width; tails, the uniform change
+    /// the baseline's bounds allow. INFO checks cannot detect any (see `samples_needed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_detectable_change: Option<f64>,
     /// The configured fail tolerance, when `fail` was widened to the run-to-run spread.

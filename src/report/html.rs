@@ -83,6 +83,7 @@ main { max-width: 1320px; margin: 0 auto; padding: 20px 28px 40px; }
 h1 { font-size: 22px; margin: 0 0 4px; display: flex; align-items: center; gap: 12px; }
 h2 { font-size: 18px; margin: 0 0 6px; display: flex; align-items: center; gap: 10px; }
 .banner { border: 1px solid var(--line); border-left-width: 6px; border-radius: 6px; padding: 14px 18px; margin-bottom: 20px; background: var(--bg); }
+.blind { color: #9a6700; }
 .banner.fail { border-left-color: #cf222e; } .banner.warn { border-left-color: #bf8700; }
 .banner.pass { border-left-color: #1a7f37; } .banner.improved { border-left-color: #0969da; }
 .banner.info { border-left-color: #8c959f; }
@@ -156,6 +157,13 @@ pub fn render(rep: &Report) -> String {
         r.family_size,
         r.exit_code
     );
+    if let Some(blind) = crate::report::drift_blind(r) {
+        let _ = writeln!(
+            o,
+            "<p class=\"blind\"><strong>{}</strong></p>",
+            escape(&blind)
+        );
+    }
     let _ = writeln!(
         o,
         "<p class=\"meta\">Check <code>{}</code>, measured {} with perfgate {}.</p>\n</div>",
@@ -231,6 +239,45 @@ fn sweeps(o: &mut String, r: &crate::results::Results) {
             }
         }
         let _ = writeln!(o, "</div>\n</section>");
+    }
+}
+
+/// A scenario's nightly series (`check --history`): one panel per gated metric.
+fn nightly(o: &mut String, ns: &crate::results::NightlySeries) {
+    let metrics: std::collections::BTreeSet<crate::config::Metric> = ns
+        .nights
+        .iter()
+        .flat_map(|n| n.p50_ms.keys().copied())
+        .collect();
+    let first = ns.total.saturating_sub(ns.nights.len()) + 1;
+    let mut figs = String::new();
+    for m in metrics {
+        let v: Vec<f64> = ns
+            .nights
+            .iter()
+            .map(|n| n.p50_ms.get(&m).copied().unwrap_or(f64::NAN))
+            .collect();
+        let steps: Vec<(usize, bool)> = ns
+            .steps
+            .iter()
+            .filter(|s| s.metric == m)
+            .map(|s| (s.night, s.up))
+            .collect();
+        let title = format!("{} P50, night by night", m.label());
+        if let Some(svg) = super::series_plot::series_svg(&title, &v, first, &steps, 420, 280) {
+            let _ = writeln!(
+                figs,
+                "<figure role=\"img\" aria-label=\"{}\">{svg}<figcaption>{}</figcaption></figure>",
+                escape(&title),
+                escape(&format!(
+                    "nights {first} to {} of branch {}; red line: a step up starts, green: a step down; the large point is tonight",
+                    ns.total, ns.branch
+                ))
+            );
+        }
+    }
+    if !figs.is_empty() {
+        let _ = writeln!(o, "<div class=\"plots\">\n{figs}</div>");
     }
 }
 
@@ -395,6 +442,9 @@ fn scenario(o: &mut String, rep: &Report, s: &ScenarioResult) {
             o,
             "<div class=\"legend\">{legend}</div>\n<div class=\"plots\">\n{figs}</div>"
         );
+    }
+    if let Some(ns) = &s.nightly {
+        nightly(o, ns);
     }
     if !s.checks.is_empty() {
         let _ = writeln!(

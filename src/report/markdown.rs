@@ -65,6 +65,30 @@ pub struct Extra {
     pub max_rows: Option<usize>,
 }
 
+/// The nightly series of `check --history`: one sparkline line per scenario and metric.
+fn nightly(o: &mut String, r: &Results) {
+    let with: Vec<&crate::results::ScenarioResult> =
+        r.scenarios.iter().filter(|s| s.nightly.is_some()).collect();
+    let Some(first) = with.first().and_then(|s| s.nightly.as_ref()) else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "\n**Nightly history** (branch `{}`; each night's P50, tonight last):\n",
+        first.branch.replace('`', "'")
+    );
+    for s in with {
+        for line in s
+            .nightly
+            .as_ref()
+            .map(crate::report::nightly_lines)
+            .unwrap_or_default()
+        {
+            let _ = writeln!(o, "- {}: {}", escape(&s.name), escape(&line));
+        }
+    }
+}
+
 /// The report's first line for the overall verdict.
 fn headline(verdict: Overall) -> &'static str {
     match verdict {
@@ -91,7 +115,12 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     let mut o = String::new();
     let word = crate::report::base_word(r);
     let _ = writeln!(o, "<!-- perfgate:{} -->", escape(r.id.as_str()));
-    let head = headline(r.verdict);
+    let head = match (r.verdict, crate::report::drift_blind(r)) {
+        (Overall::Pass | Overall::Improved | Overall::Warn, Some(_)) => {
+            "⚠️ **perfgate: no regression found, but this runner's drift hides small ones**"
+        }
+        (v, _) => headline(v),
+    };
     let _ = writeln!(
         o,
         "{head} — {} FAIL, {} WARN, {} IMPROVED, {} PASS over {} scenario(s); Holm family of {} checks\n",
@@ -102,6 +131,9 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
         r.scenarios.len(),
         r.family_size
     );
+    if let Some(blind) = crate::report::drift_blind(r) {
+        let _ = writeln!(o, "⚠️ **{}**\n", escape(&blind));
+    }
     if let Some(n) = &x.note {
         let _ = writeln!(o, "{}\n", escape(n));
     }
@@ -150,6 +182,7 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     if let Some(c) = chart(r) {
         let _ = write!(o, "\n{c}");
     }
+    nightly(&mut o, r);
     for s in &r.scenarios {
         let _ = writeln!(
             o,

@@ -11,6 +11,7 @@ pub mod markdown;
 pub mod plot;
 pub mod progress;
 pub mod safe_text;
+pub mod series_plot;
 pub mod sweep_plot;
 pub mod terminal;
 
@@ -22,11 +23,18 @@ use crate::results::Results;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// A value of a check in its unit: ms for latency quantiles, a percentage for shares.
+/// A value of a check in its unit: ms for latency quantiles and a nightly level, a percentage for
+/// shares.
 pub fn fmt_value(c: &Check, v: Option<f64>) -> String {
     match (c.kind, v) {
         (_, None) => "-".into(),
-        (CheckKind::Quantile(_) | CheckKind::Slo(_) | CheckKind::ItlTail(_), Some(x)) => fmt_ms(x),
+        (
+            CheckKind::Quantile(_)
+            | CheckKind::Slo(_)
+            | CheckKind::ItlTail(_)
+            | CheckKind::ChangePoint,
+            Some(x),
+        ) => fmt_ms(x),
         (_, Some(x)) => format!("{:.1}%", x * 100.0),
     }
 }
@@ -85,16 +93,53 @@ pub fn fmt_tolerance(c: &Check) -> String {
         Some(_) => format!("{:.1}%*", c.fail * 100.0),
         None => format!("{:.0}%", c.fail * 100.0),
     };
+    let catches = match c.min_detectable_change {
+        Some(m) if c.verdict != crate::gate::Verdict::Info && m.is_finite() => {
+            format!("; catches {:+.0}%", m * 100.0)
+        }
+        _ => String::new(),
+    };
     match c.kind {
         CheckKind::ErrorRate => "significant increase".into(),
         CheckKind::Slo(_) | CheckKind::ErrorSlo => "objective (SLO)".into(),
+        CheckKind::ChangePoint => format!("step >= {:.0}%, 3 nights", c.fail * 100.0),
         _ if c.min_delta_ms > 0.0 => format!(
-            "{:.0}% / {fail}, >{}",
+            "{:.0}% / {fail}, >{}{catches}",
             c.warn * 100.0,
             fmt_ms(c.min_delta_ms)
         ),
-        _ => format!("{:.0}% / {fail}", c.warn * 100.0),
+        _ => format!("{:.0}% / {fail}{catches}", c.warn * 100.0),
     }
+}
+
+/// When the drift widening made some gated check nearly blind (a fail tolerance more than twice
+/// the configured one) and nothing failed: what the verdict line must say first, with the
+/// largest widened tolerance (docs/gate.md "Detection limits").
+pub fn drift_blind(r: &Results) -> Option<String> {
+    if r.verdict == crate::verdict::Overall::Fail {
+        return None;
+    }
+    let worst = r
+        .scenarios
+        .iter()
+        .flat_map(|s| s.checks.iter())
+        .filter(|c| c.verdict != crate::gate::Verdict::Info)
+        .filter_map(|c| Some((c, c.fail_configured?)))
+        .filter(|(c, conf)| c.fail > 2.0 * conf)
+        .max_by(|a, b| a.0.fail.total_cmp(&b.0.fail))?;
+    let (c, conf) = worst;
+    let from = match c.tau_nights {
+        Some(n) => format!("{n} nights of history"),
+        None => "the baseline's run-to-run spread".into(),
+    };
+    Some(format!(
+        "this runner's drift hides regressions below {:+.0}%: {} of {} had its fail tolerance widened from {:.0}% to {:.0}% by {from}; compare base and candidate in one job with `perfgate ab`, or keep a nightly history (`check --history`, docs/history.md)",
+        c.fail * 100.0,
+        fmt_check_name(c),
+        c.scenario,
+        conf * 100.0,
+        c.fail * 100.0
+    ))
 }
 
 /// The metric column: `TTFT P50`, `errors`.
@@ -416,6 +461,87 @@ pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
     out
 }
 
+/// A sparkline of `values` (oldest first) in eight block heights between their min and max;
+/// a night without a value is a space.
+pub fn sparkline(values: &[f64]) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let ok = values.iter().copied().filter(|v| v.is_finite());
+    let (lo, hi) = ok.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+        (a.min(v), b.max(v))
+    });
+    values
+        .iter()
+        .map(|&v| {
+            if !v.is_finite() {
+                ' '
+            } else if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+                BLOCKS[3]
+            } else {
+                let k = ((v - lo) / (hi - lo) * 7.0).round() as usize;
+                BLOCKS[k.min(7)]
+            }
+        })
+        .collect()
+}
+
+/// The nightly series of a scenario in one line per gated metric: `TPOT P50, last 33 of 33
+/// nights: ▁▂▁▃█▇█ (5.01 ms .. 6.02 ms tonight; step up on night 30)`.
+pub fn nightly_lines(s: &crate::results::NightlySeries) -> Vec<String> {
+    let metrics: std::collections::BTreeSet<crate::config::Metric> = s
+        .nights
+        .iter()
+        .flat_map(|n| n.p50_ms.keys().copied())
+        .collect();
+    let first_shown = s.total.saturating_sub(s.nights.len()) + 1;
+    metrics
+        .into_iter()
+        .map(|m| {
+            let v: Vec<f64> = s
+                .nights
+                .iter()
+                .map(|n| n.p50_ms.get(&m).copied().unwrap_or(f64::NAN))
+                .collect();
+            let ok: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+            let lo = ok.iter().copied().fold(f64::INFINITY, f64::min);
+            let tonight = v.last().copied().unwrap_or(f64::NAN);
+            let steps: Vec<String> = s
+                .steps
+                .iter()
+                .filter(|st| st.metric == m)
+                .map(|st| {
+                    format!(
+                        "step {} on night {}",
+                        if st.up { "up" } else { "down" },
+                        first_shown + st.night
+                    )
+                })
+                .collect();
+            format!(
+                "{} P50, last {} of {} nights: {} (lowest {}, tonight {}{})",
+                m.label(),
+                s.nights.len(),
+                s.total,
+                sparkline(&v),
+                if lo.is_finite() {
+                    fmt_ms(lo)
+                } else {
+                    "-".into()
+                },
+                if tonight.is_finite() {
+                    fmt_ms(tonight)
+                } else {
+                    "-".into()
+                },
+                if steps.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", steps.join(", "))
+                }
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,5 +573,15 @@ mod tests {
             fmt_change(&p50(10.0, 13.0, 1.3, 1.4)),
             "+30.0% [+0.0%, +40.0%]"
         );
+    }
+
+    /// A nightly step's levels are latencies: a 21.9 ms level read "2192.3%" (CI of f8b18f4).
+    #[test]
+    fn a_nightly_level_is_shown_in_ms_and_a_sparkline_spans_min_to_max() {
+        let mut c = p50(5.0, 6.0, 1.2, 1.3);
+        c.kind = CheckKind::ChangePoint;
+        assert_eq!(fmt_value(&c, Some(21.923)), "21.9 ms");
+        assert_eq!(sparkline(&[1.0, 2.0, f64::NAN, 8.0]), "▁▂ █");
+        assert_eq!(sparkline(&[3.0, 3.0]), "▄▄");
     }
 }

@@ -195,8 +195,21 @@ pub fn render_styled(r: &Results, color: bool) -> String {
         for n in &s.notes {
             let _ = writeln!(out, "   note: {}", safe(n));
         }
+        if let Some(ns) = &s.nightly {
+            for line in crate::report::nightly_lines(ns) {
+                let _ = writeln!(out, "   nights: {line}");
+            }
+        }
     }
     let overall = overall_colour(r.verdict);
+    if let Some(blind) = crate::report::drift_blind(r) {
+        let _ = write!(
+            out,
+            "\nperfgate: {}",
+            paint("WARNING", crate::gate::Verdict::Warn, color)
+        );
+        let _ = write!(out, ": {blind}");
+    }
     let _ = writeln!(
         out,
         "\nperfgate: {} ({} FAIL, {} WARN, {} IMPROVED, {} PASS, {} INFO; Holm family of {} checks)",

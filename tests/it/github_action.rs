@@ -33,7 +33,7 @@ fn actions_doc() -> String {
     read("docs/github-actions.md")
 }
 
-const INPUTS: [&str; 9] = [
+const INPUTS: [&str; 10] = [
     "command",
     "scenarios",
     "baselines",
@@ -41,6 +41,7 @@ const INPUTS: [&str; 9] = [
     "comment",
     "fail-on",
     "allow-missing-baseline",
+    "history",
     "args",
     "version",
 ];
@@ -253,6 +254,20 @@ fn the_entry_point_maps_inputs_to_one_command_line() {
             args.is_none(),
             "perfgate ran with allow-missing-baseline={bad}"
         );
+    }
+
+    // history: a branch name is passed to check as --history; anything that is not a plain
+    // branch name (an option, a range, a space) is refused before perfgate runs.
+    let (rc, _, args) = entrypoint(&[("PERFGATE_HISTORY_BRANCH", "perfgate-history")]);
+    assert_eq!(rc, 0);
+    let mut want: Vec<&str> = DEFAULT.to_vec();
+    want.extend(["--history", "perfgate-history"]);
+    assert_eq!(args.unwrap(), want);
+    for bad in ["--delete", "a..b", "main perfgate", "x;rm"] {
+        let (rc, out, args) = entrypoint(&[("PERFGATE_HISTORY_BRANCH", bad)]);
+        assert_eq!(rc, 2, "{bad}");
+        assert!(out.contains("input history must be a branch name"), "{out}");
+        assert!(args.is_none(), "perfgate ran with history={bad}");
     }
 
     // bless and validate take no such flag: it is left out, and the log says so.
@@ -485,7 +500,14 @@ fn workflows_are_least_privilege_and_pinned() {
             );
         }
         if text.contains("actions/checkout@") {
-            assert!(text.contains("persist-credentials: false"), "{name}");
+            // Credentials stay only where a push needs them (the nightly history), and only in a
+            // workflow no pull request can run, with the reason next to zizmor's finding.
+            let pushes = text.contains("persist-credentials: true  # zizmor: ignore[artipacked]");
+            assert!(
+                text.contains("persist-credentials: false")
+                    || (pushes && !text.contains("pull_request") && text.contains("schedule:")),
+                "{name}: checkout keeps credentials without a reason"
+            );
         }
     }
 }
