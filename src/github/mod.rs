@@ -10,6 +10,7 @@ pub mod actions;
 pub mod api;
 pub mod context;
 
+use crate::gate::{CheckKind, Verdict};
 use crate::report::markdown::{self, Extra};
 use crate::results::Results;
 use crate::verdict::Overall;
@@ -196,15 +197,26 @@ pub fn fit_body(results: &Results, extra: &Extra, limit: usize) -> String {
     body[..cut].to_string()
 }
 
-/// The tracking issue's state for a scheduled run's verdict: open it (a regression), close it
+/// The tracking issue's state for a scheduled run's results: open it (a regression), close it
 /// (no regression), or leave it as it is (no verdict to judge by: no baseline, could not
-/// measure, interrupted).
-fn tracked_failure(verdict: Overall) -> Option<bool> {
-    match verdict {
-        Overall::Fail => Some(true),
-        Overall::Pass | Overall::Warn | Overall::Improved => Some(false),
-        Overall::NoBaseline | Overall::Error | Overall::Interrupted => None,
+/// measure, interrupted). With a nightly history (docs/history.md "The tracking issue"), a
+/// scenario whose nights are judged for change points opens the issue only on a persistent
+/// step (its `nightly step` check FAILs): tonight's FAIL against the committed baseline alone
+/// fails the run but neither opens nor closes the issue, so one bad night does not alert and
+/// the nights before a step is confirmed do not close and reopen it.
+fn tracked_failure(r: &Results) -> Option<bool> {
+    match r.verdict {
+        Overall::Fail => {}
+        Overall::Pass | Overall::Warn | Overall::Improved => return Some(false),
+        Overall::NoBaseline | Overall::Error | Overall::Interrupted => return None,
     }
+    let confirmed = r.scenarios.iter().any(|s| {
+        let follows_steps = s.checks.iter().any(|c| c.kind == CheckKind::ChangePoint);
+        s.checks.iter().any(|c| {
+            c.verdict == Verdict::Fail && (!follows_steps || c.kind == CheckKind::ChangePoint)
+        })
+    });
+    confirmed.then_some(true)
 }
 
 /// [`publish`] with an injectable environment; returns what it did.
@@ -333,7 +345,7 @@ pub async fn publish_with(
             )),
         }
     } else if ctx.tracks_issue() && !args.no_issue {
-        let failed = tracked_failure(results.verdict);
+        let failed = tracked_failure(results);
         let title = format!("perfgate: latency regression ({})", results.id);
         let recovered = recovered_text(&ctx, results);
         let r = tokio::time::timeout_at(

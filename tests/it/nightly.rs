@@ -166,8 +166,10 @@ fn forty_nights_alert_on_the_step_and_close_the_issue_when_it_is_restored() {
     );
     let s = gh.state();
     assert_eq!(s.issues.len(), 1, "one tracking issue: {:?}", s.issues);
+    // opened by the confirmed step (its third night, 32, or a night or so later), not by
+    // night 30's FAIL against the committed baseline alone: one bad night never alerts
     assert!(
-        opened_on.is_some_and(|n| n <= 31),
+        opened_on.is_some_and(|n| (32..=33).contains(&n)),
         "opened on {opened_on:?}"
     );
     assert!(
