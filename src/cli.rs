@@ -315,6 +315,10 @@ struct SimArgs {
     /// A prefix cache: a prompt served before gets this TTFT, ms (unset = every request cold).
     #[arg(long, conflicts_with = "replay")]
     cached_ttft_ms: Option<f64>,
+    /// Batched prefill: prefills arriving within this many ms of a batch's first run as one
+    /// batch taking the sum of their TTFTs (unset = independent prefills).
+    #[arg(long, conflicts_with = "replay")]
+    prefill_window_ms: Option<f64>,
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]
     replay: Option<PathBuf>,
@@ -448,7 +452,7 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
         Command::Validate(a) => {
             let scs = load_scenarios(&a)?;
             for s in &scs {
-                for w in &s.endpoint.warnings {
+                for w in s.endpoint.warnings.iter().chain(&s.load.warnings()) {
                     eprintln!("perfgate: {}: warning: {w}", s.source);
                 }
                 println!(
@@ -786,6 +790,7 @@ async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
             stall_ms: a.stall_ms,
             vary_output: a.vary_output,
             cached_ttft_ms: a.cached_ttft_ms,
+            prefill_window_ms: a.prefill_window_ms,
         };
         cfg.validate().map_err(|e| Error::Sim {
             context: "sim: ",

@@ -281,6 +281,10 @@ pub struct RequestRecord {
     /// the latency from the send (coordinated omission made visible).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sched_delay_ms: Option<f64>,
+    /// Steady-state closed loop: the requests in flight while this one ran (itself included),
+    /// averaged over its duration (docs/scenarios.md "Steady state").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<f64>,
 }
 
 impl RequestRecord {
@@ -319,6 +323,7 @@ impl RequestRecord {
             error: None,
             sched_ms: None,
             sched_delay_ms: None,
+            concurrency: None,
         }
     }
 
@@ -335,6 +340,7 @@ impl RequestRecord {
             itl_ms: self.itl_ms.iter().copied().map(r).collect(),
             sched_ms: self.sched_ms.map(r),
             sched_delay_ms: self.sched_delay_ms.map(r),
+            concurrency: self.concurrency.map(r),
             ..self.clone()
         }
     }

@@ -282,9 +282,12 @@ scenarios:
             (decode / mean).ln().abs() < 0.10,
             "{name}: /metrics decode {decode} ms/token vs timings {mean}"
         );
+        // the scrape spans the measured phase: at concurrency 2 (steady state) it also holds the
+        // 2 ramp-up requests and up to 2 per stream of drain (docs/scenarios.md "Steady state")
         let tokens = fig("llamacpp_decode_tokens");
+        let unmeasured = if name == "llama-c2" { 2.0 + 4.0 } else { 0.0 };
         assert!(
-            (18.0 * MAX_TOKENS as f64..=22.0 * MAX_TOKENS as f64).contains(&tokens),
+            (18.0 * MAX_TOKENS as f64..=(22.0 + unmeasured) * MAX_TOKENS as f64).contains(&tokens),
             "{name}: {tokens} decode tokens over 20 requests of {MAX_TOKENS}"
         );
         let recs = s["records"].as_array().unwrap();

@@ -89,6 +89,7 @@ pub fn judge(
         res.measured.target_rate = sc.load.rate;
     }
     res.notes = sc.endpoint.warnings.clone();
+    res.notes.extend(sc.load.warnings());
 
     // What the runs say about themselves, and why one cannot be compared.
     match reference {

@@ -160,6 +160,7 @@ pub fn run_ab(e: &AbExperiment, reps: usize, seed: u64) -> AbRates {
             max_samples: Some(m as u32),
             rate: None,
             seed: None,
+            ramp: crate::config::scenario::Ramp::Steady,
         }
         .looks(),
         _ => vec![e.n],

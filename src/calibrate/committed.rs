@@ -208,6 +208,7 @@ pub fn run_experiment(e: &Experiment, reps: usize, seed: u64) -> Rates {
         max_samples: e.max_samples.map(|m| m as u32),
         rate: None,
         seed: None,
+        ramp: crate::config::scenario::Ramp::Steady,
     }
     .looks();
     let n_max = *looks.last().unwrap_or(&e.n);

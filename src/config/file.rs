@@ -193,6 +193,8 @@ pub struct RawLoad {
     pub rate: Option<OneOrMany<f64>>,
     pub seed: Option<u64>,
     pub max_samples: Option<u32>,
+    /// Closed loop: `steady` (default) or `burst` (see [`crate::config::scenario::Ramp`]).
+    pub ramp: Option<String>,
 }
 
 /// One value or a list of values: `concurrency: 4` or `concurrency: [1, 4, 16]`.
@@ -341,6 +343,7 @@ impl RawLoad {
             rate: self.rate.or_else(|| base.rate.clone()),
             seed: self.seed.or(base.seed),
             max_samples: self.max_samples.or(base.max_samples),
+            ramp: self.ramp.or_else(|| base.ramp.clone()),
         }
     }
 }

@@ -23,7 +23,7 @@ pub use base_url::normalise_base_url;
 pub use endpoint::{Endpoint, Header, Secret, Target, SIM_APIS};
 pub use gate::{default_band, Band, GateSpec, ITL_BAND};
 pub use load::{
-    LoadSpec, DEFAULT_LOAD_SEED, MAX_RATE, MIN_RATE, MIN_SAMPLES, OPEN_LOOP_CONCURRENCY,
+    LoadSpec, Ramp, DEFAULT_LOAD_SEED, MAX_RATE, MIN_RATE, MIN_SAMPLES, OPEN_LOOP_CONCURRENCY,
 };
 pub use name::{check_name, ScenarioName};
 pub use objective::Objective;
@@ -184,6 +184,13 @@ pub fn fingerprint(e: &Endpoint, r: &RequestSpec, l: &LoadSpec) -> String {
     if let Some(rate) = l.rate {
         v["rate"] = serde_json::json!(rate);
     }
+    // A steady-state closed loop at concurrency > 1 measures other requests than the start-up
+    // burst did before it (issue 30): its baselines are new ones, so a baseline blessed with the
+    // burst is stale and says so instead of being compared. `ramp: burst` keeps the old
+    // fingerprint, as it keeps the old measurement.
+    if l.steady() {
+        v["ramp"] = serde_json::json!(l.ramp.as_str());
+    }
     short_hash(&v.to_string())
 }
 
@@ -201,6 +208,9 @@ mod tests {
         assert_eq!(closed, fp("{concurrency: 4, seed: 3}"));
         let open = fp("{concurrency: 4, rate: 10}");
         assert_ne!(closed, open);
+        // the steady state at concurrency > 1 is a new measurement; the burst is the old one
+        assert_ne!(closed, fp("{concurrency: 4, ramp: burst}"));
+        assert_eq!(fp("{concurrency: 1}"), fp("{concurrency: 1, ramp: burst}"));
         assert_ne!(open, fp("{concurrency: 4, rate: 20}"));
     }
 }

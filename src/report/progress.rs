@@ -98,6 +98,7 @@ impl Progress for TerminalProgress {
             Phase::Warmup => st.warm_done += 1,
             Phase::Measured if record.ok() => st.ttft.extend(record.ttft_ms),
             Phase::Measured => st.failed += 1,
+            Phase::Unmeasured => {}
         }
         let msg = message(&st);
         if let Some(b) = &st.bar {

@@ -55,7 +55,7 @@ pub async fn measure_interleaved(arms: [&mut Session; 2], order: &[ArmIndex]) {
         let sh = Arc::clone(&s.shared);
         let count = counts[k];
         tasks.push(tokio::spawn(async move {
-            if let Some(sent) = one_request(&sh, start, None).await {
+            if let Some(sent) = one_request(&sh, start, None, false).await {
                 keep(&sh, i, sent, count);
             }
             drop(slot);

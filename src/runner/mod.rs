@@ -25,10 +25,11 @@ mod output;
 mod phase;
 mod progress;
 mod session;
+pub mod steady;
 
 pub use interleaved::{measure_interleaved, ArmIndex};
 pub use lag::{LagProbe, CLIENT_LAG_WARN_MS, LAG_PROBE_INTERVAL, LAG_RESERVOIR};
-pub use output::{RunOutput, MAX_RESENT_SHARE};
+pub use output::{RunOutput, SteadyCounts, MAX_RESENT_SHARE};
 pub use phase::{arrivals, intolerable};
 pub use progress::{Phase, Progress};
 pub use session::{run, Session};

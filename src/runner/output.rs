@@ -56,6 +56,49 @@ pub struct RunOutput {
     /// Server-side figures left out, and why (a `/metrics` counter that went down, a value no
     /// server means): notes of the scenario.
     pub metrics_dropped: Vec<String>,
+    /// Steady-state closed loop (`load.ramp: steady`, concurrency > 1): the requests sent and
+    /// not measured to keep the concurrency; `None` for other loops.
+    pub steady: Option<SteadyCounts>,
+}
+
+/// The unmeasured requests of a steady-state run's looks (docs/scenarios.md "Steady state").
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SteadyCounts {
+    /// Ramp-up requests (the first c of each look).
+    pub ramp_up: usize,
+    /// Drain requests (sent while the last measured requests of a look were in flight).
+    pub drain: usize,
+    /// The ramp-up's gap between two streams' starts, ms (the last look's).
+    pub step_ms: f64,
+}
+
+impl SteadyCounts {
+    /// The run's note: what was not measured, and the concurrency the measured requests ran at
+    /// (their per-request `concurrency`): `steady state at concurrency 8: 8 ramp-up requests
+    /// (streams started 41 ms apart) and 6 drain requests not measured; measured requests ran
+    /// at 7.9 in flight (median; lowest 7.4)`.
+    pub fn note(&self, concurrency: u32, records: &[RequestRecord]) -> String {
+        let mut ach: Vec<f64> = records.iter().filter_map(|r| r.concurrency).collect();
+        ach.sort_by(f64::total_cmp);
+        let ran = match (ach.first(), ach.get(ach.len() / 2)) {
+            (Some(lo), Some(med)) => {
+                format!("; measured requests ran at {med:.1} in flight (median; lowest {lo:.1})")
+            }
+            _ => String::new(),
+        };
+        let started = if self.step_ms > 0.0 {
+            format!(
+                "streams started {} apart",
+                crate::units::fmt_ms(self.step_ms)
+            )
+        } else {
+            "streams started at once: no warmup request succeeded to space them".into()
+        };
+        format!(
+            "steady state at concurrency {concurrency}: {} ramp-up request(s) ({started}) and {} drain request(s) not measured{ran}",
+            self.ramp_up, self.drain
+        )
+    }
 }
 
 impl RunOutput {
@@ -82,6 +125,7 @@ impl RunOutput {
             listed_models: None,
             prompt_fit: None,
             metrics_dropped: Vec::new(),
+            steady: None,
         }
     }
 }

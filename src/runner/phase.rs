@@ -3,6 +3,7 @@
 //! request's nonce, re-send rules and schedule; the early stop of a hopeless endpoint.
 
 use super::progress::{Phase, Progress};
+use super::steady;
 use crate::client::body;
 use crate::client::http::{Delivery, RefusedField, Sent, StreamClient};
 use crate::config::Scenario;
@@ -93,6 +94,125 @@ pub(super) async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant
     take_results(shared)
 }
 
+/// A steady-state look (docs/scenarios.md "Steady state"), closed loop at concurrency c > 1:
+/// stream w starts `w x step` after the look's start; the first c requests (the ramp-up) are
+/// not measured, the next `count` are, and while any of those is still in flight the streams
+/// keep sending unmeasured drain requests (at most [`steady::DRAIN_PER_STREAM`] per stream), so
+/// every measured request runs with c in flight. Each measured record carries the concurrency
+/// it achieved.
+pub(super) async fn steady_phase(
+    shared: &Arc<Shared>,
+    count: usize,
+    run_start: Instant,
+    step: std::time::Duration,
+) -> SteadyLook {
+    let mut look = SteadyLook::default();
+    if count == 0 {
+        return look;
+    }
+    reset_phase(shared);
+    let c = shared.scenario.load.concurrency as usize;
+    let st = Arc::new(SteadyState {
+        measured_done: AtomicUsize::new(0),
+        spans: Mutex::new(Vec::new()),
+    });
+    let start = Instant::now();
+    let mut handles = Vec::with_capacity(c);
+    for w in 0..c {
+        let sh = Arc::clone(shared);
+        let st = Arc::clone(&st);
+        let at = start + step * w as u32;
+        handles.push(tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep_until(at.into()) => {}
+                _ = crate::cancel::grace_expired() => return,
+            }
+            steady_worker(sh, st, c, count, run_start).await
+        }));
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+    let spans = st
+        .spans
+        .lock()
+        .map(|mut v| std::mem::take(&mut *v))
+        .unwrap_or_default();
+    look.stopped = shared.stop.load(Ordering::SeqCst);
+    let intervals: Vec<(f64, f64)> = spans.iter().map(|&(_, s, e)| (s, e)).collect();
+    let mut results = take_indexed(shared);
+    for (i, sent) in results.iter_mut() {
+        if let Some(k) = spans.iter().position(|&(j, _, _)| j == *i) {
+            sent.record.concurrency = Some(steady::achieved(&intervals, k));
+        }
+    }
+    for (i, sent) in results {
+        match steady::role(i, c, count) {
+            steady::Role::RampUp => look.ramp_up.push(sent),
+            steady::Role::Measured(_) => look.measured.push(sent),
+            steady::Role::Drain => look.drain += 1,
+        }
+    }
+    look
+}
+
+/// What a steady-state look sent: its measured requests in order, the ramp-up's (not measured,
+/// kept to tell why a look measured nothing) and how many drain requests it sent.
+#[derive(Default)]
+pub(super) struct SteadyLook {
+    pub(super) measured: Vec<Sent>,
+    pub(super) ramp_up: Vec<Sent>,
+    pub(super) drain: usize,
+    /// Stopped early: the endpoint is hopeless ([`keep`]).
+    pub(super) stopped: bool,
+}
+
+struct SteadyState {
+    /// Measured requests ended so far.
+    measured_done: AtomicUsize,
+    /// Every request's (index, start ms, end ms) from the run's start.
+    spans: Mutex<Vec<(usize, f64, f64)>>,
+}
+
+async fn steady_worker(
+    sh: Arc<Shared>,
+    st: Arc<SteadyState>,
+    c: usize,
+    count: usize,
+    run_start: Instant,
+) {
+    let mut first = true;
+    loop {
+        if !first {
+            tokio::task::yield_now().await;
+        }
+        first = false;
+        if sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
+            return;
+        }
+        let i = sh.next.fetch_add(1, Ordering::SeqCst);
+        let role = steady::role(i, c, count);
+        if role == steady::Role::Drain
+            && (st.measured_done.load(Ordering::SeqCst) >= count
+                || i >= c + count + steady::DRAIN_PER_STREAM * c)
+        {
+            return;
+        }
+        let unmeasured = !matches!(role, steady::Role::Measured(_));
+        let Some(sent) = one_request(&sh, run_start, None, unmeasured).await else {
+            return; // interrupted: not recorded
+        };
+        let end_ms = run_start.elapsed().as_secs_f64() * 1000.0;
+        if let Ok(mut v) = st.spans.lock() {
+            v.push((i, sent.record.start_ms, end_ms));
+        }
+        if matches!(role, steady::Role::Measured(_)) {
+            st.measured_done.fetch_add(1, Ordering::SeqCst);
+        }
+        keep(&sh, i, sent, c + count);
+    }
+}
+
 /// Open-loop arrival offsets, seconds after the phase start: cumulative sums of exponential gaps
 /// of mean 1/rate (a Poisson process), deterministic for a seed. The first request is due at
 /// its first gap, not at 0.
@@ -142,7 +262,7 @@ async fn worker(
                 return;
             }
         }
-        let Some(sent) = one_request(&sh, run_start, due).await else {
+        let Some(sent) = one_request(&sh, run_start, due, false).await else {
             return; // interrupted: not recorded
         };
         keep(&sh, i, sent, count);
@@ -155,6 +275,7 @@ pub(super) async fn one_request(
     sh: &Arc<Shared>,
     run_start: Instant,
     due: Option<Instant>,
+    unmeasured: bool,
 ) -> Option<Sent> {
     let sc = &sh.scenario;
     // One nonce per request of the whole session (`cache: cold`), not per index of a phase: the
@@ -216,7 +337,9 @@ pub(super) async fn one_request(
         stamp_schedule(&mut sent.record, due, run_start);
     }
     if let Some(p) = &sh.progress {
-        let phase = if sh.measuring.load(Ordering::SeqCst) {
+        let phase = if unmeasured {
+            Phase::Unmeasured
+        } else if sh.measuring.load(Ordering::SeqCst) {
             Phase::Measured
         } else {
             Phase::Warmup
@@ -279,13 +402,18 @@ pub(super) fn reset_phase(sh: &Shared) {
 
 /// A phase's results in request order.
 pub(super) fn take_results(sh: &Shared) -> Vec<Sent> {
+    take_indexed(sh).into_iter().map(|(_, s)| s).collect()
+}
+
+/// A phase's results in request order, with their indexes.
+fn take_indexed(sh: &Shared) -> Vec<(usize, Sent)> {
     let mut out = sh
         .results
         .lock()
         .map(|mut r| std::mem::take(&mut *r))
         .unwrap_or_default();
     out.sort_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, s)| s).collect()
+    out
 }
 
 #[cfg(test)]

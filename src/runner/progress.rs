@@ -28,4 +28,7 @@ pub enum Phase {
     Warmup,
     /// A measured request.
     Measured,
+    /// A ramp-up or drain request of a steady-state look (docs/scenarios.md "Steady state"):
+    /// sent to keep the concurrency, not measured.
+    Unmeasured,
 }

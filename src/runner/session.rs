@@ -4,7 +4,8 @@
 
 use super::lag::{LagProbe, LAG_PROBE_INTERVAL};
 use super::output::RunOutput;
-use super::phase::{intolerable, phase, Shared};
+use super::output::SteadyCounts;
+use super::phase::{intolerable, phase, steady_phase, Shared};
 use super::progress::Progress;
 use crate::client::http::{Delivery, Sent, StreamClient};
 use crate::config::Scenario;
@@ -28,6 +29,8 @@ pub struct Session {
     pub(super) listed_models: Option<Vec<String>>,
     /// `request.prompt_tokens`: the synthetic prompt fitted before the warmup.
     pub(super) prompt_fit: Option<crate::prompt_fit::PromptFit>,
+    /// Steady-state looks: their unmeasured ramp-up and drain requests.
+    pub(super) steady: SteadyCounts,
 }
 
 impl Session {
@@ -111,6 +114,7 @@ impl Session {
             run_start: Instant::now(),
             unreachable,
             probe: LagProbe::new(LAG_PROBE_INTERVAL),
+            steady: SteadyCounts::default(),
         })
     }
 
@@ -126,9 +130,41 @@ impl Session {
             self.run_start = Instant::now();
         }
         self.probe.start();
+        if self.shared.scenario.load.steady() {
+            let step = self.ramp_step();
+            let look = steady_phase(&self.shared, n, self.run_start, step).await;
+            self.probe.stop();
+            self.steady.ramp_up += look.ramp_up.len();
+            self.steady.drain += look.drain;
+            self.steady.step_ms = step.as_secs_f64() * 1000.0;
+            if look.stopped {
+                // a hopeless endpoint (its first requests all failed): every request sent is
+                // recorded, the ramp-up's too, so the results show each failure
+                let mut all = look.ramp_up;
+                all.extend(look.measured);
+                self.absorb(all);
+            } else if look.measured.is_empty() && self.unreachable.is_none() {
+                // interrupted in the ramp-up (Ctrl-C): its failures, if any, say why
+                self.unreachable = unreachable_reason(&look.ramp_up);
+            } else {
+                self.absorb(look.measured);
+            }
+            return;
+        }
         let m = phase(&self.shared, n, self.run_start).await;
         self.probe.stop();
         self.absorb(m);
+    }
+
+    /// The ramp-up's gap between two streams' starts: the warmup's median E2E over c.
+    fn ramp_step(&self) -> std::time::Duration {
+        let e2e: Vec<f64> = self
+            .warm
+            .iter()
+            .filter(|s| s.record.ok())
+            .filter_map(|s| s.record.e2e_ms)
+            .collect();
+        super::steady::ramp_step(&e2e, self.shared.scenario.load.concurrency as usize)
     }
 
     /// Adds measured requests; when every one so far failed, the endpoint is unreachable. No
@@ -196,6 +232,7 @@ impl Session {
             listed_models: self.listed_models.clone(),
             prompt_fit: self.prompt_fit.clone(),
             metrics_dropped: Vec::new(),
+            steady: self.shared.scenario.load.steady().then_some(self.steady),
         }
     }
 }

@@ -21,6 +21,7 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "stall_ms",
     "vary_output",
     "cached_ttft_ms",
+    "prefill_window_ms",
 ];
 
 /// Why a simulator query (or a [`SimConfig`] built by hand) is refused: the key, and what is
@@ -65,6 +66,9 @@ impl SimConfigError {
         }
     }
 }
+
+/// Largest `prefill_window_ms` accepted: a batch collects its prefills for at most a second.
+pub const MAX_PREFILL_WINDOW_MS: f64 = 1000.0;
 
 /// Largest `burst` accepted, tokens per event.
 pub const MAX_BURST: u32 = 1024;
@@ -122,6 +126,13 @@ pub struct SimConfig {
     /// ms, instead of a drawn one; its token gaps are unchanged. `None` = no cache (every request
     /// is cold). At most [`MAX_CACHED_PROMPTS`] prompts are remembered. Default `None`.
     pub cached_ttft_ms: Option<f64>,
+    /// Batched prefill, as a compute-bound engine schedules it (see
+    /// [`super::prefill::PrefillEngine`]): prefills that arrive within this many ms of a batch's
+    /// first (or while the batch before it runs) run as one batch, which takes the sum of their
+    /// TTFTs, and all of them get their first token when it ends. A lone request's TTFT is its
+    /// own; c requests that start together each wait for all c. `None` = every request's prefill
+    /// is independent. Default `None`.
+    pub prefill_window_ms: Option<f64>,
 }
 
 /// Prompts the simulator's prefix cache remembers; beyond it the cache starts empty again.
@@ -143,6 +154,7 @@ impl Default for SimConfig {
             stall_ms: 0.0,
             vary_output: 0,
             cached_ttft_ms: None,
+            prefill_window_ms: None,
         }
     }
 }
@@ -214,6 +226,10 @@ impl SimConfig {
                 "cached_ttft_ms" => {
                     cfg.cached_ttft_ms = Some(parse_f64(&key, v, 0.0, MAX_DELAY_MS, "ms")?)
                 }
+                "prefill_window_ms" => {
+                    cfg.prefill_window_ms =
+                        Some(parse_f64(&key, v, 0.0, MAX_PREFILL_WINDOW_MS, "ms")?)
+                }
                 _ => {
                     let hint = closest_key(&key);
                     return Err(SimConfigError::Unknown { key, hint });
@@ -238,6 +254,11 @@ impl SimConfig {
                 "cached_ttft_ms",
                 self.cached_ttft_ms.unwrap_or(0.0),
                 MAX_DELAY_MS,
+            ),
+            (
+                "prefill_window_ms",
+                self.prefill_window_ms.unwrap_or(0.0),
+                MAX_PREFILL_WINDOW_MS,
             ),
         ];
         for (key, x, hi) in ranges {
@@ -367,7 +388,7 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = SimConfig::from_query(
-            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5",
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3",
         )
         .unwrap();
         assert_eq!(
@@ -386,9 +407,11 @@ mod tests {
                 stall_ms: 250.0,
                 vary_output: 8,
                 cached_ttft_ms: Some(12.5),
+                prefill_window_ms: Some(3.0),
             }
         );
         for bad in [
+            "prefill_window_ms=1001",
             "burst=0",
             "burst=1025",
             "stall_every=-1",

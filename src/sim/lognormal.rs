@@ -244,6 +244,13 @@ pub(super) async fn generate(
             cache_hit = true;
         }
     }
+    if let (Some(window), false) = (cfg.prefill_window_ms, plan.fails) {
+        let ttft = shared
+            .prefill
+            .ttft(arrival.into_std(), plan.ttft_ms, window)
+            .await;
+        plan = plan.with_ttft(ttft);
+    }
     if plan.fails {
         return error_response(
             StatusCode::INTERNAL_SERVER_ERROR,

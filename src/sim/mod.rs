@@ -8,6 +8,7 @@ mod chunks;
 pub mod config;
 mod http_util;
 mod lognormal;
+mod prefill;
 pub mod replay;
 mod replay_serve;
 pub mod schedule;

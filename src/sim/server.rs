@@ -105,6 +105,7 @@ impl SimServer {
             gen_seq: AtomicU64::new(0),
             timings: Mutex::new(TimingLog::default()),
             prompts_seen: Mutex::default(),
+            prefill: super::prefill::PrefillEngine::default(),
         });
         let _ = origin();
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));

@@ -27,6 +27,8 @@ pub(super) struct Shared {
     pub(super) timings: Mutex<TimingLog>,
     /// Hashes of the prompts served so far, for `cached_ttft_ms` (the prefix cache).
     pub(super) prompts_seen: Mutex<HashSet<u64>>,
+    /// Batched prefill (`prefill_window_ms`).
+    pub(super) prefill: super::prefill::PrefillEngine,
 }
 
 impl Shared {

@@ -9,6 +9,9 @@
 //!   against the simulator reports the probe's figures, and the note exactly when they are over.
 //!
 //! The tests here measure timing and connection reuse, so they run one at a time ([`SERIAL`]).
+//! They count requests and connections per wave, so their scenarios use `load.ramp: burst`
+//! (every request sent is measured, a wave starts at once); the steady state's ramp-up and
+//! drain are tested in tests/it/steady.rs.
 
 use perfgate::client::http::WARM_PASSES;
 use perfgate::runner::{LagProbe, Session, CLIENT_LAG_WARN_MS, LAG_PROBE_INTERVAL};
@@ -119,7 +122,9 @@ async fn connections(concurrency: u32, warmup: u32, samples: u32) -> Connections
     let base = format!("http://{}/v1", proxy.addr);
     let sc = scenario(
         &base,
-        &format!("{{concurrency: {concurrency}, warmup: {warmup}, samples: {samples}}}"),
+        &format!(
+            "{{concurrency: {concurrency}, warmup: {warmup}, samples: {samples}, ramp: burst}}"
+        ),
     );
     let mut session = Session::start(&sc, &base).await.unwrap();
     let at_start = settled(&proxy.accepted).await;
@@ -174,7 +179,10 @@ async fn the_pool_is_warmed_without_warmup_requests() {
 async fn pool_warming_is_not_counted_as_requests() {
     let _serial = SERIAL.lock().await;
     let sim = SimServer::start(fast_sim(), 0).await.unwrap();
-    let sc = scenario(&sim.base_url(), "{concurrency: 6, warmup: 1, samples: 20}");
+    let sc = scenario(
+        &sim.base_url(),
+        "{concurrency: 6, warmup: 1, samples: 20, ramp: burst}",
+    );
     let mut session = Session::start(&sc, &sim.base_url()).await.unwrap();
     // 1 GET of /v1/models for the models the server lists, 1 warmup request, 1 GET of
     // /v1/models to see whether its connection stayed open, then passes of 6 warming GETs: at
@@ -212,7 +220,10 @@ async fn a_models_route_that_answers_404_still_warms_the_pool() {
         .unwrap();
     let proxy = counting_proxy(sim.addr()).await;
     let base = format!("http://{}/x/v1", proxy.addr);
-    let sc = scenario(&base, "{concurrency: 6, warmup: 1, samples: 20}");
+    let sc = scenario(
+        &base,
+        "{concurrency: 6, warmup: 1, samples: 20, ramp: burst}",
+    );
     let mut session = Session::start(&sc, &base).await.unwrap();
     let at_start = settled(&proxy.accepted).await;
     assert!(at_start >= 6, "{at_start}");
@@ -236,7 +247,10 @@ async fn an_unusable_endpoint_is_not_warmed() {
         .await
         .unwrap();
     let base = format!("{}/v1", sim.base_url());
-    let sc = scenario(&base, "{concurrency: 16, warmup: 2, samples: 20}");
+    let sc = scenario(
+        &base,
+        "{concurrency: 16, warmup: 2, samples: 20, ramp: burst}",
+    );
     let mut session = Session::start(&sc, &base).await.unwrap();
     assert!(session.is_unreachable());
     assert_eq!(sim.requests_served(), 1 + 2);
@@ -344,7 +358,10 @@ async fn a_server_that_closes_after_each_stream_gets_connection_close() {
     let _serial = SERIAL.lock().await;
     let (addr, posts, closes) = closing_server().await;
     let base = format!("http://{addr}/v1");
-    let sc = scenario(&base, "{concurrency: 2, warmup: 2, samples: 20}");
+    let sc = scenario(
+        &base,
+        "{concurrency: 2, warmup: 2, samples: 20, ramp: burst}",
+    );
     let mut session = Session::start(&sc, &base).await.unwrap();
     // the warmup streams were not asked to close; the check after them found the server
     // closing, so every measured request asks for `Connection: close`
@@ -375,7 +392,10 @@ async fn a_models_route_that_drops_does_not_mean_closing_after_streams() {
     let _serial = SERIAL.lock().await;
     let (addr, posts, closes) = stream_server(false, true, 0).await;
     let base = format!("http://{addr}/v1");
-    let sc = scenario(&base, "{concurrency: 4, warmup: 2, samples: 20}");
+    let sc = scenario(
+        &base,
+        "{concurrency: 4, warmup: 2, samples: 20, ramp: burst}",
+    );
     let mut session = Session::start(&sc, &base).await.unwrap();
     session.measure(20).await;
     let out = session.output();
@@ -408,7 +428,10 @@ async fn a_closing_server_without_warmup_is_not_called_a_dropper() {
         // connection, is dropped before any response
         let (addr, posts, _closes) = stream_server(true, false, 30).await;
         let base = format!("http://{addr}/v1");
-        let sc = scenario(&base, "{concurrency: 4, warmup: 0, samples: 20}");
+        let sc = scenario(
+            &base,
+            "{concurrency: 4, warmup: 0, samples: 20, ramp: burst}",
+        );
         let mut session = Session::start(&sc, &base).await.unwrap();
         session.measure(20).await;
         let out = session.output();

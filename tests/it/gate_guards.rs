@@ -171,12 +171,14 @@ fn seed_failing_first(error_rate: f64, n: u64) -> u64 {
 /// objective exited 3 when its first 6 failures came together and 1 otherwise. It is now
 /// measured to the end and judged by the objective (exit 1); with the default
 /// `max_error_rate` 0 it still stops early (any failure is could-not-measure either way).
+/// `ramp: burst`: every request sent is measured, so the seed's first 6 failing requests are
+/// the first 6 measured (the steady state's ramp-up would send, and not measure, 4 of them).
 #[test]
 fn the_early_stop_respects_what_the_scenario_tolerates() {
     let seed = seed_failing_first(0.6, 6);
     let yaml = |gate: &str| {
         format!(
-            "scenarios:\n  - name: flaky\n    endpoint: {{base_url: 'sim://?ttft_ms=5&tpot_ms=1&error_rate=0.6&seed={seed}'}}\n    request: {{prompt: hi, max_tokens: 8}}\n    load: {{samples: 20, warmup: 0, concurrency: 4}}\n{gate}"
+            "scenarios:\n  - name: flaky\n    endpoint: {{base_url: 'sim://?ttft_ms=5&tpot_ms=1&error_rate=0.6&seed={seed}'}}\n    request: {{prompt: hi, max_tokens: 8}}\n    load: {{samples: 20, warmup: 0, concurrency: 4, ramp: burst}}\n{gate}"
         )
     };
     let d = dir_with(&yaml("    gate: {slo: {error_rate: 10%}}\n"));

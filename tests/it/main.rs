@@ -37,4 +37,5 @@ mod server_lifecycle;
 mod shard;
 mod sim_schedules;
 mod slo;
+mod steady;
 mod workload;

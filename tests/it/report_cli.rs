@@ -184,6 +184,7 @@ impl Progress for Counting {
         let kind = match phase {
             Phase::Measured => "measured",
             Phase::Warmup => "warmup",
+            Phase::Unmeasured => "unmeasured",
         };
         self.log
             .lock()
@@ -222,6 +223,9 @@ scenarios:
     assert_eq!(log.last().map(String::as_str), Some("finish"));
     assert_eq!(log.iter().filter(|l| l.starts_with("warmup")).count(), 2);
     assert_eq!(log.iter().filter(|l| *l == "measured ok=true").count(), 20);
+    // concurrency 2, steady state: the 2 ramp-up requests and the drain are sent, not measured
+    let unmeasured = log.iter().filter(|l| l.starts_with("unmeasured")).count();
+    assert!((2..=2 + 2 * 2).contains(&unmeasured), "{log:?}");
     // warmup before measured
     let last_warm = log.iter().rposition(|l| l.starts_with("warmup")).unwrap();
     let first_meas = log.iter().position(|l| l.starts_with("measured")).unwrap();

@@ -27,6 +27,70 @@ pub struct LoadSpec {
     /// Seed of the open-loop arrival schedule.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// How a closed loop at concurrency > 1 reaches its concurrency (docs/scenarios.md
+    /// "Steady state").
+    pub ramp: Ramp,
+}
+
+/// How a closed-loop look at concurrency c > 1 starts and ends (docs/scenarios.md "Steady
+/// state").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ramp {
+    /// The steady state: the look starts its c streams one by one, E2E/c apart (E2E the
+    /// warmup's median), the first c requests (the ramp-up) are not measured, and unmeasured
+    /// requests keep c in flight until the last measured one ends (the drain).
+    #[default]
+    Steady,
+    /// The start-up burst: all c streams start at once and every request is measured, the
+    /// falling concurrency of the last wave included (what perfgate measured before 0.2).
+    Burst,
+}
+
+impl Ramp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ramp::Steady => "steady",
+            Ramp::Burst => "burst",
+        }
+    }
+}
+
+/// Measured requests per stream a steady-state closed loop needs at least: fewer, and a
+/// measured request is nearly one per stream, so one wave's shared fate (a slow batch) moves
+/// the P50, and the run measures little more than a single wave.
+pub const MIN_SAMPLES_PER_STREAM: u32 = 2;
+
+impl LoadSpec {
+    /// What `validate` (and each report's notes) says about this load: samples too few for
+    /// the concurrency, with the number that would do.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.rate.is_none() && self.concurrency > 1 {
+            let need = self.concurrency.saturating_mul(MIN_SAMPLES_PER_STREAM);
+            if self.samples < need {
+                out.push(format!(
+                    "load.samples {} at concurrency {}: about {:.1} measured request(s) per stream, so one wave's shared fate moves the result; use samples >= {need} ({MIN_SAMPLES_PER_STREAM} per stream)",
+                    self.samples,
+                    self.concurrency,
+                    f64::from(self.samples) / f64::from(self.concurrency)
+                ));
+            }
+            if self.ramp == Ramp::Burst {
+                out.push(format!(
+                    "load.ramp: burst: all {} streams start at once and the start-up burst and the falling concurrency of the last wave are measured; `steady` (the default) measures while the concurrency holds",
+                    self.concurrency
+                ));
+            }
+        }
+        out
+    }
+
+    /// Whether a look runs the steady-state closed loop: ramp-up, measured requests while c are
+    /// in flight, drain ([`Ramp::Steady`]); closed loop at concurrency > 1 only.
+    pub fn steady(&self) -> bool {
+        self.rate.is_none() && self.concurrency > 1 && self.ramp == Ramp::Steady
+    }
 }
 
 impl LoadSpec {
@@ -104,7 +168,23 @@ pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
             ));
         }
     }
+    let ramp = match l.ramp.as_deref() {
+        None | Some("steady") => Ramp::Steady,
+        Some("burst") => Ramp::Burst,
+        Some(other) => {
+            return Err(format!(
+                "load.ramp is `{other}`: use `steady` (measure while the concurrency holds, the default) or `burst` (measure the start-up burst too)"
+            ))
+        }
+    };
+    if ramp == Ramp::Burst && rate.is_some() {
+        return Err(
+            "load.ramp applies to a closed loop; an open loop (load.rate) sends at its arrivals"
+                .into(),
+        );
+    }
     Ok(LoadSpec {
+        ramp,
         concurrency,
         samples,
         warmup: l.warmup.unwrap_or(2).min(10_000),
@@ -162,8 +242,24 @@ mod tests {
             max_samples: max,
             rate: None,
             seed: None,
+            ramp: Ramp::Steady,
         };
         assert_eq!(l(20, None).looks(), vec![20]);
+        // validate's word on samples too few for the concurrency, with the number that would do
+        let mut c16 = l(20, None);
+        c16.concurrency = 16;
+        let w = c16.warnings();
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].starts_with(
+                "load.samples 20 at concurrency 16: about 1.2 measured request(s) per stream"
+            ) && w[0].ends_with("use samples >= 32 (2 per stream)"),
+            "{w:?}"
+        );
+        c16.samples = 32;
+        assert!(c16.warnings().is_empty());
+        c16.ramp = Ramp::Burst;
+        assert!(c16.warnings()[0].starts_with("load.ramp: burst"));
         assert_eq!(l(20, Some(300)).looks(), vec![20, 50, 100, 200, 300]);
         assert_eq!(l(100, Some(150)).looks(), vec![100, 150]);
         assert_eq!(
