@@ -7,7 +7,8 @@
 //! at least `min_before` nights before them since the last change point. Where: the candidate
 //! with the largest CUSUM statistic on ln values (the mean shift weighted by
 //! sqrt(mn / (m + n)), the classical change-point location estimate). Whether: that
-//! candidate's one-sided Mann-Whitney test (Mann & Whitney 1947) of its after-nights against
+//! candidate's one-sided exact Mann-Whitney test (Mann & Whitney 1947; ties counted against the
+//! step, so rounded medians that tie keep it exact) of its after-nights against
 //! up to `window` nights before it, its exact p-value Bonferroni-adjusted over every candidate
 //! and both directions, must be at most `alpha`, and the Hodges-Lehmann shift of the two
 //! segments (Hodges & Lehmann 1963) must be at least `min_step`. The accepted k is the night
@@ -33,7 +34,7 @@
 //! Pure: slices in, steps out; values are positive (latencies in any unit); NaN nights are
 //! skipped by the callers (a night that measured nothing has no value).
 
-use super::rank::{mann_whitney_greater, mann_whitney_less};
+use super::rank::{mann_whitney_greater_exact_ties_against, mann_whitney_less_exact_ties_against};
 use super::shift::{hodges_lehmann_ratio, Shift};
 
 /// The change-point rule's parameters.
@@ -140,10 +141,19 @@ pub fn step_at(series: &[f64], level_start: usize, t: usize, rule: &StepRule) ->
         &series[k.saturating_sub(rule.window).max(level_start)..k],
         &series[k..=t],
     );
+    // Exact with ties counted against the step: nightly medians are rounded to the µs and two
+    // nights tie often; the normal approximation ties would switch to cannot reach alpha with a
+    // few nights at the new level (the +20 % step of the CI of f8b18f4 went unseen for 4 nights).
     let (direction, p) = if z >= 0.0 {
-        (Direction::Up, mann_whitney_greater(after, before)?)
+        (
+            Direction::Up,
+            mann_whitney_greater_exact_ties_against(after, before)?,
+        )
     } else {
-        (Direction::Down, mann_whitney_less(after, before)?)
+        (
+            Direction::Down,
+            mann_whitney_less_exact_ties_against(after, before)?,
+        )
     };
     let p = (p * (2 * candidates) as f64).min(1.0);
     if p > rule.alpha {
@@ -318,6 +328,34 @@ mod tests {
             vec![(30, Direction::Up), (45, Direction::Down)],
             "{steps:?}"
         );
+    }
+
+    /// Rounded nightly medians tie: two nights before the step with the same value switched the
+    /// rank test to its normal approximation (p 0.001 x 16 = 0.016 at 4 nights, over alpha), and a
+    /// clean +20 % step went unseen. Ties counted against the step keep the test exact: the same
+    /// 1/C(24,4) as without the tie.
+    #[test]
+    fn ties_before_the_step_keep_the_rank_test_exact() {
+        let mut s = flat(33);
+        s[12] = s[17]; // a tie in the window before the step
+        for v in &mut s[29..] {
+            *v *= 1.2;
+        }
+        // nights 29..=32 (4 after): found on its third night, 31, as without the tie
+        let steps = change_points(&s, &StepRule::default());
+        assert_eq!(steps.len(), 1, "{steps:?}");
+        assert_eq!((steps[0].first, steps[0].found_at), (29, 31));
+        // the exact p-value of 4 above 20 is 1/C(24,4) = 1/10626, tie or not
+        let after = &s[29..33];
+        let before = &s[9..29];
+        let p = mann_whitney_greater_exact_ties_against(after, before).unwrap();
+        assert!((p - 1.0 / 10626.0).abs() < 1e-12, "{p}");
+        // a tie across the two sides counts against the step: a before night equal to the lowest
+        // after night is one pair of 80 not above, U = 79, P0(U >= 79) = 2/10626 (U = 80 or 79)
+        let mut b2 = before.to_vec();
+        b2[0] = after.iter().copied().fold(f64::INFINITY, f64::min);
+        let p = mann_whitney_greater_exact_ties_against(after, &b2).unwrap();
+        assert!((p - 2.0 / 10626.0).abs() < 1e-12, "{p}");
     }
 
     #[test]

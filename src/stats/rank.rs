@@ -122,6 +122,40 @@ pub fn mann_whitney_less(c: &[f64], b: &[f64]) -> Option<f64> {
     mann_whitney_greater(b, c)
 }
 
+/// One-sided exact Mann-Whitney p-value for "c is stochastically greater than b" with ties
+/// counted against the alternative: U = the number of pairs with c strictly above b, and
+/// p = P0(U' >= U) under the exact no-ties null distribution. Conservative (never below the
+/// tie-corrected p-value), and unlike [`mann_whitney_greater`] it stays exact when values tie:
+/// a tie between two `b` values (rounded nightly medians tie often) changes nothing, where the
+/// normal approximation that ties switch to costs a small sample most of its power (4 nights all
+/// above 20: exact 1/10626, approximate 0.001). Falls back to [`mann_whitney_greater`] above
+/// [`EXACT_MAX_PAIRS`] pairs. NaN values are dropped; `None` when a side is then empty.
+pub fn mann_whitney_greater_exact_ties_against(c: &[f64], b: &[f64]) -> Option<f64> {
+    let c: Vec<f64> = c.iter().copied().filter(|x| !x.is_nan()).collect();
+    let b: Vec<f64> = b.iter().copied().filter(|x| !x.is_nan()).collect();
+    if c.is_empty() || b.is_empty() {
+        return None;
+    }
+    if c.len().saturating_mul(b.len()) > EXACT_MAX_PAIRS {
+        return mann_whitney_greater(&c, &b);
+    }
+    let u = c
+        .iter()
+        .map(|x| b.iter().filter(|y| x > y).count())
+        .sum::<usize>();
+    let pmf = u_null_pmf(c.len(), b.len());
+    Some(
+        pmf.get(u..)
+            .map_or(0.0, |t| t.iter().sum::<f64>())
+            .clamp(0.0, 1.0),
+    )
+}
+
+/// The mirror of [`mann_whitney_greater_exact_ties_against`]: "c is stochastically less than b".
+pub fn mann_whitney_less_exact_ties_against(c: &[f64], b: &[f64]) -> Option<f64> {
+    mann_whitney_greater_exact_ties_against(b, c)
+}
+
 /// The Moses critical count k for a one-sided (1 - `alpha_one_sided`) bound on the shift between samples of
 /// sizes `n_c` and `n_b` (Hollander & Wolfe ch. 4; docs/gate.md): with the N = n_c n_b pairwise
 /// differences sorted, D_(k+1) is the lower bound and D_(N-k) the upper bound.
