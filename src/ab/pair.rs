@@ -53,6 +53,24 @@ pub fn pair(
             ));
             continue;
         }
+        // An arm whose server listens on another port than its URL would wait for, or measure,
+        // another server (a port already in use reads as "never ready").
+        let mismatched: Vec<String> = [("base", &b), ("candidate", &c)]
+            .into_iter()
+            .filter_map(|(label, arm)| {
+                let srv = arm.server.as_ref()?;
+                let url = arm.endpoint.shown_url();
+                let (said, at) = crate::config::arm::port_mismatch(&srv.command, &url)?;
+                Some(format!(
+                    "scenario {}: the {label} arm's server command listens on --port {said}, but the {label} arm measures {url} (port {at}): make them agree (--{label}-url or the command's --port)",
+                    w.name
+                ))
+            })
+            .collect();
+        if !mismatched.is_empty() {
+            refused.extend(mismatched);
+            continue;
+        }
         let mut notes = Vec::new();
         if same_endpoint && b.endpoint.model == c.endpoint.model && b.server == c.server {
             let shown = if b.endpoint.shown_url() == c.endpoint.shown_url() {

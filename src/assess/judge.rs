@@ -283,8 +283,9 @@ fn arm_problems(
                 .map(|s| format!("{label} arm: {}", s.note())),
         );
     }
-    if let Some(n) = identity_difference(base_run, cand_run) {
-        res.notes.push(n);
+    // what the A/B compares, first: the reader needs it before anything measured
+    if let Some(n) = super::arms_diff::arms_difference(base_run, cand_run) {
+        res.notes.insert(0, n);
     }
     let mut arms = [("base", base.scenario, base.run), ("candidate", sc, run)];
     if matches!(run, Ok(r) if r.unreachable.is_some())
@@ -422,30 +423,6 @@ impl Words {
             ),
         }
     }
-}
-
-/// What differs between the two arms' servers, as they describe themselves (what the run
-/// compares, shown so the reader knows what changed).
-fn identity_difference(base: &RunOutput, cand: &RunOutput) -> Option<String> {
-    let b = &base.server_side.as_ref()?.identity;
-    let c = &cand.server_side.as_ref()?.identity;
-    if b.is_empty() || c.is_empty() {
-        return None;
-    }
-    let keys: std::collections::BTreeSet<&String> = b.keys().chain(c.keys()).collect();
-    let diffs: Vec<String> = keys
-        .into_iter()
-        .filter(|k| b.get(*k) != c.get(*k))
-        .map(|k| {
-            let show = |v: Option<&String>| v.map(String::as_str).unwrap_or("(absent)").to_string();
-            format!("{k} {} -> {}", show(b.get(k)), show(c.get(k)))
-        })
-        .collect();
-    Some(if diffs.is_empty() {
-        "the two arms' servers describe themselves identically (an A/A run unless their flags differ)".into()
-    } else {
-        format!("base -> candidate server: {}", diffs.join(", "))
-    })
 }
 
 #[cfg(test)]

@@ -3,12 +3,13 @@
 //! [`crate::results::Results`] model. Pure: no I/O, no network; the commands (`check`, `ab`,
 //! `bless`) measure, load and orchestrate, and call this.
 //!
-//! [`arm`] is what the gate compares, [`figures`] and [`notes`] describe a run, [`drift`] finds
+//! [`arm`] is what the gate compares, [`arms_diff`] what an A/B run's two servers differ in, [`figures`] and [`notes`] describe a run, [`drift`] finds
 //! what changed between a baseline and a run, [`problem`] says why a run cannot be compared,
 //! [`server_notes`] reads the server-side figures, [`judge`](mod@judge) judges one scenario against its
 //! [`Reference`] with all of these, [`gated`] runs the gate over the family.
 
 pub mod arm;
+pub mod arms_diff;
 pub mod drift;
 pub mod figures;
 pub mod gated;

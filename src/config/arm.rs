@@ -155,6 +155,23 @@ pub fn apply(
     Ok((raw, written))
 }
 
+/// The port a server command says it listens on (`--port N` or `--port=N`, the flag of
+/// llama-server, vLLM, SGLang and TGI) when it differs from the port of the URL the arm measures:
+/// `(command's port, URL's port)`. `None` when they agree, or either says nothing.
+pub fn port_mismatch(command: &[String], url: &str) -> Option<(u16, u16)> {
+    let mut said = None;
+    let mut it = command.iter();
+    while let Some(w) = it.next() {
+        if w == "--port" {
+            said = it.next().and_then(|v| v.parse::<u16>().ok());
+        } else if let Some(v) = w.strip_prefix("--port=") {
+            said = v.parse::<u16>().ok();
+        }
+    }
+    let url_port = url::Url::parse(url).ok()?.port_or_known_default()?;
+    said.filter(|p| *p != url_port).map(|p| (p, url_port))
+}
+
 /// Where an endpoint URL goes, for telling whether two arms reach one server: scheme, host,
 /// port (the scheme's default written out), path without a trailing `/`, query. `localhost`,
 /// `127.0.0.1` and `[::1]` are one host, the loopback, as a server on this machine answers
@@ -257,6 +274,30 @@ pub fn split_command(s: &str) -> Result<Vec<String>, SplitError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_server_command_on_another_port_than_its_url_is_found() {
+        let cmd = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let url = "http://127.0.0.1:8081/v1";
+        assert_eq!(
+            port_mismatch(&cmd("llama-server -m m --port 8082"), url),
+            Some((8082, 8081))
+        );
+        assert_eq!(
+            port_mismatch(&cmd("vllm serve m --port=8082"), url),
+            Some((8082, 8081))
+        );
+        assert_eq!(
+            port_mismatch(&cmd("llama-server -m m --port 8081"), url),
+            None
+        );
+        assert_eq!(port_mismatch(&cmd("llama-server -m m"), url), None);
+        // a URL without a port is its scheme's default
+        assert_eq!(
+            port_mismatch(&cmd("s --port 80"), "http://127.0.0.1/v1"),
+            None
+        );
+    }
+
     use super::*;
 
     const ARMS: &str = "defaults:\n  endpoint: {base_url: 'http://127.0.0.1:8080/v1', model: m}\n  request: {prompt: hi, max_tokens: 8}\n  server:\n    ready_timeout: 5m\n    base: {base_url: 'http://127.0.0.1:8081/v1', command: [srv, --port, '8081']}\n    candidate: {base_url: 'http://127.0.0.1:8082/v1', command: [srv, --port, '8082']}\nscenarios:\n  - name: a\n";

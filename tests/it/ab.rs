@@ -788,13 +788,49 @@ fn two_servers_side_by_side_on_their_own_ports_are_interleaved_and_stopped() {
         .as_str()
         .unwrap()
         .contains(&format!("--port {pb}")));
-    assert!(s["notes"]
-        .to_string()
-        .contains("describe themselves identically"));
+    // what the run compares comes first: here nothing (the commands differ in the port only)
+    let first = s["notes"][0].as_str().unwrap_or_default();
+    assert!(
+        first.contains("describe themselves identically")
+            && first.contains("run the same command (ports aside): an A/A run"),
+        "{first}"
+    );
     for p in [bp, cp] {
         assert!(
             gone_within(p, Duration::from_secs(10)),
             "server pid {p} still runs"
         );
     }
+}
+
+/// Issue 32 item 3: an arm whose server command listens on another port than its URL is refused
+/// before anything starts (it read as a server that never became ready, or measured another
+/// one), naming the arm, both ports and what to change.
+#[test]
+fn an_arm_whose_server_port_is_not_its_url_port_is_refused_before_starting() {
+    let d = dir_with(
+        "defaults:\n  endpoint: {base_url: 'http://127.0.0.1:1/v1', model: m}\n  request: {prompt: hi, max_tokens: 8}\nscenarios:\n  - name: pair\n",
+    );
+    let (code, text, _) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            "http://127.0.0.1:18081/v1",
+            "--candidate-url",
+            "http://127.0.0.1:18082/v1",
+            "--base-server-cmd",
+            "never-started --port 18081",
+            "--candidate-server-cmd",
+            "never-started --port 18083",
+        ],
+    );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("the candidate arm's server command listens on --port 18083, but the candidate arm measures http://127.0.0.1:18082/v1 (port 18082)"),
+        "{text}"
+    );
+    assert!(!text.contains("the base arm's server command"), "{text}");
 }
