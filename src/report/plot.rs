@@ -5,14 +5,15 @@
 //! is drawn (no binning), the median and the tail are read off the y axis, and a slower candidate
 //! is a curve shifted to the right.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// Baseline colour (blue), also used by the page's legend.
 pub const BASELINE: RGBColor = RGBColor(0x3b, 0x6e, 0xa8);
 /// Candidate colour (orange).
 pub const CANDIDATE: RGBColor = RGBColor(0xe0, 0x6c, 0x00);
-const GRID: RGBColor = RGBColor(0xe6, 0xe8, 0xeb);
-const AXIS: RGBColor = RGBColor(0x55, 0x5b, 0x66);
+pub(super) const GRID: RGBColor = RGBColor(0xe6, 0xe8, 0xeb);
+pub(super) const AXIS: RGBColor = RGBColor(0x55, 0x5b, 0x66);
 
 /// The hex form of a colour, for CSS.
 pub fn css(c: RGBColor) -> String {
@@ -45,6 +46,24 @@ fn tick(v: f64, span: f64) -> String {
     } else {
         format!("{v:.2}")
     }
+}
+
+/// A chart on `root` in the frame every plot of the HTML report shares: the title, margins and
+/// label areas, over `x` and `y`.
+pub(super) fn framed<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    title: &str,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Option<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
+    ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 17).into_font().color(&AXIS))
+        .margin(8)
+        .margin_right(16)
+        .x_label_area_size(38)
+        .y_label_area_size(58)
+        .build_cartesian_2d(x, y)
+        .ok()
 }
 
 /// An ECDF panel as an SVG document (`<svg ...>...</svg>`), `w` x `h` px. `baseline` is `None`
@@ -86,14 +105,7 @@ pub fn ecdf_svg(
     {
         let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
         root.fill(&WHITE).ok()?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 17).into_font().color(&AXIS))
-            .margin(8)
-            .margin_right(16)
-            .x_label_area_size(38)
-            .y_label_area_size(58)
-            .build_cartesian_2d(lo..hi, 0.0..1.0)
-            .ok()?;
+        let mut chart = framed(&root, title, lo..hi, 0.0..1.0)?;
         let span = hi - lo;
         chart
             .configure_mesh()

@@ -2,11 +2,9 @@
 //! night's P50 (x: the night, y: ms), the first night of every change point marked by a vertical
 //! line (red: a step up, green: down), and tonight's night highlighted. Inline SVG, as plot.rs.
 
-use super::plot::{BASELINE, CANDIDATE};
+use super::plot::{AXIS, BASELINE, CANDIDATE, GRID};
 use plotters::prelude::*;
 
-const GRID: RGBColor = RGBColor(0xe6, 0xe8, 0xeb);
-const AXIS: RGBColor = RGBColor(0x55, 0x5b, 0x66);
 const UP: RGBColor = RGBColor(0xcf, 0x22, 0x2e);
 const DOWN: RGBColor = RGBColor(0x1a, 0x7f, 0x37);
 
@@ -40,14 +38,7 @@ pub fn series_svg(
     {
         let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
         root.fill(&WHITE).ok()?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 17).into_font().color(&AXIS))
-            .margin(8)
-            .margin_right(16)
-            .x_label_area_size(38)
-            .y_label_area_size(58)
-            .build_cartesian_2d(xlo..xhi, ylo..yhi)
-            .ok()?;
+        let mut chart = super::plot::framed(&root, title, xlo..xhi, ylo..yhi)?;
         chart
             .configure_mesh()
             .light_line_style(WHITE)

@@ -3,11 +3,8 @@
 //! throughput (x), one point per level, candidate and baseline as lines: where latency turns up
 //! while throughput stops growing is the serving capacity. Inline SVG, as plot.rs.
 
-use super::plot::{BASELINE, CANDIDATE};
+use super::plot::{AXIS, BASELINE, CANDIDATE, GRID};
 use plotters::prelude::*;
-
-const GRID: RGBColor = RGBColor(0xe6, 0xe8, 0xeb);
-const AXIS: RGBColor = RGBColor(0x55, 0x5b, 0x66);
 
 /// One level of a sweep: its label (`c4`), output tokens/s, and the P50 in ms.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,14 +47,7 @@ pub fn sweep_svg(
     {
         let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
         root.fill(&WHITE).ok()?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 17).into_font().color(&AXIS))
-            .margin(8)
-            .margin_right(16)
-            .x_label_area_size(38)
-            .y_label_area_size(58)
-            .build_cartesian_2d(0.0..xhi, 0.0..yhi)
-            .ok()?;
+        let mut chart = super::plot::framed(&root, title, 0.0..xhi, 0.0..yhi)?;
         chart
             .configure_mesh()
             .light_line_style(WHITE)
