@@ -158,11 +158,28 @@ pub(super) fn exceedance_check(
         _ => None,
     };
     ch.ratio = r90.filter(|r| r.is_finite());
+    // A row that cannot fail is not gated (issue 32 item 6): when even every request above the
+    // pooled P90 on one side could not reach alpha (Holm only raises a p-value), the check is
+    // INFO, out of the family, with the requests per side that would let it decide.
+    let best = best_exceedance_p(xb + xc, nb, nc).min(best_exceedance_p(xb + xc, nc, nb));
+    if best > alpha {
+        let need = exceedance_samples_needed(alpha);
+        ch.samples_needed = need;
+        ch.reason = format!(
+            "not gated at n = {}: with {} of {} requests above the pooled P90 ({t:.1} ms), even all of them on one side would give p = {best:.3} > alpha {}{}",
+            nb.min(nc),
+            xb + xc,
+            nb + nc,
+            crate::units::Num(alpha),
+            need.map(|n| format!("; gating it needs at least {n} requests per side"))
+                .unwrap_or_default()
+        );
+        return ch;
+    }
     ch.p_value = Some(fisher_greater(xc as u64, nc as u64, xb as u64, nb as u64));
     ch.p_improve = Some(fisher_less(xc as u64, nc as u64, xb as u64, nb as u64));
     let r = r90.unwrap_or(1.0);
     ch.reason = format!("{xb}/{nb} baseline vs {xc}/{nc} candidate requests above the pooled P90 ({t:.1} ms); HD P90 ratio {r:.3}");
-    let _ = alpha;
     ch.pending = Some(Pending {
         beyond_fail: r > 1.0 + band.fail,
         beyond_warn: r > 1.0 + band.warn,
@@ -171,6 +188,28 @@ pub(super) fn exceedance_check(
         inconclusive_reason: String::new(),
     });
     ch
+}
+
+/// The smallest one-sided Fisher p-value a tail>P90 exceedance test with `above` requests above
+/// the pooled P90 could give for "the candidate's share is larger": all of them (as many as
+/// fit) on the candidate side of `nc`, the rest on the baseline side of `nb`.
+pub(super) fn best_exceedance_p(above: usize, nb: usize, nc: usize) -> f64 {
+    let xc = above.min(nc);
+    fisher_greater(xc as u64, nc as u64, (above - xc).min(nb) as u64, nb as u64)
+}
+
+/// Requests per side (equal sides, every request successful and distinct) from which the tail>P90
+/// exceedance test can reach `alpha` at all: the smallest n whose 2n pooled requests have enough
+/// above their type-7 P90 ([`best_exceedance_p`] <= alpha). `None` beyond
+/// [`super::PRACTICAL_SAMPLES`].
+pub(super) fn exceedance_samples_needed(alpha: f64) -> Option<usize> {
+    (2..=super::PRACTICAL_SAMPLES).find(|&n| {
+        let pooled: Vec<f64> = (0..2 * n).map(|i| i as f64).collect();
+        quantile_type7(&pooled, 0.9).is_some_and(|t| {
+            let above = pooled.iter().filter(|&&x| x > t).count();
+            best_exceedance_p(above, n, n) <= alpha
+        })
+    })
 }
 
 /// Stage 3's reason for a tail>P90 check that passed (other verdicts keep the generic one).

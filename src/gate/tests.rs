@@ -522,3 +522,70 @@ fn error_rate_increase_fails() {
     assert_eq!(fam, 1);
     assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
 }
+
+/// Issue 32 item 6: at 20 requests a side with no failures, 4 of the 40 pooled requests lie above
+/// the pooled P90 (type 7: 35.1 of 0..39), and even all 4 on the candidate side give the
+/// one-sided Fisher p = C(20,4)/C(40,4) = 4845/91390 = 0.0530: above the default alpha 0.01 (and
+/// 0.05), so the row cannot fail; it is INFO, out of the Holm family, and says how many a side
+/// would do: at alpha 0.05, 21 (5 of 42 above 36.9: C(21,5)/C(42,5) = 20349/850668 = 0.0239); at
+/// 0.01, 31 (7 of 62 above 54.9: C(31,7)/C(62,7) = 2629575/491796152 = 0.0053; 30 a side give 6 of 60,
+/// C(30,6)/C(60,6) = 0.0119).
+#[test]
+fn a_tail_exceedance_row_that_cannot_fail_is_not_gated() {
+    assert!((tail::best_exceedance_p(4, 20, 20) - 4845.0 / 91390.0).abs() < 1e-12);
+    assert!((tail::best_exceedance_p(5, 21, 21) - 20349.0 / 850668.0).abs() < 1e-12);
+    assert_eq!(tail::exceedance_samples_needed(0.05), Some(21));
+    assert!((tail::best_exceedance_p(6, 30, 30) - 593775.0 / 50063860.0).abs() < 1e-12);
+    assert_eq!(tail::exceedance_samples_needed(0.01), Some(31));
+    let mk = |n: usize| ScenarioSamples {
+        scenario: "s".into(),
+        gate: gate(vec![Quantile::P50, Quantile::P99]),
+        metrics: vec![(
+            Metric::Tpot,
+            Samples {
+                ok: sample(10.0, n, 0.0),
+                failed: 0,
+            },
+            Samples {
+                ok: sample(13.0, n, 0.3),
+                failed: 0,
+            },
+        )],
+        errors: ErrorCounts::new((0, n), (0, n)),
+        spread: BTreeMap::new(),
+        looks: 1,
+        slo: Vec::new(),
+        design: Design::Committed,
+        itl: None,
+    };
+    let tail_of = |n: usize| {
+        evaluate(&[mk(n)])
+            .0
+            .into_iter()
+            .find(|c| c.kind == CheckKind::TailExceedance)
+            .unwrap()
+    };
+    let c20 = tail_of(20);
+    assert_eq!(c20.verdict, Verdict::Info, "{c20:?}");
+    assert_eq!(c20.p_value, None, "out of the Holm family");
+    assert_eq!(c20.samples_needed, Some(31));
+    assert!(
+        c20.reason
+            .starts_with("not gated at n = 20: with 4 of 40 requests above the pooled P90")
+            && c20.reason.contains("p = 0.053 > alpha 0.01")
+            && c20
+                .reason
+                .ends_with("gating it needs at least 31 requests per side"),
+        "{}",
+        c20.reason
+    );
+    // at 31 a side it is gated: the 7 above the pooled P90 are all candidates, p = 0.0053, in
+    // the Holm family (x 2 there: 0.0107, a WARN, not a FAIL, at alpha 0.01)
+    assert_eq!(tail_of(30).verdict, Verdict::Info);
+    let c31 = tail_of(31);
+    assert!(
+        (c31.p_value.unwrap() - 2629575.0 / 491796152.0).abs() < 1e-9,
+        "{c31:?}"
+    );
+    assert_eq!(c31.verdict, Verdict::Warn, "{c31:?}");
+}
