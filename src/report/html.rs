@@ -53,6 +53,13 @@ fn scenario_badge(s: &ScenarioResult) -> String {
             "<span class=\"badge fail\">{}</span>",
             super::terminal::status_label(s.status)
         ),
+        // Not compared with a baseline but gated all the same (gate.slo, the nightly steps): a
+        // missed objective is a red FAIL, not a grey NO BASELINE (issue 32 item 7).
+        (other, Some(v @ (Verdict::Fail | Verdict::Warn))) => format!(
+            "{} <span class=\"badge info\">{}</span>",
+            badge(v),
+            super::terminal::status_label(other)
+        ),
         (other, _) => format!(
             "<span class=\"badge info\">{}</span>",
             super::terminal::status_label(other)

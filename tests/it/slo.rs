@@ -91,8 +91,24 @@ fn met_and_missed_objectives_without_a_baseline() {
     );
 
     let dir = setup("{ttft_p50: 10ms, tpot_p50: 50ms}", 20, 0.0);
-    let (code, text) = perfgate(dir.path(), &["check", "--output", "r.json"]);
+    let (code, text) = perfgate(
+        dir.path(),
+        &["check", "--output", "r.json", "--html", "r.html"],
+    );
     assert_eq!(code, Some(1), "{text}");
+    // the HTML badge of a scenario that missed its objective is a red FAIL beside its status,
+    // not a grey NO BASELINE alone (issue 32 item 7)
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    assert!(
+        html.contains(
+            "<span class=\"badge fail\">FAIL</span> <span class=\"badge info\">NO BASELINE</span>"
+        ),
+        "{}",
+        html.lines()
+            .filter(|l| l.contains("badge"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     assert_eq!(
         checks(dir.path())[0],
         ("ttft p50".into(), "FAIL".into(), None)
