@@ -161,8 +161,10 @@ async fn the_pool_is_warm_before_the_first_measured_request() {
     assert_eq!(c.first_wave_used, 0, "{c:?}");
     // Later requests reuse the same connections. A worker can ask for its next connection
     // before the previous one is back in the pool (a task of its own hands it back); on a
-    // starved machine that rarely opens one, never in a quiet run.
-    assert!(c.later <= 1 && c.later_used <= 1, "{c:?}");
+    // starved machine that rarely opens one, never in a quiet run. What matters is the request
+    // that pays TCP setup (later_used); the client may open one more that no request uses
+    // (seen once in a loaded CI run: later 2, later_used 1).
+    assert!(c.later <= 2 && c.later_used <= 1, "{c:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,7 +174,8 @@ async fn the_pool_is_warmed_without_warmup_requests() {
     assert!(c.at_start >= 8, "{c:?}");
     assert_eq!(c.first_wave, 0, "{c:?}");
     assert_eq!(c.first_wave_used, 0, "{c:?}");
-    assert!(c.later <= 1 && c.later_used <= 1, "{c:?}");
+    // as above: at most one later request pays TCP setup; one more unused connection may open
+    assert!(c.later <= 2 && c.later_used <= 1, "{c:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
