@@ -160,6 +160,29 @@ pub struct NightlySeries {
     pub steps: Vec<StepMark>,
 }
 
+impl NightlySeries {
+    /// The gated metrics any shown night has a value of, in order.
+    pub fn metrics(&self) -> std::collections::BTreeSet<crate::config::Metric> {
+        self.nights
+            .iter()
+            .flat_map(|n| n.p50_ms.keys().copied())
+            .collect()
+    }
+
+    /// The number (from 1) of the first shown night in the whole series.
+    pub fn first_shown(&self) -> usize {
+        self.total.saturating_sub(self.nights.len()) + 1
+    }
+
+    /// Metric `m`'s nightly P50, ms, per shown night (NaN where a night has none).
+    pub fn values(&self, m: crate::config::Metric) -> Vec<f64> {
+        self.nights
+            .iter()
+            .map(|n| n.p50_ms.get(&m).copied().unwrap_or(f64::NAN))
+            .collect()
+    }
+}
+
 /// Nights a report draws.
 pub const NIGHTS_SHOWN: usize = 60;
 

@@ -251,19 +251,10 @@ fn sweeps(o: &mut String, r: &crate::results::Results) {
 
 /// A scenario's nightly series (`check --history`): one panel per gated metric.
 fn nightly(o: &mut String, ns: &crate::results::NightlySeries) {
-    let metrics: std::collections::BTreeSet<crate::config::Metric> = ns
-        .nights
-        .iter()
-        .flat_map(|n| n.p50_ms.keys().copied())
-        .collect();
-    let first = ns.total.saturating_sub(ns.nights.len()) + 1;
+    let first = ns.first_shown();
     let mut figs = String::new();
-    for m in metrics {
-        let v: Vec<f64> = ns
-            .nights
-            .iter()
-            .map(|n| n.p50_ms.get(&m).copied().unwrap_or(f64::NAN))
-            .collect();
+    for m in ns.metrics() {
+        let v = ns.values(m);
         let steps: Vec<(usize, bool)> = ns
             .steps
             .iter()

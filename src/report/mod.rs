@@ -487,20 +487,11 @@ pub fn sparkline(values: &[f64]) -> String {
 /// The nightly series of a scenario in one line per gated metric: `TPOT P50, last 33 of 33
 /// nights: ▁▂▁▃█▇█ (5.01 ms .. 6.02 ms tonight; step up on night 30)`.
 pub fn nightly_lines(s: &crate::results::NightlySeries) -> Vec<String> {
-    let metrics: std::collections::BTreeSet<crate::config::Metric> = s
-        .nights
-        .iter()
-        .flat_map(|n| n.p50_ms.keys().copied())
-        .collect();
-    let first_shown = s.total.saturating_sub(s.nights.len()) + 1;
-    metrics
+    let first_shown = s.first_shown();
+    s.metrics()
         .into_iter()
         .map(|m| {
-            let v: Vec<f64> = s
-                .nights
-                .iter()
-                .map(|n| n.p50_ms.get(&m).copied().unwrap_or(f64::NAN))
-                .collect();
+            let v = s.values(m);
             let ok: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
             let lo = ok.iter().copied().fold(f64::INFINITY, f64::min);
             let tonight = v.last().copied().unwrap_or(f64::NAN);
