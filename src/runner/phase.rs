@@ -139,12 +139,16 @@ pub(super) async fn steady_phase(
         .map(|mut v| std::mem::take(&mut *v))
         .unwrap_or_default();
     look.stopped = shared.stop.load(Ordering::SeqCst);
+    // every request's achieved concurrency at once (O(n log n): a look may hold 100,000)
     let intervals: Vec<(f64, f64)> = spans.iter().map(|&(_, s, e)| (s, e)).collect();
+    let by_index: std::collections::HashMap<usize, f64> = spans
+        .iter()
+        .map(|&(j, _, _)| j)
+        .zip(steady::achieved_all(&intervals))
+        .collect();
     let mut results = take_indexed(shared);
     for (i, sent) in results.iter_mut() {
-        if let Some(k) = spans.iter().position(|&(j, _, _)| j == *i) {
-            sent.record.concurrency = Some(steady::achieved(&intervals, k));
-        }
+        sent.record.concurrency = by_index.get(i).copied();
     }
     for (i, sent) in results {
         match steady::role(i, c, count) {
