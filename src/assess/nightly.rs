@@ -130,6 +130,7 @@ fn blank(sc: &Scenario, m: Metric, rule: &StepRule) -> Check {
         candidate: None,
         ratio: None,
         ci: None,
+        ci_level: None,
         p_value: None,
         p_holm: None,
         warn: rule.min_step,
@@ -185,7 +186,7 @@ fn judge_steps(
         );
         return;
     };
-    fill(ch, last, vals, total);
+    fill(ch, last, vals, total, rule);
     let at_new = total - last.first;
     match open {
         Some(up) if accepted(up, idx, nights, tonight) => {
@@ -198,7 +199,7 @@ fn judge_steps(
             );
         }
         Some(up) if back_down(up, vals, rule.confirm) => {
-            fill(ch, up, vals, total);
+            fill(ch, up, vals, total, rule);
             ch.verdict = Verdict::Pass;
             ch.reason = format!(
                 "restored: the last {} nights are back nearer the level before the step up of {} from {} than to it",
@@ -208,7 +209,7 @@ fn judge_steps(
             );
         }
         Some(up) => {
-            fill(ch, up, vals, total);
+            fill(ch, up, vals, total, rule);
             ch.verdict = Verdict::Fail;
             ch.reason = format!(
                 "stepped up {} [{}, {}] from {} ({}); {} night(s) at the new level, p = {:.2e}",
@@ -276,12 +277,13 @@ fn back_down(up: &Step, vals: &[f64], confirm: usize) -> bool {
 }
 
 /// The step's figures on the check: old and new level, the ratio and its bounds, the p-value.
-fn fill(ch: &mut Check, s: &Step, vals: &[f64], total: usize) {
+fn fill(ch: &mut Check, s: &Step, vals: &[f64], total: usize, rule: &StepRule) {
     let before_from = s.first.saturating_sub(s.before);
     ch.baseline = median(&vals[before_from..s.first]);
     ch.candidate = median(&vals[s.first..total]);
     ch.ratio = Some(s.shift.ratio);
     ch.ci = Some(RatioCi::bounded(s.shift.lower, s.shift.upper));
+    ch.ci_level = Some(1.0 - rule.alpha.min(0.5));
     ch.p_value = Some(s.p);
     ch.n_baseline = s.first - before_from;
     ch.n_candidate = total - s.first;

@@ -90,6 +90,7 @@ pub(super) fn empty_check(b: Blank) -> Draft {
         candidate: None,
         ratio: None,
         ci: None,
+        ci_level: None,
         p_value: None,
         p_holm: None,
         warn: band.warn,

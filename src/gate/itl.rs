@@ -80,6 +80,7 @@ pub(super) fn itl_check(
     ch.candidate = Some(t.candidate_q);
     ch.ratio = t.ratio.is_finite().then_some(t.ratio);
     ch.ci = Some(RatioCi::from(t.ci));
+    ch.ci_level = Some(1.0 - alpha);
     if gb.min(gc) < ITL_MIN_REQUESTS || nb < need {
         ch.reason = format!(
             "informational: {gb} baseline / {gc} candidate requests with {nb} / {nc} gaps; gating the pooled {} needs at least {ITL_MIN_REQUESTS} requests a side and {need} baseline gaps",

@@ -58,6 +58,7 @@ pub(super) fn p50_check(input: &CheckInput) -> Draft {
     let base = ch.baseline.unwrap_or(0.0);
     ch.ratio = Some(shift.ratio);
     ch.ci = Some(RatioCi::bounded(shift.lower, shift.upper));
+    ch.ci_level = Some(1.0 - alpha);
     ch.p_value = stats::rank::mann_whitney_greater(&cs, &bs);
     ch.p_improve = stats::rank::mann_whitney_less(&cs, &bs);
     // Absolute change of the medians, ms: the min_delta floor. With a baseline at or below the
@@ -185,6 +186,7 @@ pub(super) fn blocked_p50_check(input: &CheckInput, blocks: &[Block]) -> Draft {
     let (lower, upper) = shift.bounds(alpha);
     ch.ratio = Some(ratio);
     ch.ci = Some(RatioCi::bounded(lower, upper));
+    ch.ci_level = Some(1.0 - alpha);
     ch.p_value = Some(shift.p_greater());
     ch.p_improve = Some(shift.p_less());
     let base = ch.baseline.unwrap_or(0.0);

@@ -52,6 +52,7 @@ pub(super) fn slo_check(scenario: &str, o: Objective, c: &Samples, alpha: f64) -
                 lower: lo,
                 upper: hi,
             });
+            ch.ci_level = Some(1.0 - alpha);
             let over = cs.iter().filter(|x| **x > max_ms).count();
             let text = format!(
                 "{} {} objective {}",

@@ -81,6 +81,7 @@ pub(super) fn tail_check(input: &CheckInput, q: Quantile) -> Draft {
         lower: ratio_lo,
         upper: ratio_hi,
     });
+    ch.ci_level = Some(conf);
     ch.p_value = Some(tail_p(&cc, &bc, p, band.fail, md).unwrap_or(1.0));
     ch.p_improve = Some(tail_p(&bc, &cc, p, band.fail, md).unwrap_or(1.0));
     let pass = match (c_hi, b_lo) {

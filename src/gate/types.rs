@@ -258,6 +258,10 @@ pub struct Check {
     pub ratio: Option<f64>,
     /// Confidence interval of the ratio, [lower, upper] (either may be absent).
     pub ci: Option<RatioCi>,
+    /// The one-sided confidence of each end of `ci` (0.99 at gate.alpha 0.01; lower under
+    /// sequential sampling, which spends alpha over its looks): the level the reports name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_level: Option<f64>,
     /// One-sided regression p-value, before Holm.
     pub p_value: Option<f64>,
     /// Holm-adjusted regression p-value.

@@ -111,6 +111,7 @@ section.scenario { border-top: 1px solid var(--line); padding-top: 18px; margin-
 figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: 4px; background: #fff; }
 figure svg { display: block; width: 100%; height: auto; }
 figcaption { font-size: 12px; color: var(--muted); padding: 2px 6px 4px; }
+.read { font-size: 13px; color: var(--muted); margin: 4px 0; }
 .legend { display: inline-flex; gap: 14px; font-size: 13px; color: var(--muted); }
 .swatch { display: inline-block; width: 18px; height: 3px; vertical-align: middle; margin-right: 5px; }
 .callout { border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; background: var(--bg); margin: 8px 0; }
@@ -325,6 +326,15 @@ fn summary_table(o: &mut String, rep: &Report) {
         );
     }
     let _ = writeln!(o, "</table>");
+    let gated: Vec<&crate::gate::Check> = r
+        .scenarios
+        .iter()
+        .flat_map(|s| s.checks.iter())
+        .filter(|c| c.verdict != Verdict::Info)
+        .collect();
+    if let Some(line) = crate::report::footnotes::change_legend(&gated, word) {
+        let _ = writeln!(o, "<p class=\"read\">{}</p>", escape(&line));
+    }
 }
 
 fn scenario(o: &mut String, rep: &Report, s: &ScenarioResult) {
@@ -466,6 +476,10 @@ fn scenario(o: &mut String, rep: &Report, s: &ScenarioResult) {
             );
         }
         let _ = writeln!(o, "</table>");
+        let checks: Vec<&crate::gate::Check> = s.checks.iter().collect();
+        for line in crate::report::footnotes::notes(&checks) {
+            let _ = writeln!(o, "<p class=\"read\">{}</p>", escape(&line));
+        }
     }
     let mut notes: Vec<String> = Vec::new();
     if m.failed > 0 {

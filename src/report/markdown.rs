@@ -166,7 +166,13 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
         return o;
     }
     if !rows.is_empty() {
-        let _ = writeln!(o, "\n{}", legend(&rows, word));
+        let _ = writeln!(o, "\n{}", legend(&rows, r, word));
+        for s in &r.scenarios {
+            let checks: Vec<&crate::gate::Check> = s.checks.iter().collect();
+            for line in crate::report::footnotes::notes(&checks) {
+                let _ = writeln!(o, "- {}: {}", escape(&s.name), escape(&line));
+            }
+        }
     }
     let _ = writeln!(
         o,
@@ -238,6 +244,9 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
                     emoji(c.verdict),
                     escape(&c.reason)
                 );
+            }
+            for line in crate::report::footnotes::notes(&gated) {
+                let _ = writeln!(o, "\n{}", escape(&line));
             }
         }
         if let Some(line) = crate::report::info_line(&info, crate::report::base_word(r)) {
@@ -338,12 +347,17 @@ fn table_rows(r: &Results) -> Vec<Row> {
 
 /// How to read the table, in a reviewer's words: the change column always; a `tail>P90` row
 /// and a `?` in an interval only when the table has one.
-fn legend(rows: &[Row], word: &str) -> String {
+fn legend(rows: &[Row], r: &Results, word: &str) -> String {
     let any = |f: fn(&Legend) -> bool| rows.iter().any(|r| r.explained.as_ref().is_some_and(f));
-    let mut parts = vec![format!(
-        "*change [CI]*: the candidate against the {word} (P50: the typical per-request shift), \
-         with its 95 % confidence interval"
-    )];
+    let gated: Vec<&crate::gate::Check> = r
+        .scenarios
+        .iter()
+        .flat_map(|s| s.checks.iter())
+        .filter(|c| c.verdict != Verdict::Info)
+        .collect();
+    let mut parts = Vec::new();
+    let change = crate::report::footnotes::change_legend(&gated, word)
+        .map(|l| l.replacen("change [CI]", "*change [CI]*", 1));
     if any(|l| l.open_ci) {
         parts.push(
             "a `?` end means this many requests cannot bound that side of the interval \
@@ -374,7 +388,23 @@ fn legend(rows: &[Row], word: &str) -> String {
                 .to_string(),
         );
     }
-    format!("{}.", parts.join("; "))
+    let rest = if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" {}.", capitalise(&parts.join("; ")))
+    };
+    format!("{}{rest}", change.unwrap_or_default())
+        .trim()
+        .to_string()
+}
+
+/// `text` with its first letter upper-cased (a sentence that follows another).
+fn capitalise(text: &str) -> String {
+    let mut c = text.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
 }
 
 /// Scenarios drawn in the chart at most (one category per gated quantile each).

@@ -158,6 +158,9 @@ pub fn render_styled(r: &Results, color: bool) -> String {
                     safe(&c.reason)
                 );
             }
+            for line in crate::report::footnotes::notes(&shown) {
+                let _ = writeln!(out, "   {line}");
+            }
         }
         if let Some(line) = crate::report::info_line(&info, crate::report::base_word(r)) {
             let _ = writeln!(out, "   {line}");
@@ -200,6 +203,17 @@ pub fn render_styled(r: &Results, color: bool) -> String {
                 let _ = writeln!(out, "   nights: {line}");
             }
         }
+    }
+    let tabled: Vec<&crate::gate::Check> = r
+        .scenarios
+        .iter()
+        .flat_map(|s| s.checks.iter())
+        .filter(|c| c.verdict != crate::gate::Verdict::Info)
+        .collect();
+    if let Some(line) =
+        crate::report::footnotes::change_legend(&tabled, crate::report::base_word(r))
+    {
+        let _ = writeln!(out, "\n{line}");
     }
     let overall = overall_colour(r.verdict);
     if let Some(blind) = crate::report::drift_blind(r) {

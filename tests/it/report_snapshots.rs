@@ -174,7 +174,7 @@ fn markdown_leads_with_fail_then_warn_and_folds_every_row() {
     assert!(all[1].starts_with("| chat-short | TTFT P50 |"), "{all:#?}");
     // The legend explains the tail rows in words; no interval here has an open end.
     assert!(md.contains("*tail>P90*: the share of requests slower than the usual P90"));
-    assert!(!md.contains("a `?` end means"));
+    assert!(!md.contains("A `?` end means"));
 }
 
 #[test]
@@ -201,7 +201,7 @@ fn markdown_explains_an_open_interval_and_says_when_nothing_needs_a_look() {
     assert!(md.contains("\nNo check failed or warned.\n"), "{md}");
     assert!(md.contains("[-5.0%, ?]"), "{md}");
     assert!(
-        md.contains("a `?` end means this many requests cannot bound that side"),
+        md.contains("A `?` end means this many requests cannot bound that side"),
         "{md}"
     );
 }
@@ -406,4 +406,53 @@ fn merging_results_keeps_the_worst_verdict_and_refuses_duplicates() {
     b.baseline_policy = perfgate::verdict::BaselinePolicy::Required;
     let m = json::merge(vec![n, b], &["n".into(), "b".into()]).unwrap();
     assert_eq!((m.verdict.as_str(), m.exit_code), ("NO_BASELINE", 2));
+}
+
+/// Issue 32 item 2: the numbers of a row agree with each other in every renderer. A fail
+/// tolerance widened to the drift (`14.2%*`) says from what, to what and why wherever the
+/// tolerance appears; a P50 shift far from the ratio of its two P50 columns (406 -> 410 ms is
+/// +1.0 %, the shift +12.3 %) shows both figures; the interval has one confidence name, the
+/// checks' own 99 %, the level the reasons' "99% upper bound" uses (on main before this the
+/// legend said "95 %" and nothing explained `*`).
+#[test]
+fn a_widened_tolerance_and_a_shift_apart_from_the_columns_are_explained_everywhere() {
+    let mut r = fixture();
+    let c = r
+        .scenarios
+        .iter_mut()
+        .flat_map(|s| s.checks.iter_mut())
+        .find(|c| c.kind == CheckKind::Quantile(Quantile::P50) && c.verdict == Verdict::Fail)
+        .expect("a failing P50 check");
+    c.baseline = Some(406.0);
+    c.candidate = Some(410.0);
+    c.ratio = Some(1.123);
+    c.min_delta_ms = 5.0;
+    c.fail_configured = Some(0.10);
+    c.fail = 0.142;
+    c.tau = Some(0.041);
+    let name = format!("{} P50", c.metric.unwrap().label());
+    let widened = format!(
+        "* {name}: fail tolerance widened from 10% to 14.2% because the baseline's bless runs differ by tau 4.1% from run to run"
+    );
+    let apart = format!(
+        "{name}: the change +12.3% is the typical per-request shift; the two P50 columns alone differ by +1.0%"
+    );
+    let level = "Each end of [CI] is a one-sided 99% confidence bound, the bound the reasons name";
+    let text = terminal::render(&r);
+    let md = markdown::render(&r);
+    let page = html::render(&Report::new(r, Some(Path::new(BASELINES))))
+        .replace("&#39;", "'")
+        .replace("&quot;", "\"");
+    assert!(text.contains("14.2%*"), "{text}");
+    for (what, out) in [("terminal", &text), ("html", &page)] {
+        assert!(out.contains(&widened), "{what}: {out}");
+        assert!(out.contains(&apart), "{what}: {out}");
+        assert!(out.contains(level), "{what}: {out}");
+    }
+    // Markdown escapes `*` and `[`: compare with the escapes taken out.
+    let plain = md.replace('\\', "");
+    assert!(plain.contains(&widened), "{md}");
+    assert!(plain.contains(&apart), "{md}");
+    assert!(plain.contains(level), "{md}");
+    assert!(!md.contains("95 %"), "{md}");
 }
