@@ -642,17 +642,20 @@ async fn deliver(
     };
     crate::github::publish(&results, github, reports).await;
     written.print_failures();
+    // One line each: a server's log lines are in the report above, printed once.
     for s in &results.scenarios {
+        let (first, more) = match s.status_detail.split_once('\n') {
+            Some((first, _)) => (first, " (its log lines are in the report above)"),
+            None => (s.status_detail.as_str(), ""),
+        };
+        let first = report::safe_text::field(first);
         match s.status {
             crate::results::Status::Unmeasurable => {
-                eprintln!(
-                    "perfgate: could not measure {}: {}",
-                    s.name, s.status_detail
-                )
+                eprintln!("perfgate: could not measure {}: {first}{more}", s.name)
             }
             crate::results::Status::Misconfigured => eprintln!(
-                "perfgate: scenario {} is misconfigured (wrong base_url, model or key?): {}",
-                s.name, s.status_detail
+                "perfgate: scenario {} is misconfigured (wrong base_url, model or key?): {first}{more}",
+                s.name
             ),
             _ => {}
         }

@@ -288,9 +288,13 @@ fn arm_problems(
         res.notes.insert(0, n);
     }
     let mut arms = [("base", base.scenario, base.run), ("candidate", sc, run)];
-    if matches!(run, Ok(r) if r.unreachable.is_some())
-        && !matches!(base.run, Ok(r) if r.unreachable.is_some())
-    {
+    // The arm that failed speaks first: its own error (a server's exit and log lines), not the
+    // other arm's "not measured: the candidate arm could not start".
+    let unreached =
+        |r: Result<&RunOutput, &MeasureError>| matches!(r, Ok(r) if r.unreachable.is_some());
+    let waited =
+        |r: Result<&RunOutput, &MeasureError>| matches!(r, Err(MeasureError::OtherArm { .. }));
+    if (unreached(run) && !unreached(base.run)) || (waited(base.run) && !waited(run)) {
         arms.swap(0, 1);
     }
     for (label, arm_sc, r) in arms {

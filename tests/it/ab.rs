@@ -842,3 +842,71 @@ fn an_arm_whose_server_port_is_not_its_url_port_is_refused_before_starting() {
     );
     assert!(!text.contains("the base arm's server command"), "{text}");
 }
+
+/// Issue 32 item 3: when the candidate arm's server cannot start (here its port is already
+/// held, so the scripted server dies with Python's "Address already in use"), the scenario's
+/// reason is that arm's own failure with its log lines, not the base arm's "not measured: the
+/// candidate arm could not start" (what it said on main before), and the log lines are printed
+/// once, not again in the closing line.
+#[test]
+fn an_arm_that_cannot_start_shows_its_own_error_and_log_lines_once() {
+    if !has_python() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (pa, pb) = (free_port(), held.local_addr().unwrap().port());
+    let d = dir_with(
+        "defaults:\n  endpoint: {base_url: 'http://127.0.0.1:1/v1', model: scripted}\n  request: {prompt: hi, max_tokens: 8}\n  load: {samples: 20, warmup: 2}\n  server: {ready_timeout: 60s}\nscenarios:\n  - name: pair\n",
+    );
+    let cmd = |port: u16| {
+        format!(
+            "python3 '{}' --port {port} --token-ms 3 --build same-1",
+            script().display()
+        )
+    };
+    let (ua, ub) = (
+        format!("http://127.0.0.1:{pa}/v1"),
+        format!("http://127.0.0.1:{pb}/v1"),
+    );
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            &ua,
+            "--candidate-url",
+            &ub,
+            "--base-server-cmd",
+            &cmd(pa),
+            "--candidate-server-cmd",
+            &cmd(pb),
+            "--output",
+            "r.json",
+        ],
+    );
+    drop(held);
+    assert_eq!(code, Some(3), "{text}");
+    let detail = r["scenarios"][0]["status_detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("candidate arm: the server `python3 "),
+        "{detail}"
+    );
+    assert!(detail.contains(&format!("--port {pb}")), "{detail}");
+    assert!(detail.contains("Address already in use"), "{detail}");
+    assert_eq!(
+        text.matches("Address already in use").count(),
+        1,
+        "the log lines once: {text}"
+    );
+    assert!(
+        text.contains("perfgate: could not measure pair: candidate arm: the server"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("the candidate arm could not start"),
+        "{text}"
+    );
+}
