@@ -500,6 +500,7 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
 async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
     let id = crate::results::CheckId::new(a.id.as_str())
         .map_err(|e| Error::Usage(format!("--id {e}")))?;
+    crate::hint::set(&a.sc.scenarios, &a.baselines);
     crate::limits::check_baselines_dir(&a.baselines)?;
     let mut scs = load_measured_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
@@ -749,6 +750,7 @@ fn cmd_report(a: ReportArgs) -> Result<i32, Error> {
 }
 
 async fn cmd_bless(a: BlessArgs) -> Result<i32, Error> {
+    crate::hint::set(&a.sc.scenarios, &a.baselines);
     crate::limits::check_baselines_dir(&a.baselines)?;
     let host = crate::bless::this_host();
     if let (Some(from), Some(arm)) = (&a.from, a.arm) {

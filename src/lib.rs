@@ -20,6 +20,7 @@ pub mod exit;
 pub mod fsutil;
 pub mod gate;
 pub mod github;
+pub mod hint;
 pub mod history;
 pub mod init;
 pub mod limits;

@@ -63,21 +63,21 @@ pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
     if b.scenario.fingerprint != sc.fingerprint {
         let diff = config_diff(&b.scenario.config, &baseline::public_config(sc));
         return Some(format!(
-            "the scenario changed since its baseline was blessed ({}), so nothing was compared; if the change is intended, bless it against the unchanged server (`perfgate bless --only {}`) and commit the new baseline with the change",
+            "the scenario changed since its baseline was blessed ({}), so nothing was compared; if the change is intended, bless it against the unchanged server (`{}`) and commit the new baseline with the change",
             if diff.is_empty() {
                 format!("fingerprint {} vs {}", b.scenario.fingerprint, sc.fingerprint)
             } else {
                 diff.join(", ")
             },
-            sc.name
+            crate::hint::bless_only(&sc.name)
         ));
     }
     if b.metrics_version != baseline::METRICS_VERSION {
         return Some(format!(
-            "the baseline uses metrics_version {} and this perfgate {}: bless it again with this perfgate (`perfgate bless --only {}`) against the unchanged server",
+            "the baseline uses metrics_version {} and this perfgate {}: bless it again with this perfgate (`{}`) against the unchanged server",
             b.metrics_version,
             baseline::METRICS_VERSION,
-            sc.name
+            crate::hint::bless_only(&sc.name)
         ));
     }
     None

@@ -408,7 +408,10 @@ pub fn load(path: &Path) -> Result<Baseline, LoadError> {
 /// branches on which check failed, and callers of this text API (tests/it/bounds.rs) read it.
 pub fn parse(text: &str) -> Result<Baseline, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        format!("not valid JSON ({e}); restore it from git or run `perfgate bless`")
+        format!(
+            "not valid JSON ({e}); restore it from git or run `{}`",
+            crate::hint::bless()
+        )
     })?;
     crate::limits::check_unique_keys(text).map_err(|e| e.to_string())?;
     crate::limits::check_times(&v).map_err(|e| e.to_string())?;
@@ -417,8 +420,12 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
             return Err(format!("schema_version {sv} was written by a newer perfgate (this one reads {SCHEMA_VERSION}); upgrade perfgate"));
         }
     }
-    let b: Baseline = serde_json::from_value(v)
-        .map_err(|e| format!("{e}; fix the field or re-create the file with `perfgate bless`"))?;
+    let b: Baseline = serde_json::from_value(v).map_err(|e| {
+        format!(
+            "{e}; fix the field or re-create the file with `{}`",
+            crate::hint::bless()
+        )
+    })?;
     if b.schema_version == 0 {
         return Err("schema_version 0 is not valid".into());
     }

@@ -117,7 +117,8 @@ pub struct NoUsableBaseline {
 /// objectives it says why it did not fail instead of suggesting what was done.
 pub fn missing_message(name: &str, path: &Path, missing: Missing) -> String {
     let bless = format!(
-        "run `perfgate bless --only {name}` against the unchanged server and commit {}",
+        "run `{}` against the unchanged server and commit {}",
+        crate::hint::bless_only(name),
         path.display()
     );
     match missing {

@@ -203,6 +203,25 @@ fn missing_baseline_is_an_error_unless_allowed() {
         "{}",
         stdout(&o)
     );
+    // Issue 32 item 5: with the user's own -s and --baselines, the suggested command carries
+    // them (it read `perfgate bless --only tpot-scenario`, which blesses scenarios/ into
+    // baselines/, not what this check reads).
+    let o = perfgate(dir.path())
+        .args([
+            "check",
+            "-s",
+            "scenarios/s.yaml",
+            "--baselines",
+            "my baselines",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("run `perfgate bless -s scenarios/s.yaml --baselines 'my baselines' --only tpot-scenario`"),
+        "{}",
+        stderr(&o)
+    );
     // the opt-out was taken: it is not suggested again
     assert!(
         !stdout(&o).contains("or pass --allow-missing-baseline"),
