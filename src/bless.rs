@@ -164,6 +164,7 @@ pub async fn bless(
     dir: &Path,
     k: usize,
     allow_unstable: bool,
+    unlisted: assess::UnlistedModel,
     host: Option<String>,
     progress: Option<std::sync::Arc<dyn crate::runner::Progress>>,
 ) -> Result<i32, exit::Error> {
@@ -171,6 +172,8 @@ pub async fn bless(
     'scenario: for sc in scs {
         let path = baseline::path_for(dir, &sc.name);
         let mut runs = Vec::with_capacity(k);
+        // A note is said once per scenario, not once per run.
+        let mut said = std::collections::HashSet::new();
         remove_stale_temp_files(dir, &sc.name);
         for i in 0..k {
             if interrupted(&sc.name, &path) {
@@ -204,8 +207,27 @@ pub async fn bless(
                 code = exit::COULD_NOT_MEASURE;
                 continue 'scenario;
             }
+            if let (assess::UnlistedModel::Refuse, Some(why)) = (
+                unlisted,
+                crate::client::models::unlisted_note(
+                    &sc.endpoint.model,
+                    run.listed_models.as_deref(),
+                ),
+            ) {
+                eprintln!(
+                    "perfgate: not blessing {}: {why}. A baseline of a name the server does not list stays wrong for good (a typo, or another model answered); {} left unchanged. Set endpoint.model to a listed name, or pass --allow-unlisted-model if this server routes names it does not list (a gateway)",
+                    sc.name,
+                    path.display()
+                );
+                if code == exit::OK {
+                    code = exit::INVALID_INPUT;
+                }
+                continue 'scenario;
+            }
             for n in assess::run_notes(sc, &run) {
-                eprintln!("perfgate: {}: note: {n}", sc.name);
+                if said.insert(n.clone()) {
+                    eprintln!("perfgate: {}: note: {n}", sc.name);
+                }
             }
             runs.push(run);
         }

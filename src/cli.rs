@@ -260,9 +260,14 @@ struct BlessArgs {
     /// 2x slowdown (refused by default, exit 3).
     #[arg(long)]
     allow_unstable: bool,
+    /// Write the baseline even when the server's model list (GET <base_url>/models) does not
+    /// name endpoint.model (refused by default, exit 2: such a baseline stays wrong for good);
+    /// for gateways that route names they do not list.
+    #[arg(long)]
+    allow_unlisted_model: bool,
     /// Measure nothing: write one arm of this `perfgate ab --output` results file as the
     /// baseline of each scenario (needs --arm).
-    #[arg(long, value_name = "RESULTS.json", requires = "arm", conflicts_with_all = ["runs", "allow_unstable"])]
+    #[arg(long, value_name = "RESULTS.json", requires = "arm", conflicts_with_all = ["runs", "allow_unstable", "allow_unlisted_model"])]
     from: Option<PathBuf>,
     /// With --from: the arm whose requests become the baseline.
     #[arg(long, value_enum, requires = "from")]
@@ -767,6 +772,11 @@ async fn cmd_bless(a: BlessArgs) -> Result<i32, Error> {
         &a.baselines,
         a.runs as usize,
         a.allow_unstable,
+        if a.allow_unlisted_model {
+            crate::assess::UnlistedModel::Note
+        } else {
+            crate::assess::UnlistedModel::Refuse
+        },
         host,
         report::progress::TerminalProgress::stderr(),
     )

@@ -1681,3 +1681,41 @@ fn validate_refuses_anthropic_on_the_simulator() {
         "{e}"
     );
 }
+
+/// Issue 32 item 5: `bless` of a model name the server does not list is refused (exit 2,
+/// nothing written): that baseline would be wrong for good. `--allow-unlisted-model` writes it
+/// (a gateway routing names it does not list), and its note is said once, not once per run.
+#[test]
+fn bless_refuses_a_model_the_server_does_not_list() {
+    let dir = setup(&SIM.replace(
+        "    base_url: \"sim://",
+        "    model: llama-3-8b\n    base_url: \"sim://",
+    ));
+    let path = dir.path().join("baselines/tpot-scenario.json");
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not blessing tpot-scenario: model `llama-3-8b` is not among the models the server lists"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("--allow-unlisted-model"), "{}", stderr(&o));
+    assert!(!path.exists());
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "3", "--allow-unlisted-model"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(path.exists());
+    assert_eq!(
+        stderr(&o)
+            .matches("model `llama-3-8b` is not among the models")
+            .count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
+}
