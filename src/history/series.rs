@@ -55,7 +55,7 @@ pub fn spread(nights: &[&Entry], level_start: usize, key: SummaryKey) -> Option<
     if meds.len() < MIN_NIGHTS_FOR_SPREAD {
         return None;
     }
-    crate::stats::spread::spread_upper_of_medians(&meds, &within, 0.10).map(|t| (t, meds.len()))
+    crate::stats::spread::spread_upper_of_series(&meds, &within).map(|t| (t, meds.len()))
 }
 
 #[cfg(test)]
@@ -72,22 +72,28 @@ mod tests {
     }
 
     #[test]
-    fn the_spread_of_steady_nights_is_small_and_of_drifting_nights_near_the_drift() {
-        // nights alternating 8 ms * e^{+-0.05}: sample sd of the log medians ~0.051 (20 nights)
-        let es: Vec<Entry> = (0..20)
-            .map(|i| {
-                let f = if i % 2 == 0 { 0.05f64 } else { -0.05 };
-                entry("s", "t", 8.0 * f.exp())
-            })
-            .collect();
+    fn the_spread_of_steady_nights_comes_from_their_successive_differences() {
+        // 12 nights at 8 ms * e^{o_i}: |differences| sorted 0.02, 0.03 x2, 0.04 x3, 0.05 x4,
+        // 0.09; median 0.04 -> s = 0.04 / (sqrt 2 * 0.67449) = 0.041934; bound
+        // (1 + 2.4 / sqrt 11) s = 0.072279; minus v_w = pi/2 * 0.05^2 / 20 = 0.00019635 (each
+        // night's log-sd 0.05 over 20 requests): tau = sqrt(0.072279^2 - 0.00019635) = 0.070908
+        let o = [
+            0.0, 0.04, 0.01, -0.03, 0.02, -0.01, 0.03, -0.02, 0.0, 0.05, -0.04, 0.01f64,
+        ];
+        let es: Vec<Entry> = o.iter().map(|f| entry("s", "t", 8.0 * f.exp())).collect();
         let refs: Vec<&Entry> = es.iter().collect();
         let (tau, k) = spread(&refs, 0, SummaryKey::Tpot).unwrap();
-        assert_eq!(k, 20);
-        // upper 90 % bound: sqrt(19 * s^2 / chi2_19(0.10) - v_w); s^2 = 20/19 * 0.0025,
-        // chi2_19(0.10) = 11.651, v_w = pi/2 * 0.05^2 / 20 = 0.000196
-        let expect = (19.0 * (20.0 / 19.0 * 0.0025) / 11.651 - 0.000196f64).sqrt();
-        assert!((tau - expect).abs() < 0.001, "tau {tau}, expected {expect}");
+        assert_eq!(k, 12);
+        assert!((tau - 0.070908).abs() < 1e-4, "tau {tau}");
+        // the same nights with tonight's level doubled on the last two: a step is not noise
+        let mut stepped = es.clone();
+        for e in stepped.iter_mut().skip(10) {
+            *e = entry("s", "t", 16.0 * (e.metrics[&SummaryKey::Tpot].p50 / 8.0));
+        }
+        let refs: Vec<&Entry> = stepped.iter().collect();
+        let (t2, _) = spread(&refs, 0, SummaryKey::Tpot).unwrap();
+        assert!(t2 < 0.09, "tau {t2} with a step");
         // too few nights in the level: none
-        assert_eq!(spread(&refs, 12, SummaryKey::Tpot), None);
+        assert_eq!(spread(&refs, 5, SummaryKey::Tpot), None);
     }
 }

@@ -66,6 +66,38 @@ pub fn spread_upper_of_medians(meds: &[f64], within: &[f64], gamma: f64) -> Opti
     Some((upper_total - v_w).max(0.0).sqrt())
 }
 
+/// The upper ~90 % bound of the night-to-night spread tau from a series of nightly log
+/// medians in night order, robust to a level step and to outlier nights: from the median of
+/// the absolute successive differences, s = median|x_(i+1) - x_i| / (sqrt 2 * 0.6745) (for
+/// independent normal nights the median |difference| is 0.6745 sqrt(2) sigma), so a step moves
+/// one difference and an outlier night two, and neither moves the median. The chi-square bound
+/// of [`spread_upper_of_medians`] counted a step not yet confirmed as noise: 8 nights at one
+/// level and 2 at twice it gave tau ~0.35, widened a 10 % fail tolerance to 200 %, and the
+/// nightly run went green on a doubled TPOT (the fresh-reader walkthrough of 2026-12-04).
+/// The bound is (1 + 2.4 / sqrt(k - 1)) s: the 90 % bound of s's sampling spread, by
+/// simulation of k normal nights (k = 10: 1 / q10 of s / sigma = 1.80; k = 20: 1.49; k = 30:
+/// 1.38; the formula gives 1.80, 1.55, 1.45). Then the part explained by each night's
+/// sampling (`within`, pi/2 s^2/n) is taken out as in [`spread_upper_of_medians`]. `None`
+/// with fewer than 3 nights.
+pub fn spread_upper_of_series(meds: &[f64], within: &[f64]) -> Option<f64> {
+    let k = meds.len();
+    if k < 3 || within.len() != k || meds.iter().any(|m| !m.is_finite()) {
+        return None;
+    }
+    let mut d: Vec<f64> = meds.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+    d.sort_by(f64::total_cmp);
+    let n = d.len();
+    let med = if n % 2 == 1 {
+        d[n / 2]
+    } else {
+        (d[n / 2 - 1] + d[n / 2]) / 2.0
+    };
+    let s = med / (std::f64::consts::SQRT_2 * 0.674_489_750_196_081_7);
+    let upper = (1.0 + 2.4 / ((k - 1) as f64).sqrt()) * s;
+    let v_w = within.iter().sum::<f64>() / k as f64;
+    Some((upper.powi(2) - v_w).max(0.0).sqrt())
+}
+
 /// The fail tolerance widened to the run-to-run spread (docs/gate.md "Family and bands"):
 /// max(fail, exp(2.33 * tau * sqrt(1 + 1/k)) - 1).
 pub fn widened_fail(fail: f64, tau: f64, k: usize) -> f64 {
@@ -122,5 +154,39 @@ mod tests {
         // tau 0.05, k 5: exp(2.33 * 0.05 * sqrt(1.2)) - 1 = 0.1361 (13.6 %)
         assert!((widened_fail(0.10, 0.05, 5) - 0.1361).abs() < 0.0005);
         assert_eq!(widened_fail(0.50, 0.05, 5), 0.50);
+    }
+
+    #[test]
+    fn the_series_spread_ignores_a_step_and_an_outlier_night() {
+        // 8 nights alternating e^{+-0.03}, then 2 nights at twice the level: the chi-square
+        // bound of the medians takes the step for noise, the successive differences do not.
+        let mut meds: Vec<f64> = (0..8)
+            .map(|i| if i % 2 == 0 { 0.03 } else { -0.03 })
+            .collect();
+        meds.extend([2f64.ln() + 0.03, 2f64.ln() - 0.03]);
+        let within = vec![0.0; meds.len()];
+        let classical = spread_upper_of_medians(&meds, &within, 0.10).unwrap();
+        let robust = spread_upper_of_series(&meds, &within).unwrap();
+        assert!(classical > 0.35, "{classical}");
+        // by hand: differences 0.06 x 8 and one 0.693 - 0.06: median 0.06;
+        // s = 0.06 / (1.41421 * 0.67449) = 0.06290; bound (1 + 2.4 / 3) s = 0.11322
+        assert!((robust - 0.11322).abs() < 1e-4, "{robust}");
+        // one outlier night x1.5 among steady ones moves two differences, not the median
+        let mut out = vec![0.0f64; 12];
+        for (i, v) in out.iter_mut().enumerate() {
+            *v = if i % 2 == 0 { 0.01 } else { -0.01 };
+        }
+        out[6] += 1.5f64.ln();
+        let r = spread_upper_of_series(&out, &vec![0.0; 12]).unwrap();
+        // differences: 0.02 x 9, and 0.405 +- 0.02 twice: median 0.02 -> s 0.020967,
+        // bound (1 + 2.4 / sqrt 11) s = 0.036139
+        assert!((r - 0.036139).abs() < 1e-5, "{r}");
+        // sampling within nights explains part of it; too few nights: none
+        let w = spread_upper_of_series(&out, &vec![0.0005; 12]).unwrap();
+        assert!(
+            (w - (0.036139f64.powi(2) - 0.0005).sqrt()).abs() < 1e-5,
+            "{w}"
+        );
+        assert_eq!(spread_upper_of_series(&[0.0, 0.1], &[0.0, 0.0]), None);
     }
 }
