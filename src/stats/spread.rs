@@ -177,12 +177,12 @@ mod tests {
             *v = if i % 2 == 0 { 0.01 } else { -0.01 };
         }
         out[6] += 1.5f64.ln();
-        let r = spread_upper_of_series(&out, &vec![0.0; 12]).unwrap();
+        let r = spread_upper_of_series(&out, &[0.0; 12]).unwrap();
         // differences: 0.02 x 9, and 0.405 +- 0.02 twice: median 0.02 -> s 0.020967,
         // bound (1 + 2.4 / sqrt 11) s = 0.036139
         assert!((r - 0.036139).abs() < 1e-5, "{r}");
         // sampling within nights explains part of it; too few nights: none
-        let w = spread_upper_of_series(&out, &vec![0.0005; 12]).unwrap();
+        let w = spread_upper_of_series(&out, &[0.0005; 12]).unwrap();
         assert!(
             (w - (0.036139f64.powi(2) - 0.0005).sqrt()).abs() < 1e-5,
             "{w}"

@@ -1702,7 +1702,11 @@ fn bless_refuses_a_model_the_server_does_not_list() {
         "{}",
         stderr(&o)
     );
-    assert!(stderr(&o).contains("--allow-unlisted-model"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--allow-unlisted-model"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!path.exists());
     let o = perfgate(dir.path())
         .args(["bless", "--runs", "3", "--allow-unlisted-model"])
