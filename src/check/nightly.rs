@@ -62,7 +62,7 @@ impl HistoryRun {
 }
 
 /// The commit under test: `GITHUB_SHA`, else the checkout's HEAD.
-fn commit_under_test(store: &Store, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+pub fn commit_under_test(store: &Store, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     let hex = |s: &str| s.len() >= 7 && s.len() <= 64 && s.chars().all(|c| c.is_ascii_hexdigit());
     env("GITHUB_SHA").filter(|s| hex(s)).or_else(|| {
         crate::history::git::run(
@@ -110,6 +110,11 @@ pub fn judge_tonight(
             continue;
         }
         let mut night = h.night.clone();
+        // The night is the results file's time, so `history append --results` of this very
+        // file names the same night and appends nothing (it stamped the end, this the start).
+        if !results.created_at.is_empty() {
+            night.time = results.created_at.clone();
+        }
         night.baseline_created_at = baselines.get(&sc.name).ok().map(|b| b.created_at.clone());
         let Some(entry) = entry_of(res, &night) else {
             res.notes

@@ -1,7 +1,7 @@
 //! The nightly history's flags (`check --history`) and `perfgate history` (show a scenario's
 //! nights and change points; append a saved results file's night after a failed push).
 
-use super::{load_scenarios, ScenarioArgs};
+use super::{load_scenarios_as, ScenarioArgs};
 use crate::assess::nightly::judge_nights;
 use crate::check::nightly::HistoryRun;
 use crate::exit::{self, Error};
@@ -94,7 +94,9 @@ fn store_of(a: &HistoryArgs) -> Result<Store, Error> {
 }
 
 fn show(a: ShowArgs) -> Result<i32, Error> {
-    let scs = load_scenarios(&a.sc)?;
+    // Read as the nights were recorded, without a `server:` block: reading the series needs no
+    // server, nor the environment its command names (`${LLAMA_SERVER}` unset on a laptop).
+    let scs = load_scenarios_as(&a.sc, crate::config::arm::Reading::Serverless)?;
     let store = store_of(&a.history)?;
     let h = HistoryRun::open(store, &scs, &|k| std::env::var(k).ok())
         .map_err(|e| Error::History(e.into()))?;
@@ -172,7 +174,7 @@ fn append(a: AppendArgs) -> Result<i32, Error> {
     let env = |k: &str| std::env::var(k).ok();
     let night = history::Night {
         time: results.created_at.clone(),
-        commit: env("GITHUB_SHA"),
+        commit: crate::check::nightly::commit_under_test(&store, &env),
         run_url: None,
         runner: history::Runner::here(&env),
         baseline_created_at: None,

@@ -104,8 +104,17 @@ pub fn run(
     if status.success() {
         Ok(stdout)
     } else {
-        let text = String::from_utf8_lossy(&stderr);
-        let text: String = redact_credentials(text.trim()).chars().take(600).collect();
+        // `push --porcelain` says why each ref was refused on stdout (`!<TAB>ref<TAB>[rejected]
+        // (non-fast-forward)`, `[remote rejected] (pre-receive hook declined)`): kept with
+        // stderr, so a refusal for good is told from a lost race and shown.
+        let refused: String = String::from_utf8_lossy(&stdout)
+            .lines()
+            .filter(|l| l.starts_with('!'))
+            .take(8)
+            .map(|l| format!("\n{}", l.replace('\t', " ")))
+            .collect();
+        let text = format!("{}{refused}", String::from_utf8_lossy(&stderr).trim());
+        let text: String = redact_credentials(text.trim()).chars().take(900).collect();
         Err(GitError::Failed {
             args: shown,
             stderr: if text.is_empty() {

@@ -79,7 +79,7 @@ pub enum HistoryError {
     },
     #[error("cannot write the history commit: {0}")]
     Write(#[source] GitError),
-    #[error("cannot push the history branch `{branch}` to {remote}: {source}")]
+    #[error("cannot push the history branch `{branch}` to {remote}: {source}; check that this job may push that branch (GitHub Actions: `permissions: contents: write`, and no branch protection on `{branch}`); the night is in the results file: append it later with `perfgate history append --results FILE`")]
     Push {
         branch: String,
         remote: String,
@@ -404,6 +404,11 @@ pub fn file_name(name: &ScenarioName) -> String {
 
 /// Whether a failed push or ref update lost a race with another append (retry) rather than
 /// failed for good (credentials, a protected branch, no network).
+///
+/// A race is a non-fast-forward (`[rejected] (non-fast-forward)`, `(fetch first)`, `stale
+/// info`) or a ref lock taken by the other writer. `[remote rejected]` for any other reason (a
+/// hook declined, a protected branch, no permission) is for good: retrying would only hide
+/// git's own words behind "the branch moved" (it did, before: every refusal was a race).
 fn lost_race(e: &GitError) -> bool {
     let s = e.stderr();
     [
@@ -419,7 +424,6 @@ fn lost_race(e: &GitError) -> bool {
     ]
     .iter()
     .any(|p| s.contains(p))
-        || matches!(e, GitError::Failed { stderr, .. } if stderr.contains("rejected") && !stderr.contains("protected"))
 }
 
 /// The commit id `r` points at, if it exists.

@@ -276,3 +276,77 @@ fn two_appends_at_once_both_land() {
         "4"
     );
 }
+
+/// The fresh-reader walkthrough of 2026-12-04: `history append --results` of the very file a
+/// `check --history` already appended added the night again (the check stamped its start, the
+/// append the file's end, and the append had no commit without `GITHUB_SHA`); and a push the
+/// remote refused for good (a hook, a protected branch, no `contents: write`) was retried 8
+/// times and reported as "the branch moved under every attempt", git's own words hidden.
+#[test]
+fn a_night_is_appended_once_and_a_refused_push_says_why() {
+    let d = repos();
+    let w = d.path().join("work");
+    let remote = d.path().join("remote.git");
+    let check = |out: &str| {
+        crate::support::perfgate_in(&w, 120)
+            .args([
+                "check",
+                "--history",
+                "--allow-missing-baseline",
+                "--output",
+                out,
+            ])
+            .env("T", "5")
+            .env("SEED", "1")
+            .env_remove("GITHUB_SHA")
+            .output()
+            .unwrap()
+    };
+    let o = check("r.json");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        git(&remote, &["rev-list", "--count", "perfgate-history"]),
+        "1"
+    );
+    let o = crate::support::perfgate_in(&w, 60)
+        .args(["history", "append", "--results", "r.json"])
+        .env_remove("GITHUB_SHA")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("nothing appended"), "{err}");
+    assert_eq!(
+        git(&remote, &["rev-list", "--count", "perfgate-history"]),
+        "1"
+    );
+    let line = git(&remote, &["show", "perfgate-history:nightly.jsonl"]);
+    let head = git(&w, &["rev-parse", "HEAD"]);
+    assert!(line.contains(&format!("\"commit\":\"{head}\"")), "{line}");
+
+    // the remote refuses every push from now on
+    let hook = remote.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'denied by policy' >&2\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = check("r2.json");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("pre-receive hook declined"), "{err}");
+    assert!(err.contains("denied by policy"), "{err}");
+    assert!(err.contains("permissions: contents: write"), "{err}");
+    assert!(!err.contains("moved under every"), "{err}");
+    assert!(
+        w.join("r2.json").exists(),
+        "the night stays in the results file"
+    );
+    assert_eq!(
+        git(&remote, &["rev-list", "--count", "perfgate-history"]),
+        "1"
+    );
+}
