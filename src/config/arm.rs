@@ -126,14 +126,21 @@ pub fn apply(
                     ArmKey::Base => s.base.clone(),
                     ArmKey::Candidate => s.candidate.clone(),
                 };
-                match arm {
+                let own_log = arm.as_ref().is_some_and(|a| a.log.is_some());
+                let mut merged = match arm {
                     Some(a) => a.over(&s),
                     None => RawServer {
                         base: None,
                         candidate: None,
                         ..s
                     },
+                };
+                // A `server.log` shared by both arms: each arm its own file, or the second
+                // server to start truncates the first one's log (the base's log was lost).
+                if !own_log {
+                    merged.log = merged.log.map(|l| arm_log(&l, key));
                 }
+                merged
             });
             if let Some(u) = server.as_mut().and_then(|s| s.base_url.take()) {
                 raw.endpoint.base_url = Some(u);
@@ -153,6 +160,24 @@ pub fn apply(
         }
     }
     Ok((raw, written))
+}
+
+/// `server.log` of one arm when both arms share it: `perfgate-server.log` ->
+/// `perfgate-server.base.log` (the arm before the extension; appended without one).
+pub fn arm_log(log: &str, key: ArmKey) -> String {
+    let arm = key.as_str();
+    let path = std::path::Path::new(log);
+    match (path.file_stem(), path.extension()) {
+        (Some(stem), Some(ext)) => path
+            .with_file_name(format!(
+                "{}.{arm}.{}",
+                stem.to_string_lossy(),
+                ext.to_string_lossy()
+            ))
+            .to_string_lossy()
+            .into_owned(),
+        _ => format!("{log}.{arm}"),
+    }
 }
 
 /// The port a server command says it listens on (`--port N` or `--port=N`, the flag of
@@ -422,5 +447,18 @@ mod tests {
         let (w, ws) = apply(raw, Reading::Written).unwrap();
         assert!(w.server.is_none());
         assert_eq!(ws, WrittenServer::ArmsOnly);
+    }
+
+    #[test]
+    fn a_shared_server_log_becomes_one_file_per_arm() {
+        assert_eq!(
+            arm_log("perfgate-server.log", ArmKey::Base),
+            "perfgate-server.base.log"
+        );
+        assert_eq!(
+            arm_log("logs/llama.txt", ArmKey::Candidate),
+            "logs/llama.candidate.txt"
+        );
+        assert_eq!(arm_log("server-log", ArmKey::Base), "server-log.base");
     }
 }

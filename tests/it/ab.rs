@@ -910,3 +910,61 @@ fn an_arm_that_cannot_start_shows_its_own_error_and_log_lines_once() {
         "{text}"
     );
 }
+
+/// The fresh-reader walkthrough: with `server.log` in the scenario both arms' servers wrote
+/// the same file and the base server's log was lost (truncated by the candidate's start). Each
+/// arm now has its own file, named in the report.
+#[test]
+fn a_shared_server_log_is_one_file_per_arm() {
+    if !has_python() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let (pa, pb) = (free_port(), free_port());
+    let d = dir_with(
+        "defaults:\n  endpoint: {base_url: 'http://127.0.0.1:1/v1', model: scripted}\n  request: {prompt: hi, max_tokens: 8}\n  load: {samples: 20, warmup: 2}\n  server: {ready_timeout: 60s, log: srv.log}\nscenarios:\n  - name: pair\n",
+    );
+    let cmd = |port: u16| {
+        format!(
+            "python3 '{}' --port {port} --token-ms 3 --build same-1",
+            script().display()
+        )
+    };
+    let (ua, ub) = (
+        format!("http://127.0.0.1:{pa}/v1"),
+        format!("http://127.0.0.1:{pb}/v1"),
+    );
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            &ua,
+            "--candidate-url",
+            &ub,
+            "--base-server-cmd",
+            &cmd(pa),
+            "--candidate-server-cmd",
+            &cmd(pb),
+            "--output",
+            "r.json",
+        ],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let s = &r["scenarios"][0];
+    assert_eq!(s["ab"]["base_server"]["log"], "srv.base.log", "{s}");
+    assert_eq!(s["server"]["log"], "srv.candidate.log", "{s}");
+    let base = std::fs::read_to_string(d.path().join("srv.base.log")).unwrap();
+    let cand = std::fs::read_to_string(d.path().join("srv.candidate.log")).unwrap();
+    assert!(
+        base.contains(&format!("listening on 127.0.0.1:{pa}")),
+        "{base}"
+    );
+    assert!(
+        cand.contains(&format!("listening on 127.0.0.1:{pb}")),
+        "{cand}"
+    );
+    assert!(!d.path().join("srv.log").exists());
+}
