@@ -197,6 +197,10 @@ struct AbArgs {
     /// The candidate arm's server command line, as --base-server-cmd.
     #[arg(long, value_name = "COMMAND")]
     candidate_server_cmd: Option<String>,
+    /// Start no server for either arm, whatever the scenarios' `server:` blocks say: measure the
+    /// arms' URLs as they are (two servers you started yourself, or two gateway routes).
+    #[arg(long, conflicts_with_all = ["base_server_cmd", "candidate_server_cmd"])]
+    no_server: bool,
     /// interleaved: both arms up at once, requests in seeded AB/BA pairs; blocked: one arm at a
     /// time (one GPU), --blocks blocks per arm in ABBA order, the server swapped between blocks.
     #[arg(long, value_enum, default_value_t = DesignArg::Interleaved)]
@@ -703,11 +707,13 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
         base_url: a.base_url.clone(),
         model: a.base_model.clone(),
         server_command: cmd("base-server-cmd", &a.base_server_cmd)?,
+        no_server: a.no_server,
     };
     let cand_over = ArmOverride {
         base_url: a.candidate_url.clone(),
         model: a.candidate_model.clone(),
         server_command: cmd("candidate-server-cmd", &a.candidate_server_cmd)?,
+        no_server: a.no_server,
     };
     let written = load_scenarios_as(&a.sc, Reading::Serverless)?;
     let base = load_scenarios_as(&a.sc, Reading::Arm(ArmKey::Base, &base_over))?;

@@ -8,7 +8,7 @@ use crate::config::Scenario;
 /// Scenarios an A/B run cannot run, each with why and what to do instead; nothing was measured.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error(
-    "perfgate ab cannot run {} scenario(s) (nothing was measured):\n  - {}",
+    "perfgate ab cannot run as given ({} problem(s); nothing was measured):\n  - {}",
     .0.len(),
     .0.join("\n  - ")
 )]
@@ -62,7 +62,7 @@ pub fn pair(
                 let url = arm.endpoint.shown_url();
                 let (said, at) = crate::config::arm::port_mismatch(&srv.command, &url)?;
                 Some(format!(
-                    "scenario {}: the {label} arm's server command listens on --port {said}, but the {label} arm measures {url} (port {at}): make them agree (--{label}-url or the command's --port)",
+                    "scenario {}: the {label} arm's server command listens on --port {said}, but the {label} arm measures {url} (port {at}): make them agree (--{label}-url or the command's --port), or, to measure servers you started yourself, pass --no-server",
                     w.name
                 ))
             })

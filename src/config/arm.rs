@@ -35,6 +35,9 @@ pub struct ArmOverride {
     pub model: Option<String>,
     /// `--base-server-cmd` / `--candidate-server-cmd`, split into argv words.
     pub server_command: Option<Vec<String>>,
+    /// `--no-server`: start no server; measure the arm's URL as it is (a server the user
+    /// started), whatever the scenario's `server:` block says.
+    pub no_server: bool,
 }
 
 /// How a command reads a scenario file.
@@ -152,6 +155,9 @@ pub fn apply(
             }
             if let Some(u) = &over.base_url {
                 raw.endpoint.base_url = Some(u.clone());
+            }
+            if over.no_server {
+                server = None;
             }
             if let Some(m) = &over.model {
                 raw.endpoint.model = Some(m.clone());
@@ -435,7 +441,19 @@ mod tests {
             base_url: Some("http://127.0.0.1:9000/v1".into()),
             model: Some("m2".into()),
             server_command: Some(vec!["newer".into()]),
+            no_server: false,
         };
+        let none = ArmOverride {
+            base_url: Some("http://127.0.0.1:9001/v1".into()),
+            no_server: true,
+            ..Default::default()
+        };
+        let (n, _) = apply(raw.clone(), Reading::Arm(ArmKey::Base, &none)).unwrap();
+        assert!(n.server.is_none());
+        assert_eq!(
+            n.endpoint.base_url.as_deref(),
+            Some("http://127.0.0.1:9001/v1")
+        );
         let (c, _) = apply(raw.clone(), Reading::Arm(ArmKey::Candidate, &over)).unwrap();
         assert_eq!(c.server.unwrap().command, Some(vec!["newer".to_string()]));
         assert_eq!(

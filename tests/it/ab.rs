@@ -968,3 +968,75 @@ fn a_shared_server_log_is_one_file_per_arm() {
     );
     assert!(!d.path().join("srv.log").exists());
 }
+
+/// The fresh-reader walkthrough: a scenario file with a `server:` block (as the README's
+/// "your endpoint" step suggests) and two servers the user started: `ab --base-url A
+/// --candidate-url B` was refused (each arm would start the file's server on its port) with no
+/// way to say "just measure these". `--no-server` measures the two URLs and starts nothing; the
+/// refusal now names it and counts problems, not scenarios (it said "4 scenario(s)" for 2).
+#[test]
+fn no_server_measures_servers_the_user_started_despite_a_server_block() {
+    if !has_python() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let (pa, pb, pf) = (free_port(), free_port(), free_port());
+    let start = |port: u16| {
+        Command::new("python3")
+            .arg(script())
+            .args([
+                "--port",
+                &port.to_string(),
+                "--token-ms",
+                "3",
+                "--build",
+                "same-1",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut servers = [start(pa), start(pb)];
+    let d = dir_with(&format!(
+        "defaults:\n  endpoint: {{base_url: 'http://127.0.0.1:{pf}/v1', model: scripted}}\n  request: {{prompt: hi, max_tokens: 8}}\n  load: {{samples: 20, warmup: 2}}\n  server: {{command: [python3, '{}', --port, '{pf}'], ready_timeout: 60s}}\nscenarios:\n  - name: pair\n",
+        script().display()
+    ));
+    let (ua, ub) = (
+        format!("http://127.0.0.1:{pa}/v1"),
+        format!("http://127.0.0.1:{pb}/v1"),
+    );
+    let base = [
+        "ab",
+        "-s",
+        "s.yaml",
+        "--base-url",
+        &ua,
+        "--candidate-url",
+        &ub,
+    ];
+    let (code, text, _) = run(d.path(), &base);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("cannot run as given (2 problem(s)"), "{text}");
+    assert!(text.contains("pass --no-server"), "{text}");
+    // wait for the two servers, then measure them as they are
+    for p in [pa, pb] {
+        let end = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", p)).is_err() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let mut args = base.to_vec();
+    args.extend(["--no-server", "--output", "r.json"]);
+    let (code, text, r) = run(d.path(), &args);
+    for s in servers.iter_mut() {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    assert_eq!(code, Some(0), "{text}");
+    let s = &r["scenarios"][0];
+    assert_eq!(s["endpoint"], ub.as_str());
+    assert_eq!(s["ab"]["base_endpoint"], ua.as_str());
+    assert!(s["server"].is_null(), "no server started: {s}");
+    assert!(!text.contains("started the server"), "{text}");
+}
