@@ -6,7 +6,7 @@
 use crate::config::{Metric, Scenario};
 use crate::gate::{Check, CheckKind, RatioCi, Verdict};
 use crate::history::{series, Entry};
-use crate::stats::changepoint::{change_points, Direction, Step, StepRule};
+use crate::stats::changepoint::{change_points, nights_to_confirm, Direction, Step, StepRule};
 use crate::summary::SummaryKey;
 use std::collections::BTreeMap;
 
@@ -86,15 +86,30 @@ pub fn judge_nights(sc: &Scenario, past: &[Entry], tonight: &Entry, rule: &StepR
         let mut ch = blank(sc, m, rule);
         if vals.len() < needed {
             out.notes.push(format!(
-                "nightly history: {} night(s) of {} with this configuration; a change point needs {needed} ({} before a step, {} at the new level), so none is judged yet",
+                "nightly history: {} night(s) of {} with this configuration; a change point needs {} nights before a step and {} or more at its new level ({needed} in all), so none is judged yet; {}",
                 vals.len(),
                 m.label(),
                 rule.min_before,
-                rule.confirm
+                rule.confirm,
+                confirm_hint(rule)
             ));
             continue;
         }
         let steps = change_points(&vals, rule);
+        // How long a step starting tomorrow would go unconfirmed, when longer than the floor.
+        let level = vals.len() - steps.last().map_or(0, |s| s.first);
+        match nights_to_confirm(level, rule) {
+            Some(a) if a == rule.confirm => {}
+            found => out.notes.push(format!(
+                "nightly history: {level} night(s) of {} at this level: a step starting tomorrow needs {} at its new level to be confirmed ({}); until then the committed baseline's checks are the gate",
+                m.label(),
+                found.map_or_else(
+                    || format!("more than {} nights", rule.max_after),
+                    |a| format!("{a} nights")
+                ),
+                confirm_hint(rule)
+            )),
+        }
         judge_steps(&mut ch, &steps, &idx, &vals, &nights, tonight, rule);
         if let Some(s) = steps.last() {
             if let Some(n) = server_change(&nights, idx[s.first]) {
@@ -118,6 +133,24 @@ pub fn judge_nights(sc: &Scenario, past: &[Entry], tonight: &Entry, rule: &StepR
         out.checks.push(ch);
     }
     out
+}
+
+/// How many nights at a new level the rule needs, by history length: `5 nights with 8 before,
+/// 4 with 15, 3 from 20 on` at the defaults.
+fn confirm_hint(rule: &StepRule) -> String {
+    let at = |b: usize| nights_to_confirm(b, rule);
+    let floor_from = (rule.min_before..=rule.window.max(rule.min_before) + rule.max_after)
+        .find(|&b| at(b) == Some(rule.confirm));
+    let shown: Vec<String> = [8usize, 15]
+        .iter()
+        .filter(|&&b| b >= rule.min_before && floor_from.is_none_or(|f| b < f))
+        .filter_map(|&b| at(b).map(|a| format!("{a} nights at its new level with {b} before")))
+        .chain(floor_from.map(|f| format!("{} from {f} before on", rule.confirm)))
+        .collect();
+    format!(
+        "a step is confirmed after {}, never on one night",
+        shown.join(", ")
+    )
 }
 
 /// A `nightly step` check with nothing decided.
@@ -403,7 +436,7 @@ mod tests {
         assert!(j.checks.is_empty());
         assert_eq!(
             j.notes,
-            vec!["nightly history: 6 night(s) of TPOT with this configuration; a change point needs 8 (5 before a step, 3 at the new level), so none is judged yet"]
+            vec!["nightly history: 6 night(s) of TPOT with this configuration; a change point needs 5 nights before a step and 3 or more at its new level (8 in all), so none is judged yet; a step is confirmed after 5 nights at its new level with 8 before, 4 nights at its new level with 15 before, 3 from 20 before on, never on one night"]
         );
     }
 

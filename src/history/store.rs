@@ -171,20 +171,37 @@ impl Store {
         let tip = self.tip_ref();
         if let Remote::Push(remote) = &self.remote {
             let spec = format!("+refs/heads/{}:{tip}", self.branch);
-            match run(
-                &self.repo,
-                &[
-                    "fetch",
-                    "--quiet",
-                    "--no-tags",
-                    "--no-write-fetch-head",
-                    remote,
-                    &spec,
-                ],
-                None,
-                &[],
-                NETWORK_TIMEOUT,
-            ) {
+            // `--refmap=`: no opportunistic update of refs/remotes/<remote>/<branch>, which jobs
+            // fetching at once raced for ("cannot lock ref ... but expected"); a race for our own
+            // ref is retried (a few times, briefly: the other fetch wrote the same thing).
+            let fetch = || {
+                run(
+                    &self.repo,
+                    &[
+                        "fetch",
+                        "--quiet",
+                        "--no-tags",
+                        "--no-write-fetch-head",
+                        "--refmap=",
+                        remote,
+                        &spec,
+                    ],
+                    None,
+                    &[],
+                    NETWORK_TIMEOUT,
+                )
+            };
+            let mut got = fetch();
+            for _ in 0..4 {
+                match &got {
+                    Err(e) if lost_race(e) => {
+                        std::thread::sleep(Duration::from_millis(50 + noise() % 200));
+                        got = fetch();
+                    }
+                    _ => break,
+                }
+            }
+            match got {
                 Ok(_) => {}
                 Err(e) if e.stderr().contains("couldn't find remote ref") => {
                     // no history yet: forget a stale copy

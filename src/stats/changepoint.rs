@@ -175,6 +175,30 @@ pub fn step_at(series: &[f64], level_start: usize, t: usize, rule: &StepRule) ->
     })
 }
 
+/// The nights at its new level a step needs before the rule can confirm it, when `before`
+/// nights of the old level precede it (since the last change point): the smallest a in
+/// `confirm..=max_after` for which even the most extreme nights (every one after above every
+/// one before) reach `alpha` after the Bonferroni factor, 2 x candidates / C(m + a, a) <= alpha,
+/// with m = min(before, window) nights tested before and the candidates of night
+/// `before + a - 1`. The rule's floor (`confirm`, 3) holds only with a long history: at alpha
+/// 0.01, 8 nights before need 5 after, 20 before need 3. `None` when `before < min_before` or
+/// even `max_after` nights cannot.
+pub fn nights_to_confirm(before: usize, rule: &StepRule) -> Option<usize> {
+    if before < rule.min_before || rule.confirm == 0 {
+        return None;
+    }
+    let m = before.min(rule.window) as f64;
+    (rule.confirm..=rule.max_after).find(|&a| {
+        let t = before + a - 1;
+        let lo = rule.min_before.max((t + 1).saturating_sub(rule.max_after));
+        let hi = t + 1 - rule.confirm;
+        let candidates = (hi + 1).saturating_sub(lo).max(1) as f64;
+        // C(m + a, a) as a product, in f64 (a <= max_after, so no overflow)
+        let ways: f64 = (1..=a).map(|i| (m + i as f64) / i as f64).product();
+        2.0 * candidates / ways <= rule.alpha
+    })
+}
+
 /// The CUSUM statistic of a step between `before` and `after` on the log scale: (mean ln after -
 /// mean ln before) x sqrt(mn / (m + n)), the classical estimate of where a mean shifts
 /// (positive: `after` higher). `None` when a side is empty.
@@ -397,5 +421,24 @@ mod tests {
         // Welch t by hand: a = [1, 3] (mean 2, var 2), b = [0, 0, 0] is constant (var 0):
         // se = sqrt(2/2 + 0) = 1, t = 2
         assert_eq!(welch_t(&[1.0, 3.0], &[0.0, 0.0, 0.0]), Some(2.0));
+    }
+
+    #[test]
+    fn nights_to_confirm_by_hand() {
+        let r = StepRule::default();
+        // 8 before, 3 after: candidates at night 10 are k = 5..=8 (4), p = 1/C(11,3) = 1/165,
+        // x 8 = 0.048 > 0.01; 4 after: k = 5..=9 (5), 1/C(12,4) = 1/495, x 10 = 0.020; 5 after:
+        // k = 5..=10 (6), 1/C(13,5) = 1/1287, x 12 = 0.0093 <= 0.01 (the walkthrough's night 13)
+        assert_eq!(nights_to_confirm(8, &r), Some(5));
+        // 20 before, 3 after: k = 13..=20 (8 with max_after 10), 1/C(23,3) = 1/1771, x 16 = 0.009
+        assert_eq!(nights_to_confirm(20, &r), Some(3));
+        // 15 before: 1/C(18,3) = 1/816 x 16 = 0.0196; 4 after: 1/C(19,4) = 1/3876 x 18 = 0.0046
+        assert_eq!(nights_to_confirm(15, &r), Some(4));
+        assert_eq!(nights_to_confirm(4, &r), None);
+        // the online rule agrees: a clean doubling after 8 nights is found on its 5th night
+        let mut series: Vec<f64> = (0..8).map(|i| 10.0 + (i % 3) as f64 * 0.1).collect();
+        series.extend((0..5).map(|i| 20.0 + (i % 2) as f64 * 0.1));
+        assert!(step_at(&series[..12], 0, 11, &r).is_none());
+        assert_eq!(step_at(&series, 0, 12, &r).map(|s| s.first), Some(8));
     }
 }
