@@ -260,11 +260,24 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
                 fmt_ms(itl.p99)
             );
         }
+        // The reason's further lines (a server's log lines), one per line, under the summary
+        // that shows its first.
+        let more: Vec<&str> = s.status_detail.lines().skip(1).collect();
+        if !more.is_empty() {
+            let _ = writeln!(o);
+            for l in more.iter().take(40) {
+                let _ = writeln!(
+                    o,
+                    "- {}",
+                    escape(&runner_text(l.trim_start_matches([' ', '|'])))
+                );
+            }
+        }
         if let Some(e) = &m.first_error {
-            let _ = writeln!(o, "\nFirst failure: {}", escape(e));
+            let _ = writeln!(o, "\nFirst failure: {}", escape(&runner_text(e)));
         }
         for n in &s.notes {
-            let _ = writeln!(o, "\nNote: {}", escape(n));
+            let _ = writeln!(o, "\nNote: {}", escape(&runner_text(n)));
         }
         let _ = writeln!(o, "\n</details>");
     }
@@ -514,9 +527,17 @@ fn status_text(s: &crate::results::ScenarioResult) -> String {
         other => format!(
             "{}: {}",
             super::terminal::status_label(other),
-            escape(&s.status_detail)
+            escape(&runner_text(
+                s.status_detail.lines().next().unwrap_or_default()
+            ))
         ),
     }
+}
+
+/// Text for a PR comment: paths in perfgate's per-run temp directory (gone with the runner)
+/// shortened ([`super::safe_text::without_this_run_dir`]).
+fn runner_text(text: &str) -> String {
+    super::safe_text::without_this_run_dir(text)
 }
 
 #[cfg(test)]

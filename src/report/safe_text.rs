@@ -4,6 +4,46 @@
 //! starting with `::` is a GitHub Actions workflow command (`::error`, `::add-mask::`,
 //! `::stop-commands::`), and one field of megabytes is one line of megabytes. Pure.
 
+/// `text` with every path inside one of perfgate's per-run temporary directories
+/// (`<temp>/perfgate-<pid>-<16 hex>/`, where default server logs live) shortened to
+/// `<runner temp>/`: in a PR comment such a path names a file on a runner that is gone.
+pub fn without_run_dir(text: &str, temp: &str) -> String {
+    let prefix = format!("{}/perfgate-", temp.trim_end_matches('/'));
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(&prefix) {
+        let after = &rest[i + prefix.len()..];
+        // <pid>-<16 hex>/
+        let name_len = after.find('/').filter(|&n| {
+            let name = &after[..n];
+            name.split_once('-').is_some_and(|(pid, hex)| {
+                !pid.is_empty()
+                    && pid.chars().all(|c| c.is_ascii_digit())
+                    && hex.len() == 16
+                    && hex.chars().all(|c| c.is_ascii_hexdigit())
+            })
+        });
+        match name_len {
+            Some(n) => {
+                out.push_str(&rest[..i]);
+                out.push_str("<runner temp>/");
+                rest = &after[n + 1..];
+            }
+            None => {
+                out.push_str(&rest[..i + prefix.len()]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// [`without_run_dir`] for this machine's temporary directory.
+pub fn without_this_run_dir(text: &str) -> String {
+    without_run_dir(text, &std::env::temp_dir().to_string_lossy())
+}
+
 /// The longest field shown, in characters; a longer one is cut and says how long it was.
 pub const MAX_FIELD_CHARS: usize = 2000;
 
@@ -89,5 +129,27 @@ mod tests {
             field(&s).chars().count(),
             MAX_FIELD_CHARS + "… (10000 characters)".chars().count()
         );
+    }
+
+    #[test]
+    fn a_per_run_temp_dir_is_shortened_and_nothing_else() {
+        let t = "log /tmp/perfgate-28305-0426eba280c63aaa/server-1-76ec.log, last 3 line(s)";
+        assert_eq!(
+            without_run_dir(t, "/tmp"),
+            "log <runner temp>/server-1-76ec.log, last 3 line(s)"
+        );
+        assert_eq!(
+            without_run_dir(t, "/tmp/"),
+            "log <runner temp>/server-1-76ec.log, last 3 line(s)"
+        );
+        // not perfgate's own run directory: unchanged
+        for keep in [
+            "/tmp/perfgate-x/a.log",
+            "/tmp/perfgate-12-abc/a.log",
+            "/var/tmp/perfgate-1-0426eba280c63aaa",
+            "logs/perfgate-server.log",
+        ] {
+            assert_eq!(without_run_dir(keep, "/tmp"), keep);
+        }
     }
 }

@@ -456,3 +456,30 @@ fn a_widened_tolerance_and_a_shift_apart_from_the_columns_are_explained_everywhe
     assert!(plain.contains(level), "{md}");
     assert!(!md.contains("95 %"), "{md}");
 }
+
+/// Issue 32 item 7: a PR comment names no path in perfgate's per-run temp directory (a file
+/// on a runner that is gone), and a server's log lines in a reason are lines under the
+/// scenario's summary, not one escaped run-on line inside it.
+#[test]
+fn a_pr_comment_shows_a_servers_log_lines_once_without_runner_paths() {
+    let mut r = fixture();
+    let tmp = std::env::temp_dir();
+    let log = tmp.join("perfgate-4242-0123456789abcdef/server-1-76ec.log");
+    let s = &mut r.scenarios[0];
+    s.status = perfgate::results::Status::Unmeasurable;
+    s.status_detail = format!(
+        "candidate arm: the server `srv` (pid 7) exited (exit code 1) before it was ready; log {}, last 2 line(s):\n  | main: loading model\n  | couldn't bind: Address already in use",
+        log.display()
+    );
+    let md = markdown::render(&r);
+    assert!(!md.contains("perfgate-4242-0123456789abcdef"), "{md}");
+    assert!(
+        md.contains("; log &lt;runner temp&gt;/server-1-76ec.log, last 2 line\\(s\\):</summary>"),
+        "{md}"
+    );
+    assert!(
+        md.contains("\n- couldn't bind: Address already in use\n"),
+        "{md}"
+    );
+    assert_eq!(md.matches("Address already in use").count(), 1, "{md}");
+}
