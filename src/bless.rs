@@ -105,11 +105,7 @@ pub fn refusal(sc: &Scenario, run: &RunOutput) -> Option<String> {
 /// The name of the machine blessing (`$HOSTNAME`, else `/etc/hostname`), recorded in the
 /// baseline's environment; `None` when neither is readable.
 pub fn this_host() -> Option<String> {
-    std::env::var("HOSTNAME").ok().or_else(|| {
-        std::fs::read_to_string("/etc/hostname")
-            .ok()
-            .map(|s| s.trim().to_string())
-    })
+    crate::machine::host()
 }
 
 /// The fewest requests an arm of a results file must hold to become a baseline (`bless

@@ -24,6 +24,7 @@ pub mod hint;
 pub mod history;
 pub mod init;
 pub mod limits;
+pub mod machine;
 pub mod prompt_fit;
 pub mod record;
 pub mod redact;

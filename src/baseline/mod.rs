@@ -76,6 +76,10 @@ pub struct Environment {
     pub system_fingerprint: Option<String>,
     pub server: Option<String>,
     pub host: Option<String>,
+    /// The CPU the bless ran on (`model name x N`, [`crate::machine::cpu`]); a check on
+    /// another one says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
     /// Who the server perfgate started said it was (`server:`; see [`crate::server::identity`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub server_identity: BTreeMap<String, String>,
@@ -309,6 +313,7 @@ pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Bas
             system_fingerprint: first.and_then(|r| r.system_fingerprint.clone()),
             server: first.and_then(|r| r.server.clone()),
             host,
+            cpu: crate::machine::cpu(),
             server_identity: first
                 .and_then(|r| r.server_side.as_ref())
                 .map(|s| s.identity.clone())

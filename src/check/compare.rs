@@ -18,6 +18,7 @@ pub fn compare(
     baselines: &Baselines,
     opts: &CheckOptions,
 ) -> Results {
+    let (here_cpu, here_host) = (crate::machine::cpu(), crate::machine::host());
     let mut results: Vec<ScenarioResult> = Vec::new();
     let mut gate_inputs: Vec<ScenarioSamples> = Vec::new();
     // the baselines' server-side figures, to say where a FAIL's time went
@@ -37,7 +38,16 @@ pub fn compare(
             unusable: unusable.as_ref(),
             learned: &learned,
         });
-        let j = judge(sc, run.as_ref(), &reference, opts.unlisted_model);
+        let mut j = judge(sc, run.as_ref(), &reference, opts.unlisted_model);
+        if let Ok(base) = loaded.as_ref() {
+            let env = &base.environment;
+            j.result.notes.extend(crate::machine::difference(
+                env.cpu.as_deref(),
+                env.host.as_deref(),
+                here_cpu.as_deref(),
+                here_host.as_deref(),
+            ));
+        }
         gate_inputs.extend(j.gate_input);
         if let Some(f) = j.base_figures {
             base_figures.insert(sc.name.clone(), f);

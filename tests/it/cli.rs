@@ -1723,3 +1723,35 @@ fn bless_refuses_a_model_the_server_does_not_list() {
         stderr(&o)
     );
 }
+
+/// Issue 32 item 5: the baseline records the CPU it was blessed on, and a check on another CPU
+/// says so (a different machine's speed reads as a change of the server's); on the same CPU,
+/// nothing.
+#[test]
+fn a_check_on_another_cpu_than_the_bless_says_so() {
+    let dir = setup(SIM);
+    let o = perfgate(dir.path())
+        .args(["bless", "--runs", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let path = dir.path().join("baselines/tpot-scenario.json");
+    let mut b: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let Some(cpu) = b["environment"]["cpu"].as_str().map(String::from) else {
+        eprintln!("skipped: no model name in /proc/cpuinfo here");
+        return;
+    };
+    assert!(cpu.contains(" x "), "{cpu}");
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert!(!stdout(&o).contains("another CPU"), "{}", stdout(&o));
+    b["environment"]["cpu"] = "Imaginary CPU 9000 x 64".into();
+    std::fs::write(&path, serde_json::to_string_pretty(&b).unwrap()).unwrap();
+    let o = perfgate(dir.path()).arg("check").output().unwrap();
+    assert!(
+        stdout(&o).contains(&format!(
+            "note: this check ran on another CPU than its baseline's bless: Imaginary CPU 9000 x 64 -> {cpu}"
+        )),
+        "{}",
+        stdout(&o)
+    );
+}
