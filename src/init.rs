@@ -24,6 +24,11 @@ pub fn workflow() -> String {
     );
     for line in PR_WORKFLOW.lines() {
         let trimmed = line.trim_start();
+        // already where it belongs: the example's "copy it there" line would mislead
+        if trimmed.starts_with("# Copy to .github/workflows/") {
+            out.push_str("# Point `uses:` at perfgate (docs/github-actions.md, \"Use in GitHub Actions\").\n");
+            continue;
+        }
         if trimmed.starts_with("uses: ./") {
             let indent = &line[..line.len() - trimmed.len()];
             out.push_str(indent);
@@ -89,6 +94,9 @@ mod tests {
     fn the_workflow_points_at_a_placeholder_not_at_itself() {
         let w = workflow();
         assert!(w.contains(USES_PLACEHOLDER), "{w}");
+        // written where it belongs: not told to copy itself there
+        assert!(!w.contains("Copy to .github/workflows/"), "{w}");
+        assert!(w.contains("# Point `uses:` at perfgate"), "{w}");
         assert!(!w.lines().any(|l| l.trim_start().starts_with("uses: ./")));
         assert!(w.contains("pull_request"));
     }
