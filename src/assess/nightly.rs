@@ -233,6 +233,18 @@ fn judge_steps(
         }
         Some(up) if back_down(up, vals, rule.confirm) => {
             fill(ch, up, vals, total, rule);
+            // The row shows where the level is now (the last nights) against the level before
+            // the step, not the step itself: "PASS +111.5%" read as a passing regression.
+            let recent = total.saturating_sub(rule.confirm);
+            ch.candidate = median(&vals[recent..total]);
+            ch.ratio = match (ch.baseline, ch.candidate) {
+                (Some(b), Some(c)) if b > 0.0 => Some(c / b),
+                _ => None,
+            };
+            ch.ci = None;
+            ch.ci_level = None;
+            ch.p_value = None;
+            ch.n_candidate = total - recent;
             ch.verdict = Verdict::Pass;
             ch.reason = format!(
                 "restored: the last {} nights are back nearer the level before the step up of {} from {} than to it",
@@ -515,6 +527,15 @@ mod tests {
             c.reason
         );
         assert!(c.reason.contains("from night 30 of 39"), "{}", c.reason);
+        // the row shows tonight's level (the last 3 nights' median) against the level before
+        // the step, not the step's +20 % beside a PASS
+        let mut last3 = v[36..=38].to_vec();
+        last3.sort_by(f64::total_cmp);
+        assert_eq!(c.candidate, Some(last3[1]));
+        let r = c.ratio.unwrap();
+        assert!((r - last3[1] / c.baseline.unwrap()).abs() < 1e-12, "{r}");
+        assert!(r < 1.1, "{r}");
+        assert_eq!((c.ci, c.n_candidate), (None, 3));
         // much later, the rank test finds the step down itself
         let (c, _) = judged(&v);
         assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
