@@ -652,19 +652,15 @@ async fn deliver(
     };
     crate::github::publish(&results, github, reports).await;
     written.print_failures();
-    // One line each: a server's log lines are in the report above, printed once.
+    // On stderr too (stdout may go to a file): each reason once, through the report's sanitiser.
     for s in &results.scenarios {
-        let (first, more) = match s.status_detail.split_once('\n') {
-            Some((first, _)) => (first, " (its log lines are in the report above)"),
-            None => (s.status_detail.as_str(), ""),
-        };
-        let first = report::safe_text::field(first);
+        let why = report::safe_text::field(&s.status_detail);
         match s.status {
             crate::results::Status::Unmeasurable => {
-                eprintln!("perfgate: could not measure {}: {first}{more}", s.name)
+                eprintln!("perfgate: could not measure {}: {why}", s.name)
             }
             crate::results::Status::Misconfigured => eprintln!(
-                "perfgate: scenario {} is misconfigured (wrong base_url, model or key?): {first}{more}",
+                "perfgate: scenario {} is misconfigured (wrong base_url, model or key?): {why}",
                 s.name
             ),
             _ => {}

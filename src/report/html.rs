@@ -242,7 +242,9 @@ fn sweeps(o: &mut String, r: &crate::results::Results) {
                     })
                 })
                 .collect();
-            if let Some(svg) = super::sweep_plot::sweep_svg(title, &[], &pts, 420, 280) {
+            if let Some(svg) =
+                super::sweep_plot::sweep_svg(title, super::base_word(r), &[], &pts, 420, 280)
+            {
                 let _ = writeln!(o, "<figure>{svg}</figure>");
             }
         }

@@ -27,9 +27,11 @@ fn drawable(pts: &[Point]) -> Vec<&Point> {
 }
 
 /// A latency-versus-throughput panel as an SVG document, `w` x `h` px; `None` when neither
-/// side has a point to draw.
+/// side has a point to draw. `word` names the reference's line: `baseline`, or `base` in an
+/// A/B run ([`super::base_word`]).
 pub fn sweep_svg(
     title: &str,
+    word: &str,
     baseline: &[Point],
     candidate: &[Point],
     w: u32,
@@ -61,7 +63,7 @@ pub fn sweep_svg(
             .axis_desc_style(("sans-serif", 13).into_font().color(&AXIS))
             .draw()
             .ok()?;
-        for (pts, colour, name) in [(&b, BASELINE, "baseline"), (&c, CANDIDATE, "candidate")] {
+        for (pts, colour, name) in [(&b, BASELINE, word), (&c, CANDIDATE, "candidate")] {
             if pts.is_empty() {
                 continue;
             }
@@ -122,13 +124,25 @@ mod tests {
             p("c4", f64::NAN, 44.0),
             p("c16", 1e308 * 10.0, 1.0),
         ];
-        let svg = sweep_svg("TTFT P50 against throughput", &base, &cand, 420, 280).unwrap();
+        let svg = sweep_svg(
+            "TTFT P50 against throughput",
+            "baseline",
+            &base,
+            &cand,
+            420,
+            280,
+        )
+        .unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         for l in ["c1", "c4", "c16", "baseline", "candidate"] {
             assert!(svg.contains(&format!("\n{l}\n</text>")), "{l}: {svg}");
         }
         // 3 candidate points and the 1 drawable baseline point
         assert_eq!(svg.matches("<circle").count(), 4, "{svg}");
-        assert!(sweep_svg("x", &[], &[p("c1", f64::NAN, 1.0)], 420, 280).is_none());
+        assert!(sweep_svg("x", "baseline", &[], &[p("c1", f64::NAN, 1.0)], 420, 280).is_none());
+        // an A/B run's reference line is the base, never "baseline" (issue 32 item 3)
+        let ab = sweep_svg("x", "base", &base, &cand, 420, 280).unwrap();
+        assert!(ab.contains("\nbase\n</text>"), "{ab}");
+        assert!(!ab.contains("baseline"), "{ab}");
     }
 }

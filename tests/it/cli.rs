@@ -713,14 +713,18 @@ fn secrets_never_leave_even_when_echoed_clipped_or_in_the_url() {
     let o = run(&["validate"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let mut all = everything(dir.path(), &o);
-    let o = run(&["bless"]);
+    let o = run(&["bless", "--allow-unlisted-model"]);
     assert_eq!(
         o.status.code(),
         Some(3),
         "the cut scenario fails: {}",
         stderr(&o)
     );
-    assert!(dir.path().join("baselines/ok.json").exists());
+    assert!(
+        dir.path().join("baselines/ok.json").exists(),
+        "{}",
+        stderr(&o)
+    );
     all.push_str(&everything(dir.path(), &o));
     let o = run(&[
         "check",
