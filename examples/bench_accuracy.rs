@@ -178,6 +178,7 @@ fn gate_timing() -> f64 {
     // error-rate and tail checks, as a real run has)
     let scenarios: Vec<ScenarioSamples> = (0..5)
         .map(|i| ScenarioSamples {
+            client_delay: None,
             scenario: format!("s{i}"),
             gate: perfgate::config::scenario::GateSpec {
                 metrics: vec![Metric::Ttft, Metric::Tpot],

@@ -131,6 +131,7 @@ pub fn gate_input(
         .collect();
     let itl = itl_samples(sc, baseline, candidate, &spread, skip);
     ScenarioSamples {
+        client_delay: None,
         scenario: sc.name.to_string(),
         gate: sc.gate.clone(),
         metrics,

@@ -165,13 +165,28 @@ pub fn judge(
                 // not single out).
                 res.notes.extend(minority_source_note(cand));
             }
-            j.gate_input = Some(gate_input(
+            let mut input = gate_input(
                 sc,
                 &cmp.arm,
                 &Arm::from_records(&cand.records),
                 cmp.spread,
                 &skip,
-            ));
+            );
+            // perfgate's own delay while measuring: the candidate's, and the base arm's too
+            let delay = |r: &RunOutput| {
+                r.client_lag
+                    .as_ref()
+                    .map(|l| crate::gate::ClientDelay::from_lag(l.p50, l.p99))
+            };
+            let base_delay = match reference {
+                Reference::BaseArm(base) => base.run.ok().and_then(delay),
+                Reference::Baseline(_) => None,
+            };
+            input.client_delay = match (delay(cand), base_delay) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            j.gate_input = Some(input);
             if let Reference::BaseArm(base) = reference {
                 j.base_figures = base
                     .run

@@ -305,6 +305,7 @@ fn ab_input(
         AbDesign::Blocked(order) => blocked_design(e, order, sched, vals),
     };
     ScenarioSamples {
+        client_delay: None,
         scenario: format!("s{si}"),
         gate: gate.clone(),
         metrics,

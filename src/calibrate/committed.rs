@@ -119,6 +119,7 @@ fn inputs(
                 BTreeMap::new()
             };
             ScenarioSamples {
+                client_delay: None,
                 scenario: format!("s{i}"),
                 gate: gate.clone(),
                 metrics,

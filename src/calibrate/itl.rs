@@ -257,6 +257,7 @@ fn draw_scenario(
     }
     let ok = |v: Vec<f64>| Samples { ok: v, failed: 0 };
     ScenarioSamples {
+        client_delay: None,
         scenario: format!("s{i}"),
         gate: gate.clone(),
         metrics: vec![

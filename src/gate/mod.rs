@@ -24,6 +24,7 @@ use crate::stats::tests_exact::{fisher_greater, fisher_less};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod client;
 mod draft;
 mod errors;
 mod family;
@@ -34,6 +35,7 @@ mod slo;
 mod tail;
 mod types;
 
+pub use client::{ClientDelay, CLIENT_BUSY, TIMER_FLOOR_MS};
 use draft::*;
 use errors::*;
 pub use family::{correct_family, correct_merged_family};
@@ -140,6 +142,11 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
         }
     }
     checks.extend(itl_tail_check(s));
+    if let Some(delay) = s.client_delay {
+        for d in &mut checks {
+            client::untrust(d, delay);
+        }
+    }
     // No baseline requests (a scenario gated by gate.slo alone): no error rate to compare.
     if s.errors.baseline.total > 0 {
         checks.push(error_check(&s.scenario, s.errors, s.gate.max_error_rate));

@@ -36,6 +36,7 @@ fn sample(med: f64, n: usize, phase: f64) -> Vec<f64> {
 
 fn run(b: Vec<f64>, c: Vec<f64>, qs: Vec<Quantile>) -> Vec<Check> {
     let s = ScenarioSamples {
+        client_delay: None,
         scenario: "s".into(),
         gate: gate(qs),
         metrics: vec![(
@@ -113,6 +114,7 @@ fn run_spread_widens_the_fail_tolerance() {
     // +12 % on TPOT: FAIL at the default 10 %; with tau = 0.05 from a 5-run baseline the fail
     // tolerance becomes exp(2.33 * 0.05 * sqrt(1.2)) - 1 = 13.6 %, so it is not a FAIL.
     let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
+        client_delay: None,
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50]),
         metrics: vec![(
@@ -174,6 +176,7 @@ fn run_spread_widens_the_tail_exceedance_check_too() {
     // band; with tau = 0.15 from a 5-run baseline the band is
     // exp(2.33 * 0.15 * sqrt(1.2)) - 1 = 46.6 %, and a drift of 1.3x is not a FAIL there.
     let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
+        client_delay: None,
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50, Quantile::P99]),
         metrics: vec![(
@@ -263,6 +266,7 @@ fn blocked(order: &str, per_block: usize, change: f64, drift: f64) -> ScenarioSa
     }
     let (nb, nc) = (base.len(), cand.len());
     ScenarioSamples {
+        client_delay: None,
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50]),
         metrics: vec![(
@@ -368,6 +372,7 @@ fn error_rate_increase_fails_below_max_error_rate_too() {
     let mut g = gate(vec![Quantile::P50]);
     g.max_error_rate = 0.6;
     let s = ScenarioSamples {
+        client_delay: None,
         scenario: "s".into(),
         gate: g,
         metrics: vec![],
@@ -409,6 +414,7 @@ fn itl_scenario(b: Vec<GapCluster>, c: Vec<GapCluster>, design: Design) -> Scena
     let mut g = gate(vec![Quantile::P50]);
     g.itl = Some(crate::config::scenario::ITL_BAND);
     ScenarioSamples {
+        client_delay: None,
         scenario: "s".into(),
         gate: g,
         metrics: vec![],
@@ -508,6 +514,7 @@ fn itl_p99_is_info_with_too_few_gaps_or_requests() {
 #[test]
 fn error_rate_increase_fails() {
     let s = ScenarioSamples {
+        client_delay: None,
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50]),
         metrics: vec![],
@@ -538,6 +545,7 @@ fn a_tail_exceedance_row_that_cannot_fail_is_not_gated() {
     assert!((tail::best_exceedance_p(6, 30, 30) - 593775.0 / 50063860.0).abs() < 1e-12);
     assert_eq!(tail::exceedance_samples_needed(0.01), Some(31));
     let mk = |n: usize| ScenarioSamples {
+        client_delay: None,
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50, Quantile::P99]),
         metrics: vec![(
@@ -588,4 +596,86 @@ fn a_tail_exceedance_row_that_cannot_fail_is_not_gated() {
         "{c31:?}"
     );
     assert_eq!(c31.verdict, Verdict::Warn, "{c31:?}");
+}
+
+/// Issue 30: a client too busy to stamp tokens on time takes the TTFT checks its delay could
+/// explain out of the gate (INFO, out of the Holm family); TPOT (a difference of two stamps)
+/// stays gated; a client that kept up changes nothing.
+#[test]
+fn a_client_delay_over_half_the_fail_move_ungates_ttft_not_tpot() {
+    // the probe's lag beyond the timer's 1 ms: an idle client reads ~1.15 ms -> 0.15 ms
+    let d = ClientDelay::from_lag(1.15, 3.0);
+    assert!((d.p50_ms - 0.15).abs() < 1e-12 && (d.p99_ms - 2.0).abs() < 1e-12);
+    assert_eq!(ClientDelay::from_lag(0.4, f64::NAN).p50_ms, 0.0);
+    let mk = |delay: Option<ClientDelay>| {
+        let mut g = gate(vec![Quantile::P50]);
+        g.metrics = vec![Metric::Ttft, Metric::Tpot];
+        g.min_delta_ms.insert(Metric::Ttft, 1.0);
+        let s = ScenarioSamples {
+            client_delay: delay,
+            scenario: "s".into(),
+            gate: g,
+            metrics: vec![
+                (
+                    Metric::Ttft,
+                    Samples {
+                        ok: sample(40.0, 20, 0.0),
+                        failed: 0,
+                    },
+                    Samples {
+                        ok: sample(40.0, 20, 0.4),
+                        failed: 0,
+                    },
+                ),
+                (
+                    Metric::Tpot,
+                    Samples {
+                        ok: sample(4.0, 20, 0.0),
+                        failed: 0,
+                    },
+                    Samples {
+                        ok: sample(4.0, 20, 0.4),
+                        failed: 0,
+                    },
+                ),
+            ],
+            errors: ErrorCounts::new((0, 20), (0, 20)),
+            spread: BTreeMap::new(),
+            looks: 1,
+            slo: Vec::new(),
+            design: Design::Committed,
+            itl: None,
+        };
+        evaluate(&[s])
+    };
+    let find = |cs: &[Check], m: Metric| {
+        cs.iter()
+            .find(|c| c.metric == Some(m) && c.kind == CheckKind::Quantile(Quantile::P50))
+            .unwrap()
+            .clone()
+    };
+    // TTFT P50 fails at 10 % of ~40 ms = ~4 ms: half is ~2 ms
+    let (busy, family) = mk(Some(ClientDelay {
+        p50_ms: 2.5,
+        p99_ms: 9.0,
+    }));
+    let ttft = find(&busy, Metric::Ttft);
+    assert_eq!(ttft.verdict, Verdict::Info, "{}", ttft.reason);
+    assert_eq!(ttft.p_value, None);
+    assert!(
+        ttft.reason.starts_with("not gated: perfgate itself was late by 2.5 ms (event-loop lag median beyond the timer's 1 ms)"),
+        "{}",
+        ttft.reason
+    );
+    let tpot = find(&busy, Metric::Tpot);
+    assert_eq!(tpot.verdict, Verdict::Pass, "{}", tpot.reason);
+    let (calm, calm_family) = mk(Some(ClientDelay {
+        p50_ms: 0.15,
+        p99_ms: 2.0,
+    }));
+    assert_eq!(find(&calm, Metric::Ttft).verdict, Verdict::Pass);
+    // the ungated check left the Holm family
+    assert_eq!(family + 1, calm_family);
+    let (none, _) = mk(None);
+    assert_eq!(find(&none, Metric::Ttft).verdict, Verdict::Pass);
 }

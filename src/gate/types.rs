@@ -182,6 +182,10 @@ pub struct ScenarioSamples {
     /// `itl` in `gate.metrics`: every request's inter-token gaps on both sides; `None` when
     /// not gated (or not comparable).
     pub itl: Option<ItlSamples>,
+    /// perfgate's own delay while measuring (the lag probe's, beyond the timer granularity);
+    /// a latency check it could account for is not gated ([`super::client`]). `None`: not
+    /// probed (a simulation, an older results file).
+    pub client_delay: Option<super::ClientDelay>,
 }
 
 /// The ITL P99 check's input: per request, its gaps, on each side.

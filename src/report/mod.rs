@@ -362,7 +362,17 @@ pub struct Outputs<'a> {
 /// The one line that stands for every INFO check of a scenario (tails its sample size cannot
 /// judge): their values and the sample size that would gate them. `None` without INFO checks.
 pub fn info_line(info: &[&crate::gate::Check], word: &str) -> Option<String> {
-    let first = info.first()?;
+    // checks perfgate's own delay took out of the gate say so, apart from the tails
+    let (busy, info): (Vec<&crate::gate::Check>, Vec<&crate::gate::Check>) = info
+        .iter()
+        .partition(|c| c.reason.starts_with(crate::gate::CLIENT_BUSY));
+    let busy_line = busy.first().map(|b| {
+        let names: Vec<String> = busy.iter().map(|c| fmt_check_name(c)).collect();
+        format!("{}: {}", names.join(", "), b.reason)
+    });
+    let Some(first) = info.first() else {
+        return busy_line;
+    };
     let vals: Vec<String> = info
         .iter()
         .map(|c| {
@@ -375,13 +385,17 @@ pub fn info_line(info: &[&crate::gate::Check], word: &str) -> Option<String> {
         })
         .collect();
     let need = info.iter().filter_map(|c| c.samples_needed).max();
-    Some(format!(
+    let tails = format!(
         "not gated at n = {}, too few samples to bound these tails, shown for information: {}{}",
         first.n_baseline.min(first.n_candidate),
         vals.join("; "),
         need.map(|n| format!("; gating them needs at least {n} samples per side"))
             .unwrap_or_default()
-    ))
+    );
+    Some(match busy_line {
+        Some(b) => format!("{tails}. {b}"),
+        None => tails,
+    })
 }
 
 /// What [`write_outputs`] did: one line per file written (`results JSON: out/results.json`) and
