@@ -53,6 +53,18 @@ pub fn change_legend(checks: &[&Check], word: &str) -> Option<String> {
     ))
 }
 
+/// [`change_legend`] for every gated (not INFO) check of `r`, in the report's own word for
+/// the reference (`baseline`, or `base` in an A/B run).
+pub fn results_legend(r: &crate::results::Results) -> Option<String> {
+    let gated: Vec<&Check> = r
+        .scenarios
+        .iter()
+        .flat_map(|s| s.checks.iter())
+        .filter(|c| c.verdict != Verdict::Info)
+        .collect();
+    change_legend(&gated, super::base_word(r))
+}
+
 /// A P50 row whose shift and the ratio of its two P50 columns differ by more than 2
 /// percentage points: both figures, so "406 -> 410 ms" beside "+12.3%" is not left unexplained.
 pub fn shift_apart(c: &Check) -> Option<String> {

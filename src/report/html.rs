@@ -328,13 +328,7 @@ fn summary_table(o: &mut String, rep: &Report) {
         );
     }
     let _ = writeln!(o, "</table>");
-    let gated: Vec<&crate::gate::Check> = r
-        .scenarios
-        .iter()
-        .flat_map(|s| s.checks.iter())
-        .filter(|c| c.verdict != Verdict::Info)
-        .collect();
-    if let Some(line) = crate::report::footnotes::change_legend(&gated, word) {
+    if let Some(line) = crate::report::footnotes::results_legend(r) {
         let _ = writeln!(o, "<p class=\"read\">{}</p>", escape(&line));
     }
 }

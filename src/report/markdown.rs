@@ -166,7 +166,7 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
         return o;
     }
     if !rows.is_empty() {
-        let _ = writeln!(o, "\n{}", legend(&rows, r, word));
+        let _ = writeln!(o, "\n{}", legend(&rows, r));
         for s in &r.scenarios {
             let checks: Vec<&crate::gate::Check> = s.checks.iter().collect();
             for line in crate::report::footnotes::notes(&checks) {
@@ -360,16 +360,10 @@ fn table_rows(r: &Results) -> Vec<Row> {
 
 /// How to read the table, in a reviewer's words: the change column always; a `tail>P90` row
 /// and a `?` in an interval only when the table has one.
-fn legend(rows: &[Row], r: &Results, word: &str) -> String {
+fn legend(rows: &[Row], r: &Results) -> String {
     let any = |f: fn(&Legend) -> bool| rows.iter().any(|r| r.explained.as_ref().is_some_and(f));
-    let gated: Vec<&crate::gate::Check> = r
-        .scenarios
-        .iter()
-        .flat_map(|s| s.checks.iter())
-        .filter(|c| c.verdict != Verdict::Info)
-        .collect();
     let mut parts = Vec::new();
-    let change = crate::report::footnotes::change_legend(&gated, word)
+    let change = crate::report::footnotes::results_legend(r)
         .map(|l| l.replacen("change [CI]", "*change [CI]*", 1));
     if any(|l| l.open_ci) {
         parts.push(

@@ -204,15 +204,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
             }
         }
     }
-    let tabled: Vec<&crate::gate::Check> = r
-        .scenarios
-        .iter()
-        .flat_map(|s| s.checks.iter())
-        .filter(|c| c.verdict != crate::gate::Verdict::Info)
-        .collect();
-    if let Some(line) =
-        crate::report::footnotes::change_legend(&tabled, crate::report::base_word(r))
-    {
+    if let Some(line) = crate::report::footnotes::results_legend(r) {
         let _ = writeln!(out, "\n{line}");
     }
     let overall = overall_colour(r.verdict);
