@@ -651,6 +651,26 @@ fn gone_within(pid: u64, limit: Duration) -> bool {
     !alive(pid)
 }
 
+/// The scripted server on `port` as one command line (3 ms per token, build `same-1`).
+fn scripted_cmd(port: u16) -> String {
+    format!(
+        "python3 '{}' --port {port} --token-ms 3 --build same-1",
+        script().display()
+    )
+}
+
+fn url(port: u16) -> String {
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+/// A scenario file of one scenario `pair` (8 tokens, 20 samples) with `server` as its
+/// `server:` block.
+fn pair_dir(server: &str) -> tempfile::TempDir {
+    dir_with(&format!(
+        "defaults:\n  endpoint: {{base_url: 'http://127.0.0.1:1/v1', model: scripted}}\n  request: {{prompt: hi, max_tokens: 8}}\n  load: {{samples: 20, warmup: 2}}\n  server: {server}\nscenarios:\n  - name: pair\n"
+    ))
+}
+
 fn server_cmd(port: u16, token_ms: &str, build: &str) -> String {
     format!(
         "[python3, {:?}, --port, \"{port}\", --token-ms, \"{token_ms}\", --build, {build}]",
@@ -749,19 +769,8 @@ fn two_servers_side_by_side_on_their_own_ports_are_interleaved_and_stopped() {
         return;
     }
     let (pa, pb) = (free_port(), free_port());
-    let d = dir_with(
-        "defaults:\n  endpoint: {base_url: 'http://127.0.0.1:1/v1', model: scripted}\n  request: {prompt: hi, max_tokens: 8}\n  load: {samples: 20, warmup: 2}\n  server: {ready_timeout: 60s}\nscenarios:\n  - name: pair\n",
-    );
-    let cmd = |port: u16| {
-        format!(
-            "python3 '{}' --port {port} --token-ms 3 --build same-1",
-            script().display()
-        )
-    };
-    let (ua, ub) = (
-        format!("http://127.0.0.1:{pa}/v1"),
-        format!("http://127.0.0.1:{pb}/v1"),
-    );
+    let d = pair_dir("{ready_timeout: 60s}");
+    let (ua, ub) = (url(pa), url(pb));
     let (code, text, r) = run(
         d.path(),
         &[
@@ -773,9 +782,9 @@ fn two_servers_side_by_side_on_their_own_ports_are_interleaved_and_stopped() {
             "--candidate-url",
             &ub,
             "--base-server-cmd",
-            &cmd(pa),
+            &scripted_cmd(pa),
             "--candidate-server-cmd",
-            &cmd(pb),
+            &scripted_cmd(pb),
             "--output",
             "r.json",
         ],
@@ -856,19 +865,8 @@ fn an_arm_that_cannot_start_shows_its_own_error_and_log_lines_once() {
     }
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let (pa, pb) = (free_port(), held.local_addr().unwrap().port());
-    let d = dir_with(
-        "defaults:\n  endpoint: {base_url: 'http://127.0.0.1:1/v1', model: scripted}\n  request: {prompt: hi, max_tokens: 8}\n  load: {samples: 20, warmup: 2}\n  server: {ready_timeout: 60s}\nscenarios:\n  - name: pair\n",
-    );
-    let cmd = |port: u16| {
-        format!(
-            "python3 '{}' --port {port} --token-ms 3 --build same-1",
-            script().display()
-        )
-    };
-    let (ua, ub) = (
-        format!("http://127.0.0.1:{pa}/v1"),
-        format!("http://127.0.0.1:{pb}/v1"),
-    );
+    let d = pair_dir("{ready_timeout: 60s}");
+    let (ua, ub) = (url(pa), url(pb));
     let (code, text, r) = run(
         d.path(),
         &[
@@ -880,9 +878,9 @@ fn an_arm_that_cannot_start_shows_its_own_error_and_log_lines_once() {
             "--candidate-url",
             &ub,
             "--base-server-cmd",
-            &cmd(pa),
+            &scripted_cmd(pa),
             "--candidate-server-cmd",
-            &cmd(pb),
+            &scripted_cmd(pb),
             "--output",
             "r.json",
         ],
@@ -922,19 +920,8 @@ fn a_shared_server_log_is_one_file_per_arm() {
         return;
     }
     let (pa, pb) = (free_port(), free_port());
-    let d = dir_with(
-        "defaults:\n  endpoint: {base_url: 'http://127.0.0.1:1/v1', model: scripted}\n  request: {prompt: hi, max_tokens: 8}\n  load: {samples: 20, warmup: 2}\n  server: {ready_timeout: 60s, log: srv.log}\nscenarios:\n  - name: pair\n",
-    );
-    let cmd = |port: u16| {
-        format!(
-            "python3 '{}' --port {port} --token-ms 3 --build same-1",
-            script().display()
-        )
-    };
-    let (ua, ub) = (
-        format!("http://127.0.0.1:{pa}/v1"),
-        format!("http://127.0.0.1:{pb}/v1"),
-    );
+    let d = pair_dir("{ready_timeout: 60s, log: srv.log}");
+    let (ua, ub) = (url(pa), url(pb));
     let (code, text, r) = run(
         d.path(),
         &[
@@ -946,9 +933,9 @@ fn a_shared_server_log_is_one_file_per_arm() {
             "--candidate-url",
             &ub,
             "--base-server-cmd",
-            &cmd(pa),
+            &scripted_cmd(pa),
             "--candidate-server-cmd",
-            &cmd(pb),
+            &scripted_cmd(pb),
             "--output",
             "r.json",
         ],
