@@ -80,6 +80,9 @@ pub fn judge_nights(sc: &Scenario, past: &[Entry], tonight: &Entry, rule: &StepR
         ));
     }
     let needed = rule.min_before + rule.confirm;
+    // (nights at the current level, nights a new step would need, metric): one note per
+    // distinct pair, naming its metrics (TTFT and TPOT usually share one)
+    let mut slow_confirm: Vec<(usize, Option<usize>, &str)> = Vec::new();
     for m in judged_metrics(sc) {
         let key = SummaryKey::from(m);
         let (idx, vals) = values(&nights, key);
@@ -100,15 +103,7 @@ pub fn judge_nights(sc: &Scenario, past: &[Entry], tonight: &Entry, rule: &StepR
         let level = vals.len() - steps.last().map_or(0, |s| s.first);
         match nights_to_confirm(level, rule) {
             Some(a) if a == rule.confirm => {}
-            found => out.notes.push(format!(
-                "nightly history: {level} night(s) of {} at this level: a step starting tomorrow needs {} at its new level to be confirmed ({}); until then the committed baseline's checks are the gate",
-                m.label(),
-                found.map_or_else(
-                    || format!("more than {} nights", rule.max_after),
-                    |a| format!("{a} nights")
-                ),
-                confirm_hint(rule)
-            )),
+            found => slow_confirm.push((level, found, m.label())),
         }
         judge_steps(&mut ch, &steps, &idx, &vals, &nights, tonight, rule);
         if let Some(s) = steps.last() {
@@ -131,6 +126,27 @@ pub fn judge_nights(sc: &Scenario, past: &[Entry], tonight: &Entry, rule: &StepR
                 .collect(),
         );
         out.checks.push(ch);
+    }
+    let mut said: Vec<(usize, Option<usize>)> = Vec::new();
+    for &(level, found, _) in &slow_confirm {
+        if said.contains(&(level, found)) {
+            continue;
+        }
+        said.push((level, found));
+        let names: Vec<&str> = slow_confirm
+            .iter()
+            .filter(|(l, f, _)| (*l, *f) == (level, found))
+            .map(|(_, _, n)| *n)
+            .collect();
+        out.notes.push(format!(
+            "nightly history: {level} night(s) of {} at this level: a step starting tomorrow needs {} at its new level to be confirmed ({}); until then the committed baseline's checks are the gate",
+            names.join(" and "),
+            found.map_or_else(
+                || format!("more than {} nights", rule.max_after),
+                |a| format!("{a} nights")
+            ),
+            confirm_hint(rule)
+        ));
     }
     out
 }
@@ -576,5 +592,37 @@ mod tests {
             *x *= 1.3;
         }
         assert!(learned_spread(&sc, &nights(&sc, &w), &StepRule::default()).is_empty());
+    }
+
+    #[test]
+    fn a_short_history_says_how_long_a_new_step_would_go_unconfirmed_once() {
+        // 12 nights, no step: a step starting tomorrow with 12 before needs 4 nights (3 after:
+        // 1/C(15,3) = 1/455 x 2 x 8 candidates = 0.035; 4 after: 1/C(16,4) = 1/1820 x 2 x 8
+        // = 0.0088 <= 0.01)
+        let (_, j) = judged(&wobble(12));
+        let want = nights_to_confirm(12, &StepRule::default()).unwrap();
+        assert_eq!(want, 4);
+        let notes: Vec<&String> = j
+            .notes
+            .iter()
+            .filter(|n| n.contains("a step starting tomorrow"))
+            .collect();
+        assert_eq!(notes.len(), 1, "{:?}", j.notes);
+        assert!(
+            notes[0].starts_with(&format!(
+                "nightly history: 12 night(s) of TPOT at this level: a step starting tomorrow needs {want} nights"
+            )),
+            "{}",
+            notes[0]
+        );
+        // from 20 nights on, 3 do: no note
+        let (_, j) = judged(&wobble(21));
+        assert!(
+            !j.notes
+                .iter()
+                .any(|n| n.contains("a step starting tomorrow")),
+            "{:?}",
+            j.notes
+        );
     }
 }
