@@ -229,8 +229,20 @@ fn judge_steps(
         let lv = level(0, total);
         ch.candidate = lv;
         ch.n_candidate = total;
+        // With a short history a step may be under way and not yet confirmable: say so, not
+        // "no step" over a median of two levels.
+        let pending = match nights_to_confirm(total, rule) {
+            Some(a) if a == rule.confirm => String::new(),
+            Some(a) => format!(
+                "; with {total} nights a step is confirmed only after at least {a} nights at its new level, so one that began in the last {} nights would not show yet",
+                a - 1
+            ),
+            None => format!(
+                "; with {total} nights a step cannot be confirmed yet (more nights before it are needed)"
+            ),
+        };
         ch.reason = format!(
-            "no persistent step in {total} nights (level {})",
+            "no confirmed step in {total} nights (median {}){pending}",
             lv.map_or("-".into(), crate::units::fmt_ms)
         );
         return;
@@ -473,7 +485,7 @@ mod tests {
         let (c, _) = judged(&wobble(25));
         assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
         assert!(
-            c.reason.starts_with("no persistent step in 25 nights"),
+            c.reason.starts_with("no confirmed step in 25 nights"),
             "{}",
             c.reason
         );
@@ -599,9 +611,15 @@ mod tests {
         // 12 nights, no step: a step starting tomorrow with 12 before needs 4 nights (3 after:
         // 1/C(15,3) = 1/455 x 2 x 8 candidates = 0.035; 4 after: 1/C(16,4) = 1/1820 x 2 x 8
         // = 0.0088 <= 0.01)
-        let (_, j) = judged(&wobble(12));
+        let (c, j) = judged(&wobble(12));
         let want = nights_to_confirm(12, &StepRule::default()).unwrap();
         assert_eq!(want, 4);
+        // the row does not say "no step" as if one could not be under way
+        assert!(
+            c.reason.ends_with("; with 12 nights a step is confirmed only after at least 4 nights at its new level, so one that began in the last 3 nights would not show yet"),
+            "{}",
+            c.reason
+        );
         let notes: Vec<&String> = j
             .notes
             .iter()
@@ -616,7 +634,8 @@ mod tests {
             notes[0]
         );
         // from 20 nights on, 3 do: no note
-        let (_, j) = judged(&wobble(21));
+        let (c, j) = judged(&wobble(21));
+        assert!(!c.reason.contains("; with 21 nights"), "{}", c.reason);
         assert!(
             !j.notes
                 .iter()

@@ -135,7 +135,7 @@ pub fn drift_blind(r: &Results) -> Option<String> {
     };
     // Already keeping the history: say what it does here, not to start keeping one.
     let instead = if r.scenarios.iter().any(|s| s.nightly.is_some()) {
-        "compare base and candidate in one job with `perfgate ab`; the nightly history kept by this run still catches a persistent step of 5% or more with its change points (the `nightly step` rows)"
+        "compare base and candidate in one job with `perfgate ab`; the nightly history kept by this run catches a persistent step of 5% or more with its change points (the `nightly step` rows), after 3 to 5 nights at the new level once it holds 8 to 20 nights before the step"
     } else {
         "compare base and candidate in one job with `perfgate ab`, or keep a nightly history (`check --history`, docs/history.md)"
     };
