@@ -84,14 +84,8 @@ pub fn spread_upper_of_series(meds: &[f64], within: &[f64]) -> Option<f64> {
     if k < 3 || within.len() != k || meds.iter().any(|m| !m.is_finite()) {
         return None;
     }
-    let mut d: Vec<f64> = meds.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
-    d.sort_by(f64::total_cmp);
-    let n = d.len();
-    let med = if n % 2 == 1 {
-        d[n / 2]
-    } else {
-        (d[n / 2 - 1] + d[n / 2]) / 2.0
-    };
+    let d: Vec<f64> = meds.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+    let med = super::quantile::quantile_type7(&super::quantile::sorted(&d), 0.5)?;
     let s = med / (std::f64::consts::SQRT_2 * 0.674_489_750_196_081_7);
     let upper = (1.0 + 2.4 / ((k - 1) as f64).sqrt()) * s;
     let v_w = within.iter().sum::<f64>() / k as f64;
