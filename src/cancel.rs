@@ -36,14 +36,19 @@ pub fn requested() -> bool {
     FLAG.load(Ordering::SeqCst)
 }
 
-/// Completes [`GRACE`] after cancellation is requested (never, if it is not).
-pub async fn grace_expired() {
+/// Completes when cancellation is requested (never, if it is not).
+pub async fn wait() {
     let mut rx = channel().1.clone();
     while !*rx.borrow_and_update() {
         if rx.changed().await.is_err() {
             std::future::pending::<()>().await;
         }
     }
+}
+
+/// Completes [`GRACE`] after cancellation is requested (never, if it is not).
+pub async fn grace_expired() {
+    wait().await;
     tokio::time::sleep(GRACE).await;
 }
 

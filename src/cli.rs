@@ -54,9 +54,14 @@ struct ReportArgs {
     #[arg(required = true, value_name = "RESULTS.json")]
     results: Vec<PathBuf>,
     /// Directory of the baselines the results were compared with, for the HTML plots
-    /// [default: the paths recorded in the results].
+    /// [default: the paths recorded in the results]; merged load-shard workers are gated
+    /// against the baselines in it [default there: baselines].
     #[arg(long)]
     baseline_dir: Option<PathBuf>,
+    /// Scenario file or directory (repeatable), read only to gate merged load-shard workers
+    /// (`check --load-shard`) with their scenarios' gate settings.
+    #[arg(long = "scenarios", short = 's', default_value = "scenarios")]
+    scenarios: Vec<PathBuf>,
     #[command(flatten)]
     out: ReportFiles,
 }
@@ -154,6 +159,18 @@ struct CheckArgs {
     /// with `perfgate report`.
     #[arg(long, value_name = "I/N")]
     shard: Option<config::shard::Shard>,
+    /// Run worker I of N of every scenario's load (a CI matrix, a Kubernetes Indexed Job):
+    /// 1/N of its concurrency, samples and rate, the request indices I-1, I-1+N, ...; not
+    /// gated: `perfgate report` merges the N workers' results files and gates them
+    /// (docs/load-shards.md). The scenarios must load one shared server (http(s), no
+    /// `server:`).
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["shard", "history"])]
+    load_shard: Option<config::shard::Shard>,
+    /// With --load-shard: when the workers start their measured requests together, as RFC 3339
+    /// (2026-12-04T07:30:00Z), seconds since the epoch (`date +%s`) or +SECONDS from now;
+    /// each worker warms up first, then waits for it.
+    #[arg(long, value_name = "TIME", requires = "load_shard")]
+    start_at: Option<String>,
     /// Check id for the PR comment marker `<!-- perfgate:ID -->` [default: GITHUB_WORKFLOW/GITHUB_JOB
     /// inside GitHub Actions, else perfgate].
     #[arg(long, default_value_t = crate::github::default_id(), hide_default_value = true)]
@@ -524,6 +541,32 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
             names.join(", ")
         );
     }
+    if let Some(sh) = a.load_shard {
+        let now = config::load_shard::now_unix_ms();
+        let at = a
+            .start_at
+            .as_deref()
+            .map(|t| config::load_shard::parse_start_at(t, now))
+            .transpose()
+            .map_err(|e| Error::Usage(format!("--start-at {e}")))?;
+        scs = scs
+            .into_iter()
+            .map(|sc| config::load_shard::split(sc, sh, at))
+            .collect::<Result<_, _>>()
+            .map_err(|e| Error::Scenario(e.to_string().into()))?;
+        eprintln!(
+            "perfgate: load shard {}/{}: this worker's part of {} scenario(s){}",
+            sh.index,
+            sh.count,
+            scs.len(),
+            match at {
+                Some(t) if t > now =>
+                    format!(", measuring from {:.1} s from now", (t - now) / 1000.0),
+                Some(_) => ", measuring at once (--start-at has passed)".into(),
+                None => String::new(),
+            }
+        );
+    }
     let policy = if a.allow_missing_baseline {
         crate::verdict::BaselinePolicy::AllowMissing
     } else {
@@ -743,7 +786,18 @@ fn cmd_report(a: ReportArgs) -> Result<i32, Error> {
     for p in &a.results {
         all.push(report::json::load(p)?);
     }
-    let names: Vec<String> = a.results.iter().map(|p| p.display().to_string()).collect();
+    let mut names: Vec<String> = a.results.iter().map(|p| p.display().to_string()).collect();
+    let scenarios = || {
+        let files = config::scenario_files(&a.scenarios).map_err(|e| e.to_string())?;
+        config::load_as(&files, &env_lookup, config::arm::Reading::Serverless)
+            .map_err(|e| e.to_string())
+    };
+    let baselines = a
+        .baseline_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("baselines"));
+    check::workers::merge_workers(&mut all, &mut names, &scenarios, &baselines)
+        .map_err(|e| Error::Results(e.into()))?;
     let results = crate::results::merge(all, &names).map_err(|e| Error::Results(e.into()))?;
     let rep = report::Report::new(results, a.baseline_dir.as_deref());
     let written = report::print_and_write(&rep, &a.out.outputs());

@@ -22,6 +22,9 @@ pub const MAX_FIGURE: f64 = 1e15;
 /// Offsets within a run (`start_ms`, `sched_ms`, `wall_ms`): at most 30 days.
 pub const MAX_OFFSET_MS: f64 = 30.0 * MAX_LATENCY_MS;
 
+/// Wall-clock times (`started_unix_ms`: ms since the Unix epoch): before the year 5000.
+pub const MAX_EPOCH_MS: f64 = 1e14;
+
 /// Why a file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -121,6 +124,7 @@ fn walk(v: &serde_json::Value, path: &str, limit: Option<f64>) -> Result<(), Tim
                 let lim = if k.ends_with("_ms") {
                     Some(match k.as_str() {
                         "start_ms" | "sched_ms" | "wall_ms" => MAX_OFFSET_MS,
+                        _ if k.ends_with("_unix_ms") => MAX_EPOCH_MS,
                         _ => MAX_LATENCY_MS,
                     })
                 } else {

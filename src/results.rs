@@ -84,7 +84,7 @@ pub struct Results {
     pub created_at: String,
     /// The check id (names the PR comment marker).
     pub id: CheckId,
-    /// FAIL, WARN, PASS, IMPROVED, NO_BASELINE, ERROR or INTERRUPTED; always
+    /// FAIL, WARN, PASS, IMPROVED, NO_BASELINE, ERROR, INTERRUPTED or MEASURED; always
     /// [`crate::verdict::decide`] over `scenarios`.
     pub verdict: crate::verdict::Overall,
     /// The process exit code (docs/design.md "Exit codes").
@@ -144,6 +144,65 @@ pub struct ScenarioResult {
     /// change points found in them (the reports draw them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nightly: Option<NightlySeries>,
+    /// `check --load-shard I/N`: this worker's part of the load (status `load_shard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_shard: Option<LoadShardRun>,
+    /// `perfgate report`: the load-shard workers whose requests this scenario merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<MergedWorkers>,
+}
+
+/// One load-shard worker's part of a scenario (`check --load-shard I/N`): what
+/// `perfgate report` needs, beside the records, to merge the workers into one run
+/// (docs/load-shards.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadShardRun {
+    /// Worker I (1-based) of N.
+    pub index: usize,
+    pub count: usize,
+    /// This worker's share of `load.concurrency` and `load.samples`.
+    pub concurrency: u32,
+    pub samples: u32,
+    /// Start of its measured phase (the origin of its records' `start_ms`), ms since the Unix
+    /// epoch.
+    pub started_unix_ms: f64,
+    /// `--start-at`, ms since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at_unix_ms: Option<f64>,
+    /// How late its measured phase started after `--start-at`, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_ms: Option<f64>,
+    /// Steady-state closed loop: its unmeasured ramp-up and drain requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<crate::runner::SteadyCounts>,
+    /// Its unmeasured ramp-up and drain requests' (start, end) on its records' clock, ms: in
+    /// flight beside the measured ones, so the merge counts them in each request's concurrency.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmeasured_spans: Vec<(f64, f64)>,
+    /// Measured requests re-sent, and warmup requests that failed.
+    pub retried: u32,
+    pub warmup_failures: u32,
+}
+
+/// The workers a merged scenario came from (`perfgate report`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergedWorkers {
+    /// Each worker's measured window, in worker order.
+    pub windows: Vec<WorkerWindow>,
+    /// The time every worker was measuring, over the longest worker's window (1 = fully
+    /// together).
+    pub overlap: f64,
+}
+
+/// One worker's measured phase, as merged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerWindow {
+    pub index: usize,
+    /// The results file it came from.
+    pub file: String,
+    pub started_unix_ms: f64,
+    pub wall_ms: f64,
+    pub requests: usize,
 }
 
 /// A scenario's nightly series as the reports draw it (docs/history.md).

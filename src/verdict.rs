@@ -22,6 +22,9 @@ pub enum Status {
     Unmeasurable,
     /// Every request was rejected with 401/403/404/405: a wrong key or base_url (exit 2).
     Misconfigured,
+    /// `check --load-shard I/N`: one worker's part of the load, measured and not gated;
+    /// `perfgate report` merges the N workers' requests and gates them (exit 0 alone).
+    LoadShard,
 }
 
 /// The overall verdict, serialised as in the results JSON (`"FAIL"`, `"NO_BASELINE"`, ...).
@@ -42,6 +45,8 @@ pub enum Overall {
     Error,
     /// Ctrl-C / SIGTERM: partial results.
     Interrupted,
+    /// Load-shard workers' measurements, not gated until `perfgate report` merges them.
+    Measured,
 }
 
 impl Overall {
@@ -55,6 +60,7 @@ impl Overall {
             Overall::Fail => "FAIL",
             Overall::Error => "ERROR",
             Overall::Interrupted => "INTERRUPTED",
+            Overall::Measured => "MEASURED",
         }
     }
 
@@ -101,7 +107,9 @@ impl BaselinePolicy {
 ///    missing or stale unless the policy allows them, then 0 when nothing was compared; a
 ///    scenario gated by its gate.slo objectives alone comes here as compared, see
 ///    [`crate::results::Results::decide`]);
-/// 6. WARN, IMPROVED, PASS: 0.
+/// 6. only load-shard workers' measurements (`check --load-shard`), nothing compared:
+///    MEASURED, 0 (`perfgate report` gates them merged);
+/// 7. WARN, IMPROVED, PASS: 0.
 ///
 /// Each scenario comes as its status and its worst check verdict
 /// ([`crate::results::ScenarioResult::worst`]). As FAIL < WARN < IMPROVED < PASS < INFO, "some
@@ -125,6 +133,8 @@ pub fn decide(
         (Overall::Fail, exit::REGRESSION)
     } else if any_status(Status::InvalidBaseline) || (missing && policy.is_required()) {
         (Overall::NoBaseline, exit::INVALID_INPUT)
+    } else if !any_status(Status::Compared) && any_status(Status::LoadShard) {
+        (Overall::Measured, exit::OK)
     } else if !any_status(Status::Compared) {
         (Overall::NoBaseline, exit::OK)
     } else if any_check(Verdict::Warn) {
@@ -241,6 +251,12 @@ mod tests {
         assert_eq!(d(&[&fail, &none], Required), (Overall::Fail, 1));
         assert_eq!(d(&[&fail, &wrong], Required), (Overall::Error, 2));
         assert_eq!(d(&[&wrong, &down], Required), (Overall::Error, 3));
+        // load-shard workers alone: measured, gated when merged; a worker that could not
+        // measure still fails its job
+        let shard = scenario(LoadShard, &[]);
+        assert_eq!(d(&[&shard, &shard], Required), (Overall::Measured, 0));
+        assert_eq!(d(&[&shard, &down], Required), (Overall::Error, 3));
+        assert_eq!(d(&[&shard, &pass], Required), (Overall::Pass, 0));
         assert_eq!(
             decide([fail, down], Required, true),
             (Overall::Interrupted, 130)

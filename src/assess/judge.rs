@@ -262,7 +262,7 @@ fn header(sc: &Scenario, run: &RunOutput) -> ScenarioResult {
         endpoint: sc.endpoint.shown_url(),
         api: sc.endpoint.api.as_str().to_string(),
         model: sc.endpoint.model.clone(),
-        concurrency: sc.load.concurrency,
+        concurrency: sc.load.total_concurrency(),
         family: sc.family.clone(),
         status: Status::Compared,
         status_detail: String::new(),
@@ -274,6 +274,8 @@ fn header(sc: &Scenario, run: &RunOutput) -> ScenarioResult {
         records: Vec::new(),
         ab: None,
         nightly: None,
+        load_shard: None,
+        workers: None,
     }
 }
 

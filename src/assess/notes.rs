@@ -54,10 +54,7 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
             .map(crate::prompt_fit::PromptFit::note),
     );
     notes.extend(goodput_note(sc, run));
-    notes.extend(
-        run.steady
-            .map(|st| st.note(sc.load.concurrency, &run.records)),
-    );
+    notes.extend(run.steady.map(|st| st.note(&sc.load, &run.records)));
     notes.extend(run.metrics_dropped.iter().cloned());
     if run.stream_options_fallback {
         notes.push("the server rejected `stream_options`; perfgate retried without it, so output tokens come from counting events (set endpoint.include_usage: false to skip the first attempt)".into());

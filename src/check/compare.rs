@@ -48,6 +48,11 @@ pub fn compare(
                 here_host.as_deref(),
             ));
         }
+        if let (Some(share), Ok(run)) = (sc.load.share, run.as_ref()) {
+            // a load-shard worker measures, `perfgate report` gates the merged workers
+            super::workers::mark_worker(&mut j.result, share, run);
+            j.gate_input = None;
+        }
         gate_inputs.extend(j.gate_input);
         if let Some(f) = j.base_figures {
             base_figures.insert(sc.name.clone(), f);

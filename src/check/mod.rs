@@ -9,6 +9,7 @@ mod baselines;
 mod compare;
 mod confirm;
 pub mod nightly;
+pub mod workers;
 
 /// The figures and notes of a run, kept here too for the library's existing callers.
 pub use crate::assess::{measured, run_notes};

@@ -6,6 +6,7 @@
 
 pub mod arm;
 pub mod file;
+pub mod load_shard;
 pub mod metric;
 pub mod scenario;
 pub mod server;

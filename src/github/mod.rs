@@ -208,7 +208,9 @@ fn tracked_failure(r: &Results) -> Option<bool> {
     match r.verdict {
         Overall::Fail => {}
         Overall::Pass | Overall::Warn | Overall::Improved => return Some(false),
-        Overall::NoBaseline | Overall::Error | Overall::Interrupted => return None,
+        Overall::NoBaseline | Overall::Error | Overall::Interrupted | Overall::Measured => {
+            return None
+        }
     }
     let confirmed = r.scenarios.iter().any(|s| {
         let follows_steps = s.checks.iter().any(|c| c.kind == CheckKind::ChangePoint);

@@ -131,6 +131,7 @@ fn headline(verdict: Overall) -> (&'static str, &'static str) {
         Overall::Warn => ("no regression, with warnings", "warn"),
         Overall::Improved => ("no regression, improved", "improved"),
         Overall::Pass => ("no regression", "pass"),
+        Overall::Measured => ("measured as a load shard, not gated", "info"),
     }
 }
 

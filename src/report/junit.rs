@@ -66,7 +66,9 @@ fn status_case(s: &ScenarioResult) -> Option<StatusCase> {
     match s.status {
         Status::Compared => None,
         Status::Unmeasurable | Status::Misconfigured => Some(StatusCase::Error),
-        Status::NoBaseline | Status::Stale | Status::InvalidBaseline => Some(StatusCase::Skipped),
+        Status::NoBaseline | Status::Stale | Status::InvalidBaseline | Status::LoadShard => {
+            Some(StatusCase::Skipped)
+        }
     }
 }
 

@@ -98,6 +98,7 @@ fn headline(verdict: Overall) -> &'static str {
         Overall::NoBaseline => "ℹ️ **perfgate: no usable baseline**",
         Overall::Warn => "⚠️ **perfgate: no regression, with warnings**",
         Overall::Improved | Overall::Pass => "✅ **perfgate: no regression**",
+        Overall::Measured => "ℹ️ **perfgate: measured as a load shard, not gated**",
     }
 }
 

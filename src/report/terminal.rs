@@ -70,7 +70,7 @@ fn overall_colour(verdict: Overall) -> Option<Verdict> {
         Overall::Warn => Some(Verdict::Warn),
         Overall::Improved => Some(Verdict::Improved),
         Overall::Pass => Some(Verdict::Pass),
-        Overall::NoBaseline | Overall::Interrupted => None,
+        Overall::NoBaseline | Overall::Interrupted | Overall::Measured => None,
     }
 }
 
@@ -261,5 +261,6 @@ pub fn status_label(s: Status) -> &'static str {
         Status::InvalidBaseline => "INVALID BASELINE",
         Status::Unmeasurable => "COULD NOT MEASURE",
         Status::Misconfigured => "MISCONFIGURED",
+        Status::LoadShard => "LOAD SHARD",
     }
 }

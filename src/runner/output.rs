@@ -59,10 +59,18 @@ pub struct RunOutput {
     /// Steady-state closed loop (`load.ramp: steady`, concurrency > 1): the requests sent and
     /// not measured to keep the concurrency; `None` for other loops.
     pub steady: Option<SteadyCounts>,
+    /// Start of the measured phase (the origin of the records' `start_ms`), ms since the Unix
+    /// epoch.
+    pub started_unix_ms: f64,
+    /// A load shard's `--start-at`: how late the measured phase started after it, ms.
+    pub late_ms: Option<f64>,
+    /// Steady-state closed loop: every unmeasured (ramp-up, drain) request's (start, end), ms
+    /// on the records' clock, so merged load shards count them in flight.
+    pub unmeasured_spans: Vec<(f64, f64)>,
 }
 
 /// The unmeasured requests of a steady-state run's looks (docs/scenarios.md "Steady state").
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SteadyCounts {
     /// Ramp-up requests (the first c of each look).
     pub ramp_up: usize,
@@ -77,7 +85,18 @@ impl SteadyCounts {
     /// (their per-request `concurrency`): `steady state at concurrency 8: 8 ramp-up requests
     /// (streams started 41 ms apart) and 6 drain requests not measured; measured requests ran
     /// at 7.9 in flight (median; lowest 7.4)`.
-    pub fn note(&self, concurrency: u32, records: &[RequestRecord]) -> String {
+    pub fn note(
+        &self,
+        load: &crate::config::scenario::LoadSpec,
+        records: &[RequestRecord],
+    ) -> String {
+        let concurrency = match load.share {
+            Some(s) => format!(
+                "{} (load shard {}/{} of {})",
+                load.concurrency, s.shard.index, s.shard.count, s.total_concurrency
+            ),
+            None => load.concurrency.to_string(),
+        };
         let mut ach: Vec<f64> = records.iter().filter_map(|r| r.concurrency).collect();
         ach.sort_by(f64::total_cmp);
         let ran = match (ach.first(), ach.get(ach.len() / 2)) {
@@ -126,6 +145,9 @@ impl RunOutput {
             prompt_fit: None,
             metrics_dropped: Vec::new(),
             steady: None,
+            started_unix_ms: 0.0,
+            late_ms: None,
+            unmeasured_spans: Vec::new(),
         }
     }
 }

@@ -74,7 +74,7 @@ pub(super) async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant
         let start = Instant::now();
         let seed = shared.scenario.load.seed.unwrap_or(0);
         Arc::new(
-            arrivals(rate, seed, count)
+            shard_arrivals(rate, seed, count, shared.scenario.load.share)
                 .into_iter()
                 .map(|s| start + std::time::Duration::from_secs_f64(s))
                 .collect(),
@@ -121,7 +121,13 @@ pub(super) async fn steady_phase(
     for w in 0..c {
         let sh = Arc::clone(shared);
         let st = Arc::clone(&st);
-        let at = start + step * w as u32;
+        // a load shard's stream w is the scenario's stream `global_index(w)` of the ramp-up
+        let stream = shared
+            .scenario
+            .load
+            .share
+            .map_or(w, |sh| sh.global_index(w));
+        let at = start + step * stream as u32;
         handles.push(tokio::spawn(async move {
             tokio::select! {
                 _ = tokio::time::sleep_until(at.into()) => {}
@@ -150,6 +156,11 @@ pub(super) async fn steady_phase(
     for (i, sent) in results.iter_mut() {
         sent.record.concurrency = by_index.get(i).copied();
     }
+    look.unmeasured_spans = spans
+        .iter()
+        .filter(|&&(j, _, _)| !matches!(steady::role(j, c, count), steady::Role::Measured(_)))
+        .map(|&(_, s, e)| (s, e))
+        .collect();
     for (i, sent) in results {
         match steady::role(i, c, count) {
             steady::Role::RampUp => look.ramp_up.push(sent),
@@ -167,6 +178,9 @@ pub(super) struct SteadyLook {
     pub(super) measured: Vec<Sent>,
     pub(super) ramp_up: Vec<Sent>,
     pub(super) drain: usize,
+    /// The ramp-up's and the drain's (start, end) ms from the run's start: merging load shards
+    /// counts them in flight.
+    pub(super) unmeasured_spans: Vec<(f64, f64)>,
     /// Stopped early: the endpoint is hopeless ([`keep`]).
     pub(super) stopped: bool,
 }
@@ -232,6 +246,23 @@ pub fn arrivals(rate: f64, seed: u64, count: usize) -> Vec<f64> {
             t
         })
         .collect()
+}
+
+/// [`arrivals`] of one worker of a load shard (`share`, at its `rate` = the scenario's over N):
+/// its every N-th arrival of the whole scenario's schedule, from its own index on, so the
+/// workers' arrivals together are the unsharded schedule. Without a share, [`arrivals`].
+pub fn shard_arrivals(
+    rate: f64,
+    seed: u64,
+    count: usize,
+    share: Option<crate::config::load_shard::LoadShare>,
+) -> Vec<f64> {
+    let Some(sh) = share else {
+        return arrivals(rate, seed, count);
+    };
+    let n = sh.shard.count;
+    let all = arrivals(sh.total_rate.unwrap_or(rate * n as f64), seed, count * n);
+    (0..count).map(|j| all[sh.global_index(j)]).collect()
 }
 
 async fn worker(
@@ -422,7 +453,35 @@ fn take_indexed(sh: &Shared) -> Vec<(usize, Sent)> {
 
 #[cfg(test)]
 mod tests {
-    use super::arrivals;
+    use super::{arrivals, shard_arrivals};
+    use crate::config::load_shard::LoadShare;
+    use crate::config::shard::Shard;
+
+    #[test]
+    fn load_shards_arrivals_together_are_the_unsharded_schedule() {
+        let whole = arrivals(40.0, 7, 103);
+        let mut merged: Vec<f64> = Vec::new();
+        for index in 1..=4 {
+            let shard = Shard { index, count: 4 };
+            let share = LoadShare {
+                shard,
+                total_concurrency: 8,
+                total_samples: 103,
+                total_rate: Some(40.0),
+                start_at_unix_ms: None,
+            };
+            let count = crate::config::load_shard::share(103, shard) as usize;
+            let mine = shard_arrivals(10.0, 7, count, Some(share));
+            // worker 2 takes the whole schedule's arrivals 1, 5, 9, ...
+            if index == 2 {
+                assert_eq!(&mine[..3], &[whole[1], whole[5], whole[9]]);
+            }
+            merged.extend(mine);
+        }
+        merged.sort_by(f64::total_cmp);
+        assert_eq!(merged, whole);
+        assert_eq!(shard_arrivals(10.0, 7, 5, None), arrivals(10.0, 7, 5));
+    }
 
     #[test]
     fn poisson_arrivals_are_seeded_increasing_and_at_the_rate() {

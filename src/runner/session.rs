@@ -22,6 +22,11 @@ pub struct Session {
     pub(super) measured: Vec<Sent>,
     pub(super) started_at: String,
     pub(super) run_start: Instant,
+    /// `run_start` as ms since the Unix epoch (merging load shards aligns workers by it).
+    pub(super) started_unix_ms: f64,
+    /// A load shard's `--start-at`: how late the measured requests started after it, ms (0:
+    /// on time).
+    pub(super) late_ms: Option<f64>,
     pub(super) unreachable: Option<String>,
     /// Runs only while measured requests are sent.
     pub(super) probe: LagProbe,
@@ -31,6 +36,8 @@ pub struct Session {
     pub(super) prompt_fit: Option<crate::prompt_fit::PromptFit>,
     /// Steady-state looks: their unmeasured ramp-up and drain requests.
     pub(super) steady: SteadyCounts,
+    /// Steady-state looks: their ramp-up's and drain's (start, end), ms from `run_start`.
+    pub(super) unmeasured_spans: Vec<(f64, f64)>,
 }
 
 impl Session {
@@ -112,9 +119,12 @@ impl Session {
             measured: Vec::new(),
             started_at: crate::clock::now_rfc3339(),
             run_start: Instant::now(),
+            started_unix_ms: crate::config::load_shard::now_unix_ms(),
+            late_ms: None,
             unreachable,
             probe: LagProbe::new(LAG_PROBE_INTERVAL),
             steady: SteadyCounts::default(),
+            unmeasured_spans: Vec::new(),
         })
     }
 
@@ -126,7 +136,17 @@ impl Session {
         }
         self.shared.measuring.store(true, Ordering::SeqCst);
         if self.measured.is_empty() {
+            if let Some(at) = self
+                .shared
+                .scenario
+                .load
+                .share
+                .and_then(|s| s.start_at_unix_ms)
+            {
+                self.late_ms = Some(wait_until_unix_ms(at).await);
+            }
             self.started_at = crate::clock::now_rfc3339();
+            self.started_unix_ms = crate::config::load_shard::now_unix_ms();
             self.run_start = Instant::now();
         }
         self.probe.start();
@@ -136,6 +156,7 @@ impl Session {
             self.probe.stop();
             self.steady.ramp_up += look.ramp_up.len();
             self.steady.drain += look.drain;
+            self.unmeasured_spans.extend(look.unmeasured_spans);
             self.steady.step_ms = step.as_secs_f64() * 1000.0;
             if look.stopped {
                 // a hopeless endpoint (its first requests all failed): every request sent is
@@ -164,7 +185,7 @@ impl Session {
             .filter(|s| s.record.ok())
             .filter_map(|s| s.record.e2e_ms)
             .collect();
-        super::steady::ramp_step(&e2e, self.shared.scenario.load.concurrency as usize)
+        super::steady::ramp_step(&e2e, self.shared.scenario.load.total_concurrency() as usize)
     }
 
     /// Adds measured requests; when every one so far failed, the endpoint is unreachable. No
@@ -233,6 +254,9 @@ impl Session {
             prompt_fit: self.prompt_fit.clone(),
             metrics_dropped: Vec::new(),
             steady: self.shared.scenario.load.steady().then_some(self.steady),
+            started_unix_ms: self.started_unix_ms,
+            late_ms: self.late_ms,
+            unmeasured_spans: self.unmeasured_spans.clone(),
         }
     }
 }
@@ -256,6 +280,19 @@ pub async fn run(
     let mut s = Session::start(sc, base_url).await?;
     s.measure(sc.load.samples as usize).await;
     Ok(s.output())
+}
+
+/// Sleeps until `at` (ms since the Unix epoch) or an interrupt; returns how late it is then, ms
+/// (0 when `at` had not passed).
+async fn wait_until_unix_ms(at: f64) -> f64 {
+    let ahead = at - crate::config::load_shard::now_unix_ms();
+    if ahead > 0.0 {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs_f64(ahead / 1000.0)) => {}
+            _ = crate::cancel::wait() => {}
+        }
+    }
+    (crate::config::load_shard::now_unix_ms() - at).max(0.0)
 }
 
 /// Why the endpoint is not usable after the warmup `warm`: two or more warmup requests that

@@ -22,6 +22,7 @@ mod github_prism;
 mod github_support;
 mod hostile;
 mod itl;
+mod load_shards;
 mod messages;
 mod nightly;
 mod open_loop;

@@ -24,6 +24,24 @@ pub fn perfgate() -> Command {
     c
 }
 
+/// [`perfgate_in`] as a plain process (under `timeout`), for tests that run several at once.
+pub fn perfgate_process(dir: &Path, timeout_s: u64) -> std::process::Command {
+    let mut c = std::process::Command::new("timeout");
+    c.arg(timeout_s.to_string())
+        .arg(assert_cmd::cargo::cargo_bin("perfgate"))
+        .current_dir(dir);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GITHUB_")
+            || k.starts_with("RUNNER_")
+            || k.starts_with("PERFGATE_SIM")
+            || k == "CI"
+        {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
 /// [`perfgate`] run in `dir`, killed after `timeout_s` seconds.
 pub fn perfgate_in(dir: &Path, timeout_s: u64) -> Command {
     let mut c = perfgate();

@@ -30,6 +30,10 @@ pub struct LoadSpec {
     /// How a closed loop at concurrency > 1 reaches its concurrency (docs/scenarios.md
     /// "Steady state").
     pub ramp: Ramp,
+    /// `check --load-shard I/N`: this worker's part of the load, with the scenario's totals
+    /// (then `concurrency`, `samples` and `rate` above are this worker's share).
+    #[serde(skip)]
+    pub share: Option<crate::config::load_shard::LoadShare>,
 }
 
 /// How a closed-loop look at concurrency c > 1 starts and ends (docs/scenarios.md "Steady
@@ -89,7 +93,12 @@ impl LoadSpec {
     /// Whether a look runs the steady-state closed loop: ramp-up, measured requests while c are
     /// in flight, drain ([`Ramp::Steady`]); closed loop at concurrency > 1 only.
     pub fn steady(&self) -> bool {
-        self.rate.is_none() && self.concurrency > 1 && self.ramp == Ramp::Steady
+        self.rate.is_none() && self.total_concurrency() > 1 && self.ramp == Ramp::Steady
+    }
+
+    /// The scenario's whole concurrency: `concurrency`, or over all workers of a load shard.
+    pub fn total_concurrency(&self) -> u32 {
+        self.share.map_or(self.concurrency, |s| s.total_concurrency)
     }
 }
 
@@ -191,6 +200,7 @@ pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         max_samples: l.max_samples.filter(|&m| m > samples),
         rate,
         seed: rate.map(|_| l.seed.unwrap_or(DEFAULT_LOAD_SEED)),
+        share: None,
     })
 }
 
@@ -236,6 +246,7 @@ mod tests {
     #[test]
     fn sequential_looks() {
         let l = |samples, max| LoadSpec {
+            share: None,
             concurrency: 1,
             samples,
             warmup: 0,

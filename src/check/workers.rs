@@ -1,0 +1,568 @@
+//! Load-shard workers (`check --load-shard I/N`, docs/load-shards.md): a worker's scenario
+//! marked as its part of the load, and what `perfgate report` does before the gate: the N
+//! workers of a scenario merged into one run (every request, on one clock), which is then
+//! judged against the baseline exactly as an unsharded check's run.
+
+use crate::config::load_shard::LoadShare;
+use crate::config::{Scenario, ScenarioName};
+use crate::record::RequestRecord;
+use crate::results::{LoadShardRun, MergedWorkers, Results, ScenarioResult, Status, WorkerWindow};
+use crate::runner::{RunOutput, SteadyCounts};
+
+/// Least share of the longest worker's measured window during which every worker was
+/// measuring: below it the workers did not load the server together, and the merge is refused.
+pub const MIN_OVERLAP: f64 = 0.5;
+
+/// Marks a worker's judged scenario as its part of the load: `load_shard` status (measured,
+/// not gated) unless it could not be measured, and what the merge needs beside the records.
+pub fn mark_worker(res: &mut ScenarioResult, share: LoadShare, run: &RunOutput) {
+    let (i, n) = (share.shard.index, share.shard.count);
+    // measured: whatever the worker's baseline said, the merge judges the merged run afresh
+    if matches!(
+        res.status,
+        Status::Compared | Status::NoBaseline | Status::Stale
+    ) {
+        res.status = Status::LoadShard;
+        res.status_detail = format!(
+            "worker {i}/{n} of this scenario's load: measured, not gated; `perfgate report` merges the {n} workers' requests and gates them"
+        );
+    }
+    res.load_shard = Some(LoadShardRun {
+        index: i,
+        count: n,
+        concurrency: share_of(share.total_concurrency, share),
+        samples: share_of(share.total_samples, share),
+        started_unix_ms: run.started_unix_ms,
+        start_at_unix_ms: share.start_at_unix_ms,
+        late_ms: run.late_ms,
+        steady: run.steady,
+        unmeasured_spans: run
+            .unmeasured_spans
+            .iter()
+            .map(|&(s, e)| (round3(s), round3(e)))
+            .collect(),
+        retried: run.retried,
+        warmup_failures: run.warmup_failures,
+    });
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn share_of(total: u32, share: LoadShare) -> u32 {
+    crate::config::load_shard::share(total, share.shard)
+}
+
+/// One worker's scenario as read from a results file.
+#[derive(Debug, Clone, Copy)]
+pub struct Worker<'a> {
+    /// The results file (for messages).
+    pub file: &'a str,
+    pub result: &'a ScenarioResult,
+}
+
+/// What the workers of one scenario give: a run to judge, or a worker that could not measure
+/// (its result stands for the scenario).
+#[derive(Debug)]
+pub enum Merged {
+    Run(Box<RunOutput>, MergedWorkers),
+    NotMeasured(Box<ScenarioResult>),
+}
+
+/// Merges the workers of one scenario: every worker 1..=N once, the same fingerprint, measured
+/// together (at least [`MIN_OVERLAP`]); records on the earliest worker's clock.
+///
+/// Errors: why they cannot be merged, naming the scenario, the workers and their files.
+pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
+    let Some(first) = workers.first() else {
+        return Err("no worker to merge".into());
+    };
+    let name = &first.result.name;
+    let parts: Vec<(&Worker, &LoadShardRun)> = workers
+        .iter()
+        .map(|w| match &w.result.load_shard {
+            Some(ls) => Ok((w, ls)),
+            None => Err(format!(
+                "scenario {name}: {} holds it measured whole, other files hold load shards of it: merge only the workers of one load-sharded run",
+                w.file
+            )),
+        })
+        .collect::<Result<_, _>>()?;
+    let n = parts[0].1.count;
+    let label =
+        |w: &Worker, ls: &LoadShardRun| format!("worker {}/{} ({})", ls.index, ls.count, w.file);
+    if let Some((w, ls)) = parts.iter().find(|(_, ls)| ls.count != n) {
+        return Err(format!(
+            "scenario {name}: {} was one of {} workers, {} one of {n}: merge the workers of one run",
+            label(w, ls),
+            ls.count,
+            label(parts[0].0, parts[0].1)
+        ));
+    }
+    for i in 1..=n {
+        let have: Vec<&(&Worker, &LoadShardRun)> =
+            parts.iter().filter(|(_, ls)| ls.index == i).collect();
+        match have.len() {
+            1 => {}
+            0 => {
+                return Err(format!(
+                    "scenario {name}: worker {i}/{n} is missing (given: {}): merge all {n} workers' results, or none of them",
+                    parts.iter().map(|(w, ls)| label(w, ls)).collect::<Vec<_>>().join(", ")
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "scenario {name}: worker {i}/{n} is given twice ({}): give each worker's results once",
+                    have.iter().map(|(w, _)| w.file).collect::<Vec<_>>().join(", ")
+                ))
+            }
+        }
+    }
+    if let Some((w, ls)) = parts
+        .iter()
+        .find(|(w, _)| w.result.fingerprint != first.result.fingerprint)
+    {
+        return Err(format!(
+            "scenario {name}: {} measured fingerprint {}, {} fingerprint {}: the workers ran different scenario definitions; run them from one commit",
+            label(w, ls),
+            w.result.fingerprint,
+            label(parts[0].0, parts[0].1),
+            first.result.fingerprint
+        ));
+    }
+    // a worker that could not measure is the scenario's outcome (its error says why)
+    if let Some((w, ls)) = parts
+        .iter()
+        .find(|(w, _)| w.result.status != Status::LoadShard)
+    {
+        let mut res = w.result.clone();
+        res.status_detail = format!("{}: {}", label(w, ls), res.status_detail);
+        res.load_shard = None;
+        return Ok(Merged::NotMeasured(Box::new(res)));
+    }
+    let mut ordered = parts.clone();
+    ordered.sort_by_key(|(_, ls)| ls.index);
+    let windows: Vec<WorkerWindow> = ordered
+        .iter()
+        .map(|(w, ls)| WorkerWindow {
+            index: ls.index,
+            file: w.file.to_string(),
+            started_unix_ms: ls.started_unix_ms,
+            wall_ms: w.result.measured.wall_ms,
+            requests: w.result.records.len(),
+        })
+        .collect();
+    let overlap = overlap(&windows);
+    if overlap < MIN_OVERLAP {
+        let shown: Vec<String> = windows
+            .iter()
+            .map(|w| {
+                format!(
+                    "worker {}/{n} ({}) {} for {}",
+                    w.index,
+                    w.file,
+                    utc(w.started_unix_ms),
+                    crate::units::fmt_ms(w.wall_ms)
+                )
+            })
+            .collect();
+        return Err(format!(
+            "scenario {name}: the workers did not measure together (every worker was measuring during {:.0}% of the longest window, at least {:.0}% needed): {}: start them with one --start-at",
+            overlap * 100.0,
+            MIN_OVERLAP * 100.0,
+            shown.join(", ")
+        ));
+    }
+    let t0 = windows
+        .iter()
+        .map(|w| w.started_unix_ms)
+        .fold(f64::INFINITY, f64::min);
+    let end = windows
+        .iter()
+        .map(|w| w.started_unix_ms + w.wall_ms)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let per_worker: Vec<Vec<RequestRecord>> = ordered
+        .iter()
+        .map(|(w, ls)| shifted(&w.result.records, ls.started_unix_ms - t0))
+        .collect();
+    let unmeasured: Vec<(f64, f64)> = ordered
+        .iter()
+        .flat_map(|(_, ls)| {
+            let by = ls.started_unix_ms - t0;
+            ls.unmeasured_spans
+                .iter()
+                .map(move |&(s, e)| (s + by, e + by))
+        })
+        .collect();
+    let mut records = merged_concurrency(per_worker, &unmeasured);
+    records.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
+    let worst_lag = ordered
+        .iter()
+        .filter_map(|(w, _)| w.result.measured.client_lag_ms.clone())
+        .max_by(|a, b| a.p50.total_cmp(&b.p50));
+    let steady = ordered
+        .iter()
+        .filter_map(|(_, ls)| ls.steady)
+        .reduce(|a, b| SteadyCounts {
+            ramp_up: a.ramp_up + b.ramp_up,
+            drain: a.drain + b.drain,
+            step_ms: a.step_ms,
+        });
+    let m = &first.result.measured;
+    let earliest = ordered
+        .iter()
+        .min_by(|a, b| a.1.started_unix_ms.total_cmp(&b.1.started_unix_ms))
+        .map(|(w, _)| w.result.measured.clone());
+    let mut run = RunOutput::empty();
+    run.records = records;
+    run.wall_ms = end - t0;
+    run.started_at = utc(t0);
+    run.started_unix_ms = t0;
+    run.model = m.model.clone();
+    run.server = earliest.and_then(|e| e.server);
+    run.client_lag = worst_lag;
+    run.steady = steady;
+    run.retried = ordered.iter().map(|(_, ls)| ls.retried).sum();
+    run.warmup_failures = ordered.iter().map(|(_, ls)| ls.warmup_failures).sum();
+    run.late_ms = ordered
+        .iter()
+        .filter_map(|(_, ls)| ls.late_ms)
+        .reduce(f64::max);
+    Ok(Merged::Run(
+        Box::new(run),
+        MergedWorkers { windows, overlap },
+    ))
+}
+
+/// The time every worker was measuring over the longest worker's window (0 when some pair of
+/// windows does not meet).
+pub fn overlap(windows: &[WorkerWindow]) -> f64 {
+    let start = windows
+        .iter()
+        .map(|w| w.started_unix_ms)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let end = windows
+        .iter()
+        .map(|w| w.started_unix_ms + w.wall_ms)
+        .fold(f64::INFINITY, f64::min);
+    let longest = windows.iter().map(|w| w.wall_ms).fold(0.0, f64::max);
+    if longest <= 0.0 || end.partial_cmp(&start) != Some(std::cmp::Ordering::Greater) {
+        return 0.0;
+    }
+    ((end - start) / longest).min(1.0)
+}
+
+/// `records` with their times moved `by_ms` later (onto the merged run's clock).
+fn shifted(records: &[RequestRecord], by_ms: f64) -> Vec<RequestRecord> {
+    records
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r.start_ms += by_ms;
+            r.sched_ms = r.sched_ms.map(|s| s + by_ms);
+            r
+        })
+        .collect()
+}
+
+/// Every worker's records with their per-request `concurrency` counted over all workers: the
+/// requests of every worker in flight over the request's duration, the unmeasured ramp-up and
+/// drain requests (`unmeasured`, on the merged clock) included, as a single process counts them.
+/// Records without a figure (not a steady-state loop) keep none.
+fn merged_concurrency(
+    per_worker: Vec<Vec<RequestRecord>>,
+    unmeasured: &[(f64, f64)],
+) -> Vec<RequestRecord> {
+    let span = |r: &RequestRecord| {
+        let len = r.t_done_ms.or(r.e2e_ms).unwrap_or(0.0).max(0.0);
+        (r.start_ms, r.start_ms + len)
+    };
+    let mut records: Vec<RequestRecord> = per_worker.into_iter().flatten().collect();
+    let mut spans: Vec<(f64, f64)> = records.iter().map(span).collect();
+    spans.extend_from_slice(unmeasured);
+    let achieved = crate::runner::steady::achieved_all(&spans);
+    for (r, c) in records.iter_mut().zip(achieved) {
+        r.concurrency = r.concurrency.map(|_| c);
+    }
+    records
+}
+
+/// `ms` since the Unix epoch as RFC 3339 UTC, to the millisecond.
+fn utc(ms: f64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos((ms * 1e6) as i128)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| format!("{ms:.0} ms"))
+}
+
+/// `perfgate report`: each load-sharded scenario of `all` (`files` label them) replaced by its
+/// workers merged ([`merge`]) and judged against its baseline in `baselines` as
+/// [`super::compare`] judges an unsharded run; the merged scenarios come as one more
+/// [`Results`] at the end. `scenarios` gives the scenario definitions (their gate settings),
+/// asked for only when there is a load shard.
+///
+/// Errors: workers that cannot be merged, or a scenario missing or changed in `scenarios`.
+pub fn merge_workers(
+    all: &mut Vec<Results>,
+    files: &mut Vec<String>,
+    scenarios: &dyn Fn() -> Result<Vec<Scenario>, String>,
+    baselines: &std::path::Path,
+) -> Result<(), String> {
+    let mut names: Vec<ScenarioName> = Vec::new();
+    for r in all.iter() {
+        for s in r.scenarios.iter().filter(|s| s.load_shard.is_some()) {
+            if !names.contains(&s.name) {
+                names.push(s.name.clone());
+            }
+        }
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    let defined = scenarios()?;
+    let mut judged_scs = Vec::new();
+    let mut runs = Vec::new();
+    let mut merged_info = Vec::new();
+    let mut not_measured = Vec::new();
+    for name in &names {
+        let workers: Vec<Worker> = all
+            .iter()
+            .zip(files.iter())
+            .flat_map(|(r, f)| {
+                r.scenarios
+                    .iter()
+                    .filter(|s| &s.name == name)
+                    .map(move |s| Worker { file: f, result: s })
+            })
+            .collect();
+        match merge(&workers)? {
+            Merged::NotMeasured(res) => not_measured.push(*res),
+            Merged::Run(run, info) => {
+                let sc = defined.iter().find(|s| &s.name == name).ok_or_else(|| {
+                    format!(
+                        "scenario {name}: its workers' results are given but no scenario file defines it: pass the workers' scenario files with -s"
+                    )
+                })?;
+                if sc.fingerprint != workers[0].result.fingerprint {
+                    return Err(format!(
+                        "scenario {name}: the workers measured fingerprint {}, the scenario file ({}) now gives {}: merge with the scenario files the workers ran",
+                        workers[0].result.fingerprint, sc.source, sc.fingerprint
+                    ));
+                }
+                judged_scs.push(sc.clone());
+                runs.push(Ok(*run));
+                merged_info.push(info);
+            }
+        }
+    }
+    let first = &all[0];
+    let opts = super::CheckOptions {
+        policy: first.baseline_policy,
+        id: first.id.clone(),
+        unlisted_model: crate::assess::UnlistedModel::Note,
+        progress: None,
+        history: None,
+    };
+    let bl = super::Baselines::load(&judged_scs, baselines);
+    let mut judged = super::compare(&judged_scs, runs, &bl, &opts);
+    for (s, info) in judged.scenarios.iter_mut().zip(merged_info) {
+        s.notes.insert(0, workers_note(&info));
+        s.workers = Some(info);
+    }
+    judged.scenarios.extend(not_measured);
+    for r in all.iter_mut() {
+        r.scenarios.retain(|s| s.load_shard.is_none());
+    }
+    judged.created_at = all
+        .iter()
+        .map(|r| r.created_at.clone())
+        .max()
+        .unwrap_or_default();
+    judged.decide();
+    all.push(judged);
+    files.push("the merged load-shard workers".into());
+    Ok(())
+}
+
+/// The merged scenario's note: `4 load-shard workers merged (1,200 requests); every worker was
+/// measuring during 97% of the longest window (started within 12 ms of each other)`.
+fn workers_note(m: &MergedWorkers) -> String {
+    let starts = m.windows.iter().map(|w| w.started_unix_ms);
+    let spread =
+        starts.clone().fold(f64::NEG_INFINITY, f64::max) - starts.fold(f64::INFINITY, f64::min);
+    format!(
+        "{} load-shard workers merged ({} requests); every worker was measuring during {:.0}% of the longest window (measured phases started within {} of each other)",
+        m.windows.len(),
+        m.windows.iter().map(|w| w.requests).sum::<usize>(),
+        m.overlap * 100.0,
+        crate::units::fmt_ms(spread)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fixture's `chat-short` scenario as worker `index` of `count`, measuring from
+    /// `started` (ms since the epoch) for `wall` ms, with one request per (start, length) of
+    /// `requests` on its own clock (concurrency figure 1.0: a steady-state loop).
+    fn worker(
+        index: usize,
+        count: usize,
+        started: f64,
+        wall: f64,
+        requests: &[(f64, f64)],
+    ) -> ScenarioResult {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
+        )
+        .unwrap();
+        let r: Results = serde_json::from_str(&text).unwrap();
+        let mut s = r.scenarios.into_iter().next().unwrap();
+        s.status = Status::LoadShard;
+        s.measured.wall_ms = wall;
+        s.records = requests
+            .iter()
+            .map(|&(start, len)| {
+                let mut rec = RequestRecord::new(start);
+                rec.ttft_ms = Some(len / 2.0);
+                rec.e2e_ms = Some(len);
+                rec.t_done_ms = Some(len);
+                rec.concurrency = Some(1.0);
+                rec
+            })
+            .collect();
+        s.load_shard = Some(LoadShardRun {
+            index,
+            count,
+            concurrency: 1,
+            samples: requests.len() as u32,
+            started_unix_ms: started,
+            start_at_unix_ms: None,
+            late_ms: None,
+            steady: None,
+            unmeasured_spans: Vec::new(),
+            retried: 0,
+            warmup_failures: 0,
+        });
+        s
+    }
+
+    fn run_of(m: Merged) -> (RunOutput, MergedWorkers) {
+        match m {
+            Merged::Run(r, w) => (*r, w),
+            Merged::NotMeasured(r) => panic!("not measured: {}", r.status_detail),
+        }
+    }
+
+    #[test]
+    fn workers_merge_onto_one_clock_and_count_each_other_in_flight() {
+        let t0 = 1.8e12;
+        // worker 1: requests [0, 100] and [100, 200] on its clock; worker 2 started 50 ms later
+        // with [0, 100] (= [50, 150] merged) and an unmeasured drain request [100, 140]
+        // (= [150, 190] merged)
+        let a = worker(1, 2, t0, 200.0, &[(0.0, 100.0), (100.0, 100.0)]);
+        let mut b = worker(2, 2, t0 + 50.0, 140.0, &[(0.0, 100.0)]);
+        b.load_shard.as_mut().unwrap().unmeasured_spans = vec![(100.0, 140.0)];
+        let ws = [
+            Worker {
+                file: "b.json",
+                result: &b,
+            },
+            Worker {
+                file: "a.json",
+                result: &a,
+            },
+        ];
+        let (run, info) = run_of(merge(&ws).unwrap());
+        let starts: Vec<f64> = run.records.iter().map(|r| r.start_ms).collect();
+        assert_eq!(starts, vec![0.0, 50.0, 100.0]);
+        // in flight, by hand: [0,100] has itself on [0,100] and b's first on [50,100]:
+        // (100 + 50) / 100 = 1.5; b's [50,150]: a's first on [50,100], a's second on
+        // [100,150]: (100 + 50 + 50) / 100 = 2.0; a's [100,200]: b's first on [100,150], the
+        // drain request on [150,190]: (100 + 50 + 40) / 100 = 1.9
+        let conc: Vec<f64> = run.records.iter().map(|r| r.concurrency.unwrap()).collect();
+        assert_eq!(conc, vec![1.5, 2.0, 1.9]);
+        assert_eq!(run.wall_ms, 200.0);
+        assert_eq!(run.started_unix_ms, t0);
+        // every worker measuring during [50, 190]: 140 ms of the longest window's 200
+        assert!((info.overlap - 0.7).abs() < 1e-12, "{}", info.overlap);
+        assert_eq!(
+            info.windows
+                .iter()
+                .map(|w| (w.index, w.file.as_str(), w.requests))
+                .collect::<Vec<_>>(),
+            vec![(1, "a.json", 2), (2, "b.json", 1)]
+        );
+    }
+
+    #[test]
+    fn workers_that_cannot_be_merged_are_refused_with_the_reason() {
+        let t0 = 1.8e12;
+        let one = worker(1, 2, t0, 100.0, &[(0.0, 50.0)]);
+        let two = worker(2, 2, t0, 100.0, &[(0.0, 50.0)]);
+        let err = |ws: &[Worker]| merge(ws).unwrap_err();
+        let w = |file, result| Worker { file, result };
+        // a missing worker
+        let e = err(&[w("a", &one)]);
+        assert!(e.contains("worker 2/2 is missing"), "{e}");
+        // one given twice
+        let e = err(&[w("a", &one), w("b", &one), w("c", &two)]);
+        assert!(e.contains("worker 1/2 is given twice (a, b)"), "{e}");
+        // another N
+        let three = worker(3, 3, t0, 100.0, &[(0.0, 50.0)]);
+        let e = err(&[w("a", &one), w("b", &two), w("c", &three)]);
+        assert!(e.contains("one of 3 workers"), "{e}");
+        // another scenario definition
+        let mut other = two.clone();
+        other.fingerprint = "0000000000000000".into();
+        let e = err(&[w("a", &one), w("b", &other)]);
+        assert!(e.contains("different scenario definitions"), "{e}");
+        // not together: the second started as the first ended
+        let late = worker(2, 2, t0 + 100.0, 100.0, &[(0.0, 50.0)]);
+        let e = err(&[w("a", &one), w("b", &late)]);
+        assert!(
+            e.contains("did not measure together") && e.contains("--start-at"),
+            "{e}"
+        );
+        // half together is enough; less is not
+        let half = worker(2, 2, t0 + 50.0, 100.0, &[(0.0, 50.0)]);
+        assert!(merge(&[w("a", &one), w("b", &half)]).is_ok());
+        let less = worker(2, 2, t0 + 51.0, 100.0, &[(0.0, 50.0)]);
+        assert!(merge(&[w("a", &one), w("b", &less)]).is_err());
+        // a result measured whole among load shards
+        let mut whole = two.clone();
+        whole.load_shard = None;
+        let e = err(&[w("a", &one), w("b", &whole)]);
+        assert!(e.contains("b holds it measured whole"), "{e}");
+    }
+
+    #[test]
+    fn a_worker_that_could_not_measure_is_the_scenarios_outcome() {
+        let one = worker(1, 2, 1.8e12, 100.0, &[(0.0, 50.0)]);
+        let mut two = worker(2, 2, 1.8e12, 0.0, &[]);
+        two.status = Status::Unmeasurable;
+        two.status_detail = "connection refused".into();
+        let ws = [
+            Worker {
+                file: "a",
+                result: &one,
+            },
+            Worker {
+                file: "b",
+                result: &two,
+            },
+        ];
+        match merge(&ws).unwrap() {
+            Merged::NotMeasured(r) => {
+                assert_eq!(r.status, Status::Unmeasurable);
+                assert_eq!(r.status_detail, "worker 2/2 (b): connection refused");
+            }
+            Merged::Run(..) => panic!("merged a worker that could not measure"),
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! `check --load-shard I/N` on N workers with one start time against one simulator, then
+//! `perfgate report` merging them into one sample and gating it (docs/load-shards.md), and
+//! every refusal of a merge that would not be the scenario.
+//!
+//! Known answers: the simulator sends the first token 30 ms after a request arrives (sigma 0.05)
+//! and each next one 4 ms later; loopback and a busy machine only add to that. The scenario runs
+//! 8 streams and 80 measured requests; 4 workers each take 2 streams and 20 requests.
+
+use crate::support::perfgate_in;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+fn scenario(url: &str, prompt: &str) -> String {
+    format!(
+        "scenarios:\n  - name: shared\n    endpoint: {{base_url: '{url}', model: perfgate-sim}}\n    request: {{prompt: '{prompt}', max_tokens: 8, ignore_eos: true}}\n    load: {{concurrency: 8, samples: 80, warmup: 2}}\n"
+    )
+}
+
+/// `perfgate sim` on a free port, under `timeout` (a failed assertion cannot leave it running);
+/// its /v1 URL.
+fn sim() -> (Child, String) {
+    let mut sim = Command::new("timeout")
+        .arg("300")
+        .arg(assert_cmd::cargo::cargo_bin("perfgate"))
+        .args([
+            "sim",
+            "--port",
+            "0",
+            "--ttft-ms",
+            "30",
+            "--ttft-sigma",
+            "0.05",
+            "--tpot-ms",
+            "4",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(sim.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("perfgate sim listening on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    (sim, url)
+}
+
+fn read(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn ttfts(s: &Value) -> Vec<f64> {
+    s["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["ttft_ms"].as_f64())
+        .collect()
+}
+
+#[test]
+fn four_workers_with_one_start_merge_into_the_scenarios_sample_and_bad_merges_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (mut sim_proc, url) = sim();
+    std::fs::write(d.join("s.yaml"), scenario(&url, "Say something.")).unwrap();
+    let pg = || perfgate_in(d, 240);
+
+    // one process at concurrency 8: the baseline
+    let o = pg()
+        .args(["bless", "-s", "s.yaml", "--runs", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let single = read(&d.join("baselines/shared.json"));
+    let single_ttft_p50 = single["summary"]["ttft_ms"]["p50"].as_f64().unwrap();
+
+    // four workers, one start time a few seconds ahead (after their warmups)
+    let workers: Vec<_> = (1..=4)
+        .map(|i| {
+            let mut c = crate::support::perfgate_process(d, 240);
+            c.args([
+                "check",
+                "-s",
+                "s.yaml",
+                "--load-shard",
+                &format!("{i}/4"),
+                "--start-at",
+                "+10",
+                "--output",
+                &format!("w{i}.json"),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    for w in workers {
+        let o = w.wait_with_output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    for i in 1..=4 {
+        let r = read(&d.join(format!("w{i}.json")));
+        assert_eq!(
+            (r["verdict"].as_str(), r["exit_code"].as_i64()),
+            (Some("MEASURED"), Some(0))
+        );
+        let s = &r["scenarios"][0];
+        assert_eq!(s["status"], "load_shard");
+        assert_eq!(s["concurrency"], 8, "the scenario's whole concurrency");
+        let ls = &s["load_shard"];
+        assert_eq!(
+            (ls["index"].as_u64(), ls["count"].as_u64()),
+            (Some(i), Some(4))
+        );
+        assert_eq!(
+            (ls["concurrency"].as_u64(), ls["samples"].as_u64()),
+            (Some(2), Some(20))
+        );
+        assert_eq!(s["records"].as_array().unwrap().len(), 20);
+        assert!(
+            s["checks"].as_array().unwrap().is_empty(),
+            "a worker does not gate"
+        );
+    }
+
+    // merged and gated against the single process's baseline
+    let files = ["w1.json", "w2.json", "w3.json", "w4.json"];
+    let o = pg()
+        .args(["report", "-s", "s.yaml", "--output", "merged.json"])
+        .args(files)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let m = read(&d.join("merged.json"));
+    let s = &m["scenarios"][0];
+    assert_eq!(s["status"], "compared");
+    assert!(s.get("load_shard").is_none());
+    let windows = s["workers"]["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 4);
+    assert!(s["workers"]["overlap"].as_f64().unwrap() >= 0.5);
+    let recs = s["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 80);
+    let starts: Vec<f64> = recs
+        .iter()
+        .map(|r| r["start_ms"].as_f64().unwrap())
+        .collect();
+    assert!(
+        starts.windows(2).all(|w| w[0] <= w[1]),
+        "one clock, in order"
+    );
+    // every request ran beside the others: 8 in flight (median), counted over all workers
+    let conc = median(
+        recs.iter()
+            .map(|r| r["concurrency"].as_f64().unwrap())
+            .collect(),
+    );
+    assert!((7.0..=8.5).contains(&conc), "median in flight {conc}");
+    // the same TTFT as one process: the simulator's 30 ms, within tens of ms of loopback
+    let merged_p50 = median(ttfts(s));
+    assert!((30.0..60.0).contains(&merged_p50), "{merged_p50}");
+    assert!(
+        (merged_p50 - single_ttft_p50).abs() < 15.0,
+        "{merged_p50} vs {single_ttft_p50}"
+    );
+    assert!(
+        text.contains("4 load-shard workers merged (80 requests)"),
+        "{text}"
+    );
+    assert!(
+        !s["checks"].as_array().unwrap().is_empty(),
+        "the merge gates"
+    );
+
+    // both files as the schema documents them
+    let v = crate::report_schema::validator();
+    for doc in [&read(&d.join("w1.json")), &m] {
+        let errs = crate::report_schema::errors(&v, doc);
+        assert!(errs.is_empty(), "{errs:?}");
+    }
+
+    let refused = |args: &[&str], want: &str| {
+        let o = pg().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    };
+    // a worker missing
+    refused(
+        &["report", "-s", "s.yaml", "w1.json", "w2.json", "w3.json"],
+        "worker 4/4 is missing",
+    );
+    // workers that did not load the server together: worker 3 moved an hour later
+    let mut late = read(&d.join("w3.json"));
+    let at = late["scenarios"][0]["load_shard"]["started_unix_ms"]
+        .as_f64()
+        .unwrap();
+    late["scenarios"][0]["load_shard"]["started_unix_ms"] = (at + 3_600_000.0).into();
+    std::fs::write(d.join("late.json"), late.to_string()).unwrap();
+    refused(
+        &[
+            "report",
+            "-s",
+            "s.yaml",
+            "w1.json",
+            "w2.json",
+            "late.json",
+            "w4.json",
+        ],
+        "the workers did not measure together",
+    );
+    // the scenario changed since the workers ran
+    std::fs::write(d.join("changed.yaml"), scenario(&url, "Something else.")).unwrap();
+    let mut args = vec!["report", "-s", "changed.yaml"];
+    args.extend(files);
+    refused(&args, "merge with the scenario files the workers ran");
+    // what cannot be split at all
+    std::fs::write(d.join("sim.yaml"), scenario("sim://", "x")).unwrap();
+    refused(
+        &["check", "-s", "sim.yaml", "--load-shard", "1/4"],
+        "perfgate sim --port",
+    );
+    refused(
+        &["check", "-s", "s.yaml", "--load-shard", "1/9"],
+        "use at most 8 workers",
+    );
+    refused(
+        &[
+            "check",
+            "-s",
+            "s.yaml",
+            "--load-shard",
+            "1/4",
+            "--start-at",
+            "soon",
+        ],
+        "--start-at `soon`",
+    );
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &sim_proc.id().to_string()])
+        .status();
+    let _ = sim_proc.wait();
+}
