@@ -2,6 +2,24 @@
 //! name and the CPU (model and how many this process may use). A check on another CPU than its
 //! bless measures that machine's speed as much as the server's (issue 32 item 5).
 
+/// The cores this process may run on (its CPU affinity and quota).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// This process's user + system CPU time so far, seconds (every thread); `None` when
+/// getrusage(2) fails.
+#[allow(unsafe_code)]
+pub fn process_cpu_s() -> Option<f64> {
+    // SAFETY: getrusage(2) only writes one `rusage` into the zeroed struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return None;
+    }
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(s(ru.ru_utime) + s(ru.ru_stime))
+}
+
 /// The host name (`$HOSTNAME`, else `/etc/hostname`); `None` when neither is readable.
 pub fn host() -> Option<String> {
     std::env::var("HOSTNAME").ok().or_else(|| {
@@ -15,8 +33,7 @@ pub fn host() -> Option<String> {
 /// `None` where /proc/cpuinfo has no model name (not Linux, some ARM kernels).
 pub fn cpu() -> Option<String> {
     let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cpu_of(&text, n)
+    cpu_of(&text, cores())
 }
 
 /// [`cpu`] from the text of /proc/cpuinfo and a CPU count. Pure.

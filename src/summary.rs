@@ -166,6 +166,10 @@ pub struct ClientLag {
     pub max: f64,
     /// Number of wakeups measured.
     pub samples: u64,
+    /// The share of the cores available to perfgate that its own process used while measuring
+    /// (process CPU time over wall time x cores): near 1, perfgate was the bottleneck.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_share: Option<f64>,
 }
 
 #[cfg(test)]

@@ -176,7 +176,7 @@ pub fn judge(
             let delay = |r: &RunOutput| {
                 r.client_lag
                     .as_ref()
-                    .map(|l| crate::gate::ClientDelay::from_lag(l.p50, l.p99))
+                    .map(|l| crate::gate::ClientDelay::from_lag(l.p50, l.p99, l.cpu_share))
             };
             let base_delay = match reference {
                 Reference::BaseArm(base) => base.run.ok().and_then(delay),

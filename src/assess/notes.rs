@@ -29,7 +29,7 @@ pub fn client_lag_note(lag: Option<&crate::summary::ClientLag>) -> Option<String
     let lag = lag?;
     (lag.p99 > crate::runner::CLIENT_LAG_WARN_MS).then(|| {
         format!(
-            "client busy: perfgate itself was late to run its own tasks while measuring (event-loop lag P99 {:.1} ms, max {:.1} ms over {} wakeups every {} ms; above {} ms), so latencies may include client-side delay rather than the server's: lower load.concurrency, use a bigger runner, or split the scenarios across runners with --shard I/N",
+            "client busy: perfgate itself was late to run its own tasks while measuring (event-loop lag P99 {:.1} ms, max {:.1} ms over {} wakeups every {} ms; above {} ms), so latencies may include client-side delay rather than the server's: lower load.concurrency, use a bigger runner, or split the load over machines with --load-shard I/N (docs/load-shards.md)",
             lag.p99,
             lag.max,
             lag.samples,

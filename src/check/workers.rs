@@ -197,10 +197,19 @@ pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
         .collect();
     let mut records = merged_concurrency(per_worker, &unmeasured);
     records.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
-    let worst_lag = ordered
+    // the busiest worker's lag, and the highest CPU share: either could explain a delay
+    let lags: Vec<_> = ordered
         .iter()
         .filter_map(|(w, _)| w.result.measured.client_lag_ms.clone())
-        .max_by(|a, b| a.p50.total_cmp(&b.p50));
+        .collect();
+    let worst_lag = lags
+        .iter()
+        .max_by(|a, b| a.p50.total_cmp(&b.p50))
+        .cloned()
+        .map(|mut l| {
+            l.cpu_share = lags.iter().filter_map(|x| x.cpu_share).reduce(f64::max);
+            l
+        });
     let steady = ordered
         .iter()
         .filter_map(|(_, ls)| ls.steady)

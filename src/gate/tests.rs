@@ -604,9 +604,20 @@ fn a_tail_exceedance_row_that_cannot_fail_is_not_gated() {
 #[test]
 fn a_client_delay_over_half_the_fail_move_ungates_ttft_not_tpot() {
     // the probe's lag beyond the timer's 1 ms: an idle client reads ~1.15 ms -> 0.15 ms
-    let d = ClientDelay::from_lag(1.15, 3.0);
+    let d = ClientDelay::from_lag(1.15, 3.0, Some(0.3));
     assert!((d.p50_ms - 0.15).abs() < 1e-12 && (d.p99_ms - 2.0).abs() < 1e-12);
-    assert_eq!(ClientDelay::from_lag(0.4, f64::NAN).p50_ms, 0.0);
+    assert_eq!(d.busy, None);
+    assert_eq!(ClientDelay::from_lag(0.4, f64::NAN, None).p50_ms, 0.0);
+    // a CPU-bound client (the bench's 1,024 streams on one core: lag P50 1.43, P99 52.25 ms,
+    // every cycle of its core used): its delay is the lag's P99 beyond the timer, 51.25 ms
+    let bound = ClientDelay::from_lag(1.425, 52.25, Some(0.97));
+    assert!((bound.p50_ms - 51.25).abs() < 1e-12, "{bound:?}");
+    assert_eq!(bound.busy, Some(crate::gate::Busy::Cpu(0.97)));
+    // its lag's P99 alone past the client-busy note's 10 ms: busy too (the same run measured
+    // a CPU share of 0.72 once: the simulator's core was saturated as well)
+    let tail = ClientDelay::from_lag(1.287, 185.794, Some(0.716));
+    assert_eq!(tail.busy, Some(crate::gate::Busy::LagTail));
+    assert!((tail.p50_ms - 184.794).abs() < 1e-9);
     let mk = |delay: Option<ClientDelay>| {
         let mut g = gate(vec![Quantile::P50]);
         g.metrics = vec![Metric::Ttft, Metric::Tpot];
@@ -658,6 +669,7 @@ fn a_client_delay_over_half_the_fail_move_ungates_ttft_not_tpot() {
     let (busy, family) = mk(Some(ClientDelay {
         p50_ms: 2.5,
         p99_ms: 9.0,
+        busy: None,
     }));
     let ttft = find(&busy, Metric::Ttft);
     assert_eq!(ttft.verdict, Verdict::Info, "{}", ttft.reason);
@@ -672,10 +684,28 @@ fn a_client_delay_over_half_the_fail_move_ungates_ttft_not_tpot() {
     let (calm, calm_family) = mk(Some(ClientDelay {
         p50_ms: 0.15,
         p99_ms: 2.0,
+        busy: None,
     }));
     assert_eq!(find(&calm, Metric::Ttft).verdict, Verdict::Pass);
     // the ungated check left the Holm family
     assert_eq!(family + 1, calm_family);
     let (none, _) = mk(None);
     assert_eq!(find(&none, Metric::Ttft).verdict, Verdict::Pass);
+    // a CPU-bound client whose lag median looked calm (1.425 ms) is judged by its P99
+    let (bound, _) = mk(Some(ClientDelay::from_lag(1.425, 52.25, Some(0.97))));
+    let ttft = find(&bound, Metric::Ttft);
+    assert_eq!(ttft.verdict, Verdict::Info, "{}", ttft.reason);
+    assert!(
+        ttft.reason.starts_with("not gated: perfgate itself was late by 51.2 ms (its process kept 97% of its cores busy, so the event-loop lag's P99 beyond the timer's 1 ms)"),
+        "{}",
+        ttft.reason
+    );
+    // such a client delays tokens unevenly: TPOT is weighed against the delay too
+    assert_eq!(find(&bound, Metric::Tpot).verdict, Verdict::Info);
+    // a calm tail (a shared runner: P99 2-5 ms) and half the cores: gated as before
+    let (idle, _) = mk(Some(ClientDelay::from_lag(1.425, 5.0, Some(0.5))));
+    assert_eq!(find(&idle, Metric::Ttft).verdict, Verdict::Pass);
+    // a late tail on a busy machine while perfgate itself idles: the note, still gated
+    let (machine, _) = mk(Some(ClientDelay::from_lag(1.3, 40.0, Some(0.1))));
+    assert_eq!(find(&machine, Metric::Ttft).verdict, Verdict::Pass);
 }

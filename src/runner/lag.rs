@@ -21,6 +21,9 @@ struct LagRecorder {
     seen: u64,
     max: f64,
     rng: rand::rngs::StdRng,
+    /// Wall and process CPU seconds over the probe's start/stop cycles.
+    wall_s: f64,
+    cpu_s: f64,
 }
 
 impl LagRecorder {
@@ -50,6 +53,8 @@ pub struct LagProbe {
     interval: Duration,
     rec: Arc<Mutex<LagRecorder>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// When the running cycle started: wall clock and the process's CPU seconds.
+    since: Option<(Instant, Option<f64>)>,
 }
 
 impl LagProbe {
@@ -63,8 +68,11 @@ impl LagProbe {
                 seen: 0,
                 max: 0.0,
                 rng: rand::rngs::StdRng::seed_from_u64(0x1a9),
+                wall_s: 0.0,
+                cpu_s: 0.0,
             })),
             task: None,
+            since: None,
         }
     }
 
@@ -74,6 +82,7 @@ impl LagProbe {
         if self.task.is_some() {
             return;
         }
+        self.since = Some((Instant::now(), crate::machine::process_cpu_s()));
         let rec = Arc::clone(&self.rec);
         let interval = self.interval;
         self.task = Some(tokio::spawn(async move {
@@ -93,6 +102,12 @@ impl LagProbe {
         if let Some(t) = self.task.take() {
             t.abort();
         }
+        if let Some((at, Some(cpu0))) = self.since.take() {
+            if let (Some(cpu1), Ok(mut r)) = (crate::machine::process_cpu_s(), self.rec.lock()) {
+                r.wall_s += at.elapsed().as_secs_f64();
+                r.cpu_s += (cpu1 - cpu0).max(0.0);
+            }
+        }
     }
 
     /// P50, P99 (type 7 over the kept samples), max and count of the wakeup lags, ms rounded to
@@ -110,8 +125,14 @@ impl LagProbe {
             p99: crate::units::round3(q(0.99)),
             max: crate::units::round3(r.max),
             samples: r.seen,
+            cpu_share: cpu_share(r.cpu_s, r.wall_s, crate::machine::cores()),
         })
     }
+}
+
+/// Process CPU seconds over wall seconds x `cores`, rounded to 0.001; `None` without wall time.
+pub fn cpu_share(cpu_s: f64, wall_s: f64, cores: usize) -> Option<f64> {
+    (wall_s > 0.0 && cores > 0).then(|| crate::units::round3(cpu_s / (wall_s * cores as f64)))
 }
 
 impl Drop for LagProbe {
@@ -122,7 +143,16 @@ impl Drop for LagProbe {
 
 #[cfg(test)]
 mod tests {
-    use super::{LagProbe, LAG_RESERVOIR};
+    use super::{cpu_share, LagProbe, LAG_RESERVOIR};
+
+    #[test]
+    fn the_cpu_share_is_cpu_time_over_wall_time_and_cores() {
+        // 7.5 CPU seconds over 6 s on 1 core: more than one core's worth (other threads' time
+        // counts too) reads as 1.25; 3 s of 12 core-seconds is 0.25
+        assert_eq!(cpu_share(7.5, 6.0, 1), Some(1.25));
+        assert_eq!(cpu_share(3.0, 6.0, 2), Some(0.25));
+        assert_eq!(cpu_share(1.0, 0.0, 2), None);
+    }
 
     #[test]
     fn lag_samples_are_bounded_and_summarised() {
