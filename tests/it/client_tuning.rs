@@ -495,7 +495,7 @@ fn a_blocked_runtime_shows_client_lag_and_the_note() {
         .unwrap_or_else(|| panic!("{notes:?}"));
     assert!(note.contains(&format!("P99 {:.1} ms", lag.p99)), "{note}");
     assert!(note.contains("client-side delay"), "{note}");
-    assert!(note.contains("--shard"), "{note}");
+    assert!(note.contains("--load-shard I/N"), "{note}");
 }
 
 /// A real run against the simulator: the probe runs beside the requests and its figures reach
