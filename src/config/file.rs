@@ -179,6 +179,23 @@ pub struct RawRequest {
     pub min_tokens: Option<u32>,
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     pub cache: Option<String>,
+    /// Prompts from a file instead of `prompt`/`messages`/`prompt_tokens`
+    /// ([`super::prompt_set`]).
+    pub prompt_set: Option<RawPromptSet>,
+}
+
+/// `request.prompt_set` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPromptSet {
+    /// The file, relative to the scenario file.
+    pub file: Option<String>,
+    /// `prompts`, `messages` or `sharegpt` (default: told from the first entry).
+    pub format: Option<String>,
+    /// `shuffled` (default) or `file`.
+    pub order: Option<String>,
+    /// Seed of the shuffled order (default 0).
+    pub seed: Option<u64>,
 }
 
 /// `load:` keys.
@@ -286,13 +303,14 @@ impl RawEndpoint {
 }
 
 impl RawRequest {
-    /// Field-wise overlay. `prompt`, `prompt_tokens`, `messages` and `system` go together: a
-    /// scenario that sets any of them replaces all four.
+    /// Field-wise overlay. `prompt`, `prompt_tokens`, `messages`, `prompt_set` and `system` go
+    /// together: a scenario that sets any of them replaces all five.
     pub fn over(self, base: &RawRequest) -> RawRequest {
         let own_text = self.prompt.is_some()
             || self.prompt_tokens.is_some()
             || self.messages.is_some()
-            || self.system.is_some();
+            || self.system.is_some()
+            || self.prompt_set.is_some();
         RawRequest {
             prompt: if own_text {
                 self.prompt
@@ -329,6 +347,11 @@ impl RawRequest {
                 (mine, theirs) => mine.or_else(|| theirs.clone()),
             },
             cache: self.cache.or_else(|| base.cache.clone()),
+            prompt_set: if own_text {
+                self.prompt_set
+            } else {
+                base.prompt_set.clone()
+            },
         }
     }
 }

@@ -7,6 +7,7 @@
 pub mod arm;
 pub mod file;
 pub mod metric;
+pub mod prompt_set;
 pub mod scenario;
 pub mod server;
 pub mod shard;
@@ -259,6 +260,10 @@ pub fn parse_str_as(
         let ctx = scenario::BuildCtx {
             env,
             at: at.clone(),
+            dir: Path::new(name)
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
         };
         let written = merged.name.clone().unwrap_or_default();
         let in_scenario = |problem: &dyn std::fmt::Display| ConfigError::Scenario {

@@ -81,6 +81,9 @@ pub struct BuildCtx<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
     /// `file:line` of the scenario entry, for messages.
     pub at: String,
+    /// The scenario file's directory: paths in it (`request.prompt_set.file`) are relative to
+    /// it.
+    pub dir: std::path::PathBuf,
 }
 
 /// What is wrong with one scenario's values: the scenario (by its name, when it has one) and
@@ -126,7 +129,7 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioE
     let name = ScenarioName::new(name).map_err(ScenarioError::unnamed)?;
     let here = |problem: String| ScenarioError::named(&name, problem);
     let endpoint = build_endpoint(&raw.endpoint, ctx).map_err(here)?;
-    let request = build_request(&raw.request, endpoint.api).map_err(here)?;
+    let request = build_request(&raw.request, endpoint.api, &ctx.dir).map_err(here)?;
     let load = build_load(&raw.load).map_err(here)?;
     let gate = build_gate(&raw.gate).map_err(here)?;
     if request.max_tokens < 2 && gate.metrics.contains(&Metric::Tpot) {

@@ -6,8 +6,9 @@ use super::progress::{Phase, Progress};
 use super::steady;
 use crate::client::body;
 use crate::client::http::{Delivery, RefusedField, Sent, StreamClient};
+use crate::config::prompt_set::Slot;
 use crate::config::Scenario;
-use crate::record::RequestRecord;
+use crate::record::{RequestRecord, WorkItem};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -27,8 +28,12 @@ pub(super) struct Shared {
     pub(super) nonce_seq: AtomicU64,
     /// Live progress display, when the caller passed one to [`Session::start_with`].
     pub(super) progress: Option<Arc<dyn Progress>>,
-    /// False during warmup, true once measured requests are sent (for `progress`).
+    /// False during warmup, true once measured requests are sent (for `progress`, and which
+    /// prompt-set entries a phase sends).
     pub(super) measuring: AtomicBool,
+    /// Measured requests of the session before this phase: a measured request's index in the
+    /// run is this plus its index in the phase ([`request_index`]).
+    pub(super) measured_before: AtomicUsize,
     /// Once perfgate switched to `Connection: close`: how many more re-sends are still expected
     /// (a request may take an idle pooled connection that carried a stream before the switch,
     /// which the server is closing; at most one per pooled connection, i.e. `concurrency`).
@@ -55,6 +60,7 @@ impl Shared {
             results: Mutex::new(Vec::new()),
             progress,
             measuring: AtomicBool::new(false),
+            measured_before: AtomicUsize::new(0),
             close_leftovers: AtomicUsize::new(0),
             nonce_seq: AtomicU64::new(0),
             run_id,
@@ -203,7 +209,11 @@ async fn steady_worker(
             return;
         }
         let unmeasured = !matches!(role, steady::Role::Measured(_));
-        let Some(sent) = one_request(&sh, run_start, None, unmeasured).await else {
+        let slot = match role {
+            steady::Role::Measured(k) => measured_slot(&sh, k),
+            _ => Slot::Unmeasured(i),
+        };
+        let Some(sent) = one_request(&sh, run_start, None, unmeasured, slot).await else {
             return; // interrupted: not recorded
         };
         let end_ms = run_start.elapsed().as_secs_f64() * 1000.0;
@@ -266,22 +276,50 @@ async fn worker(
                 return;
             }
         }
-        let Some(sent) = one_request(&sh, run_start, due, false).await else {
+        let slot = if sh.measuring.load(Ordering::SeqCst) {
+            measured_slot(&sh, i)
+        } else {
+            Slot::Unmeasured(i)
+        };
+        let Some(sent) = one_request(&sh, run_start, due, false, slot).await else {
             return; // interrupted: not recorded
         };
         keep(&sh, i, sent, count);
     }
 }
 
+/// The index in the run's request sequence of the `local`-th measured request this perfgate
+/// process sends (0-based over every look): what picks its prompt-set entry.
+///
+/// load shard: global request index. Identity while one process sends every request; a load
+/// shard I/N (worker I sending global indices I-1, I-1+N, ...) maps `local` to
+/// `(I - 1) + local * N` here, and every shard then sends the requests one process would.
+pub fn request_index(local: usize) -> usize {
+    local
+}
+
+/// The slot of the measured request at index `i` of the current phase.
+pub(super) fn measured_slot(sh: &Shared, i: usize) -> Slot {
+    Slot::Measured(request_index(sh.measured_before.load(Ordering::SeqCst) + i))
+}
+
 /// Sends one request of a phase (its own nonce, its re-send rules) and measures it; `None`
-/// when perfgate was interrupted before it ended (then it is not recorded).
+/// when perfgate was interrupted before it ended (then it is not recorded). `slot` says which
+/// prompt-set entry it sends (a scenario without `request.prompt_set` ignores it).
 pub(super) async fn one_request(
     sh: &Arc<Shared>,
     run_start: Instant,
     due: Option<Instant>,
     unmeasured: bool,
+    slot: Slot,
 ) -> Option<Sent> {
     let sc = &sh.scenario;
+    // A prompt set: this request's entry, and the request that sends it.
+    let picked = sc.request.prompt_set.as_ref().map(|ps| {
+        let (entry, e) = ps.pick(slot);
+        (entry, e.id.clone(), sc.request.for_entry(e))
+    });
+    let request = picked.as_ref().map_or(&sc.request, |(_, _, r)| r);
     // One nonce per request of the whole session (`cache: cold`), not per index of a phase: the
     // warmup's request i and the measured request i, or request i of two `measure` calls (an
     // A/B alternation measures one at a time), would otherwise send the same prompt, and the
@@ -299,7 +337,7 @@ pub(super) async fn one_request(
         let b = body::build(
             sc.endpoint.api,
             &sc.endpoint.model,
-            &sc.request,
+            request,
             usage,
             Some(&nonce),
         );
@@ -339,6 +377,14 @@ pub(super) async fn one_request(
     }
     if let Some(due) = due {
         stamp_schedule(&mut sent.record, due, run_start);
+    }
+    if let (Some((entry, prompt_id, r)), Slot::Measured(index)) = (&picked, slot) {
+        sent.record.work = Some(WorkItem {
+            index: index as u64,
+            entry: Some(*entry as u64),
+            prompt_id: prompt_id.clone(),
+            max_tokens: r.max_tokens,
+        });
     }
     if let Some(p) = &sh.progress {
         let phase = if unmeasured {

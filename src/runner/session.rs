@@ -130,6 +130,9 @@ impl Session {
             self.run_start = Instant::now();
         }
         self.probe.start();
+        self.shared
+            .measured_before
+            .store(self.measured.len(), Ordering::SeqCst);
         if self.shared.scenario.load.steady() {
             let step = self.ramp_step();
             let look = steady_phase(&self.shared, n, self.run_start, step).await;

@@ -4,7 +4,9 @@
 
 use super::{short_hash, Api};
 use crate::config::file::{RawMessage, RawRequest};
+use crate::config::prompt_set::{self, Entry, PromptSet};
 use serde::Serialize;
+use std::path::Path;
 
 /// Prefix-cache policy (docs/design.md "Scenarios").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -112,12 +114,22 @@ pub struct RequestSpec {
     /// Part of the fingerprint (the text is not: the calibrated text follows the tokenizer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u32>,
+    /// `prompt_set`: prompts from a file, one entry per request (`prompt` and `messages` are
+    /// then empty). In the fingerprint by its file's hash, format, order and seed; absent
+    /// keys keep earlier fingerprints.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_set: Option<PromptSet>,
 }
 
 impl RequestSpec {
     /// sha256 (hex, 16 chars) of the prompt text: messages, prompt and system; for a
     /// synthetic prompt, of `prompt_tokens` and system (its text follows the tokenizer).
     pub fn prompt_hash(&self) -> String {
+        if let Some(ps) = &self.prompt_set {
+            return short_hash(
+                &serde_json::json!({"prompt_set": ps.sha256, "system": self.system}).to_string(),
+            );
+        }
         let v = match self.prompt_tokens {
             Some(n) => serde_json::json!({"prompt_tokens": n, "system": self.system}),
             None => {
@@ -130,6 +142,19 @@ impl RequestSpec {
     pub fn fixed_length(&self) -> bool {
         self.ignore_eos == Some(true) || self.min_tokens.is_some_and(|m| m >= self.max_tokens)
     }
+
+    /// The request that sends prompt-set entry `e`: its messages and text, and its own
+    /// `max_tokens` when it gives one (`min_tokens` then at most that).
+    pub fn for_entry(&self, e: &Entry) -> RequestSpec {
+        let max_tokens = e.max_tokens.unwrap_or(self.max_tokens);
+        RequestSpec {
+            messages: e.messages.clone(),
+            prompt: e.prompt.clone(),
+            max_tokens,
+            min_tokens: self.min_tokens.map(|m| m.min(max_tokens)),
+            ..self.clone()
+        }
+    }
 }
 
 /// The prompt as chat messages and as plain text, from whichever of `prompt`, `messages` or
@@ -139,14 +164,21 @@ fn prompt_and_messages(r: &RawRequest) -> Result<(Vec<RawMessage>, String), Stri
         r.prompt.is_some(),
         r.messages.is_some(),
         r.prompt_tokens.is_some(),
+        r.prompt_set.is_some(),
     ];
     if given.iter().filter(|g| **g).count() > 1 {
-        return Err("request: give one of `prompt`, `messages` or `prompt_tokens`".into());
+        return Err(
+            "request: give one of `prompt`, `messages`, `prompt_tokens` or `prompt_set`".into(),
+        );
+    }
+    if r.prompt_set.is_some() {
+        // each request takes its text from its entry (RequestSpec::for_entry)
+        return Ok((Vec::new(), String::new()));
     }
     let given = match (&r.prompt, &r.messages, r.prompt_tokens) {
         (None, None, None) => {
             return Err(
-                "request.prompt (or request.messages, or request.prompt_tokens) is required".into(),
+                "request.prompt (or request.messages, request.prompt_tokens or request.prompt_set) is required".into(),
             )
         }
         (_, _, Some(n)) => {
@@ -204,11 +236,26 @@ fn prompt_and_messages(r: &RawRequest) -> Result<(Vec<RawMessage>, String), Stri
     Ok(given)
 }
 
-pub(super) fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
+/// Validates the `request:` section; `dir` is the scenario file's directory (a prompt set's
+/// path is relative to it).
+pub(super) fn build_request(r: &RawRequest, api: Api, dir: &Path) -> Result<RequestSpec, String> {
     let (messages, prompt) = prompt_and_messages(r)?;
     if api == Api::OpenaiCompletions && r.messages.is_some() {
         return Err("request.messages needs a chat API; openai-completions takes `prompt`".into());
     }
+    let prompt_set = match &r.prompt_set {
+        None => None,
+        Some(raw) => {
+            let ps = prompt_set::load(raw, dir)?;
+            if api == Api::OpenaiCompletions && ps.format != prompt_set::PromptFormat::Prompts {
+                return Err(format!(
+                    "request.prompt_set: a {} file holds chat messages, which need a chat API; openai-completions takes a `prompts` file",
+                    ps.format.as_str()
+                ));
+            }
+            Some(ps)
+        }
+    };
     let max_tokens = r
         .max_tokens
         .ok_or("request.max_tokens is required (a fixed output length makes TPOT comparable)")?;
@@ -279,6 +326,7 @@ pub(super) fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, Str
         extra_body: r.extra_body.clone().unwrap_or_default(),
         cache,
         prompt_tokens: r.prompt_tokens,
+        prompt_set,
     })
 }
 
