@@ -475,6 +475,9 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
                     s.load.concurrency,
                     s.load.samples
                 );
+                if let Some(ps) = &s.request.prompt_set {
+                    println!("    {}", ps.describe());
+                }
             }
             println!("{} scenario(s) valid", scs.len());
             Ok(exit::OK)

@@ -464,4 +464,77 @@ mod tests {
         assert_eq!(d[0].metrics, vec![Metric::Tpot]);
         assert!(d[0].why.contains("1 of 20 requests counted output tokens from events instead of usage, and 1 of them got a different count"), "{}", d[0].why);
     }
+
+    fn work(index: u64, id: &str) -> Option<crate::record::WorkItem> {
+        Some(crate::record::WorkItem {
+            index,
+            entry: Some(index),
+            prompt_id: id.into(),
+            max_tokens: 8,
+        })
+    }
+
+    /// A prompt set: requests of the same index are compared one by one, so a longer run (more
+    /// requests, another median of the mix) is no drift, and other prompts or other counts are.
+    #[test]
+    fn a_varied_workload_is_compared_request_by_request() {
+        let sc = scenario();
+        // the baseline: 20 requests, request i with prompt i and 10 + i prompt tokens
+        let rec = |i: u64, id: &str, prompt: u64, out: u64| RequestRecord {
+            work: work(i, id),
+            ..record(prompt, out)
+        };
+        let mut run = RunOutput::empty();
+        run.records = (0..20)
+            .map(|i| rec(i, &format!("p{i}"), 10 + i, 8))
+            .collect();
+        run.started_at = "2026-11-30T00:00:00Z".into();
+        let b = baseline::from_runs(&sc, &[run], None);
+        // 40 requests: the first 20 the same, 20 more with long prompts (the median moves)
+        let longer = run_of(
+            (0..40)
+                .map(|i| rec(i, &format!("p{i}"), if i < 20 { 10 + i } else { 500 }, 8))
+                .collect(),
+        );
+        assert_eq!(workload_drift(&sc, &b, &longer), vec![]);
+        // other prompts for the same indexes: every metric
+        let other = run_of(
+            (0..20)
+                .map(|i| rec(i, &format!("q{i}"), 10 + i, 8))
+                .collect(),
+        );
+        let d = workload_drift(&sc, &b, &other);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].metrics, vec![Metric::Ttft, Metric::Tpot, Metric::E2e]);
+        assert!(
+            d[0].why.starts_with(
+                "20 of 20 requests sent another prompt than the baseline's request of the same index (request 0: prompt p0 then, q0 now)"
+            ),
+            "{}",
+            d[0].why
+        );
+        // the same prompts counted 3 tokens longer (another chat template): TTFT and E2E
+        let counted = run_of(
+            (0..20)
+                .map(|i| rec(i, &format!("p{i}"), 13 + i, 8))
+                .collect(),
+        );
+        let d = workload_drift(&sc, &b, &counted);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].metrics, vec![Metric::Ttft, Metric::E2e]);
+        assert!(
+            d[0].why
+                .contains("prompt tokens differ from the baseline's for 20 of 20 of the same requests (median change +3"),
+            "{}",
+            d[0].why
+        );
+        // shorter answers for most requests: TPOT and E2E
+        let short = run_of(
+            (0..20)
+                .map(|i| rec(i, &format!("p{i}"), 10 + i, 6))
+                .collect(),
+        );
+        let d = workload_drift(&sc, &b, &short);
+        assert_eq!(d[0].metrics, vec![Metric::Tpot, Metric::E2e]);
+    }
 }

@@ -299,10 +299,12 @@ pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Par
                 let p = match v.get("prompt") {
                     Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
                     Some(Value::String(_)) => return Err(format!("{}: `prompt` is empty", here())),
-                    _ => return Err(format!(
+                    _ => {
+                        return Err(format!(
                         "{}: needs `prompt`, a string (format prompts: {{\"prompt\": \"...\"}})",
                         here()
-                    )),
+                    ))
+                    }
                 };
                 entries.push(Entry::new(vec![user(p)], max_tokens));
             }

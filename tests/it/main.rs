@@ -26,6 +26,7 @@ mod messages;
 mod nightly;
 mod open_loop;
 mod prefix_cache;
+mod prompt_set;
 mod report_cli;
 mod report_html;
 mod report_junit;

@@ -35,6 +35,7 @@ fn init_scaffolds_a_project_that_validates() {
         "include_usage:",
         "prompt:",
         "messages:",
+        "prompt_set:",
         "system:",
         "max_tokens:",
         "temperature:",
