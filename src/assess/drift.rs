@@ -471,6 +471,7 @@ mod tests {
             entry: Some(index),
             prompt_id: id.into(),
             max_tokens: 8,
+            input_tokens: None,
         })
     }
 

@@ -138,6 +138,7 @@ mod tests {
             cache,
             prompt_tokens: None,
             prompt_set: None,
+            generate: None,
         }
     }
 

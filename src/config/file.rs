@@ -182,6 +182,30 @@ pub struct RawRequest {
     /// Prompts from a file instead of `prompt`/`messages`/`prompt_tokens`
     /// ([`super::prompt_set`]).
     pub prompt_set: Option<RawPromptSet>,
+    /// Input and output lengths drawn per request ([`super::generate`]).
+    pub generate: Option<RawGenerate>,
+}
+
+/// `request.generate` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGenerate {
+    pub input_tokens: Option<RawDist>,
+    pub output_tokens: Option<RawDist>,
+    pub seed: Option<u64>,
+}
+
+/// A length distribution: `{distribution: normal, mean: 512, sd: 128, min: 16, max: 2048}`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDist {
+    pub distribution: Option<String>,
+    pub mean: Option<f64>,
+    pub sd: Option<f64>,
+    pub median: Option<f64>,
+    pub sigma: Option<f64>,
+    pub min: Option<u32>,
+    pub max: Option<u32>,
 }
 
 /// `request.prompt_set` keys.
@@ -303,14 +327,15 @@ impl RawEndpoint {
 }
 
 impl RawRequest {
-    /// Field-wise overlay. `prompt`, `prompt_tokens`, `messages`, `prompt_set` and `system` go
-    /// together: a scenario that sets any of them replaces all five.
+    /// Field-wise overlay. `prompt`, `prompt_tokens`, `messages`, `prompt_set`, `generate` and
+    /// `system` go together: a scenario that sets any of them replaces all six.
     pub fn over(self, base: &RawRequest) -> RawRequest {
         let own_text = self.prompt.is_some()
             || self.prompt_tokens.is_some()
             || self.messages.is_some()
             || self.system.is_some()
-            || self.prompt_set.is_some();
+            || self.prompt_set.is_some()
+            || self.generate.is_some();
         RawRequest {
             prompt: if own_text {
                 self.prompt
@@ -351,6 +376,11 @@ impl RawRequest {
                 self.prompt_set
             } else {
                 base.prompt_set.clone()
+            },
+            generate: if own_text {
+                self.generate
+            } else {
+                base.generate.clone()
             },
         }
     }

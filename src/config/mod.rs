@@ -6,6 +6,7 @@
 
 pub mod arm;
 pub mod file;
+pub mod generate;
 pub mod metric;
 pub mod prompt_set;
 pub mod scenario;

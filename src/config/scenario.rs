@@ -132,10 +132,10 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioE
     let request = build_request(&raw.request, endpoint.api, &ctx.dir).map_err(here)?;
     let load = build_load(&raw.load).map_err(here)?;
     let gate = build_gate(&raw.gate).map_err(here)?;
-    if request.max_tokens < 2 && gate.metrics.contains(&Metric::Tpot) {
+    if request.min_output_tokens() < 2 && gate.metrics.contains(&Metric::Tpot) {
         return Err(here(format!(
-            "TPOT is undefined for max_tokens {} (it needs 2 or more output tokens); raise max_tokens or set gate.metrics without tpot",
-            request.max_tokens
+            "TPOT is undefined for max_tokens {} (it needs 2 or more output tokens); raise max_tokens (or request.generate.output_tokens.min) or set gate.metrics without tpot",
+            request.min_output_tokens()
         )));
     }
     let fingerprint = fingerprint(&endpoint, &request, &load);

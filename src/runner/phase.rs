@@ -7,8 +7,10 @@ use super::steady;
 use crate::client::body;
 use crate::client::http::{Delivery, RefusedField, Sent, StreamClient};
 use crate::config::prompt_set::Slot;
+use crate::config::scenario::RequestSpec;
 use crate::config::Scenario;
 use crate::record::{RequestRecord, WorkItem};
+use crate::synthetic_prompt::Scale;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -31,6 +33,9 @@ pub(super) struct Shared {
     /// False during warmup, true once measured requests are sent (for `progress`, and which
     /// prompt-set entries a phase sends).
     pub(super) measuring: AtomicBool,
+    /// `request.generate`: tokens a synthetic prompt of w words counts, as fitted before the
+    /// warmup ([`crate::prompt_fit::fit_scale`]).
+    pub(super) scale: Scale,
     /// Measured requests of the session before this phase: a measured request's index in the
     /// run is this plus its index in the phase ([`request_index`]).
     pub(super) measured_before: AtomicUsize,
@@ -61,6 +66,7 @@ impl Shared {
             progress,
             measuring: AtomicBool::new(false),
             measured_before: AtomicUsize::new(0),
+            scale: Scale::GUESS,
             close_leftovers: AtomicUsize::new(0),
             nonce_seq: AtomicU64::new(0),
             run_id,
@@ -298,6 +304,42 @@ pub fn request_index(local: usize) -> usize {
     local
 }
 
+/// What the request in `slot` sends when the scenario varies its requests, and what its record
+/// keeps: a prompt set's entry ([`PromptSet::pick`](crate::config::prompt_set::PromptSet::pick)),
+/// or drawn lengths ([`GenerateSpec::draw`](crate::config::generate::GenerateSpec::draw)) with
+/// the prompt scaled by `scale`. `None`: the scenario's one request.
+pub(super) fn varied(sc: &Scenario, scale: Scale, slot: Slot) -> Option<(RequestSpec, WorkItem)> {
+    let index = match slot {
+        Slot::Measured(g) | Slot::Unmeasured(g) => g as u64,
+    };
+    if let Some(ps) = &sc.request.prompt_set {
+        let (entry, e) = ps.pick(slot);
+        let r = sc.request.for_entry(e);
+        let work = WorkItem {
+            index,
+            entry: Some(entry as u64),
+            prompt_id: e.id.clone(),
+            max_tokens: r.max_tokens,
+            input_tokens: None,
+        };
+        return Some((r, work));
+    }
+    let g = sc.request.generate.as_ref()?;
+    let d = g.draw(slot);
+    let r = sc.request.for_drawn(&d, scale.words_for(d.input_tokens));
+    let work = WorkItem {
+        index,
+        entry: None,
+        prompt_id: crate::config::scenario::short_hash(
+            &serde_json::json!({"input_tokens": d.input_tokens, "text_seed": d.text_seed})
+                .to_string(),
+        ),
+        max_tokens: r.max_tokens,
+        input_tokens: Some(d.input_tokens),
+    };
+    Some((r, work))
+}
+
 /// The slot of the measured request at index `i` of the current phase.
 pub(super) fn measured_slot(sh: &Shared, i: usize) -> Slot {
     Slot::Measured(request_index(sh.measured_before.load(Ordering::SeqCst) + i))
@@ -314,12 +356,8 @@ pub(super) async fn one_request(
     slot: Slot,
 ) -> Option<Sent> {
     let sc = &sh.scenario;
-    // A prompt set: this request's entry, and the request that sends it.
-    let picked = sc.request.prompt_set.as_ref().map(|ps| {
-        let (entry, e) = ps.pick(slot);
-        (entry, e.id.clone(), sc.request.for_entry(e))
-    });
-    let request = picked.as_ref().map_or(&sc.request, |(_, _, r)| r);
+    let picked = varied(sc, sh.scale, slot);
+    let request = picked.as_ref().map_or(&sc.request, |(r, _)| r);
     // One nonce per request of the whole session (`cache: cold`), not per index of a phase: the
     // warmup's request i and the measured request i, or request i of two `measure` calls (an
     // A/B alternation measures one at a time), would otherwise send the same prompt, and the
@@ -378,13 +416,8 @@ pub(super) async fn one_request(
     if let Some(due) = due {
         stamp_schedule(&mut sent.record, due, run_start);
     }
-    if let (Some((entry, prompt_id, r)), Slot::Measured(index)) = (&picked, slot) {
-        sent.record.work = Some(WorkItem {
-            index: index as u64,
-            entry: Some(*entry as u64),
-            prompt_id: prompt_id.clone(),
-            max_tokens: r.max_tokens,
-        });
+    if let (Some((_, work)), Slot::Measured(_)) = (picked, slot) {
+        sent.record.work = Some(work);
     }
     if let Some(p) = &sh.progress {
         let phase = if unmeasured {

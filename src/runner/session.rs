@@ -29,6 +29,8 @@ pub struct Session {
     pub(super) listed_models: Option<Vec<String>>,
     /// `request.prompt_tokens`: the synthetic prompt fitted before the warmup.
     pub(super) prompt_fit: Option<crate::prompt_fit::PromptFit>,
+    /// `request.generate`: the synthetic prompt's scale fitted before the warmup.
+    pub(super) length_fit: Option<crate::prompt_fit::LengthFit>,
     /// Steady-state looks: their unmeasured ramp-up and drain requests.
     pub(super) steady: SteadyCounts,
 }
@@ -69,7 +71,18 @@ impl Session {
             }
             _ => None,
         };
-        let shared = Arc::new(Shared::new(client, scenario, progress, run_id()));
+        // `request.generate`: fit the synthetic prompt's scale (tokens per filler word).
+        let length_fit = match &sc.request.generate {
+            Some(g) if !crate::cancel::requested() => {
+                Some(crate::prompt_fit::fit_scale(&client, sc, &g.fit_points()).await)
+            }
+            _ => None,
+        };
+        let mut shared = Shared::new(client, scenario, progress, run_id());
+        if let Some(s) = length_fit.as_ref().and_then(|f| f.scale) {
+            shared.scale = s;
+        }
+        let shared = Arc::new(shared);
         if let Some(p) = &shared.progress {
             p.start(sc);
         }
@@ -108,6 +121,7 @@ impl Session {
             shared,
             listed_models,
             prompt_fit,
+            length_fit,
             warm,
             measured: Vec::new(),
             started_at: crate::clock::now_rfc3339(),
@@ -234,6 +248,7 @@ impl Session {
             server_side: None,
             listed_models: self.listed_models.clone(),
             prompt_fit: self.prompt_fit.clone(),
+            length_fit: self.length_fit.clone(),
             metrics_dropped: Vec::new(),
             steady: self.shared.scenario.load.steady().then_some(self.steady),
         }

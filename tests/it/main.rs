@@ -15,6 +15,7 @@ mod client_tuning;
 mod docs;
 mod encoding;
 mod gate_guards;
+mod generated_lengths;
 mod github_action;
 mod github_cli;
 mod github_fake;

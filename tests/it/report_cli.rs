@@ -36,6 +36,7 @@ fn init_scaffolds_a_project_that_validates() {
         "prompt:",
         "messages:",
         "prompt_set:",
+        "generate:",
         "system:",
         "max_tokens:",
         "temperature:",

@@ -4,6 +4,7 @@
 
 use super::{short_hash, Api};
 use crate::config::file::{RawMessage, RawRequest};
+use crate::config::generate::{self, Drawn, GenerateSpec};
 use crate::config::prompt_set::{self, Entry, PromptSet};
 use serde::Serialize;
 use std::path::Path;
@@ -119,6 +120,10 @@ pub struct RequestSpec {
     /// keys keep earlier fingerprints.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_set: Option<PromptSet>,
+    /// `generate`: input and output lengths drawn per request (`prompt` and `messages` are then
+    /// empty). In the fingerprint by its distributions and seed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generate: Option<GenerateSpec>,
 }
 
 impl RequestSpec {
@@ -128,6 +133,11 @@ impl RequestSpec {
         if let Some(ps) = &self.prompt_set {
             return short_hash(
                 &serde_json::json!({"prompt_set": ps.sha256, "system": self.system}).to_string(),
+            );
+        }
+        if let Some(g) = &self.generate {
+            return short_hash(
+                &serde_json::json!({"generate": g, "system": self.system}).to_string(),
             );
         }
         let v = match self.prompt_tokens {
@@ -155,6 +165,31 @@ impl RequestSpec {
             ..self.clone()
         }
     }
+
+    /// The request drawn `d` (`request.generate`): a synthetic prompt of `words` filler words
+    /// in `d`'s own word order, and `d`'s output length when it has one.
+    pub fn for_drawn(&self, d: &Drawn, words: u32) -> RequestSpec {
+        let text = crate::synthetic_prompt::text_seeded(words, d.text_seed);
+        let max_tokens = d.output_tokens.unwrap_or(self.max_tokens);
+        RequestSpec {
+            messages: vec![RawMessage {
+                role: "user".into(),
+                content: text.clone(),
+            }],
+            prompt: text,
+            max_tokens,
+            min_tokens: self.min_tokens.map(|m| m.min(max_tokens)),
+            ..self.clone()
+        }
+    }
+
+    /// The fewest output tokens a request asks for.
+    pub fn min_output_tokens(&self) -> u32 {
+        self.generate
+            .as_ref()
+            .and_then(|g| g.output_tokens)
+            .map_or(self.max_tokens, |d| d.bounds().0)
+    }
 }
 
 /// The prompt as chat messages and as plain text, from whichever of `prompt`, `messages` or
@@ -165,20 +200,22 @@ fn prompt_and_messages(r: &RawRequest) -> Result<(Vec<RawMessage>, String), Stri
         r.messages.is_some(),
         r.prompt_tokens.is_some(),
         r.prompt_set.is_some(),
+        r.generate.is_some(),
     ];
     if given.iter().filter(|g| **g).count() > 1 {
         return Err(
-            "request: give one of `prompt`, `messages`, `prompt_tokens` or `prompt_set`".into(),
+            "request: give one of `prompt`, `messages`, `prompt_tokens`, `prompt_set` or `generate`"
+                .into(),
         );
     }
-    if r.prompt_set.is_some() {
+    if r.prompt_set.is_some() || r.generate.is_some() {
         // each request takes its text from its entry (RequestSpec::for_entry)
         return Ok((Vec::new(), String::new()));
     }
     let given = match (&r.prompt, &r.messages, r.prompt_tokens) {
         (None, None, None) => {
             return Err(
-                "request.prompt (or request.messages, request.prompt_tokens or request.prompt_set) is required".into(),
+                "request.prompt (or request.messages, request.prompt_tokens, request.prompt_set or request.generate) is required".into(),
             )
         }
         (_, _, Some(n)) => {
@@ -256,9 +293,23 @@ pub(super) fn build_request(r: &RawRequest, api: Api, dir: &Path) -> Result<Requ
             Some(ps)
         }
     };
-    let max_tokens = r
-        .max_tokens
-        .ok_or("request.max_tokens is required (a fixed output length makes TPOT comparable)")?;
+    let generate = r.generate.as_ref().map(generate::build).transpose()?;
+    // drawn output lengths: each request's max_tokens; request.max_tokens, when set, bounds
+    // them (and defaults to the most)
+    let drawn_max = generate
+        .as_ref()
+        .and_then(|g| g.output_tokens)
+        .map(|d| d.bounds().1);
+    if let (Some(m), Some(most)) = (r.max_tokens, drawn_max) {
+        if most > m {
+            return Err(format!(
+                "request.generate.output_tokens draws up to {most} tokens, above request.max_tokens {m}: lower output_tokens.max or raise max_tokens (or leave it out)"
+            ));
+        }
+    }
+    let max_tokens = drawn_max.or(r.max_tokens).ok_or(
+        "request.max_tokens is required (a fixed output length makes TPOT comparable), or request.generate.output_tokens",
+    )?;
     if max_tokens == 0 {
         return Err("request.max_tokens must be at least 1".into());
     }
@@ -327,6 +378,7 @@ pub(super) fn build_request(r: &RawRequest, api: Api, dir: &Path) -> Result<Requ
         cache,
         prompt_tokens: r.prompt_tokens,
         prompt_set,
+        generate,
     })
 }
 
