@@ -484,6 +484,13 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
                 if let Some(g) = &s.request.generate {
                     println!("    {}", g.describe());
                 }
+                if let Some(t) = &s.load.trace {
+                    println!(
+                        "    {}; mean rate {:.2} requests/s",
+                        t.describe(),
+                        s.load.rate.unwrap_or(0.0)
+                    );
+                }
             }
             println!("{} scenario(s) valid", scs.len());
             Ok(exit::OK)

@@ -145,13 +145,13 @@ impl LengthFit {
         let requests: usize = self.fits.iter().map(|f| f.requests).sum();
         match self.scale {
             Some(s) => format!(
-                "generated lengths: synthetic prompt fitted at {} ({requests} fitting request(s), not measured); each request's prompt has (tokens - {:.1}) / {:.3} filler words",
+                "prompt lengths: synthetic prompt fitted at {} ({requests} fitting request(s), not measured); each request's prompt has (tokens - {:.1}) / {:.3} filler words",
                 at.join(" and "),
                 s.overhead,
                 s.per_word
             ),
             None => format!(
-                "generated lengths: the server reported no prompt token counts ({}), so each prompt has tokens - 16 filler words, about one token a word in common tokenizers",
+                "prompt lengths: the server reported no prompt token counts ({}), so each prompt has tokens - 16 filler words, about one token a word in common tokenizers",
                 at.join(", ")
             ),
         }

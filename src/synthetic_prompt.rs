@@ -42,9 +42,28 @@ pub fn text_seeded(words: u32, seed: u64) -> String {
     text_from(words, (seed ^ (seed >> 32)) as u32)
 }
 
+/// The synthetic prompt made of blocks, each `(seed, words)` filler words in the order of its
+/// seed, after [`HEAD`]: prompts whose blocks share seeds share their text up to the first
+/// block that differs (a trace's hash ids, so its prefix reuse is reproduced).
+pub fn blocks_text(blocks: &[(u64, u32)]) -> String {
+    let words: u32 = blocks.iter().map(|b| b.1).sum();
+    let mut out = String::with_capacity(HEAD.len() + 8 * words as usize);
+    out.push_str(HEAD);
+    for &(seed, w) in blocks {
+        push_words(&mut out, w, (seed ^ (seed >> 32)) as u32 ^ 0x2545_f491);
+    }
+    out
+}
+
 fn text_from(words: u32, start: u32) -> String {
     let mut out = String::with_capacity(HEAD.len() + 8 * words as usize);
     out.push_str(HEAD);
+    push_words(&mut out, words, start);
+    out
+}
+
+/// `words` filler words from the walk starting at `start`, a period after every 16th.
+fn push_words(out: &mut String, words: u32, start: u32) {
     let mut state: u32 = start;
     for i in 0..words {
         // Numerical Recipes' LCG; the high bits pick the word.
@@ -56,7 +75,6 @@ fn text_from(words: u32, start: u32) -> String {
             out.push('.');
         }
     }
-    out
 }
 
 /// How many tokens a server counts for a synthetic prompt of `words` filler words, as a line
@@ -223,6 +241,25 @@ mod tests {
         );
         assert_eq!(a.matches('.').count(), text(40).matches('.').count());
         assert!(a.starts_with(HEAD) && !text_seeded(41, 2).starts_with(&a));
+    }
+
+    #[test]
+    fn blocks_share_text_where_their_seeds_agree() {
+        let a = blocks_text(&[(46, 20), (47, 20), (2353, 7)]);
+        let b = blocks_text(&[(46, 20), (47, 20), (2366, 5)]);
+        let words = |t: &str| t.split_whitespace().count();
+        assert_eq!(words(&a), words(HEAD) + 47);
+        assert_eq!(words(&b), words(HEAD) + 45);
+        // the first 40 filler words (two blocks) are the same text, the third block is not
+        let shared: usize = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+        let two_blocks = blocks_text(&[(46, 20), (47, 20)]);
+        assert!(
+            shared >= two_blocks.len(),
+            "{shared} < {}",
+            two_blocks.len()
+        );
+        assert!(a.starts_with(&two_blocks) && b.starts_with(&two_blocks));
+        assert_ne!(a[two_blocks.len()..], b[two_blocks.len()..]);
     }
 
     #[test]

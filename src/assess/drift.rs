@@ -89,23 +89,33 @@ pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
     None
 }
 
-/// When the scenario's prompt-set file is another than the baseline's (same path, other
-/// content), what changed: "the prompt set file x changed since its baseline was blessed
+/// When the scenario's prompt-set or trace file is another than the baseline's (same path,
+/// other content), what changed: "the prompt set file x changed since its baseline was blessed
 /// (sha256 a -> b, 40 -> 41 entries)".
 fn prompt_set_change(old: &serde_json::Value, sc: &Scenario) -> Option<String> {
-    let now = sc.request.prompt_set.as_ref()?;
-    let was = old.get("request")?.get("prompt_set")?;
+    let (section, key, what, file, sha, entries) = match (&sc.request.prompt_set, &sc.load.trace) {
+        (Some(p), _) => (
+            "request",
+            "prompt_set",
+            "prompt set",
+            &p.file,
+            &p.sha256,
+            p.entries,
+        ),
+        (None, Some(t)) => ("load", "trace", "trace", &t.file, &t.sha256, t.entries),
+        (None, None) => return None,
+    };
+    let was = old.get(section)?.get(key)?;
     let was_sha = was.get("sha256")?.as_str()?;
-    if was.get("file")?.as_str()? != now.file || was_sha == now.sha256 {
+    if was.get("file")?.as_str()? != file.as_str() || was_sha == sha.as_str() {
         return None;
     }
-    let entries = match was.get("entries").and_then(serde_json::Value::as_u64) {
-        Some(n) if n as usize != now.entries => format!(", {n} -> {} entries", now.entries),
+    let count = match was.get("entries").and_then(serde_json::Value::as_u64) {
+        Some(n) if n as usize != entries => format!(", {n} -> {entries} entries"),
         _ => String::new(),
     };
     Some(format!(
-        "the prompt set file {} changed since its baseline was blessed (sha256 {was_sha} -> {}{entries})",
-        now.file, now.sha256
+        "the {what} file {file} changed since its baseline was blessed (sha256 {was_sha} -> {sha}{count})"
     ))
 }
 

@@ -197,7 +197,8 @@ pub fn goodput_note(sc: &Scenario, run: &RunOutput) -> Option<String> {
     ))
 }
 
-/// `request.generate`: how close the server's prompt token counts came to the drawn lengths
+/// `request.generate`, `load.trace`: how close the server's prompt token counts came to the
+/// lengths asked
 /// (the accuracy of the scaled synthetic prompt), over the successful requests that have both.
 pub fn drawn_lengths_note(records: &[crate::record::RequestRecord]) -> Option<String> {
     let mut off: Vec<f64> = records
@@ -216,7 +217,7 @@ pub fn drawn_lengths_note(records: &[crate::record::RequestRecord]) -> Option<St
     let q = |p: f64| crate::stats::quantile::quantile_type7(&off, p).unwrap_or(0.0);
     let exact = off.iter().filter(|x| **x == 0.0).count();
     Some(format!(
-        "generated lengths: the server counted the drawn prompt length within {:.1} % (median), {:.1} % (P90), {:.1} % (max) over {} requests ({exact} exactly)",
+        "prompt lengths: the server counted each request's prompt length within {:.1} % (median), {:.1} % (P90), {:.1} % (max) over {} requests ({exact} exactly)",
         q(0.5),
         q(0.9),
         off[off.len() - 1],
@@ -275,7 +276,7 @@ mod tests {
         // type-7 median of [0, 1, 2, 10] is 1.5; P90 is 2 + 0.7 x 8 = 7.6
         assert_eq!(
             super::drawn_lengths_note(&recs).unwrap(),
-            "generated lengths: the server counted the drawn prompt length within 1.5 % (median), 7.6 % (P90), 10.0 % (max) over 4 requests (1 exactly)"
+            "prompt lengths: the server counted each request's prompt length within 1.5 % (median), 7.6 % (P90), 10.0 % (max) over 4 requests (1 exactly)"
         );
         assert_eq!(
             super::drawn_lengths_note(&[crate::record::RequestRecord::new(0.0)]),

@@ -161,6 +161,7 @@ pub fn run_ab(e: &AbExperiment, reps: usize, seed: u64) -> AbRates {
             rate: None,
             seed: None,
             ramp: crate::config::scenario::Ramp::Steady,
+            trace: None,
         }
         .looks(),
         _ => vec![e.n],

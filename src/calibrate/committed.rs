@@ -210,6 +210,7 @@ pub fn run_experiment(e: &Experiment, reps: usize, seed: u64) -> Rates {
         rate: None,
         seed: None,
         ramp: crate::config::scenario::Ramp::Steady,
+        trace: None,
     }
     .looks();
     let n_max = *looks.last().unwrap_or(&e.n);

@@ -236,6 +236,26 @@ pub struct RawLoad {
     pub max_samples: Option<u32>,
     /// Closed loop: `steady` (default) or `burst` (see [`crate::config::scenario::Ramp`]).
     pub ramp: Option<String>,
+    /// Open loop: arrival times and lengths from a trace file ([`super::trace`]).
+    pub trace: Option<RawTrace>,
+}
+
+/// `load.trace` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrace {
+    /// The file, relative to the scenario file.
+    pub file: Option<String>,
+    /// `mooncake` or `azure` (default: told from the file).
+    pub format: Option<String>,
+    /// Tokens per hash id (Mooncake; default 512).
+    pub block_size: Option<u32>,
+    /// Factor on the trace's times (default 1).
+    pub time_scale: Option<f64>,
+    /// Mean arrival rate to replay at, requests/s (sets the time scale).
+    pub rate: Option<f64>,
+    /// Entries skipped before the first measured request (default 0).
+    pub start: Option<usize>,
 }
 
 /// One value or a list of values: `concurrency: 4` or `concurrency: [1, 4, 16]`.
@@ -397,6 +417,7 @@ impl RawLoad {
             seed: self.seed.or(base.seed),
             max_samples: self.max_samples.or(base.max_samples),
             ramp: self.ramp.or_else(|| base.ramp.clone()),
+            trace: self.trace.or_else(|| base.trace.clone()),
         }
     }
 }

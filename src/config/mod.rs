@@ -13,6 +13,7 @@ pub mod scenario;
 pub mod server;
 pub mod shard;
 pub mod sweep;
+pub mod trace;
 pub mod values;
 
 pub use scenario::{

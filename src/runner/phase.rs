@@ -82,11 +82,31 @@ pub(super) async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant
     let workers = (shared.scenario.load.concurrency as usize).min(count);
     // Open loop: request i is due at phase start + the i-th Poisson arrival; a worker (a slot of
     // the concurrency cap) sends it at max(due, slot free).
+    // A trace replay's measured phase: request i is due at its trace time after the phase's
+    // first request's (scaled); the warmup uses Poisson arrivals at the trace's mean rate.
+    let traced = shared
+        .scenario
+        .load
+        .trace
+        .as_ref()
+        .filter(|_| shared.measuring.load(Ordering::SeqCst));
     let schedule: Option<Arc<Vec<Instant>>> = shared.scenario.load.rate.map(|rate| {
         let start = Instant::now();
-        let seed = shared.scenario.load.seed.unwrap_or(0);
+        let offsets_s: Vec<f64> = match traced {
+            Some(t) => {
+                let first = request_index(shared.measured_before.load(Ordering::SeqCst));
+                let first_due = first_gap_s(rate);
+                (0..count)
+                    .map(|i| {
+                        let g = request_index(shared.measured_before.load(Ordering::SeqCst) + i);
+                        first_due + t.offset_ms(first, g) / 1000.0
+                    })
+                    .collect()
+            }
+            None => arrivals(rate, shared.scenario.load.seed.unwrap_or(0), count),
+        };
         Arc::new(
-            arrivals(rate, seed, count)
+            offsets_s
                 .into_iter()
                 .map(|s| start + std::time::Duration::from_secs_f64(s))
                 .collect(),
@@ -233,6 +253,13 @@ async fn steady_worker(
     }
 }
 
+/// A trace replay's first measured request is due this long after the phase starts (as the
+/// Poisson schedule's first request is due at its first gap): one mean gap, at most 1 s, so
+/// the first requests are not sent while the phase's workers start.
+fn first_gap_s(rate: f64) -> f64 {
+    (1.0 / rate).min(1.0)
+}
+
 /// Open-loop arrival offsets, seconds after the phase start: cumulative sums of exponential gaps
 /// of mean 1/rate (a Poisson process), deterministic for a seed. The first request is due at
 /// its first gap, not at 0.
@@ -324,6 +351,9 @@ pub(super) fn varied(sc: &Scenario, scale: Scale, slot: Slot) -> Option<(Request
         };
         return Some((r, work));
     }
+    if let Some(t) = &sc.load.trace {
+        return Some(traced(sc, t, scale, slot, index));
+    }
     let g = sc.request.generate.as_ref()?;
     let d = g.draw(slot);
     let r = sc.request.for_drawn(&d, scale.words_for(d.input_tokens));
@@ -338,6 +368,61 @@ pub(super) fn varied(sc: &Scenario, scale: Scale, slot: Slot) -> Option<(Request
         input_tokens: Some(d.input_tokens),
     };
     Some((r, work))
+}
+
+/// The request of a trace entry: its lengths, and a synthetic prompt scaled by `scale` whose
+/// blocks follow the entry's hash ids (requests sharing a hash id share that block's text, so
+/// the trace's prefix reuse is reproduced), or its own text when it has none (Azure).
+fn traced(
+    sc: &Scenario,
+    t: &crate::config::trace::TraceSpec,
+    scale: Scale,
+    slot: Slot,
+    index: u64,
+) -> (RequestSpec, WorkItem) {
+    let p = t.pick(slot);
+    let e = p.item;
+    let words = scale.words_for(e.input_tokens);
+    let (text, id) = if e.hash_ids.is_empty() {
+        let seed = crate::seeded::SplitMix64::for_item(0x0074_7261_6365, p.entry as u64).next_u64();
+        (
+            crate::synthetic_prompt::text_seeded(words, seed),
+            serde_json::json!({"entry": p.entry, "input_tokens": e.input_tokens}),
+        )
+    } else {
+        let k = e.hash_ids.len();
+        let per_block = ((f64::from(t.block_size) / scale.per_word).round() as u32).max(1);
+        let full = per_block.saturating_mul(k as u32 - 1);
+        let last = words.saturating_sub(full).max(1);
+        let blocks: Vec<(u64, u32)> = e
+            .hash_ids
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (*h, if i + 1 == k { last } else { per_block }))
+            .collect();
+        (
+            crate::synthetic_prompt::blocks_text(&blocks),
+            serde_json::json!({"hash_ids": e.hash_ids, "input_tokens": e.input_tokens}),
+        )
+    };
+    let r = RequestSpec {
+        messages: vec![crate::config::file::RawMessage {
+            role: "user".into(),
+            content: text.clone(),
+        }],
+        prompt: text,
+        max_tokens: e.output_tokens,
+        min_tokens: sc.request.min_tokens.map(|m| m.min(e.output_tokens)),
+        ..sc.request.clone()
+    };
+    let work = WorkItem {
+        index,
+        entry: Some(p.entry as u64),
+        prompt_id: crate::config::scenario::short_hash(&id.to_string()),
+        max_tokens: e.output_tokens,
+        input_tokens: Some(e.input_tokens),
+    };
+    (r, work)
 }
 
 /// The slot of the measured request at index `i` of the current phase.

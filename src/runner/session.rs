@@ -72,9 +72,16 @@ impl Session {
             _ => None,
         };
         // `request.generate`: fit the synthetic prompt's scale (tokens per filler word).
-        let length_fit = match &sc.request.generate {
-            Some(g) if !crate::cancel::requested() => {
-                Some(crate::prompt_fit::fit_scale(&client, sc, &g.fit_points()).await)
+        // A trace: the same, at its measured requests' prompt lengths.
+        let needed = sc.load.looks().last().copied().unwrap_or(0);
+        let points = match (&sc.request.generate, &sc.load.trace) {
+            (Some(g), _) => Some(g.fit_points()),
+            (None, Some(t)) => Some(t.fit_points(needed)),
+            _ => None,
+        };
+        let length_fit = match points {
+            Some(p) if !crate::cancel::requested() => {
+                Some(crate::prompt_fit::fit_scale(&client, sc, &p).await)
             }
             _ => None,
         };

@@ -98,7 +98,7 @@ fn generated_lengths_bless_and_check_the_same_requests() {
         "{notes}"
     );
     assert!(
-        notes.contains("the server counted the drawn prompt length within 0.0 % (median), 0.0 % (P90), 0.0 % (max) over 20 requests (20 exactly)"),
+        notes.contains("prompt lengths: the server counted each request's prompt length within 0.0 % (median), 0.0 % (P90), 0.0 % (max) over 20 requests (20 exactly)"),
         "{notes}"
     );
     assert!(

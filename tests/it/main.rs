@@ -40,4 +40,5 @@ mod shard;
 mod sim_schedules;
 mod slo;
 mod steady;
+mod trace_replay;
 mod workload;

@@ -37,6 +37,7 @@ fn init_scaffolds_a_project_that_validates() {
         "messages:",
         "prompt_set:",
         "generate:",
+        "trace:",
         "system:",
         "max_tokens:",
         "temperature:",

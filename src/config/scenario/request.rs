@@ -194,7 +194,7 @@ impl RequestSpec {
 
 /// The prompt as chat messages and as plain text, from whichever of `prompt`, `messages` or
 /// `prompt_tokens` (a synthetic prompt's first guess) is given: exactly one of them.
-fn prompt_and_messages(r: &RawRequest) -> Result<(Vec<RawMessage>, String), String> {
+fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>, String), String> {
     let given = [
         r.prompt.is_some(),
         r.messages.is_some(),
@@ -207,6 +207,12 @@ fn prompt_and_messages(r: &RawRequest) -> Result<(Vec<RawMessage>, String), Stri
             "request: give one of `prompt`, `messages`, `prompt_tokens`, `prompt_set` or `generate`"
                 .into(),
         );
+    }
+    if traced {
+        if given.iter().any(|g| *g) {
+            return Err("load.trace gives each request's prompt length: leave out request.prompt, messages, prompt_tokens, prompt_set and generate".into());
+        }
+        return Ok((Vec::new(), String::new()));
     }
     if r.prompt_set.is_some() || r.generate.is_some() {
         // each request takes its text from its entry (RequestSpec::for_entry)
@@ -275,8 +281,14 @@ fn prompt_and_messages(r: &RawRequest) -> Result<(Vec<RawMessage>, String), Stri
 
 /// Validates the `request:` section; `dir` is the scenario file's directory (a prompt set's
 /// path is relative to it).
-pub(super) fn build_request(r: &RawRequest, api: Api, dir: &Path) -> Result<RequestSpec, String> {
-    let (messages, prompt) = prompt_and_messages(r)?;
+/// `traced`: `load.trace` gives each request's lengths (no prompt here, `max_tokens` optional).
+pub(super) fn build_request(
+    r: &RawRequest,
+    api: Api,
+    dir: &Path,
+    traced: bool,
+) -> Result<RequestSpec, String> {
+    let (messages, prompt) = prompt_and_messages(r, traced)?;
     if api == Api::OpenaiCompletions && r.messages.is_some() {
         return Err("request.messages needs a chat API; openai-completions takes `prompt`".into());
     }
@@ -307,6 +319,8 @@ pub(super) fn build_request(r: &RawRequest, api: Api, dir: &Path) -> Result<Requ
             ));
         }
     }
+    // a trace's requests ask their own output lengths (config::scenario::build sets the most)
+    let drawn_max = drawn_max.or(traced.then_some(1));
     let max_tokens = drawn_max.or(r.max_tokens).ok_or(
         "request.max_tokens is required (a fixed output length makes TPOT comparable), or request.generate.output_tokens",
     )?;
