@@ -66,8 +66,21 @@ fn a_prompt_set_blesses_and_checks_the_same_requests() {
     let dir = project(MIXED);
     let (code, text) = run(dir.path(), &["bless", "--runs", "2", "--allow-unstable"]);
     assert_eq!(code, Some(0), "{text}");
-    let (code, text) = run(dir.path(), &["check", "--output", "r.json"]);
+    let (code, text) = run(
+        dir.path(),
+        &["check", "--output", "r.json", "--html", "report.html"],
+    );
     assert_eq!(code, Some(0), "{text}");
+    // The HTML report draws the length distributions. By hand: the 12 entries have 4, 6, 8,
+    // 12, 16, 24, 40, 60, 90, 160, 200 and 300 words, each sent twice: median (24 + 40) / 2;
+    // their output lengths 8, 8, 16, 16, 16, 24, 24, 24, 24, 32, 32, 64: median 24.
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("Prompt tokens per request")
+            && html.contains("median: baseline 32 tokens, candidate 32 tokens")
+            && html.contains("median: baseline 24 tokens, candidate 24 tokens"),
+        "the length plots"
+    );
     let b = json(&dir.path().join("baselines/mixed.json"));
     let r = json(&dir.path().join("r.json"));
     let errors = crate::report_schema::errors(&crate::report_schema::validator(), &r);
