@@ -53,6 +53,26 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
             .as_ref()
             .map(crate::prompt_fit::PromptFit::note),
     );
+    // a varied workload: which one, so a report says what was sent
+    notes.extend(
+        sc.request
+            .prompt_set
+            .as_ref()
+            .map(|p| format!("workload: {}", p.describe())),
+    );
+    notes.extend(
+        sc.request
+            .generate
+            .as_ref()
+            .map(|g| format!("workload: {}", g.describe())),
+    );
+    notes.extend(sc.load.trace.as_ref().map(|t| {
+        format!(
+            "workload: {}, replayed at a mean {:.2} requests/s",
+            t.describe(),
+            sc.load.rate.unwrap_or(0.0)
+        )
+    }));
     notes.extend(
         run.length_fit
             .as_ref()

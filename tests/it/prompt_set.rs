@@ -85,6 +85,12 @@ fn a_prompt_set_blesses_and_checks_the_same_requests() {
     let r = json(&dir.path().join("r.json"));
     let errors = crate::report_schema::errors(&crate::report_schema::validator(), &r);
     assert!(errors.is_empty(), "{errors:?}");
+    let notes = r["scenarios"][0]["notes"].to_string();
+    assert!(
+        notes.contains("workload: prompt set prompts/mixed.jsonl (prompts, 12 entries, sha256 ")
+            && notes.contains("shuffled order, seed 7)"),
+        "{notes}"
+    );
     let checked = requests(&r["scenarios"][0]["records"]);
     // the same requests in each bless run and in the check, request by request
     for run in b["runs"].as_array().unwrap() {

@@ -99,6 +99,16 @@ fn a_mooncake_trace_is_replayed_at_its_arrival_times_with_its_lengths() {
     let errors = crate::report_schema::errors(&crate::report_schema::validator(), &r);
     assert!(errors.is_empty(), "{errors:?}");
     let s = &r["scenarios"][0];
+    assert!(
+        s["notes"]
+            .to_string()
+            .contains("workload: trace traces/mooncake.jsonl (mooncake, 24 entries, sha256 ")
+            && s["notes"]
+                .to_string()
+                .contains("replayed at a mean 33.04 requests/s"),
+        "{}",
+        s["notes"]
+    );
     let trace = mooncake();
     let at: Vec<f64> = trace
         .iter()
