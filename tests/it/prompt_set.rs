@@ -228,3 +228,40 @@ fn a_bad_prompt_file_line_is_named_and_exits_2() {
         "{text}"
     );
 }
+
+/// The gate on a prompt set: a prefill four times as slow per prompt token (the simulator's
+/// `ttft_per_token_ms`, not part of the fingerprint) fails TTFT. By hand: the entries' median
+/// prompt is 32 words, so TTFT P50 goes from about 5 + 0.25 x 32 = 13 ms to 5 + 1 x 32 = 37 ms,
+/// and the requests are the same ones (no workload drift). (Twice as slow, +46 % at the median,
+/// is only a WARN at 24 requests: between two samples of a mix of 4- to 300-word prompts the
+/// unpaired shift's interval is wide, [-14 %, +170 %]; pairing requests by index would be far
+/// tighter.)
+#[test]
+fn a_slower_prefill_fails_the_prompt_set_scenario() {
+    let yaml = MIXED.replace(
+        "sim://?ttft_ms=5&tpot_ms=1",
+        "sim://?ttft_ms=5&tpot_ms=1&ttft_sigma=0&tpot_sigma=0&ttft_per_token_ms=0.25",
+    );
+    let dir = project(&yaml);
+    let (code, text) = run(dir.path(), &["bless", "--runs", "1", "--allow-unstable"]);
+    assert_eq!(code, Some(0), "{text}");
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        yaml.replace("ttft_per_token_ms=0.25", "ttft_per_token_ms=1"),
+    )
+    .unwrap();
+    let (code, text) = run(dir.path(), &["check", "--output", "r.json"]);
+    assert_eq!(code, Some(1), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let checks = r["scenarios"][0]["checks"].as_array().unwrap();
+    let ttft = checks
+        .iter()
+        .find(|c| c["metric"] == "ttft" && c["kind"]["quantile"] == "p50")
+        .unwrap();
+    assert_eq!(ttft["verdict"], "FAIL", "{ttft}");
+    assert!(
+        !r["scenarios"][0]["notes"].to_string().contains("drift"),
+        "{}",
+        r["scenarios"][0]["notes"]
+    );
+}
