@@ -39,7 +39,14 @@ pub fn text(words: u32) -> String {
 /// but prompts of different seeds share no prefix beyond [`HEAD`] (a generated-lengths
 /// workload is not served from a prefix cache unless its requests repeat).
 pub fn text_seeded(words: u32, seed: u64) -> String {
-    text_from(words, (seed ^ (seed >> 32)) as u32)
+    text_from(words, start_state(seed))
+}
+
+/// The word walk's start for `seed`, mixed (SplitMix64) so that nearby seeds (a trace's
+/// consecutive hash ids) start far apart: the LCG's high bits, which pick the words, barely
+/// move between start states that differ in their low bits.
+fn start_state(seed: u64) -> u32 {
+    (crate::seeded::SplitMix64::new(seed).next_u64() >> 32) as u32
 }
 
 /// The synthetic prompt made of blocks, each `(seed, words)` filler words in the order of its
@@ -50,7 +57,7 @@ pub fn blocks_text(blocks: &[(u64, u32)]) -> String {
     let mut out = String::with_capacity(HEAD.len() + 8 * words as usize);
     out.push_str(HEAD);
     for &(seed, w) in blocks {
-        push_words(&mut out, w, (seed ^ (seed >> 32)) as u32 ^ 0x2545_f491);
+        push_words(&mut out, w, start_state(seed));
     }
     out
 }
@@ -260,6 +267,25 @@ mod tests {
         );
         assert!(a.starts_with(&two_blocks) && b.starts_with(&two_blocks));
         assert_ne!(a[two_blocks.len()..], b[two_blocks.len()..]);
+        // consecutive seeds (hash ids 100, 101, ...) give unrelated text: about 1 word in 64
+        // the same at a position, not the same text shifted
+        for seed in 100..120u64 {
+            let x = blocks_text(&[(seed, 512)]);
+            let y = blocks_text(&[(seed + 1, 512)]);
+            let same = x
+                .split_whitespace()
+                .zip(y.split_whitespace())
+                .skip(HEAD.split_whitespace().count())
+                .filter(|(p, q)| p == q)
+                .count();
+            assert!(
+                same < 40,
+                "seeds {seed} and {}: {same} of 512 words alike",
+                seed + 1
+            );
+            let shared = x.chars().zip(y.chars()).take_while(|(p, q)| p == q).count();
+            assert!(shared < HEAD.len() + 40, "{shared}");
+        }
     }
 
     #[test]

@@ -154,15 +154,23 @@ impl GenerateSpec {
     }
 
     /// The prompt lengths the synthetic prompt is fitted at: the 10th and 90th percentiles
-    /// (one length when they are equal).
+    /// ([`fit_points`]).
     pub fn fit_points(&self) -> Vec<u32> {
-        let lo = self.input_tokens.quantile(0.1);
-        let hi = self.input_tokens.quantile(0.9);
-        if lo == hi {
-            vec![lo]
-        } else {
-            vec![lo, hi]
-        }
+        fit_points(
+            self.input_tokens.quantile(0.1),
+            self.input_tokens.quantile(0.9),
+        )
+    }
+}
+
+/// Two prompt lengths to fit the synthetic prompt at, `lo` and `hi`, so that the line through
+/// them has the server's tokens per word (a trace's blocks need it); when they are equal (one
+/// length), half of it and it.
+pub fn fit_points(lo: u32, hi: u32) -> Vec<u32> {
+    if lo == hi {
+        vec![(lo / 2).max(1), lo]
+    } else {
+        vec![lo, hi]
     }
 }
 
@@ -334,7 +342,7 @@ mod tests {
             output_tokens: None,
             seed: 0,
         };
-        assert_eq!(g.fit_points(), vec![64]);
+        assert_eq!(g.fit_points(), vec![32, 64]);
     }
 
     #[test]

@@ -106,19 +106,14 @@ impl TraceSpec {
     }
 
     /// The prompt lengths of `count` measured requests at their 10th and 90th percentiles,
-    /// where the synthetic prompt is fitted.
+    /// where the synthetic prompt is fitted ([`crate::config::generate::fit_points`]).
     pub fn fit_points(&self, count: usize) -> Vec<u32> {
         let mut v: Vec<u32> = (0..count)
             .map(|g| self.pick(Slot::Measured(g)).item.input_tokens)
             .collect();
         v.sort_unstable();
         let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-        let (lo, hi) = (at(0.1), at(0.9));
-        if lo == hi {
-            vec![lo]
-        } else {
-            vec![lo, hi]
-        }
+        crate::config::generate::fit_points(at(0.1), at(0.9))
     }
 
     /// The longest output `count` measured requests ask, tokens.

@@ -390,16 +390,9 @@ fn traced(
             serde_json::json!({"entry": p.entry, "input_tokens": e.input_tokens}),
         )
     } else {
-        let k = e.hash_ids.len();
         let per_block = ((f64::from(t.block_size) / scale.per_word).round() as u32).max(1);
-        let full = per_block.saturating_mul(k as u32 - 1);
-        let last = words.saturating_sub(full).max(1);
-        let blocks: Vec<(u64, u32)> = e
-            .hash_ids
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (*h, if i + 1 == k { last } else { per_block }))
-            .collect();
+        let counts = block_words(words, e.hash_ids.len(), per_block);
+        let blocks: Vec<(u64, u32)> = e.hash_ids.iter().copied().zip(counts).collect();
         (
             crate::synthetic_prompt::blocks_text(&blocks),
             serde_json::json!({"hash_ids": e.hash_ids, "input_tokens": e.input_tokens}),
@@ -423,6 +416,35 @@ fn traced(
         input_tokens: Some(e.input_tokens),
     };
     (r, work)
+}
+
+/// The filler words of each of `k` blocks (k >= 1) for a prompt of `words` words: every block
+/// but the last `per_block` (so a block's text, chosen by its hash id, is the same in every
+/// request that has it), the last the rest. When the rest is less than 1 (the last block is
+/// shorter than the instruction and chat template), the words missing are taken from the ends
+/// of the blocks before it, last first: the total stays `words` and the prompts still share
+/// their text up to where they differ.
+pub(super) fn block_words(words: u32, k: usize, per_block: u32) -> Vec<u32> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut counts = vec![per_block; k - 1];
+    let rest = i64::from(words) - i64::from(per_block) * (k as i64 - 1);
+    if rest >= 1 {
+        counts.push(rest as u32);
+        return counts;
+    }
+    counts.push(1);
+    let mut deficit = 1 - rest;
+    for c in counts[..k - 1].iter_mut().rev() {
+        let take = deficit.min(i64::from(*c) - 1);
+        *c -= take as u32;
+        deficit -= take;
+        if deficit == 0 {
+            break;
+        }
+    }
+    counts
 }
 
 /// The slot of the measured request at index `i` of the current phase.
@@ -586,7 +608,22 @@ fn take_indexed(sh: &Shared) -> Vec<(usize, Sent)> {
 
 #[cfg(test)]
 mod tests {
-    use super::arrivals;
+    use super::{arrivals, block_words};
+
+    #[test]
+    fn block_words_by_hand() {
+        // 1003 words in 3 blocks of 481: 481, 481, 41
+        assert_eq!(block_words(1003, 3, 481), [481, 481, 41]);
+        // 950 words: the last block keeps 1 and the second gives up 13 (481 + 481 + 1 - 950)
+        assert_eq!(block_words(950, 3, 481), [481, 468, 1]);
+        // too few words for the blocks: every block keeps at least 1
+        assert_eq!(block_words(2, 3, 481), [1, 1, 1]);
+        assert_eq!(block_words(700, 1, 481), [700]);
+        assert!(block_words(5, 0, 481).is_empty());
+        for (w, k) in [(1003u32, 3usize), (950, 3), (10, 2), (4000, 8)] {
+            assert_eq!(block_words(w, k, 481).iter().sum::<u32>(), w.max(k as u32));
+        }
+    }
 
     #[test]
     fn poisson_arrivals_are_seeded_increasing_and_at_the_rate() {
