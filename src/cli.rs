@@ -345,6 +345,9 @@ struct SimArgs {
     /// batch taking the sum of their TTFTs (unset = independent prefills).
     #[arg(long, conflicts_with = "replay")]
     prefill_window_ms: Option<f64>,
+    /// Prefill time per prompt token, ms: TTFT grows with the prompt's length (default 0).
+    #[arg(long, conflicts_with = "replay", default_value_t = 0.0)]
+    ttft_per_token_ms: f64,
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]
     replay: Option<PathBuf>,
@@ -492,6 +495,19 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
                     s.load.concurrency,
                     s.load.samples
                 );
+                if let Some(ps) = &s.request.prompt_set {
+                    println!("    {}", ps.describe());
+                }
+                if let Some(g) = &s.request.generate {
+                    println!("    {}", g.describe());
+                }
+                if let Some(t) = &s.load.trace {
+                    println!(
+                        "    {}; mean rate {:.2} requests/s",
+                        t.describe(),
+                        s.load.rate.unwrap_or(0.0)
+                    );
+                }
             }
             println!("{} scenario(s) valid", scs.len());
             Ok(exit::OK)
@@ -862,6 +878,7 @@ async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
             vary_output: a.vary_output,
             cached_ttft_ms: a.cached_ttft_ms,
             prefill_window_ms: a.prefill_window_ms,
+            ttft_per_token_ms: a.ttft_per_token_ms,
         };
         cfg.validate().map_err(|e| Error::Sim {
             context: "sim: ",

@@ -31,6 +31,7 @@ pub mod redact;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod seeded;
 pub mod server;
 pub mod sim;
 pub mod stats;

@@ -14,6 +14,15 @@ pub const MAX_BASELINE_BYTES: u64 = 64 << 20;
 /// Largest results file read, bytes (README: at most ~3 KB per request, so 100,000 requests
 /// fit).
 pub const MAX_RESULTS_BYTES: u64 = 512 << 20;
+/// Largest prompt-set file read (`request.prompt_set.file`), bytes: the whole file is hashed
+/// into the fingerprint and its prompts are held in memory while a scenario runs.
+pub const MAX_PROMPT_SET_BYTES: u64 = 128 << 20;
+/// Most entries a prompt-set file may hold (a look measures at most 100,000 requests).
+pub const MAX_PROMPT_SET_ENTRIES: usize = 100_000;
+/// Largest trace file read (`load.trace.file`), bytes.
+pub const MAX_TRACE_BYTES: u64 = 256 << 20;
+/// Most requests a trace file may hold.
+pub const MAX_TRACE_ENTRIES: usize = 2_000_000;
 /// A latency above a day is not a measurement: invalid input.
 pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
 /// A server-side figure that is not a time (a token count, a share, a queue length) above this

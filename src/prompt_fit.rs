@@ -120,3 +120,71 @@ pub async fn fit(client: &StreamClient, sc: &mut Scenario, target: u32) -> Promp
         failure,
     }
 }
+
+/// `request.generate`: the synthetic prompt fitted at one or two prompt lengths, and the line
+/// through them that scales every request's prompt ([`synthetic_prompt::Scale`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LengthFit {
+    /// One fit per length ([`crate::config::generate::GenerateSpec::fit_points`]).
+    pub fits: Vec<PromptFit>,
+    /// The line through them; `None` when the server reported no counts ([`synthetic_prompt::Scale::GUESS`] is used).
+    pub scale: Option<synthetic_prompt::Scale>,
+}
+
+impl LengthFit {
+    /// One line for the report's notes.
+    pub fn note(&self) -> String {
+        let at: Vec<String> = self
+            .fits
+            .iter()
+            .map(|f| match f.server_tokens {
+                Some(t) => format!("{} words = {t} tokens (for {})", f.words, f.target),
+                None => format!("{} words (for {}, no count)", f.words, f.target),
+            })
+            .collect();
+        let requests: usize = self.fits.iter().map(|f| f.requests).sum();
+        match self.scale {
+            Some(s) => format!(
+                "prompt lengths: synthetic prompt fitted at {} ({requests} fitting request(s), not measured); each request's prompt has (tokens - {:.1}) / {:.3} filler words",
+                at.join(" and "),
+                s.overhead,
+                s.per_word
+            ),
+            None => format!(
+                "prompt lengths: the server reported no prompt token counts ({}), so each prompt has tokens - 16 filler words, about one token a word in common tokenizers",
+                at.join(", ")
+            ),
+        }
+    }
+}
+
+/// Fits the synthetic prompt at each of `lengths` (tokens) on a copy of `sc` and returns the
+/// line through the fits. Stops like [`fit`] does.
+pub async fn fit_scale(client: &StreamClient, sc: &Scenario, lengths: &[u32]) -> LengthFit {
+    let mut scratch = sc.clone();
+    scratch.request.messages = vec![crate::config::file::RawMessage {
+        role: "user".into(),
+        content: String::new(),
+    }];
+    scratch.request.generate = None;
+    let mut fits = Vec::new();
+    for &n in lengths {
+        if crate::cancel::requested() {
+            break;
+        }
+        let f = fit(client, &mut scratch, n).await;
+        let failed = f.server_tokens.is_none();
+        fits.push(f);
+        if failed {
+            break;
+        }
+    }
+    let points: Vec<(u32, u64)> = fits
+        .iter()
+        .filter_map(|f| f.server_tokens.map(|t| (f.words, t)))
+        .collect();
+    LengthFit {
+        scale: synthetic_prompt::Scale::through(&points),
+        fits,
+    }
+}

@@ -285,6 +285,31 @@ pub struct RequestRecord {
     /// averaged over its duration (docs/scenarios.md "Steady state").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<f64>,
+    /// A prompt-set or generated-lengths request: which request of the run it was and what it sent, so that two runs
+    /// can be shown to send the same requests ([`WorkItem`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<WorkItem>,
+}
+
+/// What a request of a varied workload (`request.prompt_set`, `request.generate`) sent: its place in the run and
+/// its prompt, recorded per request and kept in baselines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkItem {
+    /// The request's global index in the run's sequence (0-based, over every look).
+    pub index: u64,
+    /// The prompt-set entry it sent (0-based, in the file's order); none for drawn lengths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<u64>,
+    /// sha256 (16 hex chars) of the prompt it sent: the entry's messages, or the drawn
+    /// length and word order.
+    pub prompt_id: String,
+    /// The output limit it asked for (`max_tokens`, or the entry's own, or the drawn one).
+    pub max_tokens: u32,
+    /// `request.generate`: the prompt length drawn for it, tokens (what `prompt_tokens`, the
+    /// server's count, is compared with).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u32>,
 }
 
 impl RequestRecord {
@@ -324,6 +349,7 @@ impl RequestRecord {
             sched_ms: None,
             sched_delay_ms: None,
             concurrency: None,
+            work: None,
         }
     }
 

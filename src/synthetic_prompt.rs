@@ -31,9 +31,47 @@ const HEAD: &str = "Read the following words and then write a long story.";
 /// The prompt with `words` filler words after [`HEAD`]: deterministic, a sentence break every
 /// 16 words. `words` = 0 gives the head alone.
 pub fn text(words: u32) -> String {
+    text_from(words, 0x2545_f491)
+}
+
+/// [`text`] with another word sequence, chosen by `seed`: the same words (one token each in
+/// common tokenizers) and sentence breaks, so the same count of tokens for the same `words`,
+/// but prompts of different seeds share no prefix beyond [`HEAD`] (a generated-lengths
+/// workload is not served from a prefix cache unless its requests repeat).
+pub fn text_seeded(words: u32, seed: u64) -> String {
+    text_from(words, start_state(seed))
+}
+
+/// The word walk's start for `seed`, mixed (SplitMix64) so that nearby seeds (a trace's
+/// consecutive hash ids) start far apart: the LCG's high bits, which pick the words, barely
+/// move between start states that differ in their low bits.
+fn start_state(seed: u64) -> u32 {
+    (crate::seeded::SplitMix64::new(seed).next_u64() >> 32) as u32
+}
+
+/// The synthetic prompt made of blocks, each `(seed, words)` filler words in the order of its
+/// seed, after [`HEAD`]: prompts whose blocks share seeds share their text up to the first
+/// block that differs (a trace's hash ids, so its prefix reuse is reproduced).
+pub fn blocks_text(blocks: &[(u64, u32)]) -> String {
+    let words: u32 = blocks.iter().map(|b| b.1).sum();
     let mut out = String::with_capacity(HEAD.len() + 8 * words as usize);
     out.push_str(HEAD);
-    let mut state: u32 = 0x2545_f491;
+    for &(seed, w) in blocks {
+        push_words(&mut out, w, start_state(seed));
+    }
+    out
+}
+
+fn text_from(words: u32, start: u32) -> String {
+    let mut out = String::with_capacity(HEAD.len() + 8 * words as usize);
+    out.push_str(HEAD);
+    push_words(&mut out, words, start);
+    out
+}
+
+/// `words` filler words from the walk starting at `start`, a period after every 16th.
+fn push_words(out: &mut String, words: u32, start: u32) {
+    let mut state: u32 = start;
     for i in 0..words {
         // Numerical Recipes' LCG; the high bits pick the word.
         state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
@@ -44,7 +82,56 @@ pub fn text(words: u32) -> String {
             out.push('.');
         }
     }
-    out
+}
+
+/// How many tokens a server counts for a synthetic prompt of `words` filler words, as a line
+/// through two fitted prompts: `overhead + per_word x words` (the head and the chat template,
+/// then each word). Every filler word is one common English word, and a period follows every
+/// 16th, so the count is close to linear in the words for any tokenizer that keeps these
+/// words whole; what a run measured against the drawn lengths is in its notes.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Scale {
+    /// Tokens of the head and the template (may be negative on a tokenizer that merges words).
+    pub overhead: f64,
+    /// Tokens per filler word.
+    pub per_word: f64,
+}
+
+impl Scale {
+    /// Before any fit: one token a word and 16 for the head and the template (as
+    /// [`first_guess`]).
+    pub const GUESS: Scale = Scale {
+        overhead: 16.0,
+        per_word: 1.0,
+    };
+
+    /// The line through two fitted prompts `(words, tokens)`; with one point (or two of one
+    /// word count), the line through it at one token a word. `None` without a point or with a
+    /// slope that is not positive.
+    pub fn through(points: &[(u32, u64)]) -> Option<Scale> {
+        let s = match points {
+            [] => return None,
+            [.., (w1, t1), (w2, t2)] if w1 != w2 => {
+                let per_word = (*t2 as f64 - *t1 as f64) / (f64::from(*w2) - f64::from(*w1));
+                Scale {
+                    overhead: *t1 as f64 - per_word * f64::from(*w1),
+                    per_word,
+                }
+            }
+            [.., (w, t)] => Scale {
+                overhead: *t as f64 - f64::from(*w),
+                per_word: 1.0,
+            },
+        };
+        (s.per_word > 0.0 && s.per_word.is_finite() && s.overhead.is_finite()).then_some(s)
+    }
+
+    /// The filler words for about `tokens` tokens (at least 1, at most 4 x `tokens`).
+    pub fn words_for(&self, tokens: u32) -> u32 {
+        let w = ((f64::from(tokens) - self.overhead) / self.per_word).round();
+        let cap = f64::from(tokens.saturating_mul(4).max(1));
+        w.clamp(1.0, cap) as u32
+    }
 }
 
 /// The first guess: one word per token, less a small allowance for the head and template.
@@ -147,6 +234,74 @@ mod tests {
         // A template longer than N cannot be met: the fitting stops at one word, not zero.
         let (w, t, tries) = calibrate(128, &server(200.0, 1.1));
         assert_eq!((w, t, tries), (1, 201, MAX_TRIES));
+    }
+
+    #[test]
+    fn a_seeded_text_has_the_words_of_the_unseeded_one_and_its_own_order() {
+        let a = text_seeded(40, 1);
+        let b = text_seeded(40, 2);
+        assert_eq!(a, text_seeded(40, 1));
+        assert_ne!(a, b);
+        assert_eq!(
+            a.split_whitespace().count(),
+            text(40).split_whitespace().count()
+        );
+        assert_eq!(a.matches('.').count(), text(40).matches('.').count());
+        assert!(a.starts_with(HEAD) && !text_seeded(41, 2).starts_with(&a));
+    }
+
+    #[test]
+    fn blocks_share_text_where_their_seeds_agree() {
+        let a = blocks_text(&[(46, 20), (47, 20), (2353, 7)]);
+        let b = blocks_text(&[(46, 20), (47, 20), (2366, 5)]);
+        let words = |t: &str| t.split_whitespace().count();
+        assert_eq!(words(&a), words(HEAD) + 47);
+        assert_eq!(words(&b), words(HEAD) + 45);
+        // the first 40 filler words (two blocks) are the same text, the third block is not
+        let shared: usize = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+        let two_blocks = blocks_text(&[(46, 20), (47, 20)]);
+        assert!(
+            shared >= two_blocks.len(),
+            "{shared} < {}",
+            two_blocks.len()
+        );
+        assert!(a.starts_with(&two_blocks) && b.starts_with(&two_blocks));
+        assert_ne!(a[two_blocks.len()..], b[two_blocks.len()..]);
+        // consecutive seeds (hash ids 100, 101, ...) give unrelated text: about 1 word in 64
+        // the same at a position, not the same text shifted
+        for seed in 100..120u64 {
+            let x = blocks_text(&[(seed, 512)]);
+            let y = blocks_text(&[(seed + 1, 512)]);
+            let same = x
+                .split_whitespace()
+                .zip(y.split_whitespace())
+                .skip(HEAD.split_whitespace().count())
+                .filter(|(p, q)| p == q)
+                .count();
+            assert!(
+                same < 40,
+                "seeds {seed} and {}: {same} of 512 words alike",
+                seed + 1
+            );
+            let shared = x.chars().zip(y.chars()).take_while(|(p, q)| p == q).count();
+            assert!(shared < HEAD.len() + 40, "{shared}");
+        }
+    }
+
+    #[test]
+    fn the_scale_through_two_fits_by_hand() {
+        // 100 words -> 130 tokens, 300 words -> 390: 1.3 a word, no overhead
+        let s = Scale::through(&[(100, 130), (300, 390)]).unwrap();
+        assert!((s.per_word - 1.3).abs() < 1e-12 && s.overhead.abs() < 1e-9);
+        assert_eq!(s.words_for(260), 200);
+        // one point: one token a word through it (10 words of head and template)
+        let s = Scale::through(&[(90, 100)]).unwrap();
+        assert_eq!((s.overhead, s.per_word), (10.0, 1.0));
+        assert_eq!(s.words_for(512), 502);
+        assert_eq!(s.words_for(5), 1);
+        assert_eq!(Scale::through(&[]), None);
+        assert_eq!(Scale::through(&[(100, 130), (300, 100)]), None);
+        assert_eq!(Scale::GUESS.words_for(128), first_guess(128));
     }
 
     #[test]

@@ -61,6 +61,12 @@ pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
         ));
     }
     if b.scenario.fingerprint != sc.fingerprint {
+        if let Some(changed) = prompt_set_change(&b.scenario.config, sc) {
+            return Some(format!(
+                "{changed}, so the requests are not the ones blessed and nothing was compared; if the change is intended, bless it against the unchanged server (`{}`) and commit the new baseline with the file",
+                crate::hint::bless_only(&sc.name)
+            ));
+        }
         let diff = config_diff(&b.scenario.config, &baseline::public_config(sc));
         return Some(format!(
             "the scenario changed since its baseline was blessed ({}), so nothing was compared; if the change is intended, bless it against the unchanged server (`{}`) and commit the new baseline with the change",
@@ -81,6 +87,36 @@ pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
         ));
     }
     None
+}
+
+/// When the scenario's prompt-set or trace file is another than the baseline's (same path,
+/// other content), what changed: "the prompt set file x changed since its baseline was blessed
+/// (sha256 a -> b, 40 -> 41 entries)".
+fn prompt_set_change(old: &serde_json::Value, sc: &Scenario) -> Option<String> {
+    let (section, key, what, file, sha, entries) = match (&sc.request.prompt_set, &sc.load.trace) {
+        (Some(p), _) => (
+            "request",
+            "prompt_set",
+            "prompt set",
+            &p.file,
+            &p.sha256,
+            p.entries,
+        ),
+        (None, Some(t)) => ("load", "trace", "trace", &t.file, &t.sha256, t.entries),
+        (None, None) => return None,
+    };
+    let was = old.get(section)?.get(key)?;
+    let was_sha = was.get("sha256")?.as_str()?;
+    if was.get("file")?.as_str()? != file.as_str() || was_sha == sha.as_str() {
+        return None;
+    }
+    let count = match was.get("entries").and_then(serde_json::Value::as_u64) {
+        Some(n) if n as usize != entries => format!(", {n} -> {entries} entries"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "the {what} file {file} changed since its baseline was blessed (sha256 {was_sha} -> {sha}{count})"
+    ))
 }
 
 /// A difference in the workload between the baseline and this run, found after measuring, and
@@ -141,31 +177,38 @@ pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift
     let mut out = Vec::new();
     let ok: Vec<&RequestRecord> = run.records.iter().filter(|r| r.ok()).collect();
     let base_ok: Vec<&BaselineRecord> = b.records().filter(|r| r.error.is_none()).collect();
-    let cand_prompt = median_of(ok.iter().filter_map(|r| r.prompt_tokens.map(|t| t as f64)));
-    let cand_out = median_of(ok.iter().filter_map(|r| r.output_tokens.map(|t| t as f64)));
-    if let (Some(bp), Some(cp)) = (b.workload.prompt_tokens_p50, cand_prompt) {
-        // The same prompt gives the same prompt tokens; a cold cache adds a short nonce line.
-        let limit = match sc.request.cache {
-            crate::config::CachePolicy::Warm => 0.0,
-            crate::config::CachePolicy::Cold => 0.05 * bp + 16.0,
-        };
-        if (cp - bp).abs() > limit {
-            out.push(Drift {
-                metrics: vec![Metric::Ttft, Metric::E2e],
-                why: format!(
-                    "median prompt tokens {bp} in the baseline vs {cp} now (a different tokenizer, chat template or server)"
-                ),
-            });
-        }
-    }
+    // The same prompt gives the same prompt tokens; a cold cache adds a short nonce line.
+    let prompt_limit = |bp: f64| match sc.request.cache {
+        crate::config::CachePolicy::Warm => 0.0,
+        crate::config::CachePolicy::Cold => 0.05 * bp + 16.0,
+    };
     let out_limit = if b.workload.fixed_length { 0.0 } else { 0.10 };
     let agrees = |bo: f64, co: f64| (co - bo).abs() <= out_limit * bo + 1e-9;
-    if let (Some(bo), Some(co)) = (b.workload.output_tokens_p50, cand_out) {
-        if !agrees(bo, co) {
-            out.push(Drift {
-                metrics: vec![Metric::Tpot, Metric::E2e],
-                why: format!("median output tokens {bo} in the baseline vs {co} now"),
-            });
+    let pairs = same_requests(b, run);
+    if let Some(p) = &pairs {
+        // A varied workload (prompt set): request by request, not median against median (the
+        // median of a mix moves with the number of requests).
+        out.extend(p.drift(&prompt_limit, out_limit));
+    } else {
+        let cand_prompt = median_of(ok.iter().filter_map(|r| r.prompt_tokens.map(|t| t as f64)));
+        let cand_out = median_of(ok.iter().filter_map(|r| r.output_tokens.map(|t| t as f64)));
+        if let (Some(bp), Some(cp)) = (b.workload.prompt_tokens_p50, cand_prompt) {
+            if (cp - bp).abs() > prompt_limit(bp) {
+                out.push(Drift {
+                    metrics: vec![Metric::Ttft, Metric::E2e],
+                    why: format!(
+                        "median prompt tokens {bp} in the baseline vs {cp} now (a different tokenizer, chat template or server)"
+                    ),
+                });
+            }
+        }
+        if let (Some(bo), Some(co)) = (b.workload.output_tokens_p50, cand_out) {
+            if !agrees(bo, co) {
+                out.push(Drift {
+                    metrics: vec![Metric::Tpot, Metric::E2e],
+                    why: format!("median output tokens {bo} in the baseline vs {co} now"),
+                });
+            }
         }
     }
     let base_sources: Vec<TokenSource> = base_ok.iter().filter_map(|r| r.token_source).collect();
@@ -220,6 +263,108 @@ pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift
         }
     }
     out
+}
+
+/// A varied workload's requests matched by their index in the run's sequence: the baseline's
+/// (its first run: every bless run sends the same sequence) and this run's.
+#[derive(Debug, Default)]
+struct Pairs {
+    /// Requests of the same index that sent different prompts: (index, baseline's id, ours).
+    other_prompt: Vec<(u64, String, String)>,
+    /// Requests of the same index sent by both.
+    matched: usize,
+    /// Successful pairs' prompt tokens (baseline, now).
+    prompt_tokens: Vec<(f64, f64)>,
+    /// Successful pairs' output tokens (baseline, now).
+    output_tokens: Vec<(f64, f64)>,
+}
+
+/// The pairs when both the baseline and the run recorded what each request sent (a
+/// `request.prompt_set`); `None` otherwise.
+fn same_requests(b: &Baseline, run: &RunOutput) -> Option<Pairs> {
+    let first = b.runs.first()?;
+    let base: std::collections::HashMap<u64, &BaselineRecord> = first
+        .records
+        .iter()
+        .filter_map(|r| r.work.as_ref().map(|w| (w.index, r)))
+        .collect();
+    if base.is_empty() || run.records.iter().all(|r| r.work.is_none()) {
+        return None;
+    }
+    let mut p = Pairs::default();
+    for r in &run.records {
+        let Some(w) = &r.work else { continue };
+        let Some(br) = base.get(&w.index) else {
+            continue;
+        };
+        let Some(bw) = &br.work else { continue };
+        p.matched += 1;
+        if bw.prompt_id != w.prompt_id {
+            p.other_prompt
+                .push((w.index, bw.prompt_id.clone(), w.prompt_id.clone()));
+            continue;
+        }
+        if br.error.is_some() || !r.ok() {
+            continue;
+        }
+        if let (Some(x), Some(y)) = (br.prompt_tokens, r.prompt_tokens) {
+            p.prompt_tokens.push((x as f64, y as f64));
+        }
+        if let (Some(x), Some(y)) = (br.output_tokens, r.output_tokens) {
+            p.output_tokens.push((x as f64, y as f64));
+        }
+    }
+    Some(p)
+}
+
+impl Pairs {
+    /// What drifted: other prompts for the same requests (every metric); prompt tokens that
+    /// differ beyond `prompt_limit(baseline's)` for more than half the requests (TTFT, E2E);
+    /// output tokens beyond `out_limit` (a share) for more than half (TPOT, E2E).
+    fn drift(&self, prompt_limit: &dyn Fn(f64) -> f64, out_limit: f64) -> Vec<Drift> {
+        let mut out = Vec::new();
+        if let Some((i, was, now)) = self.other_prompt.first() {
+            out.push(Drift {
+                metrics: vec![Metric::Ttft, Metric::Tpot, Metric::E2e],
+                why: format!(
+                    "{} of {} requests sent another prompt than the baseline's request of the same index (request {i}: prompt {was} then, {now} now): the prompt set's order or seed changed, so these are other requests",
+                    self.other_prompt.len(),
+                    self.matched
+                ),
+            });
+            return out;
+        }
+        let off = |v: &[(f64, f64)], lim: &dyn Fn(f64) -> f64| {
+            v.iter()
+                .filter(|(x, y)| (y - x).abs() > lim(*x) + 1e-9)
+                .count()
+        };
+        let median_change =
+            |v: &[(f64, f64)]| median_of(v.iter().map(|(x, y)| y - x)).unwrap_or(0.0);
+        let p = off(&self.prompt_tokens, prompt_limit);
+        if p * 2 > self.prompt_tokens.len() {
+            out.push(Drift {
+                metrics: vec![Metric::Ttft, Metric::E2e],
+                why: format!(
+                    "prompt tokens differ from the baseline's for {p} of {} of the same requests (median change {:+}; a different tokenizer, chat template or server)",
+                    self.prompt_tokens.len(),
+                    median_change(&self.prompt_tokens)
+                ),
+            });
+        }
+        let o = off(&self.output_tokens, &|x| out_limit * x);
+        if o * 2 > self.output_tokens.len() {
+            out.push(Drift {
+                metrics: vec![Metric::Tpot, Metric::E2e],
+                why: format!(
+                    "output tokens differ from the baseline's for {o} of {} of the same requests (median change {:+})",
+                    self.output_tokens.len(),
+                    median_change(&self.output_tokens)
+                ),
+            });
+        }
+        out
+    }
 }
 
 /// Notes for the requests whose output tokens came from another source than most (kept gated).
@@ -328,5 +473,79 @@ mod tests {
         let d = workload_drift(&sc, &b, &run_of(off));
         assert_eq!(d[0].metrics, vec![Metric::Tpot]);
         assert!(d[0].why.contains("1 of 20 requests counted output tokens from events instead of usage, and 1 of them got a different count"), "{}", d[0].why);
+    }
+
+    fn work(index: u64, id: &str) -> Option<crate::record::WorkItem> {
+        Some(crate::record::WorkItem {
+            index,
+            entry: Some(index),
+            prompt_id: id.into(),
+            max_tokens: 8,
+            input_tokens: None,
+        })
+    }
+
+    /// A prompt set: requests of the same index are compared one by one, so a longer run (more
+    /// requests, another median of the mix) is no drift, and other prompts or other counts are.
+    #[test]
+    fn a_varied_workload_is_compared_request_by_request() {
+        let sc = scenario();
+        // the baseline: 20 requests, request i with prompt i and 10 + i prompt tokens
+        let rec = |i: u64, id: &str, prompt: u64, out: u64| RequestRecord {
+            work: work(i, id),
+            ..record(prompt, out)
+        };
+        let mut run = RunOutput::empty();
+        run.records = (0..20)
+            .map(|i| rec(i, &format!("p{i}"), 10 + i, 8))
+            .collect();
+        run.started_at = "2026-11-30T00:00:00Z".into();
+        let b = baseline::from_runs(&sc, &[run], None);
+        // 40 requests: the first 20 the same, 20 more with long prompts (the median moves)
+        let longer = run_of(
+            (0..40)
+                .map(|i| rec(i, &format!("p{i}"), if i < 20 { 10 + i } else { 500 }, 8))
+                .collect(),
+        );
+        assert_eq!(workload_drift(&sc, &b, &longer), vec![]);
+        // other prompts for the same indexes: every metric
+        let other = run_of(
+            (0..20)
+                .map(|i| rec(i, &format!("q{i}"), 10 + i, 8))
+                .collect(),
+        );
+        let d = workload_drift(&sc, &b, &other);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].metrics, vec![Metric::Ttft, Metric::Tpot, Metric::E2e]);
+        assert!(
+            d[0].why.starts_with(
+                "20 of 20 requests sent another prompt than the baseline's request of the same index (request 0: prompt p0 then, q0 now)"
+            ),
+            "{}",
+            d[0].why
+        );
+        // the same prompts counted 3 tokens longer (another chat template): TTFT and E2E
+        let counted = run_of(
+            (0..20)
+                .map(|i| rec(i, &format!("p{i}"), 13 + i, 8))
+                .collect(),
+        );
+        let d = workload_drift(&sc, &b, &counted);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].metrics, vec![Metric::Ttft, Metric::E2e]);
+        assert!(
+            d[0].why
+                .contains("prompt tokens differ from the baseline's for 20 of 20 of the same requests (median change +3"),
+            "{}",
+            d[0].why
+        );
+        // shorter answers for most requests: TPOT and E2E
+        let short = run_of(
+            (0..20)
+                .map(|i| rec(i, &format!("p{i}"), 10 + i, 6))
+                .collect(),
+        );
+        let d = workload_drift(&sc, &b, &short);
+        assert_eq!(d[0].metrics, vec![Metric::Tpot, Metric::E2e]);
     }
 }

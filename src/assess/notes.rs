@@ -53,6 +53,32 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
             .as_ref()
             .map(crate::prompt_fit::PromptFit::note),
     );
+    // a varied workload: which one, so a report says what was sent
+    notes.extend(
+        sc.request
+            .prompt_set
+            .as_ref()
+            .map(|p| format!("workload: {}", p.describe())),
+    );
+    notes.extend(
+        sc.request
+            .generate
+            .as_ref()
+            .map(|g| format!("workload: {}", g.describe())),
+    );
+    notes.extend(sc.load.trace.as_ref().map(|t| {
+        format!(
+            "workload: {}, replayed at a mean {:.2} requests/s",
+            t.describe(),
+            sc.load.rate.unwrap_or(0.0)
+        )
+    }));
+    notes.extend(
+        run.length_fit
+            .as_ref()
+            .map(crate::prompt_fit::LengthFit::note),
+    );
+    notes.extend(drawn_lengths_note(&run.records));
     notes.extend(goodput_note(sc, run));
     notes.extend(run.steady.map(|st| st.note(&sc.load, &run.records)));
     notes.extend(run.metrics_dropped.iter().cloned());
@@ -64,15 +90,22 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
             .records
             .iter()
             .filter(|r| {
-                r.ok()
-                    && r.output_tokens
-                        .is_some_and(|t| t != sc.request.max_tokens as u64)
+                // a varied workload's request asked its own max_tokens
+                let asked = r
+                    .work
+                    .as_ref()
+                    .map_or(sc.request.max_tokens, |w| w.max_tokens);
+                r.ok() && r.output_tokens.is_some_and(|t| t != u64::from(asked))
             })
             .count();
         if off > 0 {
+            let asked = if run.records.iter().any(|r| r.work.is_some()) {
+                "their own max_tokens".to_string()
+            } else {
+                format!("max_tokens {}", sc.request.max_tokens)
+            };
             notes.push(format!(
-                "workload: {off} successful requests returned a different number of output tokens than max_tokens {} although ignore_eos/min_tokens asked for a fixed length: the server may not support it",
-                sc.request.max_tokens
+                "workload: {off} successful requests returned a different number of output tokens than {asked} although ignore_eos/min_tokens asked for a fixed length: the server may not support it"
             ));
         }
     }
@@ -181,6 +214,34 @@ pub fn goodput_note(sc: &Scenario, run: &RunOutput) -> Option<String> {
     ))
 }
 
+/// `request.generate`, `load.trace`: how close the server's prompt token counts came to the
+/// lengths asked
+/// (the accuracy of the scaled synthetic prompt), over the successful requests that have both.
+pub fn drawn_lengths_note(records: &[crate::record::RequestRecord]) -> Option<String> {
+    let mut off: Vec<f64> = records
+        .iter()
+        .filter(|r| r.ok())
+        .filter_map(|r| {
+            let want = r.work.as_ref()?.input_tokens?;
+            let got = r.prompt_tokens?;
+            Some((got as f64 - f64::from(want)).abs() / f64::from(want.max(1)) * 100.0)
+        })
+        .collect();
+    if off.is_empty() {
+        return None;
+    }
+    off.sort_by(f64::total_cmp);
+    let q = |p: f64| crate::stats::quantile::quantile_type7(&off, p).unwrap_or(0.0);
+    let exact = off.iter().filter(|x| **x == 0.0).count();
+    Some(format!(
+        "prompt lengths: the server counted each request's prompt length within {:.1} % (median), {:.1} % (P90), {:.1} % (max) over {} requests ({exact} exactly)",
+        q(0.5),
+        q(0.9),
+        off[off.len() - 1],
+        off.len()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +273,31 @@ mod tests {
             notes[1]
         );
         assert!(stream_notes(&recs[2..]).is_empty());
+    }
+
+    /// Drawn 100 tokens each; the server counted 100, 101, 98 and 110: off by 0, 1, 2 and 10 %.
+    #[test]
+    fn the_drawn_lengths_note_by_hand() {
+        let rec = |got: u64| crate::record::RequestRecord {
+            prompt_tokens: Some(got),
+            work: Some(crate::record::WorkItem {
+                index: 0,
+                entry: None,
+                prompt_id: "0".repeat(16),
+                max_tokens: 8,
+                input_tokens: Some(100),
+            }),
+            ..crate::record::RequestRecord::new(0.0)
+        };
+        let recs: Vec<_> = [100, 101, 98, 110].into_iter().map(rec).collect();
+        // type-7 median of [0, 1, 2, 10] is 1.5; P90 is 2 + 0.7 x 8 = 7.6
+        assert_eq!(
+            super::drawn_lengths_note(&recs).unwrap(),
+            "prompt lengths: the server counted each request's prompt length within 1.5 % (median), 7.6 % (P90), 10.0 % (max) over 4 requests (1 exactly)"
+        );
+        assert_eq!(
+            super::drawn_lengths_note(&[crate::record::RequestRecord::new(0.0)]),
+            None
+        );
     }
 }

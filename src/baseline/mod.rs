@@ -142,6 +142,9 @@ pub struct BaselineRecord {
     pub error: Option<FailureClass>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timings: Option<serde_json::Value>,
+    /// A prompt-set request: its index in the run, entry and prompt id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<crate::record::WorkItem>,
 }
 
 /// A per-request ITL summary, ms.
@@ -193,6 +196,7 @@ impl BaselineRecord {
             prompt_tokens: r.prompt_tokens,
             error: r.error.as_ref().map(|e| e.class),
             server_timings: r.server_timings.clone(),
+            work: r.work.clone(),
         }
     }
     /// The value of a metric for a successful request.

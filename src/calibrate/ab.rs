@@ -162,6 +162,7 @@ pub fn run_ab(e: &AbExperiment, reps: usize, seed: u64) -> AbRates {
             seed: None,
             ramp: crate::config::scenario::Ramp::Steady,
             share: None,
+            trace: None,
         }
         .looks(),
         _ => vec![e.n],

@@ -211,6 +211,7 @@ pub fn run_experiment(e: &Experiment, reps: usize, seed: u64) -> Rates {
         seed: None,
         ramp: crate::config::scenario::Ramp::Steady,
         share: None,
+        trace: None,
     }
     .looks();
     let n_max = *looks.last().unwrap_or(&e.n);

@@ -137,6 +137,8 @@ mod tests {
             extra_body: serde_json::from_str(r#"{"cache_prompt": false}"#).unwrap(),
             cache,
             prompt_tokens: None,
+            prompt_set: None,
+            generate: None,
         }
     }
 

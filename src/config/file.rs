@@ -179,6 +179,47 @@ pub struct RawRequest {
     pub min_tokens: Option<u32>,
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     pub cache: Option<String>,
+    /// Prompts from a file instead of `prompt`/`messages`/`prompt_tokens`
+    /// ([`super::prompt_set`]).
+    pub prompt_set: Option<RawPromptSet>,
+    /// Input and output lengths drawn per request ([`super::generate`]).
+    pub generate: Option<RawGenerate>,
+}
+
+/// `request.generate` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGenerate {
+    pub input_tokens: Option<RawDist>,
+    pub output_tokens: Option<RawDist>,
+    pub seed: Option<u64>,
+}
+
+/// A length distribution: `{distribution: normal, mean: 512, sd: 128, min: 16, max: 2048}`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDist {
+    pub distribution: Option<String>,
+    pub mean: Option<f64>,
+    pub sd: Option<f64>,
+    pub median: Option<f64>,
+    pub sigma: Option<f64>,
+    pub min: Option<u32>,
+    pub max: Option<u32>,
+}
+
+/// `request.prompt_set` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPromptSet {
+    /// The file, relative to the scenario file.
+    pub file: Option<String>,
+    /// `prompts`, `messages` or `sharegpt` (default: told from the first entry).
+    pub format: Option<String>,
+    /// `shuffled` (default) or `file`.
+    pub order: Option<String>,
+    /// Seed of the shuffled order (default 0).
+    pub seed: Option<u64>,
 }
 
 /// `load:` keys.
@@ -195,6 +236,26 @@ pub struct RawLoad {
     pub max_samples: Option<u32>,
     /// Closed loop: `steady` (default) or `burst` (see [`crate::config::scenario::Ramp`]).
     pub ramp: Option<String>,
+    /// Open loop: arrival times and lengths from a trace file ([`super::trace`]).
+    pub trace: Option<RawTrace>,
+}
+
+/// `load.trace` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrace {
+    /// The file, relative to the scenario file.
+    pub file: Option<String>,
+    /// `mooncake` or `azure` (default: told from the file).
+    pub format: Option<String>,
+    /// Tokens per hash id (Mooncake; default 512).
+    pub block_size: Option<u32>,
+    /// Factor on the trace's times (default 1).
+    pub time_scale: Option<f64>,
+    /// Mean arrival rate to replay at, requests/s (sets the time scale).
+    pub rate: Option<f64>,
+    /// Entries skipped before the first measured request (default 0).
+    pub start: Option<usize>,
 }
 
 /// One value or a list of values: `concurrency: 4` or `concurrency: [1, 4, 16]`.
@@ -286,13 +347,15 @@ impl RawEndpoint {
 }
 
 impl RawRequest {
-    /// Field-wise overlay. `prompt`, `prompt_tokens`, `messages` and `system` go together: a
-    /// scenario that sets any of them replaces all four.
+    /// Field-wise overlay. `prompt`, `prompt_tokens`, `messages`, `prompt_set`, `generate` and
+    /// `system` go together: a scenario that sets any of them replaces all six.
     pub fn over(self, base: &RawRequest) -> RawRequest {
         let own_text = self.prompt.is_some()
             || self.prompt_tokens.is_some()
             || self.messages.is_some()
-            || self.system.is_some();
+            || self.system.is_some()
+            || self.prompt_set.is_some()
+            || self.generate.is_some();
         RawRequest {
             prompt: if own_text {
                 self.prompt
@@ -329,6 +392,16 @@ impl RawRequest {
                 (mine, theirs) => mine.or_else(|| theirs.clone()),
             },
             cache: self.cache.or_else(|| base.cache.clone()),
+            prompt_set: if own_text {
+                self.prompt_set
+            } else {
+                base.prompt_set.clone()
+            },
+            generate: if own_text {
+                self.generate
+            } else {
+                base.generate.clone()
+            },
         }
     }
 }
@@ -344,6 +417,7 @@ impl RawLoad {
             seed: self.seed.or(base.seed),
             max_samples: self.max_samples.or(base.max_samples),
             ramp: self.ramp.or_else(|| base.ramp.clone()),
+            trace: self.trace.or_else(|| base.trace.clone()),
         }
     }
 }

@@ -6,12 +6,15 @@
 
 pub mod arm;
 pub mod file;
+pub mod generate;
 pub mod load_shard;
 pub mod metric;
+pub mod prompt_set;
 pub mod scenario;
 pub mod server;
 pub mod shard;
 pub mod sweep;
+pub mod trace;
 pub mod values;
 
 pub use scenario::{
@@ -260,6 +263,10 @@ pub fn parse_str_as(
         let ctx = scenario::BuildCtx {
             env,
             at: at.clone(),
+            dir: Path::new(name)
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
         };
         let written = merged.name.clone().unwrap_or_default();
         let in_scenario = |problem: &dyn std::fmt::Display| ConfigError::Scenario {

@@ -81,6 +81,9 @@ pub struct BuildCtx<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
     /// `file:line` of the scenario entry, for messages.
     pub at: String,
+    /// The scenario file's directory: paths in it (`request.prompt_set.file`) are relative to
+    /// it.
+    pub dir: std::path::PathBuf,
 }
 
 /// What is wrong with one scenario's values: the scenario (by its name, when it has one) and
@@ -126,13 +129,29 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioE
     let name = ScenarioName::new(name).map_err(ScenarioError::unnamed)?;
     let here = |problem: String| ScenarioError::named(&name, problem);
     let endpoint = build_endpoint(&raw.endpoint, ctx).map_err(here)?;
-    let request = build_request(&raw.request, endpoint.api).map_err(here)?;
+    let request = build_request(
+        &raw.request,
+        endpoint.api,
+        &ctx.dir,
+        raw.load.trace.is_some(),
+    )
+    .map_err(here)?;
     let load = build_load(&raw.load).map_err(here)?;
+    let load = load::with_trace(load, &raw.load, &ctx.dir).map_err(here)?;
+    let mut request = request;
+    if let Some(t) = &load.trace {
+        // each request asks its entry's output length; max_tokens is the longest of them
+        let needed = load.looks().last().copied().unwrap_or(0);
+        request.max_tokens = t.max_output(needed);
+    }
     let gate = build_gate(&raw.gate).map_err(here)?;
-    if request.max_tokens < 2 && gate.metrics.contains(&Metric::Tpot) {
+    if request.min_output_tokens() < 2
+        && gate.metrics.contains(&Metric::Tpot)
+        && load.trace.is_none()
+    {
         return Err(here(format!(
-            "TPOT is undefined for max_tokens {} (it needs 2 or more output tokens); raise max_tokens or set gate.metrics without tpot",
-            request.max_tokens
+            "TPOT is undefined for max_tokens {} (it needs 2 or more output tokens); raise max_tokens (or request.generate.output_tokens.min) or set gate.metrics without tpot",
+            request.min_output_tokens()
         )));
     }
     let fingerprint = fingerprint(&endpoint, &request, &load);
@@ -190,6 +209,10 @@ pub fn fingerprint(e: &Endpoint, r: &RequestSpec, l: &LoadSpec) -> String {
     // fingerprint, as it keeps the old measurement.
     if l.steady() {
         v["ramp"] = serde_json::json!(l.ramp.as_str());
+    }
+    // A trace replay: its file's hash and how it is replayed (added only when set).
+    if let Some(t) = &l.trace {
+        v["trace"] = serde_json::json!(t);
     }
     short_hash(&v.to_string())
 }

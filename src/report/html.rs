@@ -431,6 +431,44 @@ fn scenario(o: &mut String, rep: &Report, s: &ScenarioResult) {
             escape(title)
         );
     }
+    // A varied workload (prompt set, generated lengths, trace): what lengths were sent.
+    if s.records.iter().any(|r| r.work.is_some()) {
+        let lengths = [
+            (
+                "Prompt tokens per request",
+                bd.map(|d| &d.prompt_tokens),
+                &cand.prompt_tokens,
+            ),
+            (
+                "Output tokens per request",
+                bd.map(|d| &d.output_tokens),
+                &cand.output_tokens,
+            ),
+        ];
+        for (title, b, c) in lengths {
+            let Some(svg) = plot::ecdf_svg_in(title, "tokens", b.map(Vec::as_slice), c, 420, 280)
+            else {
+                continue;
+            };
+            let med = |xs: &[f64]| {
+                let s = crate::stats::quantile::sorted(xs);
+                crate::stats::quantile::quantile_type7(&s, 0.5)
+                    .map(|m| format!("{m:.0} tokens"))
+                    .unwrap_or_else(|| "&ndash;".into())
+            };
+            let cap = match b {
+                Some(b) if !b.is_empty() => {
+                    format!("median: {word} {}, candidate {}", med(b), med(c))
+                }
+                _ => format!("median: candidate {}", med(c)),
+            };
+            let _ = writeln!(
+                figs,
+                "<figure role=\"img\" aria-label=\"{}, {word} and candidate distributions\">{svg}<figcaption>{cap}</figcaption></figure>",
+                escape(title)
+            );
+        }
+    }
     if !figs.is_empty() {
         let swatch = |c, label: &str| {
             format!(

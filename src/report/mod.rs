@@ -165,6 +165,11 @@ pub struct Distributions {
     pub tpot_ms: Vec<f64>,
     /// Each request's own ITL P99 (its worst gaps; the baseline keeps only this summary).
     pub itl_p99_ms: Vec<f64>,
+    /// Each request's prompt tokens (the server's count): the length distribution of a varied
+    /// workload.
+    pub prompt_tokens: Vec<f64>,
+    /// Each request's output tokens.
+    pub output_tokens: Vec<f64>,
 }
 
 impl Distributions {
@@ -175,6 +180,8 @@ impl Distributions {
             d.ttft_ms.extend(r.ttft_ms);
             d.tpot_ms.extend(r.tpot_ms);
             d.itl_p99_ms.extend(r.itl_ms.as_ref().map(|i| i.p99));
+            d.prompt_tokens.extend(r.prompt_tokens.map(|t| t as f64));
+            d.output_tokens.extend(r.output_tokens.map(|t| t as f64));
         }
         d
     }

@@ -76,6 +76,18 @@ pub fn ecdf_svg(
     w: u32,
     h: u32,
 ) -> Option<String> {
+    ecdf_svg_in(title, "ms", baseline, candidate, w, h)
+}
+
+/// [`ecdf_svg`] of values in `unit` (the x axis's label: `ms`, `tokens`).
+pub fn ecdf_svg_in(
+    title: &str,
+    unit: &str,
+    baseline: Option<&[f64]>,
+    candidate: &[f64],
+    w: u32,
+    h: u32,
+) -> Option<String> {
     // Loaded files are range-checked, but the plot must end on any input: values are clamped
     // to [0, PLOT_MAX_MS] (a finite 1.7e308 made the axis ticks loop forever).
     let clamp = |xs: &[f64]| -> Vec<f64> {
@@ -114,7 +126,7 @@ pub fn ecdf_svg(
             .axis_style(AXIS)
             .x_labels(6)
             .y_labels(5)
-            .x_desc("ms")
+            .x_desc(unit)
             .y_desc("requests at most x")
             .x_label_formatter(&|v| tick(*v, span))
             .y_label_formatter(&|v| format!("{:.0}%", v * 100.0))

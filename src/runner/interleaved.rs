@@ -1,7 +1,7 @@
 //! Interleaved A/B measuring (`perfgate ab`): two sessions' measured requests dispatched in one
 //! order, each session within its own concurrency.
 
-use super::phase::{keep, one_request, reset_phase, take_results};
+use super::phase::{keep, measured_slot, one_request, reset_phase, take_results};
 use super::session::Session;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,6 +28,9 @@ pub async fn measure_interleaved(arms: [&mut Session; 2], order: &[ArmIndex]) {
             s.run_start = start;
         }
         s.probe.start();
+        s.shared
+            .measured_before
+            .store(s.measured.len(), Ordering::SeqCst);
     }
     let sessions = [&*a, &*b];
     let counts = [0usize, 1].map(|k| order.iter().filter(|&&x| x == k).count());
@@ -55,7 +58,8 @@ pub async fn measure_interleaved(arms: [&mut Session; 2], order: &[ArmIndex]) {
         let sh = Arc::clone(&s.shared);
         let count = counts[k];
         tasks.push(tokio::spawn(async move {
-            if let Some(sent) = one_request(&sh, start, None, false).await {
+            let at = measured_slot(&sh, i);
+            if let Some(sent) = one_request(&sh, start, None, false, at).await {
                 keep(&sh, i, sent, count);
             }
             drop(slot);

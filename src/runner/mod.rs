@@ -30,6 +30,6 @@ pub mod steady;
 pub use interleaved::{measure_interleaved, ArmIndex};
 pub use lag::{LagProbe, CLIENT_LAG_WARN_MS, LAG_PROBE_INTERVAL, LAG_RESERVOIR};
 pub use output::{RunOutput, SteadyCounts, MAX_RESENT_SHARE};
-pub use phase::{arrivals, intolerable};
+pub use phase::{arrivals, intolerable, request_index};
 pub use progress::{Phase, Progress};
 pub use session::{run, Session};

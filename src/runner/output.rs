@@ -53,6 +53,8 @@ pub struct RunOutput {
     pub listed_models: Option<Vec<String>>,
     /// `request.prompt_tokens`: the synthetic prompt fitted before the warmup.
     pub prompt_fit: Option<crate::prompt_fit::PromptFit>,
+    /// `request.generate`: the synthetic prompt's scale fitted before the warmup.
+    pub length_fit: Option<crate::prompt_fit::LengthFit>,
     /// Server-side figures left out, and why (a `/metrics` counter that went down, a value no
     /// server means): notes of the scenario.
     pub metrics_dropped: Vec<String>,
@@ -143,6 +145,7 @@ impl RunOutput {
             server_side: None,
             listed_models: None,
             prompt_fit: None,
+            length_fit: None,
             metrics_dropped: Vec::new(),
             steady: None,
             started_unix_ms: 0.0,

@@ -6,8 +6,11 @@ use super::progress::{Phase, Progress};
 use super::steady;
 use crate::client::body;
 use crate::client::http::{Delivery, RefusedField, Sent, StreamClient};
+use crate::config::prompt_set::Slot;
+use crate::config::scenario::RequestSpec;
 use crate::config::Scenario;
-use crate::record::RequestRecord;
+use crate::record::{RequestRecord, WorkItem};
+use crate::synthetic_prompt::Scale;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -27,8 +30,15 @@ pub(super) struct Shared {
     pub(super) nonce_seq: AtomicU64,
     /// Live progress display, when the caller passed one to [`Session::start_with`].
     pub(super) progress: Option<Arc<dyn Progress>>,
-    /// False during warmup, true once measured requests are sent (for `progress`).
+    /// False during warmup, true once measured requests are sent (for `progress`, and which
+    /// prompt-set entries a phase sends).
     pub(super) measuring: AtomicBool,
+    /// `request.generate`: tokens a synthetic prompt of w words counts, as fitted before the
+    /// warmup ([`crate::prompt_fit::fit_scale`]).
+    pub(super) scale: Scale,
+    /// Measured requests of the session before this phase: a measured request's index in the
+    /// run is this plus its index in the phase ([`request_index`]).
+    pub(super) measured_before: AtomicUsize,
     /// Once perfgate switched to `Connection: close`: how many more re-sends are still expected
     /// (a request may take an idle pooled connection that carried a stream before the switch,
     /// which the server is closing; at most one per pooled connection, i.e. `concurrency`).
@@ -55,6 +65,8 @@ impl Shared {
             results: Mutex::new(Vec::new()),
             progress,
             measuring: AtomicBool::new(false),
+            measured_before: AtomicUsize::new(0),
+            scale: Scale::GUESS,
             close_leftovers: AtomicUsize::new(0),
             nonce_seq: AtomicU64::new(0),
             run_id,
@@ -70,11 +82,41 @@ pub(super) async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant
     let workers = (shared.scenario.load.concurrency as usize).min(count);
     // Open loop: request i is due at phase start + the i-th Poisson arrival; a worker (a slot of
     // the concurrency cap) sends it at max(due, slot free).
+    // A trace replay's measured phase: request i is due at its trace time after the phase's
+    // first request's (scaled); the warmup uses Poisson arrivals at the trace's mean rate.
+    let traced = shared
+        .scenario
+        .load
+        .trace
+        .as_ref()
+        .filter(|_| shared.measuring.load(Ordering::SeqCst));
     let schedule: Option<Arc<Vec<Instant>>> = shared.scenario.load.rate.map(|rate| {
         let start = Instant::now();
-        let seed = shared.scenario.load.seed.unwrap_or(0);
+        let offsets_s: Vec<f64> = match traced {
+            Some(t) => {
+                // the look's first request of the whole scenario: a load shard's workers all
+                // count their trace offsets from it, so they replay one schedule together
+                let share = shared.scenario.load.share;
+                let n = share.map_or(1, |s| s.shard.count);
+                let first = request_index(None, shared.measured_before.load(Ordering::SeqCst) * n);
+                let first_due = first_gap_s(rate);
+                (0..count)
+                    .map(|i| {
+                        let g =
+                            request_index(share, shared.measured_before.load(Ordering::SeqCst) + i);
+                        first_due + t.offset_ms(first, g) / 1000.0
+                    })
+                    .collect()
+            }
+            None => shard_arrivals(
+                rate,
+                shared.scenario.load.seed.unwrap_or(0),
+                count,
+                shared.scenario.load.share,
+            ),
+        };
         Arc::new(
-            shard_arrivals(rate, seed, count, shared.scenario.load.share)
+            offsets_s
                 .into_iter()
                 .map(|s| start + std::time::Duration::from_secs_f64(s))
                 .collect(),
@@ -217,7 +259,11 @@ async fn steady_worker(
             return;
         }
         let unmeasured = !matches!(role, steady::Role::Measured(_));
-        let Some(sent) = one_request(&sh, run_start, None, unmeasured).await else {
+        let slot = match role {
+            steady::Role::Measured(k) => measured_slot(&sh, k),
+            _ => Slot::Unmeasured(i),
+        };
+        let Some(sent) = one_request(&sh, run_start, None, unmeasured, slot).await else {
             return; // interrupted: not recorded
         };
         let end_ms = run_start.elapsed().as_secs_f64() * 1000.0;
@@ -229,6 +275,13 @@ async fn steady_worker(
         }
         keep(&sh, i, sent, c + count);
     }
+}
+
+/// A trace replay's first measured request is due this long after the phase starts (as the
+/// Poisson schedule's first request is due at its first gap): one mean gap, at most 1 s, so
+/// the first requests are not sent while the phase's workers start.
+fn first_gap_s(rate: f64) -> f64 {
+    (1.0 / rate).min(1.0)
 }
 
 /// Open-loop arrival offsets, seconds after the phase start: cumulative sums of exponential gaps
@@ -297,22 +350,165 @@ async fn worker(
                 return;
             }
         }
-        let Some(sent) = one_request(&sh, run_start, due, false).await else {
+        let slot = if sh.measuring.load(Ordering::SeqCst) {
+            measured_slot(&sh, i)
+        } else {
+            Slot::Unmeasured(i)
+        };
+        let Some(sent) = one_request(&sh, run_start, due, false, slot).await else {
             return; // interrupted: not recorded
         };
         keep(&sh, i, sent, count);
     }
 }
 
+/// The index in the run's request sequence of the `local`-th measured request this perfgate
+/// process sends (0-based over every look): what picks its prompt-set entry.
+///
+/// load shard: global request index. Identity while one process sends every request; a load
+/// shard I/N (`share`: worker I sending global indices I-1, I-1+N, ...) maps `local` to
+/// `(I - 1) + local * N`, and the workers together send the requests one process would.
+pub fn request_index(share: Option<crate::config::load_shard::LoadShare>, local: usize) -> usize {
+    share.map_or(local, |s| s.global_index(local))
+}
+
+/// What the request in `slot` sends when the scenario varies its requests, and what its record
+/// keeps: a prompt set's entry ([`PromptSet::pick`](crate::config::prompt_set::PromptSet::pick)),
+/// or drawn lengths ([`GenerateSpec::draw`](crate::config::generate::GenerateSpec::draw)) with
+/// the prompt scaled by `scale`. `None`: the scenario's one request.
+pub(super) fn varied(sc: &Scenario, scale: Scale, slot: Slot) -> Option<(RequestSpec, WorkItem)> {
+    let index = match slot {
+        Slot::Measured(g) | Slot::Unmeasured(g) => g as u64,
+    };
+    if let Some(ps) = &sc.request.prompt_set {
+        let (entry, e) = ps.pick(slot);
+        let r = sc.request.for_entry(e);
+        let work = WorkItem {
+            index,
+            entry: Some(entry as u64),
+            prompt_id: e.id.clone(),
+            max_tokens: r.max_tokens,
+            input_tokens: None,
+        };
+        return Some((r, work));
+    }
+    if let Some(t) = &sc.load.trace {
+        return Some(traced(sc, t, scale, slot, index));
+    }
+    let g = sc.request.generate.as_ref()?;
+    let d = g.draw(slot);
+    let r = sc.request.for_drawn(&d, scale.words_for(d.input_tokens));
+    let work = WorkItem {
+        index,
+        entry: None,
+        prompt_id: crate::config::scenario::short_hash(
+            &serde_json::json!({"input_tokens": d.input_tokens, "text_seed": d.text_seed})
+                .to_string(),
+        ),
+        max_tokens: r.max_tokens,
+        input_tokens: Some(d.input_tokens),
+    };
+    Some((r, work))
+}
+
+/// The request of a trace entry: its lengths, and a synthetic prompt scaled by `scale` whose
+/// blocks follow the entry's hash ids (requests sharing a hash id share that block's text, so
+/// the trace's prefix reuse is reproduced), or its own text when it has none (Azure).
+fn traced(
+    sc: &Scenario,
+    t: &crate::config::trace::TraceSpec,
+    scale: Scale,
+    slot: Slot,
+    index: u64,
+) -> (RequestSpec, WorkItem) {
+    let p = t.pick(slot);
+    let e = p.item;
+    let words = scale.words_for(e.input_tokens);
+    let (text, id) = if e.hash_ids.is_empty() {
+        let seed = crate::seeded::SplitMix64::for_item(0x0074_7261_6365, p.entry as u64).next_u64();
+        (
+            crate::synthetic_prompt::text_seeded(words, seed),
+            serde_json::json!({"entry": p.entry, "input_tokens": e.input_tokens}),
+        )
+    } else {
+        let per_block = ((f64::from(t.block_size) / scale.per_word).round() as u32).max(1);
+        let counts = block_words(words, e.hash_ids.len(), per_block);
+        let blocks: Vec<(u64, u32)> = e.hash_ids.iter().copied().zip(counts).collect();
+        (
+            crate::synthetic_prompt::blocks_text(&blocks),
+            serde_json::json!({"hash_ids": e.hash_ids, "input_tokens": e.input_tokens}),
+        )
+    };
+    let r = RequestSpec {
+        messages: vec![crate::config::file::RawMessage {
+            role: "user".into(),
+            content: text.clone(),
+        }],
+        prompt: text,
+        max_tokens: e.output_tokens,
+        min_tokens: sc.request.min_tokens.map(|m| m.min(e.output_tokens)),
+        ..sc.request.clone()
+    };
+    let work = WorkItem {
+        index,
+        entry: Some(p.entry as u64),
+        prompt_id: crate::config::scenario::short_hash(&id.to_string()),
+        max_tokens: e.output_tokens,
+        input_tokens: Some(e.input_tokens),
+    };
+    (r, work)
+}
+
+/// The filler words of each of `k` blocks (k >= 1) for a prompt of `words` words: every block
+/// but the last `per_block` (so a block's text, chosen by its hash id, is the same in every
+/// request that has it), the last the rest. When the rest is less than 1 (the last block is
+/// shorter than the instruction and chat template), the words missing are taken from the ends
+/// of the blocks before it, last first: the total stays `words` and the prompts still share
+/// their text up to where they differ.
+pub(super) fn block_words(words: u32, k: usize, per_block: u32) -> Vec<u32> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut counts = vec![per_block; k - 1];
+    let rest = i64::from(words) - i64::from(per_block) * (k as i64 - 1);
+    if rest >= 1 {
+        counts.push(rest as u32);
+        return counts;
+    }
+    counts.push(1);
+    let mut deficit = 1 - rest;
+    for c in counts[..k - 1].iter_mut().rev() {
+        let take = deficit.min(i64::from(*c) - 1);
+        *c -= take as u32;
+        deficit -= take;
+        if deficit == 0 {
+            break;
+        }
+    }
+    counts
+}
+
+/// The slot of the measured request at index `i` of the current phase.
+pub(super) fn measured_slot(sh: &Shared, i: usize) -> Slot {
+    Slot::Measured(request_index(
+        sh.scenario.load.share,
+        sh.measured_before.load(Ordering::SeqCst) + i,
+    ))
+}
+
 /// Sends one request of a phase (its own nonce, its re-send rules) and measures it; `None`
-/// when perfgate was interrupted before it ended (then it is not recorded).
+/// when perfgate was interrupted before it ended (then it is not recorded). `slot` says which
+/// prompt-set entry it sends (a scenario without `request.prompt_set` ignores it).
 pub(super) async fn one_request(
     sh: &Arc<Shared>,
     run_start: Instant,
     due: Option<Instant>,
     unmeasured: bool,
+    slot: Slot,
 ) -> Option<Sent> {
     let sc = &sh.scenario;
+    let picked = varied(sc, sh.scale, slot);
+    let request = picked.as_ref().map_or(&sc.request, |(r, _)| r);
     // One nonce per request of the whole session (`cache: cold`), not per index of a phase: the
     // warmup's request i and the measured request i, or request i of two `measure` calls (an
     // A/B alternation measures one at a time), would otherwise send the same prompt, and the
@@ -330,7 +526,7 @@ pub(super) async fn one_request(
         let b = body::build(
             sc.endpoint.api,
             &sc.endpoint.model,
-            &sc.request,
+            request,
             usage,
             Some(&nonce),
         );
@@ -370,6 +566,9 @@ pub(super) async fn one_request(
     }
     if let Some(due) = due {
         stamp_schedule(&mut sent.record, due, run_start);
+    }
+    if let (Some((_, work)), Slot::Measured(_)) = (picked, slot) {
+        sent.record.work = Some(work);
     }
     if let Some(p) = &sh.progress {
         let phase = if unmeasured {
@@ -453,7 +652,7 @@ fn take_indexed(sh: &Shared) -> Vec<(usize, Sent)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{arrivals, shard_arrivals};
+    use super::{arrivals, block_words, shard_arrivals};
     use crate::config::load_shard::LoadShare;
     use crate::config::shard::Shard;
 
@@ -481,6 +680,32 @@ mod tests {
         merged.sort_by(f64::total_cmp);
         assert_eq!(merged, whole);
         assert_eq!(shard_arrivals(10.0, 7, 5, None), arrivals(10.0, 7, 5));
+        // the prompt-set entry / trace entry a worker's request takes: worker 3 of 4's third
+        // measured request is the scenario's request 2 x 4 + 2 = 10
+        let share = LoadShare {
+            shard: Shard { index: 3, count: 4 },
+            total_concurrency: 8,
+            total_samples: 103,
+            total_rate: None,
+            start_at_unix_ms: None,
+        };
+        assert_eq!(super::request_index(Some(share), 2), 10);
+        assert_eq!(super::request_index(None, 2), 2);
+    }
+
+    #[test]
+    fn block_words_by_hand() {
+        // 1003 words in 3 blocks of 481: 481, 481, 41
+        assert_eq!(block_words(1003, 3, 481), [481, 481, 41]);
+        // 950 words: the last block keeps 1 and the second gives up 13 (481 + 481 + 1 - 950)
+        assert_eq!(block_words(950, 3, 481), [481, 468, 1]);
+        // too few words for the blocks: every block keeps at least 1
+        assert_eq!(block_words(2, 3, 481), [1, 1, 1]);
+        assert_eq!(block_words(700, 1, 481), [700]);
+        assert!(block_words(5, 0, 481).is_empty());
+        for (w, k) in [(1003u32, 3usize), (950, 3), (10, 2), (4000, 8)] {
+            assert_eq!(block_words(w, k, 481).iter().sum::<u32>(), w.max(k as u32));
+        }
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub struct Session {
     pub(super) listed_models: Option<Vec<String>>,
     /// `request.prompt_tokens`: the synthetic prompt fitted before the warmup.
     pub(super) prompt_fit: Option<crate::prompt_fit::PromptFit>,
+    /// `request.generate`: the synthetic prompt's scale fitted before the warmup.
+    pub(super) length_fit: Option<crate::prompt_fit::LengthFit>,
     /// Steady-state looks: their unmeasured ramp-up and drain requests.
     pub(super) steady: SteadyCounts,
     /// Steady-state looks: their ramp-up's and drain's (start, end), ms from `run_start`.
@@ -76,7 +78,25 @@ impl Session {
             }
             _ => None,
         };
-        let shared = Arc::new(Shared::new(client, scenario, progress, run_id()));
+        // `request.generate`: fit the synthetic prompt's scale (tokens per filler word).
+        // A trace: the same, at its measured requests' prompt lengths.
+        let needed = sc.load.looks().last().copied().unwrap_or(0);
+        let points = match (&sc.request.generate, &sc.load.trace) {
+            (Some(g), _) => Some(g.fit_points()),
+            (None, Some(t)) => Some(t.fit_points(needed)),
+            _ => None,
+        };
+        let length_fit = match points {
+            Some(p) if !crate::cancel::requested() => {
+                Some(crate::prompt_fit::fit_scale(&client, sc, &p).await)
+            }
+            _ => None,
+        };
+        let mut shared = Shared::new(client, scenario, progress, run_id());
+        if let Some(s) = length_fit.as_ref().and_then(|f| f.scale) {
+            shared.scale = s;
+        }
+        let shared = Arc::new(shared);
         if let Some(p) = &shared.progress {
             p.start(sc);
         }
@@ -115,6 +135,7 @@ impl Session {
             shared,
             listed_models,
             prompt_fit,
+            length_fit,
             warm,
             measured: Vec::new(),
             started_at: crate::clock::now_rfc3339(),
@@ -150,6 +171,9 @@ impl Session {
             self.run_start = Instant::now();
         }
         self.probe.start();
+        self.shared
+            .measured_before
+            .store(self.measured.len(), Ordering::SeqCst);
         if self.shared.scenario.load.steady() {
             let step = self.ramp_step();
             let look = steady_phase(&self.shared, n, self.run_start, step).await;
@@ -252,6 +276,7 @@ impl Session {
             server_side: None,
             listed_models: self.listed_models.clone(),
             prompt_fit: self.prompt_fit.clone(),
+            length_fit: self.length_fit.clone(),
             metrics_dropped: Vec::new(),
             steady: self.shared.scenario.load.steady().then_some(self.steady),
             started_unix_ms: self.started_unix_ms,

@@ -22,6 +22,7 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "vary_output",
     "cached_ttft_ms",
     "prefill_window_ms",
+    "ttft_per_token_ms",
 ];
 
 /// Why a simulator query (or a [`SimConfig`] built by hand) is refused: the key, and what is
@@ -69,6 +70,9 @@ impl SimConfigError {
 
 /// Largest `prefill_window_ms` accepted: a batch collects its prefills for at most a second.
 pub const MAX_PREFILL_WINDOW_MS: f64 = 1000.0;
+
+/// Largest `ttft_per_token_ms` accepted: a second per prompt token.
+pub const MAX_PER_TOKEN_MS: f64 = 1000.0;
 
 /// Largest `burst` accepted, tokens per event.
 pub const MAX_BURST: u32 = 1024;
@@ -133,6 +137,10 @@ pub struct SimConfig {
     /// own; c requests that start together each wait for all c. `None` = every request's prefill
     /// is independent. Default `None`.
     pub prefill_window_ms: Option<f64>,
+    /// Prefill time per prompt token, ms: a request's TTFT is its drawn TTFT plus this times
+    /// its prompt tokens (as counted in usage: the words of its messages), so mixed prompt
+    /// lengths give mixed TTFTs (a prefix-cache hit's TTFT is `cached_ttft_ms` alone). Default 0.
+    pub ttft_per_token_ms: f64,
 }
 
 /// Prompts the simulator's prefix cache remembers; beyond it the cache starts empty again.
@@ -155,6 +163,7 @@ impl Default for SimConfig {
             vary_output: 0,
             cached_ttft_ms: None,
             prefill_window_ms: None,
+            ttft_per_token_ms: 0.0,
         }
     }
 }
@@ -230,6 +239,9 @@ impl SimConfig {
                     cfg.prefill_window_ms =
                         Some(parse_f64(&key, v, 0.0, MAX_PREFILL_WINDOW_MS, "ms")?)
                 }
+                "ttft_per_token_ms" => {
+                    cfg.ttft_per_token_ms = parse_f64(&key, v, 0.0, MAX_PER_TOKEN_MS, "ms")?
+                }
                 _ => {
                     let hint = closest_key(&key);
                     return Err(SimConfigError::Unknown { key, hint });
@@ -259,6 +271,11 @@ impl SimConfig {
                 "prefill_window_ms",
                 self.prefill_window_ms.unwrap_or(0.0),
                 MAX_PREFILL_WINDOW_MS,
+            ),
+            (
+                "ttft_per_token_ms",
+                self.ttft_per_token_ms,
+                MAX_PER_TOKEN_MS,
             ),
         ];
         for (key, x, hi) in ranges {
@@ -388,7 +405,7 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = SimConfig::from_query(
-            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3",
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25",
         )
         .unwrap();
         assert_eq!(
@@ -408,10 +425,12 @@ mod tests {
                 vary_output: 8,
                 cached_ttft_ms: Some(12.5),
                 prefill_window_ms: Some(3.0),
+                ttft_per_token_ms: 0.25,
             }
         );
         for bad in [
             "prefill_window_ms=1001",
+            "ttft_per_token_ms=1001",
             "burst=0",
             "burst=1025",
             "stall_every=-1",

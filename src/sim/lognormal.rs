@@ -237,6 +237,11 @@ pub(super) async fn generate(
         tokens = tokens.saturating_sub(less).max(1);
     }
     let mut plan = RequestPlan::new(cfg, seq, tokens);
+    if cfg.ttft_per_token_ms > 0.0 {
+        // prefill time grows with the prompt
+        let ttft = plan.ttft_ms + cfg.ttft_per_token_ms * gen.prompt_tokens as f64;
+        plan = plan.with_ttft(ttft.min(crate::sim::config::MAX_DELAY_MS));
+    }
     let mut cache_hit = false;
     if let Some(cached) = cfg.cached_ttft_ms {
         if shared.prompt_cached(gen.prompt_hash) {

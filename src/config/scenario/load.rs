@@ -34,6 +34,10 @@ pub struct LoadSpec {
     /// (then `concurrency`, `samples` and `rate` above are this worker's share).
     #[serde(skip)]
     pub share: Option<crate::config::load_shard::LoadShare>,
+    /// Open loop replaying a trace's arrivals and lengths (`rate` is then the measured
+    /// window's mean rate, and the warmup's Poisson rate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::config::trace::TraceSpec>,
 }
 
 /// How a closed-loop look at concurrency c > 1 starts and ends (docs/scenarios.md "Steady
@@ -193,6 +197,7 @@ pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         );
     }
     Ok(LoadSpec {
+        trace: None,
         ramp,
         concurrency,
         samples,
@@ -202,6 +207,43 @@ pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         seed: rate.map(|_| l.seed.unwrap_or(DEFAULT_LOAD_SEED)),
         share: None,
     })
+}
+
+/// `load.trace`: reads the trace into `load` (built by [`build_load`] from the same `l`) and
+/// makes the scenario an open loop at the trace's mean rate; `dir` is the scenario file's
+/// directory.
+pub(super) fn with_trace(
+    mut load: LoadSpec,
+    l: &RawLoad,
+    dir: &std::path::Path,
+) -> Result<LoadSpec, String> {
+    let Some(raw) = &l.trace else {
+        return Ok(load);
+    };
+    if l.rate.is_some() {
+        return Err("load.trace sets the arrival times: leave load.rate out (load.trace.rate or time_scale scales the trace)".into());
+    }
+    if l.ramp.is_some() {
+        return Err(
+            "load.ramp applies to a closed loop; a trace replay sends at the trace's arrivals"
+                .into(),
+        );
+    }
+    let needed = load
+        .looks()
+        .last()
+        .copied()
+        .unwrap_or(load.samples as usize);
+    let t = crate::config::trace::load(raw, dir, needed)?;
+    let rate = t.rate(needed).clamp(MIN_RATE, MAX_RATE);
+    load.rate = Some(rate);
+    load.seed = Some(l.seed.unwrap_or(DEFAULT_LOAD_SEED));
+    if l.concurrency.is_none() {
+        load.concurrency = OPEN_LOOP_CONCURRENCY;
+    }
+    load.ramp = Ramp::Steady;
+    load.trace = Some(t);
+    Ok(load)
 }
 
 /// Lowest accepted `load.rate`, requests/s (a run of 20 requests then lasts about 33 minutes).
@@ -254,6 +296,7 @@ mod tests {
             rate: None,
             seed: None,
             ramp: Ramp::Steady,
+            trace: None,
         };
         assert_eq!(l(20, None).looks(), vec![20]);
         // validate's word on samples too few for the concurrency, with the number that would do

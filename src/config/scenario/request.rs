@@ -4,7 +4,10 @@
 
 use super::{short_hash, Api};
 use crate::config::file::{RawMessage, RawRequest};
+use crate::config::generate::{self, Drawn, GenerateSpec};
+use crate::config::prompt_set::{self, Entry, PromptSet};
 use serde::Serialize;
+use std::path::Path;
 
 /// Prefix-cache policy (docs/design.md "Scenarios").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -112,12 +115,31 @@ pub struct RequestSpec {
     /// Part of the fingerprint (the text is not: the calibrated text follows the tokenizer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u32>,
+    /// `prompt_set`: prompts from a file, one entry per request (`prompt` and `messages` are
+    /// then empty). In the fingerprint by its file's hash, format, order and seed; absent
+    /// keys keep earlier fingerprints.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_set: Option<PromptSet>,
+    /// `generate`: input and output lengths drawn per request (`prompt` and `messages` are then
+    /// empty). In the fingerprint by its distributions and seed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generate: Option<GenerateSpec>,
 }
 
 impl RequestSpec {
     /// sha256 (hex, 16 chars) of the prompt text: messages, prompt and system; for a
     /// synthetic prompt, of `prompt_tokens` and system (its text follows the tokenizer).
     pub fn prompt_hash(&self) -> String {
+        if let Some(ps) = &self.prompt_set {
+            return short_hash(
+                &serde_json::json!({"prompt_set": ps.sha256, "system": self.system}).to_string(),
+            );
+        }
+        if let Some(g) = &self.generate {
+            return short_hash(
+                &serde_json::json!({"generate": g, "system": self.system}).to_string(),
+            );
+        }
         let v = match self.prompt_tokens {
             Some(n) => serde_json::json!({"prompt_tokens": n, "system": self.system}),
             None => {
@@ -130,23 +152,76 @@ impl RequestSpec {
     pub fn fixed_length(&self) -> bool {
         self.ignore_eos == Some(true) || self.min_tokens.is_some_and(|m| m >= self.max_tokens)
     }
+
+    /// The request that sends prompt-set entry `e`: its messages and text, and its own
+    /// `max_tokens` when it gives one (`min_tokens` then at most that).
+    pub fn for_entry(&self, e: &Entry) -> RequestSpec {
+        let max_tokens = e.max_tokens.unwrap_or(self.max_tokens);
+        RequestSpec {
+            messages: e.messages.clone(),
+            prompt: e.prompt.clone(),
+            max_tokens,
+            min_tokens: self.min_tokens.map(|m| m.min(max_tokens)),
+            ..self.clone()
+        }
+    }
+
+    /// The request drawn `d` (`request.generate`): a synthetic prompt of `words` filler words
+    /// in `d`'s own word order, and `d`'s output length when it has one.
+    pub fn for_drawn(&self, d: &Drawn, words: u32) -> RequestSpec {
+        let text = crate::synthetic_prompt::text_seeded(words, d.text_seed);
+        let max_tokens = d.output_tokens.unwrap_or(self.max_tokens);
+        RequestSpec {
+            messages: vec![RawMessage {
+                role: "user".into(),
+                content: text.clone(),
+            }],
+            prompt: text,
+            max_tokens,
+            min_tokens: self.min_tokens.map(|m| m.min(max_tokens)),
+            ..self.clone()
+        }
+    }
+
+    /// The fewest output tokens a request asks for.
+    pub fn min_output_tokens(&self) -> u32 {
+        self.generate
+            .as_ref()
+            .and_then(|g| g.output_tokens)
+            .map_or(self.max_tokens, |d| d.bounds().0)
+    }
 }
 
 /// The prompt as chat messages and as plain text, from whichever of `prompt`, `messages` or
 /// `prompt_tokens` (a synthetic prompt's first guess) is given: exactly one of them.
-fn prompt_and_messages(r: &RawRequest) -> Result<(Vec<RawMessage>, String), String> {
+fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>, String), String> {
     let given = [
         r.prompt.is_some(),
         r.messages.is_some(),
         r.prompt_tokens.is_some(),
+        r.prompt_set.is_some(),
+        r.generate.is_some(),
     ];
     if given.iter().filter(|g| **g).count() > 1 {
-        return Err("request: give one of `prompt`, `messages` or `prompt_tokens`".into());
+        return Err(
+            "request: give one of `prompt`, `messages`, `prompt_tokens`, `prompt_set` or `generate`"
+                .into(),
+        );
+    }
+    if traced {
+        if given.iter().any(|g| *g) {
+            return Err("load.trace gives each request's prompt length: leave out request.prompt, messages, prompt_tokens, prompt_set and generate".into());
+        }
+        return Ok((Vec::new(), String::new()));
+    }
+    if r.prompt_set.is_some() || r.generate.is_some() {
+        // each request takes its text from its entry (RequestSpec::for_entry)
+        return Ok((Vec::new(), String::new()));
     }
     let given = match (&r.prompt, &r.messages, r.prompt_tokens) {
         (None, None, None) => {
             return Err(
-                "request.prompt (or request.messages, or request.prompt_tokens) is required".into(),
+                "request.prompt (or request.messages, request.prompt_tokens, request.prompt_set or request.generate) is required".into(),
             )
         }
         (_, _, Some(n)) => {
@@ -204,14 +279,51 @@ fn prompt_and_messages(r: &RawRequest) -> Result<(Vec<RawMessage>, String), Stri
     Ok(given)
 }
 
-pub(super) fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, String> {
-    let (messages, prompt) = prompt_and_messages(r)?;
+/// Validates the `request:` section; `dir` is the scenario file's directory (a prompt set's
+/// path is relative to it).
+/// `traced`: `load.trace` gives each request's lengths (no prompt here, `max_tokens` optional).
+pub(super) fn build_request(
+    r: &RawRequest,
+    api: Api,
+    dir: &Path,
+    traced: bool,
+) -> Result<RequestSpec, String> {
+    let (messages, prompt) = prompt_and_messages(r, traced)?;
     if api == Api::OpenaiCompletions && r.messages.is_some() {
         return Err("request.messages needs a chat API; openai-completions takes `prompt`".into());
     }
-    let max_tokens = r
-        .max_tokens
-        .ok_or("request.max_tokens is required (a fixed output length makes TPOT comparable)")?;
+    let prompt_set = match &r.prompt_set {
+        None => None,
+        Some(raw) => {
+            let ps = prompt_set::load(raw, dir)?;
+            if api == Api::OpenaiCompletions && ps.format != prompt_set::PromptFormat::Prompts {
+                return Err(format!(
+                    "request.prompt_set: a {} file holds chat messages, which need a chat API; openai-completions takes a `prompts` file",
+                    ps.format.as_str()
+                ));
+            }
+            Some(ps)
+        }
+    };
+    let generate = r.generate.as_ref().map(generate::build).transpose()?;
+    // drawn output lengths: each request's max_tokens; request.max_tokens, when set, bounds
+    // them (and defaults to the most)
+    let drawn_max = generate
+        .as_ref()
+        .and_then(|g| g.output_tokens)
+        .map(|d| d.bounds().1);
+    if let (Some(m), Some(most)) = (r.max_tokens, drawn_max) {
+        if most > m {
+            return Err(format!(
+                "request.generate.output_tokens draws up to {most} tokens, above request.max_tokens {m}: lower output_tokens.max or raise max_tokens (or leave it out)"
+            ));
+        }
+    }
+    // a trace's requests ask their own output lengths (config::scenario::build sets the most)
+    let drawn_max = drawn_max.or(traced.then_some(1));
+    let max_tokens = drawn_max.or(r.max_tokens).ok_or(
+        "request.max_tokens is required (a fixed output length makes TPOT comparable), or request.generate.output_tokens",
+    )?;
     if max_tokens == 0 {
         return Err("request.max_tokens must be at least 1".into());
     }
@@ -279,6 +391,8 @@ pub(super) fn build_request(r: &RawRequest, api: Api) -> Result<RequestSpec, Str
         extra_body: r.extra_body.clone().unwrap_or_default(),
         cache,
         prompt_tokens: r.prompt_tokens,
+        prompt_set,
+        generate,
     })
 }
 

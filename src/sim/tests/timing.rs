@@ -260,3 +260,46 @@ async fn bursts_stalls_and_varied_output() {
     .await
     .expect("test timed out");
 }
+
+/// `ttft_per_token_ms`: the first token is planned at ttft_ms + k x prompt tokens (the words of
+/// the messages: "Write a short story about a cat" is 7), known by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttft_grows_with_the_prompt() {
+    timeout(LIMIT, async {
+        let srv = SimServer::start(
+            sim("ttft_ms=20&tpot_ms=5&ttft_sigma=0&tpot_sigma=0&ttft_per_token_ms=10"),
+            0,
+        )
+        .await
+        .unwrap();
+        let r = one(
+            srv.addr(),
+            &post("/v1/chat/completions", &chat_body(2, true, true)),
+        )
+        .await;
+        let n: u64 = r
+            .header(crate::sim::server::SIM_REQUEST_HEADER)
+            .expect("request header")
+            .parse()
+            .unwrap();
+        let t = srv.timings(n).expect("timings kept");
+        let sent_ms = t
+            .first_token()
+            .unwrap()
+            .duration_since(t.arrival)
+            .as_secs_f64()
+            * 1000.0;
+        // 20 + 10 x 7 = 90 ms
+        assert!(near(sent_ms, 90.0), "first token sent at {sent_ms} ms");
+        let usage = r
+            .events()
+            .iter()
+            .filter(|(_, p)| p.as_str() != "[DONE]")
+            .map(|(_, p)| serde_json::from_str::<Value>(p).unwrap())
+            .find(|v| v["usage"].is_object())
+            .unwrap();
+        assert_eq!(usage["usage"]["prompt_tokens"], 7);
+    })
+    .await
+    .expect("test timed out");
+}

@@ -1,0 +1,502 @@
+//! `load.trace`: an open loop whose arrival times and per-request lengths come from a trace
+//! file, in the formats the field already uses (docs/scenarios.md "Trace replay"): Mooncake's
+//! JSONL (`{"timestamp": ms, "input_length": N, "output_length": M, "hash_ids": [...]}`, the
+//! hash ids naming fixed-size prompt blocks, so that requests sharing a block share its text)
+//! and the Azure LLM inference trace CSV (`TIMESTAMP,ContextTokens,GeneratedTokens`). Parsing
+//! is pure ([`parse`]); [`load`] reads the file with its size bound.
+
+use super::file::RawTrace;
+use super::prompt_set::Slot;
+use crate::limits::{MAX_TRACE_BYTES, MAX_TRACE_ENTRIES};
+use crate::synthetic_prompt::MAX_PROMPT_TOKENS;
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Largest output length a trace entry may ask, tokens.
+pub const MAX_TRACE_OUTPUT: u64 = 1_000_000;
+/// Mooncake's and AIPerf's prompt block size, tokens.
+pub const DEFAULT_BLOCK_SIZE: u32 = 512;
+
+/// The trace's format (`load.trace.format`; told from the file when not given).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    /// Mooncake JSONL.
+    Mooncake,
+    /// Azure LLM inference trace CSV.
+    Azure,
+}
+
+/// One request of the trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceEntry {
+    /// Arrival, ms after the trace's first entry (before `time_scale`).
+    pub at_ms: f64,
+    /// Prompt tokens.
+    pub input_tokens: u32,
+    /// Output tokens (the request's `max_tokens`; 0 in the file asks 1).
+    pub output_tokens: u32,
+    /// Mooncake: the prompt's blocks (empty for Azure: every prompt its own text).
+    pub hash_ids: Vec<u64>,
+}
+
+/// The validated `load.trace`: where it came from and how it is replayed (in the
+/// fingerprint), and its entries (not).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceSpec {
+    /// The path as written (relative to the scenario file).
+    pub file: String,
+    pub format: TraceFormat,
+    /// sha256 (16 hex chars) of the file's bytes.
+    pub sha256: String,
+    /// Entries read.
+    pub entries: usize,
+    /// Tokens per hash id (Mooncake).
+    pub block_size: u32,
+    /// Factor on the trace's times (0.5: twice as fast).
+    pub time_scale: f64,
+    /// Entries skipped before the first measured request.
+    pub start: usize,
+    #[serde(skip)]
+    list: Arc<Vec<TraceEntry>>,
+}
+
+/// What the request in a slot sends, from the trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceRequest<'a> {
+    /// Its line's index among the entries (0-based).
+    pub entry: usize,
+    pub item: &'a TraceEntry,
+}
+
+impl TraceSpec {
+    /// The entry of the request in `slot`: measured request g sends entry `start + g`
+    /// (checked to exist when the scenario is read); unmeasured request i the entry
+    /// `n - 1 - (i mod n)`, from the end.
+    pub fn pick(&self, slot: Slot) -> TraceRequest<'_> {
+        let n = self.list.len();
+        let entry = match slot {
+            Slot::Measured(g) => (self.start + g).min(n - 1),
+            Slot::Unmeasured(i) => n - 1 - (i % n),
+        };
+        TraceRequest {
+            entry,
+            item: &self.list[entry],
+        }
+    }
+
+    /// When measured request `g` is due, ms after measured request `first`'s arrival
+    /// (scaled by `time_scale`).
+    pub fn offset_ms(&self, first: usize, g: usize) -> f64 {
+        let at = |k: usize| self.pick(Slot::Measured(k)).item.at_ms;
+        (at(g) - at(first)) * self.time_scale
+    }
+
+    /// The mean arrival rate of `count` measured requests, requests/s: what `load.rate` reports.
+    pub fn rate(&self, count: usize) -> f64 {
+        let span_s = self.offset_ms(0, count.saturating_sub(1)) / 1000.0;
+        if span_s > 0.0 {
+            (count.saturating_sub(1)) as f64 / span_s
+        } else {
+            crate::config::scenario::MAX_RATE
+        }
+    }
+
+    /// The prompt lengths of `count` measured requests at their 10th and 90th percentiles,
+    /// where the synthetic prompt is fitted ([`crate::config::generate::fit_points`]).
+    pub fn fit_points(&self, count: usize) -> Vec<u32> {
+        let mut v: Vec<u32> = (0..count)
+            .map(|g| self.pick(Slot::Measured(g)).item.input_tokens)
+            .collect();
+        v.sort_unstable();
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        crate::config::generate::fit_points(at(0.1), at(0.9))
+    }
+
+    /// The longest output `count` measured requests ask, tokens.
+    pub fn max_output(&self, count: usize) -> u32 {
+        (0..count.max(1))
+            .map(|g| self.pick(Slot::Measured(g)).item.output_tokens)
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// A summary for `validate`.
+    pub fn describe(&self) -> String {
+        format!(
+            "trace {} ({}, {} entries, sha256 {}, from entry {}, time x {}, blocks of {} tokens)",
+            self.file,
+            match self.format {
+                TraceFormat::Mooncake => "mooncake",
+                TraceFormat::Azure => "azure",
+            },
+            self.entries,
+            self.sha256,
+            self.start,
+            crate::units::Num(self.time_scale),
+            self.block_size
+        )
+    }
+}
+
+/// Reads and validates `load.trace`; `dir` is the scenario file's directory; `needed`: the
+/// measured requests the largest look sends. Errors: the key or `file:line`, and what to do.
+pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, String> {
+    let file = raw
+        .file
+        .as_deref()
+        .filter(|f| !f.is_empty())
+        .ok_or("load.trace.file is required: a Mooncake JSONL or Azure CSV trace, relative to the scenario file")?;
+    let path = dir.join(file);
+    let shown = path.display().to_string();
+    let text = crate::limits::read_text(&path, MAX_TRACE_BYTES).map_err(|e| {
+        format!("load.trace.file {shown}: cannot read ({e}); traces are limited to {MAX_TRACE_BYTES} bytes")
+    })?;
+    let format = match raw.format.as_deref() {
+        None => None,
+        Some("mooncake") => Some(TraceFormat::Mooncake),
+        Some("azure") => Some(TraceFormat::Azure),
+        Some(other) => {
+            return Err(format!(
+                "load.trace.format `{other}`: use mooncake or azure (or leave it out to tell from the file)"
+            ))
+        }
+    };
+    let block_size = raw.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
+    if !(1..=65_536).contains(&block_size) {
+        return Err(format!(
+            "load.trace.block_size is {block_size}: use 1..=65536 tokens"
+        ));
+    }
+    let time_scale = match (raw.time_scale, raw.rate) {
+        (Some(_), Some(_)) => {
+            return Err(
+                "load.trace: give time_scale or rate, not both (rate sets the time scale)".into(),
+            )
+        }
+        (Some(t), None) if !(t.is_finite() && t > 0.0 && t <= 1000.0) => {
+            return Err(format!(
+                "load.trace.time_scale is {t}: use a factor above 0, at most 1000"
+            ))
+        }
+        (Some(t), None) => Some(t),
+        (None, Some(r)) if !(r.is_finite() && r > 0.0) => {
+            return Err(format!("load.trace.rate is {r}: use requests/s above 0"))
+        }
+        _ => None,
+    };
+    let (format, list) = parse(&text, &shown, format, block_size)?;
+    let start = raw.start.unwrap_or(0);
+    if list.len() < start.saturating_add(needed) {
+        return Err(format!(
+            "load.trace: {shown} has {} entries; from entry {start} the run needs {needed} (load.samples or load.max_samples): lower them, or start earlier",
+            list.len()
+        ));
+    }
+    let sha = Sha256::digest(text.as_bytes());
+    let mut spec = TraceSpec {
+        file: file.to_string(),
+        format,
+        sha256: sha.iter().take(8).map(|b| format!("{b:02x}")).collect(),
+        entries: list.len(),
+        block_size,
+        time_scale: time_scale.unwrap_or(1.0),
+        start,
+        list: Arc::new(list),
+    };
+    if let Some(r) = raw.rate {
+        // the scale that makes the measured window's mean rate r
+        let natural = spec.rate(needed);
+        spec.time_scale = if natural.is_finite() && needed > 1 {
+            natural / r
+        } else {
+            1.0
+        };
+    }
+    Ok(spec)
+}
+
+/// Parses a trace's text (`name` labels messages). `format`: given, or `None` to tell it from
+/// the first line (`{`: Mooncake; a `TIMESTAMP` header: Azure).
+///
+/// Errors: the first bad line as `name:line: what is wrong`; no entries; more than
+/// [`MAX_TRACE_ENTRIES`]; times that go back.
+pub fn parse(
+    text: &str,
+    name: &str,
+    format: Option<TraceFormat>,
+    block_size: u32,
+) -> Result<(TraceFormat, Vec<TraceEntry>), String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let format = match format {
+        Some(f) => f,
+        None if first.trim_start().starts_with('{') => TraceFormat::Mooncake,
+        None if first.to_ascii_uppercase().contains("TIMESTAMP") => TraceFormat::Azure,
+        None => {
+            return Err(format!(
+                "{name}:1: neither a Mooncake JSONL line nor an Azure CSV header (TIMESTAMP,ContextTokens,GeneratedTokens); set load.trace.format"
+            ))
+        }
+    };
+    let mut out: Vec<TraceEntry> = Vec::new();
+    let mut origin: Option<f64> = None;
+    let mut columns: Option<[usize; 3]> = None;
+    for (i, line) in text.lines().enumerate() {
+        let at = i + 1;
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let parsed = match format {
+            TraceFormat::Mooncake => mooncake(line, block_size),
+            TraceFormat::Azure => match columns {
+                None => {
+                    columns = Some(azure_header(line).map_err(|e| format!("{name}:{at}: {e}"))?);
+                    continue;
+                }
+                Some(c) => azure(line, c),
+            },
+        };
+        let (t, mut e) = parsed.map_err(|e| format!("{name}:{at}: {e}"))?;
+        if out.len() >= MAX_TRACE_ENTRIES {
+            return Err(format!(
+                "{name}: more than {MAX_TRACE_ENTRIES} entries; keep the part to replay (e.g. `head -n {MAX_TRACE_ENTRIES}`)"
+            ));
+        }
+        let t0 = *origin.get_or_insert(t);
+        e.at_ms = t - t0;
+        if let Some(prev) = out.last() {
+            if e.at_ms < prev.at_ms {
+                return Err(format!(
+                    "{name}:{at}: the time goes back ({} ms before the line above); a trace is in arrival order",
+                    crate::units::Num(prev.at_ms - e.at_ms)
+                ));
+            }
+        }
+        out.push(e);
+    }
+    if out.is_empty() {
+        return Err(format!("{name}: holds no requests"));
+    }
+    Ok((format, out))
+}
+
+fn length(v: Option<&Value>, key: &str, max: u64) -> Result<u64, String> {
+    match v.and_then(Value::as_u64) {
+        Some(n) if n <= max => Ok(n),
+        _ => Err(format!(
+            "`{key}` must be a whole number in 0..={max}, not {}",
+            v.map_or("nothing".to_string(), |v| v.to_string())
+        )),
+    }
+}
+
+/// One Mooncake line: (timestamp ms, entry).
+fn mooncake(line: &str, block_size: u32) -> Result<(f64, TraceEntry), String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| {
+        format!("not a JSON object ({e}); a Mooncake trace line is {{\"timestamp\": ms, \"input_length\": N, \"output_length\": M, \"hash_ids\": [...]}}")
+    })?;
+    let t = v
+        .get("timestamp")
+        .and_then(Value::as_f64)
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or("`timestamp` must be a number of ms >= 0")?;
+    let input = length(
+        v.get("input_length"),
+        "input_length",
+        u64::from(MAX_PROMPT_TOKENS),
+    )?;
+    if input == 0 {
+        return Err("`input_length` is 0: a request needs a prompt".into());
+    }
+    let output = length(v.get("output_length"), "output_length", MAX_TRACE_OUTPUT)?;
+    let hash_ids: Vec<u64> = match v.get("hash_ids") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|h| h.as_u64().ok_or("`hash_ids` must hold whole numbers >= 0"))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("`hash_ids` must be an array of whole numbers".into()),
+    };
+    let blocks = input.div_ceil(u64::from(block_size));
+    if !hash_ids.is_empty() && hash_ids.len() as u64 != blocks {
+        return Err(format!(
+            "{} hash_ids for input_length {input}: blocks of {block_size} tokens need {blocks} (set load.trace.block_size to the trace's)",
+            hash_ids.len()
+        ));
+    }
+    Ok((
+        t,
+        TraceEntry {
+            at_ms: 0.0,
+            input_tokens: input as u32,
+            output_tokens: output.max(1) as u32,
+            hash_ids,
+        },
+    ))
+}
+
+/// The Azure CSV header: the columns of TIMESTAMP, ContextTokens and GeneratedTokens.
+fn azure_header(line: &str) -> Result<[usize; 3], String> {
+    let cols: Vec<String> = line
+        .split(',')
+        .map(|c| c.trim().to_ascii_lowercase())
+        .collect();
+    let find = |n: &str| {
+        cols.iter()
+            .position(|c| c == n)
+            .ok_or_else(|| format!("the header has no `{n}` column; an Azure trace starts with TIMESTAMP,ContextTokens,GeneratedTokens"))
+    };
+    Ok([
+        find("timestamp")?,
+        find("contexttokens")?,
+        find("generatedtokens")?,
+    ])
+}
+
+/// One Azure CSV line: (timestamp ms, entry).
+fn azure(line: &str, c: [usize; 3]) -> Result<(f64, TraceEntry), String> {
+    let f: Vec<&str> = line.split(',').map(str::trim).collect();
+    let get = |k: usize| f.get(k).copied().ok_or("fewer columns than the header");
+    let t = azure_time(get(c[0])?)?;
+    let num = |s: &str, key: &str, max: u64| {
+        s.parse::<u64>()
+            .ok()
+            .filter(|n| *n <= max)
+            .ok_or_else(|| format!("`{key}` must be a whole number in 0..={max}, not `{s}`"))
+    };
+    let input = num(get(c[1])?, "ContextTokens", u64::from(MAX_PROMPT_TOKENS))?;
+    if input == 0 {
+        return Err("`ContextTokens` is 0: a request needs a prompt".into());
+    }
+    let output = num(get(c[2])?, "GeneratedTokens", MAX_TRACE_OUTPUT)?;
+    Ok((
+        t,
+        TraceEntry {
+            at_ms: 0.0,
+            input_tokens: input as u32,
+            output_tokens: output.max(1) as u32,
+            hash_ids: Vec::new(),
+        },
+    ))
+}
+
+/// `2023-11-16 18:15:46.6805900` (or with `T`, up to 9 fraction digits, no zone: UTC) as ms
+/// since the Unix epoch.
+pub fn azure_time(s: &str) -> Result<f64, String> {
+    let bad = || format!("TIMESTAMP `{s}` is not like 2023-11-16 18:15:46.6805900");
+    let s = s.trim().trim_end_matches('Z');
+    let (date, time) = s.split_once([' ', 'T']).ok_or_else(bad)?;
+    let d: Vec<&str> = date.split('-').collect();
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let t: Vec<&str> = hms.split(':').collect();
+    if d.len() != 3 || t.len() != 3 || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n = |x: &str| x.parse::<u32>().map_err(|_| bad());
+    let month = time::Month::try_from(n(d[1])? as u8).map_err(|_| bad())?;
+    let day = time::Date::from_calendar_date(n(d[0])? as i32, month, n(d[2])? as u8)
+        .map_err(|_| bad())?;
+    let (h, m, sec) = (n(t[0])?, n(t[1])?, n(t[2])?);
+    if h > 23 || m > 59 || sec > 60 {
+        return Err(bad());
+    }
+    let frac_s = if frac.is_empty() {
+        0.0
+    } else {
+        frac.parse::<f64>().map_err(|_| bad())? / 10f64.powi(frac.len() as i32)
+    };
+    let days = f64::from(day.to_julian_day() - 2_440_588);
+    // whole seconds exact in f64; the fraction added last (ms to about 1 µs at today's dates)
+    Ok((days * 86_400.0 + f64::from(h * 3600 + m * 60 + sec)) * 1000.0 + frac_s * 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOONCAKE: &str = "{\"timestamp\": 27482, \"input_length\": 6955, \"output_length\": 52, \"hash_ids\": [46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 2353, 2354]}\n{\"timestamp\": 30535, \"input_length\": 6472, \"output_length\": 26, \"hash_ids\": [46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 2366]}\n{\"timestamp\": 32160, \"input_length\": 100, \"output_length\": 0}\n";
+
+    #[test]
+    fn mooncake_by_hand() {
+        let (f, e) = parse(MOONCAKE, "m.jsonl", None, 512).unwrap();
+        assert_eq!(f, TraceFormat::Mooncake);
+        assert_eq!(e.len(), 3);
+        // times from the first entry: 0, 3053, 4678 ms
+        assert_eq!(
+            e.iter().map(|x| x.at_ms).collect::<Vec<_>>(),
+            [0.0, 3053.0, 4678.0]
+        );
+        // 6955 tokens = 13 full blocks of 512 + 299: 14 hash ids
+        assert_eq!((e[0].input_tokens, e[0].hash_ids.len()), (6955, 14));
+        assert_eq!(e[1].hash_ids[..12], e[0].hash_ids[..12]);
+        assert_eq!(e[2].output_tokens, 1);
+        let err = parse(MOONCAKE, "m.jsonl", None, 256).unwrap_err();
+        assert!(
+            err.starts_with(
+                "m.jsonl:1: 14 hash_ids for input_length 6955: blocks of 256 tokens need 28"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn azure_by_hand() {
+        let csv = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:16:00.0000000,879,0\n";
+        let (f, e) = parse(csv, "a.csv", None, 512).unwrap();
+        assert_eq!(f, TraceFormat::Azure);
+        // 4.314579 s, then 13.31941 s after the first
+        let want = [0.0, 4314.579, 13319.41];
+        for (x, w) in e.iter().zip(want) {
+            assert!((x.at_ms - w).abs() < 1e-3, "{} vs {w}", x.at_ms);
+        }
+        assert_eq!((e[0].input_tokens, e[0].output_tokens), (374, 44));
+        assert_eq!(e[2].output_tokens, 1);
+        assert!(e.iter().all(|x| x.hash_ids.is_empty()));
+        // 2023-11-16 is day 19677 after 1970-01-01
+        assert_eq!(
+            azure_time("2023-11-16 00:00:01.5").unwrap(),
+            (19677.0 * 86_400.0 + 1.5) * 1000.0
+        );
+        // the columns by their names, in any order
+        let (_, e) = parse(
+            "GeneratedTokens,TIMESTAMP,ContextTokens\n5,2023-11-16 18:15:46,7\n",
+            "a.csv",
+            Some(TraceFormat::Azure),
+            512,
+        )
+        .unwrap();
+        assert_eq!((e[0].input_tokens, e[0].output_tokens), (7, 5));
+    }
+
+    #[test]
+    fn bad_lines_name_file_and_line() {
+        let e = |t: &str| parse(t, "t", None, 512).unwrap_err();
+        assert!(e("{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n").starts_with("t:2: the time goes back (1 ms"));
+        assert!(
+            e("{\"timestamp\": 1, \"input_length\": -5, \"output_length\": 1}")
+                .starts_with("t:1: `input_length` must be")
+        );
+        assert!(
+            e("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:15:46,1,1\n")
+                .starts_with("t:2: TIMESTAMP `2023-13-16 18:15:46` is not like")
+        );
+        assert!(e("TIMESTAMP,Context,GeneratedTokens\n").contains("no `contexttokens` column"));
+        assert!(e("TIMESTAMP,ContextTokens,GeneratedTokens\n").contains("holds no requests"));
+        assert!(e("a,b\n").starts_with("t:1: neither a Mooncake"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parse_never_panics(s in ".{0,300}") {
+            let _ = parse(&s, "x", None, 512);
+            let _ = parse(&s, "x", Some(TraceFormat::Mooncake), 1);
+            let _ = parse(&format!("TIMESTAMP,ContextTokens,GeneratedTokens\n{s}"), "x", None, 512);
+            let _ = azure_time(&s);
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Trace replay (issue 31, `load.trace`): an open loop whose arrival times and per-request
+//! lengths come from a Mooncake JSONL or an Azure CSV trace, on the built-in simulator. The
+//! schedule is deterministic (each request's due time is its trace time, scaled), so it is
+//! compared with the trace exactly; how late each request was actually sent is the open loop's
+//! schedule delay, reported (and printed here), not asserted.
+
+use serde_json::Value;
+use std::path::Path;
+
+const FIXTURES: &str = "tests/fixtures/traces";
+
+fn project(yaml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("scenarios/traces");
+    std::fs::create_dir_all(&t).unwrap();
+    for f in ["mooncake.jsonl", "azure.csv"] {
+        std::fs::copy(Path::new(FIXTURES).join(f), t.join(f)).unwrap();
+    }
+    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
+    dir
+}
+
+fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let o = crate::support::perfgate_in(dir, 180)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.code(), text)
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The records by request index.
+fn by_index(s: &Value) -> Vec<Value> {
+    let mut v: Vec<Value> = s["records"].as_array().unwrap().clone();
+    v.sort_by_key(|r| r["work"]["index"].as_u64().unwrap());
+    v
+}
+
+fn mooncake() -> Vec<Value> {
+    std::fs::read_to_string(Path::new(FIXTURES).join("mooncake.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Each request's due time, relative to the first's, against the trace's (times `scale`), and
+/// the schedule delay the results report; returns the delay's P50 and P99.
+fn schedule_matches(s: &Value, trace_ms: &[f64], scale: f64) -> (f64, f64) {
+    let recs = by_index(s);
+    let sched0 = recs[0]["sched_ms"].as_f64().unwrap();
+    let entry0 = recs[0]["work"]["entry"].as_u64().unwrap() as usize;
+    for (g, r) in recs.iter().enumerate() {
+        let e = r["work"]["entry"].as_u64().unwrap() as usize;
+        let due = r["sched_ms"].as_f64().unwrap() - sched0;
+        let want = (trace_ms[e] - trace_ms[entry0]) * scale;
+        // sched_ms is written to µs
+        assert!(
+            (due - want).abs() <= 0.002,
+            "request {g}: due {due} ms, trace {want} ms"
+        );
+        let delay = r["sched_delay_ms"].as_f64().unwrap();
+        let late = r["start_ms"].as_f64().unwrap() - r["sched_ms"].as_f64().unwrap();
+        assert!((delay - late.max(0.0)).abs() <= 0.002, "request {g}");
+    }
+    let d = &s["measured"]["schedule_delay_ms"];
+    assert_eq!(d["n"].as_u64(), Some(recs.len() as u64));
+    (d["p50"].as_f64().unwrap(), d["p99"].as_f64().unwrap())
+}
+
+#[test]
+fn a_mooncake_trace_is_replayed_at_its_arrival_times_with_its_lengths() {
+    let dir = project("scenarios:\n  - name: mooncake\n    endpoint: {base_url: 'sim://?ttft_ms=5&tpot_ms=1'}\n    request: {ignore_eos: true}\n    load: {samples: 20, warmup: 2, trace: {file: traces/mooncake.jsonl, start: 2}}\n");
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    // 20 requests from entry 2: 19 gaps (60, 10, 15, 40, 25 ms, cycling) summing to 575 ms by
+    // hand: 19 / 0.575 s = 33.04 requests/s
+    assert!(
+        text.contains("trace traces/mooncake.jsonl (mooncake, 24 entries, sha256 ")
+            && text.contains(
+                "from entry 2, time x 1, blocks of 512 tokens); mean rate 33.04 requests/s"
+            ),
+        "{text}"
+    );
+    let (code, text) = run(
+        dir.path(),
+        &["check", "--allow-missing-baseline", "--output", "r.json"],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let errors = crate::report_schema::errors(&crate::report_schema::validator(), &r);
+    assert!(errors.is_empty(), "{errors:?}");
+    let s = &r["scenarios"][0];
+    assert!(
+        s["notes"]
+            .to_string()
+            .contains("workload: trace traces/mooncake.jsonl (mooncake, 24 entries, sha256 ")
+            && s["notes"]
+                .to_string()
+                .contains("replayed at a mean 33.04 requests/s"),
+        "{}",
+        s["notes"]
+    );
+    let trace = mooncake();
+    let at: Vec<f64> = trace
+        .iter()
+        .map(|t| t["timestamp"].as_f64().unwrap())
+        .collect();
+    let (p50, p99) = schedule_matches(s, &at, 1.0);
+    println!("mooncake replay: schedule delay P50 {p50} ms, P99 {p99} ms");
+    for (g, rec) in by_index(s).iter().enumerate() {
+        let t = &trace[g + 2];
+        assert_eq!(rec["work"]["entry"].as_u64(), Some(g as u64 + 2));
+        // the simulator counts words: the fitted prompt has the trace's length exactly ...
+        assert_eq!(rec["prompt_tokens"], t["input_length"], "request {g}");
+        // ... and generates the trace's output length
+        assert_eq!(rec["output_tokens"], t["output_length"], "request {g}");
+        assert_eq!(rec["work"]["max_tokens"], t["output_length"]);
+    }
+    assert_eq!(
+        s["measured"]["target_rate"]
+            .as_f64()
+            .map(|x| (x * 100.0).round()),
+        Some(3304.0)
+    );
+}
+
+#[test]
+fn time_scale_and_rate_scale_the_trace() {
+    let dir = project("scenarios:\n  - name: half\n    endpoint: {base_url: 'sim://?ttft_ms=5&tpot_ms=1'}\n    request: {ignore_eos: true}\n    load: {samples: 20, warmup: 1, trace: {file: traces/mooncake.jsonl, time_scale: 0.5}}\n  - name: rate\n    endpoint: {base_url: 'sim://?ttft_ms=5&tpot_ms=1'}\n    request: {ignore_eos: true}\n    load: {samples: 20, warmup: 1, trace: {file: traces/mooncake.jsonl, rate: 20}}\n");
+    let (code, text) = run(
+        dir.path(),
+        &["check", "--allow-missing-baseline", "--output", "r.json"],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let at: Vec<f64> = mooncake()
+        .iter()
+        .map(|t| t["timestamp"].as_f64().unwrap())
+        .collect();
+    schedule_matches(&r["scenarios"][0], &at, 0.5);
+    // rate 20: 19 gaps over 0.95 s; the trace's first 20 span 585 ms, so times x 950/585
+    schedule_matches(&r["scenarios"][1], &at, 950.0 / 585.0);
+    let rate = r["scenarios"][1]["measured"]["target_rate"]
+        .as_f64()
+        .unwrap();
+    assert!((rate - 20.0).abs() < 1e-9, "{rate}");
+}
+
+#[test]
+fn an_azure_trace_is_replayed_and_bless_and_check_send_the_same_requests() {
+    let dir = project("scenarios:\n  - name: azure\n    endpoint: {base_url: 'sim://?ttft_ms=5&tpot_ms=1'}\n    request: {ignore_eos: true}\n    load: {samples: 20, warmup: 1, trace: {file: traces/azure.csv}}\n");
+    let (code, text) = run(dir.path(), &["bless", "--runs", "1", "--allow-unstable"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = run(dir.path(), &["check", "--output", "r.json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let b = json(&dir.path().join("baselines/azure.json"));
+    let ids = |recs: &Value| {
+        let mut v: Vec<(u64, String)> = recs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                (
+                    x["work"]["index"].as_u64().unwrap(),
+                    x["work"]["prompt_id"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        ids(&r["scenarios"][0]["records"]),
+        ids(&b["runs"][0]["records"])
+    );
+    // the CSV's times by hand: seconds after 18:15:46.1
+    let rows: Vec<Vec<String>> = std::fs::read_to_string(Path::new(FIXTURES).join("azure.csv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    let at: Vec<f64> = rows
+        .iter()
+        .map(|c| {
+            let sec: f64 = c[0].rsplit(':').next().unwrap().parse().unwrap();
+            (sec - 46.1) * 1000.0
+        })
+        .collect();
+    let s = &r["scenarios"][0];
+    let (p50, p99) = schedule_matches(s, &at, 1.0);
+    println!("azure replay: schedule delay P50 {p50} ms, P99 {p99} ms");
+    for (g, rec) in by_index(s).iter().enumerate() {
+        assert_eq!(rec["prompt_tokens"].as_u64(), rows[g][1].parse().ok());
+        assert_eq!(rec["output_tokens"].as_u64(), rows[g][2].parse().ok());
+    }
+    // an edited trace is a stale baseline that names it
+    let f = dir.path().join("scenarios/traces/azure.csv");
+    let mut text = std::fs::read_to_string(&f).unwrap();
+    text.push_str("2023-11-16 18:15:59.0000000,100,10\n");
+    std::fs::write(&f, text).unwrap();
+    let (code, out) = run(dir.path(), &["check"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains(
+            "the trace file traces/azure.csv changed since its baseline was blessed (sha256 "
+        ) && out.contains(", 24 -> 25 entries)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_traces_are_named_with_exit_2() {
+    let yaml = "scenarios:\n  - name: t\n    endpoint: {base_url: 'sim://'}\n    request: {ignore_eos: true}\n    load: {samples: 20, trace: {file: traces/bad.jsonl}}\n";
+    let dir = project(yaml);
+    let bad = dir.path().join("scenarios/traces/bad.jsonl");
+    let line =
+        |t: u64| format!("{{\"timestamp\": {t}, \"input_length\": 10, \"output_length\": 2}}\n");
+    std::fs::write(&bad, format!("{}{}{}", line(5), line(9), line(7))).unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains(
+            "scenarios/traces/bad.jsonl:3: the time goes back (2 ms before the line above)"
+        ),
+        "{text}"
+    );
+    // too short for the samples
+    std::fs::write(&bad, (0..10).map(line).collect::<String>()).unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("has 10 entries; from entry 0 the run needs 20"),
+        "{text}"
+    );
+    // a prompt of its own, or a rate, conflicts with the trace
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        yaml.replace("{ignore_eos: true}", "{prompt: hi, max_tokens: 4}"),
+    )
+    .unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("load.trace gives each request's prompt length"),
+        "{text}"
+    );
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        yaml.replace("samples: 20,", "samples: 20, rate: 5,"),
+    )
+    .unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("load.trace sets the arrival times: leave load.rate out"),
+        "{text}"
+    );
+}
