@@ -4,25 +4,8 @@
 //! nothing is not PASS; the early stop of a failing endpoint respects what the scenario
 //! tolerates, so the same server does not exit 1 or 3 by chance.
 
-use crate::support::perfgate_in;
+use crate::support::{read_json as json, run_in as run};
 use serde_json::Value;
-use std::path::Path;
-
-fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o = perfgate_in(dir, 120).args(args).output().unwrap();
-    (
-        o.status.code(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
 
 fn dir_with(yaml: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();

@@ -3,8 +3,8 @@
 //! fitted to the server's count. On the built-in simulator (one token a word, exactly
 //! `max_tokens` generated) every request's counts equal its drawn lengths.
 
+use crate::support::{read_json as json, run_in as run};
 use serde_json::Value;
-use std::path::Path;
 
 const GEN: &str = "scenarios:\n  - name: gen\n    endpoint: {base_url: 'sim://?ttft_ms=5&tpot_ms=1'}\n    request:\n      generate:\n        input_tokens: {distribution: lognormal, median: 200, sigma: 0.8, min: 20, max: 2000}\n        output_tokens: {distribution: uniform, min: 4, max: 32}\n        seed: 5\n      ignore_eos: true\n    load: {samples: 20, warmup: 2}\n";
 
@@ -13,23 +13,6 @@ fn project(yaml: &str) -> tempfile::TempDir {
     std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
     std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
     dir
-}
-
-fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o = crate::support::perfgate_in(dir, 180)
-        .args(args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.code(), text)
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// (index, prompt id, drawn input, max_tokens, prompt tokens, output tokens), by index.

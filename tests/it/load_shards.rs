@@ -8,7 +8,6 @@
 
 use crate::support::perfgate_in;
 use serde_json::Value;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 fn scenario(url: &str, prompt: &str) -> String {
@@ -51,10 +50,6 @@ fn sim() -> (Child, String) {
     (sim, url)
 }
 
-fn read(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -88,7 +83,7 @@ fn four_workers_with_one_start_merge_into_the_scenarios_sample_and_bad_merges_ar
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let single = read(&d.join("baselines/shared.json"));
+    let single = crate::support::read_json(&d.join("baselines/shared.json"));
     let single_ttft_p50 = single["summary"]["ttft_ms"]["p50"].as_f64().unwrap();
 
     // four workers, one start time a few seconds ahead (after their warmups)
@@ -121,7 +116,7 @@ fn four_workers_with_one_start_merge_into_the_scenarios_sample_and_bad_merges_ar
         );
     }
     for i in 1..=4 {
-        let r = read(&d.join(format!("w{i}.json")));
+        let r = crate::support::read_json(&d.join(format!("w{i}.json")));
         assert_eq!(
             (r["verdict"].as_str(), r["exit_code"].as_i64()),
             (Some("MEASURED"), Some(0))
@@ -159,7 +154,7 @@ fn four_workers_with_one_start_merge_into_the_scenarios_sample_and_bad_merges_ar
         "{text}{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let m = read(&d.join("merged.json"));
+    let m = crate::support::read_json(&d.join("merged.json"));
     let s = &m["scenarios"][0];
     assert_eq!(s["status"], "compared");
     assert!(s.get("load_shard").is_none());
@@ -201,7 +196,7 @@ fn four_workers_with_one_start_merge_into_the_scenarios_sample_and_bad_merges_ar
 
     // both files as the schema documents them
     let v = crate::report_schema::validator();
-    for doc in [&read(&d.join("w1.json")), &m] {
+    for doc in [&crate::support::read_json(&d.join("w1.json")), &m] {
         let errs = crate::report_schema::errors(&v, doc);
         assert!(errs.is_empty(), "{errs:?}");
     }
@@ -218,7 +213,7 @@ fn four_workers_with_one_start_merge_into_the_scenarios_sample_and_bad_merges_ar
         "worker 4/4 is missing",
     );
     // workers that did not load the server together: worker 3 moved an hour later
-    let mut late = read(&d.join("w3.json"));
+    let mut late = crate::support::read_json(&d.join("w3.json"));
     let at = late["scenarios"][0]["load_shard"]["started_unix_ms"]
         .as_f64()
         .unwrap();

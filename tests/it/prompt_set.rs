@@ -3,6 +3,7 @@
 //! whitespace-separated words as its tokens and generates exactly `max_tokens`), so every
 //! request's lengths are known by hand from the fixture.
 
+use crate::support::{read_json as json, run_in as run};
 use serde_json::Value;
 use std::path::Path;
 
@@ -19,23 +20,6 @@ fn project(yaml: &str) -> tempfile::TempDir {
     }
     std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
     dir
-}
-
-fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o = crate::support::perfgate_in(dir, 180)
-        .args(args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.code(), text)
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// (index, entry, prompt id, prompt tokens, output tokens) of each record, by index.

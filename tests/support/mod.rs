@@ -24,6 +24,26 @@ pub fn perfgate() -> Command {
     c
 }
 
+/// `perfgate <args>` in `dir` (killed after 180 s): its exit code and stdout then stderr.
+pub fn run_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let o = perfgate_in(dir, 180)
+        .args(args)
+        .output()
+        .expect("perfgate runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.code(), text)
+}
+
+/// A JSON file (a results or baseline file a test wrote).
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("the file exists"))
+        .expect("the file is JSON")
+}
+
 /// [`perfgate_in`] as a plain process (under `timeout`), for tests that run several at once.
 pub fn perfgate_process(dir: &Path, timeout_s: u64) -> std::process::Command {
     let mut c = std::process::Command::new("timeout");
