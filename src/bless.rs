@@ -322,6 +322,13 @@ pub fn bless_from(
             ));
             continue;
         };
+        if let Some(ls) = &res.load_shard {
+            problems.push(format!(
+                "scenario {}: {shown} holds load-shard worker {}/{} (1/{} of the load), not the scenario: merge the workers with `perfgate report ... --output merged.json` and bless from that (docs/load-shards.md \"Blessing\")",
+                sc.name, ls.index, ls.count, ls.count
+            ));
+            continue;
+        }
         if res.fingerprint != sc.fingerprint {
             problems.push(format!(
                 "scenario {}: {shown} measured it with fingerprint {}, the scenario file ({}) now has {}: the scenario changed since that run, so its requests are not this scenario's; run it again",

@@ -579,7 +579,7 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
                 Some(t) if t > now =>
                     format!(", measuring from {:.1} s from now", (t - now) / 1000.0),
                 Some(_) => ", measuring at once (--start-at has passed)".into(),
-                None => String::new(),
+                None => ", measuring at once: without --start-at the workers start whenever each is ready, and `perfgate report` refuses workers that did not measure together".into(),
             }
         );
     }

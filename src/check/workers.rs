@@ -60,6 +60,8 @@ pub struct Worker<'a> {
     /// The results file (for messages).
     pub file: &'a str,
     pub result: &'a ScenarioResult,
+    /// The file's run was interrupted (its results are partial).
+    pub interrupted: bool,
 }
 
 /// What the workers of one scenario give: a run to judge, or a worker that could not measure
@@ -131,6 +133,17 @@ pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
             first.result.fingerprint
         ));
     }
+    // a worker that was interrupted measured part of its share: the scenario was not measured
+    if let Some((w, ls)) = parts.iter().find(|(w, _)| w.interrupted) {
+        let mut res = w.result.clone();
+        res.status = Status::Unmeasurable;
+        res.status_detail = format!(
+            "{} was interrupted (its results are partial): run the {n} workers again",
+            label(w, ls)
+        );
+        res.load_shard = None;
+        return Ok(Merged::NotMeasured(Box::new(res)));
+    }
     // a worker that could not measure is the scenario's outcome (its error says why)
     if let Some((w, ls)) = parts
         .iter()
@@ -140,6 +153,9 @@ pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
         res.status_detail = format!("{}: {}", label(w, ls), res.status_detail);
         res.load_shard = None;
         return Ok(Merged::NotMeasured(Box::new(res)));
+    }
+    for (w, ls) in &parts {
+        check_worker(w, ls).map_err(|why| format!("scenario {name}: {}: {why}", label(w, ls)))?;
     }
     let mut ordered = parts.clone();
     ordered.sort_by_key(|(_, ls)| ls.index);
@@ -244,6 +260,39 @@ pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
     ))
 }
 
+/// What a worker's results must hold to be its share of the run: one record per measured
+/// request of its share, and unmeasured spans no more than its ramp-up and drain send, each an
+/// interval within a run. Errors: what is wrong (the file is not a worker's whole results).
+fn check_worker(w: &Worker, ls: &LoadShardRun) -> Result<(), String> {
+    let records = w.result.records.len();
+    if records != ls.samples as usize {
+        return Err(format!(
+            "it holds {records} request record(s) but measured {} (its share): the file is not that worker's whole results; use the file the worker wrote",
+            ls.samples
+        ));
+    }
+    // a steady look sends c ramp-up and at most DRAIN_PER_STREAM x c drain requests
+    let most = (1 + crate::runner::steady::DRAIN_PER_STREAM) * ls.concurrency as usize;
+    if ls.unmeasured_spans.len() > most {
+        return Err(format!(
+            "{} unmeasured spans, more than its {} streams' ramp-up and drain can send ({most})",
+            ls.unmeasured_spans.len(),
+            ls.concurrency
+        ));
+    }
+    let believable = |x: f64| x.is_finite() && (0.0..=crate::limits::MAX_OFFSET_MS).contains(&x);
+    if let Some((s, e)) = ls
+        .unmeasured_spans
+        .iter()
+        .find(|(s, e)| !(believable(*s) && believable(*e) && s <= e))
+    {
+        return Err(format!(
+            "unmeasured span [{s}, {e}] is not an interval within a run (ms from its start, start <= end)"
+        ));
+    }
+    Ok(())
+}
+
 /// The time every worker was measuring over the longest worker's window (0 when some pair of
 /// windows does not meet).
 pub fn overlap(windows: &[WorkerWindow]) -> f64 {
@@ -345,7 +394,11 @@ pub fn merge_workers(
                 r.scenarios
                     .iter()
                     .filter(|s| &s.name == name)
-                    .map(move |s| Worker { file: f, result: s })
+                    .map(move |s| Worker {
+                        file: f,
+                        result: s,
+                        interrupted: r.incomplete,
+                    })
             })
             .collect();
         match merge(&workers)? {
@@ -361,6 +414,22 @@ pub fn merge_workers(
                         "scenario {name}: the workers measured fingerprint {}, the scenario file ({}) now gives {}: merge with the scenario files the workers ran",
                         workers[0].result.fingerprint, sc.source, sc.fingerprint
                     ));
+                }
+                // samples are not in the fingerprint: each worker's share must be this file's
+                for w in &workers {
+                    if let Some(ls) = &w.result.load_shard {
+                        let shard = crate::config::shard::Shard {
+                            index: ls.index,
+                            count: ls.count,
+                        };
+                        let want = crate::config::load_shard::share(sc.load.samples, shard);
+                        if ls.samples != want {
+                            return Err(format!(
+                                "scenario {name}: worker {}/{} ({}) measured {} request(s), but load.samples {} in {} gives it {want}: merge with the scenario files the workers ran",
+                                ls.index, ls.count, w.file, ls.samples, sc.load.samples, sc.source
+                            ));
+                        }
+                    }
                 }
                 judged_scs.push(sc.clone());
                 runs.push(Ok(*run));
@@ -383,14 +452,26 @@ pub fn merge_workers(
         s.workers = Some(info);
     }
     judged.scenarios.extend(not_measured);
-    for r in all.iter_mut() {
-        r.scenarios.retain(|s| s.load_shard.is_none());
-    }
     judged.created_at = all
         .iter()
         .map(|r| r.created_at.clone())
         .max()
         .unwrap_or_default();
+    // the workers' files leave once their scenarios are merged (an interrupted worker's
+    // `incomplete` with them: the report itself was not interrupted)
+    let mut kept_files = Vec::new();
+    let mut kept = Vec::new();
+    for (mut r, f) in std::mem::take(all).into_iter().zip(std::mem::take(files)) {
+        let had = r.scenarios.len();
+        r.scenarios.retain(|s| s.load_shard.is_none());
+        if r.scenarios.is_empty() && had > 0 {
+            continue;
+        }
+        kept.push(r);
+        kept_files.push(f);
+    }
+    *all = kept;
+    *files = kept_files;
     judged.decide();
     all.push(judged);
     files.push("the merged load-shard workers".into());
@@ -481,10 +562,12 @@ mod tests {
             Worker {
                 file: "b.json",
                 result: &b,
+                interrupted: false,
             },
             Worker {
                 file: "a.json",
                 result: &a,
+                interrupted: false,
             },
         ];
         let (run, info) = run_of(merge(&ws).unwrap());
@@ -515,7 +598,11 @@ mod tests {
         let one = worker(1, 2, t0, 100.0, &[(0.0, 50.0)]);
         let two = worker(2, 2, t0, 100.0, &[(0.0, 50.0)]);
         let err = |ws: &[Worker]| merge(ws).unwrap_err();
-        let w = |file, result| Worker { file, result };
+        let w = |file, result| Worker {
+            file,
+            result,
+            interrupted: false,
+        };
         // a missing worker
         let e = err(&[w("a", &one)]);
         assert!(e.contains("worker 2/2 is missing"), "{e}");
@@ -543,6 +630,39 @@ mod tests {
         assert!(merge(&[w("a", &one), w("b", &half)]).is_ok());
         let less = worker(2, 2, t0 + 51.0, 100.0, &[(0.0, 50.0)]);
         assert!(merge(&[w("a", &one), w("b", &less)]).is_err());
+        // a file that is not the worker's whole results: fewer records than its share, a span
+        // that ends before it starts, more spans than its streams can send
+        let mut short = two.clone();
+        short.records.clear();
+        let e = err(&[w("a", &one), w("b", &short)]);
+        assert!(
+            e.contains("holds 0 request record(s) but measured 1"),
+            "{e}"
+        );
+        let mut backwards = two.clone();
+        backwards.load_shard.as_mut().unwrap().unmeasured_spans = vec![(1e18, -1e18)];
+        let e = err(&[w("a", &one), w("b", &backwards)]);
+        assert!(e.contains("is not an interval within a run"), "{e}");
+        let mut many = two.clone();
+        many.load_shard.as_mut().unwrap().unmeasured_spans = vec![(0.0, 1.0); 4];
+        let e = err(&[w("a", &one), w("b", &many)]);
+        assert!(
+            e.contains("4 unmeasured spans, more than its 1 streams'"),
+            "{e}"
+        );
+        // an interrupted worker: the scenario was not measured
+        let cut = Worker {
+            file: "b",
+            result: &two,
+            interrupted: true,
+        };
+        match merge(&[w("a", &one), cut]).unwrap() {
+            Merged::NotMeasured(r) => {
+                assert_eq!(r.status, Status::Unmeasurable);
+                assert!(r.status_detail.contains("worker 2/2 (b) was interrupted"));
+            }
+            Merged::Run(..) => panic!("merged an interrupted worker"),
+        }
         // a result measured whole among load shards
         let mut whole = two.clone();
         whole.load_shard = None;
@@ -560,10 +680,12 @@ mod tests {
             Worker {
                 file: "a",
                 result: &one,
+                interrupted: false,
             },
             Worker {
                 file: "b",
                 result: &two,
+                interrupted: false,
             },
         ];
         match merge(&ws).unwrap() {

@@ -133,7 +133,9 @@ pub fn parse_start_at(text: &str, now_unix_ms: f64) -> Result<f64, String> {
     let at = if let Some(rel) = t.strip_prefix('+') {
         let s: f64 = rel
             .parse()
-            .map_err(|_| format!("`{text}`: +SECONDS wants a number of seconds, e.g. +120"))?;
+            .ok()
+            .filter(|s: &f64| *s >= 0.0)
+            .ok_or_else(|| format!("`{text}`: +SECONDS wants seconds from now, e.g. +120"))?;
         now_unix_ms + s * 1000.0
     } else if let Ok(secs) = t.parse::<f64>() {
         secs * 1000.0
@@ -147,9 +149,14 @@ pub fn parse_start_at(text: &str, now_unix_ms: f64) -> Result<f64, String> {
         dt.unix_timestamp_nanos() as f64 / 1e6
     };
     const DAY_MS: f64 = 86_400_000.0;
-    if !at.is_finite() || (at - now_unix_ms).abs() > DAY_MS {
+    if !at.is_finite() || at - now_unix_ms > DAY_MS {
         return Err(format!(
             "`{text}` is more than a day from now: give the time the workers start together"
+        ));
+    }
+    if now_unix_ms - at > DAY_MS {
+        return Err(format!(
+            "`{text}` is more than a day in the past: give the time the workers start together"
         ));
     }
     Ok(at)
@@ -267,8 +274,19 @@ mod tests {
         );
         assert_eq!(parse_start_at("1796369430", now), Ok(now + 30_000.0));
         assert_eq!(parse_start_at("+90", now), Ok(now + 90_000.0));
-        for bad in ["tomorrow", "+x", "2027-12-04T07:31:00Z", "+1e20", "NaN"] {
+        for bad in [
+            "tomorrow",
+            "+x",
+            "+-5",
+            "2027-12-04T07:31:00Z",
+            "+1e20",
+            "NaN",
+        ] {
             assert!(parse_start_at(bad, now).is_err(), "{bad}");
         }
+        let past = parse_start_at("2020-01-01T00:00:00Z", now).unwrap_err();
+        assert!(past.contains("in the past"), "{past}");
+        // a start a minute ago: measure at once (the worker says how late it is)
+        assert_eq!(parse_start_at("1796369340", now), Ok(now - 60_000.0));
     }
 }

@@ -236,6 +236,22 @@ fn four_workers_with_one_start_merge_into_the_scenarios_sample_and_bad_merges_ar
     let mut args = vec!["report", "-s", "changed.yaml"];
     args.extend(files);
     refused(&args, "merge with the scenario files the workers ran");
+    // one worker's file is a quarter of the load, not the scenario: no baseline from it
+    refused(
+        &[
+            "bless",
+            "-s",
+            "s.yaml",
+            "--baselines",
+            "other",
+            "--from",
+            "w1.json",
+            "--arm",
+            "candidate",
+        ],
+        "holds load-shard worker 1/4",
+    );
+    assert!(!d.join("other/shared.json").exists());
     // what cannot be split at all
     std::fs::write(d.join("sim.yaml"), scenario("sim://", "x")).unwrap();
     refused(
