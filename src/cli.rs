@@ -558,6 +558,16 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
         );
     }
     if let Some(sh) = a.load_shard {
+        // the workers start together once: a second scenario would start whenever each worker
+        // finished the first, apart
+        if scs.len() > 1 {
+            let names: Vec<&str> = scs.iter().map(|s| s.name.as_str()).collect();
+            return Err(Error::Usage(format!(
+                "--load-shard runs one scenario per job (its workers start together once, at --start-at; a second scenario would start whenever each worker finished the first): {} selected ({}); pick one with --only NAME, a job (or a Job) per scenario",
+                scs.len(),
+                names.join(", ")
+            )));
+        }
         let now = config::load_shard::now_unix_ms();
         let at = a
             .start_at
@@ -576,8 +586,11 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
             sh.count,
             scs.len(),
             match at {
-                Some(t) if t > now =>
-                    format!(", measuring from {:.1} s from now", (t - now) / 1000.0),
+                Some(t) if t > now => format!(
+                    ", measuring from {} ({:.1} s from now; give every worker this time, not its own +SECONDS)",
+                    config::load_shard::utc(t),
+                    (t - now) / 1000.0
+                ),
                 Some(_) => ", measuring at once (--start-at has passed)".into(),
                 None => ", measuring at once: without --start-at the workers start whenever each is ready, and `perfgate report` refuses workers that did not measure together".into(),
             }

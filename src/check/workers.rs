@@ -13,6 +13,10 @@ use crate::runner::{RunOutput, SteadyCounts};
 /// measuring: below it the workers did not load the server together, and the merge is refused.
 pub const MIN_OVERLAP: f64 = 0.5;
 
+/// How late after `--start-at` a worker's measured phase may start before its results say so,
+/// ms.
+pub const LATE_NOTE_MS: f64 = 100.0;
+
 /// Marks a worker's judged scenario as its part of the load: `load_shard` status (measured,
 /// not gated) unless it could not be measured, and what the merge needs beside the records.
 pub fn mark_worker(res: &mut ScenarioResult, share: LoadShare, run: &RunOutput) {
@@ -26,6 +30,12 @@ pub fn mark_worker(res: &mut ScenarioResult, share: LoadShare, run: &RunOutput) 
         res.status_detail = format!(
             "worker {i}/{n} of this scenario's load: measured, not gated; `perfgate report` merges the {n} workers' requests and gates them"
         );
+    }
+    if let Some(late) = run.late_ms.filter(|l| *l > LATE_NOTE_MS) {
+        res.notes.push(format!(
+            "worker {i}/{n}: its measured requests started {} after --start-at (its warmup ended only then): give the workers more lead time, or the merge may refuse them",
+            crate::units::fmt_ms(late)
+        ));
     }
     res.load_shard = Some(LoadShardRun {
         index: i,
@@ -174,11 +184,18 @@ pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
         let shown: Vec<String> = windows
             .iter()
             .map(|w| {
+                let late = ordered
+                    .iter()
+                    .find(|(_, ls)| ls.index == w.index)
+                    .and_then(|(_, ls)| ls.late_ms)
+                    .filter(|l| *l > LATE_NOTE_MS)
+                    .map(|l| format!(", {} after --start-at", crate::units::fmt_ms(l)))
+                    .unwrap_or_default();
                 format!(
-                    "worker {}/{n} ({}) {} for {}",
+                    "worker {}/{n} ({}) {} for {}{late}",
                     w.index,
                     w.file,
-                    utc(w.started_unix_ms),
+                    crate::config::load_shard::utc(w.started_unix_ms),
                     crate::units::fmt_ms(w.wall_ms)
                 )
             })
@@ -242,7 +259,7 @@ pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
     let mut run = RunOutput::empty();
     run.records = records;
     run.wall_ms = end - t0;
-    run.started_at = utc(t0);
+    run.started_at = crate::config::load_shard::utc(t0);
     run.started_unix_ms = t0;
     run.model = m.model.clone();
     run.server = earliest.and_then(|e| e.server);
@@ -344,17 +361,6 @@ fn merged_concurrency(
         r.concurrency = r.concurrency.map(|_| c);
     }
     records
-}
-
-/// `ms` since the Unix epoch as RFC 3339 UTC, to the millisecond.
-fn utc(ms: f64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos((ms * 1e6) as i128)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| format!("{ms:.0} ms"))
 }
 
 /// `perfgate report`: each load-sharded scenario of `all` (`files` label them) replaced by its

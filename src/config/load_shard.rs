@@ -162,6 +162,21 @@ pub fn parse_start_at(text: &str, now_unix_ms: f64) -> Result<f64, String> {
     Ok(at)
 }
 
+/// `ms` since the Unix epoch as RFC 3339 UTC, to the millisecond.
+pub fn utc(ms: f64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos((ms * 1e6) as i128)
+        .ok()
+        .and_then(|t| {
+            t.replace_nanosecond(t.nanosecond() / 1_000_000 * 1_000_000)
+                .ok()
+        })
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| format!("{ms:.0} ms after the epoch"))
+}
+
 /// Now, ms since the Unix epoch.
 pub fn now_unix_ms() -> f64 {
     std::time::SystemTime::now()
@@ -284,6 +299,7 @@ mod tests {
         ] {
             assert!(parse_start_at(bad, now).is_err(), "{bad}");
         }
+        assert_eq!(utc(now + 123.4), "2026-12-04T07:30:00.123Z");
         let past = parse_start_at("2020-01-01T00:00:00Z", now).unwrap_err();
         assert!(past.contains("in the past"), "{past}");
         // a start a minute ago: measure at once (the worker says how late it is)

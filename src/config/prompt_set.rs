@@ -163,8 +163,12 @@ pub fn load(raw: &RawPromptSet, dir: &Path) -> Result<PromptSet, String> {
         .ok_or("request.prompt_set.file is required: the path of a JSONL or ShareGPT JSON file, relative to the scenario file")?;
     let path = dir.join(file);
     let shown = path.display().to_string();
-    let text = crate::limits::read_text(&path, MAX_PROMPT_SET_BYTES).map_err(|e| {
-        format!("request.prompt_set.file {shown}: cannot read ({e}); prompt sets are limited to {MAX_PROMPT_SET_BYTES} bytes")
+    let text = crate::limits::read_text(&path, MAX_PROMPT_SET_BYTES).map_err(|e| match e {
+        crate::limits::ReadError::TooLarge(_) => format!(
+            "request.prompt_set.file {shown}: larger than {} MiB: take a part of the set",
+            MAX_PROMPT_SET_BYTES >> 20
+        ),
+        e => format!("request.prompt_set.file {shown}: cannot read ({e})"),
     })?;
     let format = match raw.format.as_deref() {
         None => None,

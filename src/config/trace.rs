@@ -152,8 +152,12 @@ pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Stri
         .ok_or("load.trace.file is required: a Mooncake JSONL or Azure CSV trace, relative to the scenario file")?;
     let path = dir.join(file);
     let shown = path.display().to_string();
-    let text = crate::limits::read_text(&path, MAX_TRACE_BYTES).map_err(|e| {
-        format!("load.trace.file {shown}: cannot read ({e}); traces are limited to {MAX_TRACE_BYTES} bytes")
+    let text = crate::limits::read_text(&path, MAX_TRACE_BYTES).map_err(|e| match e {
+        crate::limits::ReadError::TooLarge(_) => format!(
+            "load.trace.file {shown}: larger than {} MiB: take a part of the trace",
+            MAX_TRACE_BYTES >> 20
+        ),
+        e => format!("load.trace.file {shown}: cannot read ({e})"),
     })?;
     let format = match raw.format.as_deref() {
         None => None,
@@ -183,8 +187,15 @@ pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Stri
             ))
         }
         (Some(t), None) => Some(t),
-        (None, Some(r)) if !(r.is_finite() && r > 0.0) => {
-            return Err(format!("load.trace.rate is {r}: use requests/s above 0"))
+        (None, Some(r))
+            if !(crate::config::scenario::MIN_RATE..=crate::config::scenario::MAX_RATE)
+                .contains(&r) =>
+        {
+            return Err(format!(
+                "load.trace.rate is {r}: use {}..={} requests/s",
+                crate::config::scenario::MIN_RATE,
+                crate::config::scenario::MAX_RATE
+            ))
         }
         _ => None,
     };

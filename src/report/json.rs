@@ -51,13 +51,10 @@ pub enum ResultsFileError {
     /// No `schema_version`: not a results file.
     #[error("{}: no schema_version; expected a results file from `perfgate check --output`", file.display())]
     NoSchemaVersion { file: PathBuf },
-    /// A field is missing or of the wrong type (serde's message names it).
-    #[error("{}: not a perfgate results file: {source}", file.display())]
-    Shape {
-        file: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
+    /// A field is missing or of the wrong type (serde's message names it, with the file's own
+    /// text made safe to print: a hostile value's escape sequences dropped).
+    #[error("{}: not a perfgate results file: {message}", file.display())]
+    Shape { file: PathBuf, message: String },
 }
 
 impl From<ResultsFileError> for crate::exit::Error {
@@ -95,8 +92,8 @@ pub fn load(path: &Path) -> Result<Results, ResultsFileError> {
         }
         None => return Err(ResultsFileError::NoSchemaVersion { file: file() }),
     }
-    serde_json::from_value(v).map_err(|source| ResultsFileError::Shape {
+    serde_json::from_value(v).map_err(|e| ResultsFileError::Shape {
         file: file(),
-        source,
+        message: super::safe_text::field(&e.to_string()),
     })
 }

@@ -252,6 +252,19 @@ fn four_workers_with_one_start_merge_into_the_scenarios_sample_and_bad_merges_ar
         "holds load-shard worker 1/4",
     );
     assert!(!d.join("other/shared.json").exists());
+    // two scenarios in one load-sharded job would start apart
+    std::fs::write(
+        d.join("two.yaml"),
+        scenario(&url, "x").replace(
+            "scenarios:\n",
+            &format!("scenarios:\n  - name: other\n    endpoint: {{base_url: '{url}', model: perfgate-sim}}\n    request: {{prompt: y, max_tokens: 8}}\n    load: {{concurrency: 8, samples: 80}}\n"),
+        ),
+    )
+    .unwrap();
+    refused(
+        &["check", "-s", "two.yaml", "--load-shard", "1/4"],
+        "--load-shard runs one scenario per job",
+    );
     // what cannot be split at all
     std::fs::write(d.join("sim.yaml"), scenario("sim://", "x")).unwrap();
     refused(

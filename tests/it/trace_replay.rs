@@ -219,6 +219,37 @@ fn bad_traces_are_named_with_exit_2() {
         ),
         "{text}"
     );
+    // arrivals a day apart: the replay would take 19 days, not hang (by hand: 19 gaps of
+    // 86,400,000 ms = 1,641,600 s; 19 / 1,641,600 s = 1.16e-5 requests/s)
+    std::fs::write(
+        &bad,
+        (0..20).map(|i| line(i * 86_400_000)).collect::<String>(),
+    )
+    .unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("its 20 measured requests would arrive at 1.157e-5 requests/s over 456.0 h"),
+        "{text}"
+    );
+    // a rate the open loop cannot keep is refused, not clamped
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        yaml.replace(
+            "{file: traces/bad.jsonl}",
+            "{file: traces/bad.jsonl, rate: 1e30}",
+        ),
+    )
+    .unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains(
+            "load.trace.rate is 1000000000000000000000000000000: use 0.01..=100000 requests/s"
+        ),
+        "{text}"
+    );
+    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
     // too short for the samples
     std::fs::write(&bad, (0..10).map(line).collect::<String>()).unwrap();
     let (code, text) = run(dir.path(), &["validate"]);

@@ -235,7 +235,18 @@ pub(super) fn with_trace(
         .copied()
         .unwrap_or(load.samples as usize);
     let t = crate::config::trace::load(raw, dir, needed)?;
-    let rate = t.rate(needed).clamp(MIN_RATE, MAX_RATE);
+    // the replay's own window, not a clamp of it: a trace that would take days (or is faster
+    // than the client can send) is refused with what it would take
+    let rate = t.rate(needed);
+    let span_s = t.offset_ms(0, needed.saturating_sub(1)) / 1000.0;
+    if !(MIN_RATE..=MAX_RATE).contains(&rate) || span_s > MAX_TRACE_REPLAY_S {
+        return Err(format!(
+            "load.trace: its {needed} measured requests would arrive at {} requests/s over {:.1} h: use {MIN_RATE}..={MAX_RATE} requests/s and at most {} h (load.trace.rate or time_scale compresses the trace, start and load.samples take a part of it)",
+            crate::units::Num(rate),
+            span_s / 3600.0,
+            MAX_TRACE_REPLAY_S / 3600.0
+        ));
+    }
     load.rate = Some(rate);
     load.seed = Some(l.seed.unwrap_or(DEFAULT_LOAD_SEED));
     if l.concurrency.is_none() {
@@ -245,6 +256,9 @@ pub(super) fn with_trace(
     load.trace = Some(t);
     Ok(load)
 }
+
+/// Longest replay of a trace's measured requests, seconds.
+pub const MAX_TRACE_REPLAY_S: f64 = 24.0 * 3600.0;
 
 /// Lowest accepted `load.rate`, requests/s (a run of 20 requests then lasts about 33 minutes).
 pub const MIN_RATE: f64 = 0.01;
