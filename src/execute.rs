@@ -126,6 +126,13 @@ impl Opened {
     /// whether the server exited meanwhile (then `out` is unreachable), the server report into
     /// `out`; stops the simulator.
     pub async fn close(mut self, sc: &Scenario, out: &mut RunOutput) {
+        self.scrape_after(sc, out).await;
+        self.finish(out);
+    }
+
+    /// The server-side figures since [`Opened::scrape_before`] and whether the server exited
+    /// meanwhile (then `out` is unreachable), before anything else is sent.
+    async fn scrape_after(&mut self, sc: &Scenario, out: &mut RunOutput) {
         if let (Some(spec), Some(c), Some(rep)) =
             (&sc.server, &self.probe, self.server_side.as_mut())
         {
@@ -139,6 +146,10 @@ impl Opened {
                 out.unreachable = Some(why);
             }
         }
+    }
+
+    /// The server report into `out`; stops the simulator.
+    fn finish(mut self, out: &mut RunOutput) {
         out.server_side = self.server_side.take();
         self.shutdown();
     }
@@ -202,6 +213,13 @@ pub async fn measure_until(
     let mut out = session.output();
     out.looks = done;
     out.stop_reason = stop_reason;
-    opened.close(sc, &mut out).await;
+    // a conversation's cold reference: after the server-side figures of the measured requests
+    // (its cold requests would lower the server's own hit rate), before the server stops
+    opened.scrape_after(sc, &mut out).await;
+    if out.unreachable.is_none() {
+        session.cache_reference().await;
+        out.cache_reference = session.output().cache_reference;
+    }
+    opened.finish(&mut out);
     Ok(out)
 }

@@ -244,6 +244,10 @@ pub struct RequestRecord {
     /// Prompt tokens the server reported in usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
+    /// Prompt tokens the server reported as served from its prefix cache (TEMPORARY: replaced
+    /// by the cached-tokens branch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
     /// Number of token-bearing events seen.
     pub token_events: u64,
     /// The completion id the server gave this response (OpenAI `id`, e.g. `chatcmpl-...`;
@@ -285,7 +289,7 @@ pub struct RequestRecord {
     /// averaged over its duration (docs/scenarios.md "Steady state").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<f64>,
-    /// A prompt-set or generated-lengths request: which request of the run it was and what it sent, so that two runs
+    /// A prompt-set, generated-lengths, trace or conversation request: which request of the run it was and what it sent, so that two runs
     /// can be shown to send the same requests ([`WorkItem`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<WorkItem>,
@@ -310,6 +314,12 @@ pub struct WorkItem {
     /// server's count, is compared with).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u32>,
+    /// `request.conversation`: the conversation it belongs to (0-based in the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<u64>,
+    /// `request.conversation`: its turn in the conversation (1-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
 }
 
 impl RequestRecord {
@@ -338,6 +348,7 @@ impl RequestRecord {
             output_tokens: None,
             token_source: None,
             prompt_tokens: None,
+            cached_tokens: None,
             token_events: 0,
             response_id: None,
             usage_distrusted: None,
@@ -375,4 +386,30 @@ impl RequestRecord {
     pub fn ok(&self) -> bool {
         self.error.is_none()
     }
+}
+
+/// One measured request of a conversation scenario sent again after the run (docs/scenarios.md
+/// "Conversations"): first with a cache-busting first line before the whole prompt, so no
+/// prefix cache can serve any of it (cold), then once more exactly as that (everything cached:
+/// hot). Its measured TTFT lies between the two by the share of its prompt the server reused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferencePair {
+    /// The measured request's index in the run (its `work.index`).
+    pub index: u64,
+    /// The cold request's TTFT, ms (`None`: it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_ttft_ms: Option<f64>,
+    /// The hot request's TTFT, ms (`None`: it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_ttft_ms: Option<f64>,
+    /// Prompt tokens the server reported for the cold request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    /// Cached tokens the server reported for the cold request (an honest server: about 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_cached_tokens: Option<u64>,
+    /// Cached tokens the server reported for the hot request (an honest server: about all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_cached_tokens: Option<u64>,
 }

@@ -150,6 +150,10 @@ pub struct ScenarioResult {
     /// `perfgate report`: the load-shard workers whose requests this scenario merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<MergedWorkers>,
+    /// A conversation scenario (or one with `gate.cache.hit_rate`): the prefix cache's reported
+    /// and measured hit rates and TTFT by turn position (docs/scenarios.md "Conversations").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::stats::cache::CacheSummary>,
 }
 
 /// One load-shard worker's part of a scenario (`check --load-shard I/N`): what

@@ -105,7 +105,7 @@ impl BaselinePolicy {
 /// 4. a FAIL check: FAIL, 1;
 /// 5. a scenario without a usable baseline: NO_BASELINE, 2 (an invalid baseline file always;
 ///    missing or stale unless the policy allows them, then 0 when nothing was compared; a
-///    scenario gated by its gate.slo objectives alone comes here as compared, see
+///    scenario gated by its objectives alone (gate.slo, gate.cache) comes here as compared, see
 ///    [`crate::results::Results::decide`]);
 /// 6. only load-shard workers' measurements (`check --load-shard`), nothing compared:
 ///    MEASURED, 0 (`perfgate report` gates them merged);

@@ -211,6 +211,7 @@ pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift
             }
         }
     }
+    out.extend(super::cache::drift(sc, b, run));
     let base_sources: Vec<TokenSource> = base_ok.iter().filter_map(|r| r.token_source).collect();
     let cand_sources: Vec<TokenSource> = ok.iter().filter_map(|r| r.token_source).collect();
     if let (false, false) = (base_sources.is_empty(), cand_sources.is_empty()) {
@@ -482,6 +483,8 @@ mod tests {
             prompt_id: id.into(),
             max_tokens: 8,
             input_tokens: None,
+            conversation: None,
+            turn: None,
         })
     }
 

@@ -232,6 +232,9 @@ pub fn judge(
     if let Some(why) = &cand.stop_reason {
         res.notes.push(format!("sequential sampling: {why}"));
     }
+    if run.is_ok() {
+        judge_cache(sc, cand, res);
+    }
     res.records = cand.records.iter().map(RequestRecord::rounded).collect();
     j
 }
@@ -251,6 +254,27 @@ pub fn error_rate_problem(sc: &Scenario, m: &Measured) -> Option<(Status, String
             ),
         )
     })
+}
+
+/// The prefix cache of a conversation scenario (or one with `gate.cache.hit_rate`): its
+/// summary and notes, and the `gate.cache.hit_rate` check (a scenario with no hit rate to
+/// check could not be measured: that gate never passes silently).
+fn judge_cache(sc: &Scenario, cand: &RunOutput, res: &mut ScenarioResult) {
+    let Some(summary) = super::cache::summary(sc, cand) else {
+        return;
+    };
+    res.notes.extend(super::cache::notes(&summary));
+    match super::cache::check(sc, &summary) {
+        Some(Ok(c)) => res.checks.push(c),
+        Some(Err(why)) => {
+            if matches!(res.status, Status::Compared | Status::NoBaseline) {
+                res.status = Status::Unmeasurable;
+                res.status_detail = why;
+            }
+        }
+        None => {}
+    }
+    res.cache = Some(summary);
 }
 
 /// The result's fields that say which scenario it is and what was measured, before judging.
@@ -276,6 +300,7 @@ fn header(sc: &Scenario, run: &RunOutput) -> ScenarioResult {
         nightly: None,
         load_shard: None,
         workers: None,
+        cache: None,
     }
 }
 

@@ -10,6 +10,7 @@
 
 pub mod arm;
 pub mod arms_diff;
+pub mod cache;
 pub mod drift;
 pub mod figures;
 pub mod gated;

@@ -286,6 +286,8 @@ mod tests {
                 prompt_id: "0".repeat(16),
                 max_tokens: 8,
                 input_tokens: Some(100),
+                conversation: None,
+                turn: None,
             }),
             ..crate::record::RequestRecord::new(0.0)
         };

@@ -45,6 +45,11 @@ pub struct Baseline {
     /// scale) and k. `check` widens the fail tolerance to it (docs/gate.md "Family and bands").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_spread: Option<RunSpread>,
+    /// A conversation scenario (or one with `gate.cache.hit_rate`): the prefix cache of its
+    /// first bless run with a cold reference (else its first run): reported and measured hit
+    /// rates, TTFT by turn. A check whose hit rate moved names it as a drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::stats::cache::CacheSummary>,
 }
 
 /// The run-to-run spread of a k-run baseline.
@@ -335,7 +340,24 @@ pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Bas
         summary: summaries(&all),
         runs: b_runs,
         run_spread,
+        cache: cache_of(sc, runs),
     }
+}
+
+/// The prefix-cache summary a baseline keeps ([`Baseline::cache`]).
+fn cache_of(sc: &Scenario, runs: &[RunOutput]) -> Option<crate::stats::cache::CacheSummary> {
+    if sc.request.conversation.is_none() && sc.gate.cache_hit_rate.is_none() {
+        return None;
+    }
+    let run = runs
+        .iter()
+        .find(|r| !r.cache_reference.is_empty())
+        .or(runs.first())?;
+    Some(crate::stats::cache::summarize(
+        &run.records,
+        &run.cache_reference,
+        None,
+    ))
 }
 
 /// Run-to-run spread of k >= 2 runs, per metric.

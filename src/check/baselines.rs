@@ -82,7 +82,7 @@ impl Baselines {
                     || (policy.is_required()
                         && !scenarios
                             .iter()
-                            .any(|s| &s.name == name && !s.gate.slo.is_empty()))
+                            .any(|s| &s.name == name && s.gate.has_objectives()))
             })
             .map(|(name, _, why)| (name, why))
             .collect();
@@ -131,7 +131,7 @@ pub fn missing_message(name: &str, path: &Path, missing: Missing) -> String {
             path.display()
         ),
         Missing::SloOnly => format!(
-            "no baseline at {} (gated by its gate.slo objectives alone); to gate regressions too, {bless}",
+            "no baseline at {} (gated by its objectives alone: gate.slo, gate.cache); to gate regressions too, {bless}",
             path.display()
         ),
     }
@@ -144,14 +144,14 @@ pub enum Missing {
     Fails,
     /// `--allow-missing-baseline`: reported, not gated.
     Allowed,
-    /// The scenario has `gate.slo` objectives: they alone gate it.
+    /// The scenario has `gate.slo` objectives (or `gate.cache.hit_rate`): they alone gate it.
     SloOnly,
 }
 
 impl Missing {
     /// For `sc` under `policy`.
     pub fn of(sc: &Scenario, policy: crate::verdict::BaselinePolicy) -> Missing {
-        if !sc.gate.slo.is_empty() {
+        if sc.gate.has_objectives() {
             Missing::SloOnly
         } else if policy.is_required() {
             Missing::Fails

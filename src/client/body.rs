@@ -139,6 +139,7 @@ mod tests {
             prompt_tokens: None,
             prompt_set: None,
             generate: None,
+            conversation: None,
         }
     }
 

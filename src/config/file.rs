@@ -184,6 +184,21 @@ pub struct RawRequest {
     pub prompt_set: Option<RawPromptSet>,
     /// Input and output lengths drawn per request ([`super::generate`]).
     pub generate: Option<RawGenerate>,
+    /// Multi-turn conversations ([`super::conversation`]).
+    pub conversation: Option<RawConversation>,
+}
+
+/// `request.conversation` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConversation {
+    pub turns: Option<u32>,
+    pub system_tokens: Option<u32>,
+    pub user_tokens: Option<u32>,
+    pub answer_tokens: Option<u32>,
+    pub think_time: Option<RawNumber>,
+    pub seed: Option<u64>,
+    pub reference: Option<u32>,
 }
 
 /// `request.generate` keys.
@@ -312,6 +327,16 @@ pub struct RawGate {
     pub confirm: Option<u32>,
     /// Absolute objectives: `ttft_p90: 500ms`, `tpot_p50: 50ms`, `error_rate: 1%`.
     pub slo: Option<BTreeMap<String, RawNumber>>,
+    /// The prefix cache: `hit_rate: ">= 40%"`.
+    pub cache: Option<RawCacheGate>,
+}
+
+/// `gate.cache` keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCacheGate {
+    /// The least prefix-cache hit rate: `">= 40%"`, `40%` or `0.4`.
+    pub hit_rate: Option<RawNumber>,
 }
 
 impl RawEndpoint {
@@ -347,15 +372,17 @@ impl RawEndpoint {
 }
 
 impl RawRequest {
-    /// Field-wise overlay. `prompt`, `prompt_tokens`, `messages`, `prompt_set`, `generate` and
-    /// `system` go together: a scenario that sets any of them replaces all six.
+    /// Field-wise overlay. `prompt`, `prompt_tokens`, `messages`, `prompt_set`, `generate`,
+    /// `conversation` and `system` go together: a scenario that sets any of them replaces all
+    /// seven.
     pub fn over(self, base: &RawRequest) -> RawRequest {
         let own_text = self.prompt.is_some()
             || self.prompt_tokens.is_some()
             || self.messages.is_some()
             || self.system.is_some()
             || self.prompt_set.is_some()
-            || self.generate.is_some();
+            || self.generate.is_some()
+            || self.conversation.is_some();
         RawRequest {
             prompt: if own_text {
                 self.prompt
@@ -402,6 +429,11 @@ impl RawRequest {
             } else {
                 base.generate.clone()
             },
+            conversation: if own_text {
+                self.conversation
+            } else {
+                base.conversation.clone()
+            },
         }
     }
 }
@@ -447,6 +479,7 @@ impl RawGate {
             max_error_rate: self.max_error_rate.or_else(|| base.max_error_rate.clone()),
             confirm: self.confirm.or(base.confirm),
             slo: merge(self.slo, &base.slo),
+            cache: self.cache.or_else(|| base.cache.clone()),
         }
     }
 }

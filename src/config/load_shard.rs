@@ -81,6 +81,11 @@ pub fn split(
             "its `server:` block would start a server in each worker: load shards must load one server; start it once and point endpoint.base_url at it".into(),
         ));
     }
+    if sc.request.conversation.is_some() {
+        return Err(refuse(
+            "request.conversation: load shards split requests, not conversations; run a conversation scenario in one process (its conversations are closed-loop streams of their own)".into(),
+        ));
+    }
     let l = sc.load.clone();
     let workers = shard.count as u32;
     if l.max_samples.is_some() {

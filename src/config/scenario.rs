@@ -144,6 +144,9 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioE
         let needed = load.looks().last().copied().unwrap_or(0);
         request.max_tokens = t.max_output(needed);
     }
+    if let Some(c) = &request.conversation {
+        conversation_load(c, &load).map_err(here)?;
+    }
     let gate = build_gate(&raw.gate).map_err(here)?;
     if request.min_output_tokens() < 2
         && gate.metrics.contains(&Metric::Tpot)
@@ -179,6 +182,36 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioE
         written_server: super::arm::WrittenServer::Complete,
         family: None,
     })
+}
+
+/// What a conversation scenario's load must be: a closed loop of whole conversations in one
+/// look (each stream runs its conversations turn after turn).
+fn conversation_load(
+    c: &super::conversation::ConversationSpec,
+    l: &LoadSpec,
+) -> Result<(), String> {
+    if l.rate.is_some() || l.trace.is_some() {
+        return Err("request.conversation runs a closed loop (each stream sends its conversations turn after turn, with the think time between): leave out load.rate and load.trace".into());
+    }
+    if l.max_samples.is_some() {
+        return Err(
+            "request.conversation runs one look of whole conversations: leave out load.max_samples"
+                .into(),
+        );
+    }
+    // (the warmup may end inside a conversation: it is not measured)
+    for (key, n) in [("samples", l.samples)] {
+        if n % c.turns != 0 {
+            let up = n.div_ceil(c.turns) * c.turns;
+            return Err(format!(
+                "load.{key} is {n}, not a whole number of {}-turn conversations: use {up} ({} conversations){}",
+                c.turns,
+                up / c.turns,
+                if n > c.turns { format!(" or {}", n / c.turns * c.turns) } else { String::new() }
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The scenario fingerprint (docs/design.md "Scenarios"): a hash of endpoint URL, api, model, request and load

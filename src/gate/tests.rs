@@ -20,6 +20,7 @@ fn gate(quantiles: Vec<Quantile>) -> GateSpec {
         confirm: 0,
         slo: Vec::new(),
         itl: None,
+        cache_hit_rate: None,
     }
 }
 

@@ -54,6 +54,9 @@ pub enum CheckKind {
     /// ([`crate::stats::changepoint`], docs/history.md): not in the Holm family (its p-value is
     /// already Bonferroni-adjusted per night).
     ChangePoint,
+    /// `gate.cache.hit_rate`: the prefix cache's hit rate (measured by the cold reference, or
+    /// the server's own when none was measured) against a least share; not in the Holm family.
+    CacheHitRate,
 }
 
 impl CheckKind {
@@ -71,12 +74,16 @@ impl CheckKind {
             CheckKind::ItlTail(Quantile::P90) => "ITL P90",
             CheckKind::ItlTail(Quantile::P99) => "ITL P99",
             CheckKind::ChangePoint => "nightly step",
+            CheckKind::CacheHitRate => "cache hit rate",
         }
     }
 
     /// True for the absolute objectives of `gate.slo`.
     pub fn is_slo(self) -> bool {
-        matches!(self, CheckKind::Slo(_) | CheckKind::ErrorSlo)
+        matches!(
+            self,
+            CheckKind::Slo(_) | CheckKind::ErrorSlo | CheckKind::CacheHitRate
+        )
     }
 }
 

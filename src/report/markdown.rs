@@ -226,6 +226,9 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
         if let Some(line) = crate::report::ab_line(s) {
             let _ = writeln!(o, "{}.\n", escape(&line));
         }
+        for line in s.cache.iter().flat_map(crate::report::cache_lines) {
+            let _ = writeln!(o, "{}.\n", escape(&line));
+        }
         let (info, gated): (Vec<&crate::gate::Check>, Vec<&crate::gate::Check>) =
             s.checks.iter().partition(|c| c.verdict == Verdict::Info);
         if !gated.is_empty() {

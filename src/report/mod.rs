@@ -42,17 +42,41 @@ pub fn fmt_value(c: &Check, v: Option<f64>) -> String {
 
 pub use crate::units::fmt_ms;
 
+/// A conversation scenario's prefix-cache lines (docs/scenarios.md "Conversations"): the
+/// reported and measured hit rates, then TTFT P50 by turn position.
+pub fn cache_lines(c: &crate::stats::cache::CacheSummary) -> Vec<String> {
+    let mut out = vec![format!("prefix cache: {}", c.describe())];
+    if !c.by_turn.is_empty() {
+        let turns: Vec<String> = c
+            .by_turn
+            .iter()
+            .map(|t| {
+                let hit = t
+                    .reported_hit_rate
+                    .map_or(String::new(), |h| format!(", {:.0}% cached", h * 100.0));
+                format!("{}: {}{hit}", t.turn, fmt_ms(t.ttft_p50_ms))
+            })
+            .collect();
+        out.push(format!("TTFT P50 by turn: {}", turns.join(" | ")));
+    }
+    out
+}
+
 /// The change column: `+30.1% [+25.0%, +35.2%]` for quantiles (ratio with its CI); the
 /// difference in percentage points for shares (error rate, requests above the pooled P90).
 pub fn fmt_change(c: &Check) -> String {
     let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
     match (c.kind, c.ratio) {
-        (CheckKind::ErrorRate | CheckKind::TailExceedance | CheckKind::ErrorSlo, _) => {
-            match (c.baseline, c.candidate) {
-                (Some(b), Some(x)) => format!("{:+.1} pp", (x - b) * 100.0),
-                _ => "-".into(),
-            }
-        }
+        (
+            CheckKind::ErrorRate
+            | CheckKind::TailExceedance
+            | CheckKind::ErrorSlo
+            | CheckKind::CacheHitRate,
+            _,
+        ) => match (c.baseline, c.candidate) {
+            (Some(b), Some(x)) => format!("{:+.1} pp", (x - b) * 100.0),
+            _ => "-".into(),
+        },
         (_, None) => "-".into(),
         // A baseline at or below min_delta (TPOT 0 ms when a gateway sends every token in one
         // chunk): the gate judges the change in ms, and a ratio to ~0 is no figure (it printed
@@ -103,6 +127,7 @@ pub fn fmt_tolerance(c: &Check) -> String {
     match c.kind {
         CheckKind::ErrorRate => "significant increase".into(),
         CheckKind::Slo(_) | CheckKind::ErrorSlo => "objective (SLO)".into(),
+        CheckKind::CacheHitRate => format!("at least {:.0}%", c.fail * 100.0),
         CheckKind::ChangePoint => format!("step >= {:.0}%, 3 nights", c.fail * 100.0),
         _ if c.min_delta_ms > 0.0 => format!(
             "{:.0}% / {fail}, >{}{catches}",

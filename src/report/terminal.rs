@@ -182,6 +182,9 @@ pub fn render_styled(r: &Results, color: bool) -> String {
                 m.requests_per_s
             );
         }
+        for line in s.cache.iter().flat_map(crate::report::cache_lines) {
+            let _ = writeln!(out, "   {line}");
+        }
         if m.failed > 0 {
             let classes: Vec<String> = m
                 .errors_by_class

@@ -24,6 +24,7 @@ mod lag;
 mod output;
 mod phase;
 mod progress;
+pub mod reference;
 mod session;
 pub mod steady;
 

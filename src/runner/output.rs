@@ -69,6 +69,9 @@ pub struct RunOutput {
     /// Steady-state closed loop: every unmeasured (ramp-up, drain) request's (start, end), ms
     /// on the records' clock, so merged load shards count them in flight.
     pub unmeasured_spans: Vec<(f64, f64)>,
+    /// `request.conversation`: the cold reference sent after the measured requests
+    /// ([`crate::record::ReferencePair`]); empty for other scenarios or with `reference: 0`.
+    pub cache_reference: Vec<crate::record::ReferencePair>,
 }
 
 /// The unmeasured requests of a steady-state run's looks (docs/scenarios.md "Steady state").
@@ -151,6 +154,7 @@ impl RunOutput {
             started_unix_ms: 0.0,
             late_ms: None,
             unmeasured_spans: Vec::new(),
+            cache_reference: Vec::new(),
         }
     }
 }

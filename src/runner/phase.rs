@@ -122,6 +122,21 @@ pub(super) async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant
                 .collect(),
         )
     });
+    if let Some(c) = &shared.scenario.request.conversation {
+        let turns = c.turns as usize;
+        let think = std::time::Duration::from_secs_f64(c.think_time_ms / 1000.0);
+        let mut handles = Vec::with_capacity(workers);
+        for _ in 0..workers.min(count.div_ceil(turns)) {
+            let sh = Arc::clone(shared);
+            handles.push(tokio::spawn(async move {
+                conversation_worker(sh, count, turns, think, run_start).await
+            }));
+        }
+        for h in handles {
+            let _ = h.await;
+        }
+        return take_results(shared);
+    }
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
         let sh = Arc::clone(shared);
@@ -362,6 +377,50 @@ async fn worker(
     }
 }
 
+/// A closed-loop stream of conversations (`request.conversation`): takes the next whole
+/// conversation, sends its `turns` requests one after the other with `think` between a turn's
+/// end and the next turn, until the phase's `count` requests are taken (the warmup's last
+/// conversation may end early). A failed turn does not end its conversation: the history is the
+/// scenario's own text, so the next turn is the same request either way.
+async fn conversation_worker(
+    sh: Arc<Shared>,
+    count: usize,
+    turns: usize,
+    think: std::time::Duration,
+    run_start: Instant,
+) {
+    loop {
+        if sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
+            return;
+        }
+        let conv = sh.next.fetch_add(1, Ordering::SeqCst);
+        if conv * turns >= count {
+            return;
+        }
+        for t in 0..turns {
+            let i = conv * turns + t;
+            if i >= count || sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
+                return;
+            }
+            if t > 0 && !think.is_zero() {
+                tokio::select! {
+                    _ = tokio::time::sleep(think) => {}
+                    _ = crate::cancel::grace_expired() => return,
+                }
+            }
+            let slot = if sh.measuring.load(Ordering::SeqCst) {
+                measured_slot(&sh, i)
+            } else {
+                Slot::Unmeasured(i)
+            };
+            let Some(sent) = one_request(&sh, run_start, None, false, slot).await else {
+                return; // interrupted: not recorded
+            };
+            keep(&sh, i, sent, count);
+        }
+    }
+}
+
 /// The index in the run's request sequence of the `local`-th measured request this perfgate
 /// process sends (0-based over every look): what picks its prompt-set entry.
 ///
@@ -389,11 +448,29 @@ pub(super) fn varied(sc: &Scenario, scale: Scale, slot: Slot) -> Option<(Request
             prompt_id: e.id.clone(),
             max_tokens: r.max_tokens,
             input_tokens: None,
+            conversation: None,
+            turn: None,
         };
         return Some((r, work));
     }
     if let Some(t) = &sc.load.trace {
         return Some(traced(sc, t, scale, slot, index));
+    }
+    if let Some(c) = &sc.request.conversation {
+        let r = sc.request.for_turn(c, slot, scale.per_word);
+        let t = c.turn_of(slot);
+        let work = WorkItem {
+            index,
+            entry: None,
+            prompt_id: crate::config::scenario::short_hash(
+                &serde_json::json!(r.messages).to_string(),
+            ),
+            max_tokens: r.max_tokens,
+            input_tokens: None,
+            conversation: Some(t.conversation as u64),
+            turn: Some(t.turn + 1),
+        };
+        return Some((r, work));
     }
     let g = sc.request.generate.as_ref()?;
     let d = g.draw(slot);
@@ -407,6 +484,8 @@ pub(super) fn varied(sc: &Scenario, scale: Scale, slot: Slot) -> Option<(Request
         ),
         max_tokens: r.max_tokens,
         input_tokens: Some(d.input_tokens),
+        conversation: None,
+        turn: None,
     };
     Some((r, work))
 }
@@ -455,6 +534,8 @@ fn traced(
         prompt_id: crate::config::scenario::short_hash(&id.to_string()),
         max_tokens: e.output_tokens,
         input_tokens: Some(e.input_tokens),
+        conversation: None,
+        turn: None,
     };
     (r, work)
 }
@@ -509,40 +590,8 @@ pub(super) async fn one_request(
     let sc = &sh.scenario;
     let picked = varied(sc, sh.scale, slot);
     let request = picked.as_ref().map_or(&sc.request, |(r, _)| r);
-    // One nonce per request of the whole session (`cache: cold`), not per index of a phase: the
-    // warmup's request i and the measured request i, or request i of two `measure` calls (an
-    // A/B alternation measures one at a time), would otherwise send the same prompt, and the
-    // later one would hit the prefix cache the earlier one filled.
-    let nonce = format!(
-        "{}-{}",
-        sh.run_id,
-        sh.nonce_seq.fetch_add(1, Ordering::SeqCst)
-    );
     let close_mode_at_start = sh.client.close_after_stream();
-    // Whether this request was already re-sent without `stream_options`.
-    let mut without_stream_options = false;
-    let sent = loop {
-        let usage = sh.include_usage.load(Ordering::SeqCst);
-        let b = body::build(
-            sc.endpoint.api,
-            &sc.endpoint.model,
-            request,
-            usage,
-            Some(&nonce),
-        );
-        let s = tokio::select! {
-            s = sh.client.send(&b, run_start) => s,
-            _ = crate::cancel::grace_expired() => return None,
-        };
-        if s.refused == Some(RefusedField::StreamOptions) && usage && !without_stream_options {
-            sh.include_usage.store(false, Ordering::SeqCst);
-            sh.fallback.store(true, Ordering::SeqCst);
-            without_stream_options = true;
-            continue;
-        }
-        break s;
-    };
-    let mut sent = sent;
+    let mut sent = send(sh, request, run_start).await?;
     let resent = sent.delivery.was_resent();
     if resent && !close_mode_at_start {
         // A pooled connection was found closed: the server may close after every stream
@@ -581,6 +630,44 @@ pub(super) async fn one_request(
         p.request(phase, &sent.record);
     }
     Some(sent)
+}
+
+/// Sends `request` once on the session's client and measures it (re-sent once without
+/// `stream_options` when the server refuses them); `None` when perfgate was interrupted.
+pub(super) async fn send(sh: &Shared, request: &RequestSpec, run_start: Instant) -> Option<Sent> {
+    let sc = &sh.scenario;
+    // One nonce per request of the whole session (`cache: cold`), not per index of a phase: the
+    // warmup's request i and the measured request i, or request i of two `measure` calls (an
+    // A/B alternation measures one at a time), would otherwise send the same prompt, and the
+    // later one would hit the prefix cache the earlier one filled.
+    let nonce = format!(
+        "{}-{}",
+        sh.run_id,
+        sh.nonce_seq.fetch_add(1, Ordering::SeqCst)
+    );
+    // Whether this request was already re-sent without `stream_options`.
+    let mut without_stream_options = false;
+    loop {
+        let usage = sh.include_usage.load(Ordering::SeqCst);
+        let b = body::build(
+            sc.endpoint.api,
+            &sc.endpoint.model,
+            request,
+            usage,
+            Some(&nonce),
+        );
+        let s = tokio::select! {
+            s = sh.client.send(&b, run_start) => s,
+            _ = crate::cancel::grace_expired() => return None,
+        };
+        if s.refused == Some(RefusedField::StreamOptions) && usage && !without_stream_options {
+            sh.include_usage.store(false, Ordering::SeqCst);
+            sh.fallback.store(true, Ordering::SeqCst);
+            without_stream_options = true;
+            continue;
+        }
+        return Some(s);
+    }
 }
 
 /// An open-loop request's scheduled time (`sched_ms`, from `run_start`) and how late it was

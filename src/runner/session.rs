@@ -40,6 +40,8 @@ pub struct Session {
     pub(super) steady: SteadyCounts,
     /// Steady-state looks: their ramp-up's and drain's (start, end), ms from `run_start`.
     pub(super) unmeasured_spans: Vec<(f64, f64)>,
+    /// `request.conversation`: the cold reference, once [`Session::cache_reference`] sent it.
+    pub(super) reference: Vec<crate::record::ReferencePair>,
 }
 
 impl Session {
@@ -146,6 +148,7 @@ impl Session {
             probe: LagProbe::new(LAG_PROBE_INTERVAL),
             steady: SteadyCounts::default(),
             unmeasured_spans: Vec::new(),
+            reference: Vec::new(),
         })
     }
 
@@ -174,7 +177,7 @@ impl Session {
         self.shared
             .measured_before
             .store(self.measured.len(), Ordering::SeqCst);
-        if self.shared.scenario.load.steady() {
+        if self.steady_looks() {
             let step = self.ramp_step();
             let look = steady_phase(&self.shared, n, self.run_start, step).await;
             self.probe.stop();
@@ -201,6 +204,13 @@ impl Session {
         self.absorb(m);
     }
 
+    /// Whether a look runs the steady-state closed loop ([`crate::config::scenario::LoadSpec::steady`]);
+    /// never for conversations, whose streams start their conversations' turns one at a time.
+    fn steady_looks(&self) -> bool {
+        let sc = &self.shared.scenario;
+        sc.load.steady() && sc.request.conversation.is_none()
+    }
+
     /// The ramp-up's gap between two streams' starts: the warmup's median E2E over c.
     fn ramp_step(&self) -> std::time::Duration {
         let e2e: Vec<f64> = self
@@ -223,6 +233,32 @@ impl Session {
             self.unreachable = unreachable_reason(&m);
         }
         self.measured.extend(m);
+    }
+
+    /// `request.conversation`: sends the cold reference after the measured requests
+    /// ([`crate::record::ReferencePair`]): `reference` of them, spread evenly over the run in
+    /// index order, on the scenario's concurrency; each pair cold, then hot. Not measured, not
+    /// counted as requests; nothing when the endpoint was unreachable or perfgate interrupted.
+    pub async fn cache_reference(&mut self) {
+        let sc = &self.shared.scenario;
+        let Some(c) = &sc.request.conversation else {
+            return;
+        };
+        let indexes: Vec<u64> = {
+            let mut ix: Vec<u64> = self
+                .measured
+                .iter()
+                .filter(|s| s.record.ok())
+                .filter_map(|s| s.record.work.as_ref().map(|w| w.index))
+                .collect();
+            ix.sort_unstable();
+            super::reference::spread(&ix, c.reference as usize)
+        };
+        if self.unreachable.is_some() || crate::cancel::requested() || indexes.is_empty() {
+            return;
+        }
+        let pairs = super::reference::send_pairs(&self.shared, &indexes, self.run_start).await;
+        self.reference = pairs;
     }
 
     /// Measured requests so far.
@@ -278,10 +314,11 @@ impl Session {
             prompt_fit: self.prompt_fit.clone(),
             length_fit: self.length_fit.clone(),
             metrics_dropped: Vec::new(),
-            steady: self.shared.scenario.load.steady().then_some(self.steady),
+            steady: self.steady_looks().then_some(self.steady),
             started_unix_ms: self.started_unix_ms,
             late_ms: self.late_ms,
             unmeasured_spans: self.unmeasured_spans.clone(),
+            cache_reference: self.reference.clone(),
         }
     }
 }

@@ -9,6 +9,7 @@
 //! - latency inputs are in whatever unit the caller uses (perfgate uses milliseconds); ratios are unitless.
 
 pub mod blocked;
+pub mod cache;
 pub mod changepoint;
 pub mod cluster;
 pub mod holm;

@@ -79,7 +79,7 @@ fn met_and_missed_objectives_without_a_baseline() {
     );
     // The NO BASELINE line says why it did not fail, and does not suggest the opt-out.
     assert!(
-        text.contains("(gated by its gate.slo objectives alone); to gate regressions too, run `perfgate bless --only"),
+        text.contains("(gated by its objectives alone: gate.slo, gate.cache); to gate regressions too, run `perfgate bless --only"),
         "{text}"
     );
     assert!(!text.contains("--allow-missing-baseline"), "{text}");

@@ -42,6 +42,10 @@ pub struct GateSpec {
     /// (`gate.tolerances.itl_p99`; docs/gate.md "ITL P99"). `None`: not gated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub itl: Option<Band>,
+    /// `gate.cache.hit_rate`: the least prefix-cache hit rate (0..=1), checked on its own
+    /// (docs/scenarios.md "Conversations"). `None`: a changed hit rate is only a drift.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_hit_rate: Option<f64>,
 }
 
 /// The default band of the ITL P99 check: warn 10 %, fail 20 % (docs/gate.md "ITL P99").
@@ -65,11 +69,17 @@ impl Default for GateSpec {
             confirm: 0,
             slo: Vec::new(),
             itl: None,
+            cache_hit_rate: None,
         })
     }
 }
 
 impl GateSpec {
+    /// Whether it checks absolute objectives that need no baseline: `gate.slo`, or
+    /// `gate.cache.hit_rate`.
+    pub fn has_objectives(&self) -> bool {
+        !self.slo.is_empty() || self.cache_hit_rate.is_some()
+    }
     /// The band for a metric and quantile.
     pub fn band(&self, m: Metric, q: Quantile) -> Band {
         self.bands.get(&(m, q)).copied().unwrap_or(default_band(q))
@@ -193,6 +203,16 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
         (true, None) => Some(ITL_BAND),
         (true, Some(r)) => Some(band_from(r, ITL_BAND, "itl_p99")?),
     };
+    let cache_hit_rate = g
+        .cache
+        .as_ref()
+        .map(|c| {
+            c.hit_rate
+                .as_ref()
+                .ok_or_else(|| "gate.cache.hit_rate is missing: the least prefix-cache hit rate, e.g. \">= 40%\"".to_string())
+                .and_then(parse_hit_rate)
+        })
+        .transpose()?;
     Ok(GateSpec {
         metrics,
         quantiles,
@@ -203,7 +223,25 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
         confirm,
         slo,
         itl,
+        cache_hit_rate,
     })
+}
+
+/// `gate.cache.hit_rate`: `">= 40%"`, `40%` or `0.4` (an optional `>=` first), above 0 and at
+/// most 100 %.
+fn parse_hit_rate(v: &RawNumber) -> Result<f64, String> {
+    let v = match v {
+        RawNumber::Text(t) => RawNumber::Text(t.trim().trim_start_matches(">=").trim().to_string()),
+        n => n.clone(),
+    };
+    let x = parse_fraction(&v).map_err(|e| format!("gate.cache.hit_rate: {e}"))?;
+    if !(x > 0.0 && x <= 1.0) {
+        return Err(format!(
+            "gate.cache.hit_rate is {:.1}%: use above 0% up to 100%, e.g. \">= 40%\"",
+            x * 100.0
+        ));
+    }
+    Ok(x)
 }
 
 /// `gate.metrics`: the per-request metrics gated, and whether `itl` is listed.

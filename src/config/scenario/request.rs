@@ -3,9 +3,10 @@
 //! and the prefix-cache policy.
 
 use super::{short_hash, Api};
+use crate::config::conversation::{self, ConversationSpec};
 use crate::config::file::{RawMessage, RawRequest};
 use crate::config::generate::{self, Drawn, GenerateSpec};
-use crate::config::prompt_set::{self, Entry, PromptSet};
+use crate::config::prompt_set::{self, Entry, PromptSet, Slot};
 use serde::Serialize;
 use std::path::Path;
 
@@ -124,6 +125,11 @@ pub struct RequestSpec {
     /// empty). In the fingerprint by its distributions and seed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generate: Option<GenerateSpec>,
+    /// `conversation`: multi-turn conversations (`prompt` and `messages` are then empty; each
+    /// request's messages are its turn's, [`RequestSpec::for_turn`]). In the fingerprint by its
+    /// turns, lengths, think time and seed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<ConversationSpec>,
 }
 
 impl RequestSpec {
@@ -138,6 +144,11 @@ impl RequestSpec {
         if let Some(g) = &self.generate {
             return short_hash(
                 &serde_json::json!({"generate": g, "system": self.system}).to_string(),
+            );
+        }
+        if let Some(c) = &self.conversation {
+            return short_hash(
+                &serde_json::json!({"conversation": c, "system": self.system}).to_string(),
             );
         }
         let v = match self.prompt_tokens {
@@ -183,6 +194,23 @@ impl RequestSpec {
         }
     }
 
+    /// The request of a conversation's turn (`request.conversation`): the messages of
+    /// [`ConversationSpec::messages`] for `slot`, the shared system prompt among them (so a
+    /// cold reference's first line can come before it), `per_word` tokens per filler word.
+    pub fn for_turn(&self, c: &ConversationSpec, slot: Slot, per_word: f64) -> RequestSpec {
+        let messages = c.messages(slot, self.system.as_deref(), per_word);
+        RequestSpec {
+            prompt: messages
+                .iter()
+                .map(|m| m.content.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            messages,
+            system: None,
+            ..self.clone()
+        }
+    }
+
     /// The fewest output tokens a request asks for.
     pub fn min_output_tokens(&self) -> u32 {
         self.generate
@@ -201,27 +229,28 @@ fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>,
         r.prompt_tokens.is_some(),
         r.prompt_set.is_some(),
         r.generate.is_some(),
+        r.conversation.is_some(),
     ];
     if given.iter().filter(|g| **g).count() > 1 {
         return Err(
-            "request: give one of `prompt`, `messages`, `prompt_tokens`, `prompt_set` or `generate`"
+            "request: give one of `prompt`, `messages`, `prompt_tokens`, `prompt_set`, `generate` or `conversation`"
                 .into(),
         );
     }
     if traced {
         if given.iter().any(|g| *g) {
-            return Err("load.trace gives each request's prompt length: leave out request.prompt, messages, prompt_tokens, prompt_set and generate".into());
+            return Err("load.trace gives each request's prompt length: leave out request.prompt, messages, prompt_tokens, prompt_set, generate and conversation".into());
         }
         return Ok((Vec::new(), String::new()));
     }
-    if r.prompt_set.is_some() || r.generate.is_some() {
-        // each request takes its text from its entry (RequestSpec::for_entry)
+    if r.prompt_set.is_some() || r.generate.is_some() || r.conversation.is_some() {
+        // each request takes its text from its entry (RequestSpec::for_entry, for_turn)
         return Ok((Vec::new(), String::new()));
     }
     let given = match (&r.prompt, &r.messages, r.prompt_tokens) {
         (None, None, None) => {
             return Err(
-                "request.prompt (or request.messages, request.prompt_tokens, request.prompt_set or request.generate) is required".into(),
+                "request.prompt (or request.messages, request.prompt_tokens, request.prompt_set, request.generate or request.conversation) is required".into(),
             )
         }
         (_, _, Some(n)) => {
@@ -327,6 +356,17 @@ pub(super) fn build_request(
     if max_tokens == 0 {
         return Err("request.max_tokens must be at least 1".into());
     }
+    let conversation = r
+        .conversation
+        .as_ref()
+        .map(|c| conversation::build(c, max_tokens))
+        .transpose()?;
+    if conversation.is_some() && api == Api::OpenaiCompletions {
+        return Err("request.conversation sends chat messages, which need a chat API; openai-completions takes one prompt".into());
+    }
+    if conversation.is_some() && r.cache.as_deref() == Some("cold") {
+        return Err("request.conversation with request.cache: cold would make every turn miss the prefix cache it exists to check; leave request.cache out (a conversation's cold reference busts the cache by itself)".into());
+    }
     let max_tokens_field = match r.max_tokens_field.as_deref() {
         None => None,
         Some(k) => {
@@ -393,6 +433,7 @@ pub(super) fn build_request(
         prompt_tokens: r.prompt_tokens,
         prompt_set,
         generate,
+        conversation,
     })
 }
 

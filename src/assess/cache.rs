@@ -1,0 +1,162 @@
+//! The prefix cache of a scenario's run, judged (docs/scenarios.md "Conversations"): its
+//! [`CacheSummary`], the note when the server's reported reuse and the TTFTs disagree, the
+//! `gate.cache.hit_rate` check, and the drift when the hit rate moved since the baseline (a
+//! server configuration or workload change, named, never a silent latency FAIL).
+
+use super::drift::Drift;
+use crate::baseline::Baseline;
+use crate::config::{Metric, Scenario};
+use crate::gate::{Check, CheckKind, Verdict};
+use crate::runner::RunOutput;
+use crate::stats::cache::{self, CacheSummary};
+
+/// The run's prefix-cache summary: for a conversation scenario, or one with
+/// `gate.cache.hit_rate`.
+pub fn summary(sc: &Scenario, run: &RunOutput) -> Option<CacheSummary> {
+    if sc.request.conversation.is_none() && sc.gate.cache_hit_rate.is_none() {
+        return None;
+    }
+    let server = run
+        .server_side
+        .as_ref()
+        .and_then(|s| server_hit_rate(&s.metrics));
+    Some(cache::summarize(&run.records, &run.cache_reference, server))
+}
+
+/// The server's own prefix-cache hit rate from its `/metrics` figures
+/// ([`crate::server::metrics`]): vLLM's hits over queries, SGLang's gauge, llama.cpp's cached
+/// prompt tokens over all prompt tokens it was sent.
+pub fn server_hit_rate(figures: &std::collections::BTreeMap<String, f64>) -> Option<f64> {
+    let get = |k: &str| figures.get(k).copied().filter(|x| x.is_finite());
+    get("vllm_prefix_cache_hit_rate")
+        .or_else(|| get("sglang_cache_hit_rate"))
+        .or_else(|| {
+            let cached = get("llamacpp_prompt_tokens_cached")?;
+            let evaluated = get("llamacpp_prompt_tokens")?;
+            (cached + evaluated > 0.0).then(|| cached / (cached + evaluated))
+        })
+        .filter(|x| (0.0..=1.0).contains(x))
+}
+
+/// What the reader must know about the cache figures: a server whose reported reuse the TTFTs
+/// contradict, a reference that could not measure.
+pub fn notes(s: &CacheSummary) -> Vec<String> {
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let mut out = Vec::new();
+    if let Some((r, m)) = s.disagreement() {
+        out.push(format!(
+            "prefix cache: the server reports {} of the reference requests' prompt tokens cached, their TTFTs show {} reused (cold {}, fully cached {}, measured {}): its cached-token counts are not believable (or its prefill time does not follow the tokens it computes); the measured figure is the one judged",
+            pct(r),
+            pct(m),
+            fmt(s.cold_ttft_ms),
+            fmt(s.hot_ttft_ms),
+            fmt(s.warm_ttft_ms)
+        ));
+    }
+    if let Some(why) = &s.unmeasured {
+        out.push(format!(
+            "prefix cache: the cold reference could not measure reuse: {why}"
+        ));
+    }
+    out
+}
+
+fn fmt(x: Option<f64>) -> String {
+    x.map_or("-".into(), crate::units::fmt_ms)
+}
+
+/// The `gate.cache.hit_rate` check of `s`, or why the scenario cannot be judged by it (no hit
+/// rate at all: the server reported none and the reference measured none).
+pub fn check(sc: &Scenario, s: &CacheSummary) -> Option<Result<Check, String>> {
+    let min = sc.gate.cache_hit_rate?;
+    let Some((hit, source)) = s.hit_rate() else {
+        return Some(Err(format!(
+            "gate.cache.hit_rate {:.0}%: no hit rate to check: the server reported no cached tokens and {}",
+            min * 100.0,
+            match &s.unmeasured {
+                Some(why) => format!("the cold reference could not measure one ({why})"),
+                None => "no cold reference ran (request.conversation.reference)".into(),
+            }
+        )));
+    };
+    let verdict = if hit >= min {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    let other = match (source, s.reported_hit_rate, s.measured_hit_rate) {
+        (cache::HitSource::Measured, Some(r), _) => format!("; reported {:.0}%", r * 100.0),
+        (cache::HitSource::Reported, _, None) => "; no cold reference measured it".into(),
+        _ => String::new(),
+    };
+    Some(Ok(Check {
+        scenario: sc.name.to_string(),
+        metric: None,
+        kind: CheckKind::CacheHitRate,
+        baseline: Some(min),
+        candidate: Some(hit),
+        ratio: None,
+        ci: None,
+        ci_level: None,
+        p_value: None,
+        p_holm: None,
+        warn: min,
+        fail: min,
+        min_delta_ms: 0.0,
+        n_baseline: 0,
+        n_candidate: s.requests,
+        verdict,
+        reason: format!(
+            "prefix cache hit rate {:.0}% ({}{other}) {} gate.cache.hit_rate {:.0}%",
+            hit * 100.0,
+            source.as_str(),
+            if verdict == Verdict::Pass {
+                "meets"
+            } else {
+                "is below"
+            },
+            min * 100.0
+        ),
+        samples_needed: None,
+        min_detectable_change: None,
+        fail_configured: None,
+        tau: None,
+        tau_nights: None,
+        alpha: None,
+    }))
+}
+
+/// The drift when the hit rate moved since the baseline ([`cache::drift`]): TTFT and E2E
+/// depend on it, so they are not compared; TPOT and the error rate still are.
+pub fn drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Option<Drift> {
+    let was = b.cache.as_ref()?;
+    let now = summary(sc, run)?;
+    Some(Drift {
+        metrics: vec![Metric::Ttft, Metric::E2e],
+        why: cache::drift(was, &now)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_hit_rate;
+
+    #[test]
+    fn the_servers_own_hit_rate_by_engine() {
+        let f = |kv: &[(&str, f64)]| {
+            server_hit_rate(&kv.iter().map(|(k, v)| (k.to_string(), *v)).collect())
+        };
+        assert_eq!(f(&[("vllm_prefix_cache_hit_rate", 0.62)]), Some(0.62));
+        assert_eq!(f(&[("sglang_cache_hit_rate", 0.3)]), Some(0.3));
+        // llama.cpp: 300 cached of 300 + 100
+        assert_eq!(
+            f(&[
+                ("llamacpp_prompt_tokens_cached", 300.0),
+                ("llamacpp_prompt_tokens", 100.0)
+            ]),
+            Some(0.75)
+        );
+        assert_eq!(f(&[("llamacpp_prompt_tokens", 100.0)]), None);
+        assert_eq!(f(&[("sglang_cache_hit_rate", 7.0)]), None);
+    }
+}
