@@ -245,6 +245,15 @@ struct AbArgs {
     github: crate::github::GithubArgs,
 }
 
+fn parse_cache_report(s: &str) -> Result<crate::sim::CacheReport, String> {
+    crate::sim::CacheReport::parse(s).ok_or_else(|| {
+        format!(
+            "`{s}`: use one of {}",
+            crate::sim::CacheReport::NAMES.join(", ")
+        )
+    })
+}
+
 fn parse_blocks(s: &str) -> Result<usize, String> {
     let k: usize = s
         .trim()
@@ -338,16 +347,26 @@ struct SimArgs {
     /// another tool's per-request records can be matched to the simulator's by output length.
     #[arg(long, conflicts_with = "replay", default_value_t = 0)]
     vary_output: u32,
-    /// A prefix cache: a prompt served before gets this TTFT, ms (unset = every request cold).
+    /// An exact-repeat cache: a prompt served before gets this TTFT, ms, applied before
+    /// --prefix-cache-block (unset = off).
     #[arg(long, conflicts_with = "replay")]
     cached_ttft_ms: Option<f64>,
     /// Batched prefill: prefills arriving within this many ms of a batch's first run as one
     /// batch taking the sum of their TTFTs (unset = independent prefills).
     #[arg(long, conflicts_with = "replay")]
     prefill_window_ms: Option<f64>,
-    /// Prefill time per prompt token, ms: TTFT grows with the prompt's length (default 0).
+    /// Prefill time per uncached prompt token, ms: TTFT grows with the prompt's length
+    /// (default 0).
     #[arg(long, conflicts_with = "replay", default_value_t = 0.0)]
     ttft_per_token_ms: f64,
+    /// A block prefix cache of N words per block (0 = off): a request reuses the leading blocks
+    /// of its prompt already served, which --ttft-per-token-ms does not charge.
+    #[arg(long, value_name = "N", conflicts_with = "replay", default_value_t = 0)]
+    prefix_cache_block: u32,
+    /// The cached tokens usage reports: honest, none (no field), all (every prompt token) or
+    /// zero (fault injection: a server misreporting its cache).
+    #[arg(long, value_name = "MODE", conflicts_with = "replay", default_value = "honest", value_parser = parse_cache_report)]
+    cache_report: crate::sim::CacheReport,
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]
     replay: Option<PathBuf>,
@@ -892,6 +911,8 @@ async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
             cached_ttft_ms: a.cached_ttft_ms,
             prefill_window_ms: a.prefill_window_ms,
             ttft_per_token_ms: a.ttft_per_token_ms,
+            prefix_cache_block: a.prefix_cache_block,
+            cache_report: a.cache_report,
         };
         cfg.validate().map_err(|e| Error::Sim {
             context: "sim: ",

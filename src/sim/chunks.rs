@@ -28,9 +28,10 @@ pub(super) struct ChunkCtx {
     pub(super) prompt_tokens: u64,
     pub(super) completion_tokens: u64,
     pub(super) finish_reason: &'static str,
-    /// Prompt tokens a prefix-cache hit served (the Responses API's
-    /// `input_tokens_details.cached_tokens`).
-    pub(super) cached_tokens: u64,
+    /// Cached prompt tokens to report (`cache_report` applied): chat's and completions'
+    /// `usage.prompt_tokens_details.cached_tokens`, the Responses API's
+    /// `usage.input_tokens_details.cached_tokens`. `None` = no such field.
+    pub(super) cached_tokens: Option<u64>,
 }
 
 /// Text of token `i` (1-based).
@@ -119,12 +120,21 @@ impl ChunkCtx {
         })
     }
 
+    /// Chat and completions usage; with a cached count, vLLM's and OpenAI's
+    /// `prompt_tokens_details: {cached_tokens}`.
     pub(super) fn usage(&self) -> Value {
-        json!({
+        let mut u = json!({
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
-        })
+        });
+        if let (Some(n), Value::Object(o)) = (self.cached_tokens, &mut u) {
+            o.insert(
+                "prompt_tokens_details".to_string(),
+                json!({"cached_tokens": n}),
+            );
+        }
+        u
     }
 
     pub(super) fn usage_chunk(&self) -> Value {
@@ -184,15 +194,24 @@ impl ChunkCtx {
         format!("msg_{}", self.id.trim_start_matches("resp_"))
     }
 
-    /// Responses API usage, as OpenAI sends it.
+    /// Responses API usage, as OpenAI sends it (without `input_tokens_details` when no cached
+    /// count is reported).
     fn responses_usage(&self) -> Value {
-        json!({
-            "input_tokens": self.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": self.cached_tokens},
-            "output_tokens": self.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": self.prompt_tokens + self.completion_tokens,
-        })
+        let mut u = serde_json::Map::new();
+        u.insert("input_tokens".into(), self.prompt_tokens.into());
+        if let Some(n) = self.cached_tokens {
+            u.insert("input_tokens_details".into(), json!({"cached_tokens": n}));
+        }
+        u.insert("output_tokens".into(), self.completion_tokens.into());
+        u.insert(
+            "output_tokens_details".into(),
+            json!({"reasoning_tokens": 0}),
+        );
+        u.insert(
+            "total_tokens".into(),
+            (self.prompt_tokens + self.completion_tokens).into(),
+        );
+        Value::Object(u)
     }
 
     /// The output message item; `done` = with its text and final status.
@@ -376,7 +395,7 @@ mod tests {
                 prompt_tokens: 3,
                 completion_tokens: 9,
                 finish_reason: "length",
-                cached_tokens: 0,
+                cached_tokens: None,
             };
             for (from, to) in [(1, 1), (2, 5), (9, 9)] {
                 let fast = ctx.token_event(from, to, 0);
@@ -398,7 +417,7 @@ mod tests {
             prompt_tokens: 3,
             completion_tokens: 2,
             finish_reason: "length",
-            cached_tokens: 0,
+            cached_tokens: Some(0),
         };
         for (from, to, n) in [(1, 1, 4), (2, 2, 5), (1, 2, 9)] {
             let fast = ctx.delta_event(from, to, n);

@@ -23,6 +23,8 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "cached_ttft_ms",
     "prefill_window_ms",
     "ttft_per_token_ms",
+    "prefix_cache_block",
+    "cache_report",
 ];
 
 /// Why a simulator query (or a [`SimConfig`] built by hand) is refused: the key, and what is
@@ -73,6 +75,56 @@ pub const MAX_PREFILL_WINDOW_MS: f64 = 1000.0;
 
 /// Largest `ttft_per_token_ms` accepted: a second per prompt token.
 pub const MAX_PER_TOKEN_MS: f64 = 1000.0;
+
+/// Largest `prefix_cache_block` accepted, tokens per block.
+pub const MAX_PREFIX_CACHE_BLOCK: u32 = 65_536;
+
+/// Blocks the simulator's prefix cache (`prefix_cache_block`) remembers; beyond it the least
+/// recently used half is evicted.
+pub const MAX_CACHED_BLOCKS: usize = 1_000_000;
+
+/// Which cached-token count the simulator reports in usage (`cache_report`): what it reused, or
+/// a misreporting server's count (fault injection, for checks that cross-check the report
+/// against the TTFT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CacheReport {
+    /// The prompt tokens the cache served (`honest`).
+    #[default]
+    Honest,
+    /// No `cached_tokens` field at all (`none`): a server that does not report its cache.
+    Omitted,
+    /// Every prompt token, whatever was reused (`all`): a lying server.
+    All,
+    /// Always 0 (`zero`): a server whose report is stuck.
+    Zero,
+}
+
+impl CacheReport {
+    /// The names `cache_report` and `perfgate sim --cache-report` accept, in this order.
+    pub const NAMES: [&'static str; 4] = ["honest", "none", "all", "zero"];
+
+    /// `honest`, `none`, `all` or `zero`.
+    pub fn parse(s: &str) -> Option<CacheReport> {
+        match s {
+            "honest" => Some(CacheReport::Honest),
+            "none" => Some(CacheReport::Omitted),
+            "all" => Some(CacheReport::All),
+            "zero" => Some(CacheReport::Zero),
+            _ => None,
+        }
+    }
+
+    /// The count to report for a request of `prompt_tokens` whose cache served `cached` of
+    /// them; `None` = the field is absent.
+    pub fn reported(self, cached: u64, prompt_tokens: u64) -> Option<u64> {
+        match self {
+            CacheReport::Honest => Some(cached),
+            CacheReport::Omitted => None,
+            CacheReport::All => Some(prompt_tokens),
+            CacheReport::Zero => Some(0),
+        }
+    }
+}
 
 /// Largest `burst` accepted, tokens per event.
 pub const MAX_BURST: u32 = 1024;
@@ -125,10 +177,11 @@ pub struct SimConfig {
     /// length (how `scripts/bench.py` matches another tool's records to the simulator's).
     /// 0 = off. Default 0.
     pub vary_output: u32,
-    /// A prefix cache, as llama.cpp's, vLLM's and SGLang's: a request whose prompt (every
-    /// message's content and `prompt`, exactly) this simulator already served gets this TTFT,
-    /// ms, instead of a drawn one; its token gaps are unchanged. `None` = no cache (every request
-    /// is cold). At most [`MAX_CACHED_PROMPTS`] prompts are remembered. Default `None`.
+    /// An exact-repeat cache: a request whose prompt (every message's content and `prompt`,
+    /// exactly) this simulator already served gets this TTFT, ms, instead of a drawn one (and
+    /// reports its whole prompt cached); its token gaps are unchanged. It applies before
+    /// `prefix_cache_block`'s TTFT. `None` = off. At most [`MAX_CACHED_PROMPTS`] prompts are
+    /// remembered. Default `None`.
     pub cached_ttft_ms: Option<f64>,
     /// Batched prefill, as a compute-bound engine schedules it (see
     /// [`super::prefill::PrefillEngine`]): prefills that arrive within this many ms of a batch's
@@ -138,9 +191,18 @@ pub struct SimConfig {
     /// is independent. Default `None`.
     pub prefill_window_ms: Option<f64>,
     /// Prefill time per prompt token, ms: a request's TTFT is its drawn TTFT plus this times
-    /// its prompt tokens (as counted in usage: the words of its messages), so mixed prompt
-    /// lengths give mixed TTFTs (a prefix-cache hit's TTFT is `cached_ttft_ms` alone). Default 0.
+    /// its uncached prompt tokens (as counted in usage: the words of its messages, less what
+    /// `prefix_cache_block` reused), so mixed prompt lengths give mixed TTFTs (a
+    /// `cached_ttft_ms` hit's TTFT is `cached_ttft_ms` alone). Default 0.
     pub ttft_per_token_ms: f64,
+    /// A block prefix cache, as vLLM's automatic prefix caching (see
+    /// [`super::prefix_cache`]): the prompt's words are cut into blocks of this many; a request
+    /// reuses its leading blocks already served (a block matches only when everything before
+    /// it does), which `ttft_per_token_ms` does not charge. 0 = off. At most
+    /// [`MAX_CACHED_BLOCKS`] blocks are remembered. Default 0.
+    pub prefix_cache_block: u32,
+    /// What usage reports as cached prompt tokens. Default [`CacheReport::Honest`].
+    pub cache_report: CacheReport,
 }
 
 /// Prompts the simulator's prefix cache remembers; beyond it the cache starts empty again.
@@ -164,6 +226,8 @@ impl Default for SimConfig {
             cached_ttft_ms: None,
             prefill_window_ms: None,
             ttft_per_token_ms: 0.0,
+            prefix_cache_block: 0,
+            cache_report: CacheReport::Honest,
         }
     }
 }
@@ -177,7 +241,8 @@ impl SimConfig {
     /// allowed keys. Ranges: `ttft_ms`, `tpot_ms` in [0, 3600000] ms; sigmas in [0, 5];
     /// `max_output` in [1, 1000000] tokens; `error_rate` in [0, 1]; `burst` in 1..=1024 tokens;
     /// `stall_every`, `vary_output` in 0..=1000000 tokens; `stall_ms` in [0, 3600000] ms; `model`
-    /// non-empty, at most 256 bytes, no control characters.
+    /// non-empty, at most 256 bytes, no control characters; `prefix_cache_block` in 0..=65536
+    /// words; `cache_report` one of `honest`, `none`, `all`, `zero`.
     pub fn from_query(q: &str) -> Result<SimConfig, SimConfigError> {
         SimConfig::default().with_query(q)
     }
@@ -242,6 +307,17 @@ impl SimConfig {
                 "ttft_per_token_ms" => {
                     cfg.ttft_per_token_ms = parse_f64(&key, v, 0.0, MAX_PER_TOKEN_MS, "ms")?
                 }
+                "prefix_cache_block" => {
+                    cfg.prefix_cache_block = parse_u32(&key, v, 0, MAX_PREFIX_CACHE_BLOCK)?
+                }
+                "cache_report" => {
+                    cfg.cache_report = CacheReport::parse(v).ok_or_else(|| {
+                        SimConfigError::value(
+                            "cache_report",
+                            format!("{v:?} is not one of {}", CacheReport::NAMES.join(", ")),
+                        )
+                    })?
+                }
                 _ => {
                     let hint = closest_key(&key);
                     return Err(SimConfigError::Unknown { key, hint });
@@ -299,6 +375,12 @@ impl SimConfig {
             ("burst", self.burst, 1, MAX_BURST),
             ("stall_every", self.stall_every, 0, MAX_OUTPUT_LIMIT),
             ("vary_output", self.vary_output, 0, MAX_OUTPUT_LIMIT),
+            (
+                "prefix_cache_block",
+                self.prefix_cache_block,
+                0,
+                MAX_PREFIX_CACHE_BLOCK,
+            ),
         ];
         for (key, x, lo, hi) in ints {
             if !(lo..=hi).contains(&x) {
@@ -405,7 +487,7 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = SimConfig::from_query(
-            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25",
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all",
         )
         .unwrap();
         assert_eq!(
@@ -426,11 +508,17 @@ mod tests {
                 cached_ttft_ms: Some(12.5),
                 prefill_window_ms: Some(3.0),
                 ttft_per_token_ms: 0.25,
+                prefix_cache_block: 16,
+                cache_report: CacheReport::All,
             }
         );
         for bad in [
             "prefill_window_ms=1001",
             "ttft_per_token_ms=1001",
+            "prefix_cache_block=65537",
+            "prefix_cache_block=-1",
+            "cache_report=lying",
+            "cache_report=",
             "burst=0",
             "burst=1025",
             "stall_every=-1",
@@ -442,6 +530,22 @@ mod tests {
         }
         let e = SimConfig::from_query("burst=0").unwrap_err().to_string();
         assert_eq!(e, "simulator setting `burst`: 0 is out of range 1..=1024");
+        let e = SimConfig::from_query("cache_report=lying")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "simulator setting `cache_report`: \"lying\" is not one of honest, none, all, zero"
+        );
+        for (name, want) in CacheReport::NAMES.iter().zip([
+            CacheReport::Honest,
+            CacheReport::Omitted,
+            CacheReport::All,
+            CacheReport::Zero,
+        ]) {
+            let c = SimConfig::from_query(&format!("cache_report={name}")).unwrap();
+            assert_eq!(c.cache_report, want);
+        }
         let d = SimConfig::from_query("?model=my%20model&").unwrap();
         assert_eq!(d.model, "my model");
     }

@@ -13,12 +13,13 @@ use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
 use super::chunks::{sse, Api, ChunkCtx, RESPONSES_PREAMBLE};
-use super::config::{SimConfig, MAX_OUTPUT_LIMIT};
+use super::config::{CacheReport, SimConfig, MAX_DELAY_MS, MAX_OUTPUT_LIMIT};
 use super::http_util::ResBody;
 use super::http_util::{
     error_response, json_response, method_not_allowed, models, not_found, raw_json_response,
     read_body,
 };
+use super::prefix_cache::{block_keys, prompt_words};
 use super::schedule::RequestPlan;
 use super::state::Shared;
 use super::timed_body::{at, ms, Script, Step, TimedBody};
@@ -112,12 +113,17 @@ pub(super) struct GenRequest {
     include_usage: bool,
     max_tokens: Option<u64>,
     prompt_tokens: u64,
-    /// A hash of the prompt's text (every message's content, and `prompt`): the prefix cache's key.
+    /// A hash of the prompt's text (every message's content, and `prompt`): the exact-repeat
+    /// cache's key (`cached_ttft_ms`).
     prompt_hash: u64,
+    /// The keys of the prompt's full blocks for the block prefix cache (`prefix_cache_block`;
+    /// empty when it is off).
+    block_keys: Vec<u64>,
 }
 
+/// `prefix_block`: the prefix cache's block size, tokens (0 = off: no block keys are computed).
 /// Errors: the text of the simulator's HTTP 400 answer (the value sent, hence a `String`).
-pub(super) fn parse_gen(body: &[u8], api: Api) -> Result<GenRequest, String> {
+pub(super) fn parse_gen(body: &[u8], api: Api, prefix_block: u32) -> Result<GenRequest, String> {
     let v: Value =
         serde_json::from_slice(body).map_err(|e| format!("request body is not valid JSON: {e}"))?;
     let Value::Object(obj) = v else {
@@ -157,6 +163,11 @@ pub(super) fn parse_gen(body: &[u8], api: Api) -> Result<GenRequest, String> {
         max_tokens,
         prompt_tokens: prompt_tokens(&obj),
         prompt_hash: prompt_hash(&obj),
+        block_keys: if prefix_block == 0 {
+            Vec::new()
+        } else {
+            block_keys(&prompt_words(&obj), prefix_block as usize)
+        },
     })
 }
 
@@ -202,6 +213,38 @@ fn prompt_hash(obj: &Map<String, Value>) -> u64 {
     h.finish()
 }
 
+/// A request's TTFT with prefill time, ms: `drawn` plus `per_token_ms` for each prompt token
+/// the prefix cache did not serve (`prompt_tokens - cached`), capped at [`MAX_DELAY_MS`].
+pub(super) fn prefill_ttft_ms(
+    drawn: f64,
+    per_token_ms: f64,
+    prompt_tokens: u64,
+    cached: u64,
+) -> f64 {
+    let uncached = prompt_tokens.saturating_sub(cached);
+    (drawn + per_token_ms * uncached as f64).min(MAX_DELAY_MS)
+}
+
+/// The cached prompt tokens usage reports (`None` = no field): `cache_report`'s count of the
+/// `cached` tokens really served. Chat and completions usage carry it only when the simulator
+/// models a cache (`prefix_cache_block` or `cached_ttft_ms`) or `cache_report` is not
+/// `honest`, so a cacheless simulator answers as before; the Responses API always has it, as
+/// OpenAI's (unless `cache_report=none`).
+pub(super) fn reported_cached_tokens(
+    cfg: &SimConfig,
+    api: Api,
+    cached: u64,
+    prompt_tokens: u64,
+) -> Option<u64> {
+    let modelled = cfg.prefix_cache_block > 0
+        || cfg.cached_ttft_ms.is_some()
+        || cfg.cache_report != CacheReport::Honest;
+    if api != Api::Responses && !modelled {
+        return None;
+    }
+    cfg.cache_report.reported(cached, prompt_tokens)
+}
+
 pub(super) fn count_words(v: &Value) -> u64 {
     match v {
         Value::String(s) => s.split_whitespace().count() as u64,
@@ -224,7 +267,7 @@ pub(super) async fn generate(
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    let gen = match parse_gen(&body, api) {
+    let gen = match parse_gen(&body, api, cfg.prefix_cache_block) {
         Ok(g) => g,
         Err(msg) => return error_response(StatusCode::BAD_REQUEST, &msg, "invalid_request_error"),
     };
@@ -237,16 +280,28 @@ pub(super) async fn generate(
         tokens = tokens.saturating_sub(less).max(1);
     }
     let mut plan = RequestPlan::new(cfg, seq, tokens);
+    // the block prefix cache: its leading cached blocks are not prefilled again
+    let mut cached_tokens = if gen.block_keys.is_empty() {
+        0
+    } else {
+        let blocks = shared.prefix_reuse(&gen.block_keys) as u64;
+        (blocks * u64::from(cfg.prefix_cache_block)).min(gen.prompt_tokens)
+    };
     if cfg.ttft_per_token_ms > 0.0 {
-        // prefill time grows with the prompt
-        let ttft = plan.ttft_ms + cfg.ttft_per_token_ms * gen.prompt_tokens as f64;
-        plan = plan.with_ttft(ttft.min(crate::sim::config::MAX_DELAY_MS));
+        // prefill time grows with the uncached prompt
+        let ttft = prefill_ttft_ms(
+            plan.ttft_ms,
+            cfg.ttft_per_token_ms,
+            gen.prompt_tokens,
+            cached_tokens,
+        );
+        plan = plan.with_ttft(ttft);
     }
-    let mut cache_hit = false;
+    // the exact-repeat cache applies first: its TTFT, the whole prompt cached
     if let Some(cached) = cfg.cached_ttft_ms {
         if shared.prompt_cached(gen.prompt_hash) {
             plan = plan.with_ttft(cached);
-            cache_hit = true;
+            cached_tokens = gen.prompt_tokens;
         }
     }
     if let (Some(window), false) = (cfg.prefill_window_ms, plan.fails) {
@@ -290,7 +345,7 @@ pub(super) async fn generate(
         } else {
             "length"
         },
-        cached_tokens: if cache_hit { gen.prompt_tokens } else { 0 },
+        cached_tokens: reported_cached_tokens(cfg, api, cached_tokens, gen.prompt_tokens),
     };
     if gen.stream {
         let script = SimScript {
@@ -485,6 +540,7 @@ mod tests {
         let g = parse_gen(
             br#"{"model":"x","messages":[{"role":"user","content":"hello big world"},{"role":"user","content":[{"type":"text","text":"two words"}]}],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"temperature":0,"seed":1}"#,
             Api::Chat,
+            0,
         )
         .unwrap();
         assert_eq!(
@@ -495,25 +551,47 @@ mod tests {
         let again = parse_gen(
             br#"{"model":"y","messages":[{"role":"user","content":"hello big world"},{"role":"user","content":[{"type":"text","text":"two words"}]}],"max_tokens":9,"stream":false}"#,
             Api::Chat,
+            0,
         )
         .unwrap();
         assert_eq!(g.prompt_hash, again.prompt_hash);
         let other = parse_gen(
             br#"{"model":"x","messages":[{"role":"user","content":"[perfgate nonce 1]\nhello big world"}],"max_tokens":5}"#,
             Api::Chat,
+            0,
         )
         .unwrap();
         assert_ne!(g.prompt_hash, other.prompt_hash);
-        let g = parse_gen(br#"{"max_completion_tokens":3,"max_tokens":9}"#, Api::Chat).unwrap();
+        assert!(g.block_keys.is_empty(), "no prefix cache: no block keys");
+        // with a prefix cache of 2-word blocks: 5 words, 2 full blocks
+        let b = parse_gen(
+            br#"{"messages":[{"role":"user","content":"hello big world"},{"role":"user","content":[{"type":"text","text":"two words"}]}]}"#,
+            Api::Chat,
+            2,
+        )
+        .unwrap();
+        assert_eq!((b.prompt_tokens, b.block_keys.len()), (5, 2));
+        let g = parse_gen(
+            br#"{"max_completion_tokens":3,"max_tokens":9}"#,
+            Api::Chat,
+            0,
+        )
+        .unwrap();
         assert_eq!(g.max_tokens, Some(3));
-        let g = parse_gen(br#"{"prompt":"a b c","max_tokens":null}"#, Api::Completions).unwrap();
+        let g = parse_gen(
+            br#"{"prompt":"a b c","max_tokens":null}"#,
+            Api::Completions,
+            0,
+        )
+        .unwrap();
         assert_eq!((g.max_tokens, g.prompt_tokens, g.stream), (None, 3, false));
-        let g = parse_gen(br#"{"prompt":[1,2,3,4]}"#, Api::Completions).unwrap();
+        let g = parse_gen(br#"{"prompt":[1,2,3,4]}"#, Api::Completions, 0).unwrap();
         assert_eq!(g.prompt_tokens, 4);
         // the Responses API: input messages or a string, instructions, max_output_tokens
         let g = parse_gen(
             br#"{"input":[{"role":"user","content":"hello big world"}],"instructions":"be brief","max_output_tokens":7,"max_tokens":99,"stream":true}"#,
             Api::Responses,
+            0,
         )
         .unwrap();
         assert_eq!(
@@ -523,11 +601,12 @@ mod tests {
         let s = parse_gen(
             br#"{"input":"hello big world","instructions":"be brief"}"#,
             Api::Responses,
+            0,
         )
         .unwrap();
         assert_eq!((s.max_tokens, s.prompt_tokens), (None, 5));
         assert_ne!(g.prompt_hash, s.prompt_hash);
-        assert!(parse_gen(br#"{"input":"x","max_output_tokens":0}"#, Api::Responses).is_err());
+        assert!(parse_gen(br#"{"input":"x","max_output_tokens":0}"#, Api::Responses, 0).is_err());
         for bad in [
             &b"{"[..],
             b"[]",
@@ -538,7 +617,46 @@ mod tests {
             br#"{"max_tokens":2.5}"#,
             b"\xff\xfe",
         ] {
-            assert!(parse_gen(bad, Api::Chat).is_err());
+            assert!(parse_gen(bad, Api::Chat, 0).is_err());
+        }
+    }
+
+    /// The TTFT formula: drawn + per-token x uncached tokens. 0.5 ms per token, 1000 words: 960
+    /// cached is 40 uncached, 20 ms; cold, 500 ms.
+    #[test]
+    fn prefill_charges_only_uncached_tokens() {
+        assert_eq!(prefill_ttft_ms(30.0, 0.5, 1000, 960), 50.0);
+        assert_eq!(prefill_ttft_ms(30.0, 0.5, 1000, 0), 530.0);
+        assert_eq!(prefill_ttft_ms(30.0, 0.5, 1000, 1000), 30.0);
+        assert_eq!(prefill_ttft_ms(30.0, 0.5, 10, 20), 30.0, "never negative");
+        assert_eq!(prefill_ttft_ms(10.0, 1000.0, 1 << 40, 0), MAX_DELAY_MS);
+    }
+
+    #[test]
+    fn reported_cached_tokens_by_setting() {
+        let cfg = |q: &str| SimConfig::from_query(q).unwrap();
+        // no cache modelled: chat and completions keep their usage as before, Responses says 0
+        let plain = cfg("");
+        assert_eq!(reported_cached_tokens(&plain, Api::Chat, 0, 100), None);
+        assert_eq!(
+            reported_cached_tokens(&plain, Api::Completions, 0, 100),
+            None
+        );
+        assert_eq!(
+            reported_cached_tokens(&plain, Api::Responses, 0, 100),
+            Some(0)
+        );
+        for api in [Api::Chat, Api::Completions, Api::Responses] {
+            let r = |q: &str| reported_cached_tokens(&cfg(q), api, 64, 100);
+            assert_eq!(r("prefix_cache_block=16"), Some(64));
+            assert_eq!(r("cached_ttft_ms=5"), Some(64));
+            assert_eq!(r("prefix_cache_block=16&cache_report=honest"), Some(64));
+            assert_eq!(r("prefix_cache_block=16&cache_report=none"), None);
+            assert_eq!(r("prefix_cache_block=16&cache_report=all"), Some(100));
+            assert_eq!(r("prefix_cache_block=16&cache_report=zero"), Some(0));
+            // a misreport is injected even without a cache
+            assert_eq!(r("cache_report=all"), Some(100));
+            assert_eq!(r("cache_report=zero"), Some(0));
         }
     }
 }

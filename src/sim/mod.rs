@@ -9,6 +9,7 @@ pub mod config;
 mod http_util;
 mod lognormal;
 mod prefill;
+mod prefix_cache;
 pub mod replay;
 mod replay_serve;
 pub mod schedule;
@@ -20,6 +21,6 @@ mod timing_log;
 #[cfg(test)]
 mod tests;
 
-pub use config::{SimConfig, SimConfigError};
+pub use config::{CacheReport, SimConfig, SimConfigError};
 pub use replay::{ReplayCase, ReplayError, ReplayExpect, ReplayRead};
 pub use server::{origin, EventKind, RequestTimings, SimServer};

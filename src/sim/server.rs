@@ -105,6 +105,9 @@ impl SimServer {
             gen_seq: AtomicU64::new(0),
             timings: Mutex::new(TimingLog::default()),
             prompts_seen: Mutex::default(),
+            prefix_cache: Mutex::new(super::prefix_cache::PrefixCache::new(
+                super::config::MAX_CACHED_BLOCKS,
+            )),
             prefill: super::prefill::PrefillEngine::default(),
         });
         let _ = origin();

@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use super::config::SimConfig;
+use super::prefix_cache::PrefixCache;
 use super::replay_serve::ReplayPlan;
 use super::timing_log::{RequestTimings, TimingLog};
 
@@ -25,8 +26,10 @@ pub(super) struct Shared {
     /// Send times of the events of recent streamed requests (the simulator as a measuring
     /// instrument): `x-perfgate-sim-request: N` names a request, `GET /sim/timings/N` reports it.
     pub(super) timings: Mutex<TimingLog>,
-    /// Hashes of the prompts served so far, for `cached_ttft_ms` (the prefix cache).
+    /// Hashes of the prompts served so far, for `cached_ttft_ms` (the exact-repeat cache).
     pub(super) prompts_seen: Mutex<HashSet<u64>>,
+    /// The block keys served so far, for `prefix_cache_block` (the block prefix cache).
+    pub(super) prefix_cache: Mutex<PrefixCache>,
     /// Batched prefill (`prefill_window_ms`).
     pub(super) prefill: super::prefill::PrefillEngine,
 }
@@ -42,6 +45,15 @@ impl Shared {
             seen.clear();
         }
         !seen.insert(prompt)
+    }
+
+    /// How many of `keys` (a prompt's block keys, in order) the prefix cache held, leading
+    /// ones only; caches them all (see [`PrefixCache::reuse`]).
+    pub(super) fn prefix_reuse(&self, keys: &[u64]) -> usize {
+        match self.prefix_cache.lock() {
+            Ok(mut cache) => cache.reuse(keys),
+            Err(_) => 0,
+        }
     }
 
     /// `{"requests":[...]}`: every kept request's timings with a request number >= `from`, in

@@ -38,6 +38,7 @@ mod server_failures;
 mod server_hardening;
 mod server_lifecycle;
 mod shard;
+mod sim_prefix_cache;
 mod sim_schedules;
 mod slo;
 mod steady;
