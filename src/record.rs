@@ -34,6 +34,43 @@ impl TokenSource {
     }
 }
 
+/// Where `cached_tokens` came from: the places servers report the prompt tokens they served from
+/// their prefix cache, in order of precedence (docs/metrics.md "Prefix cache").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CachedSource {
+    /// The API's own usage field: chat and completions
+    /// `usage.prompt_tokens_details.cached_tokens`, Responses
+    /// `usage.input_tokens_details.cached_tokens`, Anthropic `usage.cache_read_input_tokens`.
+    Usage,
+    /// A vendor's spelling or place where the standard one is absent: DeepSeek's
+    /// `usage.prompt_cache_hit_tokens`, Moonshot's `cached_tokens` (in `usage` or in the
+    /// finishing choice's `usage`), the standard spelling in a vendor usage (Groq's `x_groq.usage`).
+    VendorUsage,
+    /// llama.cpp's `timings.cache_n` (kept in `server_timings` too).
+    ServerTimings,
+}
+
+impl CachedSource {
+    /// Stable snake_case name, as used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CachedSource::Usage => "usage",
+            CachedSource::VendorUsage => "vendor_usage",
+            CachedSource::ServerTimings => "server_timings",
+        }
+    }
+    /// Higher wins when a stream reports the cached count in several places:
+    /// usage > vendor usage > server timings.
+    pub fn precedence(self) -> u8 {
+        match self {
+            CachedSource::Usage => 2,
+            CachedSource::VendorUsage => 1,
+            CachedSource::ServerTimings => 0,
+        }
+    }
+}
+
 /// Something a stream sent that perfgate read but did not use as it looked, noted per request
 /// (and summed in the run's notes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +81,9 @@ pub enum StreamNote {
     ThinkCloseInAnswer,
     /// The usage's output token count was not a whole number (`12.5`, `"12"`, `-1`): not read.
     UsageNotInteger,
+    /// The server reported more cached prompt tokens than prompt tokens (which include them):
+    /// not believable, so `cached_tokens` is not recorded.
+    CachedAbovePrompt,
 }
 
 impl StreamNote {
@@ -52,6 +92,7 @@ impl StreamNote {
         match self {
             StreamNote::ThinkCloseInAnswer => "think_close_in_answer",
             StreamNote::UsageNotInteger => "usage_not_integer",
+            StreamNote::CachedAbovePrompt => "cached_above_prompt",
         }
     }
 }
@@ -244,10 +285,15 @@ pub struct RequestRecord {
     /// Prompt tokens the server reported in usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
-    /// Prompt tokens the server reported as served from its prefix cache (TEMPORARY: replaced
-    /// by the cached-tokens branch).
+    /// Prompt tokens the server reported as served from its prefix cache (see `cached_source`);
+    /// `Some(0)` is a reported miss, `None` that nothing believable was reported. Not above
+    /// `prompt_tokens` where that count includes them (every API but Anthropic's, whose
+    /// `input_tokens` leaves cache reads out): a higher one is dropped and noted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
+    /// Where `cached_tokens` came from (usage > vendor usage > server timings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_source: Option<CachedSource>,
     /// Number of token-bearing events seen.
     pub token_events: u64,
     /// The completion id the server gave this response (OpenAI `id`, e.g. `chatcmpl-...`;
@@ -349,6 +395,7 @@ impl RequestRecord {
             token_source: None,
             prompt_tokens: None,
             cached_tokens: None,
+            cached_source: None,
             token_events: 0,
             response_id: None,
             usage_distrusted: None,

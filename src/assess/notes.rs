@@ -149,8 +149,12 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
 /// one note per kind with the number of requests.
 pub fn stream_notes(records: &[RequestRecord]) -> Vec<String> {
     use crate::record::StreamNote;
-    [StreamNote::ThinkCloseInAnswer, StreamNote::UsageNotInteger]
-        .into_iter()
+    [
+        StreamNote::ThinkCloseInAnswer,
+        StreamNote::UsageNotInteger,
+        StreamNote::CachedAbovePrompt,
+    ]
+    .into_iter()
         .filter_map(|n| {
             let count = records.iter().filter(|r| r.stream_notes.contains(&n)).count();
             (count > 0).then(|| match n {
@@ -160,6 +164,10 @@ pub fn stream_notes(records: &[RequestRecord]) -> Vec<String> {
                 ),
                 StreamNote::UsageNotInteger => format!(
                     "{count} request(s) reported a usage output token count that is not a whole number: not read, output tokens were counted from events (stream_notes: {})",
+                    n.as_str()
+                ),
+                StreamNote::CachedAbovePrompt => format!(
+                    "{count} request(s) reported more prompt tokens served from the prefix cache than prompt tokens: not believable, cached_tokens not recorded (stream_notes: {})",
                     n.as_str()
                 ),
             })
@@ -254,12 +262,15 @@ mod tests {
             ..RequestRecord::new(0.0)
         };
         let recs = [
-            with(&[StreamNote::ThinkCloseInAnswer]),
+            with(&[
+                StreamNote::ThinkCloseInAnswer,
+                StreamNote::CachedAbovePrompt,
+            ]),
             with(&[StreamNote::ThinkCloseInAnswer, StreamNote::UsageNotInteger]),
             with(&[]),
         ];
         let notes = stream_notes(&recs);
-        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(notes.len(), 3, "{notes:?}");
         assert!(
             notes[0].starts_with("2 request(s) had a `</think>`"),
             "{}",
@@ -271,6 +282,13 @@ mod tests {
             ),
             "{}",
             notes[1]
+        );
+        assert!(
+            notes[2].starts_with(
+                "1 request(s) reported more prompt tokens served from the prefix cache than prompt tokens"
+            ),
+            "{}",
+            notes[2]
         );
         assert!(stream_notes(&recs[2..]).is_empty());
     }

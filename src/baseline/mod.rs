@@ -143,6 +143,10 @@ pub struct BaselineRecord {
     pub token_source: Option<TokenSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
+    /// Prompt tokens the server reported as served from its prefix cache
+    /// ([`RequestRecord::cached_tokens`]); absent in baselines blessed before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<FailureClass>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -199,6 +203,7 @@ impl BaselineRecord {
             output_tokens: r.output_tokens,
             token_source: r.token_source,
             prompt_tokens: r.prompt_tokens,
+            cached_tokens: r.cached_tokens,
             error: r.error.as_ref().map(|e| e.class),
             server_timings: r.server_timings.clone(),
             work: r.work.clone(),
@@ -555,5 +560,30 @@ mod tests {
             .contains("newer perfgate"));
         let e = parse(r#"{"schema_version": 1}"#).unwrap_err();
         assert!(e.contains("missing field"), "{e}");
+    }
+
+    // A record keeps the server's cached prompt count; one blessed before the field reads as
+    // none, and none is not written, so old baselines read and write back unchanged.
+    #[test]
+    fn cached_tokens_are_kept_and_optional() {
+        let rec = RequestRecord {
+            prompt_tokens: Some(120),
+            cached_tokens: Some(96),
+            cached_source: Some(crate::record::CachedSource::Usage),
+            ..RequestRecord::new(0.0)
+        };
+        let b = BaselineRecord::from_record(&rec);
+        assert_eq!(b.cached_tokens, Some(96));
+        assert_eq!(
+            serde_json::to_value(&b).unwrap(),
+            serde_json::json!({"prompt_tokens": 120, "cached_tokens": 96})
+        );
+        let old: BaselineRecord =
+            serde_json::from_str(r#"{"ttft_ms": 12.5, "prompt_tokens": 120}"#).unwrap();
+        assert_eq!(old.cached_tokens, None);
+        assert_eq!(
+            serde_json::to_string(&old).unwrap(),
+            r#"{"ttft_ms":12.5,"prompt_tokens":120}"#
+        );
     }
 }

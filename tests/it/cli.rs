@@ -1647,6 +1647,10 @@ scenarios:
         assert!(x.get("error").is_none(), "{x}");
         assert_eq!(x["output_tokens"], 16, "{x}");
         assert_eq!(x["token_source"], "usage", "{x}");
+        // the simulator's usage reports input_tokens_details.cached_tokens 0 (no cache hit
+        // without cached_ttft_ms): a reported miss, recorded as such
+        assert_eq!(x["cached_tokens"], 0, "{x}");
+        assert_eq!(x["cached_source"], "usage", "{x}");
         ttfts.push(x["ttft_ms"].as_f64().unwrap());
         tpots.push(x["tpot_ms"].as_f64().unwrap());
     }

@@ -66,6 +66,23 @@ fn the_schema_rejects_what_it_does_not_document() {
     );
 }
 
+// The prefix-cache fields of a record (src/record.rs `cached_tokens`, `cached_source`) and
+// their note are documented; a source perfgate does not write is refused.
+#[test]
+fn the_cached_prompt_fields_validate() {
+    let v = validator();
+    let text = std::fs::read_to_string("tests/fixtures/results.json").unwrap();
+    let mut inst: Value = serde_json::from_str(&text).unwrap();
+    let rec = &mut inst["scenarios"][0]["records"][0];
+    rec["cached_tokens"] = Value::from(4);
+    rec["cached_source"] = Value::from("server_timings");
+    rec["stream_notes"] = serde_json::json!(["cached_above_prompt"]);
+    let errs = errors(&v, &inst);
+    assert!(errs.is_empty(), "{errs:#?}");
+    inst["scenarios"][0]["records"][0]["cached_source"] = Value::from("events");
+    assert!(!errors(&v, &inst).is_empty(), "an unknown cached source");
+}
+
 #[test]
 fn real_check_output_validates() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,8 +1,18 @@
 //! Anthropic Messages: typed events (`message_start`, `content_block_delta`, `message_delta`,
 //! `message_stop`).
 
-use super::{clip, error_message, nonempty, not_integer, usage_named, EventInfo, Usage};
+use super::{cached_at, clip, error_message, nonempty, not_integer, usage_named, EventInfo, Usage};
+use crate::record::CachedSource;
 use serde_json::Value;
+
+/// Where `message_start` reports the prompt tokens read from the cache.
+const START_CACHED: [(&str, CachedSource); 1] = [(
+    "/message/usage/cache_read_input_tokens",
+    CachedSource::Usage,
+)];
+/// Where `message_delta` reports them (cumulative, like its `output_tokens`).
+const DELTA_CACHED: [(&str, CachedSource); 1] =
+    [("/usage/cache_read_input_tokens", CachedSource::Usage)];
 
 pub(super) fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
     let kind = v
@@ -22,6 +32,8 @@ pub(super) fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
                 .and_then(|m| m.get("model"))
                 .and_then(Value::as_str)
                 .map(clip);
+            // `input_tokens` leaves the cache reads out: no ceiling from the prompt count
+            info.cached = cached_at(v, &START_CACHED, false);
             if let Some(u) = m.and_then(|m| m.get("usage")) {
                 let prompt = u.get("input_tokens").and_then(Value::as_u64);
                 if prompt.is_some() {
@@ -65,6 +77,7 @@ pub(super) fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
             }
             info.usage = usage_named(v.get("usage"), ["input_tokens", "output_tokens", ""]);
             info.usage_not_integer = not_integer(v.get("usage"), "output_tokens");
+            info.cached = cached_at(v, &DELTA_CACHED, false);
         }
         "message_stop" => info.done = true,
         "error" => info.error = Some(error_message(v.get("error").unwrap_or(v))),

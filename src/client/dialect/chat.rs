@@ -3,8 +3,8 @@
 //! Moonshot's usage), and a fast path for the common chat chunk.
 
 use super::{
-    clip, error_message, is_finish, known_timings, nonempty, not_integer, usage, EventInfo,
-    VENDOR_USAGE,
+    cached_at, clip, error_message, is_finish, known_timings, nonempty, not_integer, usage,
+    EventInfo, CHAT_CACHED, VENDOR_USAGE,
 };
 use crate::config::Api;
 use serde::de::IgnoredAny;
@@ -26,6 +26,7 @@ pub(super) fn openai(api: Api, v: &Value) -> EventInfo {
         usage_not_integer: std::iter::once("/usage")
             .chain(VENDOR_USAGE)
             .any(|p| not_integer(v.pointer(p), "completion_tokens")),
+        cached: cached_at(v, &CHAT_CACHED, true),
         choices_not_array: v.get("choices").is_some_and(Value::is_object),
         ..Default::default()
     };

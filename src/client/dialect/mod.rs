@@ -17,6 +17,7 @@ mod responses;
 
 use super::sse::SseEvent;
 use crate::config::Api;
+use crate::record::CachedSource;
 use anthropic::anthropic;
 pub use chat::failing_finish;
 use chat::{fast_chat, openai};
@@ -57,6 +58,20 @@ impl Usage {
     }
 }
 
+/// Prompt tokens a server reported as served from its prefix cache, and where it said so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cached {
+    /// The count (a whole number, at most [`crate::limits::MAX_FIGURE`]).
+    pub tokens: u64,
+    /// The place it was read from.
+    pub source: CachedSource,
+    /// The same API's prompt count includes these tokens, so a cached count above it is not
+    /// believable. False for Anthropic, whose `input_tokens` counts only the tokens after the
+    /// last cache breakpoint (the total is `input_tokens + cache_creation_input_tokens +
+    /// cache_read_input_tokens`), so any cached count fits.
+    pub within_prompt: bool,
+}
+
 /// The meaning of one event.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EventInfo {
@@ -80,6 +95,9 @@ pub struct EventInfo {
     /// Usage in a known vendor location (Groq's `x_groq.usage`), when the standard `usage` is
     /// not there: recorded as its own source; a standard usage wins when both come.
     pub vendor_usage: Option<Usage>,
+    /// The cached prompt tokens the event reports, from its most trusted place (see
+    /// [`CachedSource::precedence`]).
+    pub cached: Option<Cached>,
     /// `choices` is present but is an object, not the array the OpenAI API defines.
     pub choices_not_array: bool,
     /// `finish_reason` / `stop_reason` when present.
@@ -225,6 +243,47 @@ fn foreign(api: Api, event: Option<&str>, v: &Value) -> Option<Api> {
 /// Known vendor usage locations (JSON pointers), read when the standard `usage` is absent.
 /// Groq puts usage in `x_groq.usage`; Moonshot (Kimi) in the finishing choice.
 pub const VENDOR_USAGE: [&str; 2] = ["/x_groq/usage", "/choices/0/usage"];
+
+/// Where chat and completions chunks report cached prompt tokens, most trusted first: the
+/// standard usage field (OpenAI, vLLM, SGLang, newer llama.cpp), vendor spellings in `usage`
+/// (DeepSeek's `prompt_cache_hit_tokens`, Moonshot's `cached_tokens`), the standard and
+/// Moonshot's spelling in the vendor usage places ([`VENDOR_USAGE`]), then llama.cpp's
+/// `timings.cache_n`. llama.cpp's native `tokens_cached` is not one: it counts every token in
+/// the slot's cache at the end (prompt and output), not the prompt tokens reused.
+pub const CHAT_CACHED: [(&str, CachedSource); 7] = [
+    (
+        "/usage/prompt_tokens_details/cached_tokens",
+        CachedSource::Usage,
+    ),
+    ("/usage/prompt_cache_hit_tokens", CachedSource::VendorUsage),
+    ("/usage/cached_tokens", CachedSource::VendorUsage),
+    (
+        "/x_groq/usage/prompt_tokens_details/cached_tokens",
+        CachedSource::VendorUsage,
+    ),
+    (
+        "/choices/0/usage/prompt_tokens_details/cached_tokens",
+        CachedSource::VendorUsage,
+    ),
+    ("/choices/0/usage/cached_tokens", CachedSource::VendorUsage),
+    ("/timings/cache_n", CachedSource::ServerTimings),
+];
+
+/// The cached prompt tokens at the first of `places` (JSON pointer, source) holding a whole
+/// number no larger than [`crate::limits::MAX_FIGURE`]; anything else there (`96.5`, `"96"`,
+/// `-1`, null) is not read and the next place is tried.
+fn cached_at(v: &Value, places: &[(&str, CachedSource)], within_prompt: bool) -> Option<Cached> {
+    places.iter().find_map(|&(p, source)| {
+        v.pointer(p)
+            .and_then(Value::as_u64)
+            .filter(|&n| n as f64 <= crate::limits::MAX_FIGURE)
+            .map(|tokens| Cached {
+                tokens,
+                source,
+                within_prompt,
+            })
+    })
+}
 
 /// The `timings` fields kept (llama.cpp's): numbers only, so a record stays small whatever a
 /// server puts there (a 4 MB `timings` once made an 80 MB baseline of 20 requests).
@@ -396,7 +455,11 @@ mod tests {
             assert_eq!(fast, general_chat(d), "{d}");
         }
         // left to the general path
-        let general_only: [&str; 21] = [
+        let general_only: [&str; 24] = [
+            // cached prompt tokens live in usage and timings only: never on the fast path
+            r#"{"id":"c","choices":[],"usage":{"prompt_tokens":120,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":96}}}"#,
+            r#"{"id":"c","choices":[],"usage":{"prompt_tokens":120,"prompt_cache_hit_tokens":64}}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop","usage":{"cached_tokens":16}}]}"#,
             r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"error"}]}"#,
             r#"{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"abort"}]}"#,
             r#"{"id":"c","choices":[{"index":0,"delta":{"refusal":"no"}}]}"#,
@@ -666,6 +729,67 @@ mod tests {
         assert_eq!(
             line.error.as_deref(),
             Some("the request exceeds the available context size (code 400)")
+        );
+    }
+
+    // One event may report cached prompt tokens in several places: the most trusted one is
+    // read (usage > vendor usage > timings); a place without a whole number at most MAX_FIGURE
+    // is skipped.
+    #[test]
+    fn cached_prompt_places_per_event() {
+        let cached = |d: &str| interpret(Api::OpenaiChat, &ev(d)).cached;
+        let c = |tokens, source| {
+            Some(Cached {
+                tokens,
+                source,
+                within_prompt: true,
+            })
+        };
+        assert_eq!(
+            cached(
+                r#"{"choices":[],"usage":{"prompt_tokens":9,"prompt_cache_hit_tokens":5,"prompt_tokens_details":{"cached_tokens":6}},"timings":{"cache_n":7}}"#
+            ),
+            c(6, CachedSource::Usage)
+        );
+        assert_eq!(
+            cached(
+                r#"{"choices":[],"usage":{"prompt_tokens":9,"prompt_cache_hit_tokens":5},"timings":{"cache_n":7}}"#
+            ),
+            c(5, CachedSource::VendorUsage)
+        );
+        assert_eq!(
+            cached(
+                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"x_groq":{"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}}}"#
+            ),
+            c(8, CachedSource::VendorUsage)
+        );
+        assert_eq!(
+            cached(r#"{"choices":[],"usage":{"prompt_tokens":9,"cached_tokens":4}}"#),
+            c(4, CachedSource::VendorUsage)
+        );
+        assert_eq!(
+            cached(
+                r#"{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":1e300}},"timings":{"cache_n":7}}"#
+            ),
+            c(7, CachedSource::ServerTimings)
+        );
+        assert_eq!(
+            cached(r#"{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":null}}"#),
+            None
+        );
+        let a = interpret(
+            Api::AnthropicMessages,
+            &ev(
+                r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":3,"cache_read_input_tokens":2000}}}"#,
+            ),
+        );
+        assert_eq!(
+            a.cached,
+            Some(Cached {
+                tokens: 2000,
+                source: CachedSource::Usage,
+                within_prompt: false,
+            })
         );
     }
 

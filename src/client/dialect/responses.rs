@@ -2,10 +2,21 @@
 //! no `[DONE]`.
 
 use super::{
-    clip, error_message, known_timings, nonempty, not_integer, usage_named, EventInfo, Usage,
-    GENERIC_STREAM_ERROR,
+    cached_at, clip, error_message, known_timings, nonempty, not_integer, usage_named, EventInfo,
+    Usage, GENERIC_STREAM_ERROR,
 };
+use crate::record::CachedSource;
 use serde_json::Value;
+
+/// Where a Responses stream reports cached prompt tokens, most trusted first: the usage of the
+/// `response` (`input_tokens` includes them), then llama.cpp's `timings` beside it.
+const RESPONSES_CACHED: [(&str, CachedSource); 2] = [
+    (
+        "/response/usage/input_tokens_details/cached_tokens",
+        CachedSource::Usage,
+    ),
+    ("/timings/cache_n", CachedSource::ServerTimings),
+];
 
 /// One OpenAI Responses API event (`type` in the data, or the `event:` name). Token-bearing:
 /// a non-empty `delta` of `response.output_text.delta`, `response.refusal.delta`,
@@ -60,6 +71,7 @@ pub(super) fn responses(event: Option<&str>, v: &Value) -> EventInfo {
             info.usage_not_integer = not_integer(r.and_then(|r| r.get("usage")), "output_tokens");
             // llama.cpp puts its `timings` beside `response` in response.completed
             info.timings = v.get("timings").and_then(known_timings);
+            info.cached = cached_at(v, &RESPONSES_CACHED, true);
             match kind {
                 "response.completed" => {
                     info.finish = Some("completed".into());

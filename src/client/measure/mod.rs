@@ -8,6 +8,9 @@
 //!   (source recorded). Trustworthy: not zero, not below the token events, not above
 //!   max_tokens nor [`MAX_TOKENS_PER_EVENT`] per token event.
 //! - TPOT = (t_last - t_first) / (output_tokens - 1), undefined for output_tokens <= 1.
+//! - cached_tokens = the prompt tokens the server reported as served from its prefix cache, from
+//!   the most trusted place it used (usage > vendor usage > server timings; the latest from that
+//!   place), unless above the prompt tokens that include it (then none, noted).
 //! - ITL = every gap between token-bearing events; split evenly over the tokens an event carried
 //!   when trustworthy cumulative usage arrives on every token event (vLLM #28183's approach);
 //!   kept bounded ([`crate::stats::itl`]).
@@ -17,7 +20,7 @@
 //!   `[DONE]`; a connection reset after a finish_reason is still a normal end); anything else
 //!   is a classified failure that keeps its partial diagnostics.
 
-use super::dialect::{EventInfo, Usage};
+use super::dialect::{Cached, EventInfo, Usage};
 use super::think::ThinkScanner;
 use crate::config::scenario::Api;
 use crate::record::{Failure, FailureClass, RequestRecord, StreamNote, TokenSource};
@@ -87,6 +90,8 @@ pub struct Measurer {
     // the dialect: what ends its stream normally
     api: Api,
     vendor_prompt: Option<u64>,
+    // the cached prompt tokens from the most trusted place reported so far
+    cached: Option<Cached>,
     finish_seen: bool,
     after_finish: u64,
     choices_not_array: bool,
@@ -121,6 +126,7 @@ impl Measurer {
             notes: Vec::new(),
             api,
             vendor_prompt: None,
+            cached: None,
             finish_seen: false,
             after_finish: 0,
             choices_not_array: false,
@@ -209,6 +215,15 @@ impl Measurer {
                 self.vendor_prompt = Some(p);
             }
         }
+        if let Some(c) = i.cached {
+            // a more trusted place wins; from the same place, the latest
+            if self
+                .cached
+                .is_none_or(|old| c.source.precedence() >= old.source.precedence())
+            {
+                self.cached = Some(c);
+            }
+        }
         if i.timings.is_some() {
             rec.server_timings = i.timings.clone();
         }
@@ -242,9 +257,10 @@ impl Measurer {
             reasoning_streamed,
             summary_events,
             think: _,
-            notes,
+            mut notes,
             api,
             vendor_prompt,
+            cached,
             finish_seen,
             after_finish,
             choices_not_array,
@@ -327,6 +343,14 @@ impl Measurer {
         rec.usage_distrusted = counted
             .filter(|c| !trusted(c) && n_events > 0)
             .map(|(_, _, raw, _)| raw);
+        match cached.map(|c| believable_cached(c, rec.prompt_tokens)) {
+            Some(Ok(c)) => {
+                rec.cached_tokens = Some(c.tokens);
+                rec.cached_source = Some(c.source);
+            }
+            Some(Err(n)) => note(&mut notes, n),
+            None => {}
+        }
         rec.stream_notes = notes;
         if let (Some(&first), Some(&last)) = (token_times.first(), token_times.last()) {
             rec.ttft_ms = Some(first);
@@ -449,6 +473,18 @@ impl Measurer {
             None
         };
         rec
+    }
+}
+
+/// A reported cached count, unless it is above the prompt count that includes it: a server
+/// cannot have reused more prompt tokens than it was sent, so the count is not recorded and the
+/// note says why (the precedence is not fallen back on: a place that reports the impossible is
+/// not replaced by a less trusted one, as with output tokens).
+fn believable_cached(c: Cached, prompt: Option<u64>) -> Result<Cached, StreamNote> {
+    if c.within_prompt && prompt.is_some_and(|p| c.tokens > p) {
+        Err(StreamNote::CachedAbovePrompt)
+    } else {
+        Ok(c)
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::client::dialect::Usage;
+use crate::record::CachedSource;
 
 fn tok(at: f64) -> Stamped {
     Stamped {
@@ -517,4 +518,324 @@ fn a_responses_stream_needs_its_completion_event() {
         e.message
     );
     assert!(run(&[tok(10.0), completed]).ok());
+}
+
+/// Interprets raw `(at_ms, event name, data)` events of `api` as the client does (the fast
+/// path included) and measures them; the body ends 1 ms after the last event.
+fn measure_raw(api: Api, events: &[(f64, Option<&str>, &str)]) -> RequestRecord {
+    let mut m = Measurer::for_api(0.0, api);
+    for &(at_ms, name, data) in events {
+        let ev = crate::client::sse::SseEvent {
+            event: name.map(str::to_string),
+            data: data.to_string(),
+        };
+        let info = crate::client::dialect::interpret(api, &ev);
+        m.push(&Stamped { at_ms, info });
+    }
+    let end = events.last().map_or(0.0, |e| e.0) + 1.0;
+    m.finish(End::Eof(end), None)
+}
+
+/// A plain chat token chunk (the fast path's kind).
+fn chat_token(k: usize) -> String {
+    format!(
+        r#"{{"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[{{"index":0,"delta":{{"content":"t{k}"}},"finish_reason":null}}]}}"#
+    )
+}
+
+/// Role chunk @100, 8 token chunks @110..180, finish @185, then `tail` @190 and [DONE] @191.
+fn chat_with_tail(tail: &[&str]) -> RequestRecord {
+    let tokens: Vec<String> = (0..8).map(chat_token).collect();
+    let mut ev: Vec<(f64, Option<&str>, &str)> = vec![(
+        100.0,
+        None,
+        r#"{"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+    )];
+    for (k, t) in tokens.iter().enumerate() {
+        ev.push((110.0 + 10.0 * k as f64, None, t));
+    }
+    ev.push((
+        185.0,
+        None,
+        r#"{"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+    ));
+    for t in tail {
+        ev.push((190.0, None, t));
+    }
+    ev.push((191.0, None, "[DONE]"));
+    measure_raw(Api::OpenaiChat, &ev)
+}
+
+// OpenAI / vLLM / SGLang: the usage chunk's prompt_tokens_details.cached_tokens 96 of 120. The
+// token chunks take the fast path, the usage chunk the general one. 8 tokens from usage, TPOT
+// (180 - 110) / 7 = 10.
+#[test]
+fn cached_tokens_from_the_standard_usage() {
+    assert!(
+        crate::client::dialect::interpret(
+            Api::OpenaiChat,
+            &crate::client::sse::SseEvent {
+                event: None,
+                data: chat_token(0),
+            }
+        )
+        .token
+    );
+    let r = chat_with_tail(&[
+        r#"{"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":120,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":96}}}"#,
+    ]);
+    assert!(r.ok(), "{:?}", r.error);
+    assert_eq!(r.cached_tokens, Some(96));
+    assert_eq!(r.cached_source, Some(CachedSource::Usage));
+    assert_eq!(r.prompt_tokens, Some(120));
+    assert_eq!(r.output_tokens, Some(8));
+    assert_eq!(r.token_source, Some(TokenSource::Usage));
+    assert_eq!(r.tpot_ms, Some(10.0));
+    assert!(r.stream_notes.is_empty());
+    // a cache miss is reported as 0, and recorded as such
+    let r = chat_with_tail(&[
+        r#"{"choices":[],"usage":{"prompt_tokens":120,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":0}}}"#,
+    ]);
+    assert_eq!(
+        (r.cached_tokens, r.cached_source),
+        (Some(0), Some(CachedSource::Usage))
+    );
+    // no cached count anywhere: none
+    let r =
+        chat_with_tail(&[r#"{"choices":[],"usage":{"prompt_tokens":120,"completion_tokens":8}}"#]);
+    assert_eq!((r.cached_tokens, r.cached_source), (None, None));
+}
+
+// DeepSeek: usage.prompt_cache_hit_tokens 64 (+ miss 56 = prompt 120), on the finish chunk;
+// Moonshot: cached_tokens 16 in the finishing choice's usage (case 50's shape). Both
+// vendor_usage; with the standard field beside DeepSeek's, the standard one wins.
+#[test]
+fn cached_tokens_from_vendor_spellings() {
+    let r = chat_with_tail(&[
+        r#"{"id":"c","object":"chat.completion.chunk","model":"deepseek-chat","choices":[],"usage":{"prompt_tokens":120,"completion_tokens":8,"total_tokens":128,"prompt_cache_hit_tokens":64,"prompt_cache_miss_tokens":56}}"#,
+    ]);
+    assert_eq!(r.cached_tokens, Some(64));
+    assert_eq!(r.cached_source, Some(CachedSource::VendorUsage));
+    assert_eq!(r.token_source, Some(TokenSource::Usage));
+    let r = chat_with_tail(&[
+        r#"{"choices":[],"usage":{"prompt_tokens":120,"completion_tokens":8,"prompt_cache_hit_tokens":64,"prompt_tokens_details":{"cached_tokens":96}}}"#,
+    ]);
+    assert_eq!(
+        (r.cached_tokens, r.cached_source),
+        (Some(96), Some(CachedSource::Usage))
+    );
+    let r = chat_with_tail(&[
+        r#"{"id":"chatcmpl-P50","object":"chat.completion.chunk","created":1700000000,"model":"moonshot-v1-8k","choices":[{"index":0,"delta":{},"finish_reason":"stop","usage":{"prompt_tokens":19,"completion_tokens":8,"total_tokens":27,"cached_tokens":16}}]}"#,
+    ]);
+    assert_eq!(r.cached_tokens, Some(16));
+    assert_eq!(r.cached_source, Some(CachedSource::VendorUsage));
+    assert_eq!(r.prompt_tokens, Some(19));
+    assert_eq!(r.token_source, Some(TokenSource::VendorUsage));
+}
+
+// llama.cpp: a usage chunk without prompt_tokens_details and `timings` with cache_n 44 of
+// prompt 50 (prompt_n 6 evaluated): 44 from server_timings, timings kept as before. Its
+// native `tokens_cached` (the slot's whole cache after the answer, prompt and output) is not
+// read as cached prompt tokens.
+#[test]
+fn cached_tokens_from_llama_cpp_timings() {
+    let r = chat_with_tail(&[
+        r#"{"choices":[],"created":1,"id":"chatcmpl-l","model":"gemma-3-270m","system_fingerprint":"b1-0c1e570","object":"chat.completion.chunk","usage":{"completion_tokens":8,"prompt_tokens":50,"total_tokens":58},"timings":{"cache_n":44,"prompt_n":6,"prompt_ms":20.1,"prompt_per_token_ms":3.35,"prompt_per_second":298.5,"predicted_n":8,"predicted_ms":80.0,"predicted_per_token_ms":10.0,"predicted_per_second":100.0}}"#,
+    ]);
+    assert_eq!(r.cached_tokens, Some(44));
+    assert_eq!(r.cached_source, Some(CachedSource::ServerTimings));
+    assert_eq!(r.prompt_tokens, Some(50));
+    assert_eq!(
+        r.server_timings.as_ref().and_then(|t| t.get("cache_n")),
+        Some(&serde_json::json!(44))
+    );
+    // newer llama.cpp also writes the standard field: it wins
+    let r = chat_with_tail(&[
+        r#"{"choices":[],"usage":{"completion_tokens":8,"prompt_tokens":50,"total_tokens":58,"prompt_tokens_details":{"cached_tokens":44}},"timings":{"cache_n":44,"prompt_n":6}}"#,
+    ]);
+    assert_eq!(
+        (r.cached_tokens, r.cached_source),
+        (Some(44), Some(CachedSource::Usage))
+    );
+    let r = chat_with_tail(&[
+        r#"{"choices":[],"usage":{"completion_tokens":8,"prompt_tokens":50},"tokens_cached":58}"#,
+    ]);
+    assert_eq!((r.cached_tokens, r.cached_source), (None, None));
+}
+
+// Cached 130 of prompt 120 is impossible: not recorded, noted once; output tokens still come
+// from the usage. 120 of 120 is possible. A count that is not a whole number (96.5, "96", -1)
+// is not read: the next place that has one is (here llama.cpp's cache_n 90), or none.
+#[test]
+fn impossible_or_non_integer_cached_counts_are_not_recorded() {
+    let r = chat_with_tail(&[
+        r#"{"choices":[],"usage":{"prompt_tokens":120,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":130}}}"#,
+    ]);
+    assert_eq!((r.cached_tokens, r.cached_source), (None, None));
+    assert_eq!(r.stream_notes, vec![StreamNote::CachedAbovePrompt]);
+    assert_eq!(r.output_tokens, Some(8));
+    assert_eq!(r.token_source, Some(TokenSource::Usage));
+    let r = chat_with_tail(&[
+        r#"{"choices":[],"usage":{"prompt_tokens":120,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":120}}}"#,
+    ]);
+    assert_eq!(r.cached_tokens, Some(120));
+    assert!(r.stream_notes.is_empty());
+    for bad in ["96.5", r#""96""#, "-1", "null"] {
+        let with_timings = format!(
+            r#"{{"choices":[],"usage":{{"prompt_tokens":120,"completion_tokens":8,"prompt_tokens_details":{{"cached_tokens":{bad}}}}},"timings":{{"cache_n":90}}}}"#
+        );
+        let r = chat_with_tail(&[&with_timings]);
+        assert_eq!(
+            (r.cached_tokens, r.cached_source),
+            (Some(90), Some(CachedSource::ServerTimings)),
+            "{bad}"
+        );
+        let alone = format!(
+            r#"{{"choices":[],"usage":{{"prompt_tokens":120,"completion_tokens":8,"prompt_tokens_details":{{"cached_tokens":{bad}}}}}}}"#
+        );
+        let r = chat_with_tail(&[&alone]);
+        assert_eq!((r.cached_tokens, r.stream_notes.len()), (None, 0), "{bad}");
+    }
+}
+
+/// An Anthropic stream: message_start @100 (its usage `start_usage`), text deltas @150 170 190,
+/// message_delta @195 (its usage `delta_usage`), message_stop @196.
+fn anthropic_stream(start_usage: &str, delta_usage: &str) -> RequestRecord {
+    let start = format!(
+        r#"{{"type":"message_start","message":{{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{start_usage}}}}}"#
+    );
+    let delta = format!(
+        r#"{{"type":"message_delta","delta":{{"stop_reason":"end_turn","stop_sequence":null}},"usage":{delta_usage}}}"#
+    );
+    let text = |t: &str| {
+        format!(
+            r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{t}"}}}}"#
+        )
+    };
+    let (a, b, c) = (text("Hi"), text(" there"), text("!"));
+    measure_raw(
+        Api::AnthropicMessages,
+        &[
+            (100.0, Some("message_start"), &start),
+            (
+                101.0,
+                Some("content_block_start"),
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            ),
+            (150.0, Some("content_block_delta"), &a),
+            (170.0, Some("content_block_delta"), &b),
+            (190.0, Some("content_block_delta"), &c),
+            (
+                191.0,
+                Some("content_block_stop"),
+                r#"{"type":"content_block_stop","index":0}"#,
+            ),
+            (195.0, Some("message_delta"), &delta),
+            (196.0, Some("message_stop"), r#"{"type":"message_stop"}"#),
+        ],
+    )
+}
+
+// Anthropic: cache_read_input_tokens 1800 in message_start's message.usage, input_tokens 24
+// (the tokens after the cache breakpoint; the prompt was 24 + 0 + 1800). Recorded as usage
+// although above input_tokens (no note); from message_delta's usage alone too. 3 tokens from
+// usage, TPOT (190 - 150) / 2 = 20.
+#[test]
+fn cached_tokens_from_anthropic_cache_reads() {
+    let r = anthropic_stream(
+        r#"{"input_tokens":24,"cache_creation_input_tokens":0,"cache_read_input_tokens":1800,"output_tokens":1}"#,
+        r#"{"output_tokens":3}"#,
+    );
+    assert!(r.ok(), "{:?}", r.error);
+    assert_eq!(r.cached_tokens, Some(1800));
+    assert_eq!(r.cached_source, Some(CachedSource::Usage));
+    assert_eq!(r.prompt_tokens, Some(24));
+    assert_eq!(r.output_tokens, Some(3));
+    assert_eq!(r.tpot_ms, Some(20.0));
+    assert!(r.stream_notes.is_empty());
+    let r = anthropic_stream(
+        r#"{"input_tokens":24,"output_tokens":1}"#,
+        r#"{"input_tokens":24,"cache_creation_input_tokens":0,"cache_read_input_tokens":1800,"output_tokens":3}"#,
+    );
+    assert_eq!(
+        (r.cached_tokens, r.cached_source),
+        (Some(1800), Some(CachedSource::Usage))
+    );
+    let r = anthropic_stream(
+        r#"{"input_tokens":1824,"output_tokens":1}"#,
+        r#"{"output_tokens":3}"#,
+    );
+    assert_eq!(r.cached_tokens, None);
+}
+
+// Responses API: response.completed's usage input_tokens_details.cached_tokens 1920 of input
+// 2048; llama.cpp's Responses stream (case 54's shape: cached_tokens 0 in usage, `timings`
+// beside `response`): the usage's 0 wins over timings.
+#[test]
+fn cached_tokens_from_a_responses_stream() {
+    let run = |completed: &str| {
+        measure_raw(
+            Api::OpenaiResponses,
+            &[
+                (
+                    50.0,
+                    None,
+                    r#"{"type":"response.created","response":{"id":"resp_1","status":"in_progress","model":"gpt-5-mini","usage":null}}"#,
+                ),
+                (
+                    100.0,
+                    None,
+                    r#"{"type":"response.output_text.delta","item_id":"msg_1","delta":"Hi"}"#,
+                ),
+                (
+                    120.0,
+                    None,
+                    r#"{"type":"response.output_text.delta","item_id":"msg_1","delta":" there"}"#,
+                ),
+                (130.0, None, completed),
+            ],
+        )
+    };
+    let r = run(
+        r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","model":"gpt-5-mini","usage":{"input_tokens":2048,"input_tokens_details":{"cached_tokens":1920},"output_tokens":2,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":2050}}}"#,
+    );
+    assert!(r.ok(), "{:?}", r.error);
+    assert_eq!(r.cached_tokens, Some(1920));
+    assert_eq!(r.cached_source, Some(CachedSource::Usage));
+    assert_eq!(r.prompt_tokens, Some(2048));
+    assert_eq!(r.output_tokens, Some(2));
+    let r = run(
+        r#"{"type":"response.completed","response":{"id":"resp_2","object":"response","status":"completed","model":"gemma-3-270m","output":[],"usage":{"input_tokens":30,"output_tokens":2,"total_tokens":32,"input_tokens_details":{"cached_tokens":0}}},"timings":{"cache_n":0,"prompt_n":30,"predicted_n":2}}"#,
+    );
+    assert_eq!(
+        (r.cached_tokens, r.cached_source),
+        (Some(0), Some(CachedSource::Usage))
+    );
+    let r = run(
+        r#"{"type":"response.completed","response":{"id":"resp_3","status":"completed","usage":{"input_tokens":30,"output_tokens":2,"total_tokens":32}},"timings":{"cache_n":29,"prompt_n":1}}"#,
+    );
+    assert_eq!(
+        (r.cached_tokens, r.cached_source),
+        (Some(29), Some(CachedSource::ServerTimings))
+    );
+}
+
+// Across events the most trusted place wins whatever the order: usage's 96 over a later (or
+// earlier) timings-only chunk's cache_n 50; from the same place, the latest.
+#[test]
+fn the_most_trusted_cached_place_wins_across_events() {
+    let usage = r#"{"choices":[],"usage":{"prompt_tokens":120,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":96}}}"#;
+    let timings = |n: u64| format!(r#"{{"choices":[],"timings":{{"cache_n":{n}}}}}"#);
+    for tail in [[usage, &timings(50)], [&timings(50), usage]] {
+        let r = chat_with_tail(&tail);
+        assert_eq!(
+            (r.cached_tokens, r.cached_source),
+            (Some(96), Some(CachedSource::Usage))
+        );
+    }
+    let r = chat_with_tail(&[&timings(50), &timings(60)]);
+    assert_eq!(
+        (r.cached_tokens, r.cached_source),
+        (Some(60), Some(CachedSource::ServerTimings))
+    );
 }
