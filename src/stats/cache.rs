@@ -27,6 +27,9 @@ pub const AGREE_WITHIN: f64 = 0.15;
 pub const DRIFT_AT: f64 = 0.15;
 /// The least mean cold - hot TTFT, ms, for the TTFTs to resolve reuse at all.
 pub const MIN_SPAN_MS: f64 = 3.0;
+/// A mean cold - hot TTFT, ms, that shows the server reusing a prompt beyond doubt (see
+/// [`drift`]).
+pub const REUSE_SEEN_MS: f64 = 10.0;
 
 /// TTFT and reuse of one turn position.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,6 +75,11 @@ pub struct CacheSummary {
     pub cold_ttft_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hot_ttft_ms: Option<f64>,
+    /// Mean cold - hot TTFT over the reference, ms: what a fully reused prompt saves. About 0
+    /// when the server reuses nothing, not even an exact repeat (or when its prefill is too
+    /// short to see).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_ms: Option<f64>,
     /// Why there is no measured hit rate, when there is a reference but none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unmeasured: Option<String>,
@@ -170,7 +178,7 @@ pub fn measured_rate(triples: &[(f64, f64, f64)]) -> Result<f64, String> {
     let mean_span = span / triples.len() as f64;
     if mean_span < MIN_SPAN_MS {
         return Err(format!(
-            "a cold prompt's TTFT is only {mean_span:.1} ms above a fully cached one's, too little to tell reuse from noise (lengthen the system prompt or the turns)"
+            "an exact repeat of a prompt was only {mean_span:.1} ms faster than its cold first send: either the server reuses nothing (no prefix cache, or it is off) or its prefill is too short to tell (lengthen the system prompt or the turns)"
         ));
     }
     let saved: f64 = triples.iter().map(|(w, c, _)| c - w).sum();
@@ -202,12 +210,16 @@ pub fn summarize(
             on_reference.extend(said(r));
         }
     }
+    let turns = by_turn(&ok);
     let (measured_hit_rate, unmeasured) = if reference.is_empty() {
         (None, None)
     } else {
-        match measured_rate(&triples) {
-            Ok(h) => (Some(h), None),
-            Err(why) => (None, Some(why)),
+        match (measured_rate(&triples), prefill_seen(&turns)) {
+            (Ok(h), _) => (Some(h), None),
+            // an exact repeat no faster than cold, while longer prompts take visibly longer:
+            // the server computes every prompt in full, it reuses nothing
+            (Err(_), Some(_)) if !triples.is_empty() => (Some(0.0), None),
+            (Err(why), _) => (None, Some(why)),
         }
     };
     let med = |f: fn(&(f64, f64, f64)) -> f64| {
@@ -226,9 +238,19 @@ pub fn summarize(
         warm_ttft_ms: med(|t| t.0),
         cold_ttft_ms: med(|t| t.1),
         hot_ttft_ms: med(|t| t.2),
+        span_ms: (!triples.is_empty())
+            .then(|| triples.iter().map(|(_, c, h)| c - h).sum::<f64>() / triples.len() as f64),
         unmeasured,
-        by_turn: by_turn(&ok),
+        by_turn: turns,
     }
+}
+
+/// How much longer the last turn's TTFT P50 is than the first's, ms, when that shows the
+/// prefill's cost (at least [`REUSE_SEEN_MS`]): the history grows turn after turn.
+fn prefill_seen(turns: &[TurnFigures]) -> Option<f64> {
+    let (first, last) = (turns.first()?, turns.last()?);
+    let grows = last.ttft_p50_ms - first.ttft_p50_ms;
+    (last.turn > first.turn && grows >= REUSE_SEEN_MS).then_some(grows)
 }
 
 /// TTFT P50/P90 and the reported hit rate of each turn position.
@@ -261,20 +283,40 @@ fn by_turn(ok: &[&RequestRecord]) -> Vec<TurnFigures> {
 /// What changed in the prefix cache between the baseline's run (`was`) and this one (`now`),
 /// as a drift's words, when its hit rate moved by [`DRIFT_AT`] or more: by the measured rates
 /// when both runs have one, else by the reported ones.
+///
+/// A reference that measured reuse in the baseline (an exact repeat [`REUSE_SEEN_MS`] or more
+/// faster than cold) and now finds an exact repeat no faster than cold ([`MIN_SPAN_MS`]) shows a
+/// server that stopped reusing anything: measured 0 now, whatever it reports.
 pub fn drift(was: &CacheSummary, now: &CacheSummary) -> Option<String> {
     let pct = |x: f64| format!("{:.0} %", x * 100.0);
+    let stopped = was.span_ms.is_some_and(|s| s >= REUSE_SEEN_MS)
+        && now.span_ms.is_some_and(|s| s < MIN_SPAN_MS);
     let (kind, a, b) = match (was.measured_hit_rate, now.measured_hit_rate) {
         (Some(a), Some(b)) => ("measured", a, b),
+        (Some(a), None) if stopped => ("measured", a, 0.0),
         _ => ("reported", was.reported_hit_rate?, now.reported_hit_rate?),
     };
     if (b - a).abs() < DRIFT_AT {
         return None;
     }
     let other = match kind {
-        "measured" => match (was.reported_hit_rate, now.reported_hit_rate) {
-            (Some(x), Some(y)) => format!("; reported {} -> {}", pct(x), pct(y)),
-            _ => "; not reported by the server".into(),
-        },
+        "measured" => {
+            let reported = match (was.reported_hit_rate, now.reported_hit_rate) {
+                (Some(x), Some(y)) => format!("; reported {} -> {}", pct(x), pct(y)),
+                (Some(x), None) => format!("; reported {} -> not reported", pct(x)),
+                _ => "; not reported by the server".into(),
+            };
+            let repeat = if stopped {
+                format!(
+                    "; an exact repeat saves {:.1} ms now vs {:.1} ms then",
+                    now.span_ms.unwrap_or(0.0),
+                    was.span_ms.unwrap_or(0.0)
+                )
+            } else {
+                String::new()
+            };
+            format!("{reported}{repeat}")
+        }
         _ => match (was.measured_hit_rate, now.measured_hit_rate) {
             (Some(x), Some(y)) => format!("; measured {} -> {}", pct(x), pct(y)),
             _ => String::new(),
@@ -385,7 +427,8 @@ mod tests {
         let records = vec![rec(1, 2, 10.0, 40, Some(30))];
         let s = summarize(&records, &[pair(1, 11.0, 9.5)], None);
         assert_eq!(s.measured_hit_rate, None);
-        assert!(s.unmeasured.unwrap().contains("only 1.5 ms"));
+        assert!(s.unmeasured.unwrap().contains("only 1.5 ms faster"));
+        assert_eq!(s.span_ms, Some(1.5));
         assert_eq!(
             measured_rate(&[]).unwrap_err(),
             "no reference request pair succeeded"
@@ -412,5 +455,20 @@ mod tests {
         assert!(drift(&a, &b)
             .unwrap()
             .contains("reported 75 % in the baseline vs 0 % now"));
+        // the cache switched off: an exact repeat is as slow as cold (cold 210, hot 209): the
+        // reference measures nothing, the baseline's 200 ms span says reuse stopped
+        let none = vec![rec(1, 2, 209.5, 400, None)];
+        let stopped = summarize(&none, &[pair(1, 210.0, 209.0)], None);
+        assert_eq!(stopped.measured_hit_rate, None);
+        // ... and with a first turn 100 ms faster than the second (the history's prefill
+        // shows), the same reference measures 0 reuse itself
+        let grown = vec![rec(0, 1, 109.5, 200, None), rec(1, 2, 209.5, 400, None)];
+        let zero = summarize(&grown, &[pair(1, 210.0, 209.0)], None);
+        assert_eq!((zero.measured_hit_rate, zero.unmeasured), (Some(0.0), None));
+        let d = drift(&on, &stopped).unwrap();
+        assert!(
+            d.starts_with("the prefix cache hit rate changed: measured 75 % in the baseline vs 0 % now; reported 75 % -> not reported; an exact repeat saves 1.0 ms now vs 200.0 ms then"),
+            "{d}"
+        );
     }
 }
