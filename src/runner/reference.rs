@@ -11,14 +11,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// `k` of the sorted `indexes`, spread evenly (the middle of each of k equal parts), in order;
-/// all of them when there are at most `k`.
-pub fn spread(indexes: &[u64], k: usize) -> Vec<u64> {
+/// `k` of the sorted `indexes`, spread evenly over the run and over the turn positions: the
+/// j-th is the start of the j-th of k equal parts moved on by `j mod turns` (so a run of whole
+/// conversations gives turns 1, 2, 3, ... in turn, not always the same position); all of them
+/// when there are at most `k`.
+pub fn spread(indexes: &[u64], k: usize, turns: usize) -> Vec<u64> {
     let n = indexes.len();
     if n <= k {
         return indexes.to_vec();
     }
-    (0..k).map(|j| indexes[(2 * j + 1) * n / (2 * k)]).collect()
+    let mut out: Vec<u64> = (0..k)
+        .map(|j| indexes[(j * n / k + j % turns.max(1)).min(n - 1)])
+        .collect();
+    out.dedup();
+    out
 }
 
 /// Sends the cold and hot request of each measured request in `indexes` on the scenario's
@@ -96,11 +102,14 @@ mod tests {
     use super::spread;
 
     #[test]
-    fn the_reference_takes_the_middle_of_equal_parts() {
-        let ix: Vec<u64> = (0..20).collect();
-        // 4 parts of 5: their middles 2, 7, 12, 17
-        assert_eq!(spread(&ix, 4), [2, 7, 12, 17]);
-        assert_eq!(spread(&ix[..3], 8), [0, 1, 2]);
-        assert!(spread(&ix, 0).is_empty());
+    fn the_reference_takes_every_turn_position_across_the_run() {
+        let ix: Vec<u64> = (0..24).collect();
+        // 6 parts of 4 (six 4-turn conversations): 0+0, 4+1, 8+2, 12+3, 16+0, 20+1: turns
+        // 1, 2, 3, 4, 1, 2
+        assert_eq!(spread(&ix, 6, 4), [0, 5, 10, 15, 16, 21]);
+        assert_eq!(spread(&ix[..3], 8, 4), [0, 1, 2]);
+        assert!(spread(&ix, 0, 4).is_empty());
+        // the last part's shift stays inside the run
+        assert_eq!(spread(&ix[..5], 4, 4), [0, 2, 4]);
     }
 }

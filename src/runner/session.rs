@@ -252,7 +252,7 @@ impl Session {
                 .filter_map(|s| s.record.work.as_ref().map(|w| w.index))
                 .collect();
             ix.sort_unstable();
-            super::reference::spread(&ix, c.reference as usize)
+            super::reference::spread(&ix, c.reference as usize, c.turns as usize)
         };
         if self.unreachable.is_some() || crate::cancel::requested() || indexes.is_empty() {
             return;

@@ -12,6 +12,7 @@ mod bounds;
 mod cases;
 mod cli;
 mod client_tuning;
+mod conversation;
 mod docs;
 mod encoding;
 mod gate_guards;

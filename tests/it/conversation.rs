@@ -1,0 +1,211 @@
+//! Multi-turn conversations and the prefix cache (issue 31, `request.conversation`) on the
+//! built-in simulator, whose prefix cache works by blocks of 16 words (`prefix_cache_block`) and
+//! whose TTFT is 20 ms plus 0.2 ms per prompt word it did not reuse (`ttft_per_token_ms`,
+//! `ttft_sigma=0`), so every figure is known by hand.
+//!
+//! The texts (src/config/conversation.rs): every message starts with the synthetic prompt's
+//! 10-word head. Turn 1 = system (10 + 300 words) + user (10 + 30) = 350 words; each later turn
+//! adds a kept answer (10 + 8) and a user message (10 + 30): 408, 466, 524 words. Cached (whole
+//! 16-word blocks the cache holds): turn 1 shares the system prompt and the user head with
+//! every conversation (320 words: 20 blocks; the warmup put them there); turn k > 1 reuses the
+//! full blocks of turn k - 1's prompt: floor(350 / 16) x 16 = 336, then 400, then 464.
+
+use crate::support::{read_json as json, run_in as run};
+use serde_json::Value;
+
+const ON: &str = "scenarios:\n  - name: chat\n    endpoint: {base_url: 'sim://?ttft_ms=20&ttft_sigma=0&tpot_ms=2&tpot_sigma=0&ttft_per_token_ms=0.2&prefix_cache_block=16', model: perfgate-sim}\n    request:\n      max_tokens: 8\n      ignore_eos: true\n      conversation: {turns: 4, system_tokens: 300, user_tokens: 30, think_time: 5ms, reference: 6}\n    load: {concurrency: 2, samples: 24}\n";
+
+fn project(yaml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
+    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
+    dir
+}
+
+/// (index, conversation, turn, prompt id) of each record, by index.
+fn turns(records: &Value) -> Vec<(u64, u64, u64, String)> {
+    let mut v: Vec<_> = records
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let w = &r["work"];
+            (
+                w["index"].as_u64().unwrap(),
+                w["conversation"].as_u64().unwrap(),
+                w["turn"].as_u64().unwrap(),
+                w["prompt_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("a number: {v}"))
+}
+
+#[test]
+fn conversations_reuse_their_history_and_a_cache_switched_off_is_a_named_drift() {
+    let dir = project(ON);
+    let (code, text) = run(dir.path(), &["bless", "--runs", "2", "--allow-unstable"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = run(dir.path(), &["check", "--output", "r.json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let s = &r["scenarios"][0];
+    // the same requests, turn for turn, as the baseline's: request g is turn g mod 4 + 1 of
+    // conversation g / 4
+    let b = json(&dir.path().join("baselines/chat.json"));
+    let now = turns(&s["records"]);
+    assert_eq!(now, turns(&b["runs"][0]["records"]));
+    assert_eq!(now.len(), 24);
+    for (g, c, t, _) in &now {
+        assert_eq!((*c, *t), (g / 4, g % 4 + 1));
+    }
+    let c = &s["cache"];
+    // reported by hand (module comment): (320 + 336 + 400 + 464) / (350 + 408 + 466 + 524)
+    assert!(
+        (f(&c["reported_hit_rate"]) - 1520.0 / 1748.0).abs() < 1e-9,
+        "{c}"
+    );
+    let by_turn: Vec<(u64, f64)> = c["by_turn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["turn"].as_u64().unwrap(), f(&t["reported_hit_rate"])))
+        .collect();
+    let expect = [
+        (1, 320.0 / 350.0),
+        (2, 336.0 / 408.0),
+        (3, 400.0 / 466.0),
+        (4, 464.0 / 524.0),
+    ];
+    for ((t, h), (et, eh)) in by_turn.iter().zip(expect) {
+        assert_eq!(*t, et);
+        assert!((h - eh).abs() < 1e-9, "turn {t}: {h} vs {eh}");
+    }
+    // measured by hand: the reference resends requests 0, 5, 10, 15, 16, 21 (turns 1, 2, 3, 4,
+    // 1, 2) with a 4-word first line: cold computes p + 4 words, the hot repeat the words past
+    // its full blocks, the measured request the words past its cached ones:
+    // sum(cold - warm) / sum(cold - hot) = sum(cached + 4) / sum(floor((p + 4) / 16) x 16)
+    // = (2176 + 24) / (352 + 400 + 464 + 528 + 352 + 400) = 2200 / 2496
+    assert_eq!(c["reference_pairs"], 6, "{c}");
+    let measured = f(&c["measured_hit_rate"]);
+    assert!((measured - 2200.0 / 2496.0).abs() < 0.04, "{c}");
+    assert!((f(&c["reported_on_reference"]) - 2176.0 / 2506.0).abs() < 1e-9);
+    // warm turn-1 TTFT: 20 + 0.2 x 30 = 26 ms; turn 4: 20 + 0.2 x 60 = 32 ms
+    let t1 = f(&c["by_turn"][0]["ttft_p50_ms"]);
+    let t4 = f(&c["by_turn"][3]["ttft_p50_ms"]);
+    assert!(
+        (26.0..40.0).contains(&t1) && (32.0..46.0).contains(&t4),
+        "{c}"
+    );
+    assert!(text.contains("prefix cache: reported 87 %"), "{text}");
+    assert!(text.contains("TTFT P50 by turn: 1: "), "{text}");
+
+    // The same conversations with the cache switched off: every turn computes its whole
+    // prompt (turn 4: 20 + 0.2 x 524 = 125 ms), an exact repeat is no faster than cold. Not a
+    // silent TTFT FAIL: a drift with both hit rates, TTFT not compared, TPOT still gated.
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        ON.replace("prefix_cache_block=16", "prefix_cache_block=0"),
+    )
+    .unwrap();
+    let (code, text) = run(dir.path(), &["check", "--output", "off.json"]);
+    assert_eq!(code, Some(0), "{text}");
+    // (the baseline's measured 88 % is 2200 / 2496 give or take a ms of timing: 87 or 88 %)
+    assert!(
+        text.contains("workload drift: the prefix cache hit rate changed: measured 8")
+            && text.contains(
+                "% in the baseline vs 0 % now; reported 87 % -> not reported; an exact repeat saves"
+            ),
+        "{text}"
+    );
+    assert!(text.contains("TTFT not compared"), "{text}");
+    let off = json(&dir.path().join("off.json"));
+    let s = &off["scenarios"][0];
+    let kinds: Vec<String> = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verdict"] != "INFO")
+        .map(|c| format!("{} {}", c["metric"], c["kind"]))
+        .collect();
+    assert!(kinds.iter().all(|k| !k.contains("ttft")), "{kinds:?}");
+    assert!(kinds.iter().any(|k| k.contains("tpot")), "{kinds:?}");
+    assert_eq!(s["cache"]["measured_hit_rate"], 0.0);
+}
+
+#[test]
+fn a_server_that_reports_everything_cached_is_judged_by_its_ttfts() {
+    // no cache, but every prompt token reported cached: the gate takes the measured 0 %
+    let yaml = ON.replace(
+        "prefix_cache_block=16",
+        "prefix_cache_block=0&cache_report=all",
+    ) + "    gate:\n      cache: {hit_rate: \">= 40%\"}\n";
+    let (code, text, r) = crate::support::check_scenario(&yaml);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("prefix cache: the server reports 100% of the reference requests' prompt tokens cached, their TTFTs show 0% reused"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "prefix cache hit rate 0% (measured; reported 100%) is below gate.cache.hit_rate 40%"
+        ),
+        "{text}"
+    );
+    let s = &r["scenarios"][0];
+    let check = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "cache_hit_rate")
+        .expect("the cache check");
+    assert_eq!(check["verdict"], "FAIL");
+    assert_eq!(check["baseline"], 0.4);
+    // the same server with its cache on passes the same gate, without a baseline
+    let yaml = ON.to_string() + "    gate:\n      cache: {hit_rate: \">= 40%\"}\n";
+    let (code, text, r) = crate::support::check_scenario(&yaml);
+    assert_eq!(code, Some(0), "{text}");
+    let reason = r["scenarios"][0]["checks"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("prefix cache hit rate 8")
+            && reason.contains("(measured; reported 87%) meets gate.cache.hit_rate 40%"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn conversation_scenarios_are_validated_with_the_fix() {
+    let bad = [
+        (
+            ON.replace("samples: 24", "samples: 22"),
+            "load.samples is 22, not a whole number of 4-turn conversations: use 24 (6 conversations) or 20",
+        ),
+        (
+            ON.replace("turns: 4", "turns: 1"),
+            "request.conversation.turns is 1: use 2..=64",
+        ),
+        (
+            ON.replace("concurrency: 2,", "concurrency: 2, rate: 5,"),
+            "request.conversation runs a closed loop",
+        ),
+        (
+            ON.replace("max_tokens: 8", "max_tokens: 8\n      cache: cold"),
+            "request.conversation with request.cache: cold",
+        ),
+        (
+            ON.to_string() + "    gate:\n      cache: {hit_rate: 140%}\n",
+            "gate.cache.hit_rate is 140.0%",
+        ),
+    ];
+    for (yaml, want) in bad {
+        let dir = project(&yaml);
+        let (code, text) = run(dir.path(), &["validate"]);
+        assert_eq!(code, Some(2), "{text}");
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+}
