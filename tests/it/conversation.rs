@@ -54,6 +54,8 @@ fn conversations_reuse_their_history_and_a_cache_switched_off_is_a_named_drift()
     let (code, text) = run(dir.path(), &["check", "--output", "r.json"]);
     assert_eq!(code, Some(0), "{text}");
     let r = json(&dir.path().join("r.json"));
+    let v = crate::report_schema::validator();
+    assert_eq!(crate::report_schema::errors(&v, &r), Vec::<String>::new());
     let s = &r["scenarios"][0];
     // the same requests, turn for turn, as the baseline's: request g is turn g mod 4 + 1 of
     // conversation g / 4
@@ -157,6 +159,8 @@ fn a_server_that_reports_everything_cached_is_judged_by_its_ttfts() {
         ),
         "{text}"
     );
+    let v = crate::report_schema::validator();
+    assert_eq!(crate::report_schema::errors(&v, &r), Vec::<String>::new());
     let s = &r["scenarios"][0];
     let check = s["checks"]
         .as_array()
