@@ -283,6 +283,48 @@ fn nightly(o: &mut String, ns: &crate::results::NightlySeries) {
     }
 }
 
+/// A conversation scenario's prefix cache: the reported and measured hit rates, then TTFT by
+/// turn position (P50 and P90, the baseline's P50 beside it) with each turn's reported reuse.
+fn cache(
+    o: &mut String,
+    c: &crate::stats::cache::CacheSummary,
+    bd: Option<&super::Distributions>,
+    word: &str,
+) {
+    let _ = writeln!(
+        o,
+        "<p class=\"meta\">Prefix cache: {}.</p>",
+        escape(&c.describe())
+    );
+    if c.by_turn.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "<table class=\"checks turns\">\n<caption>TTFT by turn position</caption>\n<tr><th>turn</th><th>requests</th><th>TTFT P50</th><th>TTFT P90</th><th>{word} P50</th><th>reported cached</th></tr>"
+    );
+    for t in &c.by_turn {
+        let base = bd
+            .and_then(|d| d.ttft_by_turn.get(&t.turn))
+            .and_then(|v| {
+                let s = crate::stats::quantile::sorted(v);
+                crate::stats::quantile::quantile_type7(&s, 0.5)
+            })
+            .map_or_else(|| "&ndash;".into(), fmt_ms);
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{base}</td><td class=\"num\">{}</td></tr>",
+            t.turn,
+            t.requests,
+            fmt_ms(t.ttft_p50_ms),
+            fmt_ms(t.ttft_p90_ms),
+            t.reported_hit_rate
+                .map_or_else(|| "&ndash;".into(), |h| format!("{:.0}%", h * 100.0))
+        );
+    }
+    let _ = writeln!(o, "</table>");
+}
+
 fn summary_table(o: &mut String, rep: &Report) {
     let r = &rep.results;
     let word = super::base_word(r);
@@ -485,6 +527,9 @@ fn scenario(o: &mut String, rep: &Report, s: &ScenarioResult) {
             o,
             "<div class=\"legend\">{legend}</div>\n<div class=\"plots\">\n{figs}</div>"
         );
+    }
+    if let Some(c) = &s.cache {
+        cache(o, c, bd, word);
     }
     if let Some(ns) = &s.nightly {
         nightly(o, ns);

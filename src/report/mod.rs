@@ -195,6 +195,8 @@ pub struct Distributions {
     pub prompt_tokens: Vec<f64>,
     /// Each request's output tokens.
     pub output_tokens: Vec<f64>,
+    /// A conversation's TTFTs by turn position (1-based).
+    pub ttft_by_turn: BTreeMap<u32, Vec<f64>>,
 }
 
 impl Distributions {
@@ -207,6 +209,9 @@ impl Distributions {
             d.itl_p99_ms.extend(r.itl_ms.as_ref().map(|i| i.p99));
             d.prompt_tokens.extend(r.prompt_tokens.map(|t| t as f64));
             d.output_tokens.extend(r.output_tokens.map(|t| t as f64));
+            if let (Some(t), Some(w)) = (r.ttft_ms, r.work.as_ref().and_then(|w| w.turn)) {
+                d.ttft_by_turn.entry(w).or_default().push(t);
+            }
         }
         d
     }
