@@ -520,6 +520,14 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
                 if let Some(g) = &s.request.generate {
                     println!("    {}", g.describe());
                 }
+                if let Some(c) = &s.request.conversation {
+                    println!(
+                        "    conversations of {}; {} conversation(s) measured, cold reference of {} request pair(s)",
+                        c.describe(s.request.system.is_some()),
+                        s.load.samples / c.turns,
+                        c.reference
+                    );
+                }
                 if let Some(t) = &s.load.trace {
                     println!(
                         "    {}; mean rate {:.2} requests/s",
