@@ -90,20 +90,8 @@ pub fn check(sc: &Scenario, s: &CacheSummary) -> Option<Result<Check, String>> {
         _ => String::new(),
     };
     Some(Ok(Check {
-        scenario: sc.name.to_string(),
-        metric: None,
-        kind: CheckKind::CacheHitRate,
         baseline: Some(min),
         candidate: Some(hit),
-        ratio: None,
-        ci: None,
-        ci_level: None,
-        p_value: None,
-        p_holm: None,
-        warn: min,
-        fail: min,
-        min_delta_ms: 0.0,
-        n_baseline: 0,
         n_candidate: s.requests,
         verdict,
         reason: format!(
@@ -117,12 +105,7 @@ pub fn check(sc: &Scenario, s: &CacheSummary) -> Option<Result<Check, String>> {
             },
             min * 100.0
         ),
-        samples_needed: None,
-        min_detectable_change: None,
-        fail_configured: None,
-        tau: None,
-        tau_nights: None,
-        alpha: None,
+        ..Check::outside_family(&sc.name, None, CheckKind::CacheHitRate, min)
     }))
 }
 

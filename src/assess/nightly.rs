@@ -171,31 +171,7 @@ fn confirm_hint(rule: &StepRule) -> String {
 
 /// A `nightly step` check with nothing decided.
 fn blank(sc: &Scenario, m: Metric, rule: &StepRule) -> Check {
-    Check {
-        scenario: sc.name.to_string(),
-        metric: Some(m),
-        kind: CheckKind::ChangePoint,
-        baseline: None,
-        candidate: None,
-        ratio: None,
-        ci: None,
-        ci_level: None,
-        p_value: None,
-        p_holm: None,
-        warn: rule.min_step,
-        fail: rule.min_step,
-        min_delta_ms: 0.0,
-        n_baseline: 0,
-        n_candidate: 0,
-        verdict: Verdict::Pass,
-        reason: String::new(),
-        samples_needed: None,
-        min_detectable_change: None,
-        fail_configured: None,
-        tau: None,
-        tau_nights: None,
-        alpha: None,
-    }
+    Check::outside_family(&sc.name, Some(m), CheckKind::ChangePoint, rule.min_step)
 }
 
 /// The verdict of a metric's change points: the level tonight against the level before the

@@ -309,3 +309,41 @@ pub struct Check {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha: Option<f64>,
 }
+
+impl Check {
+    /// A check outside the Holm family (the nightly step rule, `gate.cache.hit_rate`) with
+    /// nothing measured or decided yet: no estimate, interval or p-value, tolerances `band`,
+    /// PASS, no reason. The caller sets what it measured.
+    pub fn outside_family(
+        scenario: &str,
+        metric: Option<Metric>,
+        kind: CheckKind,
+        band: f64,
+    ) -> Check {
+        Check {
+            scenario: scenario.to_string(),
+            metric,
+            kind,
+            baseline: None,
+            candidate: None,
+            ratio: None,
+            ci: None,
+            ci_level: None,
+            p_value: None,
+            p_holm: None,
+            warn: band,
+            fail: band,
+            min_delta_ms: 0.0,
+            n_baseline: 0,
+            n_candidate: 0,
+            verdict: Verdict::Pass,
+            reason: String::new(),
+            samples_needed: None,
+            min_detectable_change: None,
+            fail_configured: None,
+            tau: None,
+            tau_nights: None,
+            alpha: None,
+        }
+    }
+}

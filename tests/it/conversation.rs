@@ -18,10 +18,7 @@ use serde_json::Value;
 const ON: &str = "scenarios:\n  - name: chat\n    endpoint: {base_url: 'sim://?ttft_ms=20&ttft_sigma=0&tpot_ms=2&ttft_per_token_ms=1&prefix_cache_block=16', model: perfgate-sim}\n    request:\n      max_tokens: 8\n      ignore_eos: true\n      conversation: {turns: 4, system_tokens: 300, user_tokens: 30, think_time: 5ms, reference: 6}\n    load: {concurrency: 2, samples: 24}\n    gate:\n      quantiles: [p50]\n";
 
 fn project(yaml: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
-    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
-    dir
+    crate::support::project(yaml, "", "", &[])
 }
 
 /// (index, conversation, turn, prompt id) of each record, by index.

@@ -9,10 +9,7 @@ use serde_json::Value;
 const GEN: &str = "scenarios:\n  - name: gen\n    endpoint: {base_url: 'sim://?ttft_ms=5&tpot_ms=1'}\n    request:\n      generate:\n        input_tokens: {distribution: lognormal, median: 200, sigma: 0.8, min: 20, max: 2000}\n        output_tokens: {distribution: uniform, min: 4, max: 32}\n        seed: 5\n      ignore_eos: true\n    load: {samples: 20, warmup: 2}\n";
 
 fn project(yaml: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
-    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
-    dir
+    crate::support::project(yaml, "", "", &[])
 }
 
 /// (index, prompt id, drawn input, max_tokens, prompt tokens, output tokens), by index.

@@ -12,14 +12,12 @@ const FIXTURES: &str = "tests/fixtures/prompts";
 /// A project with `scenarios/s.yaml` = `yaml` and the fixture prompt files in
 /// `scenarios/prompts/`.
 fn project(yaml: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("scenarios/prompts");
-    std::fs::create_dir_all(&p).unwrap();
-    for f in ["mixed.jsonl", "chat.jsonl", "sharegpt.json"] {
-        std::fs::copy(Path::new(FIXTURES).join(f), p.join(f)).unwrap();
-    }
-    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
-    dir
+    crate::support::project(
+        yaml,
+        FIXTURES,
+        "prompts",
+        &["mixed.jsonl", "chat.jsonl", "sharegpt.json"],
+    )
 }
 
 /// (index, entry, prompt id, prompt tokens, output tokens) of each record, by index.

@@ -11,14 +11,7 @@ use std::path::Path;
 const FIXTURES: &str = "tests/fixtures/traces";
 
 fn project(yaml: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let t = dir.path().join("scenarios/traces");
-    std::fs::create_dir_all(&t).unwrap();
-    for f in ["mooncake.jsonl", "azure.csv"] {
-        std::fs::copy(Path::new(FIXTURES).join(f), t.join(f)).unwrap();
-    }
-    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
-    dir
+    crate::support::project(yaml, FIXTURES, "traces", &["mooncake.jsonl", "azure.csv"])
 }
 
 /// The records by request index.

@@ -80,6 +80,19 @@ pub fn missing(require_var: &str, why: &str) {
     eprintln!("SKIPPED: {why}");
 }
 
+/// A new project directory with `scenarios/s.yaml` = `yaml`, and `files` copied from the
+/// fixture directory `from` into `scenarios/<to>/` (a prompt set's or trace's files).
+pub fn project(yaml: &str, from: &str, to: &str, files: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sub = dir.path().join("scenarios").join(to);
+    std::fs::create_dir_all(&sub).expect("scenarios/");
+    for f in files {
+        std::fs::copy(Path::new(from).join(f), sub.join(f)).expect("the fixture file");
+    }
+    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).expect("the scenario file");
+    dir
+}
+
 /// A scenario file `yaml` in a new temporary directory (as `scenarios/s.yaml`) and
 /// `perfgate check --allow-missing-baseline --output r.json` run there (120 s at most): the
 /// exit code, stdout and stderr together, and the results JSON (`null` when none was written).
