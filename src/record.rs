@@ -282,13 +282,14 @@ pub struct RequestRecord {
     /// Where `output_tokens` came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_source: Option<TokenSource>,
-    /// Prompt tokens the server reported in usage.
+    /// Prompt tokens the server reported in usage (Anthropic's whole prompt: `input_tokens`
+    /// plus its cache reads and writes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
     /// Prompt tokens the server reported as served from its prefix cache (see `cached_source`);
     /// `Some(0)` is a reported miss, `None` that nothing believable was reported. Not above
-    /// `prompt_tokens` where that count includes them (every API but Anthropic's, whose
-    /// `input_tokens` leaves cache reads out): a higher one is dropped and noted.
+    /// `prompt_tokens` (Anthropic's counted whole: input, cache reads and cache writes): a
+    /// higher one is dropped and noted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
     /// Where `cached_tokens` came from (usage > vendor usage > server timings).

@@ -14,6 +14,19 @@ const START_CACHED: [(&str, CachedSource); 1] = [(
 const DELTA_CACHED: [(&str, CachedSource); 1] =
     [("/usage/cache_read_input_tokens", CachedSource::Usage)];
 
+/// The whole prompt of an Anthropic usage object: `input_tokens` counts only the tokens after the
+/// last cache breakpoint, so the cache reads and writes are added (what the OpenAI APIs call
+/// `prompt_tokens`, and what a cached share is a share of). `None` without `input_tokens`.
+fn whole_prompt(u: &Value) -> Option<u64> {
+    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let input = u.get("input_tokens").and_then(Value::as_u64)?;
+    Some(
+        input
+            .saturating_add(n("cache_read_input_tokens"))
+            .saturating_add(n("cache_creation_input_tokens")),
+    )
+}
+
 pub(super) fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
     let kind = v
         .get("type")
@@ -32,10 +45,10 @@ pub(super) fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
                 .and_then(|m| m.get("model"))
                 .and_then(Value::as_str)
                 .map(clip);
-            // `input_tokens` leaves the cache reads out: no ceiling from the prompt count
-            info.cached = cached_at(v, &START_CACHED, false);
+            // the prompt counted whole (whole_prompt), so the cache reads are within it
+            info.cached = cached_at(v, &START_CACHED, true);
             if let Some(u) = m.and_then(|m| m.get("usage")) {
-                let prompt = u.get("input_tokens").and_then(Value::as_u64);
+                let prompt = whole_prompt(u);
                 if prompt.is_some() {
                     info.usage = Some(Usage {
                         prompt_tokens: prompt,
@@ -76,8 +89,13 @@ pub(super) fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
                 );
             }
             info.usage = usage_named(v.get("usage"), ["input_tokens", "output_tokens", ""]);
+            if let (Some(u), Some(whole)) =
+                (info.usage.as_mut(), v.get("usage").and_then(whole_prompt))
+            {
+                u.prompt_tokens = Some(whole);
+            }
             info.usage_not_integer = not_integer(v.get("usage"), "output_tokens");
-            info.cached = cached_at(v, &DELTA_CACHED, false);
+            info.cached = cached_at(v, &DELTA_CACHED, true);
         }
         "message_stop" => info.done = true,
         "error" => info.error = Some(error_message(v.get("error").unwrap_or(v))),

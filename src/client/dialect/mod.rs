@@ -788,9 +788,11 @@ mod tests {
             Some(Cached {
                 tokens: 2000,
                 source: CachedSource::Usage,
-                within_prompt: false,
+                within_prompt: true,
             })
         );
+        // ... within its whole prompt: 3 + 2000 cache reads
+        assert_eq!(a.usage.and_then(|u| u.prompt_tokens), Some(2003));
     }
 
     fn responses_ev(data: &str) -> EventInfo {

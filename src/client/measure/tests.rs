@@ -737,9 +737,9 @@ fn anthropic_stream(start_usage: &str, delta_usage: &str) -> RequestRecord {
 }
 
 // Anthropic: cache_read_input_tokens 1800 in message_start's message.usage, input_tokens 24
-// (the tokens after the cache breakpoint; the prompt was 24 + 0 + 1800). Recorded as usage
-// although above input_tokens (no note); from message_delta's usage alone too. 3 tokens from
-// usage, TPOT (190 - 150) / 2 = 20.
+// (the tokens after the cache breakpoint): the prompt is counted whole, 24 + 0 + 1800 = 1824, as
+// the OpenAI APIs count prompt_tokens, so 1800 of 1824 were cached; from message_delta's usage
+// alone too. 3 tokens from usage, TPOT (190 - 150) / 2 = 20.
 #[test]
 fn cached_tokens_from_anthropic_cache_reads() {
     let r = anthropic_stream(
@@ -749,7 +749,7 @@ fn cached_tokens_from_anthropic_cache_reads() {
     assert!(r.ok(), "{:?}", r.error);
     assert_eq!(r.cached_tokens, Some(1800));
     assert_eq!(r.cached_source, Some(CachedSource::Usage));
-    assert_eq!(r.prompt_tokens, Some(24));
+    assert_eq!(r.prompt_tokens, Some(1824));
     assert_eq!(r.output_tokens, Some(3));
     assert_eq!(r.tpot_ms, Some(20.0));
     assert!(r.stream_notes.is_empty());
@@ -758,8 +758,8 @@ fn cached_tokens_from_anthropic_cache_reads() {
         r#"{"input_tokens":24,"cache_creation_input_tokens":0,"cache_read_input_tokens":1800,"output_tokens":3}"#,
     );
     assert_eq!(
-        (r.cached_tokens, r.cached_source),
-        (Some(1800), Some(CachedSource::Usage))
+        (r.cached_tokens, r.cached_source, r.prompt_tokens),
+        (Some(1800), Some(CachedSource::Usage), Some(1824))
     );
     let r = anthropic_stream(
         r#"{"input_tokens":1824,"output_tokens":1}"#,
