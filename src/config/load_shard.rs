@@ -86,7 +86,14 @@ pub fn split(
             "request.conversation: load shards split requests, not conversations; run a conversation scenario in one process (its conversations are closed-loop streams of their own)".into(),
         ));
     }
-    let l = sc.load.clone();
+    // the scenario's totals (copies of numbers, not of the load: a trace stays where it is)
+    let l = Totals {
+        concurrency: sc.load.concurrency,
+        samples: sc.load.samples,
+        warmup: sc.load.warmup,
+        rate: sc.load.rate,
+        max_samples: sc.load.max_samples,
+    };
     let workers = shard.count as u32;
     if l.max_samples.is_some() {
         return Err(refuse(
@@ -127,6 +134,15 @@ pub fn split(
         start_at_unix_ms,
     });
     Ok(sc)
+}
+
+/// The load figures of a scenario that [`split`] shares out.
+struct Totals {
+    concurrency: u32,
+    samples: u32,
+    warmup: u32,
+    rate: Option<f64>,
+    max_samples: Option<u32>,
 }
 
 /// Parses `--start-at`: RFC 3339 (`2026-12-04T07:30:00Z`), or seconds since the Unix epoch

@@ -283,6 +283,38 @@ fn nightly(o: &mut String, ns: &crate::results::NightlySeries) {
     }
 }
 
+/// One ECDF panel of values in `unit` (`ms`, `tokens`), the `word` side's (`b`, when there is
+/// one) over the candidate's (`c`), with the medians (shown by `show`) as its caption, into
+/// `figs`; nothing when there is nothing to draw.
+fn figure(
+    figs: &mut String,
+    title: &str,
+    unit: &str,
+    b: Option<&Vec<f64>>,
+    c: &[f64],
+    word: &str,
+    show: fn(f64) -> String,
+) {
+    let Some(svg) = plot::ecdf_svg_in(title, unit, b.map(Vec::as_slice), c, 420, 280) else {
+        return;
+    };
+    let med = |xs: &[f64]| {
+        let s = crate::stats::quantile::sorted(xs);
+        crate::stats::quantile::quantile_type7(&s, 0.5)
+            .map(show)
+            .unwrap_or_else(|| "&ndash;".into())
+    };
+    let cap = match b {
+        Some(b) if !b.is_empty() => format!("median: {word} {}, candidate {}", med(b), med(c)),
+        _ => format!("median: candidate {}", med(c)),
+    };
+    let _ = writeln!(
+        figs,
+        "<figure role=\"img\" aria-label=\"{}, {word} and candidate distributions\">{svg}<figcaption>{cap}</figcaption></figure>",
+        escape(title)
+    );
+}
+
 /// A conversation scenario's prefix cache: the reported and measured hit rates, then TTFT by
 /// turn position (P50 and P90, the baseline's P50 beside it) with each turn's reported reuse.
 fn cache(
@@ -452,26 +484,7 @@ fn scenario(o: &mut String, rep: &Report, s: &ScenarioResult) {
     ];
     let mut figs = String::new();
     for (title, b, c) in panels {
-        let Some(svg) = plot::ecdf_svg(title, b.map(Vec::as_slice), c, 420, 280) else {
-            continue;
-        };
-        let med = |xs: &[f64]| {
-            let s = crate::stats::quantile::sorted(xs);
-            crate::stats::quantile::quantile_type7(&s, 0.5)
-                .map(fmt_ms)
-                .unwrap_or_else(|| "&ndash;".into())
-        };
-        let cap = match b {
-            Some(b) if !b.is_empty() => {
-                format!("median: {word} {}, candidate {}", med(b), med(c))
-            }
-            _ => format!("median: candidate {}", med(c)),
-        };
-        let _ = writeln!(
-            figs,
-            "<figure role=\"img\" aria-label=\"{}, {word} and candidate distributions\">{svg}<figcaption>{cap}</figcaption></figure>",
-            escape(title)
-        );
+        figure(&mut figs, title, "ms", b, c, word, fmt_ms);
     }
     // A varied workload (prompt set, generated lengths, trace): what lengths were sent.
     if s.records.iter().any(|r| r.work.is_some()) {
@@ -488,27 +501,9 @@ fn scenario(o: &mut String, rep: &Report, s: &ScenarioResult) {
             ),
         ];
         for (title, b, c) in lengths {
-            let Some(svg) = plot::ecdf_svg_in(title, "tokens", b.map(Vec::as_slice), c, 420, 280)
-            else {
-                continue;
-            };
-            let med = |xs: &[f64]| {
-                let s = crate::stats::quantile::sorted(xs);
-                crate::stats::quantile::quantile_type7(&s, 0.5)
-                    .map(|m| format!("{m:.0} tokens"))
-                    .unwrap_or_else(|| "&ndash;".into())
-            };
-            let cap = match b {
-                Some(b) if !b.is_empty() => {
-                    format!("median: {word} {}, candidate {}", med(b), med(c))
-                }
-                _ => format!("median: candidate {}", med(c)),
-            };
-            let _ = writeln!(
-                figs,
-                "<figure role=\"img\" aria-label=\"{}, {word} and candidate distributions\">{svg}<figcaption>{cap}</figcaption></figure>",
-                escape(title)
-            );
+            figure(&mut figs, title, "tokens", b, c, word, |m| {
+                format!("{m:.0} tokens")
+            });
         }
     }
     if !figs.is_empty() {

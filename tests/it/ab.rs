@@ -505,24 +505,8 @@ fn one_server_for_both_arms_is_refused_and_localhost_is_127_0_0_1() {
     // and said so.
     // (under `timeout`, so a failed assertion cannot leave it running; SIGTERM to `timeout`
     // reaches the simulator)
-    let mut sim = std::process::Command::new("timeout")
-        .arg("120")
-        .arg(assert_cmd::cargo::cargo_bin("perfgate"))
-        .args(["sim", "--port", "0", "--ttft-ms", "5", "--tpot-ms", "1"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(sim.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("perfgate sim listening on ")
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
+    let sim = crate::support::Sim::start(120, &["--ttft-ms", "5", "--tpot-ms", "1"]);
+    let url = sim.url.clone();
     let port = url.rsplit(':').next().unwrap().trim_end_matches("/v1");
     let via_localhost = format!("http://localhost:{port}/v1");
     let (code, text, r) = run(
@@ -539,10 +523,7 @@ fn one_server_for_both_arms_is_refused_and_localhost_is_127_0_0_1() {
             "r.json",
         ],
     );
-    let _ = Command::new("kill")
-        .args(["-TERM", &sim.id().to_string()])
-        .status();
-    let _ = sim.wait();
+    drop(sim);
     assert_eq!(code, Some(0), "{text}");
     let notes = r["scenarios"][0]["notes"].to_string();
     assert!(

@@ -8,53 +8,11 @@
 //! full blocks; its first 13 are turn 1's (block 13 holds turn 1's last 12 words and the
 //! assistant's first 4), so 13 x 16 = 208 words are cached and 52 are not.
 
+use crate::support::Sim;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A `perfgate sim` process (under `timeout`), stopped by its PID when dropped.
-struct Sim {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Sim {
-    /// `perfgate sim --port 0 <args>`, once it prints its address.
-    fn start(args: &[&str]) -> Sim {
-        let mut child = Command::new("timeout")
-            .arg("120")
-            .arg(assert_cmd::cargo::cargo_bin("perfgate"))
-            .args(["sim", "--port", "0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("perfgate sim listening on http://")
-            .unwrap_or_else(|| panic!("{line}"));
-        let addr = url.trim_end_matches("/v1").parse().unwrap();
-        Sim { child, addr }
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        // SIGTERM to `timeout` reaches the simulator
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
-}
 
 /// One answer: the ms from writing the request to the arrival of its first token (` tok1`),
 /// and its JSON objects (the SSE events of a stream, else the body).
@@ -148,20 +106,23 @@ fn streamed_chat(messages: &[Value]) -> Value {
 /// warm is 2 x 208 = 416 ms.
 #[test]
 fn sim_prefix_cache_reuses_the_previous_turns_blocks() {
-    let sim = Sim::start(&[
-        "--ttft-ms",
-        "20",
-        "--ttft-sigma",
-        "0",
-        "--tpot-ms",
-        "1",
-        "--tpot-sigma",
-        "0",
-        "--ttft-per-token-ms",
-        "2",
-        "--prefix-cache-block",
-        "16",
-    ]);
+    let sim = Sim::start(
+        120,
+        &[
+            "--ttft-ms",
+            "20",
+            "--ttft-sigma",
+            "0",
+            "--tpot-ms",
+            "1",
+            "--tpot-sigma",
+            "0",
+            "--ttft-per-token-ms",
+            "2",
+            "--prefix-cache-block",
+            "16",
+        ],
+    );
     let system = json!({"role": "system", "content": words("s", 200)});
     let turn1 = vec![system, json!({"role": "user", "content": words("u", 20)})];
     let mut turn2 = turn1.clone();
@@ -220,16 +181,19 @@ fn sim_cache_report_misreports_on_purpose() {
         ("zero", Some(0), Some(0)),
         ("none", None, None),
     ] {
-        let sim = Sim::start(&[
-            "--ttft-ms",
-            "5",
-            "--tpot-ms",
-            "1",
-            "--prefix-cache-block",
-            "16",
-            "--cache-report",
-            mode,
-        ]);
+        let sim = Sim::start(
+            120,
+            &[
+                "--ttft-ms",
+                "5",
+                "--tpot-ms",
+                "1",
+                "--prefix-cache-block",
+                "16",
+                "--cache-report",
+                mode,
+            ],
+        );
         let requests = [
             (
                 "/v1/chat/completions",

@@ -12,16 +12,24 @@ use std::time::Duration;
 /// the same perfgate locally and inside GitHub Actions. Set what a test needs with `.env()`.
 pub fn perfgate() -> Command {
     let mut c = Command::cargo_bin("perfgate").expect("the perfgate binary is built");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("GITHUB_")
-            || k.starts_with("RUNNER_")
-            || k.starts_with("PERFGATE_SIM")
-            || k == "CI"
-        {
-            c.env_remove(k);
-        }
+    for k in outside_env() {
+        c.env_remove(k);
     }
     c
+}
+
+/// The variables of the environment running the tests that a test's perfgate must not see:
+/// the CI's (`GITHUB_*`, `RUNNER_*`, `CI`) and the simulator overrides (`PERFGATE_SIM*`).
+fn outside_env() -> Vec<String> {
+    std::env::vars()
+        .map(|(k, _)| k)
+        .filter(|k| {
+            k.starts_with("GITHUB_")
+                || k.starts_with("RUNNER_")
+                || k.starts_with("PERFGATE_SIM")
+                || k == "CI"
+        })
+        .collect()
 }
 
 /// `perfgate <args>` in `dir` (killed after 180 s): its exit code and stdout then stderr.
@@ -50,14 +58,8 @@ pub fn perfgate_process(dir: &Path, timeout_s: u64) -> std::process::Command {
     c.arg(timeout_s.to_string())
         .arg(assert_cmd::cargo::cargo_bin("perfgate"))
         .current_dir(dir);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("GITHUB_")
-            || k.starts_with("RUNNER_")
-            || k.starts_with("PERFGATE_SIM")
-            || k == "CI"
-        {
-            c.env_remove(k);
-        }
+    for k in outside_env() {
+        c.env_remove(k);
     }
     c
 }
@@ -115,4 +117,54 @@ pub fn check_scenario(yaml: &str) -> (Option<i32>, String, serde_json::Value) {
         text,
         serde_json::from_str(&r).expect("the results JSON parses"),
     )
+}
+
+/// A `perfgate sim --port 0 <args>` process under `timeout` (so a failed assertion cannot leave
+/// it running), stopped by its PID when dropped (SIGTERM to `timeout` reaches the simulator).
+pub struct Sim {
+    child: std::process::Child,
+    /// Its base URL, `http://127.0.0.1:PORT/v1`.
+    pub url: String,
+    /// Its address.
+    pub addr: std::net::SocketAddr,
+}
+
+impl Sim {
+    /// Starts it (killed after `timeout_s` seconds at most) and waits until it prints its URL.
+    pub fn start(timeout_s: u64, args: &[&str]) -> Sim {
+        let mut child = std::process::Command::new("timeout")
+            .arg(timeout_s.to_string())
+            .arg(assert_cmd::cargo::cargo_bin("perfgate"))
+            .args(["sim", "--port", "0"])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("perfgate sim starts");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("its stdout")),
+            &mut line,
+        )
+        .expect("perfgate sim prints its URL");
+        let url = line
+            .trim()
+            .strip_prefix("perfgate sim listening on ")
+            .unwrap_or_else(|| panic!("{line}"))
+            .to_string();
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .parse()
+            .unwrap_or_else(|_| panic!("an address in {url}"));
+        Sim { child, url, addr }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
 }
