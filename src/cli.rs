@@ -500,7 +500,7 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
         Command::Validate(a) => {
             let scs = load_scenarios(&a)?;
             for s in &scs {
-                for w in s.endpoint.warnings.iter().chain(&s.load.warnings()) {
+                for w in s.warnings() {
                     eprintln!("perfgate: {}: warning: {w}", s.source);
                 }
                 println!(

@@ -88,8 +88,7 @@ pub fn judge(
     if run.is_ok() {
         res.measured.target_rate = sc.load.rate;
     }
-    res.notes = sc.endpoint.warnings.clone();
-    res.notes.extend(sc.load.warnings());
+    res.notes = sc.warnings();
 
     // What the runs say about themselves, and why one cannot be compared.
     match reference {

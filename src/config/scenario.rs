@@ -69,6 +69,53 @@ pub struct Scenario {
     pub family: Option<String>,
 }
 
+impl Scenario {
+    /// What `validate` (and each report's notes) warns about: the endpoint's, the load's
+    /// ([`LoadSpec::warnings`]) and the request's against the load ([`request_warnings`]).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = self.endpoint.warnings.clone();
+        out.extend(self.load.warnings());
+        out.extend(request_warnings(&self.request, &self.load));
+        out
+    }
+}
+
+/// A prompt set too small for the run (prompts repeat, and the warmup sends prompts measured
+/// later, which a prefix cache then serves), a conversation run with fewer conversations than
+/// streams (the others stay idle).
+fn request_warnings(r: &RequestSpec, l: &LoadSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    let measured = l.looks().last().copied().unwrap_or(0);
+    if let Some(ps) = &r.prompt_set {
+        let sent = l.warmup as usize + measured;
+        if ps.entries < sent {
+            out.push(format!(
+                "request.prompt_set: {} entries for {} warmup + {measured} measured requests: prompts repeat (measured request g sends entry g mod {}){}; a set of at least {sent} entries sends each once",
+                ps.entries,
+                l.warmup,
+                ps.entries,
+                if l.warmup > 0 {
+                    ", and the warmup sends prompts measured later, which a prefix cache then serves"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    if let Some(c) = &r.conversation {
+        let conversations = measured / c.turns.max(1) as usize;
+        if conversations < l.concurrency as usize {
+            out.push(format!(
+                "load.concurrency {} with {conversations} conversations of {} turns: only {conversations} streams are busy; use samples >= {} (a conversation per stream) or a lower concurrency",
+                l.concurrency,
+                c.turns,
+                l.concurrency * c.turns
+            ));
+        }
+    }
+    out
+}
+
 /// First 16 hex chars of sha256(s).
 pub fn short_hash(s: &str) -> String {
     let d = Sha256::digest(s.as_bytes());
@@ -252,6 +299,19 @@ pub fn fingerprint(e: &Endpoint, r: &RequestSpec, l: &LoadSpec) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fewer_conversations_than_streams_is_warned() {
+        let y = "scenarios:\n  - name: a\n    endpoint: {base_url: 'sim://'}\n    request: {max_tokens: 4, conversation: {turns: 4}}\n    load: {concurrency: 8, samples: 24}\n";
+        let sc = crate::config::parse_str(y, "t.yaml", &|_| None)
+            .unwrap()
+            .remove(0);
+        let w = sc.warnings();
+        assert!(
+            w.iter().any(|w| w == "load.concurrency 8 with 6 conversations of 4 turns: only 6 streams are busy; use samples >= 32 (a conversation per stream) or a lower concurrency"),
+            "{w:?}"
+        );
+    }
+
     #[test]
     fn rate_enters_the_fingerprint_only_when_set() {
         let fp = |load: &str| {

@@ -247,3 +247,15 @@ fn a_slower_prefill_fails_the_prompt_set_scenario() {
         r["scenarios"][0]["notes"]
     );
 }
+
+#[test]
+fn a_prompt_set_smaller_than_the_run_is_warned_with_the_size_that_would_do() {
+    // 12 entries, 2 warmup + 24 measured requests
+    let dir = project(MIXED);
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("warning: request.prompt_set: 12 entries for 2 warmup + 24 measured requests: prompts repeat (measured request g sends entry g mod 12), and the warmup sends prompts measured later, which a prefix cache then serves; a set of at least 26 entries sends each once"),
+        "{text}"
+    );
+}
