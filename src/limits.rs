@@ -99,6 +99,19 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, ReadError> {
     String::from_utf8(buf).map_err(|e| ReadError::Other(format!("not UTF-8 text ({e})")))
 }
 
+/// [`read_text`] of a file that must be a regular file in the repository (a prompt set, a
+/// trace): a FIFO, socket or device is refused before it is opened (opening a FIFO waits for a
+/// writer that may never come).
+pub fn read_repo_file(path: &Path, limit: u64) -> Result<String, ReadError> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() && !m.is_dir() => Err(ReadError::Other(
+            "not a regular file (a FIFO, socket or device): give a file kept in the repository"
+                .into(),
+        )),
+        _ => read_text(path, limit),
+    }
+}
+
 /// Checks every number under a key ending in `_ms` (recursively: summaries, ITL arrays) in a
 /// baseline or results document: finite (JSON has no other) and within [`MAX_LATENCY_MS`] (or
 /// [`MAX_OFFSET_MS`] for run offsets). The error names the field's path.
@@ -234,6 +247,8 @@ mod tests {
     /// `read_to_string` after a length check never returned).
     #[test]
     fn an_endless_file_is_cut_at_the_limit() {
+        let e = read_repo_file(Path::new("/dev/zero"), 4096).unwrap_err();
+        assert!(e.to_string().starts_with("not a regular file"), "{e}");
         let e = read_text(Path::new("/dev/zero"), 4096).unwrap_err();
         assert!(matches!(e, ReadError::TooLarge(4096)), "{e}");
         assert!(matches!(

@@ -163,7 +163,7 @@ pub fn load(raw: &RawPromptSet, dir: &Path) -> Result<PromptSet, String> {
         .ok_or("request.prompt_set.file is required: the path of a JSONL or ShareGPT JSON file, relative to the scenario file")?;
     let path = dir.join(file);
     let shown = path.display().to_string();
-    let text = crate::limits::read_text(&path, MAX_PROMPT_SET_BYTES).map_err(|e| match e {
+    let text = crate::limits::read_repo_file(&path, MAX_PROMPT_SET_BYTES).map_err(|e| match e {
         crate::limits::ReadError::TooLarge(_) => format!(
             "request.prompt_set.file {shown}: larger than {} MiB: take a part of the set",
             MAX_PROMPT_SET_BYTES >> 20

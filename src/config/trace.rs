@@ -152,7 +152,7 @@ pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Stri
         .ok_or("load.trace.file is required: a Mooncake JSONL or Azure CSV trace, relative to the scenario file")?;
     let path = dir.join(file);
     let shown = path.display().to_string();
-    let text = crate::limits::read_text(&path, MAX_TRACE_BYTES).map_err(|e| match e {
+    let text = crate::limits::read_repo_file(&path, MAX_TRACE_BYTES).map_err(|e| match e {
         crate::limits::ReadError::TooLarge(_) => format!(
             "load.trace.file {shown}: larger than {} MiB: take a part of the trace",
             MAX_TRACE_BYTES >> 20

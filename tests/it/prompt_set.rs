@@ -259,3 +259,22 @@ fn a_prompt_set_smaller_than_the_run_is_warned_with_the_size_that_would_do() {
         "{text}"
     );
 }
+
+#[test]
+fn a_fifo_as_the_prompt_set_is_refused_not_waited_on() {
+    let dir = project(MIXED);
+    let fifo = dir.path().join("scenarios/prompts/mixed.jsonl");
+    std::fs::remove_file(&fifo).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // (run_in kills perfgate after 180 s: a wait on the FIFO would fail the test, not hang it)
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("mixed.jsonl: cannot read (not a regular file (a FIFO, socket or device): give a file kept in the repository)"),
+        "{text}"
+    );
+}
