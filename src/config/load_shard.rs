@@ -195,7 +195,7 @@ pub fn utc(ms: f64) -> String {
             t.format(&time::format_description::well_known::Rfc3339)
                 .ok()
         })
-        .unwrap_or_else(|| format!("{ms:.0} ms after the epoch"))
+        .unwrap_or_else(|| format!("{ms:.3e} ms after the epoch (not a time)"))
 }
 
 /// Now, ms since the Unix epoch.
@@ -321,6 +321,8 @@ mod tests {
             assert!(parse_start_at(bad, now).is_err(), "{bad}");
         }
         assert_eq!(utc(now + 123.4), "2026-12-04T07:30:00.123Z");
+        // a hostile worker file's start: a short number, not 300 digits
+        assert_eq!(utc(1e300), "1.000e300 ms after the epoch (not a time)");
         let past = parse_start_at("2020-01-01T00:00:00Z", now).unwrap_err();
         assert!(past.contains("in the past"), "{past}");
         // a start a minute ago: measure at once (the worker says how late it is)
