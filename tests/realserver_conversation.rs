@@ -27,15 +27,22 @@
 //!   requests take 2 to 4 calls: a few x 40 ms against a span (cold - hot) of 2-7 s, 1-2
 //!   points either way.
 //!
-//! Measured here (loaded 2-core machine, other builds running). By hand, with 6 reference pairs
-//! (turns 1 and 2 only, see [`REFERENCE`]): reported on the reference 78.2 % every time (the
-//! counts are deterministic), measured 78.0 / 80.4 / 77.0 %. This test (3 pairs, one per turn;
-//! reported on the reference 79.4 % every time): quiet, measured 80.2 % (span 2.8 s, TTFT warm
-//! 619 / cold 3001 / hot 86 ms, 31 s); beside a busy loop, 83.2 / 78.3 / 80.5 % (span 6.3-6.9 s,
-//! TTFT warm 1.5-1.7 s / cold 6.5-7.3 s / hot 175-235 ms, 68-70 s). The largest |reported -
-//! measured| seen in 10 runs is 3.8 points; the tolerance stays perfgate's own 15 points (what
-//! it uses to call a server's counts not believable): the test asserts that an honest server is
-//! never called so, and a count that lied (all or nothing cached) is 20+ points off.
+//! Measured here (a shared 2-core machine, other builds running). The scenario below: reported
+//! on the reference 86.0 % every run (the counts are deterministic); measured 84.8 and 87.9 %
+//! quiet (span 2.6 / 4.0 s, TTFT warm 524 / 666, cold 2743 / 4318, hot 88 / 115 ms; 28 / 34 s),
+//! 84.8 / 82.4 / 78.9 % beside a busy loop (span 4.9-6.3 s, TTFT warm ~1.1 s, cold 4.8-6.6 s,
+//! hot 174-182 ms; 56-62 s). With system 200 / user 25 tokens (79.4 % reported): 80.2, 83.2,
+//! 78.3, 80.5 %, and once 68.2 % while other builds loaded the machine during the measured
+//! requests but not the reference (warm 916 ms against 619 quiet). That is the one weakness:
+//! the warm TTFT is timed during the run, cold and hot after it, so a load that changes between
+//! the two moves the measured rate by about (slowdown) x warm / span, ~0.2 x slowdown here.
+//! The tolerance stays perfgate's own 15 points (what it uses to call a server's counts not
+//! believable; largest gap seen in 20 runs 11.2, then 7.1, the rest under 4): the test asserts
+//! that an honest server is never called so. (A server reporting nothing cached would be ~85
+//! points off; one reporting every token cached only 14, inside it: at this reuse the TTFTs
+//! cannot tell "all" from "all but the new turn". The per-request check below, a turn reuses
+//! the previous turn's prompt and no more than the slot holds, is what pins llama.cpp's
+//! counts.)
 
 #[path = "support/mod.rs"]
 mod support;
@@ -47,11 +54,14 @@ use std::process::Stdio;
 /// perfgate's own tolerance (src/stats/cache.rs `AGREE_WITHIN`): beyond it the results carry a
 /// note that the server's cached-token counts are not believable.
 const AGREE_WITHIN: f64 = 0.15;
-/// The least measured reuse: every request here reuses at least the shared system prompt (~80 %
-/// of turn 1's prompt) and turns 2 and 3 their whole previous prompt (~77-81 %); a cache that
-/// reused nothing measures ~0, one that kept only the system prompt ~55 %.
+/// The least measured reuse: every request here reuses at least the shared system prompt (~88 %
+/// of turn 1's prompt) and turns 2 and 3 their whole previous prompt (~84-86 %); a cache that
+/// reused nothing measures ~0 (one that kept only the system prompt ~75 %: the per-request
+/// check tells that one apart).
 const MIN_MEASURED: f64 = 0.5;
 const TURNS: usize = 3;
+/// Tokens generated a request: the slot holds the previous prompt and these.
+const MAX_TOKENS: u64 = 4;
 const SAMPLES: usize = 21;
 /// Reference pairs: 3 of the 21 requests are requests 0, 8 and 16, turns 1, 3 and 2 (src/
 /// runner/reference.rs `spread`), each turn position once. (With 4 pairs `spread` picks
@@ -135,7 +145,7 @@ fn reported_and_measured_prefix_reuse_agree_on_llama_server() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
     let yaml = format!(
-        "scenarios:\n  - name: chat-{TURNS}turn\n    endpoint: {{base_url: 'http://127.0.0.1:{}/v1', model: gemma-3-270m, first_token_timeout: 120s, idle_timeout: 120s, request_timeout: 300s}}\n    request:\n      max_tokens: 4\n      temperature: 0\n      ignore_eos: true\n      conversation: {{turns: {TURNS}, system_tokens: 300, user_tokens: 12, think_time: 10ms, reference: {REFERENCE}}}\n    load: {{concurrency: 1, samples: {SAMPLES}, warmup: 1}}\n",
+        "scenarios:\n  - name: chat-{TURNS}turn\n    endpoint: {{base_url: 'http://127.0.0.1:{}/v1', model: gemma-3-270m, first_token_timeout: 120s, idle_timeout: 120s, request_timeout: 300s}}\n    request:\n      max_tokens: {MAX_TOKENS}\n      temperature: 0\n      ignore_eos: true\n      conversation: {{turns: {TURNS}, system_tokens: 300, user_tokens: 12, think_time: 10ms, reference: {REFERENCE}}}\n    load: {{concurrency: 1, samples: {SAMPLES}, warmup: 1}}\n",
         server.port
     );
     std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
@@ -183,14 +193,15 @@ fn reported_and_measured_prefix_reuse_agree_on_llama_server() {
         );
         assert_eq!(turn as usize, g % TURNS + 1, "request {g}");
         if g % TURNS > 0 {
-            // the previous turn's whole prompt, but for what llama.cpp re-evaluates
+            // the previous turn's whole prompt, but for what llama.cpp re-evaluates; never
+            // more than the slot holds (that prompt and its generated answer)
             let before = by_index[g - 1]["prompt_tokens"].as_u64().unwrap();
             assert!(
-                cached + REEVALUATED >= before && cached <= before,
+                cached + REEVALUATED >= before && cached <= before + MAX_TOKENS,
                 "request {g} (turn {turn}) reused {cached}; the turn before was {before} tokens\n{text}"
             );
         } else {
-            // the shared system prompt (~240 tokens with the template)
+            // the shared system prompt (~340 tokens with the template)
             assert!(
                 cached >= 200 && cached < prompt,
                 "request {g} (turn 1) reused {cached} of {prompt}\n{text}"
