@@ -437,9 +437,10 @@ impl RequestRecord {
 }
 
 /// One measured request of a conversation scenario sent again after the run (docs/scenarios.md
-/// "Conversations"): first with a cache-busting first line before the whole prompt, so no
-/// prefix cache can serve any of it (cold), then once more exactly as that (everything cached:
-/// hot). Its measured TTFT lies between the two by the share of its prompt the server reused.
+/// "Conversations"): its prompt behind a cache-busting first line, so no prefix cache can serve
+/// any of it (cold), and that first line alone with a two-word question (floor: the server's
+/// fixed costs with an all but empty prefill). Its measured TTFT lies between the two by the
+/// share of its prompt the server reused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReferencePair {
@@ -448,16 +449,13 @@ pub struct ReferencePair {
     /// The cold request's TTFT, ms (`None`: it failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold_ttft_ms: Option<f64>,
-    /// The hot request's TTFT, ms (`None`: it failed).
+    /// The floor request's TTFT, ms (`None`: it failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hot_ttft_ms: Option<f64>,
+    pub floor_ttft_ms: Option<f64>,
     /// Prompt tokens the server reported for the cold request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
     /// Cached tokens the server reported for the cold request (an honest server: about 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold_cached_tokens: Option<u64>,
-    /// Cached tokens the server reported for the hot request (an honest server: about all).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hot_cached_tokens: Option<u64>,
 }

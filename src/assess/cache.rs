@@ -8,7 +8,7 @@ use crate::baseline::Baseline;
 use crate::config::{Metric, Scenario};
 use crate::gate::{Check, CheckKind, Verdict};
 use crate::runner::RunOutput;
-use crate::stats::cache::{self, CacheSummary};
+use crate::stats::cache::{self, pct, CacheSummary};
 
 /// The run's prefix-cache summary: for a conversation scenario, or one with
 /// `gate.cache.hit_rate`.
@@ -41,16 +41,15 @@ pub fn server_hit_rate(figures: &std::collections::BTreeMap<String, f64>) -> Opt
 /// What the reader must know about the cache figures: a server whose reported reuse the TTFTs
 /// contradict, a reference that could not measure.
 pub fn notes(s: &CacheSummary) -> Vec<String> {
-    let pct = |x: f64| format!("{:.0}%", x * 100.0);
     let mut out = Vec::new();
     if let Some((r, m)) = s.disagreement() {
         out.push(format!(
-            "prefix cache: the server reports {} of the reference requests' prompt tokens cached, their TTFTs show {} reused (cold {}, fully cached {}, measured {}): its cached-token counts are not believable (or its prefill time does not follow the tokens it computes); the measured figure is the one judged",
+            "prefix cache: the server reports {} of the reference requests' prompt tokens cached, their TTFTs show {} reused (cold {}, measured {}, empty prompt {}): its cached-token counts are not believable (or its prefill time does not follow the tokens it computes); the measured figure is the one judged",
             pct(r),
             pct(m),
             fmt(s.cold_ttft_ms),
-            fmt(s.hot_ttft_ms),
-            fmt(s.warm_ttft_ms)
+            fmt(s.warm_ttft_ms),
+            fmt(s.floor_ttft_ms)
         ));
     }
     if let Some(why) = &s.unmeasured {
@@ -66,28 +65,56 @@ fn fmt(x: Option<f64>) -> String {
 }
 
 /// The `gate.cache.hit_rate` check of `s`, or why the scenario cannot be judged by it (no hit
-/// rate at all: the server reported none and the reference measured none).
+/// rate: the reference could not measure one, or none ran and the server reported none). On the
+/// measured rate: PASS when its lower bound is at least the least rate, FAIL when its upper
+/// bound is below it, WARN (cannot tell at this many pairs) between; a measured rate without
+/// bounds (one pair) and the reported one (`reference: 0`) are compared as they are.
 pub fn check(sc: &Scenario, s: &CacheSummary) -> Option<Result<Check, String>> {
     let min = sc.gate.cache_hit_rate?;
     let Some((hit, source)) = s.hit_rate() else {
         return Some(Err(format!(
-            "gate.cache.hit_rate {:.0}%: no hit rate to check: the server reported no cached tokens and {}",
-            min * 100.0,
+            "gate.cache.hit_rate {}: no hit rate to check: {}",
+            pct1(min),
             match &s.unmeasured {
-                Some(why) => format!("the cold reference could not measure one ({why})"),
-                None => "no cold reference ran (request.conversation.reference)".into(),
+                Some(why) => format!("the cold reference could not measure one ({why}), and what the server reports is not taken unchecked"),
+                None => "the server reported no cached tokens and no cold reference ran (request.conversation.reference: 0)".into(),
             }
         )));
     };
-    let verdict = if hit >= min {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
+    let ci = s
+        .measured_ci
+        .filter(|_| source == cache::HitSource::Measured);
+    let (verdict, why) = match ci {
+        Some([lo, _]) if lo >= min => (Verdict::Pass, "meets".to_string()),
+        Some([_, hi]) if hi < min => (Verdict::Fail, "is below".to_string()),
+        Some([lo, hi]) => (
+            Verdict::Warn,
+            format!(
+                "cannot tell at {} reference pairs whether it meets (its {:.0}% bounds {} to {} hold",
+                s.reference_pairs,
+                cache::CONFIDENCE * 100.0,
+                pct1(lo),
+                pct1(hi)
+            ),
+        ),
+        None if hit >= min => (Verdict::Pass, "meets".to_string()),
+        None => (Verdict::Fail, "is below".to_string()),
     };
-    let other = match (source, s.reported_hit_rate, s.measured_hit_rate) {
-        (cache::HitSource::Measured, Some(r), _) => format!("; reported {:.0}%", r * 100.0),
-        (cache::HitSource::Reported, _, None) => "; no cold reference measured it".into(),
+    let bounds = match ci {
+        Some([lo, hi]) if verdict != Verdict::Warn => format!(" [{}, {}]", pct1(lo), pct1(hi)),
         _ => String::new(),
+    };
+    let other = match (source, s.reported_hit_rate) {
+        (cache::HitSource::Measured, Some(r)) => format!("; reported {}", pct1(r)),
+        _ => String::new(),
+    };
+    let end = if verdict == Verdict::Warn {
+        format!(
+            " {}); raise request.conversation.reference for a decision",
+            pct1(min)
+        )
+    } else {
+        format!(" gate.cache.hit_rate {}", pct1(min))
     };
     Some(Ok(Check {
         baseline: Some(min),
@@ -95,18 +122,17 @@ pub fn check(sc: &Scenario, s: &CacheSummary) -> Option<Result<Check, String>> {
         n_candidate: s.requests,
         verdict,
         reason: format!(
-            "prefix cache hit rate {:.0}% ({}{other}) {} gate.cache.hit_rate {:.0}%",
-            hit * 100.0,
+            "prefix cache hit rate {}{bounds} ({}{other}) {why}{end}",
+            pct1(hit),
             source.as_str(),
-            if verdict == Verdict::Pass {
-                "meets"
-            } else {
-                "is below"
-            },
-            min * 100.0
         ),
         ..Check::outside_family(&sc.name, None, CheckKind::CacheHitRate, min)
     }))
+}
+
+/// A share with one decimal (`89.6%`): a rate shown beside its threshold must not round onto it.
+fn pct1(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
 }
 
 /// The drift when the hit rate moved since the baseline ([`cache::drift`]): TTFT and E2E
@@ -114,9 +140,14 @@ pub fn check(sc: &Scenario, s: &CacheSummary) -> Option<Result<Check, String>> {
 pub fn drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Option<Drift> {
     let was = b.cache.as_ref()?;
     let now = summary(sc, run)?;
+    let hint = if sc.gate.cache_hit_rate.is_none() {
+        "; gate it with gate.cache.hit_rate"
+    } else {
+        ""
+    };
     Some(Drift {
         metrics: vec![Metric::Ttft, Metric::E2e],
-        why: cache::drift(was, &now)?,
+        why: format!("{}{hint}", cache::drift(was, &now)?),
     })
 }
 

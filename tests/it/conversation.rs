@@ -99,13 +99,19 @@ fn conversations_reuse_their_history_and_a_cache_switched_off_is_a_named_drift()
         assert!((h - eh).abs() < 1e-9, "turn {t}: {h} vs {eh}");
     }
     // measured by hand: the reference resends requests 0, 5, 10, 15, 16, 21 (turns 1, 2, 3, 4,
-    // 1, 2) with a 4-word first line: cold computes p + 4 words, the hot repeat the words past
-    // its full blocks, the measured request the words past its cached ones:
-    // sum(cold - warm) / sum(cold - hot) = sum(cached + 4) / sum(floor((p + 4) / 16) x 16)
-    // = (2176 + 24) / (352 + 400 + 464 + 528 + 352 + 400) = 2200 / 2496
+    // 1, 2) behind a one-word first line: cold computes p + 1 words; the floor (that line and
+    // "Say hi.") 3; the measured request the words past its cached ones:
+    // sum(cold - warm) / sum(cold - floor) = sum(cached + 1) / sum(p + 1 - 3)
+    // = (2176 + 6) / (2506 - 12) = 2182 / 2494
     assert_eq!(c["reference_pairs"], 6, "{c}");
     let measured = f(&c["measured_hit_rate"]);
-    assert!((measured - 2200.0 / 2496.0).abs() < 0.04, "{c}");
+    assert!((measured - 2182.0 / 2494.0).abs() < 0.04, "{c}");
+    // its bounds hold it: 6 pairs of nearly exact TTFTs
+    let ci = c["measured_ci"].as_array().unwrap();
+    assert!(
+        f(&ci[0]) <= measured && measured <= f(&ci[1]) && f(&ci[1]) - f(&ci[0]) < 0.1,
+        "{c}"
+    );
     assert!((f(&c["reported_on_reference"]) - 2176.0 / 2506.0).abs() < 1e-9);
     // warm TTFT by turn: 20 ms + 1 ms per word not reused: 20 + (350 - 320) = 50, then
     // 20 + (408 - 336) = 92, 20 + (466 - 400) = 86, 20 + (524 - 464) = 80
@@ -117,12 +123,15 @@ fn conversations_reuse_their_history_and_a_cache_switched_off_is_a_named_drift()
             t + 1
         );
     }
-    assert!(text.contains("prefix cache: reported 87 %"), "{text}");
+    assert!(
+        text.contains("prefix cache: reported 87% (24 of 24 requests said), measured 8"),
+        "{text}"
+    );
     assert!(text.contains("TTFT P50 by turn: 1: "), "{text}");
 
     // The same conversations with the cache switched off: every turn computes its whole
-    // prompt (turn 4: 20 + 524 = 544 ms), an exact repeat is no faster than cold. Not a
-    // silent TTFT FAIL: a drift with both hit rates, TTFT not compared, TPOT still gated.
+    // prompt (turn 4: 20 + 524 = 544 ms), as slow as cold. Not a silent TTFT FAIL: a drift with
+    // both hit rates, TTFT not compared, TPOT still gated.
     std::fs::write(
         dir.path().join("scenarios/s.yaml"),
         ON.replace("prefix_cache_block=16", "prefix_cache_block=0"),
@@ -130,12 +139,14 @@ fn conversations_reuse_their_history_and_a_cache_switched_off_is_a_named_drift()
     .unwrap();
     let (code, text) = run(dir.path(), &["check", "--output", "off.json"]);
     assert_eq!(code, Some(0), "{text}");
-    // (the baseline's measured 88 % is 2200 / 2496 give or take a ms of timing: 87 or 88 %)
+    // (the baseline's measured 87 % is 2182 / 2494 give or take a ms of timing: 87 or 88 %;
+    // now cold - warm is the one word of the cold line: 6 / 2494 = 0 %)
     assert!(
         text.contains("workload drift: the prefix cache hit rate changed: measured 8")
             && text.contains(
-                "% in the baseline vs 0 % now; reported 87 % -> not reported; an exact repeat saves"
-            ),
+                "% in the baseline vs 0% now; reported 87% -> not reported, TTFT warm/cold 0.2"
+            )
+            && text.contains("gate it with gate.cache.hit_rate"),
         "{text}"
     );
     assert!(text.contains("TTFT not compared"), "{text}");
@@ -150,7 +161,7 @@ fn conversations_reuse_their_history_and_a_cache_switched_off_is_a_named_drift()
         .collect();
     assert!(kinds.iter().all(|k| !k.contains("ttft")), "{kinds:?}");
     assert!(kinds.iter().any(|k| k.contains("tpot")), "{kinds:?}");
-    assert_eq!(s["cache"]["measured_hit_rate"], 0.0);
+    assert!(f(&s["cache"]["measured_hit_rate"]) < 0.03, "{}", s["cache"]);
 }
 
 #[test]
@@ -167,9 +178,7 @@ fn a_server_that_reports_everything_cached_is_judged_by_its_ttfts() {
         "{text}"
     );
     assert!(
-        text.contains(
-            "prefix cache hit rate 0% (measured; reported 100%) is below gate.cache.hit_rate 40%"
-        ),
+        text.contains("(measured; reported 100.0%) is below gate.cache.hit_rate 40.0%"),
         "{text}"
     );
     let v = crate::report_schema::validator();
@@ -190,7 +199,7 @@ fn a_server_that_reports_everything_cached_is_judged_by_its_ttfts() {
     let reason = r["scenarios"][0]["checks"][0]["reason"].as_str().unwrap();
     assert!(
         reason.starts_with("prefix cache hit rate 8")
-            && reason.contains("(measured; reported 87%) meets gate.cache.hit_rate 40%"),
+            && reason.contains("(measured; reported 87.0%) meets gate.cache.hit_rate 40.0%"),
         "{reason}"
     );
 }
