@@ -195,9 +195,9 @@ pub struct Triple {
 
 /// The measured hit rate `sum(cold - warm) / sum(cold - floor)` (module comment), clamped to
 /// 0..=1, with its one-sided [`CONFIDENCE`] bounds from 2 triples on (the ratio estimator's
-/// standard error, `sqrt(sum(e^2) / (n (n - 1))) / mean(cold - floor)` with `e = (cold - warm)
-/// - h (cold - floor)`, and Student's t at n - 1 degrees of freedom); the reason when the TTFTs
-/// cannot tell (no triple, or a prefill too short to see).
+/// standard error, `sqrt(sum(e^2) / (n (n - 1))) / mean(cold - floor)` with
+/// `e = (cold - warm) - h (cold - floor)`, and Student's t at n - 1 degrees of freedom); the
+/// reason when the TTFTs cannot tell (no triple, or a prefill too short to see).
 pub fn measured_rate(t: &[Triple]) -> Result<(f64, Option<[f64; 2]>), String> {
     if t.is_empty() {
         return Err("no reference request pair succeeded".into());
