@@ -102,6 +102,19 @@ fn headline(verdict: Overall) -> &'static str {
     }
 }
 
+/// Each scenario's workload drift notes (what was not compared, and why), by scenario name.
+fn drift_notes(r: &Results) -> Vec<(&str, &str)> {
+    r.scenarios
+        .iter()
+        .flat_map(|s| {
+            s.notes
+                .iter()
+                .filter(|n| n.starts_with("workload drift"))
+                .map(move |n| (s.name.as_str(), n.as_str()))
+        })
+        .collect()
+}
+
 /// Renders the report with the marker for `results.id`.
 pub fn render(r: &Results) -> String {
     render_with(r, &Extra::default())
@@ -116,9 +129,13 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
     let mut o = String::new();
     let word = crate::report::base_word(r);
     let _ = writeln!(o, "<!-- perfgate:{} -->", escape(r.id.as_str()));
+    let drifted = drift_notes(r);
     let head = match (r.verdict, crate::report::drift_blind(r)) {
         (Overall::Pass | Overall::Improved | Overall::Warn, Some(_)) => {
             "⚠️ **perfgate: no regression found, but this runner's drift hides small ones**"
+        }
+        (Overall::Pass | Overall::Improved, None) if !drifted.is_empty() => {
+            "⚠️ **perfgate: no regression found, but some metrics were not compared**"
         }
         (v, _) => headline(v),
     };
@@ -155,6 +172,11 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
         for row in attention.iter().take(shown) {
             let _ = writeln!(o, "{}", row.text);
         }
+    }
+    // what the workload drift took out of the gate (a prefix cache switched off, another
+    // tokenizer) is in front of the reviewer, not only inside the scenario's details
+    for (name, note) in &drifted {
+        let _ = writeln!(o, "\n⚠️ {}: {}", escape(name), escape(note));
     }
     if x.compact {
         let omitted = attention.len().saturating_sub(shown);

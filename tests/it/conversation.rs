@@ -137,8 +137,21 @@ fn conversations_reuse_their_history_and_a_cache_switched_off_is_a_named_drift()
         ON.replace("prefix_cache_block=16", "prefix_cache_block=0"),
     )
     .unwrap();
-    let (code, text) = run(dir.path(), &["check", "--output", "off.json"]);
+    let (code, text) = run(
+        dir.path(),
+        &["check", "--output", "off.json", "--markdown", "off.md"],
+    );
     assert_eq!(code, Some(0), "{text}");
+    // the PR comment says it up front, not only in the scenario's collapsed details
+    let md = std::fs::read_to_string(dir.path().join("off.md")).unwrap();
+    assert!(
+        md.contains("⚠️ **perfgate: no regression found, but some metrics were not compared**"),
+        "{md}"
+    );
+    assert!(
+        md.contains("No check failed or warned.\n\n⚠️ chat: workload drift: the prefix cache hit rate changed: measured 8"),
+        "{md}"
+    );
     // (the baseline's measured 87 % is 2182 / 2494 give or take a ms of timing: 87 or 88 %;
     // now cold - warm is the one word of the cold line: 6 / 2494 = 0 %)
     assert!(
