@@ -173,8 +173,8 @@ pub fn build(raw: &RawConversation, max_tokens: u32) -> Result<ConversationSpec,
     };
     if !(0.0..=MAX_THINK_MS).contains(&think_time_ms) {
         return Err(format!(
-            "request.conversation.think_time is {} ms: use 0 to {} s",
-            crate::units::Num(think_time_ms),
+            "request.conversation.think_time is {}: use 0 to {} s",
+            crate::units::fmt_ms(think_time_ms),
             MAX_THINK_MS / 1000.0
         ));
     }
@@ -280,7 +280,7 @@ mod tests {
             (&|r| r.user_tokens = Some(0), "user_tokens is 0"),
             (
                 &|r| r.think_time = Some(crate::config::file::RawNumber::Text("120s".into())),
-                "think_time is 120000 ms",
+                "think_time is 120.00 s: use 0 to 60 s",
             ),
             (&|r| r.reference = Some(1000), "reference is 1000"),
         ] {

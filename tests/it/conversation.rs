@@ -240,6 +240,18 @@ fn conversation_scenarios_are_validated_with_the_fix() {
             ON.to_string() + "      cache: {hit_rate: 140%}\n",
             "gate.cache.hit_rate is 140.0%",
         ),
+        (
+            ON.to_string() + "      cache: {hit_rate: \"<= 40%\"}\n",
+            "gate.cache.hit_rate `<= 40%`: it is the least hit rate, written \">= 40%\" (or 40%, 0.4)",
+        ),
+        (
+            ON.to_string() + "      cache: {hit_rate: 40}\n",
+            "gate.cache.hit_rate is 40: write a share, 40% or 0.4",
+        ),
+        (
+            ON.replace("think_time: 5ms", "think_time: -1s"),
+            "request.conversation.think_time",
+        ),
     ];
     for (yaml, want) in bad {
         let dir = project(&yaml);

@@ -231,7 +231,22 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
 /// most 100 %.
 fn parse_hit_rate(v: &RawNumber) -> Result<f64, String> {
     let v = match v {
-        RawNumber::Text(t) => RawNumber::Text(t.trim().trim_start_matches(">=").trim().to_string()),
+        RawNumber::Text(t) => {
+            let t = t.trim();
+            let share = t.strip_prefix(">=").unwrap_or(t).trim();
+            if share.starts_with(['<', '>', '=']) {
+                return Err(format!(
+                    "gate.cache.hit_rate `{t}`: it is the least hit rate, written \">= 40%\" (or 40%, 0.4)"
+                ));
+            }
+            RawNumber::Text(share.to_string())
+        }
+        RawNumber::Num(x) if *x > 1.0 => {
+            return Err(format!(
+                "gate.cache.hit_rate is {}: write a share, 40% or 0.4",
+                crate::units::Num(*x)
+            ))
+        }
         n => n.clone(),
     };
     let x = parse_fraction(&v).map_err(|e| format!("gate.cache.hit_rate: {e}"))?;
