@@ -525,7 +525,7 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
                         "    conversations of {}; {} conversation(s) measured, cold reference of {} request pair(s)",
                         c.describe(s.request.system.is_some()),
                         s.load.samples / c.turns,
-                        c.reference
+                        c.reference.min(s.load.samples)
                     );
                 }
                 if let Some(t) = &s.load.trace {

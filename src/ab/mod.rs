@@ -58,6 +58,11 @@ pub fn unsupported(ab: &AbScenario, design: DesignChoice) -> Option<String> {
             "scenario {name}: load.max_samples ({m}, sequential sampling) is not supported by perfgate ab: the two arms are measured with a fixed load.samples each; set `samples: {m}` (or fewer) for the A/B run"
         ));
     }
+    if sc.request.conversation.is_some() || ab.base.request.conversation.is_some() {
+        return Some(format!(
+            "scenario {name}: request.conversation is not supported by perfgate ab: the arms are measured in alternating pieces that would split conversations between them, and the cold reference runs only in check; gate conversations with perfgate check against a baseline (a changed prefix cache is a named drift there, gate.cache.hit_rate a check)"
+        ));
+    }
     if sc.load.rate.is_some() || ab.base.load.rate.is_some() {
         return Some(format!(
             "scenario {name}: load.rate (open loop) is not supported by perfgate ab yet: the arms are interleaved request by request in a closed loop; use load.concurrency, or perfgate check for open-loop scenarios"

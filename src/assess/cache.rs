@@ -77,6 +77,7 @@ pub fn check(sc: &Scenario, s: &CacheSummary) -> Option<Result<Check, String>> {
             pct1(min),
             match &s.unmeasured {
                 Some(why) => format!("the cold reference could not measure one ({why}), and what the server reports is not taken unchecked"),
+                None if sc.request.conversation.is_none() => "the server reported no cached tokens (without request.conversation, gate.cache.hit_rate judges what the server reports: usage.prompt_tokens_details.cached_tokens or its equivalent)".into(),
                 None => "the server reported no cached tokens and no cold reference ran (request.conversation.reference: 0)".into(),
             }
         )));

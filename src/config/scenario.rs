@@ -246,6 +246,30 @@ fn conversation_load(
                 .into(),
         );
     }
+    // the longest prompt (the last turn's) within what a synthetic prompt may be
+    let longest = u64::from(c.system_tokens)
+        + u64::from(c.turns) * u64::from(c.user_tokens)
+        + u64::from(c.turns - 1) * u64::from(c.answer_tokens);
+    let most = u64::from(crate::synthetic_prompt::MAX_PROMPT_TOKENS);
+    if longest > most {
+        return Err(format!(
+            "request.conversation: the last turn's prompt would be about {longest} tokens (system {} + {} turns x user {} + {} kept answers x {}): at most {most}; shorten the turns or the messages",
+            c.system_tokens,
+            c.turns,
+            c.user_tokens,
+            c.turns - 1,
+            c.answer_tokens
+        ));
+    }
+    // the think time a stream spends, bounded as a trace replay's window is
+    let per_stream = f64::from(l.samples) / f64::from(l.concurrency.max(1));
+    let think_h =
+        per_stream * c.think_time_ms * f64::from(c.turns - 1) / f64::from(c.turns) / 3_600_000.0;
+    if think_h > 24.0 {
+        return Err(format!(
+            "request.conversation.think_time: each stream would think for {think_h:.1} h over its {per_stream:.0} requests: at most 24 h; shorten the think time or the samples, or raise the concurrency"
+        ));
+    }
     // (the warmup may end inside a conversation: it is not measured)
     for (key, n) in [("samples", l.samples)] {
         if n % c.turns != 0 {

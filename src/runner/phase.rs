@@ -403,9 +403,10 @@ async fn conversation_worker(
                 return;
             }
             if t > 0 && !think.is_zero() {
+                // nothing in flight while thinking: an interrupt ends it at once
                 tokio::select! {
                     _ = tokio::time::sleep(think) => {}
-                    _ = crate::cancel::grace_expired() => return,
+                    _ = crate::cancel::wait() => return,
                 }
             }
             let slot = if sh.measuring.load(Ordering::SeqCst) {

@@ -168,7 +168,7 @@ impl HitSource {
     pub fn as_str(self) -> &'static str {
         match self {
             HitSource::Measured => "measured",
-            HitSource::Reported => "reported, unchecked: request.conversation.reference is 0",
+            HitSource::Reported => "reported, unchecked by a cold reference",
         }
     }
 }

@@ -252,6 +252,20 @@ fn conversation_scenarios_are_validated_with_the_fix() {
             ON.replace("think_time: 5ms", "think_time: -1s"),
             "request.conversation.think_time",
         ),
+        (
+            ON.replace("user_tokens: 30", "user_tokens: 32768")
+                .replace("turns: 4", "turns: 16"),
+            "request.conversation: the last turn's prompt would be about 524708 tokens (system 300 + 16 turns x user 32768 + 15 kept answers x 8): at most 262144",
+        ),
+        (
+            ON.replace("think_time: 5ms", "think_time: 60s")
+                .replace("samples: 24", "samples: 4000"),
+            "request.conversation.think_time: each stream would think for 25.0 h over its 2000 requests: at most 24 h",
+        ),
+        (
+            ON.to_string() + "      cache: {hit_rate: \">= 40\"}\n",
+            "gate.cache.hit_rate `>= 40`: write a share, \">= 40%\" or 0.4",
+        ),
     ];
     for (yaml, want) in bad {
         let dir = project(&yaml);
@@ -259,4 +273,24 @@ fn conversation_scenarios_are_validated_with_the_fix() {
         assert_eq!(code, Some(2), "{text}");
         assert!(text.contains(want), "{want}\n{text}");
     }
+}
+
+#[test]
+fn perfgate_ab_refuses_conversations_before_measuring() {
+    let dir = project(ON);
+    let (code, text) = run(
+        dir.path(),
+        &[
+            "ab",
+            "--base-url",
+            "sim://?ttft_ms=5",
+            "--candidate-url",
+            "sim://?ttft_ms=6",
+        ],
+    );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("scenario chat: request.conversation is not supported by perfgate ab: the arms are measured in alternating pieces that would split conversations"),
+        "{text}"
+    );
 }

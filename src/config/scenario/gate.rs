@@ -234,9 +234,14 @@ fn parse_hit_rate(v: &RawNumber) -> Result<f64, String> {
         RawNumber::Text(t) => {
             let t = t.trim();
             let share = t.strip_prefix(">=").unwrap_or(t).trim();
-            if share.starts_with(['<', '>', '=']) {
+            if share.is_empty() || share.starts_with(['<', '>', '=']) {
                 return Err(format!(
                     "gate.cache.hit_rate `{t}`: it is the least hit rate, written \">= 40%\" (or 40%, 0.4)"
+                ));
+            }
+            if share.parse::<f64>().is_ok_and(|x| x > 1.0) {
+                return Err(format!(
+                    "gate.cache.hit_rate `{t}`: write a share, \">= {share}%\" or 0.4"
                 ));
             }
             RawNumber::Text(share.to_string())
