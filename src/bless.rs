@@ -275,8 +275,12 @@ pub async fn bless(
             }
             None => String::new(),
         };
+        // what a check's cache drift is measured against
+        let cache = b.cache.as_ref().map_or(String::new(), |c| {
+            format!("; prefix cache of its first run: {}", c.describe())
+        });
         println!(
-            "blessed {:<24} -> {}  ({k} run(s), {requests} requests; TTFT P50 {}, TPOT P50 {}{spread})",
+            "blessed {:<24} -> {}  ({k} run(s), {requests} requests; TTFT P50 {}, TPOT P50 {}{spread}{cache})",
             sc.name,
             path.display(),
             p50(SummaryKey::Ttft),

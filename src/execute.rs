@@ -218,7 +218,7 @@ pub async fn measure_until(
     opened.scrape_after(sc, &mut out).await;
     if out.unreachable.is_none() {
         session.cache_reference().await;
-        out.cache_reference = session.output().cache_reference;
+        out.cache_reference = session.reference().to_vec();
     }
     opened.finish(&mut out);
     Ok(out)

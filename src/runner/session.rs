@@ -261,6 +261,11 @@ impl Session {
         self.reference = pairs;
     }
 
+    /// The cold reference [`Session::cache_reference`] sent (empty before, or without one).
+    pub fn reference(&self) -> &[crate::record::ReferencePair] {
+        &self.reference
+    }
+
     /// Measured requests so far.
     pub fn measured_count(&self) -> usize {
         self.measured.len()
