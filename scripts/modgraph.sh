@@ -19,7 +19,7 @@ COMMANDS="check bless calibrate init ab"
 LAYERS=(
   "exit units clock fsutil cancel redact hint machine stats api sim synthetic_prompt seeded limits tls wire"  # leaves: no crate imports of their own
   "config"                                           # YAML -> validated scenarios
-  "record summary"                                   # per-request records, metric summaries
+  "record summary cache"                             # per-request records, metric and prefix-cache summaries
   "client"                                           # HTTP, SSE decoding, per-request timing
   "runner execute server prompt_fit"                 # schedules and sessions -> RunOutput; the server under test
   "baseline gate"                                    # baseline files; the statistical gate

@@ -8,6 +8,7 @@ pub mod api;
 pub mod assess;
 pub mod baseline;
 pub mod bless;
+pub mod cache;
 pub mod calibrate;
 pub mod cancel;
 pub mod check;

@@ -20,7 +20,11 @@ pub fn summary(sc: &Scenario, run: &RunOutput) -> Option<CacheSummary> {
         .server_side
         .as_ref()
         .and_then(|s| server_hit_rate(&s.metrics));
-    Some(cache::summarize(&run.records, &run.cache_reference, server))
+    Some(crate::cache::summarize(
+        &run.records,
+        &run.cache_reference,
+        server,
+    ))
 }
 
 /// The server's own prefix-cache hit rate from its `/metrics` figures

@@ -358,7 +358,7 @@ fn cache_of(sc: &Scenario, runs: &[RunOutput]) -> Option<crate::stats::cache::Ca
         .iter()
         .find(|r| !r.cache_reference.is_empty())
         .or(runs.first())?;
-    Some(crate::stats::cache::summarize(
+    Some(crate::cache::summarize(
         &run.records,
         &run.cache_reference,
         None,
