@@ -49,7 +49,7 @@ pub struct ConversationSpec {
     /// Seed of the texts.
     pub seed: u64,
     /// Cold-reference request pairs sent after the measured requests (0 = none): the same
-    /// requests with a cache-busting first line, then again as sent (fully cached). Not in the
+    /// requests behind a cache-busting first line (cold), and that line alone (floor). Not in the
     /// fingerprint (it changes what is checked, not what is measured).
     #[serde(skip)]
     pub reference: u32,

@@ -42,7 +42,7 @@ fn prompt_tokens_is_one_of_three_ways_to_give_the_prompt() {
     );
     assert_eq!(code, Some(2), "{text}");
     assert!(
-        text.contains("request: give one of `prompt`, `messages`, `prompt_tokens`, `prompt_set` or `generate`"),
+        text.contains("request: give one of `prompt`, `messages`, `prompt_tokens`, `prompt_set`, `generate` or `conversation`"),
         "{text}"
     );
     let (code, text, _) = check(
