@@ -131,7 +131,7 @@ pub fn check(sc: &Scenario, s: &CacheSummary) -> Option<Result<Check, String>> {
             pct1(hit),
             source.as_str(),
         ),
-        ..Check::outside_family(&sc.name, None, CheckKind::CacheHitRate, min)
+        ..Check::blank(&sc.name, None, CheckKind::CacheHitRate, min)
     }))
 }
 

@@ -171,7 +171,7 @@ fn confirm_hint(rule: &StepRule) -> String {
 
 /// A `nightly step` check with nothing decided.
 fn blank(sc: &Scenario, m: Metric, rule: &StepRule) -> Check {
-    Check::outside_family(&sc.name, Some(m), CheckKind::ChangePoint, rule.min_step)
+    Check::blank(&sc.name, Some(m), CheckKind::ChangePoint, rule.min_step)
 }
 
 /// The verdict of a metric's change points: the level tonight against the level before the

@@ -83,29 +83,12 @@ pub(super) fn empty_check(b: Blank) -> Draft {
         n_candidate: nc,
     } = b;
     let check = Check {
-        scenario: scenario.to_string(),
-        metric,
-        kind,
-        baseline: None,
-        candidate: None,
-        ratio: None,
-        ci: None,
-        ci_level: None,
-        p_value: None,
-        p_holm: None,
         warn: band.warn,
-        fail: band.fail,
         min_delta_ms: md,
         n_baseline: nb,
         n_candidate: nc,
         verdict: Verdict::Info,
-        reason: String::new(),
-        samples_needed: None,
-        min_detectable_change: None,
-        fail_configured: None,
-        tau_nights: None,
-        tau: None,
-        alpha: None,
+        ..Check::blank(scenario, metric, kind, band.fail)
     };
     Draft {
         check,

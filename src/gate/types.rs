@@ -311,15 +311,10 @@ pub struct Check {
 }
 
 impl Check {
-    /// A check outside the Holm family (the nightly step rule, `gate.cache.hit_rate`) with
-    /// nothing measured or decided yet: no estimate, interval or p-value, tolerances `band`,
-    /// PASS, no reason. The caller sets what it measured.
-    pub fn outside_family(
-        scenario: &str,
-        metric: Option<Metric>,
-        kind: CheckKind,
-        band: f64,
-    ) -> Check {
+    /// A check with nothing measured or decided yet: no estimate, interval or p-value,
+    /// tolerances `band`, PASS, no reason. Every kind starts from it (the gate's drafts, the
+    /// nightly step rule, `gate.cache.hit_rate`) and sets what it measured.
+    pub fn blank(scenario: &str, metric: Option<Metric>, kind: CheckKind, band: f64) -> Check {
         Check {
             scenario: scenario.to_string(),
             metric,
