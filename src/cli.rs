@@ -813,7 +813,7 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
     let written = load_scenarios_as(&a.sc, Reading::Serverless)?;
     let base = load_scenarios_as(&a.sc, Reading::Arm(ArmKey::Base, &base_over))?;
     let cand = load_scenarios_as(&a.sc, Reading::Arm(ArmKey::Candidate, &cand_over))?;
-    let flags_given = base_over != ArmOverride::default() || cand_over != ArmOverride::default();
+    let flags_given = base_over.sets_arm() || cand_over.sets_arm();
     let scs = crate::ab::pair::pair(written, base, cand, flags_given, design)
         .map_err(|e| Error::Usage(e.to_string()))?;
     let opts = crate::ab::AbOptions {

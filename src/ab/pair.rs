@@ -3,6 +3,7 @@
 //! both arms would measure one server, or when the design cannot run it.
 
 use super::{unsupported, AbScenario, DesignChoice};
+use crate::config::server::ServerSpec;
 use crate::config::Scenario;
 
 /// Scenarios an A/B run cannot run, each with why and what to do instead; nothing was measured.
@@ -14,8 +15,18 @@ use crate::config::Scenario;
 )]
 pub struct Refused(pub Vec<String>);
 
+/// The server an arm starts, its log file aside: a `server.log` shared by both arms is renamed
+/// per arm (`config::arm::arm_log`), which does not make two arms.
+fn started(arm: &Scenario) -> Option<ServerSpec> {
+    arm.server.clone().map(|s| ServerSpec {
+        log: None,
+        key: String::new(),
+        ..s
+    })
+}
+
 /// Pairs each scenario as `written` with its `base` and `cand` readings (the three lists in the
-/// same order); `flags_given` is whether a command-line flag set an arm.
+/// same order); `flags_given` is whether a command-line flag set an arm (`--no-server` sets none).
 pub fn pair(
     written: Vec<Scenario>,
     base: Vec<Scenario>,
@@ -29,11 +40,11 @@ pub fn pair(
     for ((w, b), c) in written.into_iter().zip(base).zip(cand) {
         // localhost, 127.0.0.1 and [::1] are one endpoint (config::arm::endpoint_place)
         let same_endpoint = place(&b) == place(&c);
-        let arms_differ =
-            b.server != c.server || !same_endpoint || b.endpoint.model != c.endpoint.model;
+        let same_server = started(&b) == started(&c);
+        let arms_differ = !same_server || !same_endpoint || b.endpoint.model != c.endpoint.model;
         if !flags_given && !arms_differ {
             refused.push(format!(
-                "scenario {}: perfgate ab needs two arms, and nothing sets them: give --base-url and --candidate-url (two endpoints), --base-server-cmd and --candidate-server-cmd (two servers), or server.base and server.candidate in the scenario file",
+                "scenario {}: perfgate ab needs two arms, and nothing sets them: give --base-url and --candidate-url (two endpoints), --base-server-cmd and --candidate-server-cmd (two servers), or server.base and server.candidate in the scenario file (--no-server sets neither arm: it only starts no server)",
                 w.name
             ));
             continue;
@@ -72,7 +83,7 @@ pub fn pair(
             continue;
         }
         let mut notes = Vec::new();
-        if same_endpoint && b.endpoint.model == c.endpoint.model && b.server == c.server {
+        if same_endpoint && b.endpoint.model == c.endpoint.model && same_server {
             let shown = if b.endpoint.shown_url() == c.endpoint.shown_url() {
                 c.endpoint.shown_url()
             } else {

@@ -40,6 +40,14 @@ pub struct ArmOverride {
     pub no_server: bool,
 }
 
+impl ArmOverride {
+    /// Whether a flag sets something of the arm (URL, model, server command); `--no-server`
+    /// sets nothing: it only starts no server.
+    pub fn sets_arm(&self) -> bool {
+        self.base_url.is_some() || self.model.is_some() || self.server_command.is_some()
+    }
+}
+
 /// How a command reads a scenario file.
 #[derive(Debug, Clone, Copy)]
 pub enum Reading<'a> {

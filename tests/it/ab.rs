@@ -400,6 +400,29 @@ fn inputs_an_ab_run_cannot_use_are_refused_before_measuring() {
         &["ab", "-s", "s.yaml"],
         "perfgate ab needs two arms, and nothing sets them",
     );
+    // Issue 41 finding 4: --no-server starts no server and sets no arm, so it alone ran an
+    // A/A run and exited 0; so did a `server:` block without arms whose shared log is renamed
+    // per arm (the two arms' servers then differed only by their log file).
+    refused(
+        &["ab", "-s", "s.yaml", "--no-server"],
+        "perfgate ab needs two arms, and nothing sets them",
+    );
+    std::fs::write(
+        d.path().join("s.yaml"),
+        SCENARIO
+            .replace("sim://?seed=1", "http://127.0.0.1:9/v1")
+            .replace(
+                "  load:",
+                "  server: {command: [no-such-server, --port, '9'], log: srv.log}\n  load:",
+            ),
+    )
+    .unwrap();
+    for extra in [&["--no-server"][..], &["--design", "blocked"], &[]] {
+        let mut args = vec!["ab", "-s", "s.yaml"];
+        args.extend_from_slice(extra);
+        refused(&args, "perfgate ab needs two arms, and nothing sets them");
+    }
+    std::fs::write(d.path().join("s.yaml"), SCENARIO).unwrap();
     let arms = ["--base-url", SIM_BASE, "--candidate-url", SIM_SLOWER];
     let with = |extra: &[&'static str]| -> Vec<&str> {
         let mut v = vec!["ab", "-s", "s.yaml"];
