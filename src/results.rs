@@ -188,6 +188,37 @@ pub struct LoadShardRun {
     pub warmup_failures: u32,
 }
 
+/// A `load_shard` whose worker number no `--load-shard I/N` gives (a file not written by a
+/// worker): `field` is `index` or `count`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("load_shard.{field} is {value}, but a worker is I of N with 1 <= I <= N <= {max} (this is worker {index} of {count}): the file is not as `check --load-shard` wrote it; use the file the worker wrote", max = crate::config::shard::MAX_SHARDS)]
+pub struct BadLoadShard {
+    pub field: &'static str,
+    pub value: usize,
+    pub index: usize,
+    pub count: usize,
+}
+
+impl LoadShardRun {
+    /// Which worker of how many, checked: what a results file says is validated once, when
+    /// it is read ([`crate::report::json::load`]), so a merge never divides by a count of 0.
+    pub fn shard(&self) -> Result<crate::config::shard::Shard, BadLoadShard> {
+        let (index, count) = (self.index, self.count);
+        let count_ok = (1..=crate::config::shard::MAX_SHARDS).contains(&count);
+        let (field, value) = if count_ok {
+            ("index", index)
+        } else {
+            ("count", count)
+        };
+        crate::config::shard::Shard::new(index, count).ok_or(BadLoadShard {
+            field,
+            value,
+            index,
+            count,
+        })
+    }
+}
+
 /// The workers a merged scenario came from (`perfgate report`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MergedWorkers {

@@ -101,6 +101,11 @@ pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
             )),
         })
         .collect::<Result<_, _>>()?;
+    // read files were checked ([`crate::report::json::load`]); a caller's own values are too
+    for (w, ls) in &parts {
+        ls.shard()
+            .map_err(|e| format!("scenario {name}: {}: {e}", w.file))?;
+    }
     let n = parts[0].1.count;
     let label =
         |w: &Worker, ls: &LoadShardRun| format!("worker {}/{} ({})", ls.index, ls.count, w.file);
@@ -165,10 +170,38 @@ pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
         return Ok(Merged::NotMeasured(Box::new(res)));
     }
     for (w, ls) in &parts {
-        check_worker(w, ls).map_err(|why| format!("scenario {name}: {}: {why}", label(w, ls)))?;
+        check_worker(w, ls).map_err(|why| {
+            format!(
+                "scenario {name}: {}: {why}: the file is not the worker's results as it wrote them; merge each worker's own file",
+                label(w, ls)
+            )
+        })?;
     }
     let mut ordered = parts.clone();
     ordered.sort_by_key(|(_, ls)| ls.index);
+    let records: Vec<&[RequestRecord]> = ordered
+        .iter()
+        .map(|(w, _)| w.result.records.as_slice())
+        .collect();
+    if let Some(rep) = repeated(&records) {
+        let at = |(p, k): (usize, usize)| {
+            let (w, ls) = ordered[p];
+            (label(w, ls), k)
+        };
+        let ((first, j), (second, k)) = (at(rep.first), at(rep.second));
+        let both = if first == second {
+            format!("{second}: records[{j}] and records[{k}]")
+        } else {
+            format!("{second}: records[{k}] and {first}'s records[{j}]")
+        };
+        let same = match rep.id {
+            Some(id) => format!("have one response id {id}"),
+            None => "are the same record".into(),
+        };
+        return Err(format!(
+            "scenario {name}: {both} {same}: one request counted twice (a worker's file copied or relabelled as another's, or its records repeated); merge each worker's own file as it wrote it"
+        ));
+    }
     let windows: Vec<WorkerWindow> = ordered
         .iter()
         .map(|(w, ls)| WorkerWindow {
@@ -277,37 +310,172 @@ pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
     ))
 }
 
+/// Slack of the window checks, ms: a worker writes its records and spans to the microsecond and
+/// takes its wall time after its last request ended.
+const WINDOW_SLACK_MS: f64 = 1.0;
+
+/// Why a worker's file is not its share of the run as the worker wrote it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NotItsShare {
+    #[error("it holds {records} request record(s) but measured {samples} (its share)")]
+    RecordCount { records: usize, samples: u32 },
+    #[error("{spans} unmeasured spans, more than its {streams} streams' ramp-up and drain can send ({most})")]
+    TooManySpans {
+        spans: usize,
+        streams: u32,
+        most: usize,
+    },
+    #[error("unmeasured span [{start}, {end}] is not an interval within its run (ms from its start: 0 <= start <= end <= its wall_ms {wall_ms})")]
+    SpanOutside { start: f64, end: f64, wall_ms: f64 },
+    #[error("records[{k}] runs from {start} ms to {end} ms, outside its measured run (0 to its wall_ms {wall_ms})")]
+    RecordOutside {
+        k: usize,
+        start: f64,
+        end: f64,
+        wall_ms: f64,
+    },
+    #[error("records[{k}] is request {request} of the run (work.index), not one of its share (worker {index}/{count} sends requests {index} - 1 + k x {count}, k below its {samples})")]
+    NotItsRequest {
+        k: usize,
+        request: u64,
+        index: usize,
+        count: usize,
+        samples: u32,
+    },
+    #[error(
+        "records[{first}] and records[{k}] are both request {request} of the run (work.index)"
+    )]
+    RequestTwice {
+        first: usize,
+        k: usize,
+        request: u64,
+    },
+}
+
 /// What a worker's results must hold to be its share of the run: one record per measured
-/// request of its share, and unmeasured spans no more than its ramp-up and drain send, each an
-/// interval within a run. Errors: what is wrong (the file is not a worker's whole results).
-fn check_worker(w: &Worker, ls: &LoadShardRun) -> Result<(), String> {
-    let records = w.result.records.len();
-    if records != ls.samples as usize {
-        return Err(format!(
-            "it holds {records} request record(s) but measured {} (its share): the file is not that worker's whole results; use the file the worker wrote",
-            ls.samples
-        ));
+/// request of its share, each within its measured window (`measured.wall_ms`) and, when it says
+/// which request of the run it was, one of its share's and once; unmeasured spans no more than
+/// its ramp-up and drain send, each within the window.
+fn check_worker(w: &Worker, ls: &LoadShardRun) -> Result<(), NotItsShare> {
+    let recs = &w.result.records;
+    if recs.len() != ls.samples as usize {
+        return Err(NotItsShare::RecordCount {
+            records: recs.len(),
+            samples: ls.samples,
+        });
     }
     // a steady look sends c ramp-up and at most DRAIN_PER_STREAM x c drain requests
     let most = (1 + crate::runner::steady::DRAIN_PER_STREAM) * ls.concurrency as usize;
     if ls.unmeasured_spans.len() > most {
-        return Err(format!(
-            "{} unmeasured spans, more than its {} streams' ramp-up and drain can send ({most})",
-            ls.unmeasured_spans.len(),
-            ls.concurrency
-        ));
+        return Err(NotItsShare::TooManySpans {
+            spans: ls.unmeasured_spans.len(),
+            streams: ls.concurrency,
+            most,
+        });
     }
-    let believable = |x: f64| x.is_finite() && (0.0..=crate::limits::MAX_OFFSET_MS).contains(&x);
-    if let Some((s, e)) = ls
-        .unmeasured_spans
-        .iter()
-        .find(|(s, e)| !(believable(*s) && believable(*e) && s <= e))
-    {
-        return Err(format!(
-            "unmeasured span [{s}, {e}] is not an interval within a run (ms from its start, start <= end)"
-        ));
+    let wall_ms = w.result.measured.wall_ms;
+    let within = |s: f64, e: f64| 0.0 <= s && s <= e && e <= wall_ms + WINDOW_SLACK_MS;
+    if let Some(&(start, end)) = ls.unmeasured_spans.iter().find(|(s, e)| !within(*s, *e)) {
+        return Err(NotItsShare::SpanOutside {
+            start,
+            end,
+            wall_ms,
+        });
+    }
+    let mut requests = std::collections::HashMap::new();
+    for (k, r) in recs.iter().enumerate() {
+        let (start, end) = span(r);
+        if !within(start, end) {
+            return Err(NotItsShare::RecordOutside {
+                k,
+                start,
+                end,
+                wall_ms,
+            });
+        }
+        let Some(request) = r.work.as_ref().map(|wk| wk.index) else {
+            continue;
+        };
+        let n = ls.count as u64;
+        if request % n != ls.index as u64 - 1 || request / n >= u64::from(ls.samples) {
+            return Err(NotItsShare::NotItsRequest {
+                k,
+                request,
+                index: ls.index,
+                count: ls.count,
+                samples: ls.samples,
+            });
+        }
+        if let Some(first) = requests.insert(request, k) {
+            return Err(NotItsShare::RequestTwice { first, k, request });
+        }
     }
     Ok(())
+}
+
+/// A request's (start, end) on its run's clock, ms: its end the stream's last byte (or its
+/// E2E; its start when it has neither).
+fn span(r: &RequestRecord) -> (f64, f64) {
+    let len = r.t_done_ms.or(r.e2e_ms).unwrap_or(0.0).max(0.0);
+    (r.start_ms, r.start_ms + len)
+}
+
+/// One request twice in the merged run: `first` and `second` are (worker, record) places, the
+/// worker's place in the list given to [`repeated`].
+#[derive(Debug, Clone, PartialEq)]
+struct Repeat {
+    first: (usize, usize),
+    second: (usize, usize),
+    /// The response id both carry; `None`: the records are identical.
+    id: Option<String>,
+}
+
+/// The first request that two records of the workers' `records` are: one response id (unless the
+/// server gave every response the same id: then ids tell nothing), or records identical in every
+/// figure (which two requests never are).
+fn repeated(records: &[&[RequestRecord]]) -> Option<Repeat> {
+    let places = || {
+        records
+            .iter()
+            .enumerate()
+            .flat_map(|(p, rs)| rs.iter().enumerate().map(move |(k, r)| ((p, k), r)))
+    };
+    let ids = || {
+        places().filter_map(|(at, r)| {
+            r.response_id
+                .as_deref()
+                .filter(|id| !id.is_empty())
+                .map(|id| (at, id))
+        })
+    };
+    let mut all = ids();
+    let one_id = all
+        .next()
+        .is_none_or(|(_, first)| all.all(|(_, id)| id == first));
+    if !one_id {
+        let mut seen = std::collections::HashMap::new();
+        for (at, id) in ids() {
+            if let Some(first) = seen.insert(id, at) {
+                return Some(Repeat {
+                    first,
+                    second: at,
+                    id: Some(id.to_string()),
+                });
+            }
+        }
+    }
+    let mut seen = std::collections::HashMap::new();
+    for (at, r) in places() {
+        let text = serde_json::to_string(r).unwrap_or_default();
+        if let Some(first) = seen.insert(text, at) {
+            return Some(Repeat {
+                first,
+                second: at,
+                id: None,
+            });
+        }
+    }
+    None
 }
 
 /// The time every worker was measuring over the longest worker's window (0 when some pair of
@@ -349,10 +517,6 @@ fn merged_concurrency(
     per_worker: Vec<Vec<RequestRecord>>,
     unmeasured: &[(f64, f64)],
 ) -> Vec<RequestRecord> {
-    let span = |r: &RequestRecord| {
-        let len = r.t_done_ms.or(r.e2e_ms).unwrap_or(0.0).max(0.0);
-        (r.start_ms, r.start_ms + len)
-    };
     let mut records: Vec<RequestRecord> = per_worker.into_iter().flatten().collect();
     let mut spans: Vec<(f64, f64)> = records.iter().map(span).collect();
     spans.extend_from_slice(unmeasured);
@@ -424,10 +588,9 @@ pub fn merge_workers(
                 // samples are not in the fingerprint: each worker's share must be this file's
                 for w in &workers {
                     if let Some(ls) = &w.result.load_shard {
-                        let shard = crate::config::shard::Shard {
-                            index: ls.index,
-                            count: ls.count,
-                        };
+                        let shard = ls
+                            .shard()
+                            .map_err(|e| format!("scenario {name}: {}: {e}", w.file))?;
                         let want = crate::config::load_shard::share(sc.load.samples, shard);
                         if ls.samples != want {
                             return Err(format!(
@@ -505,7 +668,8 @@ mod tests {
 
     /// The fixture's `chat-short` scenario as worker `index` of `count`, measuring from
     /// `started` (ms since the epoch) for `wall` ms, with one request per (start, length) of
-    /// `requests` on its own clock (concurrency figure 1.0: a steady-state loop).
+    /// `requests` on its own clock (concurrency figure 1.0: a steady-state loop), each its own
+    /// response id.
     fn worker(
         index: usize,
         count: usize,
@@ -523,8 +687,10 @@ mod tests {
         s.measured.wall_ms = wall;
         s.records = requests
             .iter()
-            .map(|&(start, len)| {
+            .enumerate()
+            .map(|(k, &(start, len))| {
                 let mut rec = RequestRecord::new(start);
+                rec.response_id = Some(format!("chatcmpl-{index}-{k}"));
                 rec.ttft_ms = Some(len / 2.0);
                 rec.e2e_ms = Some(len);
                 rec.t_done_ms = Some(len);
@@ -648,7 +814,7 @@ mod tests {
         let mut backwards = two.clone();
         backwards.load_shard.as_mut().unwrap().unmeasured_spans = vec![(1e18, -1e18)];
         let e = err(&[w("a", &one), w("b", &backwards)]);
-        assert!(e.contains("is not an interval within a run"), "{e}");
+        assert!(e.contains("is not an interval within its run"), "{e}");
         let mut many = two.clone();
         many.load_shard.as_mut().unwrap().unmeasured_spans = vec![(0.0, 1.0); 4];
         let e = err(&[w("a", &one), w("b", &many)]);
@@ -674,6 +840,60 @@ mod tests {
         whole.load_shard = None;
         let e = err(&[w("a", &one), w("b", &whole)]);
         assert!(e.contains("b holds it measured whole"), "{e}");
+    }
+
+    /// Issue 41 finding 9: a record says which request of the run it was (`work.index`, a
+    /// prompt set or drawn lengths): worker 2 of 2 sends requests 1, 3, 5, ... below 2 x its
+    /// share, each once. A server that gives every response one id still merges.
+    #[test]
+    fn each_record_is_a_request_of_its_workers_share_once() {
+        let t0 = 1.8e12;
+        let at = |index: u64| crate::record::WorkItem {
+            index,
+            entry: Some(0),
+            prompt_id: "0123456789abcdef".into(),
+            max_tokens: 8,
+            input_tokens: None,
+            conversation: None,
+            turn: None,
+        };
+        let with = |indices: [u64; 2]| {
+            let mut s = worker(2, 2, t0, 100.0, &[(0.0, 50.0), (10.0, 50.0)]);
+            for (r, i) in s.records.iter_mut().zip(indices) {
+                r.work = Some(at(i));
+                r.response_id = Some("chatcmpl-123".into());
+            }
+            s
+        };
+        let mut one = worker(1, 2, t0, 100.0, &[(0.0, 50.0), (20.0, 50.0)]);
+        for (k, r) in one.records.iter_mut().enumerate() {
+            r.work = Some(at(2 * k as u64));
+            r.response_id = Some("chatcmpl-123".into());
+        }
+        fn w<'a>(file: &'a str, result: &'a ScenarioResult) -> Worker<'a> {
+            Worker {
+                file,
+                result,
+                interrupted: false,
+            }
+        }
+        let ok = with([1, 3]);
+        run_of(merge(&[w("a", &one), w("b", &ok)]).unwrap());
+        for (indices, want) in [
+            (
+                [1, 2],
+                "records[1] is request 2 of the run (work.index), not one of its share",
+            ),
+            ([1, 5], "records[1] is request 5 of the run"),
+            (
+                [3, 3],
+                "records[0] and records[1] are both request 3 of the run",
+            ),
+        ] {
+            let bad = with(indices);
+            let e = merge(&[w("a", &one), w("b", &bad)]).unwrap_err();
+            assert!(e.contains("worker 2/2 (b): ") && e.contains(want), "{e}");
+        }
     }
 
     #[test]

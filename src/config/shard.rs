@@ -31,10 +31,14 @@ impl FromStr for Shard {
         let (i, n) = s.split_once('/').ok_or_else(bad)?;
         let index: usize = i.trim().parse().map_err(|_| bad())?;
         let count: usize = n.trim().parse().map_err(|_| bad())?;
-        if index == 0 || count == 0 || index > count || count > MAX_SHARDS {
-            return Err(bad());
-        }
-        Ok(Shard { index, count })
+        Shard::new(index, count).ok_or_else(bad)
+    }
+}
+
+impl Shard {
+    /// Shard `index` of `count`, when 1 <= `index` <= `count` <= [`MAX_SHARDS`].
+    pub fn new(index: usize, count: usize) -> Option<Shard> {
+        (1 <= index && index <= count && count <= MAX_SHARDS).then_some(Shard { index, count })
     }
 }
 

@@ -51,6 +51,15 @@ pub enum ResultsFileError {
     /// No `schema_version`: not a results file.
     #[error("{}: no schema_version; expected a results file from `perfgate check --output`", file.display())]
     NoSchemaVersion { file: PathBuf },
+    /// A load-shard worker's number no worker runs (`load_shard.count` 0, an index above it).
+    #[error("{}: scenarios[{scenario}].{source}", file.display())]
+    LoadShard {
+        file: PathBuf,
+        /// The scenario's place in `scenarios` (0-based).
+        scenario: usize,
+        #[source]
+        source: crate::results::BadLoadShard,
+    },
     /// A field is missing or of the wrong type (serde's message names it, with the file's own
     /// text made safe to print: a hostile value's escape sequences dropped).
     #[error("{}: not a perfgate results file: {message}", file.display())]
@@ -92,8 +101,18 @@ pub fn load(path: &Path) -> Result<Results, ResultsFileError> {
         }
         None => return Err(ResultsFileError::NoSchemaVersion { file: file() }),
     }
-    serde_json::from_value(v).map_err(|e| ResultsFileError::Shape {
+    let r: Results = serde_json::from_value(v).map_err(|e| ResultsFileError::Shape {
         file: file(),
         message: super::safe_text::field(&e.to_string()),
-    })
+    })?;
+    for (k, s) in r.scenarios.iter().enumerate() {
+        if let Some(ls) = &s.load_shard {
+            ls.shard().map_err(|source| ResultsFileError::LoadShard {
+                file: file(),
+                scenario: k,
+                source,
+            })?;
+        }
+    }
+    Ok(r)
 }

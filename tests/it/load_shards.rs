@@ -227,6 +227,7 @@ fn four_workers_with_one_start_merge_into_the_scenarios_sample_and_bad_merges_ar
         "holds load-shard worker 1/4",
     );
     assert!(!d.join("other/shared.json").exists());
+    forged_worker_files_are_refused(d);
     // two scenarios in one load-sharded job would start apart
     std::fs::write(
         d.join("two.yaml"),
@@ -264,4 +265,131 @@ fn four_workers_with_one_start_merge_into_the_scenarios_sample_and_bad_merges_ar
     );
 
     drop(simulator);
+}
+
+/// Issue 41 findings 6 and 9: a worker file edited into something no worker wrote crashed the
+/// merge (`load_shard.count: 0`, a division by zero, exit 101) or merged and passed (a copy
+/// relabelled as another worker: every request twice; records outside the run; an unmeasured
+/// span of a day; one record repeated). Each is refused (exit 2), naming the file and what is
+/// wrong. `d` holds the four workers' real files `w1.json` .. `w4.json`; each forgery replaces
+/// worker 2 by `forged.json`.
+fn forged_worker_files_are_refused(d: &std::path::Path) {
+    type Forge = fn(&mut Value);
+    let cases: [(&str, &str, Forge, &[&str]); 11] = [
+        (
+            "w2.json",
+            "count 0",
+            |v| v["load_shard"]["count"] = 0.into(),
+            &["forged.json: scenarios[0].load_shard.count is 0"],
+        ),
+        (
+            "w2.json",
+            "count 0 alone",
+            |v| v["load_shard"]["count"] = 0.into(),
+            &["forged.json: scenarios[0].load_shard.count is 0"],
+        ),
+        (
+            "w2.json",
+            "index 0",
+            |v| v["load_shard"]["index"] = 0.into(),
+            &["forged.json: scenarios[0].load_shard.index is 0"],
+        ),
+        (
+            "w2.json",
+            "index 5 of 4",
+            |v| v["load_shard"]["index"] = 5.into(),
+            &["forged.json: scenarios[0].load_shard.index is 5"],
+        ),
+        (
+            "w2.json",
+            "count 10^6",
+            |v| v["load_shard"]["count"] = 1_000_000.into(),
+            &["forged.json: scenarios[0].load_shard.count is 1000000"],
+        ),
+        (
+            "w1.json",
+            "worker 1 relabelled 2",
+            |v| v["load_shard"]["index"] = 2.into(),
+            &[
+                "worker 2/4 (forged.json)",
+                "response id chatcmpl-sim-",
+                "w1.json",
+            ],
+        ),
+        (
+            "w2.json",
+            "a negative start",
+            |v| v["records"][3]["start_ms"] = (-5000.0).into(),
+            &["worker 2/4 (forged.json)", "records[3] runs from -5000 ms"],
+        ),
+        (
+            "w2.json",
+            "a start 11 days on",
+            |v| v["records"][0]["start_ms"] = 1e9.into(),
+            &[
+                "worker 2/4 (forged.json)",
+                "records[0] runs from 1000000000 ms",
+            ],
+        ),
+        (
+            "w2.json",
+            "an unmeasured day",
+            |v| v["load_shard"]["unmeasured_spans"] = serde_json::json!([[0.0, 86_400_000.0]]),
+            &["worker 2/4 (forged.json)", "unmeasured span [0, 86400000]"],
+        ),
+        (
+            "w2.json",
+            "one record 20 times",
+            |v| {
+                let r = v["records"][0].clone();
+                v["records"] = Value::Array(vec![r; 20]);
+            },
+            &[
+                "worker 2/4 (forged.json)",
+                "response id chatcmpl-sim-",
+                "records[0] and records[1]",
+            ],
+        ),
+        (
+            "w2.json",
+            "one record twice, ids dropped",
+            |v| {
+                let recs = v["records"].as_array_mut().unwrap();
+                for r in recs.iter_mut() {
+                    r.as_object_mut().unwrap().remove("response_id");
+                }
+                recs[5] = recs[4].clone();
+            },
+            &[
+                "worker 2/4 (forged.json)",
+                "records[4] and records[5] are the same record",
+            ],
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (from, what, forge, want) in cases {
+        let mut v = crate::support::read_json(&d.join(from));
+        forge(&mut v["scenarios"][0]);
+        std::fs::write(d.join("forged.json"), v.to_string()).unwrap();
+        // worker 2 replaced; a count 0 given alone is what divided by zero
+        let alone = what == "count 0 alone";
+        let files: &[&str] = if alone {
+            &["forged.json"]
+        } else {
+            &["w1.json", "forged.json", "w3.json", "w4.json"]
+        };
+        let o = perfgate_in(d, 60)
+            .args(["report", "-s", "s.yaml"])
+            .args(files)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        if o.status.code() != Some(2) || !want.iter().all(|w| err.contains(w)) {
+            wrong.push(format!(
+                "{what}: exit {:?}, wanted 2 and {want:?}: {err}",
+                o.status.code()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n---\n"));
 }
