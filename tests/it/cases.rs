@@ -147,6 +147,8 @@ cases! {
     case_55_think_close_in_answer_prose => "55-think-close-in-answer-prose.yaml",
     case_56_think_tags_split_across_events => "56-think-tags-split-across-events.yaml",
     case_57_think_tags_in_responses_text => "57-think-tags-in-responses-text.yaml",
+    // issue 41: a whole chat.completion recap after the last delta
+    case_58_recap_chat_completion_after_deltas => "58-recap-chat-completion-after-deltas.yaml",
 }
 
 /// A new `tests/cases/*.yaml` file must get a line in `cases!` above, or it would never run.

@@ -56,8 +56,13 @@ pub(super) fn openai(api: Api, v: &Value) -> EventInfo {
                     }
                 }
                 _ => {
-                    let Some(d) = c.get("delta").or_else(|| c.get("message")) else {
-                        continue;
+                    let d = match (c.get("delta"), c.get("message")) {
+                        (Some(d), _) => d,
+                        (None, Some(m)) => {
+                            info.whole = true;
+                            m
+                        }
+                        (None, None) => continue,
                     };
                     chat_delta(d, &mut info);
                 }

@@ -114,6 +114,10 @@ pub struct EventInfo {
     pub system_fingerprint: Option<String>,
     /// The completion's id (OpenAI `id`, Anthropic `message.id`), clipped to 300 characters.
     pub id: Option<String>,
+    /// A whole chat completion (a choice carries `message`, not `delta`: the answer in one
+    /// piece). After token events it recaps them, and the measurer does not count it as one
+    /// more (docs/servers.md); as a stream's only answer it is that answer.
+    pub whole: bool,
     /// More than one choice index was seen (n > 1), which perfgate does not measure.
     pub multi_choice: bool,
     /// The data was not JSON (and not `[DONE]`).
@@ -598,7 +602,16 @@ mod tests {
                 r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a"}}]}}]}"#,
             ),
         );
-        assert!(tool.token && tool.answer);
+        assert!(tool.token && tool.answer && !tool.whole);
+        // a whole chat.completion: its text, usage and `whole` (a recap after token events)
+        let whole = interpret(
+            Api::OpenaiChat,
+            &ev(
+                r#"{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi there"},"finish_reason":"stop"}],"usage":{"completion_tokens":2}}"#,
+            ),
+        );
+        assert!(whole.whole && whole.token && whole.answer);
+        assert_eq!(whole.usage.unwrap().completion_tokens, Some(2));
         let usage = interpret(
             Api::OpenaiChat,
             &ev(r#"{"choices":[],"usage":{"prompt_tokens":20,"completion_tokens":6}}"#),

@@ -160,9 +160,13 @@ impl Measurer {
         }
         self.multi_choice |= i.multi_choice;
         self.choices_not_array |= i.choices_not_array;
+        // A whole chat completion after the token events recaps the answer (docs/servers.md):
+        // not one more token event (which moved E2E to it and made TPOT and ITL count it), and
+        // its usage only when the stream gave none.
+        let recap = i.whole && !self.token_times.is_empty();
         // Every token event counts, also after a finish_reason (some servers and proxies put
         // one on every chunk); those are noted.
-        if i.token {
+        if i.token && !recap {
             if self.finish_seen {
                 self.after_finish += 1;
             }
@@ -200,18 +204,24 @@ impl Measurer {
             note(&mut self.notes, StreamNote::UsageNotInteger);
         }
         if let Some(u) = i.usage {
-            if u.completion_tokens.is_some() {
+            if u.completion_tokens.is_some() && !(recap && self.last_usage.is_some()) {
                 self.last_usage = Some(u);
             }
-            if let Some(p) = u.prompt_tokens {
+            if let Some(p) = u
+                .prompt_tokens
+                .filter(|_| !recap || rec.prompt_tokens.is_none())
+            {
                 rec.prompt_tokens = Some(p);
             }
         }
         if let Some(u) = i.vendor_usage {
-            if u.completion_tokens.is_some() {
+            if u.completion_tokens.is_some() && !(recap && self.last_vendor_usage.is_some()) {
                 self.last_vendor_usage = Some(u);
             }
-            if let Some(p) = u.prompt_tokens {
+            if let Some(p) = u
+                .prompt_tokens
+                .filter(|_| !recap || self.vendor_prompt.is_none())
+            {
                 self.vendor_prompt = Some(p);
             }
         }

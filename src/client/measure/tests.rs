@@ -73,6 +73,68 @@ fn known_answer_usage_chunk() {
     assert_eq!(r.prompt_tokens, Some(20));
 }
 
+/// A whole chat completion (`whole`) with text and usage.
+fn whole(at: f64, completion_tokens: u64, prompt_tokens: u64) -> Stamped {
+    other(at, |i| {
+        i.whole = true;
+        i.token = true;
+        i.answer = true;
+        i.text = Some("Hello there friend".into());
+        i.finish = Some("stop".into());
+        i.usage = Some(Usage {
+            prompt_tokens: Some(prompt_tokens),
+            completion_tokens: Some(completion_tokens),
+            ..Default::default()
+        });
+    })
+}
+
+// Issue 41: tokens @200 220 240, usage 4 (prompt 9) @260, a whole chat.completion recap with
+// usage 3 (prompt 7) @300: the recap is no token event and the stream's own usage stands:
+// TPOT (240-200)/(4-1) = 13.333, E2E 240, ITL per event [20, 20]. A stream whose only answer
+// is one whole completion @150 (usage 3) still measures it: one token event, TTFT = E2E = 150.
+#[test]
+fn a_whole_completion_after_the_tokens_recaps_them() {
+    let usage = other(260.0, |i| {
+        i.usage = Some(Usage {
+            prompt_tokens: Some(9),
+            completion_tokens: Some(4),
+            ..Default::default()
+        })
+    });
+    let ev = vec![
+        tok(200.0),
+        tok(220.0),
+        tok(240.0),
+        usage,
+        whole(300.0, 3, 7),
+        other(301.0, |i| i.done = true),
+    ];
+    let r = measure(0.0, &ev, End::Eof(301.0), None);
+    assert!(r.ok(), "{:?}", r.error);
+    assert_eq!(r.token_events, 3);
+    assert_eq!((r.output_tokens, r.prompt_tokens), (Some(4), Some(9)));
+    assert_eq!(r.token_source, Some(TokenSource::Usage));
+    assert!(
+        (r.tpot_ms.unwrap() - 40.0 / 3.0).abs() < 1e-9,
+        "{:?}",
+        r.tpot_ms
+    );
+    assert_eq!((r.e2e_ms, r.t_done_ms), (Some(240.0), Some(301.0)));
+    assert_eq!(r.itl_ms, vec![20.0, 20.0]);
+    assert_eq!(r.tokens_after_finish, None);
+    let alone = measure(
+        0.0,
+        &[whole(150.0, 3, 7), other(151.0, |i| i.done = true)],
+        End::Eof(151.0),
+        None,
+    );
+    assert!(alone.ok(), "{:?}", alone.error);
+    assert_eq!(alone.token_events, 1);
+    assert_eq!((alone.ttft_ms, alone.e2e_ms), (Some(150.0), Some(150.0)));
+    assert_eq!(alone.output_tokens, Some(3));
+}
+
 #[test]
 fn zero_usage_is_distrusted() {
     let ev = vec![
