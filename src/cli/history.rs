@@ -171,6 +171,26 @@ fn show(a: ShowArgs) -> Result<i32, Error> {
 fn append(a: AppendArgs) -> Result<i32, Error> {
     let store = store_of(&a.history)?;
     let results = crate::report::json::load(&a.results)?;
+    // What is not a night is refused as `bless --from` refuses it: an interrupted run, a
+    // load-shard worker's part of the load.
+    let shown = a.results.display();
+    let mut not_runs: Vec<String> = results
+        .whole_run()
+        .err()
+        .map(|why| why.to_string())
+        .into_iter()
+        .collect();
+    not_runs.extend(results.scenarios.iter().filter_map(|s| {
+        s.whole_run()
+            .err()
+            .map(|why| format!("scenario {}: {shown} {why}", s.name))
+    }));
+    if !not_runs.is_empty() {
+        return Err(Error::usage(format!(
+            "{shown}: nothing appended: {}",
+            not_runs.join("; ")
+        )));
+    }
     let env = |k: &str| std::env::var(k).ok();
     let night = history::Night {
         time: results.created_at.clone(),

@@ -350,3 +350,65 @@ fn a_night_is_appended_once_and_a_refused_push_says_why() {
         "1"
     );
 }
+
+/// Issue 41 finding 5: `history append --results` appended what is not a night, as a full
+/// night: an interrupted run's file (`incomplete`) and a load-shard worker's (half the load,
+/// under the scenario's own fingerprint). Both are refused (exit 2, nothing pushed), as
+/// `bless --from` refuses them; the file as measured still appends.
+#[test]
+fn history_append_refuses_an_interrupted_run_and_a_load_shard_worker() {
+    let d = repos();
+    let w = d.path().join("work");
+    let remote = d.path().join("remote.git");
+    let o = crate::support::perfgate_in(&w, 120)
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
+        .env("T", "5")
+        .env("SEED", "1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = crate::support::read_json(&w.join("r.json"));
+    let mut interrupted = r.clone();
+    interrupted["incomplete"] = true.into();
+    std::fs::write(w.join("interrupted.json"), interrupted.to_string()).unwrap();
+    let mut worker = r.clone();
+    worker["scenarios"][0]["load_shard"] = serde_json::json!({
+        "index": 1, "count": 2, "concurrency": 1, "samples": 10, "started_unix_ms": 1.0e12,
+        "retried": 0, "warmup_failures": 0
+    });
+    std::fs::write(w.join("worker.json"), worker.to_string()).unwrap();
+    let append = |file: &str| {
+        let o = crate::support::perfgate_in(&w, 60)
+            .args(["history", "append", "--results", file])
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let (code, err) = append("interrupted.json");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("interrupted.json: nothing appended: that run was interrupted (the results are marked `incomplete`)"),
+        "{err}"
+    );
+    let (code, err) = append("worker.json");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("worker.json: nothing appended: scenario nightly: worker.json holds load-shard worker 1/2 (1/2 of the load), not the scenario"),
+        "{err}"
+    );
+    assert_eq!(git(&remote, &["branch", "--list"]), "", "nothing pushed");
+    let (code, err) = append("r.json");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        git(&remote, &["rev-list", "--count", "perfgate-history"]),
+        "1"
+    );
+}
