@@ -412,3 +412,153 @@ fn history_append_refuses_an_interrupted_run_and_a_load_shard_worker() {
         "1"
     );
 }
+
+/// `perfgate history append --results r.json` plus `extra`, in `w`: exit code and stderr.
+fn append_in(w: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let o = crate::support::perfgate_in(w, 60)
+        .args(["history", "append", "--results", "r.json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+/// A commit of one file `name` holding `text`, by `t`, with message `msg`, on no branch.
+fn commit_of(w: &Path, name: &str, text: &str, msg: &str) -> String {
+    std::fs::write(w.join("blob.tmp"), text).unwrap();
+    let blob = git(w, &["hash-object", "-w", "blob.tmp"]);
+    std::fs::remove_file(w.join("blob.tmp")).unwrap();
+    let o = Std::new("git")
+        .current_dir(w)
+        .args(["mktree"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    o.stdin
+        .as_ref()
+        .unwrap()
+        .write_all(format!("100644 blob {blob}\t{name}\n").as_bytes())
+        .unwrap();
+    let tree = String::from_utf8(o.wait_with_output().unwrap().stdout).unwrap();
+    git(w, &["commit-tree", tree.trim(), "-m", msg])
+}
+
+/// Issue 41 finding 1: the history could be written onto the user's own branch: `--history
+/// main --history-local` moved the branch HEAD points to (the history file then staged as a
+/// deletion), and `--history main` fast-forwarded a perfgate commit onto the remote's default
+/// branch. A branch checked out, the remote's default branch, a branch holding anything but
+/// history files and one whose first commit is not perfgate's are refused (exit 2, nothing
+/// written); perfgate's own branch still appends, night after night.
+#[test]
+fn the_history_is_never_written_to_a_branch_that_is_not_perfgates() {
+    let d = repos();
+    let w = d.path().join("work");
+    let remote = d.path().join("remote.git");
+    let o = crate::support::perfgate_in(&w, 120)
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
+        .env("T", "5")
+        .env("SEED", "1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let main = git(&w, &["symbolic-ref", "--short", "HEAD"]);
+    let head = git(&w, &["rev-parse", "HEAD"]);
+    let refused = |extra: &[&str], why: &str| {
+        let (code, err) = append_in(&w, extra);
+        assert_eq!(code, Some(2), "{extra:?}: {err}");
+        assert!(err.contains(why), "{extra:?}: {err}");
+        assert!(
+            err.contains("perfgate writes its history only to a branch of its own"),
+            "{err}"
+        );
+    };
+    // the branch HEAD points to, kept locally: HEAD, the index and the work tree untouched
+    refused(
+        &["--history", &main, "--history-local"],
+        &format!(
+            "branch `{main}` is not a perfgate history: it is checked out in {}",
+            w.canonicalize().unwrap().display()
+        ),
+    );
+    assert_eq!(git(&w, &["rev-parse", "HEAD"]), head);
+    assert_eq!(
+        git(&w, &["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+    // the remote's default branch (checked out here under another name)
+    git(
+        &w,
+        &["push", "-q", "origin", &format!("HEAD:refs/heads/{main}")],
+    );
+    git(
+        &remote,
+        &["symbolic-ref", "HEAD", &format!("refs/heads/{main}")],
+    );
+    git(&w, &["checkout", "-q", "-b", "feature"]);
+    refused(
+        &["--history", &main],
+        &format!("branch `{main}` is not a perfgate history: it is the default branch of origin"),
+    );
+    assert_eq!(git(&remote, &["rev-parse", &main]), head);
+    // a branch of the remote holding other files
+    let notes = commit_of(&w, "README.md", "notes\n", "notes");
+    git(
+        &w,
+        &["push", "-q", "origin", &format!("{notes}:refs/heads/notes")],
+    );
+    refused(
+        &["--history", "notes"],
+        "branch `notes` is not a perfgate history: it holds `README.md`, which is not a history file",
+    );
+    assert_eq!(git(&remote, &["rev-parse", "notes"]), notes);
+    // history files only, but not begun by perfgate
+    let data = commit_of(&w, "nightly.jsonl", "", "start the data");
+    git(
+        &w,
+        &["push", "-q", "origin", &format!("{data}:refs/heads/data")],
+    );
+    refused(
+        &["--history", "data"],
+        &format!(
+            "branch `data` is not a perfgate history: its first commit {} (`start the data`) was not written by perfgate",
+            &data[..12]
+        ),
+    );
+    assert_eq!(git(&remote, &["rev-parse", "data"]), data);
+    // perfgate's own branch: created, then appended to
+    let (code, err) = append_in(&w, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let mut r = crate::support::read_json(&w.join("r.json"));
+    r["created_at"] = "2026-12-01T03:00:00Z".into();
+    std::fs::write(w.join("r.json"), r.to_string()).unwrap();
+    let (code, err) = append_in(&w, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        git(&remote, &["rev-list", "--count", "perfgate-history"]),
+        "2"
+    );
+    // and so is one begun by an older perfgate under another author
+    let old = commit_of(
+        &w,
+        "nightly.jsonl",
+        "",
+        "perfgate history: 2026-11-30T03:00:00Z at 1a2b3c4d5e6f\n\n1 scenario(s): nightly",
+    );
+    git(
+        &w,
+        &["push", "-q", "origin", &format!("{old}:refs/heads/older")],
+    );
+    let (code, err) = append_in(&w, &["--history", "older"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(git(&remote, &["rev-list", "--count", "older"]), "2");
+}
