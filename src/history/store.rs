@@ -1,9 +1,10 @@
 //! The history's home: a dedicated branch of the repository itself (docs/history.md "Where it
 //! lives"), one file per scenario (`<scenario>.jsonl`, one entry per night). Read with `git fetch`
 //! and `git cat-file`; appended with git plumbing (a temporary index, `commit-tree`, `push`), so
-//! the work tree, the index and HEAD of the checkout are never touched. Concurrent appends both
-//! land: a push rejected as non-fast-forward fetches again and rebuilds the commit on the new
-//! tip, a bounded number of times.
+//! the work tree, the index and HEAD of the checkout are never touched; nor is a branch that is
+//! not perfgate's ([`NotHistory`]). Concurrent appends both land: a push rejected as
+//! non-fast-forward fetches again and rebuilds the commit on the new tip, a bounded number of
+//! times.
 
 use super::entry::{already_in, parse, render, Entry, EntryError};
 use super::git::{run, GitError};
@@ -94,6 +95,8 @@ pub enum HistoryError {
         #[source]
         source: GitError,
     },
+    #[error("interrupted: git was stopped, so the history branch `{branch}` is read or appended to no further (an append is all or nothing: the branch holds the whole night or none of it; `perfgate history append --results FILE` appends a night that is missing, and only once)")]
+    Interrupted { branch: String },
     #[error("the history branch `{branch}` moved under every one of {MAX_ATTEMPTS} attempts to append (other jobs appending at once); the night is in the results file: append it later with `perfgate history append --results FILE`")]
     Contended { branch: String },
 }
@@ -117,6 +120,16 @@ pub enum NotHistory {
 
 /// How every history commit's message begins (perfgate's first commit of a branch is told by it).
 pub const SUBJECT: &str = "perfgate history: ";
+
+impl From<HistoryError> for crate::exit::Error {
+    /// An interruption is the command's (exit 130); everything else the history's (exit 2).
+    fn from(e: HistoryError) -> Self {
+        match e {
+            HistoryError::Interrupted { .. } => crate::exit::Error::Interrupted(e.into()),
+            e => crate::exit::Error::History(e.into()),
+        }
+    }
+}
 
 /// A scenario's entries as read, oldest first, with the branch commit they were read at.
 #[derive(Debug, Clone, Default)]
@@ -252,7 +265,7 @@ impl Store {
                 }
             }
         }
-        let commit = rev(&self.repo, &tip);
+        let commit = rev(&self.repo, &tip).map_err(HistoryError::Read)?;
         if let Some(c) = &commit {
             self.refuse_content(c)?;
         }
@@ -332,7 +345,8 @@ impl Store {
                 .trim()
                 .parse::<usize>()
                 .unwrap_or(0),
-            Err(_) => return Ok(Vec::new()),
+            Err(GitError::Failed { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(HistoryError::Read(e)),
         };
         if size > MAX_FILE_BYTES {
             return Err(HistoryError::TooLarge {
@@ -358,6 +372,24 @@ impl Store {
 
     /// Reads the series of `names` (fetching the branch first when it has a remote).
     pub fn read(&self, names: &[ScenarioName]) -> Result<Loaded, HistoryError> {
+        self.read_series(names).map_err(|e| self.interrupted(e))
+    }
+
+    /// An error that a stopped git command caused, as [`HistoryError::Interrupted`].
+    fn interrupted(&self, e: HistoryError) -> HistoryError {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(c) = cause {
+            if let Some(GitError::Interrupted { .. }) = c.downcast_ref::<GitError>() {
+                return HistoryError::Interrupted {
+                    branch: self.branch.clone(),
+                };
+            }
+            cause = c.source();
+        }
+        e
+    }
+
+    fn read_series(&self, names: &[ScenarioName]) -> Result<Loaded, HistoryError> {
         let Some(commit) = self.fetch_tip()? else {
             return Ok(Loaded::default());
         };
@@ -373,7 +405,13 @@ impl Store {
 
     /// Appends one entry per scenario in one commit on the branch, keeping the last
     /// [`KEEP_NIGHTS`] of each file; retried on a rejected push (another job appended first).
+    /// Interrupted, it stops (a push under way is killed: the branch moves to the whole new
+    /// commit or not at all).
     pub fn append(&self, entries: &[Entry]) -> Result<Appended, HistoryError> {
+        self.append_once(entries).map_err(|e| self.interrupted(e))
+    }
+
+    fn append_once(&self, entries: &[Entry]) -> Result<Appended, HistoryError> {
         let mut delay = Duration::from_millis(150);
         for attempt in 1..=MAX_ATTEMPTS {
             let parent = self.fetch_tip()?;
@@ -583,19 +621,20 @@ fn shown(text: &str) -> String {
     text.chars().filter(|c| !c.is_control()).take(72).collect()
 }
 
-/// The commit id `r` points at, if it exists.
-fn rev(repo: &Path, r: &str) -> Option<String> {
+/// The commit id `r` points at, if it exists (an error: git did not answer).
+fn rev(repo: &Path, r: &str) -> Result<Option<String>, GitError> {
     let spec = format!("{r}^{{commit}}");
-    run(
+    match run(
         repo,
         &["rev-parse", "--verify", "--quiet", &spec],
         None,
         &[],
         LOCAL_TIMEOUT,
-    )
-    .ok()
-    .map(|s| String::from_utf8_lossy(&s).trim().to_string())
-    .filter(|s| !s.is_empty())
+    ) {
+        Ok(s) => Ok(Some(String::from_utf8_lossy(&s).trim().to_string()).filter(|s| !s.is_empty())),
+        Err(GitError::Failed { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The history commit's message: the night and the commit under test.
@@ -693,11 +732,11 @@ mod tests {
 
     #[test]
     fn only_scenario_files_are_history_files() {
-        let ok = "100644 blob aa\tchat.jsonl\0100644 blob bb\tlong_v1.2.jsonl\0";
+        let ok = "100644 blob aa\tchat.jsonl\x00100644 blob bb\tlong_v1.2.jsonl\0";
         assert_eq!(foreign_entry(ok), None);
         for (tree, named) in [
             (
-                "100644 blob aa\tchat.jsonl\0100644 blob bb\tREADME.md\0",
+                "100644 blob aa\tchat.jsonl\x00100644 blob bb\tREADME.md\0",
                 "README.md",
             ),
             ("040000 tree aa\tsrc\0", "src"),

@@ -562,3 +562,174 @@ fn the_history_is_never_written_to_a_branch_that_is_not_perfgates() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(git(&remote, &["rev-list", "--count", "older"]), "2");
 }
+
+/// Whether process `pid` still runs (a zombie, killed and waiting to be reaped, does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s.get(s.rfind(')')? + 2..)?.starts_with(|c| c != 'Z')))
+        .unwrap_or(false)
+}
+
+/// The pid written to `file`, once it is (within 90 s, while `child` runs; else `child` is
+/// killed and the test fails).
+fn pid_in(file: &Path, child: &mut std::process::Child) -> u32 {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while std::time::Instant::now() < until && child.try_wait().unwrap().is_none() {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    panic!("{} was never written: {err}", file.display());
+}
+
+/// SIGTERM to `child`, then its exit code and how long it took to exit after the signal (killed
+/// after 30 s: `None`). `pid`, a process git started, is killed too if it is still running
+/// after that, and whether it was is returned.
+fn terminate(
+    mut child: std::process::Child,
+    pid: u32,
+) -> (Option<i32>, std::time::Duration, bool, String) {
+    let _ = Std::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let t = std::time::Instant::now();
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if t.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let took = t.elapsed();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while running(pid) && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let left = running(pid);
+    if left {
+        let _ = Std::new("kill").args(["-KILL", &pid.to_string()]).status();
+    }
+    let mut err = String::new();
+    use std::io::Read;
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    (code, took, left, err)
+}
+
+/// Issue 41 findings 7 and 8: SIGTERM while git pushed the night was ignored until the 15 s
+/// hard stop, which then wrote the results file without its per-request records (so the night
+/// could not be appended later), and the push (git, the remote's receive-pack and its hook) ran
+/// on: an orphaned push published the night after perfgate had exited 130. Now git's whole
+/// process group is killed at the signal: perfgate exits 130 at once, nothing is published, the
+/// results file is whole, and the night appends later. The remote's pre-receive hook here
+/// stands for a slow push.
+#[test]
+fn sigterm_while_the_night_is_pushed_stops_the_push_and_keeps_the_night() {
+    let d = repos();
+    let w = d.path().join("work");
+    let remote = d.path().join("remote.git");
+    let pid_file = d.path().join("hook.pid");
+    let hook = remote.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\nexec sleep 20\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = crate::support::perfgate_signalled(&w)
+        .args([
+            "check",
+            "--history",
+            "--allow-missing-baseline",
+            "--output",
+            "r.json",
+        ])
+        .env("T", "5")
+        .env("SEED", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = pid_in(&pid_file, &mut child);
+    let (code, took, left, err) = terminate(child, pid);
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        took.as_secs() < 5,
+        "exited {took:?} after the signal: {err}"
+    );
+    assert!(!left, "the push's hook (pid {pid}) outlived perfgate");
+    assert!(
+        err.contains("interrupted: git was stopped, so the history branch `perfgate-history`"),
+        "{err}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(git(&remote, &["branch", "--list"]), "", "nothing published");
+    let r = crate::support::read_json(&w.join("r.json"));
+    assert_eq!(
+        r["incomplete"],
+        serde_json::Value::Null,
+        "the run was whole"
+    );
+    assert_eq!(r["scenarios"][0]["records"].as_array().unwrap().len(), 20);
+    std::fs::remove_file(&hook).unwrap();
+    let (code, err) = append_in(&w, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        git(&remote, &["rev-list", "--count", "perfgate-history"]),
+        "1"
+    );
+}
+
+/// Issue 41 findings 7 and 8: SIGTERM while git fetched the history was ignored until the 15 s
+/// hard stop, and the remote helper git had started (here `git-remote-ext`'s command; in CI
+/// `git-remote-http`, the remote's URL and credentials in its arguments) ran on after perfgate.
+#[test]
+fn sigterm_while_the_history_is_fetched_stops_git_and_its_helper() {
+    let d = repos();
+    let w = d.path().join("work");
+    git(&w, &["config", "protocol.ext.allow", "always"]);
+    let pid_file = d.path().join("helper.pid");
+    // a remote whose transport starts a process that answers nothing
+    let remote = format!(
+        "ext::sh -c echo% $$% >% {}% ;% exec% sleep% 20",
+        pid_file.display()
+    );
+    let mut child = crate::support::perfgate_signalled(&w)
+        .args(["history", "show", "--history-remote", &remote])
+        .env("T", "5")
+        .env("SEED", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = pid_in(&pid_file, &mut child);
+    let (code, took, left, err) = terminate(child, pid);
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        took.as_secs() < 5,
+        "exited {took:?} after the signal: {err}"
+    );
+    assert!(!left, "git's remote helper (pid {pid}) outlived perfgate");
+    assert!(err.contains("interrupted: git was stopped"), "{err}");
+}
