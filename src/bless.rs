@@ -326,11 +326,8 @@ pub fn bless_from(
             ));
             continue;
         };
-        if let Some(ls) = &res.load_shard {
-            problems.push(format!(
-                "scenario {}: {shown} holds load-shard worker {}/{} (1/{} of the load), not the scenario: merge the workers with `perfgate report ... --output merged.json` and bless from that (docs/load-shards.md \"Blessing\")",
-                sc.name, ls.index, ls.count, ls.count
-            ));
+        if let Err(why) = res.whole_run() {
+            problems.push(format!("scenario {}: {shown} {why}", sc.name));
             continue;
         }
         if res.fingerprint != sc.fingerprint {
@@ -361,8 +358,8 @@ pub fn bless_from(
         if records.is_empty() {
             run.unreachable = Some(format!("the {arm_name} arm has no measured request"));
         }
-        let why = if results.incomplete {
-            Some("that run was interrupted (the results are marked `incomplete`): its requests are a part of a run, not a run; run it again".to_string())
+        let why = if let Err(why) = results.whole_run() {
+            Some(why.to_string())
         } else if records.len() < MIN_FROM_REQUESTS {
             Some(format!(
                 "the {arm_name} arm measured {} request(s): a baseline needs at least {MIN_FROM_REQUESTS} (load.samples' minimum), or a check could not compare with it",

@@ -637,7 +637,7 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
     let history = match a.history.store()? {
         Some(store) => {
             let h = check::nightly::HistoryRun::open(store, &scs, &|k| std::env::var(k).ok())
-                .map_err(|e| Error::History(e.into()))?;
+                .map_err(Error::from)?;
             Some(std::sync::Arc::new(h))
         }
         None => None,
@@ -669,6 +669,8 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
     });
     let code = deliver(rep, &a.out, &a.github, a.fail_on).await;
     Ok(match unsaved {
+        // interrupted while appending: the reports are whole (the run was), the command was not
+        Some(Error::Interrupted(_)) => exit::INTERRUPTED,
         Some(e) => crate::verdict::with_write_failure(code, &e),
         None => code,
     })
@@ -684,7 +686,7 @@ fn nightly_history(
     h: &check::nightly::HistoryRun,
 ) -> Option<Error> {
     let tonight = check::nightly::judge_tonight(results, scs, baselines, h);
-    if results.incomplete || crate::cancel::requested() {
+    if results.incomplete {
         eprintln!("perfgate: history: the run was interrupted, so tonight is not appended");
         return None;
     }
@@ -720,7 +722,7 @@ fn nightly_history(
             None
         }
         Err(e) => {
-            let e = Error::History(e.into());
+            let e = Error::from(e);
             eprintln!("perfgate: {e}");
             Some(e)
         }

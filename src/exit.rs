@@ -88,6 +88,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Ctrl-C or SIGTERM stopped the command in a step that cannot end early with a report
+    /// (a git command of the nightly history, stopped).
+    #[error("{0}")]
+    Interrupted(Source),
     /// The async runtime could not start, so nothing can be measured.
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -107,6 +111,7 @@ impl Error {
             | Error::Report { .. }
             | Error::Listen { .. } => INVALID_INPUT,
             Error::Runtime(_) => COULD_NOT_MEASURE,
+            Error::Interrupted(_) => INTERRUPTED,
         }
     }
 

@@ -367,6 +367,25 @@ impl Results {
     pub fn is_ab(&self) -> bool {
         self.scenarios.iter().any(|s| s.ab.is_some())
     }
+
+    /// `Err` when the file is a part of a run, not a run: it was interrupted (`incomplete`).
+    pub fn whole_run(&self) -> Result<(), NotARun> {
+        if self.incomplete {
+            Err(NotARun::Interrupted)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Why a saved results file, or one scenario in it, is not a whole run of the scenario: what
+/// `bless --from` and `history append --results` refuse to take as one (a baseline, a night).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotARun {
+    #[error("that run was interrupted (the results are marked `incomplete`): its requests are a part of a run, not a run; run it again")]
+    Interrupted,
+    #[error("holds load-shard worker {index}/{count} (1/{count} of the load), not the scenario: merge the workers with `perfgate report ... --output merged.json` and use the merged file (docs/load-shards.md \"Blessing\")")]
+    LoadShardWorker { index: usize, count: usize },
 }
 
 /// Where the baseline came from.
@@ -496,6 +515,18 @@ impl ScenarioResult {
     /// The worst verdict among its checks (FAIL > WARN > IMPROVED > PASS > INFO).
     pub fn worst(&self) -> Option<Verdict> {
         self.checks.iter().map(|c| c.verdict).min()
+    }
+
+    /// `Err` when this is a load-shard worker's part of the scenario (`check --load-shard`),
+    /// not the scenario: a fraction of its load under its own fingerprint.
+    pub fn whole_run(&self) -> Result<(), NotARun> {
+        match &self.load_shard {
+            Some(ls) => Err(NotARun::LoadShardWorker {
+                index: ls.index,
+                count: ls.count,
+            }),
+            None => Ok(()),
+        }
     }
 }
 

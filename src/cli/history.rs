@@ -42,7 +42,7 @@ impl HistoryArgs {
         };
         Store::new(&self.history_repo, branch, remote)
             .map(Some)
-            .map_err(|e| Error::History(e.into()))
+            .map_err(Error::from)
     }
 }
 
@@ -98,8 +98,7 @@ fn show(a: ShowArgs) -> Result<i32, Error> {
     // server, nor the environment its command names (`${LLAMA_SERVER}` unset on a laptop).
     let scs = load_scenarios_as(&a.sc, crate::config::arm::Reading::Serverless)?;
     let store = store_of(&a.history)?;
-    let h = HistoryRun::open(store, &scs, &|k| std::env::var(k).ok())
-        .map_err(|e| Error::History(e.into()))?;
+    let h = HistoryRun::open(store, &scs, &|k| std::env::var(k).ok()).map_err(Error::from)?;
     for sc in &scs {
         let past = h.past(sc);
         let Some((tonight, before)) = past.split_last() else {
@@ -171,6 +170,26 @@ fn show(a: ShowArgs) -> Result<i32, Error> {
 fn append(a: AppendArgs) -> Result<i32, Error> {
     let store = store_of(&a.history)?;
     let results = crate::report::json::load(&a.results)?;
+    // What is not a night is refused as `bless --from` refuses it: an interrupted run, a
+    // load-shard worker's part of the load.
+    let shown = a.results.display();
+    let mut not_runs: Vec<String> = results
+        .whole_run()
+        .err()
+        .map(|why| why.to_string())
+        .into_iter()
+        .collect();
+    not_runs.extend(results.scenarios.iter().filter_map(|s| {
+        s.whole_run()
+            .err()
+            .map(|why| format!("scenario {}: {shown} {why}", s.name))
+    }));
+    if !not_runs.is_empty() {
+        return Err(Error::usage(format!(
+            "{shown}: nothing appended: {}",
+            not_runs.join("; ")
+        )));
+    }
     let env = |k: &str| std::env::var(k).ok();
     let night = history::Night {
         time: results.created_at.clone(),
@@ -194,9 +213,7 @@ fn append(a: AppendArgs) -> Result<i32, Error> {
             a.results.display()
         )));
     }
-    let done = store
-        .append(&entries)
-        .map_err(|e| Error::History(e.into()))?;
+    let done = store.append(&entries).map_err(Error::from)?;
     if done.already {
         eprintln!(
             "perfgate: history: the night of {} is already on branch {}: nothing appended",

@@ -1,7 +1,11 @@
-//! Running `git` for the history store: bounded in time (killed at the deadline) and output,
-//! never prompting for credentials, its messages stripped of credentials before anyone sees them.
+//! Running `git` for the history store: bounded in time and output, never prompting for
+//! credentials, its messages stripped of credentials before anyone sees them. git runs in a
+//! process group of its own, killed whole (its remote helpers, `git-remote-http` with the URL in
+//! its arguments, and hooks with it) at the deadline and when perfgate is interrupted
+//! ([`crate::cancel`]); after an interruption no git command starts.
 
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,6 +22,9 @@ pub enum GitError {
     /// It did not finish in time; it was killed.
     #[error("`git {args}` did not finish within {secs} s and was stopped")]
     Timeout { args: String, secs: u64 },
+    /// perfgate was interrupted (Ctrl-C, SIGTERM): it was stopped, or not started.
+    #[error("`git {args}` was stopped: perfgate was interrupted")]
+    Interrupted { args: String },
     /// It exited non-zero: its stderr (credentials redacted, clipped).
     #[error("`git {args}` failed: {stderr}")]
     Failed { args: String, stderr: String },
@@ -34,7 +41,8 @@ impl GitError {
 }
 
 /// Runs `git -C repo args...` with `stdin` (if any) and extra environment, and returns its
-/// stdout. The child is killed at `timeout`.
+/// stdout. Its process group is killed at `timeout` and when perfgate is interrupted; once
+/// interrupted, nothing is started.
 pub fn run(
     repo: &Path,
     args: &[&str],
@@ -43,8 +51,13 @@ pub fn run(
     timeout: Duration,
 ) -> Result<Vec<u8>, GitError> {
     let shown = shown_args(args);
+    if crate::cancel::requested() {
+        return Err(GitError::Interrupted { args: shown });
+    }
     let mut cmd = Command::new("git");
-    cmd.arg("-C")
+    // its own group: killed whole, and out of the terminal's, so Ctrl-C reaches perfgate only
+    cmd.process_group(0)
+        .arg("-C")
         .arg(repo)
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
@@ -85,19 +98,24 @@ pub fn run(
     });
     let deadline = Instant::now() + timeout;
     let status = loop {
-        match child.try_wait() {
+        let stopped = match child.try_wait() {
             Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(GitError::Timeout {
-                    args: shown,
-                    secs: timeout.as_secs(),
-                });
+            Ok(None) if crate::cancel::requested() => GitError::Interrupted { args: shown },
+            Ok(None) if Instant::now() >= deadline => GitError::Timeout {
+                args: shown,
+                secs: timeout.as_secs(),
+            },
+            Ok(None) => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(GitError::Spawn(e.to_string())),
-        }
+            Err(e) => GitError::Spawn(e.to_string()),
+        };
+        // the whole group: git's helpers and hooks too (an orphaned push would publish later)
+        crate::server::process::signal_group(child.id(), libc::SIGKILL);
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(stopped);
     };
     let stdout = out.and_then(|h| h.join().ok()).unwrap_or_default();
     let stderr = err.and_then(|h| h.join().ok()).unwrap_or_default();
@@ -176,6 +194,58 @@ mod tests {
             redact_credentials("push to https://github.com/o/r and ssh://git@host/x"),
             "push to https://github.com/o/r and ssh://<redacted>@host/x"
         );
+    }
+
+    /// Whether process `pid` still runs (a zombie, killed and waiting to be reaped, does not).
+    fn running(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| Some(s.get(s.rfind(')')? + 2..)?.starts_with(|c| c != 'Z')))
+            .unwrap_or(false)
+    }
+
+    /// Issue 41 finding 8: at the deadline only git itself was killed: what it had started (a
+    /// remote helper, with the remote's URL and credentials in its arguments; a hook) ran on
+    /// after perfgate. Here git runs an alias that starts a process (`sleep`) and waits for it.
+    #[test]
+    fn the_deadline_stops_git_and_every_process_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let alias = format!(
+            "alias.hang=!echo $$ > '{}'; exec sleep 30",
+            pid_file.display()
+        );
+        let started = Instant::now();
+        let e = run(
+            dir.path(),
+            &["-c", &alias, "hang"],
+            None,
+            &[],
+            Duration::from_secs(2),
+        )
+        .unwrap_err();
+        assert!(matches!(&e, GitError::Timeout { secs: 2, .. }), "{e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        let pid: u32 = std::fs::read_to_string(&pid_file)
+            .expect("the alias started")
+            .trim()
+            .parse()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(2);
+        while running(pid) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left = running(pid);
+        if left {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+        assert!(!left, "git's child {pid} outlived the deadline");
     }
 
     #[test]

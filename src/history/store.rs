@@ -1,9 +1,10 @@
 //! The history's home: a dedicated branch of the repository itself (docs/history.md "Where it
 //! lives"), one file per scenario (`<scenario>.jsonl`, one entry per night). Read with `git fetch`
 //! and `git cat-file`; appended with git plumbing (a temporary index, `commit-tree`, `push`), so
-//! the work tree, the index and HEAD of the checkout are never touched. Concurrent appends both
-//! land: a push rejected as non-fast-forward fetches again and rebuilds the commit on the new
-//! tip, a bounded number of times.
+//! the work tree, the index and HEAD of the checkout are never touched; nor is a branch that is
+//! not perfgate's ([`NotHistory`]). Concurrent appends both land: a push rejected as
+//! non-fast-forward fetches again and rebuilds the commit on the new tip, a bounded number of
+//! times.
 
 use super::entry::{already_in, parse, render, Entry, EntryError};
 use super::git::{run, GitError};
@@ -77,6 +78,14 @@ pub enum HistoryError {
         #[source]
         source: EntryError,
     },
+    #[error("history branch `{branch}` is not a perfgate history: {why}; perfgate writes its history only to a branch of its own, which it creates on the first night (your branches and the checkout are never touched): name another with --history (the default is `{}`)", super::DEFAULT_BRANCH)]
+    NotHistory {
+        branch: String,
+        #[source]
+        why: NotHistory,
+    },
+    #[error("cannot read the history branch: {0}")]
+    Read(#[source] GitError),
     #[error("cannot write the history commit: {0}")]
     Write(#[source] GitError),
     #[error("cannot push the history branch `{branch}` to {remote}: {source}; check that this job may push that branch (GitHub Actions: `permissions: contents: write`, and no branch protection on `{branch}`); the night is in the results file: append it later with `perfgate history append --results FILE`")]
@@ -86,8 +95,40 @@ pub enum HistoryError {
         #[source]
         source: GitError,
     },
+    #[error("interrupted: git was stopped, so the history branch `{branch}` is read or appended to no further (an append is all or nothing: the branch holds the whole night or none of it; `perfgate history append --results FILE` appends a night that is missing, and only once)")]
+    Interrupted { branch: String },
     #[error("the history branch `{branch}` moved under every one of {MAX_ATTEMPTS} attempts to append (other jobs appending at once); the night is in the results file: append it later with `perfgate history append --results FILE`")]
     Contended { branch: String },
+}
+
+/// Why a branch is not perfgate's history, so that perfgate neither reads nor writes it as one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotHistory {
+    /// Checked out in a work tree: moving it would leave that checkout's index and files stale.
+    #[error("it is checked out in {}", .0.display())]
+    CheckedOut(PathBuf),
+    /// The branch a clone checks out (the remote's `HEAD`).
+    #[error("it is the default branch of {0}")]
+    RemoteDefault(String),
+    /// Its tree holds something else than `<scenario>.jsonl` files at the top.
+    #[error("it holds `{0}`, which is not a history file (perfgate's branch holds only `<scenario>.jsonl` files)")]
+    ForeignFile(String),
+    /// Its first commit does not say `perfgate history: ...`.
+    #[error("its first commit {commit} (`{subject}`) was not written by perfgate (whose commits say `{SUBJECT}...`)")]
+    ForeignRoot { commit: String, subject: String },
+}
+
+/// How every history commit's message begins (perfgate's first commit of a branch is told by it).
+pub const SUBJECT: &str = "perfgate history: ";
+
+impl From<HistoryError> for crate::exit::Error {
+    /// An interruption is the command's (exit 130); everything else the history's (exit 2).
+    fn from(e: HistoryError) -> Self {
+        match e {
+            HistoryError::Interrupted { .. } => crate::exit::Error::Interrupted(e.into()),
+            e => crate::exit::Error::History(e.into()),
+        }
+    }
 }
 
 /// A scenario's entries as read, oldest first, with the branch commit they were read at.
@@ -168,6 +209,7 @@ impl Store {
             repo: self.repo.clone(),
             source,
         })?;
+        self.refuse_named()?;
         let tip = self.tip_ref();
         if let Remote::Push(remote) = &self.remote {
             let spec = format!("+refs/heads/{}:{tip}", self.branch);
@@ -223,7 +265,69 @@ impl Store {
                 }
             }
         }
-        Ok(rev(&self.repo, &tip))
+        let commit = rev(&self.repo, &tip).map_err(HistoryError::Read)?;
+        if let Some(c) = &commit {
+            self.refuse_content(c)?;
+        }
+        Ok(commit)
+    }
+
+    fn not_history(&self, why: NotHistory) -> HistoryError {
+        HistoryError::NotHistory {
+            branch: self.branch.clone(),
+            why,
+        }
+    }
+
+    /// Refuses, by its name, a branch that is someone else's: checked out in a work tree of the
+    /// repository, or the remote's default branch.
+    fn refuse_named(&self) -> Result<(), HistoryError> {
+        let list = run(
+            &self.repo,
+            &["worktree", "list", "--porcelain"],
+            None,
+            &[],
+            LOCAL_TIMEOUT,
+        )
+        .map_err(HistoryError::Read)?;
+        if let Some(dir) = checked_out_in(&String::from_utf8_lossy(&list), &self.branch) {
+            return Err(self.not_history(NotHistory::CheckedOut(dir)));
+        }
+        if let Remote::Push(remote) = &self.remote {
+            let head = run(
+                &self.repo,
+                &["ls-remote", "--symref", remote, "HEAD"],
+                None,
+                &[],
+                NETWORK_TIMEOUT,
+            )
+            .map_err(|source| HistoryError::Fetch {
+                branch: self.branch.clone(),
+                remote: self.remote_label(),
+                source,
+            })?;
+            if default_branch(&String::from_utf8_lossy(&head)) == Some(self.branch.as_str()) {
+                return Err(self.not_history(NotHistory::RemoteDefault(self.remote_label())));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses, by what it holds at `tip`, a branch that is not perfgate's history: a file that
+    /// is not a history file, a first commit perfgate did not write.
+    fn refuse_content(&self, tip: &str) -> Result<(), HistoryError> {
+        let git = |args: &[&str]| {
+            run(&self.repo, args, None, &[], LOCAL_TIMEOUT).map_err(HistoryError::Read)
+        };
+        let tree = git(&["ls-tree", "-z", tip])?;
+        if let Some(name) = foreign_entry(&String::from_utf8_lossy(&tree)) {
+            return Err(self.not_history(NotHistory::ForeignFile(name)));
+        }
+        let roots = git(&["log", "-z", "--max-parents=0", "--format=%H %s", tip])?;
+        if let Some((commit, subject)) = foreign_root(&String::from_utf8_lossy(&roots)) {
+            return Err(self.not_history(NotHistory::ForeignRoot { commit, subject }));
+        }
+        Ok(())
     }
 
     /// The scenario's file at `commit`, parsed (empty when the file does not exist).
@@ -241,7 +345,8 @@ impl Store {
                 .trim()
                 .parse::<usize>()
                 .unwrap_or(0),
-            Err(_) => return Ok(Vec::new()),
+            Err(GitError::Failed { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(HistoryError::Read(e)),
         };
         if size > MAX_FILE_BYTES {
             return Err(HistoryError::TooLarge {
@@ -267,6 +372,24 @@ impl Store {
 
     /// Reads the series of `names` (fetching the branch first when it has a remote).
     pub fn read(&self, names: &[ScenarioName]) -> Result<Loaded, HistoryError> {
+        self.read_series(names).map_err(|e| self.interrupted(e))
+    }
+
+    /// An error that a stopped git command caused, as [`HistoryError::Interrupted`].
+    fn interrupted(&self, e: HistoryError) -> HistoryError {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(c) = cause {
+            if let Some(GitError::Interrupted { .. }) = c.downcast_ref::<GitError>() {
+                return HistoryError::Interrupted {
+                    branch: self.branch.clone(),
+                };
+            }
+            cause = c.source();
+        }
+        e
+    }
+
+    fn read_series(&self, names: &[ScenarioName]) -> Result<Loaded, HistoryError> {
         let Some(commit) = self.fetch_tip()? else {
             return Ok(Loaded::default());
         };
@@ -282,7 +405,13 @@ impl Store {
 
     /// Appends one entry per scenario in one commit on the branch, keeping the last
     /// [`KEEP_NIGHTS`] of each file; retried on a rejected push (another job appended first).
+    /// Interrupted, it stops (a push under way is killed: the branch moves to the whole new
+    /// commit or not at all).
     pub fn append(&self, entries: &[Entry]) -> Result<Appended, HistoryError> {
+        self.append_once(entries).map_err(|e| self.interrupted(e))
+    }
+
+    fn append_once(&self, entries: &[Entry]) -> Result<Appended, HistoryError> {
         let mut delay = Duration::from_millis(150);
         for attempt in 1..=MAX_ATTEMPTS {
             let parent = self.fetch_tip()?;
@@ -443,19 +572,69 @@ fn lost_race(e: &GitError) -> bool {
     .any(|p| s.contains(p))
 }
 
-/// The commit id `r` points at, if it exists.
-fn rev(repo: &Path, r: &str) -> Option<String> {
+/// The work tree `git worktree list --porcelain` says has `branch` checked out.
+fn checked_out_in(list: &str, branch: &str) -> Option<PathBuf> {
+    let me = format!("branch refs/heads/{branch}");
+    let mut dir = None;
+    for line in list.lines() {
+        if let Some(d) = line.strip_prefix("worktree ") {
+            dir = Some(PathBuf::from(d));
+        } else if line == me {
+            return dir;
+        }
+    }
+    None
+}
+
+/// The remote's default branch, from `git ls-remote --symref REMOTE HEAD`
+/// (`ref: refs/heads/main<TAB>HEAD`).
+fn default_branch(ls_remote: &str) -> Option<&str> {
+    ls_remote
+        .lines()
+        .find_map(|l| l.strip_prefix("ref: refs/heads/")?.strip_suffix("\tHEAD"))
+}
+
+/// The first entry of `git ls-tree -z` that is not a history file (a `<scenario>.jsonl` blob),
+/// as it is named on the branch.
+fn foreign_entry(ls_tree: &str) -> Option<String> {
+    ls_tree.split('\0').filter(|e| !e.is_empty()).find_map(|e| {
+        let (meta, name) = e.split_once('\t').unwrap_or((e, e));
+        let history = meta.starts_with("100644 blob ")
+            && name
+                .strip_suffix(".jsonl")
+                .is_some_and(|n| crate::config::ScenarioName::new(n).is_ok());
+        (!history).then(|| shown(name))
+    })
+}
+
+/// The first root commit of `git log -z --max-parents=0 --format='%H %s'` whose subject is not
+/// perfgate's: its short id and subject.
+fn foreign_root(log: &str) -> Option<(String, String)> {
+    log.split('\0').filter(|e| !e.is_empty()).find_map(|e| {
+        let (id, subject) = e.split_once(' ').unwrap_or((e, ""));
+        (!subject.starts_with(SUBJECT)).then(|| (id.chars().take(12).collect(), shown(subject)))
+    })
+}
+
+/// Text of the branch shown in a message: no control characters, at most 72 characters.
+fn shown(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control()).take(72).collect()
+}
+
+/// The commit id `r` points at, if it exists (an error: git did not answer).
+fn rev(repo: &Path, r: &str) -> Result<Option<String>, GitError> {
     let spec = format!("{r}^{{commit}}");
-    run(
+    match run(
         repo,
         &["rev-parse", "--verify", "--quiet", &spec],
         None,
         &[],
         LOCAL_TIMEOUT,
-    )
-    .ok()
-    .map(|s| String::from_utf8_lossy(&s).trim().to_string())
-    .filter(|s| !s.is_empty())
+    ) {
+        Ok(s) => Ok(Some(String::from_utf8_lossy(&s).trim().to_string()).filter(|s| !s.is_empty())),
+        Err(GitError::Failed { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The history commit's message: the night and the commit under test.
@@ -467,7 +646,7 @@ fn message(entries: &[Entry]) -> String {
         .unwrap_or_else(|| "unknown commit".into());
     let names: Vec<&str> = entries.iter().map(|e| e.scenario.as_str()).collect();
     format!(
-        "perfgate history: {} at {commit}\n\n{} scenario(s): {}",
+        "{SUBJECT}{} at {commit}\n\n{} scenario(s): {}",
         first.map_or("", |e| e.time.as_str()),
         entries.len(),
         names.join(", ")
@@ -530,5 +709,61 @@ mod tests {
         ] {
             assert!(check_branch(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_branch_checked_out_anywhere_is_found() {
+        let list = "worktree /r\nHEAD 1111\nbranch refs/heads/main\n\nworktree /r/wt\nHEAD 2222\nbranch refs/heads/perf/x\n\nworktree /r/d\nHEAD 3333\ndetached\n";
+        assert_eq!(checked_out_in(list, "main"), Some(PathBuf::from("/r")));
+        assert_eq!(checked_out_in(list, "perf/x"), Some(PathBuf::from("/r/wt")));
+        assert_eq!(checked_out_in(list, "perf"), None);
+        assert_eq!(checked_out_in(list, "perfgate-history"), None);
+    }
+
+    #[test]
+    fn the_remotes_default_branch_is_read_from_ls_remote() {
+        assert_eq!(
+            default_branch("ref: refs/heads/trunk\tHEAD\n0123abcd\tHEAD\n"),
+            Some("trunk")
+        );
+        assert_eq!(default_branch("0123abcd\tHEAD\n"), None);
+        assert_eq!(default_branch(""), None);
+    }
+
+    #[test]
+    fn only_scenario_files_are_history_files() {
+        let ok = "100644 blob aa\tchat.jsonl\x00100644 blob bb\tlong_v1.2.jsonl\0";
+        assert_eq!(foreign_entry(ok), None);
+        for (tree, named) in [
+            (
+                "100644 blob aa\tchat.jsonl\x00100644 blob bb\tREADME.md\0",
+                "README.md",
+            ),
+            ("040000 tree aa\tsrc\0", "src"),
+            ("100755 blob aa\trun.jsonl\0", "run.jsonl"),
+            ("120000 blob aa\tlink.jsonl\0", "link.jsonl"),
+            ("100644 blob aa\t.hidden.jsonl\0", ".hidden.jsonl"),
+            ("100644 blob aa\ta\u{1b}[31m.txt\0", "a[31m.txt"),
+        ] {
+            assert_eq!(foreign_entry(tree).as_deref(), Some(named), "{tree:?}");
+        }
+    }
+
+    #[test]
+    fn a_first_commit_is_perfgates_by_its_subject() {
+        let c = "0123456789abcdef0123456789abcdef01234567";
+        let ours = format!("{c} perfgate history: 2026-11-30T03:17:09Z at 6f7a8b9c0d12\0");
+        assert_eq!(foreign_root(&ours), None);
+        let theirs = format!("{c} Initial commit\0");
+        assert_eq!(
+            foreign_root(&theirs),
+            Some(("0123456789ab".to_string(), "Initial commit".to_string()))
+        );
+        // two roots (a history merged into another): each must be perfgate's
+        assert!(foreign_root(&format!("{ours}{theirs}")).is_some());
+        // what perfgate writes is what it recognises
+        let subject = message(&[]);
+        let subject = subject.lines().next().unwrap();
+        assert_eq!(foreign_root(&format!("{c} {subject}\0")), None);
     }
 }

@@ -350,3 +350,386 @@ fn a_night_is_appended_once_and_a_refused_push_says_why() {
         "1"
     );
 }
+
+/// Issue 41 finding 5: `history append --results` appended what is not a night, as a full
+/// night: an interrupted run's file (`incomplete`) and a load-shard worker's (half the load,
+/// under the scenario's own fingerprint). Both are refused (exit 2, nothing pushed), as
+/// `bless --from` refuses them; the file as measured still appends.
+#[test]
+fn history_append_refuses_an_interrupted_run_and_a_load_shard_worker() {
+    let d = repos();
+    let w = d.path().join("work");
+    let remote = d.path().join("remote.git");
+    let o = crate::support::perfgate_in(&w, 120)
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
+        .env("T", "5")
+        .env("SEED", "1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = crate::support::read_json(&w.join("r.json"));
+    let mut interrupted = r.clone();
+    interrupted["incomplete"] = true.into();
+    std::fs::write(w.join("interrupted.json"), interrupted.to_string()).unwrap();
+    let mut worker = r.clone();
+    worker["scenarios"][0]["load_shard"] = serde_json::json!({
+        "index": 1, "count": 2, "concurrency": 1, "samples": 10, "started_unix_ms": 1.0e12,
+        "retried": 0, "warmup_failures": 0
+    });
+    std::fs::write(w.join("worker.json"), worker.to_string()).unwrap();
+    let append = |file: &str| {
+        let o = crate::support::perfgate_in(&w, 60)
+            .args(["history", "append", "--results", file])
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let (code, err) = append("interrupted.json");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("interrupted.json: nothing appended: that run was interrupted (the results are marked `incomplete`)"),
+        "{err}"
+    );
+    let (code, err) = append("worker.json");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("worker.json: nothing appended: scenario nightly: worker.json holds load-shard worker 1/2 (1/2 of the load), not the scenario"),
+        "{err}"
+    );
+    assert_eq!(git(&remote, &["branch", "--list"]), "", "nothing pushed");
+    let (code, err) = append("r.json");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        git(&remote, &["rev-list", "--count", "perfgate-history"]),
+        "1"
+    );
+}
+
+/// `perfgate history append --results r.json` plus `extra`, in `w`: exit code and stderr.
+fn append_in(w: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let o = crate::support::perfgate_in(w, 60)
+        .args(["history", "append", "--results", "r.json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+/// A commit of one file `name` holding `text`, by `t`, with message `msg`, on no branch.
+fn commit_of(w: &Path, name: &str, text: &str, msg: &str) -> String {
+    std::fs::write(w.join("blob.tmp"), text).unwrap();
+    let blob = git(w, &["hash-object", "-w", "blob.tmp"]);
+    std::fs::remove_file(w.join("blob.tmp")).unwrap();
+    let o = Std::new("git")
+        .current_dir(w)
+        .args(["mktree"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    o.stdin
+        .as_ref()
+        .unwrap()
+        .write_all(format!("100644 blob {blob}\t{name}\n").as_bytes())
+        .unwrap();
+    let tree = String::from_utf8(o.wait_with_output().unwrap().stdout).unwrap();
+    git(w, &["commit-tree", tree.trim(), "-m", msg])
+}
+
+/// Issue 41 finding 1: the history could be written onto the user's own branch: `--history
+/// main --history-local` moved the branch HEAD points to (the history file then staged as a
+/// deletion), and `--history main` fast-forwarded a perfgate commit onto the remote's default
+/// branch. A branch checked out, the remote's default branch, a branch holding anything but
+/// history files and one whose first commit is not perfgate's are refused (exit 2, nothing
+/// written); perfgate's own branch still appends, night after night.
+#[test]
+fn the_history_is_never_written_to_a_branch_that_is_not_perfgates() {
+    let d = repos();
+    let w = d.path().join("work");
+    let remote = d.path().join("remote.git");
+    let o = crate::support::perfgate_in(&w, 120)
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
+        .env("T", "5")
+        .env("SEED", "1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let main = git(&w, &["symbolic-ref", "--short", "HEAD"]);
+    let head = git(&w, &["rev-parse", "HEAD"]);
+    let refused = |extra: &[&str], why: &str| {
+        let (code, err) = append_in(&w, extra);
+        assert_eq!(code, Some(2), "{extra:?}: {err}");
+        assert!(err.contains(why), "{extra:?}: {err}");
+        assert!(
+            err.contains("perfgate writes its history only to a branch of its own"),
+            "{err}"
+        );
+    };
+    // the branch HEAD points to, kept locally: HEAD, the index and the work tree untouched
+    refused(
+        &["--history", &main, "--history-local"],
+        &format!(
+            "branch `{main}` is not a perfgate history: it is checked out in {}",
+            w.canonicalize().unwrap().display()
+        ),
+    );
+    assert_eq!(git(&w, &["rev-parse", "HEAD"]), head);
+    assert_eq!(
+        git(&w, &["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+    // the remote's default branch (checked out here under another name)
+    git(
+        &w,
+        &["push", "-q", "origin", &format!("HEAD:refs/heads/{main}")],
+    );
+    git(
+        &remote,
+        &["symbolic-ref", "HEAD", &format!("refs/heads/{main}")],
+    );
+    git(&w, &["checkout", "-q", "-b", "feature"]);
+    refused(
+        &["--history", &main],
+        &format!("branch `{main}` is not a perfgate history: it is the default branch of origin"),
+    );
+    assert_eq!(git(&remote, &["rev-parse", &main]), head);
+    // a branch of the remote holding other files
+    let notes = commit_of(&w, "README.md", "notes\n", "notes");
+    git(
+        &w,
+        &["push", "-q", "origin", &format!("{notes}:refs/heads/notes")],
+    );
+    refused(
+        &["--history", "notes"],
+        "branch `notes` is not a perfgate history: it holds `README.md`, which is not a history file",
+    );
+    assert_eq!(git(&remote, &["rev-parse", "notes"]), notes);
+    // history files only, but not begun by perfgate
+    let data = commit_of(&w, "nightly.jsonl", "", "start the data");
+    git(
+        &w,
+        &["push", "-q", "origin", &format!("{data}:refs/heads/data")],
+    );
+    refused(
+        &["--history", "data"],
+        &format!(
+            "branch `data` is not a perfgate history: its first commit {} (`start the data`) was not written by perfgate",
+            &data[..12]
+        ),
+    );
+    assert_eq!(git(&remote, &["rev-parse", "data"]), data);
+    // perfgate's own branch: created, then appended to
+    let (code, err) = append_in(&w, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let mut r = crate::support::read_json(&w.join("r.json"));
+    r["created_at"] = "2026-12-01T03:00:00Z".into();
+    std::fs::write(w.join("r.json"), r.to_string()).unwrap();
+    let (code, err) = append_in(&w, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        git(&remote, &["rev-list", "--count", "perfgate-history"]),
+        "2"
+    );
+    // and so is one begun by an older perfgate under another author
+    let old = commit_of(
+        &w,
+        "nightly.jsonl",
+        "",
+        "perfgate history: 2026-11-30T03:00:00Z at 1a2b3c4d5e6f\n\n1 scenario(s): nightly",
+    );
+    git(
+        &w,
+        &["push", "-q", "origin", &format!("{old}:refs/heads/older")],
+    );
+    let (code, err) = append_in(&w, &["--history", "older"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(git(&remote, &["rev-list", "--count", "older"]), "2");
+}
+
+/// Whether process `pid` still runs (a zombie, killed and waiting to be reaped, does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s.get(s.rfind(')')? + 2..)?.starts_with(|c| c != 'Z')))
+        .unwrap_or(false)
+}
+
+/// The pid written to `file`, once it is (within 90 s, while `child` runs; else `child` is
+/// killed and the test fails).
+fn pid_in(file: &Path, child: &mut std::process::Child) -> u32 {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while std::time::Instant::now() < until && child.try_wait().unwrap().is_none() {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    panic!("{} was never written: {err}", file.display());
+}
+
+/// SIGTERM to `child`, then its exit code and how long it took to exit after the signal (killed
+/// after 30 s: `None`). `pid`, a process git started, is killed too if it is still running
+/// after that, and whether it was is returned.
+fn terminate(
+    mut child: std::process::Child,
+    pid: u32,
+) -> (Option<i32>, std::time::Duration, bool, String) {
+    let _ = Std::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let t = std::time::Instant::now();
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if t.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let took = t.elapsed();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while running(pid) && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let left = running(pid);
+    if left {
+        let _ = Std::new("kill").args(["-KILL", &pid.to_string()]).status();
+    }
+    let mut err = String::new();
+    use std::io::Read;
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    (code, took, left, err)
+}
+
+/// Issue 41 findings 7 and 8: SIGTERM while git pushed the night was ignored until the 15 s
+/// hard stop, which then wrote the results file without its per-request records (so the night
+/// could not be appended later), and the push (git, the remote's receive-pack and its hook) ran
+/// on: an orphaned push published the night after perfgate had exited 130. Now git's whole
+/// process group is killed at the signal: perfgate exits 130 at once, nothing is published, the
+/// results file is whole, and the night appends later. The remote's pre-receive hook here
+/// stands for a slow push.
+#[test]
+fn sigterm_while_the_night_is_pushed_stops_the_push_and_keeps_the_night() {
+    let d = repos();
+    let w = d.path().join("work");
+    let remote = d.path().join("remote.git");
+    let pid_file = d.path().join("hook.pid");
+    let hook = remote.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\nexec sleep 20\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = crate::support::perfgate_signalled(&w)
+        .args([
+            "check",
+            "--history",
+            "--allow-missing-baseline",
+            "--output",
+            "r.json",
+        ])
+        .env("T", "5")
+        .env("SEED", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = pid_in(&pid_file, &mut child);
+    let (code, took, left, err) = terminate(child, pid);
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        took.as_secs() < 5,
+        "exited {took:?} after the signal: {err}"
+    );
+    assert!(!left, "the push's hook (pid {pid}) outlived perfgate");
+    assert!(
+        err.contains("interrupted: git was stopped, so the history branch `perfgate-history`"),
+        "{err}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(git(&remote, &["branch", "--list"]), "", "nothing published");
+    let r = crate::support::read_json(&w.join("r.json"));
+    assert_eq!(
+        r["incomplete"],
+        serde_json::Value::Null,
+        "the run was whole"
+    );
+    assert_eq!(r["scenarios"][0]["records"].as_array().unwrap().len(), 20);
+    std::fs::remove_file(&hook).unwrap();
+    let (code, err) = append_in(&w, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        git(&remote, &["rev-list", "--count", "perfgate-history"]),
+        "1"
+    );
+}
+
+/// Issue 41 findings 7 and 8: SIGTERM while git fetched the history was ignored until the 15 s
+/// hard stop, and the remote helper git had started (here `git-remote-ext`'s command; in CI
+/// `git-remote-http`, the remote's URL and credentials in its arguments) ran on after perfgate.
+#[test]
+fn sigterm_while_the_history_is_fetched_stops_git_and_its_helper() {
+    let d = repos();
+    let w = d.path().join("work");
+    git(&w, &["config", "protocol.ext.allow", "always"]);
+    let pid_file = d.path().join("helper.pid");
+    // a remote whose transport starts a process that answers nothing
+    let remote = format!(
+        "ext::sh -c echo% $$% >% {}% ;% exec% sleep% 20",
+        pid_file.display()
+    );
+    let mut child = crate::support::perfgate_signalled(&w)
+        .args(["history", "show", "--history-remote", &remote])
+        .env("T", "5")
+        .env("SEED", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = pid_in(&pid_file, &mut child);
+    let (code, took, left, err) = terminate(child, pid);
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        took.as_secs() < 5,
+        "exited {took:?} after the signal: {err}"
+    );
+    assert!(!left, "git's remote helper (pid {pid}) outlived perfgate");
+    assert!(err.contains("interrupted: git was stopped"), "{err}");
+}

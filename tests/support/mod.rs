@@ -64,6 +64,17 @@ pub fn perfgate_process(dir: &Path, timeout_s: u64) -> std::process::Command {
     c
 }
 
+/// [`perfgate_process`] without `timeout`, for a test that signals perfgate itself (`timeout`
+/// passes a signal on to its whole process group); the test must stop it.
+pub fn perfgate_signalled(dir: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("perfgate"));
+    c.current_dir(dir);
+    for k in outside_env() {
+        c.env_remove(k);
+    }
+    c
+}
+
 /// [`perfgate`] run in `dir`, killed after `timeout_s` seconds.
 pub fn perfgate_in(dir: &Path, timeout_s: u64) -> Command {
     let mut c = perfgate();
