@@ -384,11 +384,15 @@ fn date(t: &str) -> &str {
     t.get(..10).unwrap_or(t)
 }
 
+/// `+19.8%`; an absurd ratio (from hand-edited nights) a short [`Num`] (`+1e302%`).
 fn pct(r: f64) -> String {
-    if r.is_finite() && r > 0.0 {
-        format!("{:+.1}%", (r - 1.0) * 100.0)
-    } else {
+    let p = (r - 1.0) * 100.0;
+    if !(r.is_finite() && r > 0.0) {
         "-".into()
+    } else if p < 1e6 {
+        format!("{p:+.1}%")
+    } else {
+        format!("+{}%", crate::units::Num(p))
     }
 }
 
@@ -580,6 +584,35 @@ mod tests {
             *x *= 1.3;
         }
         assert!(learned_spread(&sc, &nights(&sc, &w), &StepRule::default()).is_empty());
+    }
+
+    /// Issue 41: medians of 1e300 ms printed 300 digits in the row (the reader now refuses
+    /// them, but the row is judged from whatever entries it is given).
+    #[test]
+    fn absurd_medians_print_as_short_numbers() {
+        let long_digits = |s: &str| {
+            s.split(|c: char| !c.is_ascii_digit())
+                .any(|run| run.len() > 16)
+        };
+        let (c, _) = judged(&[1e300; 10]);
+        assert!(
+            c.reason
+                .starts_with("no confirmed step in 10 nights (median 1e297 s)"),
+            "{}",
+            c.reason
+        );
+        let mut v = wobble(20);
+        v.extend([8e300; 5]);
+        let (c, _) = judged(&v);
+        assert_eq!(c.verdict, Verdict::Fail, "{}", c.reason);
+        assert!(!long_digits(&c.reason), "{}", c.reason);
+        assert!(
+            c.reason.starts_with(
+                "stepped up +1.001e302% [+9.77e301%, +1.028e302%] from night 21 of 25"
+            ),
+            "{}",
+            c.reason
+        );
     }
 
     #[test]
