@@ -509,6 +509,65 @@ fn history_show_prints_no_escape_sequences_from_the_file() {
     );
 }
 
+/// Issue 41: nights alternating 1.0x and 1.5x the baseline learned a fail tolerance of 477 %
+/// (successive differences double for anti-correlated nights), and a 4x TPOT regression exited
+/// 0. A learned tolerance beyond 3x the configured one cannot gate: exit 3, saying why.
+#[test]
+fn nights_that_move_too_much_cannot_pass_a_4x_regression() {
+    let d = quick_repos();
+    let w = d.path().join("work");
+    let o = crate::support::perfgate_in(&w, 120)
+        .args(["bless", "--runs", "2"])
+        .env("T", "15")
+        .env("SEED", "0")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
+    git(&w, &["add", "-A"]);
+    git(&w, &["commit", "-qm", "baseline"]);
+    let base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(w.join("baselines/nightly.json")).unwrap())
+            .unwrap();
+    let fp = base["scenario"]["fingerprint"].as_str().unwrap();
+    let tpot = base["summary"]["tpot_ms"]["p50"].as_f64().unwrap();
+    let ttft = base["summary"]["ttft_ms"]["p50"].as_f64().unwrap();
+    let nights: Vec<(f64, f64)> = (0..30)
+        .map(|i| (ttft, if i % 2 == 0 { tpot } else { tpot * 1.5 }))
+        .collect();
+    put_history(&w, &[("nightly.jsonl", history_of(fp, &nights))]);
+    let o = crate::support::perfgate_in(&w, 120)
+        .args([
+            "check",
+            "--history",
+            "--history-local",
+            "--output",
+            "r.json",
+        ])
+        .env("T", "60")
+        .env("SEED", "7")
+        .output()
+        .unwrap();
+    let out = run_out(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(
+        out.contains("the nights move too much to gate at this tolerance"),
+        "{out}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(w.join("r.json")).unwrap()).unwrap();
+    let s = &r["scenarios"][0];
+    assert_eq!(s["status"], "unmeasurable", "{s}");
+    // the TPOT row is gated at the cap, 3x the configured 10 %: the 4x night is a FAIL there
+    let row = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == "tpot" && c["kind"]["quantile"] == "p50")
+        .unwrap();
+    assert_eq!(row["verdict"], "FAIL", "{row}");
+    assert!((row["fail"].as_f64().unwrap() - 0.30).abs() < 1e-9, "{row}");
+}
+
 /// Issue 41: the reader refuses a night whose time is not RFC 3339, so `history append` must
 /// not write one (a hand-edited results file's `created_at`): it would break the history.
 #[test]
