@@ -319,7 +319,7 @@ pub fn parse(file: &str, expected: &ScenarioName, text: &str) -> Result<Vec<Entr
         let head: Head = serde_json::from_str(line).map_err(|e| EntryError::Broken {
             file: file.into(),
             line: line_no,
-            problem: e.to_string(),
+            problem: shown(&e.to_string()),
         })?;
         let version = head.history_version.ok_or_else(|| EntryError::Broken {
             file: file.into(),
@@ -330,7 +330,9 @@ pub fn parse(file: &str, expected: &ScenarioName, text: &str) -> Result<Vec<Entr
             return Err(EntryError::Newer {
                 file: file.into(),
                 line: line_no,
-                by: head.perfgate_version.unwrap_or_else(|| "?".into()),
+                by: head
+                    .perfgate_version
+                    .map_or_else(|| "?".into(), |v| shown(&v)),
                 version,
                 ours: env!("CARGO_PKG_VERSION"),
             });
@@ -338,7 +340,7 @@ pub fn parse(file: &str, expected: &ScenarioName, text: &str) -> Result<Vec<Entr
         let e: Entry = serde_json::from_str(line).map_err(|e| EntryError::Broken {
             file: file.into(),
             line: line_no,
-            problem: e.to_string(),
+            problem: shown(&e.to_string()),
         })?;
         if &e.scenario != expected {
             return Err(EntryError::OtherScenario {
@@ -390,6 +392,12 @@ pub fn check(e: &Entry) -> Result<time::OffsetDateTime, Implausible> {
     }
     time_of(&e.time)
         .ok_or_else(|| Implausible::Time(crate::report::safe_text::bounded(&e.time, 40)))
+}
+
+/// Text quoted from the file in an error: without control characters (the message is printed
+/// on stderr), at most 300 characters.
+fn shown(s: &str) -> String {
+    crate::report::safe_text::bounded(s, 300)
 }
 
 /// An RFC 3339 time.
@@ -600,6 +608,30 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "s.jsonl starts with a UTF-8 byte-order mark: remove it on the history branch (the file is JSON lines, which have none)"
+        );
+    }
+
+    /// The reader's errors quote the file (serde names an unknown key, a newer line its
+    /// perfgate version): printed on stderr, they must not carry its terminal escapes.
+    #[test]
+    fn errors_quote_the_file_without_its_escapes() {
+        let name = ScenarioName::new("s").unwrap();
+        let e = parse(
+            "s.jsonl",
+            &name,
+            "{\"history_version\": 1, \"\\u001b[2J\": 1}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("s.jsonl line 1: not a perfgate history entry (unknown field `[2J`"),
+            "{e}"
+        );
+        let newer = "{\"history_version\": 2, \"perfgate_version\": \"9\\u001b]0;x\\u0007\"}";
+        let e = parse("s.jsonl", &name, newer).unwrap_err().to_string();
+        assert!(
+            e.starts_with("s.jsonl line 1: written by perfgate 9]0;x (history version 2)"),
+            "{e}"
         );
     }
 
