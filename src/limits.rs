@@ -25,6 +25,9 @@ pub const MAX_TRACE_BYTES: u64 = 256 << 20;
 pub const MAX_TRACE_ENTRIES: usize = 2_000_000;
 /// A latency above a day is not a measurement: invalid input.
 pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
+/// The smallest positive time perfgate writes, ms: times are rounded to the µs
+/// (`units::round3`), so a smaller positive one was not measured by perfgate.
+pub const MIN_WRITTEN_MS: f64 = 0.001;
 /// A server-side figure that is not a time (a token count, a share, a queue length) above this
 /// is not a measurement (it is also where rounding to 0.001 stops being exact): left out.
 pub const MAX_FIGURE: f64 = 1e15;
@@ -33,6 +36,18 @@ pub const MAX_OFFSET_MS: f64 = 30.0 * MAX_LATENCY_MS;
 
 /// Wall-clock times (`started_unix_ms`: ms since the Unix epoch): before the year 5000.
 pub const MAX_EPOCH_MS: f64 = 1e14;
+
+/// Whether `ms` is a time perfgate could have written: within [`MIN_WRITTEN_MS`] and
+/// [`MAX_LATENCY_MS`] (NaN is not).
+pub fn believable_ms(ms: f64) -> bool {
+    (MIN_WRITTEN_MS..=MAX_LATENCY_MS).contains(&ms)
+}
+
+/// The largest believable log-sd (standard deviation of ln(ms)) of believable times: values
+/// within [`believable_ms`] cannot spread by more than the log of that range (ln 8.64e10 = 25.2).
+pub fn max_log_sd() -> f64 {
+    (MAX_LATENCY_MS / MIN_WRITTEN_MS).ln()
+}
 
 /// Why a file could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -44,8 +44,11 @@ impl std::fmt::Display for Num {
 }
 
 /// Milliseconds with sensible precision (`8.12 ms`, `214 ms`, `1.93 s`): the reports' columns.
+/// An absurd value (from a hand-edited file) is a [`Num`] (`1e297 s`), never hundreds of digits.
 pub fn fmt_ms(x: f64) -> String {
-    if x.is_finite() && x >= 10_000.0 {
+    if x.is_finite() && x >= 1e9 {
+        format!("{} s", Num(x / 1000.0))
+    } else if x.is_finite() && x >= 10_000.0 {
         format!("{:.2} s", x / 1000.0)
     } else {
         fmt_ms_whole(x)
@@ -56,6 +59,8 @@ pub fn fmt_ms(x: f64) -> String {
 pub fn fmt_ms_whole(x: f64) -> String {
     if !x.is_finite() {
         "inf".into()
+    } else if x >= 1e9 {
+        format!("{} ms", Num(x.round()))
     } else if x >= 100.0 {
         format!("{x:.0} ms")
     } else if x >= 10.0 {
@@ -78,6 +83,12 @@ mod tests {
         assert_eq!(Num(1e-300).to_string(), "1e-300");
         assert_eq!(Num(1e300 / 100.0).to_string(), "1e298");
         assert_eq!(Num(f64::INFINITY).to_string(), "inf");
+        // milliseconds too (a 1e300 ms night printed 298 digits of seconds)
+        assert_eq!(fmt_ms(1e300), "1e297 s");
+        assert_eq!(fmt_ms_whole(1e300), "1e300 ms");
+        assert_eq!(fmt_ms(86_400_000.0), "86400.00 s");
+        assert_eq!(fmt_ms(2e9), "2000000 s");
+        assert_eq!(fmt_ms_whole(86_400_000.0), "86400000 ms");
         assert_eq!(fmt_bytes(64 << 20), "64 MiB");
         assert_eq!(fmt_bytes(70_200_000), "70.2 MB");
     }

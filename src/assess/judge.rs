@@ -135,6 +135,19 @@ pub fn judge(
                 res.status_detail = why.clone();
             }
         }
+        // Nights that move too much to gate at the configured tolerance: not comparable (the
+        // gate still runs, at the capped tolerance, so the rows say what was measured).
+        if let Some(base) = b.loaded.filter(|_| res.status == Status::Compared) {
+            let wide = super::nightly::too_wide(sc, b.learned, base.runs.len().max(1));
+            if !wide.is_empty() {
+                res.status = Status::Unmeasurable;
+                res.status_detail = wide
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ");
+            }
+        }
     }
 
     // Workload drift, then the gate's input.

@@ -1,13 +1,16 @@
 //! A scenario's nights judged (docs/history.md): per gated metric, the change-point rule
 //! ([`crate::stats::changepoint`]) over the nightly medians with tonight's run as the last night,
 //! as a `nightly step` check; and, before measuring, the night-to-night spread the committed
-//! baseline's fail tolerance is widened to ([`learned_spread`]). Pure: entries in, checks out.
+//! baseline's fail tolerance is widened to ([`learned_spread`]), unless it is too wide to gate
+//! ([`too_wide`]). Pure: entries in, checks out.
 
-use crate::config::{Metric, Scenario};
+use crate::config::{Metric, Quantile, Scenario};
 use crate::gate::{Check, CheckKind, RatioCi, Verdict};
 use crate::history::{series, Entry};
 use crate::stats::changepoint::{change_points, nights_to_confirm, Direction, Step, StepRule};
+use crate::stats::spread::{widened_fail, MAX_LEARNED_FACTOR};
 use crate::summary::SummaryKey;
+use crate::units::Num;
 use std::collections::BTreeMap;
 
 /// A metric's night-to-night spread learned from the history.
@@ -56,6 +59,54 @@ pub fn learned_spread(sc: &Scenario, past: &[Entry], rule: &StepRule) -> BTreeMa
         }
     }
     out
+}
+
+/// A gated metric whose nights move too much to gate at its configured tolerance: the fail
+/// tolerance learned from them would be more than [`MAX_LEARNED_FACTOR`] times the configured
+/// one (docs/history.md "A tolerance learned from real nights"). The scenario cannot be
+/// compared (exit 3).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}: {nights} nights of history move by tau {:.1}% from night to night: the fail tolerance would widen from {:.0}% to {}%, over {MAX_LEARNED_FACTOR}x the configured one, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`", metric.label(), tau * 100.0, configured * 100.0, Num((learned * 100.0).round()))]
+pub struct TooWide {
+    pub metric: Metric,
+    /// Nights tau was learned from.
+    pub nights: usize,
+    /// The learned tau, log scale.
+    pub tau: f64,
+    /// The metric's tightest configured fail tolerance.
+    pub configured: f64,
+    /// That tolerance widened to tau, uncapped.
+    pub learned: f64,
+}
+
+/// The gated metrics whose learned spread would widen a configured fail tolerance beyond
+/// [`MAX_LEARNED_FACTOR`] times itself, for a baseline of `runs` bless runs. The tightest of
+/// the metric's tolerances is the one that decides (the widening is the same for all).
+pub fn too_wide(sc: &Scenario, learned: &BTreeMap<Metric, Learned>, runs: usize) -> Vec<TooWide> {
+    // the metric's checks: its gated quantiles, and tail>P90 (P90's band) with any tail
+    let mut quantiles = sc.gate.quantiles.clone();
+    if quantiles.iter().any(|q| *q != Quantile::P50) {
+        quantiles.push(Quantile::P90);
+    }
+    learned
+        .iter()
+        .filter_map(|(&metric, l)| {
+            let configured = quantiles
+                .iter()
+                .map(|&q| sc.gate.band(metric, q).fail)
+                .fold(f64::INFINITY, f64::min);
+            let learned = widened_fail(configured, l.tau, runs);
+            (configured.is_finite() && learned > MAX_LEARNED_FACTOR * configured).then_some(
+                TooWide {
+                    metric,
+                    nights: l.nights,
+                    tau: l.tau,
+                    configured,
+                    learned,
+                },
+            )
+        })
+        .collect()
 }
 
 /// The nights with a value of `key`: their indexes into `nights` and the medians.
@@ -384,11 +435,15 @@ fn date(t: &str) -> &str {
     t.get(..10).unwrap_or(t)
 }
 
+/// `+19.8%`; an absurd ratio (from hand-edited nights) a short [`Num`] (`+1e302%`).
 fn pct(r: f64) -> String {
-    if r.is_finite() && r > 0.0 {
-        format!("{:+.1}%", (r - 1.0) * 100.0)
-    } else {
+    let p = (r - 1.0) * 100.0;
+    if !(r.is_finite() && r > 0.0) {
         "-".into()
+    } else if p < 1e6 {
+        format!("{p:+.1}%")
+    } else {
+        format!("+{}%", crate::units::Num(p))
     }
 }
 
@@ -580,6 +635,61 @@ mod tests {
             *x *= 1.3;
         }
         assert!(learned_spread(&sc, &nights(&sc, &w), &StepRule::default()).is_empty());
+    }
+
+    /// Issue 41: 30 nights alternating 1.0x and 1.5x learned a 477 % fail tolerance and a 4x
+    /// regression passed; steady nights gate as before.
+    #[test]
+    fn nights_that_move_too_much_are_too_wide_to_gate() {
+        let sc = scenario();
+        let alt: Vec<f64> = (0..30)
+            .map(|i| if i % 2 == 0 { 8.0 } else { 12.0 })
+            .collect();
+        let learned = learned_spread(&sc, &nights(&sc, &alt), &StepRule::default());
+        // tau = sqrt(0.459417^2 - pi/2 x 0.05^2 / 20) = 0.459203 (stats::spread's test);
+        // exp(2.33 x 0.459203 x sqrt 1.5) - 1 = 2.7077 with a 2-run baseline
+        let tau = learned[&Metric::Tpot].tau;
+        assert!((tau - 0.459203).abs() < 1e-5, "{tau}");
+        let wide = too_wide(&sc, &learned, 2);
+        assert_eq!(wide.len(), 1);
+        assert!((wide[0].learned - 2.7077).abs() < 1e-4, "{:?}", wide[0]);
+        assert_eq!(
+            wide[0].to_string(),
+            "TPOT: 30 nights of history move by tau 45.9% from night to night: the fail tolerance would widen from 10% to 271%, over 3x the configured one, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`"
+        );
+        // drift-like nights (+-3 %) learn a few %: gated
+        let learned = learned_spread(&sc, &nights(&sc, &wobble(30)), &StepRule::default());
+        assert!(learned[&Metric::Tpot].tau < 0.05, "{learned:?}");
+        assert!(too_wide(&sc, &learned, 2).is_empty());
+    }
+
+    /// Issue 41: medians of 1e300 ms printed 300 digits in the row (the reader now refuses
+    /// them, but the row is judged from whatever entries it is given).
+    #[test]
+    fn absurd_medians_print_as_short_numbers() {
+        let long_digits = |s: &str| {
+            s.split(|c: char| !c.is_ascii_digit())
+                .any(|run| run.len() > 16)
+        };
+        let (c, _) = judged(&[1e300; 10]);
+        assert!(
+            c.reason
+                .starts_with("no confirmed step in 10 nights (median 1e297 s)"),
+            "{}",
+            c.reason
+        );
+        let mut v = wobble(20);
+        v.extend([8e300; 5]);
+        let (c, _) = judged(&v);
+        assert_eq!(c.verdict, Verdict::Fail, "{}", c.reason);
+        assert!(!long_digits(&c.reason), "{}", c.reason);
+        assert!(
+            c.reason.starts_with(
+                "stepped up +1.001e302% [+9.77e301%, +1.028e302%] from night 21 of 25"
+            ),
+            "{}",
+            c.reason
+        );
     }
 
     #[test]

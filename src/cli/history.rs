@@ -105,6 +105,9 @@ fn show(a: ShowArgs) -> Result<i32, Error> {
             println!("{}: no nights on branch {}", sc.name, h.store.branch);
             continue;
         };
+        // the file's strings (commits, times, the server's names in the notes) are printed
+        // made safe: a hand-edited history must not drive the terminal
+        let safe = crate::report::safe_text::field;
         let judged = judge_nights(sc, before, tonight, &h.rule);
         let (nights, dropped) = crate::assess::nightly::comparable(past, &tonight.fingerprint);
         println!(
@@ -129,10 +132,10 @@ fn show(a: ShowArgs) -> Result<i32, Error> {
             print!(
                 "  {:>5}  {:<10}  {:<10}",
                 i + 1,
-                e.time.get(..10).unwrap_or(&e.time),
+                safe(&e.time).chars().take(10).collect::<String>(),
                 e.commit
                     .as_deref()
-                    .map_or("-".to_string(), |c| c.chars().take(10).collect())
+                    .map_or("-".to_string(), |c| safe(c).chars().take(10).collect())
             );
             for k in &keys {
                 let v = e
@@ -157,11 +160,11 @@ fn show(a: ShowArgs) -> Result<i32, Error> {
                 c.metric.map_or("-", |m| m.label()),
                 c.kind.label(),
                 c.verdict.as_str(),
-                c.reason
+                safe(&c.reason)
             );
         }
         for n in &judged.notes {
-            println!("  note: {n}");
+            println!("  note: {}", safe(n));
         }
     }
     Ok(exit::OK)
@@ -212,6 +215,16 @@ fn append(a: AppendArgs) -> Result<i32, Error> {
             "{}: no scenario measured a successful request: nothing to append",
             a.results.display()
         )));
+    }
+    // a night the reader would refuse (a hand-edited `created_at`) would break the history
+    for e in &entries {
+        if let Err(problem) = history::entry::check(e) {
+            return Err(Error::usage(format!(
+                "{}: the night of scenario `{}`: {problem}: nothing appended",
+                a.results.display(),
+                e.scenario
+            )));
+        }
     }
     let done = store.append(&entries).map_err(Error::from)?;
     if done.already {

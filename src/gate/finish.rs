@@ -83,10 +83,15 @@ impl Corrected {
                 tau * 100.0
             ),
             (Some(conf), Some(tau), Some(nights)) => format!(
-                "{why} (fail tolerance widened from {:.0}% to {:.1}% because {nights} nights of history move by tau {:.1}% from night to night)",
+                "{why} (fail tolerance widened from {:.0}% to {:.1}% because {nights} nights of history move by tau {:.1}% from night to night{})",
                 conf * 100.0,
                 c.fail * 100.0,
-                tau * 100.0
+                tau * 100.0,
+                if c.fail >= stats::spread::MAX_LEARNED_FACTOR * conf {
+                    format!("; a tolerance learned from the nights is at most {}x the configured one", stats::spread::MAX_LEARNED_FACTOR)
+                } else {
+                    String::new()
+                }
             ),
             _ => why,
         };

@@ -175,11 +175,17 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
 }
 
 /// The band after widening its fail tolerance to a k-run baseline's run-to-run spread tau
-/// (unchanged without one). Warn never exceeds fail.
+/// (unchanged without one); a tau learned from the nightly history widens it to at most
+/// [`stats::spread::MAX_LEARNED_FACTOR`] times the configured one. Warn never exceeds fail.
 fn widened(configured: Band, spread: Option<Spread>) -> Band {
     let mut band = configured;
     if let Some(s) = spread {
         band.fail = stats::spread::widened_fail(configured.fail, s.tau, s.runs);
+        if s.nights.is_some() {
+            band.fail = band
+                .fail
+                .min(stats::spread::MAX_LEARNED_FACTOR * configured.fail);
+        }
         band.warn = band.warn.min(band.fail);
     }
     band

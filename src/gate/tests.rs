@@ -171,6 +171,53 @@ fn run_spread_widens_the_fail_tolerance() {
     assert_eq!(ab[0].fail_configured, None);
 }
 
+/// Issue 41: nothing capped a tolerance learned from the nightly history: nights alternating
+/// 1.0x and 1.5x learned tau 0.614 and a 4x TPOT passed a 477 % fail tolerance.
+#[test]
+fn a_tolerance_learned_from_nights_is_capped_at_three_times_the_configured() {
+    let mk = |nights: Option<usize>| ScenarioSamples {
+        client_delay: None,
+        scenario: "s".into(),
+        gate: gate(vec![Quantile::P50]),
+        metrics: vec![(
+            Metric::Tpot,
+            Samples {
+                ok: sample(10.0, 100, 0.0),
+                failed: 0,
+            },
+            Samples {
+                ok: sample(40.0, 100, 0.3),
+                failed: 0,
+            },
+        )],
+        errors: ErrorCounts::new((0, 100), (0, 100)),
+        spread: BTreeMap::from([(
+            Metric::Tpot,
+            Spread {
+                tau: 0.6144,
+                runs: 2,
+                nights,
+            },
+        )]),
+        looks: 1,
+        slo: Vec::new(),
+        design: Design::Committed,
+        itl: None,
+    };
+    // learned from 30 nights: exp(2.33 x 0.6144 x sqrt 1.5) - 1 = 477 %, capped at 3 x 10 %
+    let (c, _) = evaluate(&[mk(Some(30))]);
+    assert!((c[0].fail - 0.30).abs() < 1e-12, "{}", c[0].fail);
+    assert_eq!(c[0].verdict, Verdict::Fail, "{:?}", c[0]);
+    assert!(
+        c[0].reason.contains("(fail tolerance widened from 10% to 30.0% because 30 nights of history move by tau 61.4% from night to night; a tolerance learned from the nights is at most 3x the configured one)"),
+        "{}",
+        c[0].reason
+    );
+    // bless's runs are not the nights: their widening is as it was
+    let (c, _) = evaluate(&[mk(None)]);
+    assert!((c[0].fail - 4.773).abs() < 0.001, "{}", c[0].fail);
+}
+
 #[test]
 fn run_spread_widens_the_tail_exceedance_check_too() {
     // A P90 1.3x the baseline's (every request 1.3x slower): tail>P90 FAILs at its 20 %

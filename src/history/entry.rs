@@ -5,6 +5,7 @@
 use crate::config::ScenarioName;
 use crate::results::ScenarioResult;
 use crate::summary::SummaryKey;
+use crate::units::Num;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -254,6 +255,16 @@ pub enum EntryError {
         version: u32,
         ours: &'static str,
     },
+    /// An entry that parsed but holds a value no perfgate writes (a hand edit).
+    #[error("{file} line {line}: {problem}; no perfgate writes that: fix or delete the line on the history branch")]
+    Implausible {
+        file: String,
+        line: usize,
+        problem: Implausible,
+    },
+    /// The file starts with a byte-order mark (saved by an editor that adds one).
+    #[error("{file} starts with a UTF-8 byte-order mark: remove it on the history branch (the file is JSON lines, which have none)")]
+    ByteOrderMark { file: String },
     /// An entry of another scenario in this scenario's file.
     #[error("{file} line {line}: an entry of scenario `{found}` in the file of `{expected}`; move it to its own file")]
     OtherScenario {
@@ -264,9 +275,35 @@ pub enum EntryError {
     },
 }
 
-/// Reads a scenario's history file (one entry per line, oldest first; blank lines skipped).
-/// Every line is checked: a broken or newer line is refused with its line number.
+/// What is implausible in an entry: a value no perfgate writes. Times are believable from
+/// [`crate::limits::MIN_WRITTEN_MS`] (the µs perfgate rounds to) to a day
+/// ([`crate::limits::MAX_LATENCY_MS`]), the bounds a baseline's times have.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Implausible {
+    #[error("{failed} failed of {requests} requests")]
+    MoreFailedThanRequests { failed: usize, requests: usize },
+    #[error("{key}.{field} = {} ms is not a believable time ({} ms to {} day)", Num(*value), crate::limits::MIN_WRITTEN_MS, crate::limits::MAX_LATENCY_MS / 86_400_000.0)]
+    Latency {
+        key: SummaryKey,
+        /// `p50`, `q[9]`, ...
+        field: String,
+        value: f64,
+    },
+    #[error("{key}.log_sd = {} is not a believable spread of ln(ms) (0 to {:.2})", Num(*value), crate::limits::max_log_sd())]
+    LogSd { key: SummaryKey, value: f64 },
+    /// The night's time, shortened and made safe to print.
+    #[error("time `{0}` is not an RFC 3339 time")]
+    Time(String),
+}
+
+/// Reads a scenario's history file (one entry per line; blank lines skipped) in time order:
+/// oldest first, nights of one time in the file's order (a night appended late, by `history
+/// append`, goes in its place). Every line is checked: a broken, newer or implausible line is
+/// refused with its line number.
 pub fn parse(file: &str, expected: &ScenarioName, text: &str) -> Result<Vec<Entry>, EntryError> {
+    if text.starts_with('\u{feff}') {
+        return Err(EntryError::ByteOrderMark { file: file.into() });
+    }
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line_no = i + 1;
@@ -282,7 +319,7 @@ pub fn parse(file: &str, expected: &ScenarioName, text: &str) -> Result<Vec<Entr
         let head: Head = serde_json::from_str(line).map_err(|e| EntryError::Broken {
             file: file.into(),
             line: line_no,
-            problem: e.to_string(),
+            problem: shown(&e.to_string()),
         })?;
         let version = head.history_version.ok_or_else(|| EntryError::Broken {
             file: file.into(),
@@ -293,7 +330,9 @@ pub fn parse(file: &str, expected: &ScenarioName, text: &str) -> Result<Vec<Entr
             return Err(EntryError::Newer {
                 file: file.into(),
                 line: line_no,
-                by: head.perfgate_version.unwrap_or_else(|| "?".into()),
+                by: head
+                    .perfgate_version
+                    .map_or_else(|| "?".into(), |v| shown(&v)),
                 version,
                 ours: env!("CARGO_PKG_VERSION"),
             });
@@ -301,7 +340,7 @@ pub fn parse(file: &str, expected: &ScenarioName, text: &str) -> Result<Vec<Entr
         let e: Entry = serde_json::from_str(line).map_err(|e| EntryError::Broken {
             file: file.into(),
             line: line_no,
-            problem: e.to_string(),
+            problem: shown(&e.to_string()),
         })?;
         if &e.scenario != expected {
             return Err(EntryError::OtherScenario {
@@ -311,33 +350,59 @@ pub fn parse(file: &str, expected: &ScenarioName, text: &str) -> Result<Vec<Entr
                 expected: expected.to_string(),
             });
         }
-        if let Some(problem) = implausible(&e) {
-            return Err(EntryError::Broken {
-                file: file.into(),
-                line: line_no,
-                problem,
-            });
-        }
-        out.push(e);
+        let at = check(&e).map_err(|problem| EntryError::Implausible {
+            file: file.into(),
+            line: line_no,
+            problem,
+        })?;
+        out.push((at, e));
     }
-    Ok(out)
+    // stable: nights of one time keep the file's order
+    out.sort_by_key(|(at, _)| *at);
+    Ok(out.into_iter().map(|(_, e)| e).collect())
 }
 
-/// A value no perfgate writes (a hand edit): non-positive or non-finite latencies, more failures
-/// than requests.
-fn implausible(e: &Entry) -> Option<String> {
+/// The entry's time, when every value in it is one perfgate writes: no more failures than
+/// requests, believable times ([`crate::limits::believable_ms`]) and log-sds
+/// ([`crate::limits::max_log_sd`]), an RFC 3339 time.
+pub fn check(e: &Entry) -> Result<time::OffsetDateTime, Implausible> {
     if e.failed > e.requests {
-        return Some(format!("{} failed of {} requests", e.failed, e.requests));
+        return Err(Implausible::MoreFailedThanRequests {
+            failed: e.failed,
+            requests: e.requests,
+        });
     }
-    for (k, p) in &e.metrics {
-        let ok = |x: f64| x.is_finite() && x > 0.0;
-        if !(ok(p.p50) && ok(p.p90) && ok(p.p99) && p.log_sd.is_finite() && p.log_sd >= 0.0) {
-            return Some(format!(
-                "{k}: a quantile or log_sd that is not a positive number"
-            ));
+    for (&key, p) in &e.metrics {
+        let named = [("p50", p.p50), ("p90", p.p90), ("p99", p.p99)]
+            .into_iter()
+            .map(|(f, v)| (f.to_string(), v));
+        let digest = p.q.iter().enumerate().map(|(i, &v)| (format!("q[{i}]"), v));
+        if let Some((field, value)) = named
+            .chain(digest)
+            .find(|(_, v)| !crate::limits::believable_ms(*v))
+        {
+            return Err(Implausible::Latency { key, field, value });
+        }
+        if !(0.0..=crate::limits::max_log_sd()).contains(&p.log_sd) {
+            return Err(Implausible::LogSd {
+                key,
+                value: p.log_sd,
+            });
         }
     }
-    None
+    time_of(&e.time)
+        .ok_or_else(|| Implausible::Time(crate::report::safe_text::bounded(&e.time, 40)))
+}
+
+/// Text quoted from the file in an error: without control characters (the message is printed
+/// on stderr), at most 300 characters.
+fn shown(s: &str) -> String {
+    crate::report::safe_text::bounded(s, 300)
+}
+
+/// An RFC 3339 time.
+fn time_of(t: &str) -> Option<time::OffsetDateTime> {
+    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
 }
 
 /// Whether `old` already holds the night of `new` (same time, commit and configuration): an
@@ -347,10 +412,13 @@ pub fn already_in(old: &[Entry], new: &Entry) -> bool {
         .any(|e| e.time == new.time && e.commit == new.commit && e.fingerprint == new.fingerprint)
 }
 
-/// The file with `new` appended and only the last `keep` entries kept (the retention rule):
-/// one line per entry, a final newline.
+/// The file with `new` added in time order (as [`parse`] reads it; `new` after the nights of
+/// its time) and only the newest `keep` entries kept (the retention rule): one line per entry,
+/// a final newline.
 pub fn render(old: &[Entry], new: &Entry, keep: usize) -> String {
-    let all: Vec<&Entry> = old.iter().chain(std::iter::once(new)).collect();
+    let mut all: Vec<&Entry> = old.iter().chain(std::iter::once(new)).collect();
+    // stable; a time that does not parse (none that [`parse`] read) sorts first
+    all.sort_by_key(|e| time_of(&e.time));
     let from = all.len().saturating_sub(keep.max(1));
     let mut out = String::new();
     for e in &all[from..] {
@@ -423,7 +491,7 @@ mod tests {
     #[test]
     fn a_newer_entry_is_refused_with_its_line_and_what_to_do() {
         let name = ScenarioName::new("s").unwrap();
-        let ok = serde_json::to_string(&entry("s", "t", 8.0)).unwrap();
+        let ok = serde_json::to_string(&entry("s", "2026-12-01T03:00:00Z", 8.0)).unwrap();
         let newer = r#"{"history_version": 2, "perfgate_version": "0.9.0", "something": 1}"#;
         let e = parse("s.jsonl", &name, &format!("{ok}\n{newer}\n")).unwrap_err();
         assert_eq!(
@@ -440,11 +508,131 @@ mod tests {
         let other = serde_json::to_string(&entry("t", "x", 8.0)).unwrap();
         let e = parse("s.jsonl", &name, &other).unwrap_err();
         assert!(e.to_string().contains("an entry of scenario `t`"), "{e}");
-        let mut bad = entry("s", "x", 8.0);
+        let mut bad = entry("s", "2026-12-01T03:00:00Z", 8.0);
         bad.metrics.get_mut(&SummaryKey::Tpot).unwrap().p50 = -1.0;
         let e = parse("s.jsonl", &name, &serde_json::to_string(&bad).unwrap()).unwrap_err();
         assert!(e.to_string().contains("tpot_ms"), "{e}");
         assert_eq!(parse("s.jsonl", &name, "\n\n").unwrap(), vec![]);
+    }
+
+    /// Issue 41: medians of 1e300 and 1e-300 ms were read (only "finite and > 0" was checked),
+    /// learned an `inf%` fail tolerance, and each append wrote them back.
+    #[test]
+    fn unbelievable_values_are_refused_with_their_line_and_what_to_do() {
+        let name = ScenarioName::new("s").unwrap();
+        let ok = serde_json::to_string(&entry("s", "2026-12-01T03:00:00Z", 8.0)).unwrap();
+        let refused = |bad: &Entry| {
+            let text = format!("{ok}\n{}\n", serde_json::to_string(bad).unwrap());
+            parse("s.jsonl", &name, &text).unwrap_err().to_string()
+        };
+        let what = "no perfgate writes that: fix or delete the line on the history branch";
+        for (v, shown) in [
+            (1e300, "1e300"),
+            (1e-300, "1e-300"),
+            (86_400_001.0, "86400001"),
+        ] {
+            let mut bad = entry("s", "2026-12-02T03:00:00Z", 8.0);
+            bad.metrics.get_mut(&SummaryKey::Tpot).unwrap().p50 = v;
+            assert_eq!(
+                refused(&bad),
+                format!("s.jsonl line 2: tpot_ms.p50 = {shown} ms is not a believable time (0.001 ms to 1 day); {what}")
+            );
+        }
+        let mut bad = entry("s", "2026-12-02T03:00:00Z", 8.0);
+        bad.metrics.get_mut(&SummaryKey::Tpot).unwrap().q[9] = 1e300;
+        assert_eq!(
+            refused(&bad),
+            format!("s.jsonl line 2: tpot_ms.q[9] = 1e300 ms is not a believable time (0.001 ms to 1 day); {what}")
+        );
+        // ln(86,400,000 / 0.001) = 25.18: no believable times spread more
+        let mut bad = entry("s", "2026-12-02T03:00:00Z", 8.0);
+        bad.metrics.get_mut(&SummaryKey::Tpot).unwrap().log_sd = 1e300;
+        assert_eq!(
+            refused(&bad),
+            format!("s.jsonl line 2: tpot_ms.log_sd = 1e300 is not a believable spread of ln(ms) (0 to 25.18); {what}")
+        );
+        let bad = entry("s", "yesterday", 8.0);
+        assert_eq!(
+            refused(&bad),
+            format!("s.jsonl line 2: time `yesterday` is not an RFC 3339 time; {what}")
+        );
+        // the edges themselves are read
+        let mut edge = entry("s", "2026-12-02T03:00:00Z", 0.001);
+        edge.metrics.get_mut(&SummaryKey::Tpot).unwrap().p99 = 86_400_000.0;
+        edge.metrics.get_mut(&SummaryKey::Tpot).unwrap().log_sd = 25.0;
+        let text = format!("{ok}\n{}\n", serde_json::to_string(&edge).unwrap());
+        assert_eq!(parse("s.jsonl", &name, &text).unwrap().len(), 2);
+    }
+
+    /// Issue 41: a night appended late (`history append` of an older results file) became the
+    /// newest night and was judged out of place.
+    #[test]
+    fn nights_are_read_and_written_in_time_order() {
+        let name = ScenarioName::new("s").unwrap();
+        let line = |t: &str, v: f64| serde_json::to_string(&entry("s", t, v)).unwrap();
+        let text = [
+            line("2026-12-01T03:00:00Z", 1.0),
+            line("2026-12-03T03:00:00Z", 3.0),
+            line("2026-12-02T03:00:00Z", 2.0),
+            // the same instant written with an offset: after 12-03 03:00 UTC by an hour
+            line("2026-12-03T05:00:00+01:00", 4.0),
+            // two nights at one time keep their order
+            line("2026-12-03T05:00:00+01:00", 5.0),
+        ]
+        .join("\n");
+        let read = parse("s.jsonl", &name, &text).unwrap();
+        let p50s: Vec<f64> = read
+            .iter()
+            .map(|e| e.metrics[&SummaryKey::Tpot].p50)
+            .collect();
+        assert_eq!(p50s, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+        // an older night appended goes in its place, and the oldest is the one dropped
+        let late = entry("s", "2026-12-01T12:00:00Z", 1.5);
+        let out = render(&read, &late, 5);
+        let back = parse("s.jsonl", &name, &out).unwrap();
+        let p50s: Vec<f64> = back
+            .iter()
+            .map(|e| e.metrics[&SummaryKey::Tpot].p50)
+            .collect();
+        assert_eq!(p50s, vec![1.5, 2.0, 3.0, 4.0, 5.0]);
+        assert!(out.starts_with(&line("2026-12-01T12:00:00Z", 1.5)), "{out}");
+    }
+
+    /// Issue 41: a byte-order mark read as "line 1: not a perfgate history entry (expected
+    /// value at line 1 column 1)".
+    #[test]
+    fn a_byte_order_mark_is_named() {
+        let name = ScenarioName::new("s").unwrap();
+        let ok = serde_json::to_string(&entry("s", "2026-12-01T03:00:00Z", 8.0)).unwrap();
+        let e = parse("s.jsonl", &name, &format!("\u{feff}{ok}\n")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "s.jsonl starts with a UTF-8 byte-order mark: remove it on the history branch (the file is JSON lines, which have none)"
+        );
+    }
+
+    /// The reader's errors quote the file (serde names an unknown key, a newer line its
+    /// perfgate version): printed on stderr, they must not carry its terminal escapes.
+    #[test]
+    fn errors_quote_the_file_without_its_escapes() {
+        let name = ScenarioName::new("s").unwrap();
+        let e = parse(
+            "s.jsonl",
+            &name,
+            "{\"history_version\": 1, \"\\u001b[2J\": 1}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("s.jsonl line 1: not a perfgate history entry (unknown field `[2J`"),
+            "{e}"
+        );
+        let newer = "{\"history_version\": 2, \"perfgate_version\": \"9\\u001b]0;x\\u0007\"}";
+        let e = parse("s.jsonl", &name, newer).unwrap_err().to_string();
+        assert!(
+            e.starts_with("s.jsonl line 1: written by perfgate 9]0;x (history version 2)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -72,6 +72,13 @@ pub enum HistoryError {
         file: String,
         bytes: usize,
     },
+    #[error("history file {file} on branch `{branch}` is {kind}, not a file: move it away on the branch")]
+    NotAFile {
+        branch: String,
+        file: String,
+        /// `a directory`, `a submodule`.
+        kind: &'static str,
+    },
     #[error("history branch `{branch}`: {source}")]
     Entry {
         branch: String,
@@ -334,19 +341,33 @@ impl Store {
     fn file_at(&self, commit: &str, name: &ScenarioName) -> Result<Vec<Entry>, HistoryError> {
         let path = file_name(name);
         let spec = format!("{commit}:{path}");
-        let size = match run(
+        // `<type> <size>`, or `<spec> missing` (no such file yet)
+        let input = format!("{spec}\n");
+        let found = match run(
             &self.repo,
-            &["cat-file", "-s", &spec],
-            None,
+            &["cat-file", "--batch-check=%(objecttype) %(objectsize)"],
+            Some(input.as_bytes()),
             &[],
             LOCAL_TIMEOUT,
         ) {
-            Ok(s) => String::from_utf8_lossy(&s)
-                .trim()
-                .parse::<usize>()
-                .unwrap_or(0),
+            Ok(s) => String::from_utf8_lossy(&s).trim().to_string(),
             Err(GitError::Failed { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(HistoryError::Read(e)),
+        };
+        let size = match found.split_once(' ') {
+            Some(("blob", size)) => size.parse::<usize>().unwrap_or(0),
+            Some((kind @ ("tree" | "commit"), _)) => {
+                return Err(HistoryError::NotAFile {
+                    branch: self.branch.clone(),
+                    file: path,
+                    kind: if kind == "tree" {
+                        "a directory"
+                    } else {
+                        "a submodule"
+                    },
+                })
+            }
+            _ => return Ok(Vec::new()),
         };
         if size > MAX_FILE_BYTES {
             return Err(HistoryError::TooLarge {

@@ -733,3 +733,260 @@ fn sigterm_while_the_history_is_fetched_stops_git_and_its_helper() {
     assert!(!left, "git's remote helper (pid {pid}) outlived perfgate");
     assert!(err.contains("interrupted: git was stopped"), "{err}");
 }
+
+/// A quicker scenario than [`SIM`] for the tests below that measure once: 8 tokens, 4 streams.
+const SIM_QUICK: &str = r#"
+defaults:
+  endpoint:
+    base_url: "sim://?ttft_ms=20&tpot_ms=${T}&seed=${SEED}&tpot_sigma=0.03&ttft_sigma=0.03"
+  request: {prompt: "Say something.", max_tokens: 8, ignore_eos: true}
+  load: {samples: 20, warmup: 1, concurrency: 4}
+scenarios:
+  - name: nightly
+    gate: {metrics: [ttft, tpot]}
+"#;
+
+/// [`repos`] with [`SIM_QUICK`] as the scenario.
+fn quick_repos() -> tempfile::TempDir {
+    let d = repos();
+    let w = d.path().join("work");
+    std::fs::write(w.join("scenarios/s.yaml"), SIM_QUICK).unwrap();
+    git(&w, &["commit", "-qam", "quick scenario"]);
+    d
+}
+
+/// Commits `files` (path, text) as the whole tree of the local branch `perfgate-history` of
+/// the checkout `w` (its work tree must be clean), then checks the work branch out again.
+fn put_history(w: &Path, files: &[(&str, String)]) {
+    let back = git(w, &["rev-parse", "--abbrev-ref", "HEAD"]);
+    git(w, &["update-ref", "-d", "refs/heads/perfgate-history"]);
+    git(w, &["checkout", "-q", "--orphan", "perfgate-history"]);
+    git(w, &["rm", "-rqf", "."]);
+    for (path, text) in files {
+        let p = w.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "history"]);
+    git(w, &["checkout", "-q", &back]);
+}
+
+/// One night of scenario `nightly` as perfgate writes it: TTFT and TPOT medians, ms.
+fn entry_line(time: &str, fingerprint: &str, ttft: f64, tpot: f64, commit: &str) -> String {
+    let point = |v: f64| {
+        serde_json::json!({"n": 20, "p50": v, "p90": v * 1.1, "p99": v * 1.2,
+                           "log_sd": 0.05, "q": [v, v, v, v, v, v, v, v, v, v]})
+    };
+    serde_json::json!({
+        "history_version": 1, "perfgate_version": "0.1.0", "metrics_version": 1,
+        "time": time, "scenario": "nightly", "fingerprint": fingerprint, "commit": commit,
+        "runner": {"os": "linux", "arch": "x86_64", "cpus": 2},
+        "requests": 20, "failed": 0,
+        "metrics": {"ttft_ms": point(ttft), "tpot_ms": point(tpot)}
+    })
+    .to_string()
+}
+
+/// `nights` nights on 2020-01-01, -02, ... from the `(ttft, tpot)` pairs, one per line.
+fn history_of(fingerprint: &str, nights: &[(f64, f64)]) -> String {
+    nights
+        .iter()
+        .enumerate()
+        .map(|(i, &(ttft, tpot))| {
+            let t = format!("2020-{:02}-{:02}T03:00:00Z", 1 + i / 28, 1 + i % 28);
+            entry_line(&t, fingerprint, ttft, tpot, &format!("{i:040x}")) + "\n"
+        })
+        .collect()
+}
+
+fn run_out(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Issue 41: history files perfgate cannot read say what is wrong with them (exit 2, before
+/// anything is measured): a night of 1e300 ms (it was read, and learned an `inf%` fail
+/// tolerance), a byte-order mark (it read as "line 1: not a perfgate history entry"), a
+/// directory of the file's name (it read as "cannot write the history commit").
+#[test]
+fn unreadable_history_files_say_what_they_are() {
+    let d = quick_repos();
+    let w = d.path().join("work");
+    let mut text = history_of("f", &[(20.0, 15.0); 3]);
+    text.push_str(&entry_line("2020-02-01T03:00:00Z", "f", 20.0, 1e300, "c"));
+    text.push('\n');
+    let cases = [
+        (
+            vec![("nightly.jsonl", text)],
+            "history: history branch `perfgate-history`: nightly.jsonl line 4: tpot_ms.p50 = 1e300 ms is not a believable time (0.001 ms to 1 day); no perfgate writes that: fix or delete the line on the history branch",
+        ),
+        (
+            vec![("nightly.jsonl", format!("\u{feff}{}", history_of("f", &[(20.0, 15.0)])))],
+            "history: history branch `perfgate-history`: nightly.jsonl starts with a UTF-8 byte-order mark: remove it on the history branch (the file is JSON lines, which have none)",
+        ),
+        (
+            vec![("nightly.jsonl/x", "x".to_string())],
+            "history: history file nightly.jsonl on branch `perfgate-history` is a directory, not a file: move it away on the branch",
+        ),
+    ];
+    for (files, want) in cases {
+        put_history(&w, &files);
+        for args in [
+            &["history", "show", "--history-local"][..],
+            &[
+                "check",
+                "--history",
+                "--history-local",
+                "--allow-missing-baseline",
+            ][..],
+        ] {
+            let o = crate::support::perfgate_in(&w, 60)
+                .args(args)
+                .env("T", "15")
+                .env("SEED", "1")
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {}", run_out(&o));
+            assert_eq!(err.trim(), format!("perfgate: {want}"), "{args:?}");
+        }
+    }
+}
+
+/// Issue 41: `history show` printed the file's strings raw: a commit or a model holding
+/// terminal escapes rewrote the terminal.
+#[test]
+fn history_show_prints_no_escape_sequences_from_the_file() {
+    let d = quick_repos();
+    let w = d.path().join("work");
+    // 10 nights at 15 ms, then 6 at 30 ms on a server of another model: a step, its commits and
+    // the server change are printed
+    let mut nights: Vec<(f64, f64)> = vec![(20.0, 15.0); 10];
+    nights.extend([(20.0, 30.0); 6]);
+    let mut text = String::new();
+    for (i, line) in history_of("f", &nights).lines().enumerate() {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v["commit"] = format!("\u{1b}]0;pwned{i}\u{7}\u{1b}[2J").into();
+        v["server"] = serde_json::json!({"model": if i < 10 { "m1" } else { "m2\u{1b}[31mred" }});
+        text.push_str(&format!("{v}\n"));
+    }
+    put_history(&w, &[("nightly.jsonl", text)]);
+    let o = crate::support::perfgate_in(&w, 60)
+        .args(["history", "show", "--history-local"])
+        .env("T", "15")
+        .env("SEED", "1")
+        .output()
+        .unwrap();
+    let out = run_out(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("TPOT nightly step: FAIL stepped up"), "{out}");
+    assert!(out.contains("model m1 -> m2[31mred"), "{out}");
+    assert!(out.contains("]0;pwned1"), "{out}");
+    assert!(
+        !out.chars().any(|c| c == '\u{1b}' || c == '\u{7}'),
+        "escapes printed: {out:?}"
+    );
+}
+
+/// Issue 41: nights alternating 1.0x and 1.5x the baseline learned a fail tolerance of 477 %
+/// (successive differences double for anti-correlated nights), and a 4x TPOT regression exited
+/// 0. A learned tolerance beyond 3x the configured one cannot gate: exit 3, saying why.
+#[test]
+fn nights_that_move_too_much_cannot_pass_a_4x_regression() {
+    let d = quick_repos();
+    let w = d.path().join("work");
+    let o = crate::support::perfgate_in(&w, 120)
+        .args(["bless", "--runs", "2"])
+        .env("T", "15")
+        .env("SEED", "0")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
+    git(&w, &["add", "-A"]);
+    git(&w, &["commit", "-qm", "baseline"]);
+    let base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(w.join("baselines/nightly.json")).unwrap())
+            .unwrap();
+    let fp = base["scenario"]["fingerprint"].as_str().unwrap();
+    let tpot = base["summary"]["tpot_ms"]["p50"].as_f64().unwrap();
+    let ttft = base["summary"]["ttft_ms"]["p50"].as_f64().unwrap();
+    let nights: Vec<(f64, f64)> = (0..30)
+        .map(|i| (ttft, if i % 2 == 0 { tpot } else { tpot * 1.5 }))
+        .collect();
+    put_history(&w, &[("nightly.jsonl", history_of(fp, &nights))]);
+    let o = crate::support::perfgate_in(&w, 120)
+        .args([
+            "check",
+            "--history",
+            "--history-local",
+            "--output",
+            "r.json",
+        ])
+        .env("T", "60")
+        .env("SEED", "7")
+        .output()
+        .unwrap();
+    let out = run_out(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(
+        out.contains("the nights move too much to gate at this tolerance"),
+        "{out}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(w.join("r.json")).unwrap()).unwrap();
+    let s = &r["scenarios"][0];
+    assert_eq!(s["status"], "unmeasurable", "{s}");
+    // the TPOT row is gated at the cap, 3x the configured 10 %: the 4x night is a FAIL there
+    let row = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == "tpot" && c["kind"]["quantile"] == "p50")
+        .unwrap();
+    assert_eq!(row["verdict"], "FAIL", "{row}");
+    assert!((row["fail"].as_f64().unwrap() - 0.30).abs() < 1e-9, "{row}");
+}
+
+/// Issue 41: the reader refuses a night whose time is not RFC 3339, so `history append` must
+/// not write one (a hand-edited results file's `created_at`): it would break the history.
+#[test]
+fn a_night_the_reader_would_refuse_is_not_appended() {
+    let d = quick_repos();
+    let w = d.path().join("work");
+    let o = crate::support::perfgate_in(&w, 120)
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
+        .env("T", "5")
+        .env("SEED", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(w.join("r.json")).unwrap()).unwrap();
+    r["created_at"] = "last night".into();
+    std::fs::write(w.join("r.json"), r.to_string()).unwrap();
+    let o = crate::support::perfgate_in(&w, 60)
+        .args([
+            "history",
+            "append",
+            "--history-local",
+            "--results",
+            "r.json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", run_out(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim(),
+        "perfgate: r.json: the night of scenario `nightly`: time `last night` is not an RFC 3339 time: nothing appended"
+    );
+    let o = Std::new("git")
+        .current_dir(&w)
+        .args(["rev-parse", "--verify", "-q", "refs/heads/perfgate-history"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "a history branch was written");
+}
