@@ -431,6 +431,9 @@ if [ -n "$real" ] && [ -x "$real" ]; then
   installed="$gpath/perfgate"
   ws="$work/workspace"
   mkdir -p "$ws/scenarios" "$ws/baselines"
+  # Created first: the loop below may read it before the background job has opened it, and a
+  # sed on a missing file would end this script (set -e).
+  : >"$work/sim.log"
   timeout 300 "$installed" sim --port 0 >"$work/sim.log" 2>&1 &
   sim_pid=$!
   url=""
