@@ -39,6 +39,9 @@ ERR_NO_RELEASE=4
 MAX_LIST_BYTES=65536                    # SHA256SUMS, COMMIT: a few lines each
 MAX_ASSET_BYTES=$((64 * 1024 * 1024))   # the .tar.gz (the dist build's is about 4 MB)
 MAX_BINARY_BYTES=$((256 * 1024 * 1024)) # the binary unpacked from it (about 9 MB)
+# The cargo fallback's package (Cargo.toml's name; crates.io's `perfgate` is another project). Its
+# binary, and the release archives, are named perfgate.
+PACKAGE=llm-perfgate
 
 say() { echo "perfgate install: $*"; }
 die() {
@@ -290,7 +293,7 @@ install_release() {
 }
 
 # --- the cargo fallback -------------------------------------------------------------------------
-# build_with_cargo WHAT LABEL CACHE_KEY ARGS...: `cargo install --locked ARGS perfgate`, cached
+# build_with_cargo WHAT LABEL CACHE_KEY ARGS...: `cargo install --locked ARGS llm-perfgate`, cached
 # under CACHE_KEY when it names one commit (empty: not cached); LABEL is the `version` output.
 build_with_cargo() {
   local what=$1 label=$2 key=$3
@@ -308,8 +311,8 @@ build_with_cargo() {
   command -v cargo >/dev/null 2>&1 \
     || die "$ERR_DOWNLOAD" "cargo is not on PATH, so perfgate cannot be built from $what; pin the action to a release tag or set the version input"
   new_stage
-  cargo install --locked --root "$stage/root" "$@" perfgate \
-    || die "$ERR_DOWNLOAD" "cargo install --locked $* perfgate failed"
+  cargo install --locked --root "$stage/root" "$@" "$PACKAGE" \
+    || die "$ERR_DOWNLOAD" "cargo install --locked $* $PACKAGE failed"
   [ -x "$stage/root/bin/perfgate" ] || die "$ERR_DOWNLOAD" "cargo install left no $stage/root/bin/perfgate"
   if [ -z "$dir" ]; then dir="${RUNNER_TEMP:-$cache_root}/perfgate-build-$$"; fi
   commit_to_cache "$stage/root/bin/perfgate" "$dir"

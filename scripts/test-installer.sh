@@ -200,9 +200,12 @@ mkdir -p "$work/nocargo"
 for tool in timeout bash sh curl tar gzip sha256sum awk sed grep tr cut head mktemp mkdir mv rm chmod cat dirname uname date; do
   ln -s "$(command -v "$tool")" "$work/nocargo/$tool"
 done
+# The package the cargo fallback must build: this repository's (crates.io's perfgate is another
+# project's), with a binary named perfgate.
+PACKAGE=$(sed -n 's/^name = "\([^"]*\)"$/\1/p' Cargo.toml | head -n 1)
 # An action checkout whose Cargo.toml says 0.1.0 (the SHA-ref lookup reads it).
 mkdir -p "$work/action"
-printf '[package]\nname = "perfgate"\nversion = "0.1.0"\n' >"$work/action/Cargo.toml"
+printf '[package]\nname = "%s"\nversion = "0.1.0"\n' "$PACKAGE" >"$work/action/Cargo.toml"
 
 # run NAME [VAR=VALUE...]: runs the installer with a fresh runner environment (tool cache, PATH and
 # output files) unless CACHE is set; sets rc, out (stdout+stderr), gpath, gout, n_requests.
@@ -340,14 +343,20 @@ run fallback PERFGATE_ACTION_REF="$OTHER_SHA"
 check "ref = other commit" "falls back to cargo install, with a notice of the cost" \
   has "::notice title=perfgate install::no prebuilt perfgate for commit $OTHER_SHA (not a release): building it with cargo install --locked"
 check "ref = other commit" "cargo builds that exact commit from the action's repository" \
-  test "$(sed 's/--root [^ ]* //' "$work/cargo.log")" = "install --locked --git https://github.com/octo/perfgate --rev $OTHER_SHA perfgate"
+  test "$(sed 's/--root [^ ]* //' "$work/cargo.log")" = "install --locked --git https://github.com/octo/perfgate --rev $OTHER_SHA $PACKAGE"
 check "ref = other commit" "the build is on PATH and cached by commit" \
   test "$rc" = 0 -a "$gpath" = "$work/case-fallback/toolcache/perfgate/git-$OTHER_SHA/x64" -a -f "$gpath.complete"
 : >"$work/cargo.log"
 run tagnorelease PERFGATE_ACTION_REF=v0.0.9
 check "ref v0.0.9 (no release)" "falls back to cargo install --tag with a notice" \
-  test "$rc" = 0 -a "$(sed 's/--root [^ ]* //' "$work/cargo.log")" = "install --locked --git https://github.com/octo/perfgate --tag v0.0.9 perfgate"
+  test "$rc" = 0 -a "$(sed 's/--root [^ ]* //' "$work/cargo.log")" = "install --locked --git https://github.com/octo/perfgate --tag v0.0.9 $PACKAGE"
 check "ref v0.0.9 (no release)" "the notice" has "::notice title=perfgate install::no prebuilt perfgate for tag v0.0.9"
+: >"$work/cargo.log"
+run localaction
+check "uses: ./" "a local action is built from its own checkout" \
+  test "$rc" = 0 -a "$(sed 's/--root [^ ]* //' "$work/cargo.log")" = "install --locked --path $work/action $PACKAGE"
+check "uses: ./" "the build is on PATH, version local" \
+  test -x "$gpath/perfgate" -a "${gout##*$'\n'}" = "version=local"
 run nocargo PERFGATE_ACTION_REF="$OTHER_SHA" PATH="$work/nocargo"
 check "no cargo" "a fallback without cargo: exit 1 saying so" \
   test "$rc" = 1 -a -z "$gpath"
@@ -422,6 +431,9 @@ if [ -n "$real" ] && [ -x "$real" ]; then
   installed="$gpath/perfgate"
   ws="$work/workspace"
   mkdir -p "$ws/scenarios" "$ws/baselines"
+  # Created first: the loop below may read it before the background job has opened it, and a
+  # sed on a missing file would end this script (set -e).
+  : >"$work/sim.log"
   timeout 300 "$installed" sim --port 0 >"$work/sim.log" 2>&1 &
   sim_pid=$!
   url=""

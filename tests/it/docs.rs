@@ -1,7 +1,7 @@
 //! The documentation holds what it promises: every relative link resolves (file and heading), the
 //! README stays a README (at most 300 lines, the reference in docs/), the release it tells users
-//! to pin is this crate's version, and every `gate.<key>` the docs name is a key the scenario
-//! parser accepts.
+//! to pin is this crate's version, every `gate.<key>` the docs name is a key the scenario
+//! parser accepts, and every `cargo install`/`cargo binstall` of perfgate names this package.
 
 use crate::support::perfgate;
 use std::collections::BTreeSet;
@@ -184,6 +184,70 @@ fn the_release_the_docs_pin_is_this_crates_version() {
     assert!(
         wrong.is_empty(),
         "the docs pin another release than {version}:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The crate in `cargo install [FLAGS] CRATE` / `cargo binstall [FLAGS] CRATE` on one line, if the
+/// command names one (a flag's value is not a crate; the command ends at a closing backtick or a
+/// `#` comment).
+fn installed_crate(command: &str) -> Option<&str> {
+    const WITH_VALUE: [&str; 11] = [
+        "--path",
+        "--git",
+        "--root",
+        "--rev",
+        "--tag",
+        "--branch",
+        "--version",
+        "--target",
+        "--profile",
+        "--features",
+        "--bin",
+    ];
+    let command = command.split('`').next().unwrap();
+    let command = command.split(" #").next().unwrap();
+    let mut words = command.split_whitespace();
+    while let Some(w) = words.next() {
+        // `--rev/--tag/--branch REF`: one of several flags, each with a value
+        if w.split('/').all(|flag| WITH_VALUE.contains(&flag)) {
+            words.next();
+        } else if !w.starts_with('-') {
+            return Some(w);
+        }
+    }
+    None
+}
+
+/// `cargo install perfgate` and `cargo binstall perfgate` would fetch another project's crate
+/// (crates.io's `perfgate` is not this one): every perfgate the docs install is this package.
+#[test]
+fn every_cargo_install_in_the_docs_names_this_package() {
+    let mut files = markdown_files();
+    files.push(root().join("action.yml"));
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        for line in text.lines() {
+            for cmd in ["cargo install ", "cargo binstall "] {
+                for (i, _) in line.match_indices(cmd) {
+                    let Some(krate) = installed_crate(&line[i + cmd.len()..]) else {
+                        continue;
+                    };
+                    seen += 1;
+                    if krate.contains("perfgate") && krate != env!("CARGO_PKG_NAME") {
+                        wrong.push(format!("{}: {}", file.display(), line.trim()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(seen >= 3, "only {seen} installs found: the scan is broken");
+    assert!(
+        wrong.is_empty(),
+        "these install a crate other than {}:\n{}",
+        env!("CARGO_PKG_NAME"),
         wrong.join("\n")
     );
 }

@@ -2,7 +2,8 @@
 //! (no runner is reachable here): action.yml installs perfgate with scripts/install.sh and runs
 //! scripts/action-entrypoint.sh on the host, every input reaches a script through `env:` and is
 //! documented in docs/github-actions.md, the entry point maps the inputs to one perfgate command line, the
-//! release workflow builds exactly the archives the installer asks for, and the container image
+//! release workflow builds exactly the archives the installer asks for (and cargo-binstall's
+//! templates in Cargo.toml name), and the container image
 //! only copies a prebuilt binary. The installer itself is tested by scripts/test-installer.sh;
 //! the linters (actionlint, action-validator, zizmor, hadolint, shellcheck) run in scripts/test.sh.
 
@@ -424,13 +425,6 @@ fn the_release_builds_every_archive_the_installer_asks_for() {
         assert!(release.contains(needle), "release.yml lacks {needle}");
     }
     let cargo = read("Cargo.toml");
-    for needle in [
-        "pkg-url = \"{ repo }/releases/download/v{ version }/{ name }-v{ version }-{ target }{ archive-suffix }\"",
-        "bin-dir = \"{ name }-v{ version }-{ target }/{ bin }{ binary-ext }\"",
-        "pkg-fmt = \"tgz\"",
-    ] {
-        assert!(cargo.contains(needle), "Cargo.toml binstall metadata lacks {needle}");
-    }
     let dist = cargo
         .split("\n[profile.dist]\n")
         .nth(1)
@@ -450,6 +444,127 @@ fn the_release_builds_every_archive_the_installer_asks_for() {
             "strip = true"
         ]
     );
+}
+
+/// This package as `cargo metadata` reads Cargo.toml (so the test sees what cargo and
+/// cargo-binstall see, not a second TOML parser's idea of it).
+fn package_metadata() -> Value {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--no-deps",
+            "--offline",
+            "--format-version",
+            "1",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    meta["packages"][0].clone()
+}
+
+/// A cargo-binstall template rendered as binstall renders it (the `leon` syntax: `{ key }`, the
+/// spaces optional). A key without a value fails, as it makes binstall skip the template.
+fn render_binstall(template: &str, values: &[(&str, &str)]) -> String {
+    assert!(!template.contains('\\'), "no escapes expected: {template}");
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = open + rest[open..].find('}').expect("unclosed {");
+        let key = rest[open + 1..close].trim();
+        let value = values
+            .iter()
+            .find(|(k, _)| *k == key)
+            .unwrap_or_else(|| panic!("binstall has no value for {{ {key} }} in {template}"));
+        out.push_str(value.1);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `cargo binstall` finds the release's archives: Cargo.toml's `[package.metadata.binstall]`,
+/// rendered with the values cargo-binstall gives its keys (binstalk-fetchers `gh_crate_meta.rs`
+/// for `pkg-url`, binstalk `bins.rs` for `bin-dir`: `name` is the package name, `version` the
+/// crate's version without `v`, `repo` `package.repository` without a trailing `/`,
+/// `archive-suffix` each of `.tgz` and `.tar.gz` for `pkg-fmt = "tgz"`, tried in turn, `bin` the
+/// binary, `binary-ext` empty off Windows), names the asset scripts/install.sh downloads and the
+/// binary inside it, for every target the release builds.
+#[test]
+fn binstall_metadata_names_the_release_archives() {
+    let package = package_metadata();
+    let name = s(&package["name"]);
+    let version = s(&package["version"]);
+    // Unset until the repository is public: binstall then skips these templates, and this test
+    // checks them with a stand-in repository.
+    let repo = package["repository"]
+        .as_str()
+        .unwrap_or("https://github.com/OWNER/perfgate")
+        .trim_end_matches('/');
+    let binstall = &package["metadata"]["binstall"];
+    assert_eq!(s(&binstall["pkg-fmt"]), "tgz");
+    let bins: Vec<&str> = package["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin"))
+        .map(|t| s(&t["name"]))
+        .collect();
+    assert_eq!(bins, ["perfgate"]);
+
+    // The installer's names for TAG and TARGET (its lines are pinned by the test above).
+    let installer = read("scripts/install.sh");
+    let quoted = |prefix: &str| -> String {
+        let line = installer
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("install.sh has no {prefix}"));
+        line.trim_matches('"').to_string()
+    };
+    let (asset, member) = (quoted("local asset="), quoted("local member="));
+    let tag = format!("v{version}");
+    for target in installer_targets() {
+        let ours = |template: &str| template.replace("$tag", &tag).replace("$target", &target);
+        let expected_url = format!("{repo}/releases/download/{tag}/{}", ours(&asset));
+        let candidates: Vec<String> = [".tgz", ".tar.gz"]
+            .iter()
+            .map(|suffix| {
+                render_binstall(
+                    s(&binstall["pkg-url"]),
+                    &[
+                        ("repo", repo),
+                        ("name", name),
+                        ("version", version),
+                        ("target", &target),
+                        ("archive-suffix", suffix),
+                    ],
+                )
+            })
+            .collect();
+        assert!(
+            candidates.contains(&expected_url),
+            "binstall tries {candidates:?}, the release has {expected_url}"
+        );
+        let bin_dir = render_binstall(
+            s(&binstall["bin-dir"]),
+            &[
+                ("repo", repo),
+                ("name", name),
+                ("version", version),
+                ("target", &target),
+                ("bin", bins[0]),
+                ("binary-ext", ""),
+            ],
+        );
+        assert_eq!(bin_dir, ours(&member));
+    }
 }
 
 /// Every workflow, shipped or example: `permissions: {}` on top, each job granted only what it
