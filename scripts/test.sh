@@ -2,9 +2,9 @@
 # The whole test suite, exactly as CI runs it (.ci/run calls this file).
 # Installs what it needs; heavy things are cached under ~/.cache/perfgate so they build once
 # per machine: the llama.cpp server and model (scripts/realserver.sh) and cargo's target dir.
-# What waits on the network (installs) or on timers (most tests) runs beside what needs the CPU
-# (the llama.cpp build, the release and fuzz builds): see CONTRIBUTING.md "The test suite" for
-# the order, and the per-step times printed at the end.
+# What waits on the network (installs) runs beside what needs the CPU (the llama.cpp build), the
+# builds run together before the tests, and the tests run several at a time (most wait on timers):
+# see CONTRIBUTING.md "The test suite" for the order, and the per-step times printed at the end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PERFGATE_CACHE="${PERFGATE_CACHE:-$HOME/.cache/perfgate}"
@@ -81,25 +81,28 @@ bash scripts/modgraph.sh >/dev/null || bash scripts/modgraph.sh # the module gra
 step "dependency policy: cargo deny check licenses bans sources (deny.toml)"
 cargo deny check licenses bans sources
 
-# The release binary (the README's main command, the calibration and benchmark smokes) and the
-# fuzz smoke build while the tests below mostly wait on timers.
+# Every build at once, before any test runs: the test binaries (foreground), the release binary
+# (the README's main command, the calibration and benchmark smokes) and the fuzz smoke's build
+# (background). Nothing heavy runs beside the tests: the timing tests and the real llama-server
+# tests share the two cores only with each other.
 background release-build cargo build --locked --release
 # 20,000 executions per cargo-fuzz target (the full 10M run is scripts/fuzz.sh): a fresh machine
 # fuzzes too, never "skipped"
 background fuzz-smoke env FUZZ_DEV=1 bash scripts/fuzz.sh 20000
 
-step "waiting for the real server's build (llama.cpp llama-server + Gemma 3 270M, cached in $PERFGATE_CACHE)"
+step "build the tests (cargo nextest run --no-run), beside the release and fuzz builds"
+cargo nextest run --locked --profile ci --all-targets --no-run
+
+step "waiting for the real server's build (llama.cpp llama-server + Gemma 3 270M, cached in $PERFGATE_CACHE), the fuzz smoke and the release build"
 await realserver
+await fuzz-smoke
+await release-build
 
 step "tests (unit, property, CLI, replayed cases, real llama.cpp server, third-party servers): cargo nextest, .config/nextest.toml"
 PERFGATE_REQUIRE_REALSERVER=1 cargo nextest run --locked --profile ci --all-targets
 
 step "the Action's installer against fake releases on 127.0.0.1 and file:// (scripts/test-installer.sh, ~10 s), with the perfgate just built"
 bash scripts/test-installer.sh
-
-step "waiting for the fuzz smoke and the release build"
-await fuzz-smoke
-await release-build
 
 step "the README's main command: perfgate check on scenarios/ against the built-in simulator"
 cargo run --locked --release -- check
