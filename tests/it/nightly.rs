@@ -768,7 +768,10 @@ fn put_history(w: &Path, files: &[(&str, String)]) {
         std::fs::write(p, text).unwrap();
     }
     git(w, &["add", "-A"]);
-    git(w, &["commit", "-qm", "perfgate history: a night written by hand"]);
+    git(
+        w,
+        &["commit", "-qm", "perfgate history: a night written by hand"],
+    );
     git(w, &["checkout", "-q", &back]);
 }
 
