@@ -118,8 +118,8 @@ pub enum NotHistory {
     #[error("it is the default branch of {0}")]
     RemoteDefault(String),
     /// Its tree holds something else than `<scenario>.jsonl` files at the top.
-    #[error("it holds `{0}`, which is not a history file (perfgate's branch holds only `<scenario>.jsonl` files)")]
-    ForeignFile(String),
+    #[error("it holds `{name}`, {kind} (perfgate's branch holds only `<scenario>.jsonl` files)")]
+    ForeignFile { name: String, kind: &'static str },
     /// Its first commit does not say `perfgate history: ...`.
     #[error("its first commit {commit} (`{subject}`) was not written by perfgate (whose commits say `{SUBJECT}...`)")]
     ForeignRoot { commit: String, subject: String },
@@ -327,8 +327,8 @@ impl Store {
             run(&self.repo, args, None, &[], LOCAL_TIMEOUT).map_err(HistoryError::Read)
         };
         let tree = git(&["ls-tree", "-z", tip])?;
-        if let Some(name) = foreign_entry(&String::from_utf8_lossy(&tree)) {
-            return Err(self.not_history(NotHistory::ForeignFile(name)));
+        if let Some((name, kind)) = foreign_entry(&String::from_utf8_lossy(&tree)) {
+            return Err(self.not_history(NotHistory::ForeignFile { name, kind }));
         }
         let roots = git(&["log", "-z", "--max-parents=0", "--format=%H %s", tip])?;
         if let Some((commit, subject)) = foreign_root(&String::from_utf8_lossy(&roots)) {
@@ -616,15 +616,20 @@ fn default_branch(ls_remote: &str) -> Option<&str> {
 }
 
 /// The first entry of `git ls-tree -z` that is not a history file (a `<scenario>.jsonl` blob),
-/// as it is named on the branch.
-fn foreign_entry(ls_tree: &str) -> Option<String> {
+/// as it is named on the branch, and what it is instead.
+fn foreign_entry(ls_tree: &str) -> Option<(String, &'static str)> {
     ls_tree.split('\0').filter(|e| !e.is_empty()).find_map(|e| {
         let (meta, name) = e.split_once('\t').unwrap_or((e, e));
-        let history = meta.starts_with("100644 blob ")
-            && name
-                .strip_suffix(".jsonl")
-                .is_some_and(|n| crate::config::ScenarioName::new(n).is_ok());
-        (!history).then(|| shown(name))
+        let named = name
+            .strip_suffix(".jsonl")
+            .is_some_and(|n| crate::config::ScenarioName::new(n).is_ok());
+        let kind = match meta.split(' ').nth(1) {
+            Some("blob") if named && meta.starts_with("100644 ") => return None,
+            Some("tree") => "a directory, not a history file",
+            Some("commit") => "a submodule, not a history file",
+            _ => "which is not a history file",
+        };
+        Some((shown(name), kind))
     })
 }
 
@@ -761,13 +766,32 @@ mod tests {
                 "README.md",
             ),
             ("040000 tree aa\tsrc\0", "src"),
+            ("040000 tree aa\tchat.jsonl\0", "chat.jsonl"),
+            ("160000 commit aa\tchat.jsonl\0", "chat.jsonl"),
             ("100755 blob aa\trun.jsonl\0", "run.jsonl"),
             ("120000 blob aa\tlink.jsonl\0", "link.jsonl"),
             ("100644 blob aa\t.hidden.jsonl\0", ".hidden.jsonl"),
             ("100644 blob aa\ta\u{1b}[31m.txt\0", "a[31m.txt"),
         ] {
-            assert_eq!(foreign_entry(tree).as_deref(), Some(named), "{tree:?}");
+            assert_eq!(
+                foreign_entry(tree).map(|e| e.0).as_deref(),
+                Some(named),
+                "{tree:?}"
+            );
         }
+        let kind = |tree| foreign_entry(tree).map(|e| e.1);
+        assert_eq!(
+            kind("040000 tree aa\tchat.jsonl\0"),
+            Some("a directory, not a history file")
+        );
+        assert_eq!(
+            kind("160000 commit aa\tchat.jsonl\0"),
+            Some("a submodule, not a history file")
+        );
+        assert_eq!(
+            kind("100644 blob aa\tREADME.md\0"),
+            Some("which is not a history file")
+        );
     }
 
     #[test]

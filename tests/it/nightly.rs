@@ -833,7 +833,7 @@ fn unreadable_history_files_say_what_they_are() {
         ),
         (
             vec![("nightly.jsonl/x", "x".to_string())],
-            "history: history file nightly.jsonl on branch `perfgate-history` is a directory, not a file: move it away on the branch",
+            "history: history branch `perfgate-history` is not a perfgate history: it holds `nightly.jsonl`, a directory, not a history file (perfgate's branch holds only `<scenario>.jsonl` files); perfgate writes its history only to a branch of its own, which it creates on the first night (your branches and the checkout are never touched): name another with --history (the default is `perfgate-history`)",
         ),
     ];
     for (files, want) in cases {
