@@ -1,8 +1,10 @@
 //! Anthropic Messages: typed events (`message_start`, `content_block_delta`, `message_delta`,
 //! `message_stop`).
 
-use super::{cached_at, clip, error_message, nonempty, not_integer, usage_named, EventInfo, Usage};
-use crate::record::CachedSource;
+use super::{
+    cached_at, clip, error_message, nonempty, not_integer, stop, usage_named, EventInfo, Usage,
+};
+use crate::record::{CachedSource, FailureClass};
 use serde_json::Value;
 
 /// Where `message_start` reports the prompt tokens read from the cache.
@@ -83,10 +85,11 @@ pub(super) fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
                 .and_then(Value::as_str)
                 .map(str::to_string);
             if info.finish.as_deref() == Some("refusal") {
-                // Claude's streaming classifiers stopped the answer: the output is partial
-                info.error = Some(
-                    "the model stopped with stop_reason \"refusal\" (a safety classifier ended the answer; the output is partial)".into(),
-                );
+                // Claude's streaming classifiers stopped the answer on purpose: a stop
+                info.stopped = Some(stop(
+                    FailureClass::Refusal,
+                    "stop_reason \"refusal\", a safety classifier ended the answer",
+                ));
             }
             info.usage = usage_named(v.get("usage"), ["input_tokens", "output_tokens", ""]);
             if let (Some(u), Some(whole)) =
