@@ -688,6 +688,28 @@ fn answers_a_content_filter_stopped_are_measured_apart_and_their_share_is_gated(
     );
     let p = st["p_value"].as_f64().unwrap();
     assert!((p - 184756.0 / 847660528.0).abs() < 1e-9, "{p}");
+
+    // every answer stopped: no latency of the workload at all, could not measure, said so
+    let f = c.write(&["--filter-every", "1"], "", LOAD, "  - name: filtered\n");
+    let (code, stderr, _) = run(c.check_cmd(&f));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("every request was stopped by the provider on purpose (a refusal or a content filter), so no latency of the workload was measured; first: a content filter stopped the answer (finish_reason \"content_filter\")"),
+        "{stderr}"
+    );
+    // nor can such a run become a baseline
+    let mut bless = Command::new(env!("CARGO_BIN_EXE_perfgate"));
+    bless
+        .args(["bless", "--runs", "1", "-s"])
+        .arg(&f)
+        .arg("--baselines")
+        .arg(c.dir.path().join("other-baselines"));
+    let (code, stderr, _) = run(bless);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("no successful request: all 20 were stopped by the provider on purpose"),
+        "{stderr}"
+    );
     let pid = c.server_pid();
     assert!(
         gone_within(pid, Duration::from_secs(10)),
