@@ -2,9 +2,9 @@
 //! `message_stop`).
 
 use super::{
-    cached_at, clip, error_message, nonempty, not_integer, stop, usage_named, EventInfo, Usage,
+    cached_at, clip, error_message, nonempty, not_integer, refused, usage_named, EventInfo, Usage,
 };
-use crate::record::{CachedSource, FailureClass};
+use crate::record::CachedSource;
 use serde_json::Value;
 
 /// Where `message_start` reports the prompt tokens read from the cache.
@@ -86,8 +86,7 @@ pub(super) fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
                 .map(str::to_string);
             if info.finish.as_deref() == Some("refusal") {
                 // Claude's streaming classifiers stopped the answer on purpose: a stop
-                info.stopped = Some(stop(
-                    FailureClass::Refusal,
+                info.stopped = Some(refused(
                     "stop_reason \"refusal\", a safety classifier ended the answer",
                 ));
             }

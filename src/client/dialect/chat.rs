@@ -3,11 +3,10 @@
 //! Moonshot's usage), and a fast path for the common chat chunk.
 
 use super::{
-    cached_at, clip, error_message, is_finish, known_timings, nonempty, not_integer, stop, usage,
-    EventInfo, CHAT_CACHED, VENDOR_USAGE,
+    cached_at, clip, error_message, filtered, is_finish, known_timings, nonempty, not_integer,
+    refused, usage, EventInfo, CHAT_CACHED, VENDOR_USAGE,
 };
 use crate::config::Api;
-use crate::record::FailureClass;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
@@ -48,12 +47,8 @@ pub(super) fn openai(api: Api, v: &Value) -> EventInfo {
                 if let Some(why) = failing_finish(f) {
                     info.error.get_or_insert_with(|| why.to_string());
                 } else if is_content_filter(f) {
-                    info.stopped.get_or_insert_with(|| {
-                        stop(
-                            FailureClass::ContentFilter,
-                            "finish_reason \"content_filter\"",
-                        )
-                    });
+                    info.stopped
+                        .get_or_insert_with(|| filtered("finish_reason \"content_filter\""));
                 }
             }
             match api {
@@ -237,8 +232,7 @@ fn chat_delta(d: &Value, info: &mut EventInfo) {
     }
     if nonempty(d.get("refusal")) {
         answer = true;
-        info.stopped
-            .get_or_insert_with(|| stop(FailureClass::Refusal, "delta.refusal"));
+        info.stopped.get_or_insert_with(|| refused("delta.refusal"));
     }
     answer |= d
         .get("tool_calls")

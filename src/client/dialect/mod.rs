@@ -131,17 +131,23 @@ pub struct EventInfo {
     pub foreign_api: Option<Api>,
 }
 
-/// The stop of a provider that ended the answer on purpose, `class` a stop class
-/// ([`FailureClass::is_stop`]), `what` what the stream said.
-fn stop(class: FailureClass, what: &str) -> Failure {
-    let message = match class {
-        FailureClass::Refusal => format!("the model refused ({what}): the provider completed the request, but the answer is a refusal, not the workload's"),
-        _ => format!("a content filter stopped the answer ({what}): the provider completed the request, but the output is partial"),
-    };
+/// A refusal the provider completed the request with (`what`: what the stream said): a stop
+/// ([`FailureClass::is_stop`]).
+fn refused(what: &str) -> Failure {
     Failure {
-        class,
+        class: FailureClass::Refusal,
         status: None,
-        message,
+        message: format!("the model refused ({what}): the provider completed the request, but the answer is a refusal, not the workload's"),
+    }
+}
+
+/// An answer the provider's content filter ended (`what`: what the stream said): a stop
+/// ([`FailureClass::is_stop`]).
+fn filtered(what: &str) -> Failure {
+    Failure {
+        class: FailureClass::ContentFilter,
+        status: None,
+        message: format!("a content filter stopped the answer ({what}): the provider completed the request, but the output is partial"),
     }
 }
 

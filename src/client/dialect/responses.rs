@@ -2,10 +2,10 @@
 //! no `[DONE]`.
 
 use super::{
-    cached_at, clip, error_message, known_timings, nonempty, not_integer, stop, usage_named,
-    EventInfo, Usage, GENERIC_STREAM_ERROR,
+    cached_at, clip, error_message, filtered, known_timings, nonempty, not_integer, refused,
+    usage_named, EventInfo, Usage, GENERIC_STREAM_ERROR,
 };
-use crate::record::{CachedSource, FailureClass};
+use crate::record::CachedSource;
 use serde_json::Value;
 
 /// Where a Responses stream reports cached prompt tokens, most trusted first: the usage of the
@@ -44,7 +44,7 @@ pub(super) fn responses(event: Option<&str>, v: &Value) -> EventInfo {
         "response.refusal.delta" if delta => {
             info.token = true;
             info.answer = true;
-            info.stopped = Some(stop(FailureClass::Refusal, "response.refusal.delta"));
+            info.stopped = Some(refused("response.refusal.delta"));
         }
         "response.function_call_arguments.delta" if delta => {
             info.token = true;
@@ -103,10 +103,8 @@ pub(super) fn responses(event: Option<&str>, v: &Value) -> EventInfo {
                     info.finish = Some(clip(why));
                     info.done = true;
                     if why == "content_filter" {
-                        info.stopped = Some(stop(
-                            FailureClass::ContentFilter,
-                            "incomplete_details.reason \"content_filter\"",
-                        ));
+                        info.stopped =
+                            Some(filtered("incomplete_details.reason \"content_filter\""));
                     } else if why != "max_output_tokens" {
                         info.error = Some(clip(&format!(
                             "the response ended incomplete (incomplete_details.reason \"{why}\"); the output is partial"
