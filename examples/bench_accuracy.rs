@@ -190,6 +190,7 @@ fn gate_timing() -> f64 {
                 (Metric::Tpot, side(1.0), side(1.0)),
             ],
             errors: perfgate::gate::ErrorCounts::new((0, 1000), (0, 1000)),
+            stopped: perfgate::gate::ErrorCounts::default(),
             spread: Default::default(),
             looks: 1,
             slo: Vec::new(),

@@ -77,6 +77,11 @@ pub fn refusal(sc: &Scenario, run: &RunOutput) -> Option<String> {
         Some(why.clone())
     } else if let Some(why) = run.resent_problem() {
         Some(why)
+    } else if m.ok == 0 && m.failed == 0 && m.stopped > 0 {
+        Some(format!(
+            "no successful request: all {} were stopped by the provider on purpose (a refusal or a content filter), so no latency of the workload was measured",
+            m.stopped
+        ))
     } else if m.ok == 0 {
         Some(format!(
             "no successful request (first failure: {})",

@@ -55,8 +55,11 @@ pub struct Opened {
     /// The URL requests go to (the simulator's own for `sim://`).
     pub base_url: String,
     server_side: Option<crate::server::ServerReport>,
-    /// A client for the `/metrics` scrapes of a started server.
+    /// A client for the `/metrics` scrapes of a started server (or, in `perfgate ab`, of an
+    /// endpoint it did not start: [`Opened::ask_endpoint`]).
     probe: Option<crate::client::http::StreamClient>,
+    /// The `/metrics` URL those scrapes read.
+    metrics_url: Option<String>,
     before: Option<crate::server::metrics::Scrape>,
 }
 
@@ -103,6 +106,7 @@ pub async fn open(sc: &Scenario, others: crate::server::Others) -> Result<Opened
             base_url,
             server_side,
             probe,
+            metrics_url: sc.server.as_ref().and_then(|s| s.metrics_url.clone()),
             before: None,
         }),
         Err(e) => {
@@ -115,10 +119,40 @@ pub async fn open(sc: &Scenario, others: crate::server::Others) -> Result<Opened
 }
 
 impl Opened {
-    /// Scrapes the started server's `/metrics` before the measured requests (after the warmup).
-    pub async fn scrape_before(&mut self, sc: &Scenario) {
-        if let (Some(spec), Some(c)) = (&sc.server, &self.probe) {
-            self.before = crate::server::scrape(spec, c).await;
+    /// `perfgate ab`: an HTTP endpoint perfgate did not start (`--no-server`, two URLs) is asked
+    /// who it is (`/props`, `/version`, ... as a started server is, [`crate::server::identity`])
+    /// and its `<origin>/metrics` is scraped around the measured requests, so the arms' identity
+    /// difference and "where the time went" are said for it too. Best effort and bounded (each
+    /// probe 5 s, each scrape 10 s): an endpoint that answers none of them is measured as before.
+    pub async fn ask_endpoint(&mut self, sc: &Scenario) {
+        let Target::Http { base_url } = &sc.endpoint.target else {
+            return;
+        };
+        if sc.server.is_some() {
+            return;
+        }
+        let Some(origin) = crate::config::server::origin_of(base_url) else {
+            return;
+        };
+        let Ok(client) = crate::client::http::StreamClient::new(&sc.endpoint, base_url, 1) else {
+            return;
+        };
+        let models = crate::config::server::models_url(base_url);
+        let identity =
+            crate::server::identity::probe(&client, &origin, &models, &sc.endpoint.secrets()).await;
+        let rep = self
+            .server_side
+            .get_or_insert_with(crate::server::ServerReport::not_started);
+        rep.identity = identity;
+        self.metrics_url = Some(format!("{origin}/metrics"));
+        self.probe = Some(client);
+    }
+
+    /// Scrapes the server's `/metrics` before the measured requests (after the warmup): a
+    /// started server's, or an endpoint's that [`Opened::ask_endpoint`] asked.
+    pub async fn scrape_before(&mut self) {
+        if let (Some(url), Some(c)) = (&self.metrics_url, &self.probe) {
+            self.before = crate::server::scrape(url, c).await;
         }
     }
 
@@ -133,14 +167,16 @@ impl Opened {
     /// The server-side figures since [`Opened::scrape_before`] and whether the server exited
     /// meanwhile (then `out` is unreachable), before anything else is sent.
     async fn scrape_after(&mut self, sc: &Scenario, out: &mut RunOutput) {
-        if let (Some(spec), Some(c), Some(rep)) =
-            (&sc.server, &self.probe, self.server_side.as_mut())
+        if let (Some(url), Some(c), Some(rep)) =
+            (&self.metrics_url, &self.probe, self.server_side.as_mut())
         {
-            if let (Some(b), Some(a)) = (self.before.take(), crate::server::scrape(spec, c).await) {
+            if let (Some(b), Some(a)) = (self.before.take(), crate::server::scrape(url, c).await) {
                 let f = crate::server::metrics::figures(&b, &a);
                 rep.metrics = f.values;
                 out.metrics_dropped = f.dropped;
             }
+        }
+        if let (Some(spec), Some(rep)) = (&sc.server, self.server_side.as_mut()) {
             if let Some((status, why)) = crate::server::exited_during(spec, &sc.name).await {
                 rep.exit = Some(status);
                 out.unreachable = Some(why);
@@ -180,7 +216,7 @@ pub async fn measure_until(
             return Err(e.into());
         }
     };
-    opened.scrape_before(sc).await;
+    opened.scrape_before().await;
     let looks = sc.load.looks();
     let mut done = Vec::new();
     let mut stop_reason = None;

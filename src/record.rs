@@ -188,6 +188,14 @@ pub enum FailureClass {
     MalformedEvent,
     /// The stream uses something perfgate does not measure (several choices, n > 1).
     Unsupported,
+    /// A stop, not a failure: the provider completed the request but its model refused (OpenAI
+    /// `delta.refusal`, Responses `response.refusal.delta`, Anthropic `stop_reason: "refusal"`).
+    /// See [`FailureClass::is_stop`].
+    Refusal,
+    /// A stop, not a failure: the provider's content filter ended the answer
+    /// (`finish_reason: "content_filter"`, Responses `incomplete_details.reason:
+    /// "content_filter"`). See [`FailureClass::is_stop`].
+    ContentFilter,
 }
 
 impl PartialOrd for FailureClass {
@@ -226,7 +234,18 @@ impl FailureClass {
             FailureClass::TooLarge => "too_large",
             FailureClass::MalformedEvent => "malformed_event",
             FailureClass::Unsupported => "unsupported",
+            FailureClass::Refusal => "refusal",
+            FailureClass::ContentFilter => "content_filter",
         }
+    }
+
+    /// True for a request the provider completed but stopped on purpose (a refusal, a content
+    /// filter; docs/metrics.md "Stopped by the provider"): like a failure it is kept out of the
+    /// latency figures (its length is not the workload's), but it is not a failure of the
+    /// endpoint: it is counted apart, out of the error rate and `max_error_rate`, and gated by
+    /// its own share check.
+    pub fn is_stop(self) -> bool {
+        matches!(self, FailureClass::Refusal | FailureClass::ContentFilter)
     }
 }
 
@@ -433,6 +452,17 @@ impl RequestRecord {
     /// True when the request succeeded.
     pub fn ok(&self) -> bool {
         self.error.is_none()
+    }
+
+    /// True when the request failed: not a success, and not stopped by the provider on purpose
+    /// ([`FailureClass::is_stop`]).
+    pub fn failed(&self) -> bool {
+        self.error.as_ref().is_some_and(|e| !e.class.is_stop())
+    }
+
+    /// True when the provider completed the request but stopped it on purpose.
+    pub fn stopped(&self) -> bool {
+        self.error.as_ref().is_some_and(|e| e.class.is_stop())
     }
 }
 

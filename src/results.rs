@@ -398,13 +398,22 @@ pub struct BaselineInfo {
     pub summary: Summaries,
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// Figures of the candidate run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measured {
     pub requests: usize,
     pub ok: usize,
+    /// Requests that failed (a stop is not a failure).
     pub failed: usize,
-    /// Failures per class (`connect`, `http_status`, ...).
+    /// Requests the provider completed but stopped on purpose (classes `refusal`,
+    /// `content_filter`): neither ok nor failed, out of the latency figures.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stopped: usize,
+    /// Failures and stops per class (`connect`, `http_status`, ..., `content_filter`).
     pub errors_by_class: BTreeMap<crate::record::FailureClass, usize>,
     /// The first failure message, for the report (secrets redacted).
     #[serde(default, skip_serializing_if = "Option::is_none")]

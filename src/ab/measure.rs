@@ -37,12 +37,14 @@ impl AbRuns {
     }
 }
 
-/// Opens an arm's endpoint and runs its warmup.
+/// Opens an arm's endpoint (an endpoint perfgate did not start is asked who it is, and its
+/// `/metrics` scraped, as a started server's: [`Opened::ask_endpoint`]) and runs its warmup.
 async fn open_arm(sc: &Scenario, others: Others) -> Result<(Opened, Session), MeasureError> {
     let mut opened = execute::open(sc, others).await?;
+    opened.ask_endpoint(sc).await;
     match Session::start(sc, &opened.base_url).await {
         Ok(s) => {
-            opened.scrape_before(sc).await;
+            opened.scrape_before().await;
             Ok((opened, s))
         }
         Err(e) => {

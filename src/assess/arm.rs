@@ -14,7 +14,12 @@ use std::collections::BTreeMap;
 /// of a future A/B run): per request, its gated metrics, or `None` for a failed request.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Arm {
+    /// Every request not stopped by the provider: its metrics, or `None` when it failed.
     pub requests: Vec<Option<ArmRequest>>,
+    /// Requests the provider completed but stopped on purpose (a refusal, a content filter:
+    /// [`crate::record::FailureClass::is_stop`]): neither a success nor a failure, in no latency
+    /// sample.
+    pub stopped: usize,
     /// The inter-token gaps of each successful request that has them (for the ITL P99 check;
     /// empty for a baseline blessed before gaps were stored).
     pub itl: Vec<GapCluster>,
@@ -42,8 +47,10 @@ impl ArmRequest {
 impl Arm {
     /// The stored records of a baseline.
     pub fn from_baseline(b: &Baseline) -> Self {
+        let stop = |r: &&crate::baseline::BaselineRecord| r.error.is_some_and(|c| c.is_stop());
         let requests = b
             .records()
+            .filter(|r| !stop(r))
             .map(|r| {
                 r.error.is_none().then_some(ArmRequest {
                     ttft_ms: r.ttft_ms,
@@ -57,13 +64,19 @@ impl Arm {
             .filter(|r| r.error.is_none())
             .filter_map(|r| r.itl_ms.as_ref().and_then(|i| i.cluster()))
             .collect();
-        Arm { requests, itl }
+        let stopped = b.records().filter(|r| stop(r)).count();
+        Arm {
+            requests,
+            stopped,
+            itl,
+        }
     }
 
     /// Measured records.
     pub fn from_records(recs: &[RequestRecord]) -> Self {
         let requests = recs
             .iter()
+            .filter(|r| !r.stopped())
             .map(|r| {
                 r.ok().then_some(ArmRequest {
                     ttft_ms: r.ttft_ms,
@@ -80,7 +93,11 @@ impl Arm {
                 count: r.itl_count,
             })
             .collect();
-        Arm { requests, itl }
+        Arm {
+            requests,
+            stopped: recs.iter().filter(|r| r.stopped()).count(),
+            itl,
+        }
     }
 
     /// The values of one metric over the successes, and the number of failures.
@@ -95,19 +112,26 @@ impl Arm {
         s
     }
 
-    /// Every request as an outcome: one value (0, unused) per success and the failures; for
-    /// checks that count requests (the error-rate objective).
+    /// Every request as an outcome: one value (0, unused) per request that did not fail (a
+    /// success or a stop) and the failures; for checks that count requests (the error-rate
+    /// objective).
     fn outcomes(&self) -> Samples {
+        let (failed, total) = self.errors();
         Samples {
-            ok: vec![0.0; self.requests.iter().filter(|r| r.is_some()).count()],
-            failed: self.requests.iter().filter(|r| r.is_none()).count(),
+            ok: vec![0.0; total - failed],
+            failed,
         }
     }
 
-    /// (failed, total) requests.
+    /// (failed, total) requests: a stop is not a failure, but one of the requests.
     pub(crate) fn errors(&self) -> (usize, usize) {
         let failed = self.requests.iter().filter(|r| r.is_none()).count();
-        (failed, self.requests.len())
+        (failed, self.requests.len() + self.stopped)
+    }
+
+    /// (stopped, total) requests, for the stopped-share check.
+    pub(crate) fn stops(&self) -> (usize, usize) {
+        (self.stopped, self.requests.len() + self.stopped)
     }
 }
 
@@ -137,6 +161,7 @@ pub fn gate_input(
         metrics,
         spread,
         errors: gate::ErrorCounts::new(baseline.errors(), candidate.errors()),
+        stopped: gate::ErrorCounts::new(baseline.stops(), candidate.stops()),
         looks: sc.load.looks().len(),
         slo: slo_samples(sc, candidate),
         design: gate::Design::Committed,

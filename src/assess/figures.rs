@@ -28,13 +28,16 @@ pub fn measured(run: &RunOutput) -> Measured {
         .collect();
     outs.sort_by(f64::total_cmp);
     let sched = crate::results::schedule_summaries(recs);
+    let stopped = recs.iter().filter(|r| r.stopped()).count();
     Measured {
         requests: recs.len(),
         ok: ok.len(),
-        failed: recs.len() - ok.len(),
+        failed: recs.len() - ok.len() - stopped,
+        stopped,
         errors_by_class: by_class,
         first_error: run.unreachable.clone().or_else(|| {
             recs.iter()
+                .filter(|r| r.failed())
                 .find_map(|r| r.error.as_ref().map(|e| e.message.clone()))
         }),
         wall_ms: crate::units::round3(run.wall_ms),

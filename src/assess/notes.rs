@@ -124,6 +124,7 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
         ));
     }
     notes.extend(stream_notes(&run.records));
+    notes.extend(stopped_note(&run.records));
     if run.closes_after_stream {
         notes.push("the server closed its connection after every streamed response (llama.cpp's llama-server does, although it announces keep-alive): each request opened a new connection, so TTFT includes connection setup (TCP, and TLS for https), as it does for any client of this server".into());
     }
@@ -143,6 +144,29 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
         notes.push(format!("{} warmup request(s) failed", run.warmup_failures));
     }
     notes
+}
+
+/// The requests the provider completed but stopped on purpose (a refusal, a content filter;
+/// [`crate::record::FailureClass::is_stop`]), counted apart: how many of all, by class. `None`
+/// when there are none.
+pub fn stopped_note(records: &[RequestRecord]) -> Option<String> {
+    let mut by_class: std::collections::BTreeMap<&str, usize> = Default::default();
+    for e in records
+        .iter()
+        .filter(|r| r.stopped())
+        .filter_map(|r| r.error.as_ref())
+    {
+        *by_class.entry(e.class.as_str()).or_default() += 1;
+    }
+    let n: usize = by_class.values().sum();
+    (n > 0).then(|| {
+        let classes: Vec<String> = by_class.iter().map(|(c, k)| format!("{c} {k}")).collect();
+        format!(
+            "{n} of {} requests were stopped by the provider on purpose ({}): completed, but kept out of the latency figures and of the error rate; against a baseline their share is its own check (a significant increase FAILs)",
+            records.len(),
+            classes.join(", ")
+        )
+    })
 }
 
 /// What streams sent that was read otherwise than it looked ([`crate::record::StreamNote`]),

@@ -48,6 +48,20 @@ pub fn run_problem(
             Status::Unmeasurable,
             "no measured request was sent (the run stopped before this one began)".to_string(),
         ))
+    } else if m.ok == 0 && m.failed == 0 {
+        // a stop is not a failure, but it has no latency of the workload to compare
+        let first = run
+            .records
+            .iter()
+            .filter(|r| r.stopped())
+            .find_map(|r| r.error.as_ref().map(|e| e.message.clone()));
+        Some((
+            Status::Unmeasurable,
+            format!(
+                "every request was stopped by the provider on purpose (a refusal or a content filter), so no latency of the workload was measured; first: {}",
+                first.as_deref().unwrap_or("(no reason recorded)")
+            ),
+        ))
     } else if m.ok == 0 {
         Some((
             Status::Unmeasurable,

@@ -312,6 +312,7 @@ fn ab_input(
         gate: gate.clone(),
         metrics,
         errors: gate::ErrorCounts::new((0, n_b), (0, n_cand)),
+        stopped: gate::ErrorCounts::default(),
         spread: BTreeMap::new(),
         looks,
         slo: Vec::new(),

@@ -125,6 +125,7 @@ fn inputs(
                 metrics,
                 spread,
                 errors: gate::ErrorCounts::new((0, 1), (0, 1)),
+                stopped: gate::ErrorCounts::default(),
                 looks,
                 slo: Vec::new(),
                 design: gate::Design::Committed,

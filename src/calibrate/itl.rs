@@ -266,6 +266,7 @@ fn draw_scenario(
         ],
         spread: spreads,
         errors: gate::ErrorCounts::new((0, e.n * e.k), (0, e.n)),
+        stopped: gate::ErrorCounts::default(),
         looks: 1,
         slo: Vec::new(),
         design: gate::Design::Committed,

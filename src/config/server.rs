@@ -252,14 +252,10 @@ pub fn build(
             .join(" "),
         &secrets,
     );
-    let url = url::Url::parse(base_url)
-        .map_err(|e| format!("server: base_url `{base_url}` is not a URL ({e})"))?;
-    let origin = format!(
-        "{}://{}{}",
-        url.scheme(),
-        url.host_str().unwrap_or("127.0.0.1"),
-        url.port().map(|p| format!(":{p}")).unwrap_or_default()
-    );
+    let origin = match url::Url::parse(base_url) {
+        Ok(u) => origin_of_url(&u),
+        Err(e) => return Err(format!("server: base_url `{base_url}` is not a URL ({e})")),
+    };
     let ready = match &raw.ready {
         None => Ready::Http {
             url: models_url(base_url),
@@ -356,6 +352,21 @@ pub fn build(
 }
 
 /// `<base_url>/models` (query dropped).
+/// The scheme, host and port of `base_url` (`http://127.0.0.1:8080`): where a server answers
+/// `/props`, `/metrics`; `None` when it is not a URL.
+pub fn origin_of(base_url: &str) -> Option<String> {
+    url::Url::parse(base_url).ok().map(|u| origin_of_url(&u))
+}
+
+fn origin_of_url(url: &url::Url) -> String {
+    format!(
+        "{}://{}{}",
+        url.scheme(),
+        url.host_str().unwrap_or("127.0.0.1"),
+        url.port().map(|p| format!(":{p}")).unwrap_or_default()
+    )
+}
+
 pub fn models_url(base_url: &str) -> String {
     match url::Url::parse(base_url) {
         Ok(mut u) => {

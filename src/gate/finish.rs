@@ -71,7 +71,9 @@ impl Corrected {
         c.verdict = v;
         // Share checks (errors, tail>P90) have no tolerance in percent: they say what was tested.
         let why = match c.kind {
-            CheckKind::ErrorRate => super::errors::reason(v, reg_h, imp_h),
+            CheckKind::ErrorRate | CheckKind::StoppedRate => {
+                super::errors::reason(c.kind, v, reg_h, imp_h)
+            }
             CheckKind::TailExceedance => super::tail::exceedance_reason(v, reg_h).unwrap_or(why),
             _ => why,
         };

@@ -150,6 +150,10 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
     // No baseline requests (a scenario gated by gate.slo alone): no error rate to compare.
     if s.errors.baseline.total > 0 {
         checks.push(error_check(&s.scenario, s.errors, s.gate.max_error_rate));
+        // only when a side has a stop: an endpoint that never stops one has no such check
+        if s.stopped.baseline.failed + s.stopped.candidate.failed > 0 {
+            checks.push(stopped_check(&s.scenario, s.stopped));
+        }
     }
     let alpha = s.gate.alpha / s.looks.max(1) as f64;
     for (o, c) in &s.slo {

@@ -46,6 +46,7 @@ fn run(b: Vec<f64>, c: Vec<f64>, qs: Vec<Quantile>) -> Vec<Check> {
             Samples { ok: c, failed: 0 },
         )],
         errors: ErrorCounts::new((0, 20), (0, 20)),
+        stopped: ErrorCounts::default(),
         spread: BTreeMap::new(),
         looks: 1,
         slo: Vec::new(),
@@ -130,6 +131,7 @@ fn run_spread_widens_the_fail_tolerance() {
             },
         )],
         errors: ErrorCounts::new((0, 100), (0, 100)),
+        stopped: ErrorCounts::default(),
         spread,
         looks: 1,
         slo: Vec::new(),
@@ -191,6 +193,7 @@ fn a_tolerance_learned_from_nights_is_capped_at_three_times_the_configured() {
             },
         )],
         errors: ErrorCounts::new((0, 100), (0, 100)),
+        stopped: ErrorCounts::default(),
         spread: BTreeMap::from([(
             Metric::Tpot,
             Spread {
@@ -239,6 +242,7 @@ fn run_spread_widens_the_tail_exceedance_check_too() {
             },
         )],
         errors: ErrorCounts::new((0, 100), (0, 100)),
+        stopped: ErrorCounts::default(),
         spread,
         looks: 1,
         slo: Vec::new(),
@@ -329,6 +333,7 @@ fn blocked(order: &str, per_block: usize, change: f64, drift: f64) -> ScenarioSa
             },
         )],
         errors: ErrorCounts::new((0, nb), (0, nc)),
+        stopped: ErrorCounts::default(),
         spread: BTreeMap::new(),
         looks: 1,
         slo: Vec::new(),
@@ -425,6 +430,7 @@ fn error_rate_increase_fails_below_max_error_rate_too() {
         gate: g,
         metrics: vec![],
         errors: ErrorCounts::new((2, 40), (21, 40)),
+        stopped: ErrorCounts::default(),
         spread: BTreeMap::new(),
         looks: 1,
         slo: Vec::new(),
@@ -440,6 +446,48 @@ fn error_rate_increase_fails_below_max_error_rate_too() {
         "{}",
         checks[0].reason
     );
+}
+
+/// Issue 41 "also found" A: requests a provider stopped on purpose (a refusal, a content filter)
+/// are not failures: the error rate is untouched, and their own share gets the error rate's test.
+/// 0 of 40 baseline vs 10 of 40 candidate requests stopped: one-sided Fisher p = C(40,10) /
+/// C(80,10) (all 10 stops on the candidate side) = 0.000514828...
+#[test]
+fn more_stopped_requests_fail_their_own_share_check_not_the_error_rate() {
+    let s = |stopped: ErrorCounts| ScenarioSamples {
+        client_delay: None,
+        scenario: "s".into(),
+        gate: gate(vec![Quantile::P50]),
+        metrics: vec![],
+        errors: ErrorCounts::new((0, 40), (0, 40)),
+        stopped,
+        spread: BTreeMap::new(),
+        looks: 1,
+        slo: Vec::new(),
+        design: Design::Committed,
+        itl: None,
+    };
+    let (checks, _) = evaluate(&[s(ErrorCounts::new((0, 40), (10, 40)))]);
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    assert_eq!(checks[0].kind, CheckKind::ErrorRate);
+    assert_eq!(checks[0].verdict, Verdict::Pass, "{:?}", checks[0]);
+    let c = &checks[1];
+    assert_eq!(c.kind, CheckKind::StoppedRate);
+    assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+    assert_eq!((c.baseline, c.candidate), (Some(0.0), Some(0.25)));
+    assert!(
+        (c.p_value.unwrap() - 0.000514828174875).abs() < 1e-12,
+        "{c:?}"
+    );
+    assert!(
+        c.reason
+            .starts_with("significantly more requests stopped by the provider"),
+        "{}",
+        c.reason
+    );
+    // no stop on either side: no such check (the Holm family of other scenarios is unchanged)
+    let (checks, _) = evaluate(&[s(ErrorCounts::new((0, 40), (0, 40)))]);
+    assert_eq!(checks.len(), 1, "{checks:?}");
 }
 
 /// 20 requests of 63 gaps: request speeds exp(0.15 z) on a grid, gap noise log-sd 0.1;
@@ -467,6 +515,7 @@ fn itl_scenario(b: Vec<GapCluster>, c: Vec<GapCluster>, design: Design) -> Scena
         gate: g,
         metrics: vec![],
         errors: ErrorCounts::new((0, 20), (0, 20)),
+        stopped: ErrorCounts::default(),
         spread: BTreeMap::new(),
         looks: 1,
         slo: Vec::new(),
@@ -567,6 +616,7 @@ fn error_rate_increase_fails() {
         gate: gate(vec![Quantile::P50]),
         metrics: vec![],
         errors: ErrorCounts::new((0, 100), (12, 100)),
+        stopped: ErrorCounts::default(),
         spread: BTreeMap::new(),
         looks: 1,
         slo: Vec::new(),
@@ -608,6 +658,7 @@ fn a_tail_exceedance_row_that_cannot_fail_is_not_gated() {
             },
         )],
         errors: ErrorCounts::new((0, n), (0, n)),
+        stopped: ErrorCounts::default(),
         spread: BTreeMap::new(),
         looks: 1,
         slo: Vec::new(),
@@ -699,6 +750,7 @@ fn a_client_delay_over_half_the_fail_move_ungates_ttft_not_tpot() {
                 ),
             ],
             errors: ErrorCounts::new((0, 20), (0, 20)),
+            stopped: ErrorCounts::default(),
             spread: BTreeMap::new(),
             looks: 1,
             slo: Vec::new(),

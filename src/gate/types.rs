@@ -42,6 +42,9 @@ pub enum CheckKind {
     TailExceedance,
     /// Share of failed requests.
     ErrorRate,
+    /// Share of requests the provider completed but stopped on purpose (a refusal, a content
+    /// filter), tested as the error rate is; present when either side has one.
+    StoppedRate,
     /// `gate.slo`: the quantile of a latency metric against an absolute objective (no
     /// baseline needed).
     Slo(Quantile),
@@ -66,6 +69,7 @@ impl CheckKind {
             CheckKind::Quantile(q) => q.label(),
             CheckKind::TailExceedance => "tail>P90",
             CheckKind::ErrorRate => "errors",
+            CheckKind::StoppedRate => "stopped",
             CheckKind::Slo(Quantile::P50) => "P50 SLO",
             CheckKind::Slo(Quantile::P90) => "P90 SLO",
             CheckKind::Slo(Quantile::P99) => "P99 SLO",
@@ -175,6 +179,9 @@ pub struct ScenarioSamples {
     pub metrics: Vec<(Metric, Samples, Samples)>,
     /// Failed and total requests of each side, for the error-rate check.
     pub errors: ErrorCounts,
+    /// Requests the provider stopped on purpose (a refusal, a content filter) and total
+    /// requests of each side, for the stopped-share check (the error-rate check's test).
+    pub stopped: ErrorCounts,
     /// Per metric: the run-to-run spread of a k-run baseline.
     pub spread: BTreeMap<Metric, Spread>,
     /// Planned looks of sequential sampling (1 for a fixed sample). The scenario's p-values are

@@ -561,6 +561,7 @@ fn scenario(o: &mut String, rep: &Report, s: &ScenarioResult) {
         let classes: Vec<String> = m
             .errors_by_class
             .iter()
+            .filter(|(k, _)| !k.is_stop()) // stops have their own note
             .map(|(k, v)| format!("{k} x{v}"))
             .collect();
         notes.push(format!("failures: {}", classes.join(", ")));

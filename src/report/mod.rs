@@ -69,6 +69,7 @@ pub fn fmt_change(c: &Check) -> String {
     match (c.kind, c.ratio) {
         (
             CheckKind::ErrorRate
+            | CheckKind::StoppedRate
             | CheckKind::TailExceedance
             | CheckKind::ErrorSlo
             | CheckKind::CacheHitRate,
@@ -125,7 +126,7 @@ pub fn fmt_tolerance(c: &Check) -> String {
         _ => String::new(),
     };
     match c.kind {
-        CheckKind::ErrorRate => "significant increase".into(),
+        CheckKind::ErrorRate | CheckKind::StoppedRate => "significant increase".into(),
         CheckKind::Slo(_) | CheckKind::ErrorSlo => "objective (SLO)".into(),
         CheckKind::CacheHitRate => format!("at least {:.0}%", c.fail * 100.0),
         CheckKind::ChangePoint => format!("step >= {:.0}%, 3 nights", c.fail * 100.0),

@@ -189,6 +189,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
             let classes: Vec<String> = m
                 .errors_by_class
                 .iter()
+                .filter(|(k, _)| !k.is_stop()) // stops have their own note
                 .map(|(k, v)| format!("{k} x{v}"))
                 .collect();
             let _ = writeln!(

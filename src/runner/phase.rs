@@ -696,7 +696,7 @@ pub(super) fn keep(sh: &Shared, i: usize, sent: Sent, count: usize) {
         let early = (sh.scenario.load.concurrency as usize + 2).min(count);
         if r.len() >= early
             && intolerable(&sh.scenario, r.len())
-            && r.iter().all(|(_, s)| !s.record.ok())
+            && r.iter().all(|(_, s)| s.record.failed())
         {
             sh.stop.store(true, Ordering::SeqCst);
         }

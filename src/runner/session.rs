@@ -407,8 +407,10 @@ fn rand_seed() -> u64 {
 /// When every request so far failed, the reason: the first message (a connect failure is
 /// reported as is; other classes say that every request failed). `None` otherwise.
 fn unreachable_reason(sent: &[Sent]) -> Option<String> {
+    // a request the provider stopped on purpose (a refusal, a content filter) was answered
     let errors: Vec<_> = sent
         .iter()
+        .filter(|s| s.record.failed())
         .filter_map(|s| s.record.error.as_ref())
         .collect();
     if sent.is_empty() || errors.len() < sent.len() {

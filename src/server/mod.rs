@@ -68,7 +68,26 @@ pub struct ServerReport {
     pub exit: Option<String>,
 }
 
+/// [`ServerReport::ready_by`] of an endpoint perfgate neither started nor waited for.
+const NOT_STARTED: &str = "not started by perfgate, measured as found";
+
 impl ServerReport {
+    /// The report of an endpoint perfgate neither started nor waited for (`perfgate ab
+    /// --no-server`, two URLs), before it is asked who it is.
+    pub fn not_started() -> ServerReport {
+        ServerReport {
+            command: None,
+            pid: None,
+            log: None,
+            started_here: false,
+            time_to_ready_ms: None,
+            ready_by: NOT_STARTED.into(),
+            identity: BTreeMap::new(),
+            metrics: BTreeMap::new(),
+            exit: None,
+        }
+    }
+
     /// One line for the report's notes.
     pub fn note(&self) -> String {
         let ready = self
@@ -86,6 +105,7 @@ impl ServerReport {
                 self.ready_by,
                 self.log.as_deref().unwrap_or("-")
             ),
+            _ if self.ready_by == NOT_STARTED => format!("endpoint: {NOT_STARTED}"),
             _ => format!("endpoint.wait_ready: {ready} ({})", self.ready_by),
         };
         if !self.identity.is_empty() {
@@ -511,9 +531,8 @@ pub async fn exited_during(spec: &ServerSpec, scenario: &str) -> Option<(String,
     Some((st, why))
 }
 
-/// One `/metrics` scrape of `spec`'s server (`None` when off, unreachable or not 200).
-pub async fn scrape(spec: &ServerSpec, client: &StreamClient) -> Option<metrics::Scrape> {
-    let url = spec.metrics_url.as_ref()?;
+/// One scrape of the `/metrics` at `url` (`None` when unreachable or not 200).
+pub async fn scrape(url: &str, client: &StreamClient) -> Option<metrics::Scrape> {
     match client.get(url, Duration::from_secs(10)).await {
         Ok((200, body)) => Some(metrics::parse(&body)),
         _ => None,

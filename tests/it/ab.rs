@@ -973,23 +973,10 @@ fn no_server_measures_servers_the_user_started_despite_a_server_block() {
         return;
     }
     let (pa, pb, pf) = (free_port(), free_port(), free_port());
-    let start = |port: u16| {
-        Command::new("python3")
-            .arg(script())
-            .args([
-                "--port",
-                &port.to_string(),
-                "--token-ms",
-                "3",
-                "--build",
-                "same-1",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let mut servers = [start(pa), start(pb)];
+    let mut servers = [
+        start_scripted(pa, "3", "same-1"),
+        start_scripted(pb, "3", "same-1"),
+    ];
     let d = dir_with(&format!(
         "defaults:\n  endpoint: {{base_url: 'http://127.0.0.1:{pf}/v1', model: scripted}}\n  request: {{prompt: hi, max_tokens: 8}}\n  load: {{samples: 20, warmup: 2}}\n  server: {{command: [python3, '{}', --port, '{pf}'], ready_timeout: 60s}}\nscenarios:\n  - name: pair\n",
         script().display()
@@ -1029,6 +1016,113 @@ fn no_server_measures_servers_the_user_started_despite_a_server_block() {
     let s = &r["scenarios"][0];
     assert_eq!(s["endpoint"], ub.as_str());
     assert_eq!(s["ab"]["base_endpoint"], ua.as_str());
-    assert!(s["server"].is_null(), "no server started: {s}");
+    assert!(s["server"]["pid"].is_null(), "no server started: {s}");
+    assert!(s["server"]["command"].is_null(), "no server started: {s}");
     assert!(!text.contains("started the server"), "{text}");
+}
+
+/// The scripted server on `port` started by the test (as a user starts one), `token_ms` per
+/// token, `/props` build `build`; the caller kills it.
+fn start_scripted(port: u16, token_ms: &str, build: &str) -> std::process::Child {
+    Command::new("python3")
+        .arg(script())
+        .args([
+            "--port",
+            &port.to_string(),
+            "--token-ms",
+            token_ms,
+            "--build",
+            build,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Issue 41 "also found" B: two servers the user started (`--no-server`) were measured but
+/// never asked who they are nor scraped, so an A/B of a new build said neither what differs
+/// between the arms nor where the time went. They are now asked as a started server is: the
+/// identity difference is a note and the TPOT FAIL (6 ms vs 2 ms per token) is attributed to
+/// the candidate server's decode time per token.
+#[test]
+fn no_server_arms_are_asked_who_they_are_and_where_the_time_went() {
+    if !has_python() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let (pa, pb) = (free_port(), free_port());
+    let mut servers = [
+        start_scripted(pa, "2", "old-1"),
+        start_scripted(pb, "6", "new-2"),
+    ];
+    for p in [pa, pb] {
+        let end = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", p)).is_err() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let d = dir_with(
+        "defaults:\n  endpoint: {base_url: 'http://127.0.0.1:1/v1', model: scripted}\n  request: {prompt: hi, max_tokens: 8}\n  load: {samples: 20, warmup: 2}\n  gate: {metrics: [ttft, tpot]}\nscenarios:\n  - name: pair\n",
+    );
+    let (ua, ub) = (url(pa), url(pb));
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            &ua,
+            "--candidate-url",
+            &ub,
+            "--no-server",
+            "--output",
+            "r.json",
+        ],
+    );
+    for s in servers.iter_mut() {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(p50(&r, "tpot")["verdict"], "FAIL");
+    let s = &r["scenarios"][0];
+    assert_eq!(s["server"]["identity"]["llama.cpp.build_info"], "new-2");
+    assert_eq!(
+        s["ab"]["base_server"]["identity"]["llama.cpp.build_info"],
+        "old-1"
+    );
+    assert!(s["server"]["pid"].is_null(), "not started: {s}");
+    let notes: Vec<&str> = s["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("base -> candidate server: llama.cpp.build_info old-1 -> new-2")),
+        "{notes:?}"
+    );
+    let why = notes
+        .iter()
+        .find(|n| n.starts_with("where the time went: TPOT"))
+        .unwrap_or_else(|| panic!("{notes:?}"));
+    assert!(
+        why.contains("server side llamacpp_decode_ms_per_token"),
+        "{why}"
+    );
+    // the scripted server sleeps token_ms per token: its own decode time per token is about that
+    let per_token = |srv: &Value| {
+        srv["metrics"]["llamacpp_decode_ms_per_token"]
+            .as_f64()
+            .unwrap()
+    };
+    let (b, c) = (per_token(&s["ab"]["base_server"]), per_token(&s["server"]));
+    assert!(
+        (1.5..4.0).contains(&b) && (5.0..9.0).contains(&c),
+        "{b} {c}"
+    );
 }

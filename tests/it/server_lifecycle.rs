@@ -7,7 +7,7 @@
 //! Time bounds are generous (a loaded 2-core runner): they separate "waited for the server"
 //! from "did not", never perfgate's own speed.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -609,5 +609,110 @@ fn a_fail_says_where_the_time_went_and_a_new_server_build_is_a_note() {
     assert!(
         gone_within(pid, Duration::from_secs(5)),
         "server {pid} survived"
+    );
+}
+
+/// Issue 41 "also found" A: an endpoint whose content filter stops some answers after their
+/// tokens (every 4th chat request: requests 3..22 after 2 warmups hold 4, 8, 12, 16, 20) was
+/// could-not-measure (exit 3: each stop an in-band error above max_error_rate 0). Now the run
+/// measures: 5 of 20 requests stopped, out of the latency set and the error rate, with a note
+/// (no baseline). Against a baseline blessed without stops, every 2nd request stopped (10 of
+/// 20) FAILs the stopped-share check: one-sided Fisher p = C(20,10) / C(40,10) = 184756 /
+/// 847660528.
+#[test]
+fn answers_a_content_filter_stopped_are_measured_apart_and_their_share_is_gated() {
+    if python().is_none() {
+        return;
+    }
+    let c = Case::new();
+    let f = c.write(&["--filter-every", "4"], "", LOAD, "  - name: filtered\n");
+    let (code, stderr, _) = run(c.check_cmd(&f));
+    assert_eq!(code, 0, "{stderr}");
+    let r = c.results();
+    let s = &r["scenarios"][0];
+    let m = &s["measured"];
+    assert_eq!(
+        (&m["requests"], &m["ok"], &m["failed"], &m["stopped"]),
+        (&json!(20), &json!(15), &json!(0), &json!(5)),
+        "{m}"
+    );
+    assert_eq!(m["errors_by_class"]["content_filter"], 5, "{m}");
+    let notes: Vec<&str> = s["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "5 of 20 requests were stopped by the provider on purpose (content_filter 5)"
+        )),
+        "{notes:?}"
+    );
+    let records = s["records"].as_array().unwrap();
+    let stopped: Vec<&Value> = records
+        .iter()
+        .filter(|x| x["error"]["class"] == "content_filter")
+        .collect();
+    assert_eq!(stopped.len(), 5);
+    // measured as any completed request: its own 8 tokens (usage) and TTFT
+    assert!(stopped
+        .iter()
+        .all(|x| x["output_tokens"] == 8 && x["ttft_ms"].is_f64()));
+
+    // a baseline without stops, then a candidate that stops every 2nd answer
+    let f = c.write(&[], "", LOAD, "  - name: filtered\n");
+    let mut bless = Command::new(env!("CARGO_BIN_EXE_perfgate"));
+    bless
+        .args(["bless", "--runs", "1", "-s"])
+        .arg(&f)
+        .arg("--baselines")
+        .arg(c.dir.path().join("baselines"));
+    let (code, stderr, _) = run(bless);
+    assert_eq!(code, 0, "{stderr}");
+    let f = c.write(&["--filter-every", "2"], "", LOAD, "  - name: filtered\n");
+    let (code, stderr, _) = run(c.check_cmd(&f));
+    assert_eq!(code, 1, "{stderr}");
+    let r = c.results();
+    let checks = r["scenarios"][0]["checks"].as_array().unwrap();
+    let errors = checks.iter().find(|x| x["kind"] == "error_rate").unwrap();
+    assert_eq!(errors["verdict"], "PASS", "{errors}");
+    let st = checks
+        .iter()
+        .find(|x| x["kind"] == "stopped_rate")
+        .unwrap_or_else(|| panic!("{checks:?}"));
+    assert_eq!(st["verdict"], "FAIL", "{st}");
+    assert_eq!(
+        (st["baseline"].as_f64(), st["candidate"].as_f64()),
+        (Some(0.0), Some(0.5))
+    );
+    let p = st["p_value"].as_f64().unwrap();
+    assert!((p - 184756.0 / 847660528.0).abs() < 1e-9, "{p}");
+
+    // every answer stopped: no latency of the workload at all, could not measure, said so
+    let f = c.write(&["--filter-every", "1"], "", LOAD, "  - name: filtered\n");
+    let (code, stderr, _) = run(c.check_cmd(&f));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("every request was stopped by the provider on purpose (a refusal or a content filter), so no latency of the workload was measured; first: a content filter stopped the answer (finish_reason \"content_filter\")"),
+        "{stderr}"
+    );
+    // nor can such a run become a baseline
+    let mut bless = Command::new(env!("CARGO_BIN_EXE_perfgate"));
+    bless
+        .args(["bless", "--runs", "1", "-s"])
+        .arg(&f)
+        .arg("--baselines")
+        .arg(c.dir.path().join("other-baselines"));
+    let (code, stderr, _) = run(bless);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("no successful request: all 20 were stopped by the provider on purpose"),
+        "{stderr}"
+    );
+    let pid = c.server_pid();
+    assert!(
+        gone_within(pid, Duration::from_secs(10)),
+        "server pid {pid} still runs"
     );
 }

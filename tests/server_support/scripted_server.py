@@ -3,7 +3,8 @@
 
 Behaviour by flag: --ready-after S (HTTP 503 "Loading model" for S seconds), --never-ready,
 --exit-after N (exits with code 7 when the N-th chat request arrives), --ignore-term (ignores
-SIGTERM), --pidfile PATH (writes its pid), --build B (its /props build_info). Serves /v1/models, /v1/chat/completions (SSE,
+SIGTERM), --pidfile PATH (writes its pid), --build B (its /props build_info), --filter-every N
+(every N-th chat request ends its tokens with finish_reason "content_filter"). Serves /v1/models, /v1/chat/completions (SSE,
 max_tokens tokens --token-ms apart (default 2), usage at the end), /props (llama.cpp style) and /metrics
 (llamacpp:* counters). Logs to stdout.
 """
@@ -26,6 +27,7 @@ ap.add_argument("--pidfile")
 ap.add_argument("--api-key")
 ap.add_argument("--token-ms", type=float, default=2.0)
 ap.add_argument("--build", default="scripted-1.0")
+ap.add_argument("--filter-every", type=int, default=0)
 args = ap.parse_args()
 
 START = time.monotonic()
@@ -118,6 +120,11 @@ class H(BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(args.token_ms / 1000.0)
         t2 = time.monotonic()
+        if args.filter_every and k % args.filter_every == 0:
+            # a content filter ends this answer after its tokens (Azure OpenAI's shape)
+            stop = {"id": "c", "object": "chat.completion.chunk", "model": "scripted",
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": "content_filter"}]}
+            self.wfile.write(f"data: {json.dumps(stop)}\n\n".encode())
         usage = {"id": "c", "object": "chat.completion.chunk", "model": "scripted", "choices": [],
                  "usage": {"prompt_tokens": 5, "completion_tokens": max_tokens, "total_tokens": 5 + max_tokens}}
         self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())

@@ -1,7 +1,9 @@
 //! Anthropic Messages: typed events (`message_start`, `content_block_delta`, `message_delta`,
 //! `message_stop`).
 
-use super::{cached_at, clip, error_message, nonempty, not_integer, usage_named, EventInfo, Usage};
+use super::{
+    cached_at, clip, error_message, nonempty, not_integer, refused, usage_named, EventInfo, Usage,
+};
 use crate::record::CachedSource;
 use serde_json::Value;
 
@@ -83,10 +85,10 @@ pub(super) fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
                 .and_then(Value::as_str)
                 .map(str::to_string);
             if info.finish.as_deref() == Some("refusal") {
-                // Claude's streaming classifiers stopped the answer: the output is partial
-                info.error = Some(
-                    "the model stopped with stop_reason \"refusal\" (a safety classifier ended the answer; the output is partial)".into(),
-                );
+                // Claude's streaming classifiers stopped the answer on purpose: a stop
+                info.stopped = Some(refused(
+                    "stop_reason \"refusal\", a safety classifier ended the answer",
+                ));
             }
             info.usage = usage_named(v.get("usage"), ["input_tokens", "output_tokens", ""]);
             if let (Some(u), Some(whole)) =

@@ -3,8 +3,8 @@
 //! Moonshot's usage), and a fast path for the common chat chunk.
 
 use super::{
-    cached_at, clip, error_message, is_finish, known_timings, nonempty, not_integer, usage,
-    EventInfo, CHAT_CACHED, VENDOR_USAGE,
+    cached_at, clip, error_message, filtered, is_finish, known_timings, nonempty, not_integer,
+    refused, usage, EventInfo, CHAT_CACHED, VENDOR_USAGE,
 };
 use crate::config::Api;
 use serde::de::IgnoredAny;
@@ -46,6 +46,9 @@ pub(super) fn openai(api: Api, v: &Value) -> EventInfo {
                 info.finish = Some(clip(f));
                 if let Some(why) = failing_finish(f) {
                     info.error.get_or_insert_with(|| why.to_string());
+                } else if is_content_filter(f) {
+                    info.stopped
+                        .get_or_insert_with(|| filtered("finish_reason \"content_filter\""));
                 }
             }
             match api {
@@ -169,7 +172,7 @@ pub(super) fn fast_chat(data: &str) -> Option<EventInfo> {
             && ch
                 .finish_reason
                 .as_deref()
-                .is_none_or(|f| failing_finish(f).is_none())
+                .is_none_or(|f| failing_finish(f).is_none() && !is_content_filter(f))
     });
     if c.usage.is_some()
         || c.error.is_some()
@@ -227,7 +230,10 @@ fn chat_delta(d: &Value, info: &mut EventInfo) {
         }
         _ => {}
     }
-    answer |= nonempty(d.get("refusal"));
+    if nonempty(d.get("refusal")) {
+        answer = true;
+        info.stopped.get_or_insert_with(|| refused("delta.refusal"));
+    }
     answer |= d
         .get("tool_calls")
         .and_then(Value::as_array)
@@ -277,19 +283,22 @@ fn has_think_tag(s: &str) -> bool {
     crate::client::think::has_tag(s)
 }
 
+/// `finish_reason: "content_filter"` (OpenAI, Azure): the provider's filter ended the answer on
+/// purpose, a stop ([`crate::record::FailureClass::is_stop`]), not a failure.
+fn is_content_filter(f: &str) -> bool {
+    f.trim() == "content_filter"
+}
+
 /// Why a finish reason means the request did not complete normally, or `None` for a normal end
 /// (`stop`, `length`, `tool_calls`, `end_turn`, ...). `abort`: vLLM and SGLang end an
 /// engine-aborted request this way, with HTTP 200 and `[DONE]` (vllm-project/vllm#57082);
-/// `content_filter`: the answer was cut by a content filter (OpenAI, Azure);
-/// `insufficient_system_resource`: DeepSeek interrupted the request.
+/// `insufficient_system_resource`: DeepSeek interrupted the request. `content_filter` is not a
+/// failure but a stop ([`is_content_filter`]).
 pub fn failing_finish(f: &str) -> Option<&'static str> {
     match f.trim() {
         "error" => Some("the server ended the choice with finish_reason \"error\""),
         "abort" => Some(
             "the server aborted the request (finish_reason \"abort\"): the engine stopped it before the answer was complete",
-        ),
-        "content_filter" => Some(
-            "a content filter stopped the answer (finish_reason \"content_filter\"); the output is partial",
         ),
         "insufficient_system_resource" => Some(
             "the server interrupted the request for lack of resources (finish_reason \"insufficient_system_resource\")",

@@ -17,7 +17,7 @@ mod responses;
 
 use super::sse::SseEvent;
 use crate::config::Api;
-use crate::record::CachedSource;
+use crate::record::{CachedSource, Failure, FailureClass};
 use anthropic::anthropic;
 pub use chat::failing_finish;
 use chat::{fast_chat, openai};
@@ -104,6 +104,10 @@ pub struct EventInfo {
     pub finish: Option<String>,
     /// An in-band error message.
     pub error: Option<String>,
+    /// The provider stopped the answer on purpose (a refusal, a content filter): the stop,
+    /// class [`FailureClass::Refusal`] or [`FailureClass::ContentFilter`], and what it said
+    /// ([`FailureClass::is_stop`]).
+    pub stopped: Option<Failure>,
     /// `[DONE]` or Anthropic `message_stop`.
     pub done: bool,
     /// llama.cpp's `timings` object.
@@ -125,6 +129,26 @@ pub struct EventInfo {
     /// The event belongs to another API's protocol (e.g. an Anthropic `message_start` read as
     /// OpenAI chat): the API the stream looks like.
     pub foreign_api: Option<Api>,
+}
+
+/// A refusal the provider completed the request with (`what`: what the stream said): a stop
+/// ([`FailureClass::is_stop`]).
+fn refused(what: &str) -> Failure {
+    Failure {
+        class: FailureClass::Refusal,
+        status: None,
+        message: format!("the model refused ({what}): the provider completed the request, but the answer is a refusal, not the workload's"),
+    }
+}
+
+/// An answer the provider's content filter ended (`what`: what the stream said): a stop
+/// ([`FailureClass::is_stop`]).
+fn filtered(what: &str) -> Failure {
+    Failure {
+        class: FailureClass::ContentFilter,
+        status: None,
+        message: format!("a content filter stopped the answer ({what}): the provider completed the request, but the output is partial"),
+    }
 }
 
 /// Fallback error text when an error object has no readable message (as openai-python).

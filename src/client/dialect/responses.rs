@@ -2,8 +2,8 @@
 //! no `[DONE]`.
 
 use super::{
-    cached_at, clip, error_message, known_timings, nonempty, not_integer, usage_named, EventInfo,
-    Usage, GENERIC_STREAM_ERROR,
+    cached_at, clip, error_message, filtered, known_timings, nonempty, not_integer, refused,
+    usage_named, EventInfo, Usage, GENERIC_STREAM_ERROR,
 };
 use crate::record::CachedSource;
 use serde_json::Value;
@@ -23,8 +23,9 @@ const RESPONSES_CACHED: [(&str, CachedSource); 2] = [
 /// `response.function_call_arguments.delta` (answer), `response.reasoning_text.delta`
 /// (reasoning) or `response.reasoning_summary_text.delta` (a reasoning summary). The stream ends
 /// with `response.completed` (usage), `response.incomplete` (`incomplete_details.reason`:
-/// `max_output_tokens` is a normal end, `content_filter` is not) or `response.failed`; there is
-/// no `[DONE]`.
+/// `max_output_tokens` is a normal end, `content_filter` a stop, anything else a failure) or
+/// `response.failed`; there is no `[DONE]`. A refusal delta is a stop too
+/// ([`crate::record::FailureClass::is_stop`]).
 pub(super) fn responses(event: Option<&str>, v: &Value) -> EventInfo {
     let kind = v
         .get("type")
@@ -40,7 +41,12 @@ pub(super) fn responses(event: Option<&str>, v: &Value) -> EventInfo {
             // read for <think> tags like chat's content
             info.text = v.get("delta").and_then(Value::as_str).map(str::to_string);
         }
-        "response.refusal.delta" | "response.function_call_arguments.delta" if delta => {
+        "response.refusal.delta" if delta => {
+            info.token = true;
+            info.answer = true;
+            info.stopped = Some(refused("response.refusal.delta"));
+        }
+        "response.function_call_arguments.delta" if delta => {
             info.token = true;
             info.answer = true;
         }
@@ -96,7 +102,10 @@ pub(super) fn responses(event: Option<&str>, v: &Value) -> EventInfo {
                         .unwrap_or("unknown");
                     info.finish = Some(clip(why));
                     info.done = true;
-                    if why != "max_output_tokens" {
+                    if why == "content_filter" {
+                        info.stopped =
+                            Some(filtered("incomplete_details.reason \"content_filter\""));
+                    } else if why != "max_output_tokens" {
                         info.error = Some(clip(&format!(
                             "the response ended incomplete (incomplete_details.reason \"{why}\"); the output is partial"
                         )));

@@ -18,7 +18,9 @@
 //!   (noted in `tokens_after_finish`); an empty or `"null"` finish_reason is no finish.
 //! - Success needs >= 1 token event, no in-band error, and a normal end (a finish_reason or
 //!   `[DONE]`; a connection reset after a finish_reason is still a normal end); anything else
-//!   is a classified failure that keeps its partial diagnostics.
+//!   is a classified failure that keeps its partial diagnostics. A normal end of an answer the
+//!   provider stopped on purpose (a refusal, a content filter) is a stop: its `error` has a stop
+//!   class ([`FailureClass::is_stop`]), its figures are kept, it is in no latency sample.
 
 use super::dialect::{Cached, EventInfo, Usage};
 use super::think::ThinkScanner;
@@ -97,6 +99,7 @@ pub struct Measurer {
     choices_not_array: bool,
     done_at: Option<f64>,
     error: Option<String>,
+    stopped: Option<Failure>,
     foreign: Option<Api>,
     malformed: Option<f64>,
     multi_choice: bool,
@@ -132,6 +135,7 @@ impl Measurer {
             choices_not_array: false,
             done_at: None,
             error: None,
+            stopped: None,
             foreign: None,
             malformed: None,
             multi_choice: false,
@@ -246,6 +250,9 @@ impl Measurer {
                 self.error = Some(msg.clone());
             }
         }
+        if self.stopped.is_none() {
+            self.stopped = i.stopped.clone();
+        }
         if i.done {
             self.done_at = Some(e.at_ms);
         }
@@ -276,6 +283,7 @@ impl Measurer {
             choices_not_array,
             done_at,
             error,
+            stopped,
             foreign,
             malformed,
             multi_choice,
@@ -419,6 +427,9 @@ impl Measurer {
                 f.message = format!("{} after {} token events", f.message, n_events);
             }
             Some(f)
+        } else if let (Some(s), true) = (stopped, finish_seen || done_at.is_some()) {
+            // completed, but stopped on purpose by the provider: a stop, not a failure
+            Some(s)
         } else if let (0, Some(api)) = (n_events, foreign) {
             Some(Failure {
             class: FailureClass::NotSse,
