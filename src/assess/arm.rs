@@ -5,7 +5,7 @@ use crate::baseline::Baseline;
 use crate::config::scenario::Objective;
 use crate::config::{Metric, Scenario};
 use crate::gate::{self, Samples, ScenarioSamples};
-use crate::record::RequestRecord;
+use crate::record::{RequestRecord, WorkItem};
 use crate::runner::RunOutput;
 use crate::stats::cluster::GapCluster;
 use std::collections::BTreeMap;
@@ -18,6 +18,12 @@ pub struct Arm {
     /// The inter-token gaps of each successful request that has them (for the ITL P99 check;
     /// empty for a baseline blessed before gaps were stored).
     pub itl: Vec<GapCluster>,
+    /// Per request (as `requests`), what it sent: its identity for pairing the sides
+    /// ([`super::pairing`]); `None` for a fixed prompt.
+    pub work: Vec<Option<WorkItem>>,
+    /// The number of requests of each run, in order (`requests` is the runs one after another):
+    /// a baseline's bless runs, or one measured run.
+    pub runs: Vec<usize>,
 }
 
 /// The gated metrics of one successful request, ms (`None` where undefined, e.g. TPOT of a
@@ -57,7 +63,12 @@ impl Arm {
             .filter(|r| r.error.is_none())
             .filter_map(|r| r.itl_ms.as_ref().and_then(|i| i.cluster()))
             .collect();
-        Arm { requests, itl }
+        Arm {
+            requests,
+            itl,
+            work: b.records().map(|r| r.work.clone()).collect(),
+            runs: b.runs.iter().map(|r| r.records.len()).collect(),
+        }
     }
 
     /// Measured records.
@@ -80,7 +91,12 @@ impl Arm {
                 count: r.itl_count,
             })
             .collect();
-        Arm { requests, itl }
+        Arm {
+            requests,
+            itl,
+            work: recs.iter().map(|r| r.work.clone()).collect(),
+            runs: vec![recs.len()],
+        }
     }
 
     /// The values of one metric over the successes, and the number of failures.
@@ -93,6 +109,11 @@ impl Arm {
             }
         }
         s
+    }
+
+    /// The value of metric `m` of request `i` (`None`: failed, or the metric undefined).
+    pub(crate) fn value(&self, i: usize, m: Metric) -> Option<f64> {
+        self.requests.get(i).copied().flatten()?.metric(m)
     }
 
     /// Every request as an outcome: one value (0, unused) per success and the failures; for
@@ -122,7 +143,7 @@ pub fn gate_input(
     spread: BTreeMap<Metric, gate::Spread>,
     skip: &[Metric],
 ) -> ScenarioSamples {
-    let metrics = sc
+    let metrics: Vec<(Metric, Samples, Samples)> = sc
         .gate
         .metrics
         .iter()
@@ -130,8 +151,10 @@ pub fn gate_input(
         .map(|&m| (m, baseline.samples(m), candidate.samples(m)))
         .collect();
     let itl = itl_samples(sc, baseline, candidate, &spread, skip);
+    let gated: Vec<Metric> = metrics.iter().map(|(m, _, _)| *m).collect();
     ScenarioSamples {
         client_delay: None,
+        pairing: super::pairing::pairing(baseline, candidate, &gated),
         scenario: sc.name.to_string(),
         gate: sc.gate.clone(),
         metrics,

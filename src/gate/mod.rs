@@ -118,6 +118,7 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
                 band,
                 min_delta: s.gate.min_delta(*m),
                 alpha: s.gate.alpha / s.looks.max(1) as f64,
+                pairing: &s.pairing,
             };
             let mut ch = match (q, &s.design) {
                 (Quantile::P50, Design::Blocked(blocks)) => blocked_p50_check(&input, blocks),

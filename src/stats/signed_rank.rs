@@ -62,10 +62,7 @@ pub fn signed_rank_log_shift(d: &[f64], alpha_one_sided: f64) -> Option<PairedSh
         (walsh_select(&d, m / 2 - 1) + walsh_select(&d, m / 2)) / 2.0
     };
     let (lower, upper) = match signed_rank_critical_k(n, alpha_one_sided, exact) {
-        Some(k) => (
-            walsh_select(&d, k).exp(),
-            walsh_select(&d, m - 1 - k).exp(),
-        ),
+        Some(k) => (walsh_select(&d, k).exp(), walsh_select(&d, m - 1 - k).exp()),
         None => (0.0, f64::INFINITY),
     };
     let (p_greater, p_less) = if exact {
@@ -279,7 +276,9 @@ mod tests {
         for n in [1usize, 2, 5, 17, 40] {
             let d: Vec<f64> = (0..n)
                 .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     ((x >> 11) as f64 / (1u64 << 53) as f64 - 0.4) * 3.0
                 })
                 .collect();
@@ -372,7 +371,9 @@ mod tests {
             let shift = (trial % 7) as f64 * 0.15;
             let d: Vec<f64> = (0..n)
                 .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     (x >> 11) as f64 / (1u64 << 53) as f64 - 0.5 + shift
                 })
                 .collect();
@@ -386,7 +387,10 @@ mod tests {
     #[test]
     fn nothing_to_test() {
         assert_eq!(signed_rank_log_shift(&[], 0.01), None);
-        assert_eq!(signed_rank_log_shift(&[f64::NAN, f64::INFINITY], 0.01), None);
+        assert_eq!(
+            signed_rank_log_shift(&[f64::NAN, f64::INFINITY], 0.01),
+            None
+        );
         assert_eq!(signed_rank_log_shift(&[0.1], 0.0), None);
         // One pair: an estimate, no bound at 0.01.
         let r = signed_rank_log_shift(&[0.1], 0.01).unwrap();
