@@ -9,7 +9,7 @@
 
 use super::arm::Arm;
 use crate::config::Metric;
-use crate::gate::{Pairing, Unmatched};
+use crate::gate::{Paired, Pairing, Unmatched};
 use crate::record::WorkItem;
 use crate::stats::MIN_POSITIVE_LATENCY;
 use std::collections::BTreeMap;
@@ -94,10 +94,12 @@ fn by_index(
 
 /// Per matched request with metric `m` on the candidate and in every reference run:
 /// ln(candidate) - the mean of ln(reference) over the runs (values clamped as the unpaired test
-/// clamps them).
-fn log_differences(reference: &Arm, candidate: &Arm, pairs: &[Pair], m: Metric) -> Vec<f64> {
+/// clamps them); and the reference runs' paired spread over the same requests.
+fn log_differences(reference: &Arm, candidate: &Arm, pairs: &[Pair], m: Metric) -> Paired {
     let ln = |x: f64| x.max(MIN_POSITIVE_LATENCY).ln();
-    pairs
+    let runs = pairs.first().map_or(0, |p| p.reference.len());
+    let mut by_run: Vec<Vec<f64>> = vec![Vec::new(); runs];
+    let d = pairs
         .iter()
         .filter_map(|p| {
             let c = candidate.value(p.candidate, m)?;
@@ -106,9 +108,16 @@ fn log_differences(reference: &Arm, candidate: &Arm, pairs: &[Pair], m: Metric) 
                 .iter()
                 .map(|&r| reference.value(r, m).map(ln))
                 .collect::<Option<Vec<f64>>>()?;
+            for (run, x) in by_run.iter_mut().zip(&refs) {
+                run.push(*x);
+            }
             Some(ln(c) - refs.iter().sum::<f64>() / refs.len() as f64)
         })
-        .collect()
+        .collect();
+    Paired {
+        d,
+        tau: crate::stats::spread::paired_spread_upper(&by_run),
+    }
 }
 
 #[cfg(test)]
@@ -158,7 +167,8 @@ mod tests {
         let Pairing::Matched(d) = pairing(&r, &c, &[Metric::Ttft]) else {
             panic!("not matched")
         };
-        let d = &d[&Metric::Ttft];
+        let p = &d[&Metric::Ttft];
+        let d = &p.d;
         assert_eq!(d.len(), 2);
         assert!((d[0] - 1.1f64.ln()).abs() < 1e-12, "{d:?}");
         assert!((d[1] - 0.5f64.ln()).abs() < 1e-12, "{d:?}");
@@ -183,7 +193,7 @@ mod tests {
             panic!("not matched")
         };
         // Only request 2 (5 and 5 ms, candidate 10): ln 2.
-        let d = &d[&Metric::Ttft];
+        let d = &d[&Metric::Ttft].d;
         assert_eq!(d.len(), 1);
         assert!((d[0] - 2f64.ln()).abs() < 1e-12, "{d:?}");
     }

@@ -92,7 +92,12 @@ fn input(base: &[Vec<f64>], cand: &[f64], paired: bool) -> ScenarioSamples {
         let d = (0..cand.len())
             .map(|i| cand[i].ln() - base.iter().map(|r| r[i].ln()).sum::<f64>() / base.len() as f64)
             .collect();
-        Pairing::Matched(BTreeMap::from([(Metric::Ttft, d)]))
+        let logs: Vec<Vec<f64>> = base
+            .iter()
+            .map(|r| r.iter().map(|x| x.ln()).collect())
+            .collect();
+        let tau = crate::stats::spread::paired_spread_upper(&logs);
+        Pairing::Matched(BTreeMap::from([(Metric::Ttft, gate::Paired { d, tau })]))
     } else {
         Pairing::NoIdentities
     };

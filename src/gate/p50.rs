@@ -139,7 +139,8 @@ fn p50_estimate(input: &CheckInput, cs: &[f64], bs: &[f64], ch: &mut Draft) -> O
         Pairing::Matched(d) => d.get(&input.metric),
         _ => None,
     };
-    if let Some(p) = paired.and_then(|d| stats::signed_rank::signed_rank_log_shift(d, input.alpha))
+    if let Some(p) =
+        paired.and_then(|p| stats::signed_rank::signed_rank_log_shift(&p.d, input.alpha))
     {
         ch.test = Some(P50Test::PairedSignedRank);
         ch.reason = format!("paired over {} matched requests", p.n);

@@ -736,6 +736,15 @@ fn prompt_mix(change: f64) -> (Vec<f64>, Vec<f64>) {
 }
 
 fn run_mix(b: Vec<f64>, c: Vec<f64>, pairing: Pairing) -> Check {
+    run_mix_spread(b, c, pairing, BTreeMap::new())
+}
+
+fn run_mix_spread(
+    b: Vec<f64>,
+    c: Vec<f64>,
+    pairing: Pairing,
+    spread: BTreeMap<Metric, Spread>,
+) -> Check {
     let mut g = gate(vec![Quantile::P50]);
     g.metrics = vec![Metric::Ttft];
     let s = ScenarioSamples {
@@ -749,7 +758,7 @@ fn run_mix(b: Vec<f64>, c: Vec<f64>, pairing: Pairing) -> Check {
             Samples { ok: c, failed: 0 },
         )],
         errors: ErrorCounts::new((0, 24), (0, 24)),
-        spread: BTreeMap::new(),
+        spread,
         looks: 1,
         slo: Vec::new(),
         design: Design::Committed,
@@ -760,7 +769,7 @@ fn run_mix(b: Vec<f64>, c: Vec<f64>, pairing: Pairing) -> Check {
 
 fn matched(b: &[f64], c: &[f64]) -> Pairing {
     let d = b.iter().zip(c).map(|(b, c)| c.ln() - b.ln()).collect();
-    Pairing::Matched(BTreeMap::from([(Metric::Ttft, d)]))
+    Pairing::Matched(BTreeMap::from([(Metric::Ttft, Paired { d, tau: None })]))
 }
 
 #[test]
@@ -823,4 +832,32 @@ fn unmatched_requests_are_tested_unpaired_and_say_why() {
         "{}",
         ch.reason
     );
+}
+
+/// The bless runs' tau of a prompt mix (from run medians, which jump between prompts) is
+/// replaced in the paired P50's widening by the runs' spread measured request by request.
+#[test]
+fn the_paired_p50_is_widened_by_the_paired_spread_of_the_bless_runs() {
+    let (b, c) = prompt_mix(1.3);
+    let spread = BTreeMap::from([(
+        Metric::Ttft,
+        Spread {
+            tau: 0.3,
+            runs: 5,
+            nights: None,
+        },
+    )]);
+    let with = |tau: Option<f64>| {
+        let d = b.iter().zip(&c).map(|(b, c)| c.ln() - b.ln()).collect();
+        let pairing = Pairing::Matched(BTreeMap::from([(Metric::Ttft, Paired { d, tau })]));
+        run_mix_spread(b.clone(), c.clone(), pairing, spread.clone())
+    };
+    // Median tau 0.3, k 5: exp(2.33 x 0.3 x sqrt(1.2)) - 1 = 115.05 %: a WARN.
+    let medians = with(None);
+    assert_eq!(medians.verdict, Verdict::Warn, "{medians:?}");
+    assert!((medians.fail - 1.15053).abs() < 1e-4, "{}", medians.fail);
+    // Paired tau 0.02: exp(2.33 x 0.02 x sqrt(1.2)) - 1 = 5.2 % < 10 %: the configured 10 %.
+    let paired = with(Some(0.02));
+    assert_eq!(paired.verdict, Verdict::Fail, "{paired:?}");
+    assert_eq!((paired.fail, paired.tau), (0.1, None));
 }

@@ -208,9 +208,22 @@ pub enum Pairing {
     /// Identities recorded, but the sides did not send the same requests: the unpaired test,
     /// and the row says why.
     Unmatched(Unmatched),
-    /// Per gated metric, one log difference per matched request with the metric on both sides:
-    /// ln(candidate) - the mean of ln(reference) over the reference's runs.
-    Matched(BTreeMap<Metric, Vec<f64>>),
+    /// Per gated metric, the matched requests' log differences and the reference runs' paired
+    /// spread.
+    Matched(BTreeMap<Metric, Paired>),
+}
+
+/// One metric's matched requests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Paired {
+    /// One log difference per matched request with the metric on both sides (and in every
+    /// reference run): ln(candidate) - the mean of ln(reference) over the reference's runs.
+    pub d: Vec<f64>,
+    /// The upper 90 % bound of the reference runs' run-to-run spread measured request by
+    /// request ([`crate::stats::spread::paired_spread_upper`]), which replaces the bless runs'
+    /// tau (measured on run medians, which jump between the prompts of a mix) in the paired
+    /// P50's widening; `None` with one reference run.
+    pub tau: Option<f64>,
 }
 
 /// Why two sides' requests could not be paired.
