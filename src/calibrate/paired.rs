@@ -31,6 +31,9 @@ pub struct PairedExperiment {
     pub tau: f64,
     /// The candidate's prefill factor (1.3 = 30 % slower prefill; 1 = no change).
     pub prefill: f64,
+    /// Share of requests (either side) on a 3x slow path: a skewed within-request noise, which
+    /// the signed-rank test's symmetry assumption meets when the reference is a mean of k runs.
+    pub slow: f64,
 }
 
 /// FAIL rates of the TTFT P50 check on the same replicates.
@@ -51,6 +54,16 @@ pub fn paired_experiments() -> Vec<PairedExperiment> {
             k,
             tau,
             prefill: 1.0,
+            slow: 0.0,
+        });
+    }
+    for k in [1, kd] {
+        v.push(PairedExperiment {
+            label: format!("prompt mix null, 5% of requests 3x, k {k}"),
+            k,
+            tau: 0.0,
+            prefill: 1.0,
+            slow: 0.05,
         });
     }
     for k in [1, kd] {
@@ -60,6 +73,7 @@ pub fn paired_experiments() -> Vec<PairedExperiment> {
                 k,
                 tau: 0.0,
                 prefill: f,
+                slow: 0.0,
             });
         }
     }
@@ -71,12 +85,17 @@ fn typical(i: usize, f: f64) -> f64 {
     10.0 + f * 10.0 * 39f64.powf(i as f64 / (PROMPTS - 1) as f64)
 }
 
-/// One run of the 24 requests at `drift`.
-fn run(f: f64, drift: f64, rng: &mut StdRng) -> Vec<f64> {
+/// One run of the 24 requests at `drift`, a share `slow` of them 3x slower.
+fn run(f: f64, drift: f64, slow: f64, rng: &mut StdRng) -> Vec<f64> {
     (0..PROMPTS)
         .map(|i| {
             let z: f64 = rng.sample(StandardNormal);
-            typical(i, f) * (WITHIN_SIGMA * z).exp() * drift
+            let path = if slow > 0.0 && rng.random::<f64>() < slow {
+                3.0
+            } else {
+                1.0
+            };
+            typical(i, f) * (WITHIN_SIGMA * z).exp() * drift * path
         })
         .collect()
 }
@@ -157,11 +176,11 @@ pub fn run_paired(e: &PairedExperiment, reps: usize, seed: u64) -> PairedRates {
         let base: Vec<Vec<f64>> = (0..e.k)
             .map(|_| {
                 let d = drift(e.tau, &mut rng);
-                run(1.0, d, &mut rng)
+                run(1.0, d, e.slow, &mut rng)
             })
             .collect();
         let d = drift(e.tau, &mut rng);
-        let cand = run(e.prefill, d, &mut rng);
+        let cand = run(e.prefill, d, e.slow, &mut rng);
         p += fails(input(&base, &cand, true)) as usize;
         u += fails(input(&base, &cand, false)) as usize;
     }
@@ -192,6 +211,7 @@ mod tests {
                 k: kd,
                 tau: 0.0,
                 prefill: 1.3,
+                slow: 0.0,
             },
             100,
             5,
@@ -203,6 +223,7 @@ mod tests {
                 k: kd,
                 tau: 0.0,
                 prefill: 1.0,
+                slow: 0.0,
             },
             300,
             6,
