@@ -179,6 +179,7 @@ fn gate_timing() -> f64 {
     let scenarios: Vec<ScenarioSamples> = (0..5)
         .map(|i| ScenarioSamples {
             client_delay: None,
+            pairing: perfgate::gate::Pairing::default(),
             scenario: format!("s{i}"),
             gate: perfgate::config::scenario::GateSpec {
                 metrics: vec![Metric::Ttft, Metric::Tpot],

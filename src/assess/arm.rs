@@ -5,7 +5,7 @@ use crate::baseline::Baseline;
 use crate::config::scenario::Objective;
 use crate::config::{Metric, Scenario};
 use crate::gate::{self, Samples, ScenarioSamples};
-use crate::record::RequestRecord;
+use crate::record::{RequestRecord, WorkItem};
 use crate::runner::RunOutput;
 use crate::stats::cluster::GapCluster;
 use std::collections::BTreeMap;
@@ -23,6 +23,12 @@ pub struct Arm {
     /// The inter-token gaps of each successful request that has them (for the ITL P99 check;
     /// empty for a baseline blessed before gaps were stored).
     pub itl: Vec<GapCluster>,
+    /// Per request (as `requests`), what it sent: its identity for pairing the sides
+    /// ([`super::pairing`]); `None` for a fixed prompt.
+    pub work: Vec<Option<WorkItem>>,
+    /// The number of requests of each run, in order (`requests` is the runs one after another):
+    /// a baseline's bless runs, or one measured run.
+    pub runs: Vec<usize>,
 }
 
 /// The gated metrics of one successful request, ms (`None` where undefined, e.g. TPOT of a
@@ -69,6 +75,16 @@ impl Arm {
             requests,
             stopped,
             itl,
+            work: b
+                .records()
+                .filter(|r| !stop(r))
+                .map(|r| r.work.clone())
+                .collect(),
+            runs: b
+                .runs
+                .iter()
+                .map(|run| run.records.iter().filter(|r| !stop(r)).count())
+                .collect(),
         }
     }
 
@@ -97,6 +113,12 @@ impl Arm {
             requests,
             stopped: recs.iter().filter(|r| r.stopped()).count(),
             itl,
+            work: recs
+                .iter()
+                .filter(|r| !r.stopped())
+                .map(|r| r.work.clone())
+                .collect(),
+            runs: vec![recs.iter().filter(|r| !r.stopped()).count()],
         }
     }
 
@@ -110,6 +132,11 @@ impl Arm {
             }
         }
         s
+    }
+
+    /// The value of metric `m` of request `i` (`None`: failed, or the metric undefined).
+    pub(crate) fn value(&self, i: usize, m: Metric) -> Option<f64> {
+        self.requests.get(i).copied().flatten()?.metric(m)
     }
 
     /// Every request as an outcome: one value (0, unused) per request that did not fail (a
@@ -146,7 +173,7 @@ pub fn gate_input(
     spread: BTreeMap<Metric, gate::Spread>,
     skip: &[Metric],
 ) -> ScenarioSamples {
-    let metrics = sc
+    let metrics: Vec<(Metric, Samples, Samples)> = sc
         .gate
         .metrics
         .iter()
@@ -154,8 +181,10 @@ pub fn gate_input(
         .map(|&m| (m, baseline.samples(m), candidate.samples(m)))
         .collect();
     let itl = itl_samples(sc, baseline, candidate, &spread, skip);
+    let gated: Vec<Metric> = metrics.iter().map(|(m, _, _)| *m).collect();
     ScenarioSamples {
         client_delay: None,
+        pairing: super::pairing::pairing(baseline, candidate, &gated),
         scenario: sc.name.to_string(),
         gate: sc.gate.clone(),
         metrics,

@@ -308,6 +308,7 @@ fn ab_input(
     };
     ScenarioSamples {
         client_delay: None,
+        pairing: crate::gate::Pairing::default(),
         scenario: format!("s{si}"),
         gate: gate.clone(),
         metrics,

@@ -120,6 +120,7 @@ fn inputs(
             };
             ScenarioSamples {
                 client_delay: None,
+                pairing: crate::gate::Pairing::default(),
                 scenario: format!("s{i}"),
                 gate: gate.clone(),
                 metrics,

@@ -258,6 +258,7 @@ fn draw_scenario(
     let ok = |v: Vec<f64>| Samples { ok: v, failed: 0 };
     ScenarioSamples {
         client_delay: None,
+        pairing: crate::gate::Pairing::default(),
         scenario: format!("s{i}"),
         gate: gate.clone(),
         metrics: vec![

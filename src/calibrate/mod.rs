@@ -25,6 +25,7 @@
 //!   replicate (sequential looks included); `comparators`: the threshold and t-test rules on
 //!   the same data; `committed_rows`: the rows (false alarms, power, tail-only, sequential, P99);
 //! - `itl`: the ITL P99 rows (inter-token gaps with per-request speeds);
+//! - `paired`: the TTFT P50 on a prompt mix, paired and unpaired (issue 43);
 //! - `slo`: the `gate.slo` rows (no baseline);
 //! - `ab`: A/B designs (drift over one run, interleaved and blocked schedules); `ab_rows`: their
 //!   rows and the committed-baseline rows at the same drift;
@@ -38,6 +39,7 @@ mod comparators;
 mod itl;
 pub mod nightly;
 mod noise;
+mod paired;
 mod slo;
 mod table;
 
@@ -47,5 +49,6 @@ pub use committed::{run_experiment, Experiment, Rates};
 pub use committed_rows::experiments;
 pub use itl::{itl_experiments, run_itl, ItlChange, ItlExperiment, ItlProfile, ItlRates, ITL};
 pub use noise::{Change, Profile, TPOT, TTFT};
+pub use paired::{paired_experiments, run_paired, PairedExperiment, PairedRates};
 pub use slo::{run_slo, slo_experiments, true_quantile, SloExperiment};
 pub use table::report;

@@ -1,6 +1,6 @@
 //! The `calibrate` table: runs every row (or those whose label contains `--only`'s text) and
-//! prints it, section by section: committed baselines, ITL P99, A/B designs, SLO checks. Each
-//! row's seed is the run's seed plus an offset of its section and its index.
+//! prints it, section by section: committed baselines, ITL P99, A/B designs, paired requests,
+//! SLO checks. Each row's seed is the run's seed plus an offset of its section and its index.
 
 use super::ab::{run_ab, AbExperiment};
 use super::ab_rows::ab_experiments;
@@ -8,6 +8,7 @@ use super::committed::{run_experiment, Experiment};
 use super::committed_rows::experiments;
 use super::itl::{itl_experiments, run_itl, ItlExperiment, ITL};
 use super::noise::TTFT;
+use super::paired::{paired_experiments, run_paired, PairedExperiment, PROMPTS, WITHIN_SIGMA};
 use super::slo::{run_slo, slo_experiments, true_quantile, SloExperiment};
 use std::fmt::Write;
 
@@ -24,6 +25,7 @@ pub fn report(reps: usize, seed: u64, filter: Option<&str>) -> String {
         committed_section(reps, seed, filter),
         itl_section(reps, seed, filter),
         ab_section(reps, seed, filter),
+        paired_section(reps, seed, filter),
         slo_section(reps, seed, filter),
     ];
     let shown: Vec<String> = sections.into_iter().filter(|s| !s.is_empty()).collect();
@@ -161,6 +163,39 @@ fn ab_section(reps: usize, seed: u64, filter: Option<&str>) -> String {
             r.perfgate * 100.0,
             "-",
             r.mean_n
+        );
+    }
+    out
+}
+
+/// The paired section (issue 43): the TTFT P50 on a prompt mix, paired and unpaired on the same
+/// replicates; each row seeded by its index among the rows kept.
+fn paired_section(reps: usize, seed: u64, filter: Option<&str>) -> String {
+    let mut out = String::new();
+    let rows: Vec<PairedExperiment> = paired_experiments()
+        .into_iter()
+        .filter(|e| kept(filter, &e.label))
+        .collect();
+    if rows.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "Paired requests (a prompt set, generated lengths, a trace: the same requests by index): {PROMPTS} prompts,\nTTFT 10 ms + a prefill of 10 to 390 ms (20 to 400 ms), within-request log-sd {WITHIN_SIGMA}; the TTFT P50 check\nalone, paired (signed-rank on per-request log ratios) and unpaired (rank sum), same replicates; FAIL rate.\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<48} {:>9} {:>9}",
+        "experiment", "paired", "unpaired"
+    );
+    for (i, e) in rows.iter().enumerate() {
+        let r = run_paired(e, reps, seed.wrapping_add(4_000_037 + i as u64 * 7919));
+        let _ = writeln!(
+            out,
+            "{:<48} {:>8.1}% {:>8.1}%",
+            e.label,
+            r.paired * 100.0,
+            r.unpaired * 100.0
         );
     }
     out

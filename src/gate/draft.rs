@@ -38,6 +38,8 @@ pub(super) struct CheckInput<'a> {
     /// Absolute floor, ms.
     pub(super) min_delta: f64,
     pub(super) alpha: f64,
+    /// Whether the sides sent the same requests (the P50 check then tests them paired).
+    pub(super) pairing: &'a Pairing,
 }
 
 /// What is needed after Holm to settle the verdict.

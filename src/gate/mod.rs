@@ -99,6 +99,23 @@ impl ScenarioSamples {
     }
 }
 
+impl ScenarioSamples {
+    /// The spread that widens metric `m`'s P50: when the sides are matched and the bless runs'
+    /// tau widens it, the same runs' spread measured request by request
+    /// ([`Paired::tau`]: a prompt mix's run medians jump between prompts, its requests do not);
+    /// a tau learned from nightly history is kept.
+    fn paired_spread(&self, m: Metric) -> Option<Spread> {
+        let spread = self.run_spread(m)?;
+        match &self.pairing {
+            Pairing::Matched(p) if spread.nights.is_none() => match p.get(&m).and_then(|p| p.tau) {
+                Some(tau) => Some(Spread { tau, ..spread }),
+                None => Some(spread),
+            },
+            _ => Some(spread),
+        }
+    }
+}
+
 /// Stage 1: the checks of one scenario, each evaluated on its own (pure; no other scenario is
 /// looked at). With sequential looks, the p-values are multiplied by the number of looks
 /// (Bonferroni alpha spending within the scenario).
@@ -107,7 +124,10 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
     for (m, b, c) in &s.metrics {
         for q in &s.gate.quantiles {
             let configured = s.gate.band(*m, *q);
-            let spread = s.run_spread(*m);
+            let spread = match q {
+                Quantile::P50 => s.paired_spread(*m),
+                _ => s.run_spread(*m),
+            };
             let band = widened(configured, spread);
             // Confidence bounds at the alpha of one look (alpha spent evenly over looks).
             let input = CheckInput {
@@ -118,6 +138,7 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
                 band,
                 min_delta: s.gate.min_delta(*m),
                 alpha: s.gate.alpha / s.looks.max(1) as f64,
+                pairing: &s.pairing,
             };
             let mut ch = match (q, &s.design) {
                 (Quantile::P50, Design::Blocked(blocks)) => blocked_p50_check(&input, blocks),

@@ -51,16 +51,17 @@ pub(super) fn p50_check(input: &CheckInput) -> Draft {
         );
         return ch;
     }
-    let Some(shift) = stats::shift::hodges_lehmann_ratio(&cs, &bs, alpha) else {
+    let Some(est) = p50_estimate(input, &cs, &bs, &mut ch) else {
         ch.reason = "not compared: no positive values".into();
         return ch;
     };
+    let shift = est.shift;
     let base = ch.baseline.unwrap_or(0.0);
     ch.ratio = Some(shift.ratio);
     ch.ci = Some(RatioCi::bounded(shift.lower, shift.upper));
     ch.ci_level = Some(1.0 - alpha);
-    ch.p_value = stats::rank::mann_whitney_greater(&cs, &bs);
-    ch.p_improve = stats::rank::mann_whitney_less(&cs, &bs);
+    ch.p_value = Some(est.p_greater);
+    ch.p_improve = Some(est.p_less);
     // Absolute change of the medians, ms: the min_delta floor. With a baseline at or below the
     // floor (e.g. TPOT 0 when a gateway delivers every token in one chunk) ratios say nothing,
     // so the absolute change alone decides.
@@ -72,7 +73,7 @@ pub(super) fn p50_check(input: &CheckInput) -> Draft {
         base * (shift.upper - 1.0)
     };
     let lim = (1.0 + band.fail).ln();
-    let n = bs.len().min(cs.len());
+    let n = est.n;
     let w = shift.upper.ln() - shift.ratio.ln();
     // The smallest slowdown this run catches reliably: FAIL needs the estimate beyond the fail
     // tolerance, and the estimate of a true ratio r stays above r / e^w (its one-sided bound's
@@ -118,6 +119,49 @@ pub(super) fn p50_check(input: &CheckInput) -> Draft {
         inconclusive_reason: inconclusive,
     });
     ch
+}
+
+/// The P50 shift of one check and its one-sided p-values, from whichever test applies.
+struct P50Estimate {
+    shift: stats::Shift,
+    p_greater: f64,
+    p_less: f64,
+    /// The sample size the bounds rest on: matched requests (paired), else the smaller side.
+    n: usize,
+}
+
+/// The paired signed-rank test on the per-request log ratios when the sides sent the same
+/// requests ([`Pairing::Matched`]), else the unpaired Hodges-Lehmann / Mann-Whitney on the sorted
+/// values `cs` and `bs`; records on `ch` which test ran, and (for a paired test, or when request
+/// identities were recorded but did not match) says so in its reason.
+fn p50_estimate(input: &CheckInput, cs: &[f64], bs: &[f64], ch: &mut Draft) -> Option<P50Estimate> {
+    let paired = match input.pairing {
+        Pairing::Matched(d) => d.get(&input.metric),
+        _ => None,
+    };
+    if let Some(p) =
+        paired.and_then(|p| stats::signed_rank::signed_rank_log_shift(&p.d, input.alpha))
+    {
+        ch.test = Some(P50Test::PairedSignedRank);
+        ch.reason = format!("paired over {} matched requests", p.n);
+        return Some(P50Estimate {
+            shift: p.shift,
+            p_greater: p.p_greater,
+            p_less: p.p_less,
+            n: p.n,
+        });
+    }
+    let shift = stats::shift::hodges_lehmann_ratio(cs, bs, input.alpha)?;
+    ch.test = Some(P50Test::UnpairedRankSum);
+    if let Pairing::Unmatched(why) = input.pairing {
+        ch.reason = format!("unpaired: {why}");
+    }
+    Some(P50Estimate {
+        shift,
+        p_greater: stats::rank::mann_whitney_greater(cs, bs)?,
+        p_less: stats::rank::mann_whitney_less(cs, bs)?,
+        n: bs.len().min(cs.len()),
+    })
 }
 
 /// The blocks' order, base A and candidate B: "ABBA".

@@ -25,6 +25,7 @@ pub(super) fn tail_check(input: &CheckInput, q: Quantile) -> Draft {
         band,
         min_delta: md,
         alpha,
+        ..
     } = *input;
     let p = q.p();
     let mut ch = empty_check(Blank {

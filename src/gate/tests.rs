@@ -38,6 +38,7 @@ fn sample(med: f64, n: usize, phase: f64) -> Vec<f64> {
 fn run(b: Vec<f64>, c: Vec<f64>, qs: Vec<Quantile>) -> Vec<Check> {
     let s = ScenarioSamples {
         client_delay: None,
+        pairing: Pairing::default(),
         scenario: "s".into(),
         gate: gate(qs),
         metrics: vec![(
@@ -117,6 +118,7 @@ fn run_spread_widens_the_fail_tolerance() {
     // tolerance becomes exp(2.33 * 0.05 * sqrt(1.2)) - 1 = 13.6 %, so it is not a FAIL.
     let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
         client_delay: None,
+        pairing: Pairing::default(),
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50]),
         metrics: vec![(
@@ -178,6 +180,7 @@ fn run_spread_widens_the_fail_tolerance() {
 #[test]
 fn a_tolerance_learned_from_nights_is_capped_at_three_times_the_configured() {
     let mk = |nights: Option<usize>| ScenarioSamples {
+        pairing: Pairing::default(),
         client_delay: None,
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50]),
@@ -228,6 +231,7 @@ fn run_spread_widens_the_tail_exceedance_check_too() {
     // exp(2.33 * 0.15 * sqrt(1.2)) - 1 = 46.6 %, and a drift of 1.3x is not a FAIL there.
     let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
         client_delay: None,
+        pairing: Pairing::default(),
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50, Quantile::P99]),
         metrics: vec![(
@@ -319,6 +323,7 @@ fn blocked(order: &str, per_block: usize, change: f64, drift: f64) -> ScenarioSa
     let (nb, nc) = (base.len(), cand.len());
     ScenarioSamples {
         client_delay: None,
+        pairing: Pairing::default(),
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50]),
         metrics: vec![(
@@ -426,6 +431,7 @@ fn error_rate_increase_fails_below_max_error_rate_too() {
     g.max_error_rate = 0.6;
     let s = ScenarioSamples {
         client_delay: None,
+        pairing: Pairing::default(),
         scenario: "s".into(),
         gate: g,
         metrics: vec![],
@@ -455,6 +461,7 @@ fn error_rate_increase_fails_below_max_error_rate_too() {
 #[test]
 fn more_stopped_requests_fail_their_own_share_check_not_the_error_rate() {
     let s = |stopped: ErrorCounts| ScenarioSamples {
+        pairing: Pairing::default(),
         client_delay: None,
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50]),
@@ -511,6 +518,7 @@ fn itl_scenario(b: Vec<GapCluster>, c: Vec<GapCluster>, design: Design) -> Scena
     g.itl = Some(crate::config::scenario::ITL_BAND);
     ScenarioSamples {
         client_delay: None,
+        pairing: Pairing::default(),
         scenario: "s".into(),
         gate: g,
         metrics: vec![],
@@ -612,6 +620,7 @@ fn itl_p99_is_info_with_too_few_gaps_or_requests() {
 fn error_rate_increase_fails() {
     let s = ScenarioSamples {
         client_delay: None,
+        pairing: Pairing::default(),
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50]),
         metrics: vec![],
@@ -644,6 +653,7 @@ fn a_tail_exceedance_row_that_cannot_fail_is_not_gated() {
     assert_eq!(tail::exceedance_samples_needed(0.01), Some(31));
     let mk = |n: usize| ScenarioSamples {
         client_delay: None,
+        pairing: Pairing::default(),
         scenario: "s".into(),
         gate: gate(vec![Quantile::P50, Quantile::P99]),
         metrics: vec![(
@@ -723,6 +733,7 @@ fn a_client_delay_over_half_the_fail_move_ungates_ttft_not_tpot() {
         g.min_delta_ms.insert(Metric::Ttft, 1.0);
         let s = ScenarioSamples {
             client_delay: delay,
+            pairing: Pairing::default(),
             scenario: "s".into(),
             gate: g,
             metrics: vec![
@@ -808,4 +819,147 @@ fn a_client_delay_over_half_the_fail_move_ungates_ttft_not_tpot() {
     // a late tail on a busy machine while perfgate itself idles: the note, still gated
     let (machine, _) = mk(Some(ClientDelay::from_lag(1.3, 40.0, Some(0.1))));
     assert_eq!(find(&machine, Metric::Ttft).verdict, Verdict::Pass);
+}
+
+/// 24 prompts whose TTFT spans 20 to 400 ms, each with a ~5 % log-sd of its own noise (a
+/// deterministic grid of normal quantiles in two permutations), the candidate `change` slower.
+fn prompt_mix(change: f64) -> (Vec<f64>, Vec<f64>) {
+    let z = |k: usize| stats::normal::normal_quantile((k as f64 + 0.5) / 24.0);
+    (0..24)
+        .map(|i| {
+            let typical = 20.0 * 20f64.powf(i as f64 / 23.0);
+            (
+                typical * (0.05 * z(i * 7 % 24)).exp(),
+                typical * change * (0.05 * z(i * 11 % 24)).exp(),
+            )
+        })
+        .unzip()
+}
+
+fn run_mix(b: Vec<f64>, c: Vec<f64>, pairing: Pairing) -> Check {
+    run_mix_spread(b, c, pairing, BTreeMap::new())
+}
+
+fn run_mix_spread(
+    b: Vec<f64>,
+    c: Vec<f64>,
+    pairing: Pairing,
+    spread: BTreeMap<Metric, Spread>,
+) -> Check {
+    let mut g = gate(vec![Quantile::P50]);
+    g.metrics = vec![Metric::Ttft];
+    let s = ScenarioSamples {
+        client_delay: None,
+        stopped: ErrorCounts::default(),
+        pairing,
+        scenario: "s".into(),
+        gate: g,
+        metrics: vec![(
+            Metric::Ttft,
+            Samples { ok: b, failed: 0 },
+            Samples { ok: c, failed: 0 },
+        )],
+        errors: ErrorCounts::new((0, 24), (0, 24)),
+        spread,
+        looks: 1,
+        slo: Vec::new(),
+        design: Design::Committed,
+        itl: None,
+    };
+    evaluate(&[s]).0.remove(0)
+}
+
+fn matched(b: &[f64], c: &[f64]) -> Pairing {
+    let d = b.iter().zip(c).map(|(b, c)| c.ln() - b.ln()).collect();
+    Pairing::Matched(BTreeMap::from([(Metric::Ttft, Paired { d, tau: None })]))
+}
+
+#[test]
+fn a_prompt_mix_thirty_percent_slower_fails_paired_and_only_warns_unpaired() {
+    let (b, c) = prompt_mix(1.3);
+    let unpaired = run_mix(b.clone(), c.clone(), Pairing::NoIdentities);
+    assert_eq!(unpaired.verdict, Verdict::Warn, "{unpaired:?}");
+    assert_eq!(unpaired.test, Some(P50Test::UnpairedRankSum));
+    let paired = run_mix(b.clone(), c.clone(), matched(&b, &c));
+    assert_eq!(paired.verdict, Verdict::Fail, "{paired:?}");
+    assert_eq!(paired.test, Some(P50Test::PairedSignedRank));
+    assert!(
+        (paired.ratio.unwrap() - 1.3).abs() < 0.03,
+        "{:?}",
+        paired.ratio
+    );
+    // Every difference positive (24 of 24): T+ = 300. Requests 0, 6, 12, 18 have the same noise
+    // on both sides (7i = 11i mod 24), so four equal differences: a tie, the normal
+    // approximation: mu = 150, var = 24 * 25 * 49 / 24 - (4^3 - 4) / 48 = 1223.75,
+    // z = (300 - 150 - 0.5) / 34.982 = 4.2737, p = 9.673e-6.
+    assert!(
+        (paired.p_value.unwrap() - 9.673e-6).abs() < 1e-9,
+        "{:?}",
+        paired.p_value
+    );
+    assert!(
+        paired.reason.ends_with("; paired over 24 matched requests"),
+        "{}",
+        paired.reason
+    );
+}
+
+#[test]
+fn a_prompt_mix_unchanged_passes_paired() {
+    let (b, c) = prompt_mix(1.0);
+    let paired = run_mix(b.clone(), c.clone(), matched(&b, &c));
+    assert_eq!(paired.verdict, Verdict::Pass, "{paired:?}");
+    assert_eq!(paired.test, Some(P50Test::PairedSignedRank));
+    // The interval is as narrow as the per-request noise: within +-6 %.
+    let ci = paired.ci.unwrap();
+    assert!(
+        ci.lower.unwrap() > 0.94 && ci.upper.unwrap() < 1.06,
+        "{ci:?}"
+    );
+}
+
+#[test]
+fn unmatched_requests_are_tested_unpaired_and_say_why() {
+    let (b, c) = prompt_mix(1.0);
+    let plain = run_mix(b.clone(), c.clone(), Pairing::NoIdentities);
+    let ch = run_mix(b, c, Pairing::Unmatched(Unmatched::Differs { index: 3 }));
+    assert_eq!(ch.test, Some(P50Test::UnpairedRankSum));
+    assert_eq!(
+        (ch.ratio, ch.ci, ch.p_value),
+        (plain.ratio, plain.ci, plain.p_value)
+    );
+    assert!(
+        ch.reason
+            .ends_with("; unpaired: request 3 sent another prompt than the reference"),
+        "{}",
+        ch.reason
+    );
+}
+
+/// The bless runs' tau of a prompt mix (from run medians, which jump between prompts) is
+/// replaced in the paired P50's widening by the runs' spread measured request by request.
+#[test]
+fn the_paired_p50_is_widened_by_the_paired_spread_of_the_bless_runs() {
+    let (b, c) = prompt_mix(1.3);
+    let spread = BTreeMap::from([(
+        Metric::Ttft,
+        Spread {
+            tau: 0.3,
+            runs: 5,
+            nights: None,
+        },
+    )]);
+    let with = |tau: Option<f64>| {
+        let d = b.iter().zip(&c).map(|(b, c)| c.ln() - b.ln()).collect();
+        let pairing = Pairing::Matched(BTreeMap::from([(Metric::Ttft, Paired { d, tau })]));
+        run_mix_spread(b.clone(), c.clone(), pairing, spread.clone())
+    };
+    // Median tau 0.3, k 5: exp(2.33 x 0.3 x sqrt(1.2)) - 1 = 115.05 %: a WARN.
+    let medians = with(None);
+    assert_eq!(medians.verdict, Verdict::Warn, "{medians:?}");
+    assert!((medians.fail - 1.15053).abs() < 1e-4, "{}", medians.fail);
+    // Paired tau 0.02: exp(2.33 x 0.02 x sqrt(1.2)) - 1 = 5.2 % < 10 %: the configured 10 %.
+    let paired = with(Some(0.02));
+    assert_eq!(paired.verdict, Verdict::Fail, "{paired:?}");
+    assert_eq!((paired.fail, paired.tau), (0.1, None));
 }

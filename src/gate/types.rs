@@ -200,6 +200,76 @@ pub struct ScenarioSamples {
     /// a latency check it could account for is not gated ([`super::client`]). `None`: not
     /// probed (a simulation, an older results file).
     pub client_delay: Option<super::ClientDelay>,
+    /// Whether the two sides sent the same requests (docs/gate.md "Paired requests"): when they
+    /// did, each metric's per-request log differences, which the P50 check tests paired.
+    pub pairing: Pairing,
+}
+
+/// Whether the reference and the candidate sent the same requests, request by request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Pairing {
+    /// No request identities recorded (a fixed prompt: every request is the same request, so
+    /// pairing by index would gain nothing): the unpaired test, said nowhere.
+    #[default]
+    NoIdentities,
+    /// Identities recorded, but the sides did not send the same requests: the unpaired test,
+    /// and the row says why.
+    Unmatched(Unmatched),
+    /// Per gated metric, the matched requests' log differences and the reference runs' paired
+    /// spread.
+    Matched(BTreeMap<Metric, Paired>),
+}
+
+/// One metric's matched requests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Paired {
+    /// One log difference per matched request with the metric on both sides (and in every
+    /// reference run): ln(candidate) - the mean of ln(reference) over the reference's runs.
+    pub d: Vec<f64>,
+    /// The upper 90 % bound of the reference runs' run-to-run spread measured request by
+    /// request ([`crate::stats::spread::paired_spread_upper`]), which replaces the bless runs'
+    /// tau (measured on run medians, which jump between the prompts of a mix) in the paired
+    /// P50's widening; `None` with one reference run.
+    pub tau: Option<f64>,
+}
+
+/// Why two sides' requests could not be paired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmatched {
+    /// One side has a request without a recorded identity.
+    Unidentified,
+    /// The candidate's request `index` was not sent by every reference run.
+    Missing { index: u64 },
+    /// The candidate's request `index` sent another prompt (or lengths) than the reference's.
+    Differs { index: u64 },
+    /// Request `index` appears twice on one side.
+    Repeated { index: u64 },
+}
+
+impl std::fmt::Display for Unmatched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unmatched::Unidentified => write!(f, "a request has no recorded identity"),
+            Unmatched::Missing { index } => {
+                write!(f, "request {index} is not in every reference run")
+            }
+            Unmatched::Differs { index } => {
+                write!(f, "request {index} sent another prompt than the reference")
+            }
+            Unmatched::Repeated { index } => write!(f, "request {index} appears twice"),
+        }
+    }
+}
+
+/// Which test a P50 check ran (docs/gate.md "Paired requests").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum P50Test {
+    /// The sides sent the same requests: Wilcoxon signed-rank on the per-request log ratios,
+    /// Hodges-Lehmann estimate from the Walsh averages.
+    PairedSignedRank,
+    /// Mann-Whitney rank sum on the pooled values, Hodges-Lehmann shift with the Moses interval.
+    UnpairedRankSum,
 }
 
 /// The ITL P99 check's input: per request, its gaps, on each side.
@@ -311,6 +381,9 @@ pub struct Check {
     /// Nights of the nightly history that tau was learned from (absent: the bless runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tau_nights: Option<usize>,
+    /// P50: which test ran (absent on other checks and on the blocked design's P50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<P50Test>,
     /// The family-wise alpha the Holm-adjusted p-value was compared with (kept so that
     /// `perfgate report` can redo Holm over the union of merged shards).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -345,6 +418,7 @@ impl Check {
             fail_configured: None,
             tau: None,
             tau_nights: None,
+            test: None,
             alpha: None,
         }
     }

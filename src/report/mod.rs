@@ -107,7 +107,13 @@ pub fn fmt_change(c: &Check) -> String {
                 ),
                 None => String::new(),
             };
-            format!("{}{ci}", pct(r))
+            // The paired test says so: its interval is of another kind (docs/gate.md "Paired
+            // requests"); the unpaired one, the default, says nothing.
+            let paired = match c.test {
+                Some(crate::gate::P50Test::PairedSignedRank) => " paired",
+                _ => "",
+            };
+            format!("{}{ci}{paired}", pct(r))
         }
     }
 }
@@ -622,6 +628,23 @@ mod tests {
         assert_eq!(
             fmt_change(&p50(10.0, 13.0, 1.3, 1.4)),
             "+30.0% [+0.0%, +40.0%]"
+        );
+    }
+
+    /// Issue 43: a P50 tested paired says so in its change column; the unpaired one says
+    /// nothing (as before); the JSON names either.
+    #[test]
+    fn a_paired_p50_says_paired_in_its_change() {
+        let mut c = p50(10.0, 13.0, 1.3, 1.4);
+        c.test = Some(crate::gate::P50Test::PairedSignedRank);
+        assert_eq!(fmt_change(&c), "+30.0% [+0.0%, +40.0%] paired");
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["test"], "paired_signed_rank");
+        c.test = Some(crate::gate::P50Test::UnpairedRankSum);
+        assert_eq!(fmt_change(&c), "+30.0% [+0.0%, +40.0%]");
+        assert_eq!(
+            serde_json::to_value(&c).unwrap()["test"],
+            "unpaired_rank_sum"
         );
     }
 

@@ -1,6 +1,6 @@
 //! Pure statistics for the regression gate (docs/gate.md; each file cites the literature of its
 //! formulas): quantiles, rank tests, the Hodges-Lehmann shift with its Moses
-//! interval, exact binomial/Fisher tests and Holm's step-down adjustment.
+//! interval, the paired signed-rank test with its Walsh-average interval, exact binomial/Fisher tests and Holm's step-down adjustment.
 //!
 //! Invariants shared by every submodule:
 //! - no I/O, no printing, no serde: functions take slices and numbers and return numbers;
@@ -19,6 +19,7 @@ pub mod objective;
 pub mod quantile;
 pub mod rank;
 pub mod shift;
+pub mod signed_rank;
 pub mod spread;
 pub mod tail;
 pub mod tests_exact;

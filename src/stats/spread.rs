@@ -66,6 +66,35 @@ pub fn spread_upper_of_medians(meds: &[f64], within: &[f64], gamma: f64) -> Opti
     Some((upper_total - v_w).max(0.0).sqrt())
 }
 
+/// The upper 90 % bound of tau from k >= 2 runs that sent the same n requests: `logs[j][i]` is
+/// ln(value) of request i in run j (every run the same length). Each request's mean over the
+/// runs is taken out first (r_ij = logs[j][i] - mean_j logs[j][i]), so the spread between requests
+/// (a prompt mix of 4 to 300 words) is no part of it, as it is of run medians: run j's effect is
+/// e_j = median_i r_ij, its sampling variance pi/2 s_j^2 / n with s_j^2 = k/(k-1) var_i(r_ij) (the
+/// centring shrinks each request's deviations by (k-1)/k), and the bound is
+/// [`spread_upper_of_medians`] of those. `None` with fewer than 2 runs or 2 requests, or runs of
+/// unequal length.
+pub fn paired_spread_upper(logs: &[Vec<f64>]) -> Option<f64> {
+    let k = logs.len();
+    let n = logs.first()?.len();
+    if k < 2 || n < 2 || logs.iter().any(|r| r.len() != n) {
+        return None;
+    }
+    let mean: Vec<f64> = (0..n)
+        .map(|i| logs.iter().map(|r| r[i]).sum::<f64>() / k as f64)
+        .collect();
+    let (mut effects, mut within) = (Vec::with_capacity(k), Vec::with_capacity(k));
+    for run in logs {
+        let mut r: Vec<f64> = run.iter().zip(&mean).map(|(x, m)| x - m).collect();
+        let avg = r.iter().sum::<f64>() / n as f64;
+        let var = r.iter().map(|x| (x - avg).powi(2)).sum::<f64>() / (n - 1) as f64;
+        r.sort_by(f64::total_cmp);
+        effects.push(super::quantile::quantile_type7(&r, 0.5)?);
+        within.push(std::f64::consts::FRAC_PI_2 * var * k as f64 / (k - 1) as f64 / n as f64);
+    }
+    spread_upper_of_medians(&effects, &within, 0.10)
+}
+
 /// The upper ~90 % bound of the night-to-night spread tau from a series of nightly log
 /// medians in night order, robust to a level step, to outlier nights and to nights that
 /// alternate. Two scale estimates, the smaller taken:
@@ -249,5 +278,34 @@ mod tests {
             "{w}"
         );
         assert_eq!(spread_upper_of_series(&[0.0, 0.1], &[0.0, 0.0]), None);
+    }
+
+    #[test]
+    fn paired_spread_ignores_the_spread_between_requests() {
+        // Run 1 is 0.2 above run 0 on every request: centred, e = (-0.1, +0.1) and no
+        // deviation within a run (within = 0), whatever the requests' own levels.
+        let by_hand = spread_upper_of_medians(&[-0.1, 0.1], &[0.0, 0.0], 0.10).unwrap();
+        // S^2 = 0.02, chi2_1(0.10) = 0.015791: sqrt(0.02 / 0.015791) = 1.12541.
+        assert!((by_hand - 1.12541).abs() < 1e-4, "{by_hand}");
+        for levels in [[0.0, 1.0, 2.0], [0.0, 5.0, 10.0]] {
+            let logs = vec![levels.to_vec(), levels.iter().map(|x| x + 0.2).collect()];
+            let got = paired_spread_upper(&logs).unwrap();
+            assert!((got - by_hand).abs() < 1e-12, "{got}");
+        }
+        // Five runs of the same 4 requests 2 ms to 200 ms apart, each request within 1 % of
+        // itself from run to run: a bound of under 1 %.
+        let same: Vec<Vec<f64>> = (0..5)
+            .map(|j| {
+                [2.0f64, 20.0, 100.0, 200.0]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| x.ln() + 0.01 * ((i + j) % 3) as f64)
+                    .collect()
+            })
+            .collect();
+        let tau = paired_spread_upper(&same).unwrap();
+        assert!(tau < 0.01, "{tau}");
+        assert_eq!(paired_spread_upper(&same[..1]), None);
+        assert_eq!(paired_spread_upper(&[vec![1.0, 2.0], vec![1.0]]), None);
     }
 }

@@ -28,6 +28,7 @@ mod load_shards;
 mod messages;
 mod nightly;
 mod open_loop;
+mod paired;
 mod prefix_cache;
 mod prompt_set;
 mod report_cli;

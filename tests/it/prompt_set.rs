@@ -214,10 +214,8 @@ fn a_bad_prompt_file_line_is_named_and_exits_2() {
 /// The gate on a prompt set: a prefill four times as slow per prompt token (the simulator's
 /// `ttft_per_token_ms`, not part of the fingerprint) fails TTFT. By hand: the entries' median
 /// prompt is 32 words, so TTFT P50 goes from about 5 + 0.25 x 32 = 13 ms to 5 + 1 x 32 = 37 ms,
-/// and the requests are the same ones (no workload drift). (Twice as slow, +46 % at the median,
-/// is only a WARN at 24 requests: between two samples of a mix of 4- to 300-word prompts the
-/// unpaired shift's interval is wide, [-14 %, +170 %]; pairing requests by index would be far
-/// tighter.)
+/// and the requests are the same ones (no workload drift), so the P50 is tested paired
+/// (tests/it/paired.rs: a 30 % slower prefill fails too).
 #[test]
 fn a_slower_prefill_fails_the_prompt_set_scenario() {
     let yaml = MIXED.replace(
