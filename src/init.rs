@@ -2,7 +2,9 @@
 //! `scenarios/example.yaml` showing every key (on the built-in simulator, so it runs with no key
 //! and no network), an empty `baselines/` (with `.gitkeep`) and a pull-request workflow
 //! `.github/workflows/perfgate.yml` (from `examples/workflows/perfgate-pr.yml`). Never
-//! overwrites: when any of the files exists, nothing is written and the exit code is 2.
+//! overwrites: when any of the files exists, nothing is written and the exit code is 2. A
+//! `.gitignore` for what runs leave behind (server logs, reports, results) is written only when
+//! there is none; an existing one is left alone and the lines to add are printed.
 
 use crate::exit::{self, Error};
 use std::path::{Path, PathBuf};
@@ -41,19 +43,38 @@ pub fn workflow() -> String {
     out
 }
 
+/// The `.gitignore` `init` writes: the server logs (`ab` writes `.base`/`.candidate` beside the
+/// scenario's `log:`) and the report and results files the docs name. Never the scenarios or
+/// baselines, which are committed.
+pub const GITIGNORE: &str = "\
+# Written by `perfgate init`: what perfgate runs leave in the tree. Commit scenarios/ and baselines/.
+perfgate-server*.log
+perfgate-results.json
+perfgate-report.md
+perfgate-report.html
+perfgate-junit.xml
+report.md
+report.html
+results.json
+";
+
 /// The files `init` writes under `dir`, with their contents.
 pub fn files(dir: &Path) -> Vec<(PathBuf, String)> {
-    // `init` in the current directory names the files as a user would type them.
-    let dir = if dir == Path::new(".") {
-        Path::new("")
-    } else {
-        dir
-    };
+    let dir = as_typed(dir);
     vec![
         (dir.join("scenarios/example.yaml"), EXAMPLE_YAML.to_string()),
         (dir.join("baselines/.gitkeep"), String::new()),
         (dir.join(".github/workflows/perfgate.yml"), workflow()),
     ]
+}
+
+/// `init` in the current directory names the files as a user would type them.
+fn as_typed(dir: &Path) -> &Path {
+    if dir == Path::new(".") {
+        Path::new("")
+    } else {
+        dir
+    }
 }
 
 /// Writes the scaffold into `dir`; refuses (exit 2, nothing written) when any file exists.
@@ -74,6 +95,25 @@ pub fn init(dir: &Path) -> Result<i32, Error> {
             source,
         })?;
         println!("wrote {}", p.display());
+    }
+    let gitignore = as_typed(dir).join(".gitignore");
+    if gitignore.exists() {
+        let lines: String = GITIGNORE
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| format!("  {l}\n"))
+            .collect();
+        println!(
+            "{} exists, left as it is; add these lines to it:\n{lines}",
+            gitignore.display()
+        );
+    } else {
+        crate::fsutil::write_atomic(&gitignore, GITIGNORE).map_err(|source| Error::Write {
+            context: "init: ",
+            path: gitignore.clone(),
+            source,
+        })?;
+        println!("wrote {}", gitignore.display());
     }
     let cd = if dir == Path::new(".") || dir.as_os_str().is_empty() {
         String::new()

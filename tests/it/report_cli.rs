@@ -82,6 +82,55 @@ fn init_scaffolds_a_project_that_validates() {
 }
 
 #[test]
+fn init_writes_a_gitignore_for_run_outputs_but_never_edits_one() {
+    // a fresh directory: the server logs of `ab` (log: perfgate-server.log -> .base/.candidate)
+    // and the report files are ignored, the scenarios and baselines are not
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("proj");
+    let out = perfgate().arg("init").arg(&d).assert().code(0);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(
+        stdout.contains("wrote ") && stdout.contains(".gitignore"),
+        "{stdout}"
+    );
+    let gi = std::fs::read_to_string(d.join(".gitignore")).unwrap();
+    let lines: Vec<&str> = gi.lines().filter(|l| !l.starts_with('#')).collect();
+    for want in [
+        "perfgate-server*.log",
+        "perfgate-results.json",
+        "perfgate-report.md",
+        "perfgate-report.html",
+        "perfgate-junit.xml",
+        "report.md",
+        "report.html",
+        "results.json",
+    ] {
+        assert!(lines.contains(&want), "{want} not in {gi}");
+    }
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("baselines") || l.contains("scenarios")),
+        "{gi}"
+    );
+    // an existing .gitignore is the user's: left as it was, init still succeeds and says what to add
+    let e = tempfile::tempdir().unwrap();
+    std::fs::write(e.path().join(".gitignore"), "target/\n").unwrap();
+    let out = perfgate().arg("init").arg(e.path()).assert().code(0);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert_eq!(
+        std::fs::read_to_string(e.path().join(".gitignore")).unwrap(),
+        "target/\n"
+    );
+    assert!(
+        stdout.contains(".gitignore exists, left as it is; add these lines to it:")
+            && stdout.contains("perfgate-server*.log"),
+        "{stdout}"
+    );
+    assert!(e.path().join("scenarios/example.yaml").is_file());
+}
+
+#[test]
 fn init_refuses_to_overwrite_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
