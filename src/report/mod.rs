@@ -526,31 +526,55 @@ pub fn write_outputs(r: &Report, o: &Outputs) -> Written {
     out
 }
 
-/// A sparkline of `values` (oldest first) in eight block heights between their min and max;
-/// a night without a value is a space.
+/// The least half-height of a sparkline, relative to the middle of its range: the default P50
+/// fail tolerance, so nights within +-10 % never fill the bars from ▁ to █.
+pub const SPARK_MIN_HALF_SPAN: f64 = 0.10;
+
+/// The scale a sparkline of `values` is drawn on, `(bottom, top)` in the values' unit: the
+/// finite values' range, widened to at least +-[`SPARK_MIN_HALF_SPAN`] of its middle. `None`
+/// without a finite value.
+pub fn spark_scale(values: &[f64]) -> Option<(f64, f64)> {
+    let (lo, hi) = values
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+    if lo > hi {
+        return None;
+    }
+    let mid = (lo + hi) / 2.0;
+    let half = ((hi - lo) / 2.0).max(mid.abs() * SPARK_MIN_HALF_SPAN);
+    Some((mid - half, mid + half))
+}
+
+/// A sparkline of `values` (oldest first) in eight block heights on [`spark_scale`]: each bar
+/// an eighth of it, so a step beyond +-10 % spans ▁ to █ and noise within it does not; a night
+/// without a value is a space.
 pub fn sparkline(values: &[f64]) -> String {
     const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    let ok = values.iter().copied().filter(|v| v.is_finite());
-    let (lo, hi) = ok.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-        (a.min(v), b.max(v))
-    });
+    let scale = spark_scale(values);
     values
         .iter()
-        .map(|&v| {
-            if !v.is_finite() {
-                ' '
-            } else if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
-                BLOCKS[3]
-            } else {
-                let k = ((v - lo) / (hi - lo) * 7.0).round() as usize;
-                BLOCKS[k.min(7)]
+        .map(|&v| match scale {
+            Some((bottom, top)) if v.is_finite() => {
+                let half = (top - bottom) / 2.0;
+                if half <= 0.0 {
+                    return BLOCKS[4];
+                }
+                // from the middle, so the middle itself is exactly bar 4
+                let k = (((v - (bottom + half)) / half + 1.0) * 4.0).floor();
+                BLOCKS[(k.max(0.0) as usize).min(7)]
             }
+            _ => ' ',
         })
         .collect()
 }
 
 /// The nightly series of a scenario in one line per gated metric: `TPOT P50, last 33 of 33
-/// nights: ▁▂▁▃█▇█ (5.01 ms .. 6.02 ms tonight; step up on night 30)`.
+/// nights: ▁▂▁▃█▇█ (bars 4.96 ms .. 6.06 ms; lowest 5.01 ms, tonight 6.02 ms; step up on night
+/// 30)`: the bars' scale is said beside them, a full bar being its top.
 pub fn nightly_lines(s: &crate::results::NightlySeries) -> Vec<String> {
     let first_shown = s.first_shown();
     s.metrics()
@@ -572,8 +596,12 @@ pub fn nightly_lines(s: &crate::results::NightlySeries) -> Vec<String> {
                     )
                 })
                 .collect();
+            let bars = match spark_scale(&v) {
+                Some((bottom, top)) => format!("bars {} .. {}; ", fmt_ms(bottom), fmt_ms(top)),
+                None => String::new(),
+            };
             format!(
-                "{} P50, last {} of {} nights: {} (lowest {}, tonight {}{})",
+                "{} P50, last {} of {} nights: {} ({bars}lowest {}, tonight {}{})",
                 m.label(),
                 s.nights.len(),
                 s.total,
@@ -655,6 +683,50 @@ mod tests {
         c.kind = CheckKind::ChangePoint;
         assert_eq!(fmt_value(&c, Some(21.923)), "21.9 ms");
         assert_eq!(sparkline(&[1.0, 2.0, f64::NAN, 8.0]), "▁▂ █");
-        assert_eq!(sparkline(&[3.0, 3.0]), "▄▄");
+        assert_eq!(sparkline(&[3.0, 3.0]), "▅▅");
+    }
+
+    /// Issue 46: nights within +-5 % (37.0-40.6 ms) drew `▁..█`, a trend to the eye. The bars
+    /// span at least +-10 % of the middle of the range: mid 38.8 ms, half-height 3.88 ms, bar
+    /// floor(((v - 38.8) / 3.88 + 1) * 4): 37.0 -> 2.14, 38.6 -> 3.79, 39.5 -> 4.72, 40.6 -> 5.86,
+    /// 40.2 -> 5.44.
+    #[test]
+    fn a_sparkline_of_noise_stays_in_the_middle_and_a_step_spans_the_bars() {
+        let noise = sparkline(&[37.0, 38.6, 39.5, 40.6, 40.2]);
+        assert_eq!(noise, "▃▄▅▆▆");
+        assert!(!noise.contains('▁') && !noise.contains('█'), "{noise}");
+        // +50 %: mid 50, half-height max(10, 5) = 10: 40 -> 0 (▁), 60 -> 8, the top bar (█)
+        assert_eq!(
+            sparkline(&[40.0, 40.0, 40.0, 40.0, 60.0, 60.0, 60.0]),
+            "▁▁▁▁███"
+        );
+        // what a full bar means, in ms: the scale the bars were drawn on
+        let (lo, hi) = spark_scale(&[37.0, 38.6, 39.5, 40.6, 40.2]).unwrap();
+        assert!(
+            (lo - 34.92).abs() < 1e-9 && (hi - 42.68).abs() < 1e-9,
+            "{lo} {hi}"
+        );
+        assert_eq!(spark_scale(&[40.0, 60.0]), Some((40.0, 60.0)));
+        assert_eq!(spark_scale(&[f64::NAN]), None);
+        // the nightly line says that scale beside the bars
+        let nights = [37.0, 38.6, 39.5, 40.6, 40.2]
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| crate::results::NightPoint {
+                time: format!("2026-11-0{}T03:00:00Z", i + 1),
+                commit: None,
+                p50_ms: [(crate::config::Metric::Tpot, v)].into(),
+            })
+            .collect();
+        let series = crate::results::NightlySeries {
+            branch: "perfgate-history".into(),
+            total: 5,
+            nights,
+            steps: vec![],
+        };
+        assert_eq!(
+            nightly_lines(&series),
+            ["TPOT P50, last 5 of 5 nights: ▃▄▅▆▆ (bars 34.9 ms .. 42.7 ms; lowest 37.0 ms, tonight 40.2 ms)"]
+        );
     }
 }
