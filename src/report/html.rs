@@ -295,7 +295,7 @@ fn figure(
     word: &str,
     show: fn(f64) -> String,
 ) {
-    let Some(svg) = plot::ecdf_svg_in(title, unit, b.map(Vec::as_slice), c, 420, 280) else {
+    let Some(svg) = plot::ecdf_svg_in(title, unit, word, b.map(Vec::as_slice), c, 420, 280) else {
         return;
     };
     let med = |xs: &[f64]| {

@@ -68,7 +68,7 @@ pub(super) fn framed<'a, 'b>(
 
 /// An ECDF panel as an SVG document (`<svg ...>...</svg>`), `w` x `h` px. `baseline` is `None`
 /// when its values are not available; an empty side is not drawn. Returns `None` when there is
-/// nothing to draw.
+/// nothing to draw. The reference side's legend says `baseline`.
 pub fn ecdf_svg(
     title: &str,
     baseline: Option<&[f64]>,
@@ -76,13 +76,15 @@ pub fn ecdf_svg(
     w: u32,
     h: u32,
 ) -> Option<String> {
-    ecdf_svg_in(title, "ms", baseline, candidate, w, h)
+    ecdf_svg_in(title, "ms", "baseline", baseline, candidate, w, h)
 }
 
-/// [`ecdf_svg`] of values in `unit` (the x axis's label: `ms`, `tokens`).
+/// [`ecdf_svg`] of values in `unit` (the x axis's label: `ms`, `tokens`), the reference side's
+/// legend saying `word` (`base` in an A/B report, as its page does; [`super::base_word`]).
 pub fn ecdf_svg_in(
     title: &str,
     unit: &str,
+    word: &str,
     baseline: Option<&[f64]>,
     candidate: &[f64],
     w: u32,
@@ -139,7 +141,7 @@ pub fn ecdf_svg_in(
             chart
                 .draw_series(LineSeries::new(steps(b, lo, hi), BASELINE.stroke_width(2)))
                 .ok()?
-                .label(format!("baseline (n={})", b.len()))
+                .label(format!("{word} (n={})", b.len()))
                 .legend(|(x, y)| {
                     PathElement::new(vec![(x, y), (x + 16, y)], BASELINE.stroke_width(2))
                 });

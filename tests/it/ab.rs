@@ -170,6 +170,11 @@ fn a_candidate_30_percent_slower_per_token_fails_on_tpot_against_the_base_arm() 
         html.contains(">base</span>"),
         "the base arm's curves are drawn"
     );
+    // and the plots' legends name the base arm as the page does (issue 46: "baseline (n=20)")
+    assert!(
+        html.contains("base (n=20)") && !html.contains("baseline (n="),
+        "a legend says baseline"
+    );
     let xml = std::fs::read_to_string(d.path().join("r.xml")).unwrap();
     assert!(
         xml.contains("name=\"ab_order\" value=\"AB")
