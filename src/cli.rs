@@ -207,8 +207,11 @@ struct AbArgs {
     /// The candidate arm's model id [default: the scenario's endpoint.model].
     #[arg(long, value_name = "MODEL")]
     candidate_model: Option<String>,
-    /// The base arm's server command line (one string, split like a shell would, nothing
-    /// expanded), replacing server.command (or server.base.command) of every scenario.
+    /// The base arm's server command line: one string, split like a shell would (quotes,
+    /// backslashes), then ${VAR} and ${VAR:-default} expanded in each word as in server.command
+    /// of the scenario file ($VAR without braces is left to your shell: double quotes expand it,
+    /// single quotes keep ${VAR} for perfgate). It replaces server.command (or
+    /// server.base.command) of every scenario.
     #[arg(long, value_name = "COMMAND")]
     base_server_cmd: Option<String>,
     /// The candidate arm's server command line, as --base-server-cmd.

@@ -375,6 +375,35 @@ mod tests {
         );
     }
 
+    /// Issue 46 read the flag as expanding nothing; it is expanded as `server.command` is (after
+    /// the split): `${VAR}` and `${VAR:-default}`, from the environment perfgate runs in.
+    #[test]
+    fn a_server_cmd_flag_expands_variables_as_the_scenario_file_does() {
+        let env = |k: &str| (k == "M").then(|| "/models/a b.gguf".to_string());
+        let over = ArmOverride {
+            server_command: Some(
+                split_command("srv -m ${M} --port ${PORT:-8081} --alias 'x y'").unwrap(),
+            ),
+            ..Default::default()
+        };
+        let b =
+            crate::config::parse_str_as(ARMS, "t.yaml", &env, Reading::Arm(ArmKey::Base, &over))
+                .unwrap()
+                .remove(0);
+        assert_eq!(
+            b.server.unwrap().command,
+            [
+                "srv",
+                "-m",
+                "/models/a b.gguf",
+                "--port",
+                "8081",
+                "--alias",
+                "x y"
+            ]
+        );
+    }
+
     #[test]
     fn loopback_names_are_one_place() {
         let p = endpoint_place;

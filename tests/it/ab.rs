@@ -1131,3 +1131,22 @@ fn no_server_arms_are_asked_who_they_are_and_where_the_time_went() {
         "{b} {c}"
     );
 }
+
+/// Issue 46: the flag's help said "nothing expanded", read as "unlike `server.command`"; the
+/// words are expanded as `server.command`'s are (config::arm's test), and the help says so.
+#[test]
+fn the_server_cmd_flags_say_how_they_expand_variables() {
+    let out = crate::support::perfgate()
+        .args(["ab", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        help.contains("then ${VAR} and ${VAR:-default} expanded in each word as in server.command of the scenario file")
+            && !help.contains("nothing expanded"),
+        "{help}"
+    );
+}
