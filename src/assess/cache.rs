@@ -72,8 +72,13 @@ fn fmt(x: Option<f64>) -> String {
 /// rate: the reference could not measure one, or none ran and the server reported none). On the
 /// measured rate: PASS when its lower bound is at least the least rate, FAIL when its upper
 /// bound is below it, WARN (cannot tell at this many pairs) between; a measured rate without
-/// bounds (one pair) and the reported one (`reference: 0`) are compared as they are.
-pub fn check(sc: &Scenario, s: &CacheSummary) -> Option<Result<Check, String>> {
+/// bounds (one pair) and the reported one (`reference: 0`) are compared as they are. `base` is
+/// the baseline's (or base arm's) summary: its rate is shown beside the candidate's, not judged.
+pub fn check(
+    sc: &Scenario,
+    s: &CacheSummary,
+    base: Option<&CacheSummary>,
+) -> Option<Result<Check, String>> {
     let min = sc.gate.cache_hit_rate?;
     let Some((hit, source)) = s.hit_rate() else {
         return Some(Err(format!(
@@ -125,6 +130,8 @@ pub fn check(sc: &Scenario, s: &CacheSummary) -> Option<Result<Check, String>> {
         baseline: Some(min),
         candidate: Some(hit),
         n_candidate: s.requests,
+        baseline_hit_rate: base.and_then(CacheSummary::hit_rate).map(|(h, _)| h),
+        reference_pairs: (source == cache::HitSource::Measured).then_some(s.reference_pairs),
         verdict,
         reason: format!(
             "prefix cache hit rate {}{bounds} ({}{other}) {why}{end}",

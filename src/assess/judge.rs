@@ -245,7 +245,17 @@ pub fn judge(
         res.notes.push(format!("sequential sampling: {why}"));
     }
     if run.is_ok() {
-        judge_cache(sc, cand, res);
+        let base = match reference {
+            Reference::Baseline(b) => b
+                .loaded
+                .filter(|_| b.unusable.is_none())
+                .and_then(|b| b.cache.clone()),
+            Reference::BaseArm(a) => a
+                .run
+                .ok()
+                .and_then(|r| super::cache::summary(a.scenario, r)),
+        };
+        judge_cache(sc, cand, base.as_ref(), res);
     }
     res.records = cand.records.iter().map(RequestRecord::rounded).collect();
     j
@@ -270,13 +280,19 @@ pub fn error_rate_problem(sc: &Scenario, m: &Measured) -> Option<(Status, String
 
 /// The prefix cache of a conversation scenario (or one with `gate.cache.hit_rate`): its
 /// summary and notes, and the `gate.cache.hit_rate` check (a scenario with no hit rate to
-/// check could not be measured: that gate never passes silently).
-fn judge_cache(sc: &Scenario, cand: &RunOutput, res: &mut ScenarioResult) {
+/// check could not be measured: that gate never passes silently); `base` is the reference's
+/// summary, whose rate the check shows beside the candidate's.
+fn judge_cache(
+    sc: &Scenario,
+    cand: &RunOutput,
+    base: Option<&crate::stats::cache::CacheSummary>,
+    res: &mut ScenarioResult,
+) {
     let Some(summary) = super::cache::summary(sc, cand) else {
         return;
     };
     res.notes.extend(super::cache::notes(&summary));
-    match super::cache::check(sc, &summary) {
+    match super::cache::check(sc, &summary, base) {
         Some(Ok(c)) => res.checks.push(c),
         Some(Err(why)) => {
             if matches!(res.status, Status::Compared | Status::NoBaseline) {

@@ -388,6 +388,14 @@ pub struct Check {
     /// `perfgate report` can redo Holm over the union of merged shards).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha: Option<f64>,
+    /// `gate.cache.hit_rate`: the baseline's (or the base arm's) hit rate, measured as the
+    /// candidate's is (`baseline` holds the least rate, the objective); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_hit_rate: Option<f64>,
+    /// `gate.cache.hit_rate`: the cold-reference pairs the candidate's measured rate comes
+    /// from (absent when the rate is the server's reported one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_pairs: Option<usize>,
 }
 
 impl Check {
@@ -420,6 +428,8 @@ impl Check {
             tau_nights: None,
             test: None,
             alpha: None,
+            baseline_hit_rate: None,
+            reference_pairs: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! value can start another command.
 
 use crate::gate::Verdict;
-use crate::report::{fmt_change, fmt_check_name, fmt_value};
+use crate::report::{fmt_baseline, fmt_change, fmt_check_name, fmt_value};
 use crate::results::Results;
 use std::io::Write;
 use std::path::Path;
@@ -41,7 +41,7 @@ pub fn annotations(r: &Results) -> Vec<String> {
                 let msg = format!(
                     "{name} of {}: {} -> {}, change {}. {}",
                     s.name,
-                    fmt_value(c, c.baseline),
+                    fmt_baseline(c),
                     fmt_value(c, c.candidate),
                     fmt_change(c),
                     c.reason

@@ -5,7 +5,10 @@
 //! verdict table with the numbers behind each verdict. Text from servers and files is escaped.
 
 use super::plot::{self, BASELINE, CANDIDATE};
-use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value, Distributions, Report};
+use super::{
+    fmt_baseline, fmt_change, fmt_check_name, fmt_ms, fmt_n, fmt_tolerance, fmt_value,
+    Distributions, Report,
+};
 use crate::gate::Verdict;
 use crate::results::{ScenarioResult, Status};
 use crate::summary::SummaryKey;
@@ -537,15 +540,14 @@ fn scenario(o: &mut String, rep: &Report, s: &ScenarioResult) {
         for c in &s.checks {
             let _ = writeln!(
                 o,
-                "<tr class=\"{}\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}/{}</td><td>{}</td><td class=\"why\">{}</td></tr>",
+                "<tr class=\"{}\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"why\">{}</td></tr>",
                 class(c.verdict),
                 escape(&fmt_check_name(c)),
-                fmt_value(c, c.baseline),
+                fmt_baseline(c),
                 fmt_value(c, c.candidate),
                 escape(&fmt_change(c)),
                 escape(&fmt_tolerance(c)),
-                c.n_baseline,
-                c.n_candidate,
+                fmt_n(c),
                 badge(c.verdict),
                 escape(&c.reason)
             );

@@ -5,7 +5,7 @@
 //! `<skipped>`. A scenario that was not compared gets one testcase: `<error>` when it could not be
 //! measured or is misconfigured, `<skipped>` when it has no usable baseline.
 
-use super::{fmt_change, fmt_check_name, fmt_tolerance, fmt_value};
+use super::{fmt_baseline, fmt_change, fmt_check_name, fmt_n, fmt_tolerance, fmt_value};
 use crate::gate::{Check, Verdict};
 use crate::results::{Results, ScenarioResult, Status};
 use std::fmt::Write;
@@ -32,14 +32,13 @@ pub fn escape(s: &str) -> String {
 /// The numbers behind a verdict, one line.
 pub fn numbers(c: &Check, word: &str) -> String {
     let mut s = format!(
-        "{}: {word} {}, candidate {}, change {}, tolerance warn/fail {}, n {}/{}",
+        "{}: {word} {}, candidate {}, change {}, tolerance warn/fail {}, n {}",
         fmt_check_name(c),
-        fmt_value(c, c.baseline),
+        fmt_baseline(c),
         fmt_value(c, c.candidate),
         fmt_change(c),
         fmt_tolerance(c),
-        c.n_baseline,
-        c.n_candidate
+        fmt_n(c)
     );
     match c.p_holm {
         Some(p) if p < 1e-4 => s.push_str(", Holm-adjusted p < 0.0001"),

@@ -4,7 +4,7 @@
 //! `<details>`. Text that came from a server or a file (error messages, model names, scenario
 //! names) is escaped so it cannot inject markdown, HTML, mentions or links.
 
-use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value};
+use super::{fmt_baseline, fmt_change, fmt_check_name, fmt_ms, fmt_n, fmt_tolerance, fmt_value};
 use crate::gate::Verdict;
 use crate::results::{Results, Status};
 use crate::summary::SummaryKey;
@@ -259,14 +259,13 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
             for c in &gated {
                 let _ = writeln!(
                     o,
-                    "| {} | {} | {} | {} | {} | {}/{} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} |",
                     fmt_check_name(c),
-                    fmt_value(c, c.baseline),
+                    fmt_baseline(c),
                     fmt_value(c, c.candidate),
                     fmt_change(c),
                     fmt_tolerance(c),
-                    c.n_baseline,
-                    c.n_candidate,
+                    fmt_n(c),
                     emoji(c.verdict),
                     escape(&c.reason)
                 );
@@ -367,7 +366,7 @@ fn table_rows(r: &Results) -> Vec<Row> {
                     "| {} | {} | {} | {} | {} | {} |",
                     escape(&s.name),
                     fmt_check_name(c),
-                    fmt_value(c, c.baseline),
+                    fmt_baseline(c),
                     fmt_value(c, c.candidate),
                     change,
                     emoji(c.verdict)

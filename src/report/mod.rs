@@ -62,6 +62,30 @@ pub fn cache_lines(c: &crate::stats::cache::CacheSummary) -> Vec<String> {
     out
 }
 
+/// The baseline column: the baseline's estimate; for `gate.cache.hit_rate` the baseline's
+/// measured hit rate (`-` without one), its least rate being in the tolerance column.
+pub fn fmt_baseline(c: &Check) -> String {
+    fmt_value(c, shown_baseline(c))
+}
+
+/// The baseline value a row compares with: [`Check::baseline_hit_rate`] for the cache hit
+/// rate (its `baseline` is the objective), else `baseline`.
+fn shown_baseline(c: &Check) -> Option<f64> {
+    match c.kind {
+        CheckKind::CacheHitRate => c.baseline_hit_rate,
+        _ => c.baseline,
+    }
+}
+
+/// The n column: `20/20` (baseline/candidate); `8 pairs` for a cache hit rate measured by
+/// the cold reference's pairs.
+pub fn fmt_n(c: &Check) -> String {
+    match c.reference_pairs {
+        Some(p) => format!("{p} pairs"),
+        None => format!("{}/{}", c.n_baseline, c.n_candidate),
+    }
+}
+
 /// The change column: `+30.1% [+25.0%, +35.2%]` for quantiles (ratio with its CI); the
 /// difference in percentage points for shares (error rate, requests above the pooled P90).
 pub fn fmt_change(c: &Check) -> String {
@@ -74,7 +98,7 @@ pub fn fmt_change(c: &Check) -> String {
             | CheckKind::ErrorSlo
             | CheckKind::CacheHitRate,
             _,
-        ) => match (c.baseline, c.candidate) {
+        ) => match (shown_baseline(c), c.candidate) {
             (Some(b), Some(x)) => format!("{:+.1} pp", (x - b) * 100.0),
             _ => "-".into(),
         },
@@ -134,7 +158,7 @@ pub fn fmt_tolerance(c: &Check) -> String {
     match c.kind {
         CheckKind::ErrorRate | CheckKind::StoppedRate => "significant increase".into(),
         CheckKind::Slo(_) | CheckKind::ErrorSlo => "objective (SLO)".into(),
-        CheckKind::CacheHitRate => format!("at least {:.0}%", c.fail * 100.0),
+        CheckKind::CacheHitRate => format!(">= {:.0}%", c.fail * 100.0),
         CheckKind::ChangePoint => format!("step >= {:.0}%, 3 nights", c.fail * 100.0),
         _ if c.min_delta_ms > 0.0 => format!(
             "{:.0}% / {fail}, >{}{catches}",
@@ -423,7 +447,7 @@ pub fn info_line(info: &[&crate::gate::Check], word: &str) -> Option<String> {
             format!(
                 "{} {word} {}, candidate {}",
                 fmt_check_name(c),
-                fmt_value(c, c.baseline),
+                fmt_baseline(c),
                 fmt_value(c, c.candidate)
             )
         })
@@ -639,6 +663,37 @@ mod tests {
             "verdict": "FAIL", "reason": "",
         }))
         .unwrap()
+    }
+
+    fn cache(base_rate: Option<f64>, pairs: Option<usize>) -> Check {
+        let mut c: Check = serde_json::from_value(serde_json::json!({
+            "scenario": "chat", "kind": "cache_hit_rate",
+            "baseline": 0.4, "candidate": 0.875, "ratio": null,
+            "ci": null, "p_value": null, "p_holm": null,
+            "warn": 0.4, "fail": 0.4, "min_delta_ms": 0.0, "n_baseline": 0, "n_candidate": 20,
+            "verdict": "PASS", "reason": "",
+        }))
+        .unwrap();
+        c.baseline_hit_rate = base_rate;
+        c.reference_pairs = pairs;
+        c
+    }
+
+    /// Issue 46: the cache row showed the objective (40 %) as the baseline and the change from
+    /// it (+47.5 pp), and n as 0/20; the baseline column is the baseline's measured rate, the
+    /// objective is the tolerance, the change is from the baseline's rate, n is the pairs.
+    #[test]
+    fn the_cache_row_shows_the_baselines_rate_and_the_objective_apart() {
+        let c = cache(Some(0.87), Some(8));
+        assert_eq!(fmt_change(&c), "+0.5 pp");
+        assert_eq!(fmt_tolerance(&c), ">= 40%");
+        assert_eq!(fmt_baseline(&c), "87.0%");
+        assert_eq!(fmt_n(&c), "8 pairs");
+        // without a baseline (or its rate), no change from the objective either
+        let c = cache(None, None);
+        assert_eq!(fmt_change(&c), "-");
+        assert_eq!(fmt_baseline(&c), "-");
+        assert_eq!(fmt_n(&c), "0/20");
     }
 
     /// Issue 26: against a 0 ms baseline the change read `+20163335899900.0%`; a baseline at

@@ -6,7 +6,7 @@
 //! commands or megabytes in one field).
 
 use super::safe_text::field as safe;
-use super::{fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value};
+use super::{fmt_baseline, fmt_change, fmt_check_name, fmt_ms, fmt_tolerance, fmt_value};
 use crate::gate::Verdict;
 use crate::results::{Results, Status};
 use crate::summary::SummaryKey;
@@ -130,7 +130,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
             for c in &shown {
                 t.add_row(vec![
                     fmt_check_name(c),
-                    fmt_value(c, c.baseline),
+                    fmt_baseline(c),
                     fmt_value(c, c.candidate),
                     fmt_change(c),
                     fmt_tolerance(c),

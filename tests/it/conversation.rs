@@ -227,6 +227,37 @@ fn a_server_that_reports_everything_cached_is_judged_by_its_ttfts() {
     );
 }
 
+/// Issue 46: the cache row showed the objective as its baseline; it shows the baseline's
+/// measured rate, the objective as the tolerance, n as the reference pairs.
+#[test]
+fn the_cache_check_shows_the_baselines_measured_rate_beside_the_objective() {
+    let dir = project(&(ON.to_string() + "      cache: {hit_rate: \">= 40%\"}\n"));
+    let (code, text) = run(dir.path(), &["bless", "--runs", "2", "--allow-unstable"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = run(dir.path(), &["check", "--output", "r.json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let v = crate::report_schema::validator();
+    assert_eq!(crate::report_schema::errors(&v, &r), Vec::<String>::new());
+    let check = r["scenarios"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "cache_hit_rate")
+        .expect("the cache check")
+        .clone();
+    let b = json(&dir.path().join("baselines/chat.json"));
+    assert_eq!(check["baseline"], 0.4);
+    assert_eq!(check["baseline_hit_rate"], b["cache"]["measured_hit_rate"]);
+    assert_eq!(check["reference_pairs"], 6);
+    let base = format!("{:.1}%", f(&check["baseline_hit_rate"]) * 100.0);
+    let row = text
+        .lines()
+        .find(|l| l.contains("cache hit rate"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains(&base) && row.contains(">= 40%"), "{row}");
+}
+
 #[test]
 fn conversation_scenarios_are_validated_with_the_fix() {
     let bad = [
