@@ -53,6 +53,22 @@ pub fn change_legend(checks: &[&Check], word: &str) -> Option<String> {
     ))
 }
 
+/// How to read a `tail>P90` row, after its label (the PR comment's legend and the terminal's):
+/// a share in points whose tolerance is on the P90 ratio, against a P90 pooled per comparison.
+pub const TAIL_LEGEND: &str = "the share of requests slower than the usual P90 (the P90 of both \
+     runs pooled, so the baseline's share moves from one comparison to the next); about 10 % \
+     when nothing changed, and its change is in percentage points; its tolerance applies to the \
+     ratio of the two P90s (the HD P90 ratio its reason names), not to the points";
+
+/// The terminal's `tail>P90` legend line, when a gated (not INFO) row of `r` is one.
+pub fn results_tail_legend(r: &crate::results::Results) -> Option<String> {
+    r.scenarios
+        .iter()
+        .flat_map(|s| s.checks.iter())
+        .any(|c| c.verdict != Verdict::Info && c.kind == CheckKind::TailExceedance)
+        .then(|| format!("tail>P90: {TAIL_LEGEND}."))
+}
+
 /// [`change_legend`] for every gated (not INFO) check of `r`, in the report's own word for
 /// the reference (`baseline`, or `base` in an A/B run).
 pub fn results_legend(r: &crate::results::Results) -> Option<String> {

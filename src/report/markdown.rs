@@ -414,11 +414,10 @@ fn legend(rows: &[Row], r: &Results) -> String {
         );
     }
     if any(|l| l.tail) {
-        parts.push(
-            "*tail>P90*: the share of requests slower than the usual P90 (the P90 of both runs \
-             pooled); about 10 % when nothing changed, and its change is in percentage points"
-                .to_string(),
-        );
+        parts.push(format!(
+            "*tail>P90*: {}",
+            crate::report::footnotes::TAIL_LEGEND
+        ));
     }
     let rest = if parts.is_empty() {
         String::new()

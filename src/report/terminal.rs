@@ -211,6 +211,9 @@ pub fn render_styled(r: &Results, color: bool) -> String {
     if let Some(line) = crate::report::footnotes::results_legend(r) {
         let _ = writeln!(out, "\n{line}");
     }
+    if let Some(line) = crate::report::footnotes::results_tail_legend(r) {
+        let _ = writeln!(out, "{line}");
+    }
     let overall = overall_colour(r.verdict);
     if let Some(blind) = crate::report::drift_blind(r) {
         let _ = write!(

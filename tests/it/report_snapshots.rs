@@ -57,6 +57,19 @@ fn terminal_snapshot() {
     snap!("terminal", terminal::render(&fixture()));
 }
 
+/// Issue 46: a tail>P90 row (a change in points beside a relative tolerance, against a P90
+/// pooled per comparison) was explained in the PR comment's legend only; the terminal has the
+/// same line, which says what the tolerance applies to.
+#[test]
+fn terminal_explains_a_tail_row_as_the_markdown_does() {
+    let r = fixture();
+    let legend = "the share of requests slower than the usual P90 (the P90 of both runs pooled, so the baseline's share moves from one comparison to the next); about 10 % when nothing changed, and its change is in percentage points; its tolerance applies to the ratio of the two P90s (the HD P90 ratio its reason names), not to the points.";
+    let md = markdown::render(&r);
+    assert!(md.contains(&format!("*tail>P90*: {legend}")), "{md}");
+    let text = terminal::render(&r);
+    assert!(text.contains(&format!("\ntail>P90: {legend}\n")), "{text}");
+}
+
 #[test]
 fn terminal_colour_changes_nothing_but_the_escape_codes() {
     let r = fixture();
