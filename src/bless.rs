@@ -291,8 +291,50 @@ pub async fn bless(
             p50(SummaryKey::Ttft),
             p50(SummaryKey::Tpot),
         );
+        for line in sample_sizes(sc, &b) {
+            println!("  {}: {line}", sc.name);
+        }
     }
     Ok(code)
+}
+
+/// How many samples (docs/baselines.md): per gated metric with a P50, the change a check at
+/// `load.samples` requests catches when the candidate is distributed as this baseline, and the
+/// n that would catch half the excess over the fail tolerance ([`crate::gate::power`]):
+/// `TTFT P50 catches about +21% at n = 20; n = 80 for +15%`.
+pub fn sample_sizes(sc: &Scenario, b: &baseline::Baseline) -> Vec<String> {
+    use crate::config::Quantile;
+    use crate::gate::power;
+    if !sc.gate.quantiles.contains(&Quantile::P50) {
+        return Vec::new();
+    }
+    let n = sc.load.samples as usize;
+    sc.gate
+        .metrics
+        .iter()
+        .filter_map(|&m| {
+            let values: Vec<f64> = b
+                .runs
+                .iter()
+                .flat_map(|r| r.records.iter().filter_map(|x| x.metric(m)))
+                .collect();
+            let sorted = crate::stats::sorted(&values);
+            let fail = sc.gate.band(m, Quantile::P50).fail;
+            let now = power::catches_at(&sorted, n, fail, sc.gate.alpha)?;
+            let target = ((fail + (now - fail) / 2.0) * 100.0).ceil() / 100.0;
+            let more = (target < now)
+                .then(|| power::samples_for(&sorted, target, fail, sc.gate.alpha, n + 1))
+                .flatten()
+                .map_or(String::new(), |k| {
+                    format!("; n = {k} for {:+.0}%", target * 100.0)
+                });
+            Some(format!(
+                "{} P50 catches about {:+.0}% at n = {n}{more}",
+                m.label(),
+                now * 100.0
+            ))
+        })
+        .collect()
 }
 
 /// `perfgate bless --from RESULTS.json --arm base|candidate`: measures nothing; writes the

@@ -31,6 +31,7 @@ mod family;
 mod finish;
 mod itl;
 mod p50;
+pub mod power;
 mod slo;
 mod tail;
 mod types;

@@ -80,7 +80,7 @@ pub(super) fn p50_check(input: &CheckInput) -> Draft {
     // half-width) with probability 1 - alpha, so r = (1 + fail) e^w. Judged in ms below
     // min_delta: no ratio to state.
     if !tiny_base && w.is_finite() && w >= 0.0 {
-        ch.min_detectable_change = Some((1.0 + band.fail) * w.exp() - 1.0);
+        ch.min_detectable_change = Some(super::power::min_detectable(band.fail, w));
     }
     let target = (lim - shift.ratio.ln()).abs();
     ch.samples_needed = needed(n, w, target);

@@ -1763,3 +1763,38 @@ fn a_check_on_another_cpu_than_the_bless_says_so() {
         stdout(&o)
     );
 }
+
+/// Issue 46 item 1: after a bless, what a P50 check at load.samples catches and the n for a
+/// smaller change, the same figures the library computes from the blessed file's requests.
+#[test]
+fn bless_says_what_the_scenario_catches_at_its_n() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        "scenarios:\n  - name: chat\n    endpoint: {base_url: 'sim://?ttft_ms=40&tpot_ms=4&seed=3', model: perfgate-sim}\n    request: {max_tokens: 8, prompt: hello}\n    load: {concurrency: 1, samples: 20}\n",
+    )
+    .unwrap();
+    let (code, text) =
+        crate::support::run_in(dir.path(), &["bless", "--runs", "2", "--allow-unstable"]);
+    assert_eq!(code, Some(0), "{text}");
+    let b = perfgate::baseline::load(&dir.path().join("baselines/chat.json")).unwrap();
+    let ttft: Vec<f64> = b
+        .runs
+        .iter()
+        .flat_map(|r| r.records.iter().filter_map(|x| x.ttft_ms))
+        .collect();
+    let sorted = perfgate::stats::sorted(&ttft);
+    let now = perfgate::gate::power::catches_at(&sorted, 20, 0.10, 0.01).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("chat: TTFT P50 catches about"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains(&format!(
+            "catches about {:+.0}% at n = 20; n = ",
+            now * 100.0
+        )),
+        "{line} vs {now}"
+    );
+}
