@@ -467,6 +467,9 @@ pub fn bless_from(
             p50(SummaryKey::Ttft),
             p50(SummaryKey::Tpot),
         );
+        for line in sample_sizes(sc, &b) {
+            println!("  {}: {line}", sc.name);
+        }
     }
     Ok(exit::OK)
 }

@@ -279,6 +279,12 @@ fn bless_from_writes_the_base_arm_as_the_baseline_that_check_then_reads() {
     assert_eq!(b["runs"].as_array().unwrap().len(), 1);
     assert_eq!(b["runs"][0]["records"].as_array().unwrap().len(), 20);
     assert!(b.get("run_spread").is_none_or(Value::is_null));
+    // how many samples, as a measured bless says it (issue 46 item 1)
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("\n  tpot: TPOT P50 catches about +") && out.contains(" at n = 20"),
+        "{out}"
+    );
     let blessed_p50 = b["summary"]["tpot_ms"]["p50"].as_f64().unwrap();
     assert!(
         (blessed_p50 - base_tpot).abs() < 0.2,
