@@ -201,7 +201,8 @@ fn a_candidate_30_percent_slower_per_token_fails_on_tpot_against_the_base_arm() 
 
 #[test]
 fn identical_arms_pass_and_are_called_an_a_a_run() {
-    // two streams per arm at once: each arm keeps its own concurrency
+    // two streams per arm at once: each arm keeps its own concurrency (overlapping: two
+    // in-process simulators on one machine otherwise take turns, each arm half the time)
     let d = dir_with(&SCENARIO.replace("warmup: 2}", "warmup: 2, concurrency: 2}"));
     let (code, text, r) = run(
         d.path(),
@@ -213,6 +214,8 @@ fn identical_arms_pass_and_are_called_an_a_a_run() {
             SIM_BASE,
             "--candidate-url",
             SIM_BASE,
+            "--overlap",
+            "allowed",
             "--seed",
             "5",
             "--output",
