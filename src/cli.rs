@@ -190,6 +190,16 @@ enum DesignArg {
     Blocked,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OverlapArg {
+    /// Take turns when both arms run on this machine, overlap otherwise.
+    Auto,
+    /// Always take turns: no request of one arm in flight with one of the other.
+    Never,
+    /// Each arm at its own concurrency, whatever the other has in flight.
+    Allowed,
+}
+
 #[derive(Debug, Args)]
 struct AbArgs {
     #[command(flatten)]
@@ -225,6 +235,12 @@ struct AbArgs {
     /// time (one GPU), --blocks blocks per arm in ABBA order, the server swapped between blocks.
     #[arg(long, value_enum, default_value_t = DesignArg::Interleaved)]
     design: DesignArg,
+    /// Interleaved: whether both arms may have requests in flight at once. `auto`: the arms take
+    /// turns when both run on this machine (servers perfgate starts, loopback endpoints, sim://),
+    /// where they would slow each other, and overlap otherwise; `never`: always take turns;
+    /// `allowed`: each arm at its own concurrency (the overlap is measured and noted).
+    #[arg(long, value_enum, default_value_t = OverlapArg::Auto)]
+    overlap: OverlapArg,
     /// Blocks per arm of --design blocked (2 or more; 2 = ABBA, 4 = ABBABAAB).
     #[arg(long, value_name = "K", value_parser = parse_blocks)]
     blocks: Option<usize>,
@@ -246,6 +262,11 @@ struct AbArgs {
     id: String,
     #[command(flatten)]
     github: crate::github::GithubArgs,
+}
+
+fn parse_prefill_cpu(s: &str) -> Result<crate::sim::PrefillCpu, String> {
+    crate::sim::PrefillCpu::parse(s)
+        .ok_or_else(|| format!("{s:?} is not `off`, `any` or a core number"))
 }
 
 fn parse_cache_report(s: &str) -> Result<crate::sim::CacheReport, String> {
@@ -370,6 +391,11 @@ struct SimArgs {
     /// zero (fault injection: a server misreporting its cache).
     #[arg(long, value_name = "MODE", conflicts_with = "replay", default_value = "honest", value_parser = parse_cache_report)]
     cache_report: crate::sim::CacheReport,
+    /// The prefill as CPU work: off (a wait), any (the TTFT's worth of CPU time on one compute
+    /// thread, so simulators sharing the cores slow each other, as two servers on one machine),
+    /// or a core number to pin that thread to (Linux).
+    #[arg(long, value_name = "WHERE", conflicts_with = "replay", default_value = "off", value_parser = parse_prefill_cpu)]
+    prefill_cpu: crate::sim::PrefillCpu,
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]
     replay: Option<PathBuf>,
@@ -791,6 +817,11 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
             )))
         }
         (DesignArg::Interleaved, None) => crate::ab::DesignChoice::Interleaved,
+        (DesignArg::Blocked, _) if a.overlap != OverlapArg::Auto => {
+            return Err(Error::Usage(
+                "--overlap applies to --design interleaved; in the blocked design one arm runs at a time".to_string(),
+            ))
+        }
         (DesignArg::Blocked, k) => crate::ab::DesignChoice::Blocked {
             per_arm: k.unwrap_or(crate::ab::DEFAULT_BLOCKS),
         },
@@ -823,6 +854,11 @@ async fn cmd_ab(a: AbArgs) -> Result<i32, Error> {
         .map_err(|e| Error::Usage(e.to_string()))?;
     let opts = crate::ab::AbOptions {
         design,
+        overlap: match a.overlap {
+            OverlapArg::Auto => crate::ab::OverlapChoice::Auto,
+            OverlapArg::Never => crate::ab::OverlapChoice::Never,
+            OverlapArg::Allowed => crate::ab::OverlapChoice::Allowed,
+        },
         seed: a.seed,
         id,
         unlisted_model: if a.require_listed_model {
@@ -926,6 +962,7 @@ async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
             ttft_per_token_ms: a.ttft_per_token_ms,
             prefix_cache_block: a.prefix_cache_block,
             cache_report: a.cache_report,
+            prefill_cpu: a.prefill_cpu,
         };
         cfg.validate().map_err(|e| Error::Sim {
             context: "sim: ",

@@ -320,6 +320,24 @@ impl AbDesign {
     }
 }
 
+/// How much both arms of an interleaved A/B run had requests in flight at once (docs/ab.md
+/// "When the arms overlap").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AbOverlap {
+    /// The arms took turns: a request of one arm was sent only once the other had none in
+    /// flight.
+    pub alternated: bool,
+    /// Both arms run on this machine (servers perfgate started, loopback endpoints, the
+    /// built-in simulator), so requests in flight at once slow each other.
+    pub one_host: bool,
+    /// `both_ms / any_ms`, 0 to 1.
+    pub share: f64,
+    /// Time both arms had at least one request in flight, ms.
+    pub both_ms: f64,
+    /// Time at least one arm had a request in flight, ms.
+    pub any_ms: f64,
+}
+
 /// One block of a blocked A/B run, in the order they ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AbBlock {
@@ -349,6 +367,10 @@ pub struct AbResult {
     /// Blocked: every block, in the order they ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocks: Vec<AbBlock>,
+    /// Interleaved: how much the arms' requests were in flight at once (absent for blocked,
+    /// where one arm runs at a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<AbOverlap>,
     /// The base arm's endpoint (secrets redacted) and model.
     pub base_endpoint: String,
     pub base_model: String,

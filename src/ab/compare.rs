@@ -75,6 +75,7 @@ fn one(
         alternations,
         seed: (design == AbDesign::Interleaved).then_some(opts.seed),
         blocks: runs.blocks.iter().map(|(b, _)| b.clone()).collect(),
+        overlap: runs.overlap.clone(),
         base_endpoint: ab.base.endpoint.shown_url(),
         base_model: ab.base.endpoint.model.clone(),
         base_measured: assess::measured(base_run),

@@ -7,8 +7,8 @@ use super::plan;
 use crate::config::Scenario;
 use crate::execute::{self, MeasureError, Opened};
 use crate::gate::Side;
-use crate::results::AbBlock;
-use crate::runner::{RunOutput, Session};
+use crate::results::{AbBlock, AbOverlap};
+use crate::runner::{InFlight, RunOutput, Session};
 use crate::server::Others;
 use std::time::Instant;
 
@@ -20,6 +20,8 @@ pub struct AbRuns {
     pub order: Vec<Side>,
     /// Blocked: each block's records (in the arm's record order) and its start.
     pub blocks: Vec<(AbBlock, Vec<crate::record::RequestRecord>)>,
+    /// Interleaved: how much the arms' requests were in flight at once.
+    pub overlap: Option<AbOverlap>,
 }
 
 impl AbRuns {
@@ -33,6 +35,7 @@ impl AbRuns {
             candidate,
             order,
             blocks: Vec::new(),
+            overlap: None,
         }
     }
 }
@@ -56,14 +59,26 @@ async fn open_arm(sc: &Scenario, others: Others) -> Result<(Opened, Session), Me
 
 /// Both arms up at once: base and candidate opened (servers side by side, each on its own
 /// port), warmed up, then `samples` requests per arm in seeded AB/BA pairs, each arm at the
-/// scenario's concurrency.
-pub async fn interleaved(base: &Scenario, cand: &Scenario, seed: u64) -> AbRuns {
+/// scenario's concurrency; with [`InFlight::OneArm`] the arms take turns ([`plan::turns`]:
+/// one arm's turn of `concurrency` requests, then the other's once the first has none in
+/// flight). `one_host` (both arms on this machine) is recorded with the measured overlap.
+pub async fn interleaved(
+    base: &Scenario,
+    cand: &Scenario,
+    seed: u64,
+    in_flight: InFlight,
+    one_host: bool,
+) -> AbRuns {
     let keys: Vec<&str> = [base, cand]
         .iter()
         .filter_map(|s| s.server.as_ref().map(|x| x.key.as_str()))
         .collect();
     crate::server::stop_except(&keys).await;
-    let order = plan::interleaved(cand.load.samples as usize, seed);
+    let n = cand.load.samples as usize;
+    let order = match in_flight {
+        InFlight::BothArms => plan::interleaved(n, seed),
+        InFlight::OneArm => plan::turns(n, cand.load.concurrency as usize, seed),
+    };
     let (ob, mut sb) = match open_arm(base, Others::Keep).await {
         Ok(x) => x,
         Err(e) => return AbRuns::failed(Side::Base, e, order),
@@ -82,7 +97,8 @@ pub async fn interleaved(base: &Scenario, cand: &Scenario, seed: u64) -> AbRuns 
             Side::Candidate => 1,
         })
         .collect();
-    crate::runner::measure_interleaved([&mut sb, &mut sc], &idx).await;
+    let spans = crate::runner::measure_interleaved([&mut sb, &mut sc], &idx, in_flight).await;
+    let alternated = in_flight == InFlight::OneArm;
     let mut out_b = sb.output();
     let mut out_c = sc.output();
     drop((sb, sc));
@@ -93,6 +109,7 @@ pub async fn interleaved(base: &Scenario, cand: &Scenario, seed: u64) -> AbRuns 
         candidate: Ok(out_c),
         order,
         blocks: Vec::new(),
+        overlap: Some(super::overlap::of(&spans, alternated, one_host)),
     }
 }
 
@@ -169,6 +186,7 @@ pub async fn blocked(base: &Scenario, cand: &Scenario, k: usize) -> AbRuns {
         candidate: pool(c),
         order,
         blocks,
+        overlap: None,
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod compare;
 pub mod measure;
+pub mod overlap;
 pub mod pair;
 pub mod plan;
 
@@ -26,10 +27,24 @@ pub enum DesignChoice {
     Blocked { per_arm: usize },
 }
 
+/// Whether the interleaved design may have both arms' requests in flight at once
+/// (`--overlap`, docs/ab.md "When the arms overlap").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverlapChoice {
+    /// The arms take turns when both are on this machine, and overlap otherwise.
+    Auto,
+    /// The arms always take turns.
+    Never,
+    /// Each arm at its own concurrency whatever the other has in flight (measured and noted).
+    Allowed,
+}
+
 /// Options of one A/B run.
 #[derive(Debug, Clone)]
 pub struct AbOptions {
     pub design: DesignChoice,
+    /// Interleaved: whether the arms' requests may overlap.
+    pub overlap: OverlapChoice,
     /// Seed of the interleaved order.
     pub seed: u64,
     /// The check id (comment marker).
@@ -46,6 +61,8 @@ pub struct AbScenario {
     pub candidate: Scenario,
     /// Notes known before measuring (e.g. both arms on one endpoint).
     pub notes: Vec<String>,
+    /// Both arms run on this machine ([`pair::one_host`]).
+    pub one_host: bool,
 }
 
 /// Why `perfgate ab` cannot run this scenario with this design, and what to do instead; `None`
@@ -101,6 +118,7 @@ pub fn interrupted_results(scs: &[AbScenario], opts: &AbOptions) -> Results {
             candidate: Err(crate::execute::MeasureError::Interrupted),
             order: Vec::new(),
             blocks: Vec::new(),
+            overlap: None,
         })
         .collect();
     let mut results = compare::compare(scs, runs, opts);
@@ -120,6 +138,7 @@ pub async fn run_ab(scs: &[AbScenario], opts: &AbOptions) -> Results {
                 candidate: Err(crate::execute::MeasureError::Interrupted),
                 order: Vec::new(),
                 blocks: Vec::new(),
+                overlap: None,
             });
             continue;
         }
@@ -127,7 +146,13 @@ pub async fn run_ab(scs: &[AbScenario], opts: &AbOptions) -> Results {
             "perfgate: measuring {} as A/B ({}; {} warmup + {} requests per arm, concurrency {} per arm): base {}, candidate {}",
             ab.written.name,
             match opts.design {
-                DesignChoice::Interleaved => "interleaved".to_string(),
+                DesignChoice::Interleaved => match plan::in_flight(opts.overlap, ab.one_host) {
+                    crate::runner::InFlight::OneArm if ab.one_host => {
+                        "interleaved, the arms taking turns: both on this machine".to_string()
+                    }
+                    crate::runner::InFlight::OneArm => "interleaved, the arms taking turns".to_string(),
+                    crate::runner::InFlight::BothArms => "interleaved".to_string(),
+                },
                 DesignChoice::Blocked { per_arm } => format!(
                     "blocked {}",
                     plan::letters(&plan::blocked(per_arm))
@@ -140,12 +165,24 @@ pub async fn run_ab(scs: &[AbScenario], opts: &AbOptions) -> Results {
             sc.endpoint.shown_url(),
         );
         let r = match opts.design {
-            DesignChoice::Interleaved => measure::interleaved(&ab.base, sc, opts.seed).await,
+            DesignChoice::Interleaved => {
+                let in_flight = plan::in_flight(opts.overlap, ab.one_host);
+                measure::interleaved(&ab.base, sc, opts.seed, in_flight, ab.one_host).await
+            }
             DesignChoice::Blocked { per_arm } => measure::blocked(&ab.base, sc, per_arm).await,
         };
         runs.push(r);
     }
     let mut results = compare::compare(scs, runs, opts);
+    for s in &mut results.scenarios {
+        if let Some(n) =
+            s.ab.as_ref()
+                .and_then(|a| a.overlap.as_ref())
+                .and_then(overlap::note)
+        {
+            s.notes.push(n);
+        }
+    }
     results.incomplete = crate::cancel::requested();
     results.decide();
     results

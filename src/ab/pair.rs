@@ -4,7 +4,7 @@
 
 use super::{unsupported, AbScenario, DesignChoice};
 use crate::config::server::ServerSpec;
-use crate::config::Scenario;
+use crate::config::{Scenario, Target};
 
 /// Scenarios an A/B run cannot run, each with why and what to do instead; nothing was measured.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -23,6 +23,28 @@ fn started(arm: &Scenario) -> Option<ServerSpec> {
         key: String::new(),
         ..s
     })
+}
+
+/// Whether both arms run on this machine, where their requests in flight at once would slow
+/// each other: each arm starts its server (perfgate starts it here), is the built-in simulator,
+/// or is a loopback endpoint (`localhost`, 127.0.0.0/8, `[::1]`). Pure.
+pub fn one_host(base: &Scenario, cand: &Scenario) -> bool {
+    on_this_machine(base) && on_this_machine(cand)
+}
+
+fn on_this_machine(arm: &Scenario) -> bool {
+    if arm.server.is_some() {
+        return true;
+    }
+    match &arm.endpoint.target {
+        Target::Sim(_) => true,
+        Target::Http { base_url } => url::Url::parse(base_url).is_ok_and(|u| match u.host() {
+            Some(url::Host::Domain(d)) => d.trim_end_matches('.').eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(a)) => a.is_loopback(),
+            Some(url::Host::Ipv6(a)) => a.is_loopback(),
+            None => false,
+        }),
+    }
 }
 
 /// Pairs each scenario as `written` with its `base` and `cand` readings (the three lists in the
@@ -95,6 +117,7 @@ pub fn pair(
             ));
         }
         let ab = AbScenario {
+            one_host: one_host(&b, &c),
             written: w,
             base: b,
             candidate: c,

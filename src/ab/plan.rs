@@ -1,7 +1,9 @@
 //! The order of an A/B run (pure): which arm each request (interleaved) or block (blocked) goes
 //! to, and how an arm's samples are split over its blocks (docs/design.md "A/B runs").
 
+use super::OverlapChoice;
 use crate::gate::Side;
+use crate::runner::InFlight;
 
 /// Interleaved order of `per_arm` requests per arm: `per_arm` consecutive pairs, each AB or BA
 /// by a coin of the seeded generator. Balanced by construction: after every pair both arms have
@@ -19,6 +21,34 @@ pub fn interleaved(per_arm: usize, seed: u64) -> Vec<Side> {
         }
     }
     out
+}
+
+/// Interleaved order when the arms take turns ([`InFlight::OneArm`]): pairs of turns, each AB
+/// or BA by a coin of the seeded generator, a turn `width` requests of one arm (the arm's
+/// concurrency, so a turn fills its slots; the last turns shorter when `per_arm` is not a
+/// multiple). With `width` 1 it is [`interleaved`]'s order.
+pub fn turns(per_arm: usize, width: usize, seed: u64) -> Vec<Side> {
+    let width = width.max(1);
+    let coins = interleaved(per_arm.div_ceil(width), seed);
+    let mut out = Vec::with_capacity(2 * per_arm);
+    let mut done = 0;
+    for pair in coins.chunks(2) {
+        let n = width.min(per_arm - done);
+        for &side in pair {
+            out.extend(std::iter::repeat_n(side, n));
+        }
+        done += n;
+    }
+    out
+}
+
+/// How the arms' requests may overlap: `--overlap auto` keeps them apart when both arms are on
+/// this machine (where they would slow each other) and lets them overlap otherwise.
+pub fn in_flight(choice: OverlapChoice, one_host: bool) -> InFlight {
+    match (choice, one_host) {
+        (OverlapChoice::Never, _) | (OverlapChoice::Auto, true) => InFlight::OneArm,
+        (OverlapChoice::Allowed, _) | (OverlapChoice::Auto, false) => InFlight::BothArms,
+    }
 }
 
 /// Blocked order of `k` blocks per arm: the first 2k letters of the Thue-Morse sequence
@@ -73,6 +103,31 @@ mod tests {
             (10..=30).contains(&ab),
             "both pair orders occur: {ab} of 40 AB"
         );
+    }
+
+    #[test]
+    fn turns_of_one_are_the_interleaved_pairs() {
+        assert_eq!(turns(40, 1, 7), interleaved(40, 7));
+        // seed 7's first coins, by hand from interleaved(): the pairs' orders
+        let pairs = letters(&interleaved(3, 7));
+        let t = letters(&turns(6, 2, 7));
+        assert_eq!(t.len(), 12);
+        let want: String = pairs.chars().flat_map(|c| [c, c]).collect();
+        assert_eq!(t, want, "each letter of the pairs doubled");
+        // 5 per arm in turns of 2: 2 + 2 + 1 each
+        let t = turns(5, 2, 7);
+        assert_eq!(t.len(), 10);
+        assert_eq!(t.iter().filter(|&&s| s == Side::Base).count(), 5);
+        assert_eq!(&letters(&t)[8..], &letters(&interleaved(3, 7))[4..]);
+    }
+
+    #[test]
+    fn arms_on_one_machine_take_turns_by_default() {
+        use OverlapChoice::*;
+        assert_eq!(in_flight(Auto, true), InFlight::OneArm);
+        assert_eq!(in_flight(Auto, false), InFlight::BothArms);
+        assert_eq!(in_flight(Never, false), InFlight::OneArm);
+        assert_eq!(in_flight(Allowed, true), InFlight::BothArms);
     }
 
     #[test]

@@ -322,9 +322,10 @@ pub fn ab_line(s: &crate::results::ScenarioResult) -> Option<String> {
     let m = &ab.base_measured;
     let how = match ab.design {
         crate::results::AbDesign::Interleaved => format!(
-            "A/B interleaved: {} alternations (each an AB or BA pair of requests, seed {})",
+            "A/B interleaved: {} alternations (each an AB or BA pair of requests, seed {}){}",
             ab.alternations,
-            ab.seed.unwrap_or_default()
+            ab.seed.unwrap_or_default(),
+            ab.overlap.as_ref().map(overlap_words).unwrap_or_default()
         ),
         crate::results::AbDesign::Blocked => {
             let starts: Vec<String> = ab
@@ -352,6 +353,21 @@ pub fn ab_line(s: &crate::results::ScenarioResult) -> Option<String> {
         m.requests,
         m.failed
     ))
+}
+
+/// How much the arms of an interleaved run overlapped: `, the arms taking turns (both on this
+/// machine): in flight at once 0.0 % of the time`.
+fn overlap_words(o: &crate::results::AbOverlap) -> String {
+    let how = match (o.alternated, o.one_host) {
+        (true, true) => ", the arms taking turns (both on this machine)",
+        (true, false) => ", the arms taking turns",
+        (false, true) => ", both arms on this machine at their own concurrency",
+        (false, false) => ", each arm at its own concurrency",
+    };
+    format!(
+        "{how}: in flight at once {:.1} % of the time",
+        100.0 * o.share
+    )
 }
 
 /// One line for the head of a `perfgate ab` report: which designs ran, with their alternations

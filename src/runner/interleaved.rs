@@ -10,13 +10,39 @@ use std::time::Instant;
 /// Which of two sessions a request of an interleaved run goes to (index into the pair).
 pub type ArmIndex = usize;
 
+/// Whether both arms may have requests in flight at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InFlight {
+    /// Each arm within its own concurrency, whatever the other has in flight (arms on two
+    /// machines: neither slows the other).
+    BothArms,
+    /// A request of one arm is sent only once the other arm has none in flight (arms sharing
+    /// one machine, which would slow each other and draw their figures together).
+    OneArm,
+}
+
+/// One measured request's time in flight: its arm, and when it was sent and done (ms after the
+/// run's start, the task's own clock: a failed request counts as well).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub arm: ArmIndex,
+    pub start_ms: f64,
+    pub end_ms: f64,
+}
+
 /// Interleaved A/B (`perfgate ab`): sends one measured request per entry of `order` to
 /// `arms[order[k]]`, dispatched in that order, each session keeping at most its scenario's
 /// `concurrency` requests in flight (a request waits for a slot of its own arm; the next one
 /// in `order` waits for it). Both sessions share one clock origin, so their records'
 /// `start_ms` are comparable. Closed loop only (no `load.rate`). Stops early on Ctrl-C, and
-/// when an arm's first requests all failed (that arm is then unreachable).
-pub async fn measure_interleaved(arms: [&mut Session; 2], order: &[ArmIndex]) {
+/// when an arm's first requests all failed (that arm is then unreachable). With
+/// [`InFlight::OneArm`] a request also waits until the other arm has nothing in flight.
+/// Returns every dispatched request's [`Span`], in dispatch order.
+pub async fn measure_interleaved(
+    arms: [&mut Session; 2],
+    order: &[ArmIndex],
+    in_flight: InFlight,
+) -> Vec<Span> {
     let [a, b] = arms;
     let start = Instant::now();
     let started_at = crate::clock::now_rfc3339();
@@ -34,11 +60,8 @@ pub async fn measure_interleaved(arms: [&mut Session; 2], order: &[ArmIndex]) {
     }
     let sessions = [&*a, &*b];
     let counts = [0usize, 1].map(|k| order.iter().filter(|&&x| x == k).count());
-    let slots = sessions.map(|s| {
-        Arc::new(tokio::sync::Semaphore::new(
-            (s.shared.scenario.load.concurrency as usize).max(1),
-        ))
-    });
+    let width = sessions.map(|s| (s.shared.scenario.load.concurrency as usize).max(1));
+    let slots = width.map(|c| Arc::new(tokio::sync::Semaphore::new(c)));
     let mut next = [0usize; 2];
     let mut tasks = Vec::with_capacity(order.len());
     for &k in order {
@@ -53,24 +76,47 @@ pub async fn measure_interleaved(arms: [&mut Session; 2], order: &[ArmIndex]) {
             _ = crate::cancel::grace_expired() => break,
         };
         let Ok(slot) = slot else { break };
+        if in_flight == InFlight::OneArm {
+            // the other arm's every slot free = none of its requests in flight; it sends no
+            // new one meanwhile (this loop dispatches them all)
+            let o = 1 - k;
+            let drained = tokio::select! {
+                p = slots[o].acquire_many(width[o] as u32) => p.is_ok(),
+                _ = crate::cancel::grace_expired() => false,
+            };
+            if !drained {
+                break;
+            }
+        }
         let i = next[k];
         next[k] += 1;
         let sh = Arc::clone(&s.shared);
         let count = counts[k];
         tasks.push(tokio::spawn(async move {
+            let sent_ms = start.elapsed().as_secs_f64() * 1000.0;
             let at = measured_slot(&sh, i);
             if let Some(sent) = one_request(&sh, start, None, false, at).await {
                 keep(&sh, i, sent, count);
             }
+            let span = Span {
+                arm: k,
+                start_ms: sent_ms,
+                end_ms: start.elapsed().as_secs_f64() * 1000.0,
+            };
             drop(slot);
+            span
         }));
     }
+    let mut spans = Vec::with_capacity(tasks.len());
     for t in tasks {
-        let _ = t.await;
+        if let Ok(span) = t.await {
+            spans.push(span);
+        }
     }
     for s in [a, b] {
         s.probe.stop();
         let m = take_results(&s.shared);
         s.absorb(m);
     }
+    spans
 }

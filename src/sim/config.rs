@@ -6,6 +6,8 @@
 
 use std::collections::HashSet;
 
+pub use super::cpu::PrefillCpu;
+
 /// The keys [`SimConfig::from_query`] accepts, in documentation order.
 pub const ALLOWED_KEYS: &[&str] = &[
     "seed",
@@ -25,6 +27,7 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "ttft_per_token_ms",
     "prefix_cache_block",
     "cache_report",
+    "prefill_cpu",
 ];
 
 /// Why a simulator query (or a [`SimConfig`] built by hand) is refused: the key, and what is
@@ -203,6 +206,10 @@ pub struct SimConfig {
     pub prefix_cache_block: u32,
     /// What usage reports as cached prompt tokens. Default [`CacheReport::Honest`].
     pub cache_report: CacheReport,
+    /// Whether the prefill is CPU work (see [`super::cpu`]): `off` (a wait), `any` (the TTFT's
+    /// worth of CPU time on one compute thread), or a core number to pin that thread to, so
+    /// simulators sharing cores slow each other. Default [`PrefillCpu::Off`].
+    pub prefill_cpu: PrefillCpu,
 }
 
 /// Prompts the simulator's prefix cache remembers; beyond it the cache starts empty again.
@@ -228,6 +235,7 @@ impl Default for SimConfig {
             ttft_per_token_ms: 0.0,
             prefix_cache_block: 0,
             cache_report: CacheReport::Honest,
+            prefill_cpu: PrefillCpu::Off,
         }
     }
 }
@@ -315,6 +323,14 @@ impl SimConfig {
                         SimConfigError::value(
                             "cache_report",
                             format!("{v:?} is not one of {}", CacheReport::NAMES.join(", ")),
+                        )
+                    })?
+                }
+                "prefill_cpu" => {
+                    cfg.prefill_cpu = PrefillCpu::parse(v).ok_or_else(|| {
+                        SimConfigError::value(
+                            "prefill_cpu",
+                            format!("{v:?} is not `off`, `any` or a core number"),
                         )
                     })?
                 }
@@ -487,7 +503,7 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = SimConfig::from_query(
-            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all",
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all&prefill_cpu=1",
         )
         .unwrap();
         assert_eq!(
@@ -510,6 +526,7 @@ mod tests {
                 ttft_per_token_ms: 0.25,
                 prefix_cache_block: 16,
                 cache_report: CacheReport::All,
+                prefill_cpu: PrefillCpu::Core(1),
             }
         );
         for bad in [
@@ -519,6 +536,7 @@ mod tests {
             "prefix_cache_block=-1",
             "cache_report=lying",
             "cache_report=",
+            "prefill_cpu=some",
             "burst=0",
             "burst=1025",
             "stall_every=-1",

@@ -311,6 +311,12 @@ pub(super) async fn generate(
             .await;
         plan = plan.with_ttft(ttft);
     }
+    // CPU-bound prefill: the TTFT's worth of CPU time on the compute thread; the first token
+    // goes when it is done, however long the shared cores made it
+    if let (Some(cpu), false) = (&shared.cpu, plan.fails) {
+        cpu.prefill(plan.ttft_ms).await;
+        plan = plan.with_ttft(arrival.elapsed().as_secs_f64() * 1000.0);
+    }
     if plan.fails {
         return error_response(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -6,6 +6,7 @@
 
 mod chunks;
 pub mod config;
+mod cpu;
 mod http_util;
 mod lognormal;
 mod prefill;
@@ -21,6 +22,6 @@ mod timing_log;
 #[cfg(test)]
 mod tests;
 
-pub use config::{CacheReport, SimConfig, SimConfigError};
+pub use config::{CacheReport, PrefillCpu, SimConfig, SimConfigError};
 pub use replay::{ReplayCase, ReplayError, ReplayExpect, ReplayRead};
 pub use server::{origin, EventKind, RequestTimings, SimServer};

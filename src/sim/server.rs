@@ -97,6 +97,10 @@ impl SimServer {
                 addr.ip()
             )));
         }
+        let cpu = match &mode {
+            Mode::Sim(cfg) => super::cpu::CpuEngine::start(cfg.prefill_cpu)?,
+            Mode::Replay(_) => None,
+        };
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
@@ -109,6 +113,7 @@ impl SimServer {
                 super::config::MAX_CACHED_BLOCKS,
             )),
             prefill: super::prefill::PrefillEngine::default(),
+            cpu,
         });
         let _ = origin();
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));

@@ -32,6 +32,8 @@ pub(super) struct Shared {
     pub(super) prefix_cache: Mutex<PrefixCache>,
     /// Batched prefill (`prefill_window_ms`).
     pub(super) prefill: super::prefill::PrefillEngine,
+    /// CPU-bound prefill's compute thread (`prefill_cpu`); `None` when the prefill is a wait.
+    pub(super) cpu: Option<super::cpu::CpuEngine>,
 }
 
 impl Shared {

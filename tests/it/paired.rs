@@ -95,16 +95,41 @@ fn ab_arms_sending_the_same_prompt_mix_are_tested_paired() {
             ],
         )
     };
+    // Both arms are in-process simulators, on this machine: they take turns (issue 43).
+    let no_overlap = |r: &Value| {
+        let o = &r["scenarios"][0]["ab"]["overlap"];
+        assert_eq!(
+            (&o["alternated"], &o["share"]),
+            (&true.into(), &0.0.into()),
+            "{o}"
+        );
+    };
     let (code, text) = ab(SIM);
     assert_eq!(code, Some(0), "{text}");
-    let p50 = ttft_p50(&json(&dir.path().join("r.json")));
+    let r = json(&dir.path().join("r.json"));
+    no_overlap(&r);
+    let p50 = ttft_p50(&r);
     assert_eq!(p50["test"], "paired_signed_rank", "{p50}");
+    let ratio = p50["ratio"].as_f64().unwrap();
+    eprintln!("ab A/A: TTFT P50 ratio {ratio:.4}, exit 0");
+    assert!((0.95..1.05).contains(&ratio), "A/A: {p50}");
     let (code, text) = ab(SLOWER);
     assert_eq!(code, Some(1), "{text}");
-    let p50 = ttft_p50(&json(&dir.path().join("r.json")));
+    let r = json(&dir.path().join("r.json"));
+    no_overlap(&r);
+    let p50 = ttft_p50(&r);
     assert_eq!(
         (&p50["verdict"], &p50["test"]),
         (&"FAIL".into(), &"paired_signed_rank".into()),
         "{p50}"
     );
+    // per prompt (5 + 1.3 w) / (5 + w): +8 % at 4 words, +26 % at the middle one (35), +29.5 % at
+    // 300; the paired estimate is the typical per-request shift
+    let ratio = p50["ratio"].as_f64().unwrap();
+    eprintln!(
+        "ab +30 % prefill: TTFT P50 ratio {ratio:.4} {}, exit 1",
+        p50["ci"]
+    );
+    assert!((1.18..1.34).contains(&ratio), "+30 % prefill: {p50}");
+    assert!(text.contains("FAIL TTFT P50"), "{text}");
 }
