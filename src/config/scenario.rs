@@ -20,7 +20,7 @@ mod request;
 
 pub use super::metric::Metric;
 pub use base_url::normalise_base_url;
-pub use endpoint::{Endpoint, Header, Secret, Target, SIM_APIS};
+pub use endpoint::{Endpoint, Header, Secret, Target};
 pub use gate::{default_band, Band, GateSpec, ITL_BAND};
 pub use load::{
     LoadSpec, Ramp, DEFAULT_LOAD_SEED, MAX_RATE, MIN_RATE, MIN_SAMPLES, OPEN_LOOP_CONCURRENCY,

@@ -132,14 +132,6 @@ fn dur(v: &Option<String>, key: &str, default: Duration) -> Result<Duration, Str
     }
 }
 
-/// The APIs the built-in simulator serves (`src/sim`): chat, completions and the Responses API;
-/// not Anthropic's messages.
-pub const SIM_APIS: [Api; 3] = [
-    Api::OpenaiChat,
-    Api::OpenaiCompletions,
-    Api::OpenaiResponses,
-];
-
 pub(super) fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, String> {
     let mut warnings = Vec::new();
     let raw_url = e
@@ -221,11 +213,15 @@ fn target(url: &str, api: Api) -> Result<(Target, Option<String>, Vec<String>), 
         let cfg =
             SimConfig::from_query(query).map_err(|m| format!("endpoint.base_url `{url}`: {m}"))?;
         let model = cfg.model.clone();
-        if !SIM_APIS.contains(&api) {
+        if !api.simulated() {
             return Err(format!(
                 "endpoint.api {}: the built-in simulator (sim://) serves {} only; measure {} against a server that speaks it (an http:// or https:// base_url)",
                 api.as_str(),
-                SIM_APIS.map(Api::as_str).join(", "),
+                Api::simulated_all()
+                    .iter()
+                    .map(|a| a.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 api.as_str()
             ));
         }
@@ -303,7 +299,7 @@ mod tests {
             let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'sim://?ttft_ms=5', api: {api}}}\n    request: {{prompt: hi, max_tokens: 4}}\n");
             crate::config::parse_str(&y, "t.yaml", &|_| None).map(|v| v[0].endpoint.api)
         };
-        for api in SIM_APIS {
+        for api in Api::simulated_all() {
             assert_eq!(parse(api.as_str()).unwrap(), api);
         }
         let e = parse("anthropic-messages").unwrap_err().to_string();

@@ -3,6 +3,7 @@
 //! and the prefix-cache policy.
 
 use super::{short_hash, Api};
+pub use crate::api::MaxTokensField;
 use crate::config::conversation::{self, ConversationSpec};
 use crate::config::file::{RawMessage, RawRequest};
 use crate::config::generate::{self, Drawn, GenerateSpec};
@@ -20,66 +21,12 @@ pub enum CachePolicy {
     Cold,
 }
 
-/// The body key that limits the output length (`request.max_tokens_field`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MaxTokensField {
-    /// `max_tokens`: every OpenAI-compatible server and Anthropic.
-    MaxTokens,
-    /// `max_completion_tokens`: OpenAI's reasoning models (o-series, gpt-5) reject `max_tokens`.
-    MaxCompletionTokens,
-    /// `max_output_tokens`: the Responses API.
-    MaxOutputTokens,
-}
-
-impl MaxTokensField {
-    /// Every key, in the order messages list them.
-    pub const ALL: [MaxTokensField; 3] = [
-        MaxTokensField::MaxTokens,
-        MaxTokensField::MaxCompletionTokens,
-        MaxTokensField::MaxOutputTokens,
-    ];
-
-    /// The JSON key.
-    pub fn key(self) -> &'static str {
-        match self {
-            MaxTokensField::MaxTokens => "max_tokens",
-            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
-            MaxTokensField::MaxOutputTokens => "max_output_tokens",
-        }
-    }
-
-    /// The keys `api` accepts.
-    pub fn allowed(api: Api) -> &'static [MaxTokensField] {
-        match api {
-            Api::OpenaiChat => &[
-                MaxTokensField::MaxTokens,
-                MaxTokensField::MaxCompletionTokens,
-            ],
-            Api::OpenaiCompletions | Api::AnthropicMessages => &[MaxTokensField::MaxTokens],
-            Api::OpenaiResponses => &[MaxTokensField::MaxOutputTokens],
-        }
-    }
-}
-
-impl std::str::FromStr for MaxTokensField {
-    type Err = String;
-    fn from_str(s: &str) -> Result<MaxTokensField, String> {
-        MaxTokensField::ALL
-            .into_iter()
-            .find(|f| f.key() == s)
-            .ok_or_else(|| {
-                format!("request.max_tokens_field `{s}`: use max_tokens, max_completion_tokens or max_output_tokens")
-            })
-    }
-}
-
 impl RequestSpec {
     /// The body key that carries `max_tokens` for `api`.
     pub fn max_tokens_key(&self, api: Api) -> &'static str {
         self.max_tokens_field
-            .map(MaxTokensField::key)
             .unwrap_or_else(|| api.default_max_tokens_field())
+            .key()
     }
 }
 
@@ -318,14 +265,14 @@ pub(super) fn build_request(
     traced: bool,
 ) -> Result<RequestSpec, String> {
     let (messages, prompt) = prompt_and_messages(r, traced)?;
-    if api == Api::OpenaiCompletions && r.messages.is_some() {
+    if !api.takes_messages() && r.messages.is_some() {
         return Err("request.messages needs a chat API; openai-completions takes `prompt`".into());
     }
     let prompt_set = match &r.prompt_set {
         None => None,
         Some(raw) => {
             let ps = prompt_set::load(raw, dir)?;
-            if api == Api::OpenaiCompletions && ps.format != prompt_set::PromptFormat::Prompts {
+            if !api.takes_messages() && ps.format != prompt_set::PromptFormat::Prompts {
                 return Err(format!(
                     "request.prompt_set: a {} file holds chat messages, which need a chat API; openai-completions takes a `prompts` file",
                     ps.format.as_str()
@@ -361,7 +308,7 @@ pub(super) fn build_request(
         .as_ref()
         .map(|c| conversation::build(c, max_tokens))
         .transpose()?;
-    if conversation.is_some() && api == Api::OpenaiCompletions {
+    if conversation.is_some() && !api.takes_messages() {
         return Err("request.conversation sends chat messages, which need a chat API; openai-completions takes one prompt".into());
     }
     if conversation.is_some() && r.cache.as_deref() == Some("cold") {
@@ -370,8 +317,11 @@ pub(super) fn build_request(
     let max_tokens_field = match r.max_tokens_field.as_deref() {
         None => None,
         Some(k) => {
-            let f: MaxTokensField = k.parse()?;
-            let ok = MaxTokensField::allowed(api);
+            let f = MaxTokensField::ALL
+                .into_iter()
+                .find(|f| f.key() == k)
+                .ok_or_else(|| format!("request.max_tokens_field `{k}`: use max_tokens, max_completion_tokens or max_output_tokens"))?;
+            let ok = api.max_tokens_fields();
             if !ok.contains(&f) {
                 let names: Vec<&str> = ok.iter().map(|f| f.key()).collect();
                 return Err(format!(
