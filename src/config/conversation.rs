@@ -11,8 +11,8 @@
 //! the reuse a server can make is known (the whole prompt of the turn before). Pure: which text
 //! a request sends is [`ConversationSpec::messages`].
 
+use super::common::Slot;
 use super::file::{RawConversation, RawMessage};
-use super::prompt_set::Slot;
 use super::values::parse_ms;
 use crate::seeded::SplitMix64;
 use serde::Serialize;

@@ -5,8 +5,8 @@
 //! ([`crate::synthetic_prompt::text_seeded`]) scaled by a line fitted to the server's own
 //! count before the warmup ([`crate::synthetic_prompt::Scale`]).
 
+use super::common::{fit_points, Slot};
 use super::file::{RawDist, RawGenerate};
-use super::prompt_set::Slot;
 use crate::seeded::SplitMix64;
 use serde::Serialize;
 
@@ -160,17 +160,6 @@ impl GenerateSpec {
             self.input_tokens.quantile(0.1),
             self.input_tokens.quantile(0.9),
         )
-    }
-}
-
-/// Two prompt lengths to fit the synthetic prompt at, `lo` and `hi`, so that the line through
-/// them has the server's tokens per word (a trace's blocks need it); when they are equal (one
-/// length), half of it and it.
-pub fn fit_points(lo: u32, hi: u32) -> Vec<u32> {
-    if lo == hi {
-        vec![(lo / 2).max(1), lo]
-    } else {
-        vec![lo, hi]
     }
 }
 

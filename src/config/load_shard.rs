@@ -11,37 +11,14 @@
 //! g x step, worker I owning the streams I-1, I-1+N, ... The fingerprint stays the scenario's:
 //! the merged sample is compared with the unsharded baseline.
 
+pub use super::scenario::LoadShare;
+use super::scenario::{Scenario, Target};
 use super::shard::Shard;
-use super::{Scenario, Target};
-
-/// One worker's part of a scenario's load, kept on its copy of the scenario
-/// ([`super::scenario::LoadSpec::share`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LoadShare {
-    /// Which worker (1-based) of how many.
-    pub shard: Shard,
-    /// The scenario's whole `load.concurrency` over all workers.
-    pub total_concurrency: u32,
-    /// The scenario's whole `load.samples` over all workers.
-    pub total_samples: u32,
-    /// The scenario's whole `load.rate` (open loop), requests/s.
-    pub total_rate: Option<f64>,
-    /// `--start-at`: when the workers start their measured requests together, ms since the
-    /// Unix epoch.
-    pub start_at_unix_ms: Option<f64>,
-}
 
 /// Worker `index` (1-based)'s count of the indices `index-1, index-1+count, ...` below `total`.
 pub fn share(total: u32, shard: Shard) -> u32 {
     let (n, i) = (shard.count as u32, shard.index as u32 - 1);
     total / n + u32::from(i < total % n)
-}
-
-impl LoadShare {
-    /// The global request (or stream) index of this worker's `local`-th one.
-    pub fn global_index(&self, local: usize) -> usize {
-        local * self.shard.count + self.shard.index - 1
-    }
 }
 
 /// Why a scenario cannot be split over workers.

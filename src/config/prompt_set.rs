@@ -5,8 +5,8 @@
 //! [`load`] reads the file with its size bound. Which entry request k sends is [`PromptSet::pick`]:
 //! a seeded order, the same in `bless` and `check`.
 
+use super::common::{short_hash, Slot};
 use super::file::{RawMessage, RawPromptSet};
-use super::scenario::short_hash;
 use crate::limits::{MAX_PROMPT_SET_BYTES, MAX_PROMPT_SET_ENTRIES};
 use serde::Serialize;
 use serde_json::Value;
@@ -79,15 +79,6 @@ impl Entry {
             id,
         }
     }
-}
-
-/// Which request an entry is picked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slot {
-    /// The measured request of this global index (0-based over the whole run, every look).
-    Measured(usize),
-    /// The i-th unmeasured request of a phase (warmup, steady-state ramp-up and drain).
-    Unmeasured(usize),
 }
 
 /// The validated prompt set: where it came from (in the fingerprint) and its entries (not).

@@ -15,27 +15,30 @@ mod gate;
 mod load;
 mod name;
 mod objective;
-mod quantile;
+pub(in crate::config) mod quantile;
 mod request;
 
+pub use super::common::Secret;
 pub use super::metric::Metric;
 pub use base_url::normalise_base_url;
-pub use endpoint::{Endpoint, Header, Secret, Target};
+pub use endpoint::{Endpoint, Header, Target};
 pub use gate::{default_band, Band, GateSpec, ITL_BAND};
 pub use load::{
-    LoadSpec, Ramp, DEFAULT_LOAD_SEED, MAX_RATE, MIN_RATE, MIN_SAMPLES, OPEN_LOOP_CONCURRENCY,
+    LoadShare, LoadSpec, Ramp, DEFAULT_LOAD_SEED, MAX_RATE, MIN_RATE, MIN_SAMPLES,
+    OPEN_LOOP_CONCURRENCY,
 };
 pub use name::{check_name, ScenarioName};
 pub use objective::Objective;
 pub use quantile::Quantile;
 pub use request::{CachePolicy, MaxTokensField, RequestSpec};
 
+use super::common::short_hash;
+pub use super::common::BuildCtx;
 use super::file::RawScenario;
 use endpoint::build_endpoint;
 use gate::build_gate;
 use load::build_load;
 use request::build_request;
-use sha2::{Digest, Sha256};
 
 pub use crate::api::Api;
 
@@ -114,23 +117,6 @@ fn request_warnings(r: &RequestSpec, l: &LoadSpec) -> Vec<String> {
         }
     }
     out
-}
-
-/// First 16 hex chars of sha256(s).
-pub fn short_hash(s: &str) -> String {
-    let d = Sha256::digest(s.as_bytes());
-    d.iter().take(8).map(|b| format!("{b:02x}")).collect()
-}
-
-/// Everything needed to validate one scenario.
-pub struct BuildCtx<'a> {
-    /// Looks up environment variables.
-    pub env: &'a dyn Fn(&str) -> Option<String>,
-    /// `file:line` of the scenario entry, for messages.
-    pub at: String,
-    /// The scenario file's directory: paths in it (`request.prompt_set.file`) are relative to
-    /// it.
-    pub dir: std::path::PathBuf,
 }
 
 /// What is wrong with one scenario's values: the scenario (by its name, when it has one) and

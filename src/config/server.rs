@@ -6,8 +6,8 @@
 //! such variables, and the endpoint's own secrets are `<redacted>`); `env` values are never
 //! shown, only their names.
 
+use super::common::Secret;
 use super::file::{RawMetrics, RawServer};
-use super::scenario::Secret;
 use super::values::{expand_env, parse_timeout};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -320,7 +320,7 @@ pub fn build(
             "server.log_tail is {log_tail}: at most 10000 lines"
         ));
     }
-    let key = super::scenario::short_hash(
+    let key = super::common::short_hash(
         &serde_json::json!({
             "command": command,
             "env": env_out.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect::<Vec<_>>(),

@@ -5,8 +5,8 @@
 //! and the Azure LLM inference trace CSV (`TIMESTAMP,ContextTokens,GeneratedTokens`). Parsing
 //! is pure ([`parse`]); [`load`] reads the file with its size bound.
 
+use super::common::{fit_points, Slot, MAX_RATE, MIN_RATE};
 use super::file::RawTrace;
-use super::prompt_set::Slot;
 use crate::limits::{MAX_TRACE_BYTES, MAX_TRACE_ENTRIES};
 use crate::synthetic_prompt::MAX_PROMPT_TOKENS;
 use serde::Serialize;
@@ -101,7 +101,7 @@ impl TraceSpec {
         if span_s > 0.0 {
             (count.saturating_sub(1)) as f64 / span_s
         } else {
-            crate::config::scenario::MAX_RATE
+            MAX_RATE
         }
     }
 
@@ -113,7 +113,7 @@ impl TraceSpec {
             .collect();
         v.sort_unstable();
         let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-        crate::config::generate::fit_points(at(0.1), at(0.9))
+        fit_points(at(0.1), at(0.9))
     }
 
     /// The longest output `count` measured requests ask, tokens.
@@ -187,14 +187,10 @@ pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Stri
             ))
         }
         (Some(t), None) => Some(t),
-        (None, Some(r))
-            if !(crate::config::scenario::MIN_RATE..=crate::config::scenario::MAX_RATE)
-                .contains(&r) =>
-        {
+        (None, Some(r)) if !(MIN_RATE..=MAX_RATE).contains(&r) => {
             return Err(format!(
                 "load.trace.rate is {r}: use {}..={} requests/s",
-                crate::config::scenario::MIN_RATE,
-                crate::config::scenario::MAX_RATE
+                MIN_RATE, MAX_RATE
             ))
         }
         _ => None,

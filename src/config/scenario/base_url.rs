@@ -1,7 +1,7 @@
 //! An HTTP `endpoint.base_url` normalised the OpenAI SDK's way (the base with its version
 //! segment; perfgate appends the API route), with warnings for what was most likely pasted.
 
-use super::Api;
+use crate::api::Api;
 
 /// Normalises an HTTP base URL (OpenAI-SDK convention, tests/cases/35-base-url-joining.yaml): the base includes
 /// the version segment and perfgate appends the API route. Trailing slashes are removed, a

@@ -3,33 +3,12 @@
 //! every output), and the timeouts.
 
 use super::base_url::normalise_base_url;
-use super::{Api, BuildCtx};
+use crate::api::Api;
+use crate::config::common::{BuildCtx, Secret};
 use crate::config::file::RawEndpoint;
 use crate::config::values::{expand_env, parse_timeout};
 use crate::sim::SimConfig;
-use std::fmt;
 use std::time::Duration;
-
-/// A secret value (API key, header from env). `Debug` and `Display` never show it.
-#[derive(Clone, PartialEq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(s: String) -> Self {
-        Secret(s)
-    }
-    /// The value, for sending it where it belongs. Never log this.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
 
 /// A request header; values that came from `${ENV}` are secret.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,8 +3,10 @@
 //! and the `gate.slo` objectives ([`super::objective`]).
 
 use super::objective::{build_slo, Objective};
-use super::{Metric, Quantile};
+use super::quantile::Quantile;
+use crate::config::common::{parse_metric, parse_quantile};
 use crate::config::file::{RawBand, RawGate, RawNumber};
+use crate::config::metric::Metric;
 use crate::config::values::{parse_fraction, parse_ms};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -105,26 +107,6 @@ pub fn default_band(q: Quantile) -> Band {
             warn: 0.25,
             fail: 0.50,
         },
-    }
-}
-
-pub(super) fn parse_metric(s: &str) -> Result<Metric, String> {
-    Metric::parse(s).ok_or_else(|| {
-        format!(
-            "gate.metrics: `{s}` is not a metric: use {} or itl",
-            Metric::ALL.map(Metric::as_str).join(", ")
-        )
-    })
-}
-
-pub(super) fn parse_quantile(s: &str) -> Result<Quantile, String> {
-    match s {
-        "p50" => Ok(Quantile::P50),
-        "p90" => Ok(Quantile::P90),
-        "p99" => Ok(Quantile::P99),
-        o => Err(format!(
-            "gate.quantiles: `{o}` is not a quantile: use p50, p90 or p99"
-        )),
     }
 }
 

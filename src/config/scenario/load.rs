@@ -1,6 +1,8 @@
 //! The validated `load:` section: closed loop (concurrency) or open loop (a Poisson rate), the
 //! measured and warmup requests, and the looks of a sequential run.
 
+use crate::config::common::Shard;
+pub use crate::config::common::{MAX_RATE, MIN_RATE};
 use crate::config::file::RawLoad;
 use serde::Serialize;
 
@@ -33,11 +35,35 @@ pub struct LoadSpec {
     /// `check --load-shard I/N`: this worker's part of the load, with the scenario's totals
     /// (then `concurrency`, `samples` and `rate` above are this worker's share).
     #[serde(skip)]
-    pub share: Option<crate::config::load_shard::LoadShare>,
+    pub share: Option<LoadShare>,
     /// Open loop replaying a trace's arrivals and lengths (`rate` is then the measured
     /// window's mean rate, and the warmup's Poisson rate).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::config::trace::TraceSpec>,
+}
+
+/// One worker's part of a scenario's load, kept on its copy of the scenario
+/// ([`super::scenario::LoadSpec::share`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadShare {
+    /// Which worker (1-based) of how many.
+    pub shard: Shard,
+    /// The scenario's whole `load.concurrency` over all workers.
+    pub total_concurrency: u32,
+    /// The scenario's whole `load.samples` over all workers.
+    pub total_samples: u32,
+    /// The scenario's whole `load.rate` (open loop), requests/s.
+    pub total_rate: Option<f64>,
+    /// `--start-at`: when the workers start their measured requests together, ms since the
+    /// Unix epoch.
+    pub start_at_unix_ms: Option<f64>,
+}
+
+impl LoadShare {
+    /// The global request (or stream) index of this worker's `local`-th one.
+    pub fn global_index(&self, local: usize) -> usize {
+        local * self.shard.count + self.shard.index - 1
+    }
 }
 
 /// How a closed-loop look at concurrency c > 1 starts and ends (docs/scenarios.md "Steady
@@ -260,10 +286,6 @@ pub(super) fn with_trace(
 /// Longest replay of a trace's measured requests, seconds.
 pub const MAX_TRACE_REPLAY_S: f64 = 24.0 * 3600.0;
 
-/// Lowest accepted `load.rate`, requests/s (a run of 20 requests then lasts about 33 minutes).
-pub const MIN_RATE: f64 = 0.01;
-/// Highest accepted `load.rate`, requests/s.
-pub const MAX_RATE: f64 = 100_000.0;
 /// In-flight cap of an open-loop scenario that sets no `load.concurrency`.
 pub const OPEN_LOOP_CONCURRENCY: u32 = 1024;
 /// Arrival-schedule seed when `load.seed` is not set.

@@ -1,8 +1,9 @@
 //! `gate.slo`: absolute objectives (a latency quantile at most a time, the error rate at most a
 //! share), checked with or without a baseline.
 
-use super::gate::{parse_metric, parse_quantile};
-use super::{Metric, Quantile};
+use super::quantile::Quantile;
+use crate::config::common::{parse_metric, parse_quantile};
+use crate::config::metric::Metric;
 use crate::config::values::{parse_fraction, parse_ms};
 use serde::Serialize;
 use std::collections::BTreeMap;

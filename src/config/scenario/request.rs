@@ -2,12 +2,13 @@
 //! tokens), the output length and the key that carries it, sampling settings, the extra body,
 //! and the prefix-cache policy.
 
-use super::{short_hash, Api};
+use crate::api::Api;
 pub use crate::api::MaxTokensField;
+use crate::config::common::{short_hash, Slot};
 use crate::config::conversation::{self, ConversationSpec};
 use crate::config::file::{RawMessage, RawRequest};
 use crate::config::generate::{self, Drawn, GenerateSpec};
-use crate::config::prompt_set::{self, Entry, PromptSet, Slot};
+use crate::config::prompt_set::{self, Entry, PromptSet};
 use serde::Serialize;
 use std::path::Path;
 
