@@ -61,23 +61,21 @@ pub const MIN_RATE: f64 = 0.01;
 /// Highest accepted `load.rate`, requests/s.
 pub const MAX_RATE: f64 = 100_000.0;
 
-pub fn parse_metric(s: &str) -> Result<Metric, String> {
+pub fn parse_metric(s: &str) -> Result<Metric, Invalid> {
     Metric::parse(s).ok_or_else(|| {
-        format!(
+        Invalid::Rule(format!(
             "gate.metrics: `{s}` is not a metric: use {} or itl",
             Metric::ALL.map(Metric::as_str).join(", ")
-        )
+        ))
     })
 }
 
-pub fn parse_quantile(s: &str) -> Result<Quantile, String> {
+pub fn parse_quantile(s: &str) -> Result<Quantile, Invalid> {
     match s {
         "p50" => Ok(Quantile::P50),
         "p90" => Ok(Quantile::P90),
         "p99" => Ok(Quantile::P99),
-        o => Err(format!(
-            "gate.quantiles: `{o}` is not a quantile: use p50, p90 or p99"
-        )),
+        o => Err(format!("gate.quantiles: `{o}` is not a quantile: use p50, p90 or p99").into()),
     }
 }
 
@@ -122,5 +120,34 @@ impl Shard {
     /// Shard `index` of `count`, when 1 <= `index` <= `count` <= [`MAX_SHARDS`].
     pub fn new(index: usize, count: usize) -> Option<Shard> {
         (1 <= index && index <= count && count <= MAX_SHARDS).then_some(Shard { index, count })
+    }
+}
+
+/// What is wrong with a value of a scenario: the key and what to write instead. The text of a
+/// [`super::scenario::ScenarioError`]'s problem.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Invalid {
+    /// A value that does not parse or expand, after its key (`endpoint.idle_timeout: ...`).
+    #[error("{key}: {source}")]
+    Value {
+        key: String,
+        #[source]
+        source: Box<super::values::ValueError>,
+    },
+    /// A rule of the scenario's values, in the words of the section that checks it, starting
+    /// with the key (`load.samples is 5: at least 20 ...`).
+    #[error("{0}")]
+    Rule(String),
+}
+
+impl From<String> for Invalid {
+    fn from(s: String) -> Self {
+        Invalid::Rule(s)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(s: &str) -> Self {
+        Invalid::Rule(s.to_string())
     }
 }

@@ -14,6 +14,7 @@
 pub use super::scenario::LoadShare;
 use super::scenario::{Scenario, Target};
 use super::shard::Shard;
+use crate::config::common::Invalid;
 
 /// Worker `index` (1-based)'s count of the indices `index-1, index-1+count, ...` below `total`.
 pub fn share(total: u32, shard: Shard) -> u32 {
@@ -126,7 +127,7 @@ struct Totals {
 /// (`1796369400`, what `date +%s` prints), or `+SECONDS` from now. Returns ms since the epoch.
 ///
 /// Errors: text in none of these forms, or a time more than a day away from `now_unix_ms`.
-pub fn parse_start_at(text: &str, now_unix_ms: f64) -> Result<f64, String> {
+pub fn parse_start_at(text: &str, now_unix_ms: f64) -> Result<f64, Invalid> {
     let t = text.trim();
     let at = if let Some(rel) = t.strip_prefix('+') {
         let s: f64 = rel
@@ -150,12 +151,14 @@ pub fn parse_start_at(text: &str, now_unix_ms: f64) -> Result<f64, String> {
     if !at.is_finite() || at - now_unix_ms > DAY_MS {
         return Err(format!(
             "`{text}` is more than a day from now: give the time the workers start together"
-        ));
+        )
+        .into());
     }
     if now_unix_ms - at > DAY_MS {
         return Err(format!(
             "`{text}` is more than a day in the past: give the time the workers start together"
-        ));
+        )
+        .into());
     }
     Ok(at)
 }
@@ -301,7 +304,7 @@ mod tests {
         // a hostile worker file's start: a short number, not 300 digits
         assert_eq!(utc(1e300), "1.000e300 ms after the epoch (not a time)");
         let past = parse_start_at("2020-01-01T00:00:00Z", now).unwrap_err();
-        assert!(past.contains("in the past"), "{past}");
+        assert!(past.to_string().contains("in the past"), "{past}");
         // a start a minute ago: measure at once (the worker says how late it is)
         assert_eq!(parse_start_at("1796369340", now), Ok(now - 60_000.0));
     }

@@ -1,6 +1,7 @@
 //! The validated `load:` section: closed loop (concurrency) or open loop (a Poisson rate), the
 //! measured and warmup requests, and the looks of a sequential run.
 
+use crate::config::common::Invalid;
 use crate::config::common::Shard;
 pub use crate::config::common::{MAX_RATE, MIN_RATE};
 use crate::config::file::RawLoad;
@@ -151,11 +152,13 @@ impl LoadSpec {
     }
 }
 
-pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
+pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, Invalid> {
     // Lists were expanded into one scenario per level before this (config::sweep).
     let single = |what: &str, many: bool| {
         if many {
-            Err(format!("load.{what}: a list is not allowed here"))
+            Err(Invalid::from(format!(
+                "load.{what}: a list is not allowed here"
+            )))
         } else {
             Ok(())
         }
@@ -173,17 +176,18 @@ pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
     if samples < MIN_SAMPLES {
         return Err(format!(
             "load.samples is {samples}: at least {MIN_SAMPLES} measured requests are needed for a P50 comparison"
-        ));
+        ).into());
     }
     if samples > 100_000 {
-        return Err(format!("load.samples is {samples}: at most 100000"));
+        return Err(format!("load.samples is {samples}: at most 100000").into());
     }
     if let Some(r) = rate {
         if !(r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r)) {
             return Err(format!(
                 "load.rate is {}: use {MIN_RATE}..={MAX_RATE} requests per second",
                 crate::units::Num(r)
-            ));
+            )
+            .into());
         }
     }
     // Open loop without a cap: at most OPEN_LOOP_CONCURRENCY requests in flight.
@@ -198,13 +202,14 @@ pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         .and_then(|c| c.single())
         .unwrap_or(default_concurrency);
     if concurrency == 0 || concurrency > 4096 {
-        return Err(format!("load.concurrency is {concurrency}: use 1..=4096"));
+        return Err(format!("load.concurrency is {concurrency}: use 1..=4096").into());
     }
     if let Some(m) = l.max_samples {
         if m < samples || m > 100_000 {
             return Err(format!(
                 "load.max_samples is {m}: it must be between load.samples ({samples}) and 100000"
-            ));
+            )
+            .into());
         }
     }
     let ramp = match l.ramp.as_deref() {
@@ -213,7 +218,7 @@ pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         Some(other) => {
             return Err(format!(
                 "load.ramp is `{other}`: use `steady` (measure while the concurrency holds, the default) or `burst` (measure the start-up burst too)"
-            ))
+            ).into())
         }
     };
     if ramp == Ramp::Burst && rate.is_some() {
@@ -242,7 +247,7 @@ pub(super) fn with_trace(
     mut load: LoadSpec,
     l: &RawLoad,
     dir: &std::path::Path,
-) -> Result<LoadSpec, String> {
+) -> Result<LoadSpec, Invalid> {
     let Some(raw) = &l.trace else {
         return Ok(load);
     };
@@ -271,7 +276,7 @@ pub(super) fn with_trace(
             crate::units::Num(rate),
             span_s / 3600.0,
             MAX_TRACE_REPLAY_S / 3600.0
-        ));
+        ).into());
     }
     load.rate = Some(rate);
     load.seed = Some(l.seed.unwrap_or(DEFAULT_LOAD_SEED));
@@ -317,7 +322,7 @@ mod tests {
         );
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e9] {
             let e = build_load(&raw(Some(bad), None, None)).unwrap_err();
-            assert!(e.contains("load.rate"), "{e}");
+            assert!(e.to_string().contains("load.rate"), "{e}");
         }
     }
 

@@ -4,6 +4,7 @@
 
 use crate::api::Api;
 pub use crate::api::MaxTokensField;
+use crate::config::common::Invalid;
 use crate::config::common::{short_hash, Slot};
 use crate::config::conversation::{self, ConversationSpec};
 use crate::config::file::{RawMessage, RawRequest};
@@ -170,7 +171,7 @@ impl RequestSpec {
 
 /// The prompt as chat messages and as plain text, from whichever of `prompt`, `messages` or
 /// `prompt_tokens` (a synthetic prompt's first guess) is given: exactly one of them.
-fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>, String), String> {
+fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>, String), Invalid> {
     let given = [
         r.prompt.is_some(),
         r.messages.is_some(),
@@ -206,7 +207,7 @@ fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>,
                 return Err(format!(
                     "request.prompt_tokens is {n}: use 1..={}",
                     crate::synthetic_prompt::MAX_PROMPT_TOKENS
-                ));
+                ).into());
             }
             // The first guess; the runner calibrates it against the server's count.
             let p = crate::synthetic_prompt::text(crate::synthetic_prompt::first_guess(n));
@@ -242,7 +243,7 @@ fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>,
                     return Err(format!(
                         "request.messages: role `{}` is not one of system, user, assistant, developer",
                         m.role
-                    ));
+                    ).into());
                 }
             }
             let text = ms
@@ -264,7 +265,7 @@ pub(super) fn build_request(
     api: Api,
     dir: &Path,
     traced: bool,
-) -> Result<RequestSpec, String> {
+) -> Result<RequestSpec, Invalid> {
     let (messages, prompt) = prompt_and_messages(r, traced)?;
     if !api.takes_messages() && r.messages.is_some() {
         return Err("request.messages needs a chat API; openai-completions takes `prompt`".into());
@@ -277,7 +278,7 @@ pub(super) fn build_request(
                 return Err(format!(
                     "request.prompt_set: a {} file holds chat messages, which need a chat API; openai-completions takes a `prompts` file",
                     ps.format.as_str()
-                ));
+                ).into());
             }
             Some(ps)
         }
@@ -293,7 +294,7 @@ pub(super) fn build_request(
         if most > m {
             return Err(format!(
                 "request.generate.output_tokens draws up to {most} tokens, above request.max_tokens {m}: lower output_tokens.max or raise max_tokens (or leave it out)"
-            ));
+            ).into());
         }
     }
     // a trace's requests ask their own output lengths (config::scenario::build sets the most)
@@ -328,26 +329,27 @@ pub(super) fn build_request(
                 return Err(format!(
                     "request.max_tokens_field `{k}` is not a key of {api}: use {}",
                     names.join(" or ")
-                ));
+                )
+                .into());
             }
             Some(f)
         }
     };
     if let Some(t) = r.temperature {
         if !(0.0..=2.0).contains(&t) {
-            return Err(format!("request.temperature {t} is outside 0..=2"));
+            return Err(format!("request.temperature {t} is outside 0..=2").into());
         }
     }
     let cache = match r.cache.as_deref().unwrap_or("warm") {
         "warm" => CachePolicy::Warm,
         "cold" => CachePolicy::Cold,
-        other => return Err(format!("request.cache `{other}`: use `warm` or `cold`")),
+        other => return Err(format!("request.cache `{other}`: use `warm` or `cold`").into()),
     };
     if let Some(n) = r.extra_body.as_ref().and_then(|b| b.get("n")) {
         if n.as_u64().is_none_or(|n| n != 1) {
             return Err(format!(
                 "request.extra_body.n is {n}: perfgate measures one choice per request (n: 1); run more samples instead"
-            ));
+            ).into());
         }
     }
     for reserved in ["stream", "model"] {
@@ -355,9 +357,9 @@ pub(super) fn build_request(
             .as_ref()
             .is_some_and(|b| b.contains_key(reserved))
         {
-            return Err(format!(
-                "request.extra_body must not set `{reserved}`: perfgate sets it"
-            ));
+            return Err(
+                format!("request.extra_body must not set `{reserved}`: perfgate sets it").into(),
+            );
         }
     }
     // A limit in extra_body would silently replace request.max_tokens (and the bound perfgate
@@ -366,7 +368,7 @@ pub(super) fn build_request(
         if r.extra_body.as_ref().is_some_and(|b| b.contains_key(key)) {
             return Err(format!(
                 "request.extra_body must not set `{key}`: set the output limit with request.max_tokens (and the body key that carries it with request.max_tokens_field)"
-            ));
+            ).into());
         }
     }
     Ok(RequestSpec {
