@@ -70,14 +70,14 @@ pub fn build(
     }
     b.insert(r.max_tokens_key(api).into(), json!(r.max_tokens));
     b.insert("stream".into(), json!(true));
-    let openai_classic = matches!(api, Api::OpenaiChat | Api::OpenaiCompletions);
-    if include_usage && openai_classic {
+    let keys = OptionalKeys::of(api);
+    if include_usage && keys.stream_options {
         b.insert("stream_options".into(), json!({"include_usage": true}));
     }
     if let Some(t) = r.temperature {
         b.insert("temperature".into(), json!(t));
     }
-    if openai_classic {
+    if keys.seed {
         if let Some(s) = r.seed {
             b.insert("seed".into(), json!(s));
         }
@@ -85,7 +85,7 @@ pub fn build(
     // Length controls of the local servers; llama.cpp's /v1/responses passes its body's
     // unknown keys on to its chat completion, so they work there too. OpenAI's own Responses
     // API has no `seed`, so it is left out of that body.
-    if openai_classic || api == Api::OpenaiResponses {
+    if keys.length_controls {
         if let Some(i) = r.ignore_eos {
             b.insert("ignore_eos".into(), json!(i));
         }
@@ -97,6 +97,31 @@ pub fn build(
         b.insert(k.clone(), v.clone());
     }
     Value::Object(b)
+}
+
+/// Which optional keys a dialect's body carries.
+struct OptionalKeys {
+    /// `stream_options: {include_usage: true}` (when the endpoint asks for usage).
+    stream_options: bool,
+    /// `seed`.
+    seed: bool,
+    /// `ignore_eos` and `min_tokens` (the local servers' length controls).
+    length_controls: bool,
+}
+
+impl OptionalKeys {
+    fn of(api: Api) -> OptionalKeys {
+        let (stream_options, seed, length_controls) = match api {
+            Api::OpenaiChat | Api::OpenaiCompletions => (true, true, true),
+            Api::OpenaiResponses => (false, false, true),
+            Api::AnthropicMessages => (false, false, false),
+        };
+        OptionalKeys {
+            stream_options,
+            seed,
+            length_controls,
+        }
+    }
 }
 
 fn with_nonce(r: &RequestSpec, nonce_line: &str) -> Vec<Value> {

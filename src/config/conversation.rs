@@ -11,9 +11,10 @@
 //! the reuse a server can make is known (the whole prompt of the turn before). Pure: which text
 //! a request sends is [`ConversationSpec::messages`].
 
+use super::common::Slot;
 use super::file::{RawConversation, RawMessage};
-use super::prompt_set::Slot;
 use super::values::parse_ms;
+use crate::config::common::Invalid;
 use crate::seeded::SplitMix64;
 use serde::Serialize;
 
@@ -141,21 +142,22 @@ fn message(role: &str, content: String) -> RawMessage {
 }
 
 /// Validates `request.conversation`; `max_tokens` is the default kept-answer length.
-pub fn build(raw: &RawConversation, max_tokens: u32) -> Result<ConversationSpec, String> {
+pub fn build(raw: &RawConversation, max_tokens: u32) -> Result<ConversationSpec, Invalid> {
     let turns = raw.turns.ok_or(
         "request.conversation.turns is required: the requests of one conversation (2 or more)",
     )?;
     if !(2..=MAX_TURNS).contains(&turns) {
         return Err(format!(
             "request.conversation.turns is {turns}: use 2..={MAX_TURNS} (one turn is a plain request: use request.prompt_tokens)"
-        ));
+        ).into());
     }
-    let part = |key: &str, v: Option<u32>, default: u32, min: u32| -> Result<u32, String> {
+    let part = |key: &str, v: Option<u32>, default: u32, min: u32| -> Result<u32, Invalid> {
         let v = v.unwrap_or(default);
         if !(min..=MAX_PART_TOKENS).contains(&v) {
             return Err(format!(
                 "request.conversation.{key} is {v}: use {min}..={MAX_PART_TOKENS} tokens"
-            ));
+            )
+            .into());
         }
         Ok(v)
     };
@@ -176,13 +178,15 @@ pub fn build(raw: &RawConversation, max_tokens: u32) -> Result<ConversationSpec,
             "request.conversation.think_time is {}: use 0 to {} s",
             crate::units::fmt_ms(think_time_ms),
             MAX_THINK_MS / 1000.0
-        ));
+        )
+        .into());
     }
     let reference = raw.reference.unwrap_or(DEFAULT_REFERENCE);
     if reference > MAX_REFERENCE {
         return Err(format!(
             "request.conversation.reference is {reference}: use 0..={MAX_REFERENCE} request pairs"
-        ));
+        )
+        .into());
     }
     Ok(ConversationSpec {
         turns,
@@ -285,7 +289,7 @@ mod tests {
             (&|r| r.reference = Some(1000), "reference is 1000"),
         ] {
             let e = raw(f).unwrap_err();
-            assert!(e.contains(key), "{e}");
+            assert!(e.to_string().contains(key), "{e}");
         }
     }
 }

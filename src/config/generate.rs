@@ -5,8 +5,9 @@
 //! ([`crate::synthetic_prompt::text_seeded`]) scaled by a line fitted to the server's own
 //! count before the warmup ([`crate::synthetic_prompt::Scale`]).
 
+use super::common::{fit_points, Slot};
 use super::file::{RawDist, RawGenerate};
-use super::prompt_set::Slot;
+use crate::config::common::Invalid;
 use crate::seeded::SplitMix64;
 use serde::Serialize;
 
@@ -163,19 +164,8 @@ impl GenerateSpec {
     }
 }
 
-/// Two prompt lengths to fit the synthetic prompt at, `lo` and `hi`, so that the line through
-/// them has the server's tokens per word (a trace's blocks need it); when they are equal (one
-/// length), half of it and it.
-pub fn fit_points(lo: u32, hi: u32) -> Vec<u32> {
-    if lo == hi {
-        vec![(lo / 2).max(1), lo]
-    } else {
-        vec![lo, hi]
-    }
-}
-
 /// Validates `request.generate`. Errors: the key and what to write.
-pub fn build(raw: &RawGenerate) -> Result<GenerateSpec, String> {
+pub fn build(raw: &RawGenerate) -> Result<GenerateSpec, Invalid> {
     let input = raw.input_tokens.as_ref().ok_or(
         "request.generate.input_tokens is required, e.g. {distribution: normal, mean: 512, sd: 128}",
     )?;
@@ -196,20 +186,23 @@ pub fn build(raw: &RawGenerate) -> Result<GenerateSpec, String> {
     })
 }
 
-fn dist(key: &str, d: &RawDist, limit: u32) -> Result<Dist, String> {
+fn dist(key: &str, d: &RawDist, limit: u32) -> Result<Dist, Invalid> {
     let min = d.min.unwrap_or(1);
     let max = d.max.unwrap_or(limit);
     if min == 0 || max < min || max > limit {
         return Err(format!(
             "{key}: min {min} and max {max} must satisfy 1 <= min <= max <= {limit}"
-        ));
+        )
+        .into());
     }
     let given = |name: &str, v: Option<f64>| {
         v.filter(|x| x.is_finite())
             .ok_or_else(|| format!("{key}.{name} is required (a number) for this distribution"))
     };
     let unused = |names: &[(&str, bool)]| match names.iter().find(|(_, set)| *set) {
-        Some((n, _)) => Err(format!("{key}.{n} does not belong to this distribution")),
+        Some((n, _)) => Err(Invalid::from(format!(
+            "{key}.{n} does not belong to this distribution"
+        ))),
         None => Ok(()),
     };
     match d.distribution.as_deref() {
@@ -221,7 +214,7 @@ fn dist(key: &str, d: &RawDist, limit: u32) -> Result<Dist, String> {
                 ("sigma", d.sigma.is_some()),
             ])?;
             if d.min.is_none() || d.max.is_none() {
-                return Err(format!("{key}: a uniform distribution needs min and max"));
+                return Err(format!("{key}: a uniform distribution needs min and max").into());
             }
             Ok(Dist::Uniform { min, max })
         }
@@ -230,7 +223,7 @@ fn dist(key: &str, d: &RawDist, limit: u32) -> Result<Dist, String> {
             let mean = given("mean", d.mean)?;
             let sd = given("sd", d.sd)?;
             if mean <= 0.0 || sd < 0.0 {
-                return Err(format!("{key}: mean must be above 0 and sd at least 0"));
+                return Err(format!("{key}: mean must be above 0 and sd at least 0").into());
             }
             Ok(Dist::Normal { mean, sd, min, max })
         }
@@ -239,9 +232,7 @@ fn dist(key: &str, d: &RawDist, limit: u32) -> Result<Dist, String> {
             let median = given("median", d.median)?;
             let sigma = given("sigma", d.sigma)?;
             if median <= 0.0 || !(0.0..=5.0).contains(&sigma) {
-                return Err(format!(
-                    "{key}: median must be above 0 and sigma within 0..=5"
-                ));
+                return Err(format!("{key}: median must be above 0 and sigma within 0..=5").into());
             }
             Ok(Dist::Lognormal {
                 median,
@@ -253,7 +244,8 @@ fn dist(key: &str, d: &RawDist, limit: u32) -> Result<Dist, String> {
         other => Err(format!(
             "{key}.distribution is {}: use uniform, normal or lognormal",
             other.map_or("missing".to_string(), |o| format!("`{o}`"))
-        )),
+        )
+        .into()),
     }
 }
 
@@ -348,14 +340,27 @@ mod tests {
     #[test]
     fn bad_distributions_name_the_key() {
         let e = |d: &str| dist("k", &raw(d), 1000).unwrap_err();
-        assert!(e("{distribution: poisson}").contains("k.distribution is `poisson`"));
-        assert!(e("{mean: 3}").contains("k.distribution is missing"));
-        assert!(e("{distribution: normal, mean: 5}").contains("k.sd is required"));
+        assert!(e("{distribution: poisson}")
+            .to_string()
+            .contains("k.distribution is `poisson`"));
+        assert!(e("{mean: 3}")
+            .to_string()
+            .contains("k.distribution is missing"));
+        assert!(e("{distribution: normal, mean: 5}")
+            .to_string()
+            .contains("k.sd is required"));
         assert!(e("{distribution: normal, mean: 5, sd: 1, sigma: 2}")
+            .to_string()
             .contains("k.sigma does not belong"));
-        assert!(e("{distribution: uniform, min: 5}").contains("needs min and max"));
-        assert!(e("{distribution: uniform, min: 5, max: 2000}").contains("max 2000"));
-        assert!(e("{distribution: lognormal, median: 5, sigma: 9}").contains("sigma within"));
+        assert!(e("{distribution: uniform, min: 5}")
+            .to_string()
+            .contains("needs min and max"));
+        assert!(e("{distribution: uniform, min: 5, max: 2000}")
+            .to_string()
+            .contains("max 2000"));
+        assert!(e("{distribution: lognormal, median: 5, sigma: 9}")
+            .to_string()
+            .contains("sigma within"));
         assert_eq!(
             dist("k", &raw("{distribution: uniform, min: 5, max: 9}"), 1000),
             Ok(Dist::Uniform { min: 5, max: 9 })

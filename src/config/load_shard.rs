@@ -11,37 +11,15 @@
 //! g x step, worker I owning the streams I-1, I-1+N, ... The fingerprint stays the scenario's:
 //! the merged sample is compared with the unsharded baseline.
 
+pub use super::scenario::LoadShare;
+use super::scenario::{Scenario, Target};
 use super::shard::Shard;
-use super::{Scenario, Target};
-
-/// One worker's part of a scenario's load, kept on its copy of the scenario
-/// ([`super::scenario::LoadSpec::share`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LoadShare {
-    /// Which worker (1-based) of how many.
-    pub shard: Shard,
-    /// The scenario's whole `load.concurrency` over all workers.
-    pub total_concurrency: u32,
-    /// The scenario's whole `load.samples` over all workers.
-    pub total_samples: u32,
-    /// The scenario's whole `load.rate` (open loop), requests/s.
-    pub total_rate: Option<f64>,
-    /// `--start-at`: when the workers start their measured requests together, ms since the
-    /// Unix epoch.
-    pub start_at_unix_ms: Option<f64>,
-}
+use crate::config::common::Invalid;
 
 /// Worker `index` (1-based)'s count of the indices `index-1, index-1+count, ...` below `total`.
 pub fn share(total: u32, shard: Shard) -> u32 {
     let (n, i) = (shard.count as u32, shard.index as u32 - 1);
     total / n + u32::from(i < total % n)
-}
-
-impl LoadShare {
-    /// The global request (or stream) index of this worker's `local`-th one.
-    pub fn global_index(&self, local: usize) -> usize {
-        local * self.shard.count + self.shard.index - 1
-    }
 }
 
 /// Why a scenario cannot be split over workers.
@@ -149,7 +127,7 @@ struct Totals {
 /// (`1796369400`, what `date +%s` prints), or `+SECONDS` from now. Returns ms since the epoch.
 ///
 /// Errors: text in none of these forms, or a time more than a day away from `now_unix_ms`.
-pub fn parse_start_at(text: &str, now_unix_ms: f64) -> Result<f64, String> {
+pub fn parse_start_at(text: &str, now_unix_ms: f64) -> Result<f64, Invalid> {
     let t = text.trim();
     let at = if let Some(rel) = t.strip_prefix('+') {
         let s: f64 = rel
@@ -173,12 +151,14 @@ pub fn parse_start_at(text: &str, now_unix_ms: f64) -> Result<f64, String> {
     if !at.is_finite() || at - now_unix_ms > DAY_MS {
         return Err(format!(
             "`{text}` is more than a day from now: give the time the workers start together"
-        ));
+        )
+        .into());
     }
     if now_unix_ms - at > DAY_MS {
         return Err(format!(
             "`{text}` is more than a day in the past: give the time the workers start together"
-        ));
+        )
+        .into());
     }
     Ok(at)
 }
@@ -324,7 +304,7 @@ mod tests {
         // a hostile worker file's start: a short number, not 300 digits
         assert_eq!(utc(1e300), "1.000e300 ms after the epoch (not a time)");
         let past = parse_start_at("2020-01-01T00:00:00Z", now).unwrap_err();
-        assert!(past.contains("in the past"), "{past}");
+        assert!(past.to_string().contains("in the past"), "{past}");
         // a start a minute ago: measure at once (the worker says how late it is)
         assert_eq!(parse_start_at("1796369340", now), Ok(now - 60_000.0));
     }

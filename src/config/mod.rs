@@ -5,6 +5,7 @@
 //! before parsing completes (serde-saphyr's parse budget).
 
 pub mod arm;
+pub mod common;
 pub mod conversation;
 pub mod file;
 pub mod generate;

@@ -5,8 +5,9 @@
 //! [`load`] reads the file with its size bound. Which entry request k sends is [`PromptSet::pick`]:
 //! a seeded order, the same in `bless` and `check`.
 
+use super::common::{short_hash, Slot};
 use super::file::{RawMessage, RawPromptSet};
-use super::scenario::short_hash;
+use crate::config::common::Invalid;
 use crate::limits::{MAX_PROMPT_SET_BYTES, MAX_PROMPT_SET_ENTRIES};
 use serde::Serialize;
 use serde_json::Value;
@@ -81,15 +82,6 @@ impl Entry {
     }
 }
 
-/// Which request an entry is picked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slot {
-    /// The measured request of this global index (0-based over the whole run, every look).
-    Measured(usize),
-    /// The i-th unmeasured request of a phase (warmup, steady-state ramp-up and drain).
-    Unmeasured(usize),
-}
-
 /// The validated prompt set: where it came from (in the fingerprint) and its entries (not).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PromptSet {
@@ -155,7 +147,7 @@ impl PromptSet {
 
 /// Reads and validates `request.prompt_set`; `dir` is the scenario file's directory (the path
 /// is relative to it). Errors: the problem, starting with the key or with `file:line`.
-pub fn load(raw: &RawPromptSet, dir: &Path) -> Result<PromptSet, String> {
+pub fn load(raw: &RawPromptSet, dir: &Path) -> Result<PromptSet, Invalid> {
     let file = raw
         .file
         .as_deref()
@@ -178,7 +170,7 @@ pub fn load(raw: &RawPromptSet, dir: &Path) -> Result<PromptSet, String> {
         Some(other) => {
             return Err(format!(
                 "request.prompt_set.format `{other}`: use prompts, messages or sharegpt (or leave it out to tell from the first entry)"
-            ))
+            ).into())
         }
     };
     let order = match raw.order.as_deref() {
@@ -187,7 +179,8 @@ pub fn load(raw: &RawPromptSet, dir: &Path) -> Result<PromptSet, String> {
         Some(other) => {
             return Err(format!(
                 "request.prompt_set.order `{other}`: use shuffled (the default) or file"
-            ))
+            )
+            .into())
         }
     };
     let seed = raw.seed.unwrap_or(0);
@@ -227,7 +220,7 @@ pub struct Parsed {
 ///
 /// Errors: the first bad entry, as `name:line: what is wrong; what to write`; no entries; more
 /// than [`MAX_PROMPT_SET_ENTRIES`].
-pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Parsed, String> {
+pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Parsed, Invalid> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     // (line, value) of every entry
     let items: Vec<(usize, Value)> = if text.trim_start().starts_with('[') {
@@ -246,7 +239,7 @@ pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Par
                 continue;
             }
             if out.len() >= MAX_PROMPT_SET_ENTRIES {
-                return Err(too_many(name));
+                return Err(too_many(name).into());
             }
             let v: Value = serde_json::from_str(line).map_err(|e| {
                 format!(
@@ -259,7 +252,7 @@ pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Par
         out
     };
     if items.len() > MAX_PROMPT_SET_ENTRIES {
-        return Err(too_many(name));
+        return Err(too_many(name).into());
     }
     let at = |line: usize, k: usize| {
         if line > 0 {
@@ -272,9 +265,7 @@ pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Par
         Some(f) => f,
         None => {
             let Some((line, first)) = items.first() else {
-                return Err(format!(
-                    "{name}: holds no prompts; add one JSON object a line"
-                ));
+                return Err(format!("{name}: holds no prompts; add one JSON object a line").into());
             };
             if first.get("conversations").is_some() {
                 PromptFormat::Sharegpt
@@ -286,7 +277,7 @@ pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Par
                 return Err(format!(
                     "{}: an entry needs `prompt`, `messages` or `conversations` (ShareGPT); set request.prompt_set.format to say which",
                     at(*line, 0)
-                ));
+                ).into());
             }
         }
     };
@@ -295,19 +286,22 @@ pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Par
     for (k, (line, v)) in items.iter().enumerate() {
         let here = || at(*line, k);
         if !v.is_object() {
-            return Err(format!("{}: not a JSON object", here()));
+            return Err(format!("{}: not a JSON object", here()).into());
         }
         let max_tokens = entry_max_tokens(v).map_err(|e| format!("{}: {e}", here()))?;
         match format {
             PromptFormat::Prompts => {
                 let p = match v.get("prompt") {
                     Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-                    Some(Value::String(_)) => return Err(format!("{}: `prompt` is empty", here())),
+                    Some(Value::String(_)) => {
+                        return Err(format!("{}: `prompt` is empty", here()).into())
+                    }
                     _ => {
                         return Err(format!(
                         "{}: needs `prompt`, a string (format prompts: {{\"prompt\": \"...\"}})",
                         here()
-                    ))
+                    )
+                        .into())
                     }
                 };
                 entries.push(Entry::new(vec![user(p)], max_tokens));
@@ -325,7 +319,8 @@ pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Par
     if entries.is_empty() {
         return Err(format!(
             "{name}: holds no usable prompts ({skipped} left out: no human turn); add entries"
-        ));
+        )
+        .into());
     }
     Ok(Parsed {
         format,
@@ -346,20 +341,21 @@ fn user(content: String) -> RawMessage {
 }
 
 /// An entry's own `max_tokens`, if it gives one.
-fn entry_max_tokens(v: &Value) -> Result<Option<u32>, String> {
+fn entry_max_tokens(v: &Value) -> Result<Option<u32>, Invalid> {
     match v.get("max_tokens") {
         None | Some(Value::Null) => Ok(None),
         Some(x) => match x.as_u64() {
             Some(n) if (1..=MAX_ENTRY_MAX_TOKENS).contains(&n) => Ok(Some(n as u32)),
             _ => Err(format!(
                 "`max_tokens` is {x}: use a whole number in 1..={MAX_ENTRY_MAX_TOKENS}"
-            )),
+            )
+            .into()),
         },
     }
 }
 
 /// `messages`: a non-empty array of `{role, content}` with a known role and string content.
-fn messages(v: &Value) -> Result<Vec<RawMessage>, String> {
+fn messages(v: &Value) -> Result<Vec<RawMessage>, Invalid> {
     let Some(Value::Array(ms)) = v.get("messages") else {
         return Err("needs `messages`, an array of {\"role\", \"content\"}".into());
     };
@@ -372,10 +368,11 @@ fn messages(v: &Value) -> Result<Vec<RawMessage>, String> {
         if !matches!(role, "system" | "user" | "assistant" | "developer") {
             return Err(format!(
                 "messages[{i}].role is not one of system, user, assistant, developer"
-            ));
+            )
+            .into());
         }
         let Some(content) = m.get("content").and_then(Value::as_str) else {
-            return Err(format!("messages[{i}].content must be a string"));
+            return Err(format!("messages[{i}].content must be a string").into());
         };
         out.push(RawMessage {
             role: role.into(),
@@ -390,7 +387,7 @@ fn messages(v: &Value) -> Result<Vec<RawMessage>, String> {
 
 /// A ShareGPT conversation's prompt: its system turns before the first human turn, and that
 /// turn. `None`: no human turn, or an empty one (left out, as other benchmarks do).
-fn sharegpt(v: &Value) -> Result<Option<Vec<RawMessage>>, String> {
+fn sharegpt(v: &Value) -> Result<Option<Vec<RawMessage>>, Invalid> {
     let Some(Value::Array(turns)) = v.get("conversations") else {
         return Err("needs `conversations`, an array of {\"from\", \"value\"}".into());
     };
@@ -398,7 +395,7 @@ fn sharegpt(v: &Value) -> Result<Option<Vec<RawMessage>>, String> {
     for (i, t) in turns.iter().enumerate() {
         let from = t.get("from").and_then(Value::as_str).unwrap_or("");
         let Some(value) = t.get("value").and_then(Value::as_str) else {
-            return Err(format!("conversations[{i}].value must be a string"));
+            return Err(format!("conversations[{i}].value must be a string").into());
         };
         match from {
             "system" => out.push(RawMessage {
@@ -472,25 +469,32 @@ mod tests {
     #[test]
     fn bad_entries_name_file_and_line() {
         let e = |t: &str| parse(t, "p.jsonl", None).unwrap_err();
-        assert!(
-            e("{\"prompt\": \"a\"}\n{\"prompt\": 3}\n").starts_with("p.jsonl:2: needs `prompt`")
-        );
-        assert!(e("{\"prompt\": \"a\"}\nnot json\n").starts_with("p.jsonl:2: not a JSON object"));
-        assert!(
-            e("{\"prompt\": \"a\", \"max_tokens\": 0}\n").contains("p.jsonl:1: `max_tokens` is 0")
-        );
-        assert!(e("").contains("holds no prompts"));
-        assert!(e("{\"text\": \"a\"}\n").contains("needs `prompt`, `messages` or `conversations`"));
+        assert!(e("{\"prompt\": \"a\"}\n{\"prompt\": 3}\n")
+            .to_string()
+            .starts_with("p.jsonl:2: needs `prompt`"));
+        assert!(e("{\"prompt\": \"a\"}\nnot json\n")
+            .to_string()
+            .starts_with("p.jsonl:2: not a JSON object"));
+        assert!(e("{\"prompt\": \"a\", \"max_tokens\": 0}\n")
+            .to_string()
+            .contains("p.jsonl:1: `max_tokens` is 0"));
+        assert!(e("").to_string().contains("holds no prompts"));
+        assert!(e("{\"text\": \"a\"}\n")
+            .to_string()
+            .contains("needs `prompt`, `messages` or `conversations`"));
         assert!(
             e("{\"messages\": [{\"role\": \"bot\", \"content\": \"x\"}]}")
+                .to_string()
                 .contains("messages[0].role is not one of")
         );
-        assert!(
-            e("[{\"conversations\": 3}]").starts_with("p.jsonl: entry [0]: needs `conversations`")
-        );
-        assert!(e("[1, 2").starts_with("p.jsonl:1: not a JSON array"));
+        assert!(e("[{\"conversations\": 3}]")
+            .to_string()
+            .starts_with("p.jsonl: entry [0]: needs `conversations`"));
+        assert!(e("[1, 2")
+            .to_string()
+            .starts_with("p.jsonl:1: not a JSON array"));
         let many = "{\"prompt\": \"a\"}\n".repeat(MAX_PROMPT_SET_ENTRIES + 1);
-        assert!(e(&many).contains("more than 100000 entries"));
+        assert!(e(&many).to_string().contains("more than 100000 entries"));
     }
 
     #[test]
@@ -529,7 +533,10 @@ mod tests {
         assert_eq!(file.pick(Slot::Unmeasured(10)).1.prompt, "p9");
         assert_eq!(s.sha256.len(), 16);
         let e = load(&raw(Some("random"), None), dir.path()).unwrap_err();
-        assert!(e.contains("use shuffled (the default) or file"), "{e}");
+        assert!(
+            e.to_string().contains("use shuffled (the default) or file"),
+            "{e}"
+        );
         let e = load(
             &RawPromptSet {
                 file: Some("missing.jsonl".into()),
@@ -539,7 +546,8 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            e.contains("missing.jsonl: cannot read (no such file)"),
+            e.to_string()
+                .contains("missing.jsonl: cannot read (no such file)"),
             "{e}"
         );
     }

@@ -15,27 +15,31 @@ mod gate;
 mod load;
 mod name;
 mod objective;
-mod quantile;
+pub(in crate::config) mod quantile;
 mod request;
 
+pub use super::common::Secret;
 pub use super::metric::Metric;
 pub use base_url::normalise_base_url;
-pub use endpoint::{Endpoint, Header, Secret, Target, SIM_APIS};
+pub use endpoint::{Endpoint, Header, Target};
 pub use gate::{default_band, Band, GateSpec, ITL_BAND};
 pub use load::{
-    LoadSpec, Ramp, DEFAULT_LOAD_SEED, MAX_RATE, MIN_RATE, MIN_SAMPLES, OPEN_LOOP_CONCURRENCY,
+    LoadShare, LoadSpec, Ramp, DEFAULT_LOAD_SEED, MAX_RATE, MIN_RATE, MIN_SAMPLES,
+    OPEN_LOOP_CONCURRENCY,
 };
 pub use name::{check_name, ScenarioName};
 pub use objective::Objective;
 pub use quantile::Quantile;
 pub use request::{CachePolicy, MaxTokensField, RequestSpec};
 
+use super::common::short_hash;
+pub use super::common::BuildCtx;
 use super::file::RawScenario;
+use crate::config::common::Invalid;
 use endpoint::build_endpoint;
 use gate::build_gate;
 use load::build_load;
 use request::build_request;
-use sha2::{Digest, Sha256};
 
 pub use crate::api::Api;
 
@@ -116,37 +120,20 @@ fn request_warnings(r: &RequestSpec, l: &LoadSpec) -> Vec<String> {
     out
 }
 
-/// First 16 hex chars of sha256(s).
-pub fn short_hash(s: &str) -> String {
-    let d = Sha256::digest(s.as_bytes());
-    d.iter().take(8).map(|b| format!("{b:02x}")).collect()
-}
-
-/// Everything needed to validate one scenario.
-pub struct BuildCtx<'a> {
-    /// Looks up environment variables.
-    pub env: &'a dyn Fn(&str) -> Option<String>,
-    /// `file:line` of the scenario entry, for messages.
-    pub at: String,
-    /// The scenario file's directory: paths in it (`request.prompt_set.file`) are relative to
-    /// it.
-    pub dir: std::path::PathBuf,
-}
-
 /// What is wrong with one scenario's values: the scenario (by its name, when it has one) and
 /// the problem, which names the key and says what to write instead.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}", match scenario { Some(n) => format!("scenario `{n}`: {problem}"), None => problem.clone() })]
+#[error("{}", match scenario { Some(n) => format!("scenario `{n}`: {problem}"), None => problem.to_string() })]
 pub struct ScenarioError {
     /// The scenario's `name:` (`None`: it has none, or the name itself is wrong).
     pub scenario: Option<String>,
     /// What was wrong, starting with the key (`endpoint.base_url: ...`).
-    pub problem: String,
+    pub problem: Invalid,
 }
 
 impl ScenarioError {
     /// A problem in the scenario named `name`.
-    pub fn named(name: &str, problem: impl Into<String>) -> Self {
+    pub fn named(name: &str, problem: impl Into<Invalid>) -> Self {
         ScenarioError {
             scenario: Some(name.to_string()),
             problem: problem.into(),
@@ -154,7 +141,7 @@ impl ScenarioError {
     }
 
     /// A problem before the scenario has a usable name.
-    pub fn unnamed(problem: impl Into<String>) -> Self {
+    pub fn unnamed(problem: impl Into<Invalid>) -> Self {
         ScenarioError {
             scenario: None,
             problem: problem.into(),
@@ -174,7 +161,7 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioE
         .clone()
         .ok_or_else(|| ScenarioError::unnamed("scenario has no `name:`"))?;
     let name = ScenarioName::new(name).map_err(ScenarioError::unnamed)?;
-    let here = |problem: String| ScenarioError::named(&name, problem);
+    let here = |problem: Invalid| ScenarioError::named(&name, problem);
     let endpoint = build_endpoint(&raw.endpoint, ctx).map_err(here)?;
     let request = build_request(
         &raw.request,
@@ -199,10 +186,10 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioE
         && gate.metrics.contains(&Metric::Tpot)
         && load.trace.is_none()
     {
-        return Err(here(format!(
+        return Err(here(Invalid::from(format!(
             "TPOT is undefined for max_tokens {} (it needs 2 or more output tokens); raise max_tokens (or request.generate.output_tokens.min) or set gate.metrics without tpot",
             request.min_output_tokens()
-        )));
+        ))));
     }
     let fingerprint = fingerprint(&endpoint, &request, &load);
     let server = match (&raw.server, &endpoint.target) {
@@ -236,7 +223,7 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioE
 fn conversation_load(
     c: &super::conversation::ConversationSpec,
     l: &LoadSpec,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     if l.rate.is_some() || l.trace.is_some() {
         return Err("request.conversation runs a closed loop (each stream sends its conversations turn after turn, with the think time between): leave out load.rate and load.trace".into());
     }
@@ -259,7 +246,7 @@ fn conversation_load(
             c.user_tokens,
             c.turns - 1,
             c.answer_tokens
-        ));
+        ).into());
     }
     // the think time a stream spends, bounded as a trace replay's window is
     let per_stream = f64::from(l.samples) / f64::from(l.concurrency.max(1));
@@ -268,7 +255,7 @@ fn conversation_load(
     if think_h > 24.0 {
         return Err(format!(
             "request.conversation.think_time: each stream would think for {think_h:.1} h over its {per_stream:.0} requests: at most 24 h; shorten the think time or the samples, or raise the concurrency"
-        ));
+        ).into());
     }
     // (the warmup may end inside a conversation: it is not measured)
     for (key, n) in [("samples", l.samples)] {
@@ -279,7 +266,7 @@ fn conversation_load(
                 c.turns,
                 up / c.turns,
                 if n > c.turns { format!(" or {}", n / c.turns * c.turns) } else { String::new() }
-            ));
+            ).into());
         }
     }
     Ok(())

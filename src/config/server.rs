@@ -6,9 +6,10 @@
 //! such variables, and the endpoint's own secrets are `<redacted>`); `env` values are never
 //! shown, only their names.
 
+use super::common::Secret;
 use super::file::{RawMetrics, RawServer};
-use super::scenario::Secret;
 use super::values::{expand_env, parse_timeout};
+use crate::config::common::Invalid;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -195,7 +196,7 @@ pub fn build(
     base_url: &str,
     endpoint_secrets: &[String],
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<ServerSpec, String> {
+) -> Result<ServerSpec, Invalid> {
     let words = raw
         .command
         .as_ref()
@@ -233,7 +234,7 @@ pub fn build(
     let mut env_out = Vec::new();
     for (k, v) in raw.env.clone().unwrap_or_default() {
         if k.is_empty() || k.contains('=') || k.contains('\0') {
-            return Err(format!("server.env: `{k}` is not a variable name"));
+            return Err(format!("server.env: `{k}` is not a variable name").into());
         }
         let val = expand_env(&v, env).map_err(|m| format!("server.env.{k}: {m}"))?;
         if names_a_secret(&k) || v.contains("${") {
@@ -254,7 +255,7 @@ pub fn build(
     );
     let origin = match url::Url::parse(base_url) {
         Ok(u) => origin_of_url(&u),
-        Err(e) => return Err(format!("server: base_url `{base_url}` is not a URL ({e})")),
+        Err(e) => return Err(format!("server: base_url `{base_url}` is not a URL ({e})").into()),
     };
     let ready = match &raw.ready {
         None => Ready::Http {
@@ -268,7 +269,7 @@ pub fn build(
                     format!("server.ready.url `{u}` is not a URL ({e}); write it like `http://127.0.0.1:8080/health`")
                 })?;
                 if !matches!(p.scheme(), "http" | "https") {
-                    return Err(format!("server.ready.url `{u}`: use http:// or https://"));
+                    return Err(format!("server.ready.url `{u}`: use http:// or https://").into());
                 }
                 Ready::Http {
                     url: u,
@@ -279,16 +280,19 @@ pub fn build(
                 return Err(format!(
                     "server.ready.log `{}` holds a line end: give text from within one line",
                     t.escape_debug()
-                ))
+                ).into())
             }
             (None, Some(t)) if !t.is_empty() => Ready::Log(t.clone()),
             _ => return Err("server.ready: give `url: <URL answering 2xx when ready>` or `log: <text of the log line that says it is ready>`, one of them".into()),
         },
     };
-    let dur = |v: &Option<String>, key: &str, d: Duration| -> Result<Duration, String> {
+    let dur = |v: &Option<String>, key: &str, d: Duration| -> Result<Duration, Invalid> {
         match v {
             None => Ok(d),
-            Some(s) => parse_timeout(s).map_err(|e| format!("server.{key}: {e}")),
+            Some(s) => parse_timeout(s).map_err(|source| Invalid::Value {
+                key: format!("server.{key}"),
+                source: Box::new(source),
+            }),
         }
     };
     let ready_timeout = dur(&raw.ready_timeout, "ready_timeout", DEFAULT_READY_TIMEOUT)?;
@@ -316,11 +320,9 @@ pub fn build(
     };
     let log_tail = raw.log_tail.map(|n| n as usize).unwrap_or(DEFAULT_LOG_TAIL);
     if log_tail > 10_000 {
-        return Err(format!(
-            "server.log_tail is {log_tail}: at most 10000 lines"
-        ));
+        return Err(format!("server.log_tail is {log_tail}: at most 10000 lines").into());
     }
-    let key = super::scenario::short_hash(
+    let key = super::common::short_hash(
         &serde_json::json!({
             "command": command,
             "env": env_out.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect::<Vec<_>>(),
@@ -518,29 +520,35 @@ mod tests {
         let mut r = raw(&["x"]);
         r.ready_timeout = Some("18446744073709551615s".into());
         assert_eq!(
-            build(&r, "http://h:1/v1", &[], &env).unwrap_err(),
+            build(&r, "http://h:1/v1", &[], &env)
+                .unwrap_err()
+                .to_string(),
             "server.ready_timeout: `18446744073709551615s` is longer than the maximum 1day"
         );
         let mut r = raw(&["x"]);
         r.stop_timeout = Some("25h".into());
         assert!(build(&r, "http://h:1/v1", &[], &env)
             .unwrap_err()
+            .to_string()
             .starts_with("server.stop_timeout: `25h` is longer than the maximum 1day"));
     }
 
     #[test]
     fn bad_blocks_are_explained() {
         let e = build(&RawServer::default(), "http://h:1/v1", &[], &env).unwrap_err();
-        assert!(e.contains("server.command is required"), "{e}");
+        assert!(e.to_string().contains("server.command is required"), "{e}");
         let mut r = raw(&["x"]);
         r.ready = Some(super::super::file::RawReady {
             url: Some("http://h/x".into()),
             log: Some("up".into()),
         });
         let e = build(&r, "http://h:1/v1", &[], &env).unwrap_err();
-        assert!(e.contains("one of them"), "{e}");
+        assert!(e.to_string().contains("one of them"), "{e}");
         let e = build(&raw(&["${NOPE}"]), "http://h:1/v1", &[], &env).unwrap_err();
-        assert!(e.contains("server.command[0]") && e.contains("NOPE"), "{e}");
+        assert!(
+            e.to_string().contains("server.command[0]") && e.to_string().contains("NOPE"),
+            "{e}"
+        );
         let mut r = raw(&["x"]);
         r.stop_timeout = Some("0s".into());
         assert!(build(&r, "http://h:1/v1", &[], &env).is_err());

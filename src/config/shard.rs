@@ -5,42 +5,9 @@
 //! names (adding or renaming a scenario may move others to another shard, which does not matter:
 //! each shard still checks against the committed baselines). Input order is kept within a shard.
 
-use super::Scenario;
+pub use super::common::{BadShard, Shard, MAX_SHARDS};
+use super::scenario::Scenario;
 use std::collections::BTreeSet;
-use std::str::FromStr;
-
-/// Most shards accepted.
-pub const MAX_SHARDS: usize = 1000;
-
-/// Shard `index` (1-based) of `count`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shard {
-    pub index: usize,
-    pub count: usize,
-}
-
-/// `--shard` text that is not `I/N` with 1 <= I <= N <= 1000.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}`: use I/N with 1 <= I <= N <= 1000, e.g. 1/4")]
-pub struct BadShard(String);
-
-impl FromStr for Shard {
-    type Err = BadShard;
-    fn from_str(s: &str) -> Result<Shard, BadShard> {
-        let bad = || BadShard(s.to_string());
-        let (i, n) = s.split_once('/').ok_or_else(bad)?;
-        let index: usize = i.trim().parse().map_err(|_| bad())?;
-        let count: usize = n.trim().parse().map_err(|_| bad())?;
-        Shard::new(index, count).ok_or_else(bad)
-    }
-}
-
-impl Shard {
-    /// Shard `index` of `count`, when 1 <= `index` <= `count` <= [`MAX_SHARDS`].
-    pub fn new(index: usize, count: usize) -> Option<Shard> {
-        (1 <= index && index <= count && count <= MAX_SHARDS).then_some(Shard { index, count })
-    }
-}
 
 /// A shard that received no scenario (more shards than scenarios).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

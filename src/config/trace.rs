@@ -5,8 +5,9 @@
 //! and the Azure LLM inference trace CSV (`TIMESTAMP,ContextTokens,GeneratedTokens`). Parsing
 //! is pure ([`parse`]); [`load`] reads the file with its size bound.
 
+use super::common::{fit_points, Slot, MAX_RATE, MIN_RATE};
 use super::file::RawTrace;
-use super::prompt_set::Slot;
+use crate::config::common::Invalid;
 use crate::limits::{MAX_TRACE_BYTES, MAX_TRACE_ENTRIES};
 use crate::synthetic_prompt::MAX_PROMPT_TOKENS;
 use serde::Serialize;
@@ -101,7 +102,7 @@ impl TraceSpec {
         if span_s > 0.0 {
             (count.saturating_sub(1)) as f64 / span_s
         } else {
-            crate::config::scenario::MAX_RATE
+            MAX_RATE
         }
     }
 
@@ -113,7 +114,7 @@ impl TraceSpec {
             .collect();
         v.sort_unstable();
         let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-        crate::config::generate::fit_points(at(0.1), at(0.9))
+        fit_points(at(0.1), at(0.9))
     }
 
     /// The longest output `count` measured requests ask, tokens.
@@ -144,7 +145,7 @@ impl TraceSpec {
 
 /// Reads and validates `load.trace`; `dir` is the scenario file's directory; `needed`: the
 /// measured requests the largest look sends. Errors: the key or `file:line`, and what to do.
-pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, String> {
+pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Invalid> {
     let file = raw
         .file
         .as_deref()
@@ -166,14 +167,12 @@ pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Stri
         Some(other) => {
             return Err(format!(
                 "load.trace.format `{other}`: use mooncake or azure (or leave it out to tell from the file)"
-            ))
+            ).into())
         }
     };
     let block_size = raw.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
     if !(1..=65_536).contains(&block_size) {
-        return Err(format!(
-            "load.trace.block_size is {block_size}: use 1..=65536 tokens"
-        ));
+        return Err(format!("load.trace.block_size is {block_size}: use 1..=65536 tokens").into());
     }
     let time_scale = match (raw.time_scale, raw.rate) {
         (Some(_), Some(_)) => {
@@ -182,20 +181,17 @@ pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Stri
             )
         }
         (Some(t), None) if !(t.is_finite() && t > 0.0 && t <= 1000.0) => {
-            return Err(format!(
-                "load.trace.time_scale is {t}: use a factor above 0, at most 1000"
-            ))
+            return Err(
+                format!("load.trace.time_scale is {t}: use a factor above 0, at most 1000").into(),
+            )
         }
         (Some(t), None) => Some(t),
-        (None, Some(r))
-            if !(crate::config::scenario::MIN_RATE..=crate::config::scenario::MAX_RATE)
-                .contains(&r) =>
-        {
+        (None, Some(r)) if !(MIN_RATE..=MAX_RATE).contains(&r) => {
             return Err(format!(
                 "load.trace.rate is {r}: use {}..={} requests/s",
-                crate::config::scenario::MIN_RATE,
-                crate::config::scenario::MAX_RATE
-            ))
+                MIN_RATE, MAX_RATE
+            )
+            .into())
         }
         _ => None,
     };
@@ -205,7 +201,7 @@ pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Stri
         return Err(format!(
             "load.trace: {shown} has {} entries; from entry {start} the run needs {needed} (load.samples or load.max_samples): lower them, or start earlier",
             list.len()
-        ));
+        ).into());
     }
     let sha = Sha256::digest(text.as_bytes());
     let mut spec = TraceSpec {
@@ -240,7 +236,7 @@ pub fn parse(
     name: &str,
     format: Option<TraceFormat>,
     block_size: u32,
-) -> Result<(TraceFormat, Vec<TraceEntry>), String> {
+) -> Result<(TraceFormat, Vec<TraceEntry>), Invalid> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     let format = match format {
@@ -250,7 +246,7 @@ pub fn parse(
         None => {
             return Err(format!(
                 "{name}:1: neither a Mooncake JSONL line nor an Azure CSV header (TIMESTAMP,ContextTokens,GeneratedTokens); set load.trace.format"
-            ))
+            ).into())
         }
     };
     let mut out: Vec<TraceEntry> = Vec::new();
@@ -276,7 +272,7 @@ pub fn parse(
         if out.len() >= MAX_TRACE_ENTRIES {
             return Err(format!(
                 "{name}: more than {MAX_TRACE_ENTRIES} entries; keep the part to replay (e.g. `head -n {MAX_TRACE_ENTRIES}`)"
-            ));
+            ).into());
         }
         let t0 = *origin.get_or_insert(t);
         e.at_ms = t - t0;
@@ -285,29 +281,30 @@ pub fn parse(
                 return Err(format!(
                     "{name}:{at}: the time goes back ({} ms before the line above); a trace is in arrival order",
                     crate::units::Num(prev.at_ms - e.at_ms)
-                ));
+                ).into());
             }
         }
         out.push(e);
     }
     if out.is_empty() {
-        return Err(format!("{name}: holds no requests"));
+        return Err(format!("{name}: holds no requests").into());
     }
     Ok((format, out))
 }
 
-fn length(v: Option<&Value>, key: &str, max: u64) -> Result<u64, String> {
+fn length(v: Option<&Value>, key: &str, max: u64) -> Result<u64, Invalid> {
     match v.and_then(Value::as_u64) {
         Some(n) if n <= max => Ok(n),
         _ => Err(format!(
             "`{key}` must be a whole number in 0..={max}, not {}",
             v.map_or("nothing".to_string(), |v| v.to_string())
-        )),
+        )
+        .into()),
     }
 }
 
 /// One Mooncake line: (timestamp ms, entry).
-fn mooncake(line: &str, block_size: u32) -> Result<(f64, TraceEntry), String> {
+fn mooncake(line: &str, block_size: u32) -> Result<(f64, TraceEntry), Invalid> {
     let v: Value = serde_json::from_str(line).map_err(|e| {
         format!("not a JSON object ({e}); a Mooncake trace line is {{\"timestamp\": ms, \"input_length\": N, \"output_length\": M, \"hash_ids\": [...]}}")
     })?;
@@ -338,7 +335,7 @@ fn mooncake(line: &str, block_size: u32) -> Result<(f64, TraceEntry), String> {
         return Err(format!(
             "{} hash_ids for input_length {input}: blocks of {block_size} tokens need {blocks} (set load.trace.block_size to the trace's)",
             hash_ids.len()
-        ));
+        ).into());
     }
     Ok((
         t,
@@ -352,7 +349,7 @@ fn mooncake(line: &str, block_size: u32) -> Result<(f64, TraceEntry), String> {
 }
 
 /// The Azure CSV header: the columns of TIMESTAMP, ContextTokens and GeneratedTokens.
-fn azure_header(line: &str) -> Result<[usize; 3], String> {
+fn azure_header(line: &str) -> Result<[usize; 3], Invalid> {
     let cols: Vec<String> = line
         .split(',')
         .map(|c| c.trim().to_ascii_lowercase())
@@ -370,7 +367,7 @@ fn azure_header(line: &str) -> Result<[usize; 3], String> {
 }
 
 /// One Azure CSV line: (timestamp ms, entry).
-fn azure(line: &str, c: [usize; 3]) -> Result<(f64, TraceEntry), String> {
+fn azure(line: &str, c: [usize; 3]) -> Result<(f64, TraceEntry), Invalid> {
     let f: Vec<&str> = line.split(',').map(str::trim).collect();
     let get = |k: usize| f.get(k).copied().ok_or("fewer columns than the header");
     let t = azure_time(get(c[0])?)?;
@@ -398,8 +395,12 @@ fn azure(line: &str, c: [usize; 3]) -> Result<(f64, TraceEntry), String> {
 
 /// `2023-11-16 18:15:46.6805900` (or with `T`, up to 9 fraction digits, no zone: UTC) as ms
 /// since the Unix epoch.
-pub fn azure_time(s: &str) -> Result<f64, String> {
-    let bad = || format!("TIMESTAMP `{s}` is not like 2023-11-16 18:15:46.6805900");
+pub fn azure_time(s: &str) -> Result<f64, Invalid> {
+    let bad = || {
+        Invalid::from(format!(
+            "TIMESTAMP `{s}` is not like 2023-11-16 18:15:46.6805900"
+        ))
+    };
     let s = s.trim().trim_end_matches('Z');
     let (date, time) = s.split_once([' ', 'T']).ok_or_else(bad)?;
     let d: Vec<&str> = date.split('-').collect();
@@ -448,7 +449,7 @@ mod tests {
         assert_eq!(e[2].output_tokens, 1);
         let err = parse(MOONCAKE, "m.jsonl", None, 256).unwrap_err();
         assert!(
-            err.starts_with(
+            err.to_string().starts_with(
                 "m.jsonl:1: 14 hash_ids for input_length 6955: blocks of 256 tokens need 28"
             ),
             "{err}"
@@ -487,18 +488,26 @@ mod tests {
     #[test]
     fn bad_lines_name_file_and_line() {
         let e = |t: &str| parse(t, "t", None, 512).unwrap_err();
-        assert!(e("{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n").starts_with("t:2: the time goes back (1 ms"));
+        assert!(e("{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n").to_string().starts_with("t:2: the time goes back (1 ms"));
         assert!(
             e("{\"timestamp\": 1, \"input_length\": -5, \"output_length\": 1}")
+                .to_string()
                 .starts_with("t:1: `input_length` must be")
         );
         assert!(
             e("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:15:46,1,1\n")
+                .to_string()
                 .starts_with("t:2: TIMESTAMP `2023-13-16 18:15:46` is not like")
         );
-        assert!(e("TIMESTAMP,Context,GeneratedTokens\n").contains("no `contexttokens` column"));
-        assert!(e("TIMESTAMP,ContextTokens,GeneratedTokens\n").contains("holds no requests"));
-        assert!(e("a,b\n").starts_with("t:1: neither a Mooncake"));
+        assert!(e("TIMESTAMP,Context,GeneratedTokens\n")
+            .to_string()
+            .contains("no `contexttokens` column"));
+        assert!(e("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+            .to_string()
+            .contains("holds no requests"));
+        assert!(e("a,b\n")
+            .to_string()
+            .starts_with("t:1: neither a Mooncake"));
     }
 
     proptest::proptest! {

@@ -383,7 +383,7 @@ fn write_comment_file(p: &Path, body: &str, warnings: &mut Vec<String>) {
 fn recovered_text(ctx: &Context, r: &Results) -> String {
     let mut s = format!(
         "✅ **perfgate: recovered**: {}",
-        markdown::escape(&format!(
+        crate::report::escape::markdown(&format!(
             "this check ({}) passes again, verdict {}",
             r.id, r.verdict
         ))

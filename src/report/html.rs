@@ -4,6 +4,7 @@
 //! distributions of TTFT, TPOT and ITL drawn over each other (ECDFs, inline SVG), then the
 //! verdict table with the numbers behind each verdict. Text from servers and files is escaped.
 
+use super::escape::html as escape;
 use super::plot::{self, BASELINE, CANDIDATE};
 use super::{
     fmt_baseline, fmt_change, fmt_check_name, fmt_ms, fmt_n, fmt_tolerance, fmt_value,
@@ -14,23 +15,6 @@ use crate::results::{ScenarioResult, Status};
 use crate::summary::SummaryKey;
 use crate::verdict::Overall;
 use std::fmt::Write;
-
-/// Escapes text for HTML element content and quoted attributes.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// The CSS class of a verdict badge.
 fn class(v: Verdict) -> &'static str {

@@ -5,29 +5,11 @@
 //! `<skipped>`. A scenario that was not compared gets one testcase: `<error>` when it could not be
 //! measured or is misconfigured, `<skipped>` when it has no usable baseline.
 
+use super::escape::xml as escape;
 use super::{fmt_baseline, fmt_change, fmt_check_name, fmt_n, fmt_tolerance, fmt_value};
 use crate::gate::{Check, Verdict};
 use crate::results::{Results, ScenarioResult, Status};
 use std::fmt::Write;
-
-/// Escapes text for XML 1.0 attributes and text; drops characters XML 1.0 cannot carry.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' => out.push_str("&#10;"),
-            '\r' | '\t' => out.push(' '),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// The numbers behind a verdict, one line.
 pub fn numbers(c: &Check, word: &str) -> String {

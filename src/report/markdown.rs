@@ -4,6 +4,7 @@
 //! `<details>`. Text that came from a server or a file (error messages, model names, scenario
 //! names) is escaped so it cannot inject markdown, HTML, mentions or links.
 
+use super::escape::markdown as escape;
 use super::{fmt_baseline, fmt_change, fmt_check_name, fmt_ms, fmt_n, fmt_tolerance, fmt_value};
 use crate::gate::Verdict;
 use crate::results::{Results, Status};
@@ -11,30 +12,6 @@ use crate::summary::SummaryKey;
 use crate::verdict::Overall;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-
-/// Escapes text for a markdown table cell or paragraph: HTML-significant characters become
-/// entities, markdown punctuation is backslash-escaped, `@` cannot start a mention, and newlines
-/// become spaces.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '@' => out.push_str("&#64;"),
-            '|' | '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '#' | '!' | '~' | '{' | '}' => {
-                out.push('\\');
-                out.push(ch);
-            }
-            '\n' | '\r' => out.push(' '),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 fn emoji(v: Verdict) -> &'static str {
     match v {

@@ -3,6 +3,7 @@
 //! formatting lives here so the renderers agree; [`Report`] adds, for the HTML plots only, the
 //! per-request values of each compared baseline.
 
+pub mod escape;
 pub mod footnotes;
 pub mod html;
 pub mod json;

@@ -6,7 +6,7 @@ use super::progress::{Phase, Progress};
 use super::steady;
 use crate::client::body;
 use crate::client::http::{Delivery, RefusedField, Sent, StreamClient};
-use crate::config::prompt_set::Slot;
+use crate::config::common::Slot;
 use crate::config::scenario::RequestSpec;
 use crate::config::Scenario;
 use crate::record::{RequestRecord, WorkItem};
@@ -463,7 +463,7 @@ pub(super) fn varied(sc: &Scenario, scale: Scale, slot: Slot) -> Option<(Request
         let work = WorkItem {
             index,
             entry: None,
-            prompt_id: crate::config::scenario::short_hash(
+            prompt_id: crate::config::common::short_hash(
                 &serde_json::json!(r.messages).to_string(),
             ),
             max_tokens: r.max_tokens,
@@ -479,7 +479,7 @@ pub(super) fn varied(sc: &Scenario, scale: Scale, slot: Slot) -> Option<(Request
     let work = WorkItem {
         index,
         entry: None,
-        prompt_id: crate::config::scenario::short_hash(
+        prompt_id: crate::config::common::short_hash(
             &serde_json::json!({"input_tokens": d.input_tokens, "text_seed": d.text_seed})
                 .to_string(),
         ),
@@ -532,7 +532,7 @@ fn traced(
     let work = WorkItem {
         index,
         entry: Some(p.entry as u64),
-        prompt_id: crate::config::scenario::short_hash(&id.to_string()),
+        prompt_id: crate::config::common::short_hash(&id.to_string()),
         max_tokens: e.output_tokens,
         input_tokens: Some(e.input_tokens),
         conversation: None,

@@ -5,8 +5,8 @@
 //! [`crate::assess::cache`] turns the three into a measured reuse.
 
 use super::phase::{send, varied, Shared};
+use crate::config::common::Slot;
 use crate::config::file::RawMessage;
-use crate::config::prompt_set::Slot;
 use crate::config::scenario::RequestSpec;
 use crate::record::ReferencePair;
 use std::sync::atomic::{AtomicUsize, Ordering};

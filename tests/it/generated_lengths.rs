@@ -56,7 +56,7 @@ fn generated_lengths_bless_and_check_the_same_requests() {
     let g = sc[0].request.generate.clone().unwrap();
     assert_eq!(checked.len(), 20);
     for (k, (index, _, input, max_tokens, prompt, output)) in checked.iter().enumerate() {
-        let d = g.draw(perfgate::config::prompt_set::Slot::Measured(k));
+        let d = g.draw(perfgate::config::common::Slot::Measured(k));
         assert_eq!(*index, k as u64);
         assert_eq!(
             (*input, *max_tokens),

@@ -163,10 +163,13 @@ pub fn interpret(api: Api, ev: &SseEvent) -> EventInfo {
             ..Default::default()
         };
     }
-    if api == Api::OpenaiChat && ev.event.is_none() {
-        if let Some(info) = fast_chat(data) {
-            return info;
-        }
+    // chat's token chunks (no `event:` line) are read without a JSON tree
+    let fast = match api {
+        Api::OpenaiChat => ev.event.is_none(),
+        Api::OpenaiCompletions | Api::AnthropicMessages | Api::OpenaiResponses => false,
+    };
+    if let Some(info) = fast.then(|| fast_chat(data)).flatten() {
+        return info;
     }
     general(api, ev, data)
 }
@@ -247,25 +250,37 @@ fn foreign(api: Api, event: Option<&str>, v: &Value) -> Option<Api> {
         "message_delta",
     ];
     let kind = v.get("type").and_then(Value::as_str).or(event);
-    match api {
-        Api::OpenaiChat | Api::OpenaiCompletions | Api::OpenaiResponses
-            if kind.is_some_and(|k| ANTHROPIC.contains(&k)) =>
-        {
-            Some(Api::AnthropicMessages)
-        }
-        Api::OpenaiChat | Api::OpenaiCompletions | Api::AnthropicMessages
-            if kind.is_some_and(|k| k.starts_with("response.")) =>
-        {
-            Some(Api::OpenaiResponses)
-        }
-        Api::OpenaiResponses if v.get("choices").is_some() => Some(Api::OpenaiChat),
-        Api::OpenaiChat if v.pointer("/choices/0/text").is_some_and(Value::is_string) => {
-            Some(Api::OpenaiCompletions)
-        }
-        Api::OpenaiCompletions if v.pointer("/choices/0/delta").is_some() => Some(Api::OpenaiChat),
-        Api::AnthropicMessages if v.get("choices").is_some() => Some(Api::OpenaiChat),
-        _ => None,
-    }
+    let anthropic = (
+        kind.is_some_and(|k| ANTHROPIC.contains(&k)),
+        Api::AnthropicMessages,
+    );
+    let responses = (
+        kind.is_some_and(|k| k.starts_with("response.")),
+        Api::OpenaiResponses,
+    );
+    let choices = (v.get("choices").is_some(), Api::OpenaiChat);
+    // the other dialects' marks an event of `api` must not carry, in the order they are told
+    let marks: &[(bool, Api)] = match api {
+        Api::OpenaiChat => &[
+            anthropic,
+            responses,
+            (
+                v.pointer("/choices/0/text").is_some_and(Value::is_string),
+                Api::OpenaiCompletions,
+            ),
+        ],
+        Api::OpenaiCompletions => &[
+            anthropic,
+            responses,
+            (v.pointer("/choices/0/delta").is_some(), Api::OpenaiChat),
+        ],
+        Api::AnthropicMessages => &[responses, choices],
+        Api::OpenaiResponses => &[anthropic, choices],
+    };
+    marks
+        .iter()
+        .find(|(seen, _)| *seen)
+        .map(|(_, other)| *other)
 }
 
 /// Known vendor usage locations (JSON pointers), read when the standard `usage` is absent.

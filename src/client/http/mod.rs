@@ -142,10 +142,7 @@ impl StreamClient {
             reqwest::header::HeaderValue::from_static("identity"),
         );
         if let Some(key) = &ep.api_key {
-            let (name, value) = match ep.api {
-                Api::AnthropicMessages => ("x-api-key", key.expose().to_string()),
-                _ => ("authorization", format!("Bearer {}", key.expose())),
-            };
+            let (name, value) = ep.api.auth_header(key.expose());
             let mut v = reqwest::header::HeaderValue::from_str(&value).map_err(|_| {
                 ClientError::ApiKey {
                     env: ep.api_key_env.as_deref().unwrap_or("?").to_string(),
@@ -154,11 +151,8 @@ impl StreamClient {
             v.set_sensitive(true);
             headers.insert(name, v);
         }
-        if ep.api == Api::AnthropicMessages {
-            headers.insert(
-                "anthropic-version",
-                reqwest::header::HeaderValue::from_static("2023-06-01"),
-            );
+        for (name, value) in ep.api.fixed_headers() {
+            headers.insert(*name, reqwest::header::HeaderValue::from_static(value));
         }
         for h in &ep.headers {
             let name =

@@ -233,7 +233,7 @@ pub struct Sent {
 /// (`request.max_tokens_field`): the bound a believable usage stays under. A key another api
 /// uses is not the limit (`max_tokens` in a Responses body is not what the server honours).
 pub fn max_tokens_of(api: Api, body: &serde_json::Value) -> Option<u64> {
-    crate::config::scenario::MaxTokensField::allowed(api)
+    api.max_tokens_fields()
         .iter()
         .find_map(|f| body.get(f.key()).and_then(serde_json::Value::as_u64))
 }

@@ -24,6 +24,7 @@
 
 use super::dialect::{Cached, EventInfo, Usage};
 use super::think::ThinkScanner;
+use crate::api::StreamEnd;
 use crate::config::scenario::Api;
 use crate::record::{Failure, FailureClass, RequestRecord, StreamNote, TokenSource};
 
@@ -438,7 +439,7 @@ impl Measurer {
                 "protocol mismatch: the stream looks like {api}, not the configured API; set endpoint.api: {api}"
             ),
         })
-        } else if n_events == 0 && api == Api::OpenaiResponses {
+        } else if n_events == 0 && api.stream_end() == StreamEnd::Completed {
             // a Responses stream has no [DONE] and no finish_reason: say what it lacked
             let how = if finish_seen {
                 " (response.completed arrived without any output delta)"
@@ -473,7 +474,7 @@ impl Measurer {
                     "empty response: no output tokens{how} (no content, reasoning or tool-call delta)"
                 ),
             })
-        } else if !finish_seen && api == Api::OpenaiResponses {
+        } else if !finish_seen && api.stream_end() == StreamEnd::Completed {
             let how = if done_at.is_some() {
                 "[DONE] without"
             } else {

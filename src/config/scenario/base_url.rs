@@ -1,7 +1,8 @@
 //! An HTTP `endpoint.base_url` normalised the OpenAI SDK's way (the base with its version
 //! segment; perfgate appends the API route), with warnings for what was most likely pasted.
 
-use super::Api;
+use crate::api::Api;
+use crate::config::common::Invalid;
 
 /// Normalises an HTTP base URL (OpenAI-SDK convention, tests/cases/35-base-url-joining.yaml): the base includes
 /// the version segment and perfgate appends the API route. Trailing slashes are removed, a
@@ -10,7 +11,7 @@ use super::Api;
 /// path gets a warning. Query strings are kept.
 ///
 /// Returns the normalised URL and warnings for the user.
-pub fn normalise_base_url(raw: &str, api: Api) -> Result<(String, Vec<String>), String> {
+pub fn normalise_base_url(raw: &str, api: Api) -> Result<(String, Vec<String>), Invalid> {
     let mut url = url::Url::parse(raw).map_err(|e| {
         format!("base_url `{raw}` is not a URL ({e}); write it like `http://127.0.0.1:8000/v1`")
     })?;
@@ -19,11 +20,11 @@ pub fn normalise_base_url(raw: &str, api: Api) -> Result<(String, Vec<String>), 
         s => {
             return Err(format!(
                 "base_url `{raw}` has scheme `{s}`: use http://, https:// or sim:// (the built-in simulator)"
-            ))
+            ).into())
         }
     }
     if url.host_str().is_none() {
-        return Err(format!("base_url `{raw}` has no host"));
+        return Err(format!("base_url `{raw}` has no host").into());
     }
     let mut warnings = Vec::new();
     let mut path = url.path().trim_end_matches('/').to_string();
@@ -38,7 +39,7 @@ pub fn normalise_base_url(raw: &str, api: Api) -> Result<(String, Vec<String>), 
                     api.as_str(),
                     api.path(),
                     b.as_str().trim_end_matches('/')
-                ));
+                ).into());
             }
             warnings.push(format!(
                 "base_url ends with the API route `{route}`; perfgate uses it as given (the base is `{}`)",
@@ -121,12 +122,12 @@ mod tests {
         // ...but the route of another API is an error
         let e =
             normalise_base_url("http://h/v1/chat/completions", Api::AnthropicMessages).unwrap_err();
-        assert!(e.contains("`http://h/v1`"), "{e}");
+        assert!(e.to_string().contains("`http://h/v1`"), "{e}");
         // the Responses API's route too (it was appended again: .../responses/responses)
         let (u, w) = normalise_base_url("http://h/v1/responses", Api::OpenaiResponses).unwrap();
         assert_eq!((u.as_str(), w.len()), ("http://h/v1", 1));
         let e = n("http://h/v1/responses").unwrap_err();
-        assert!(e.contains("api is openai-chat"), "{e}");
+        assert!(e.to_string().contains("api is openai-chat"), "{e}");
         assert!(n("ftp://h").is_err());
         assert!(n("not a url").is_err());
     }

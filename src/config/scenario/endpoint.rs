@@ -3,33 +3,13 @@
 //! every output), and the timeouts.
 
 use super::base_url::normalise_base_url;
-use super::{Api, BuildCtx};
+use crate::api::Api;
+use crate::config::common::Invalid;
+use crate::config::common::{BuildCtx, Secret};
 use crate::config::file::RawEndpoint;
 use crate::config::values::{expand_env, parse_timeout};
 use crate::sim::SimConfig;
-use std::fmt;
 use std::time::Duration;
-
-/// A secret value (API key, header from env). `Debug` and `Display` never show it.
-#[derive(Clone, PartialEq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(s: String) -> Self {
-        Secret(s)
-    }
-    /// The value, for sending it where it belongs. Never log this.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
 
 /// A request header; values that came from `${ENV}` are secret.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,22 +105,17 @@ impl Endpoint {
     }
 }
 
-fn dur(v: &Option<String>, key: &str, default: Duration) -> Result<Duration, String> {
+fn dur(v: &Option<String>, key: &str, default: Duration) -> Result<Duration, Invalid> {
     match v {
         None => Ok(default),
-        Some(s) => parse_timeout(s).map_err(|e| format!("endpoint.{key}: {e}")),
+        Some(s) => parse_timeout(s).map_err(|source| Invalid::Value {
+            key: format!("endpoint.{key}"),
+            source: Box::new(source),
+        }),
     }
 }
 
-/// The APIs the built-in simulator serves (`src/sim`): chat, completions and the Responses API;
-/// not Anthropic's messages.
-pub const SIM_APIS: [Api; 3] = [
-    Api::OpenaiChat,
-    Api::OpenaiCompletions,
-    Api::OpenaiResponses,
-];
-
-pub(super) fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, String> {
+pub(super) fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Invalid> {
     let mut warnings = Vec::new();
     let raw_url = e
         .base_url
@@ -215,19 +190,23 @@ pub(super) fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endp
 
 /// Where `url` (expanded) sends requests: the built-in simulator (with its model, for an API it
 /// serves) or an HTTP base URL, normalised, with its warnings.
-fn target(url: &str, api: Api) -> Result<(Target, Option<String>, Vec<String>), String> {
+fn target(url: &str, api: Api) -> Result<(Target, Option<String>, Vec<String>), Invalid> {
     if let Some(rest) = url.strip_prefix("sim://") {
         let query = rest.split_once('?').map(|(_, q)| q).unwrap_or("");
         let cfg =
             SimConfig::from_query(query).map_err(|m| format!("endpoint.base_url `{url}`: {m}"))?;
         let model = cfg.model.clone();
-        if !SIM_APIS.contains(&api) {
+        if !api.simulated() {
             return Err(format!(
                 "endpoint.api {}: the built-in simulator (sim://) serves {} only; measure {} against a server that speaks it (an http:// or https:// base_url)",
                 api.as_str(),
-                SIM_APIS.map(Api::as_str).join(", "),
+                Api::simulated_all()
+                    .iter()
+                    .map(|a| a.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 api.as_str()
-            ));
+            ).into());
         }
         Ok((Target::Sim(cfg), Some(model), Vec::new()))
     } else {
@@ -237,7 +216,7 @@ fn target(url: &str, api: Api) -> Result<(Target, Option<String>, Vec<String>), 
 }
 
 /// `endpoint.api_key_env`: the key, read from the variable it names (never the key itself).
-fn api_key(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Option<Secret>, String> {
+fn api_key(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Option<Secret>, Invalid> {
     Ok(match &e.api_key_env {
         None => None,
         Some(var) => {
@@ -246,35 +225,33 @@ fn api_key(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Option<Secret>, String
                 return Err(format!(
                     "endpoint.api_key_env is not a variable name (a value of {} characters, not shown in case it is a key): write the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key itself",
                     var.chars().count()
-                ));
+                ).into());
             }
             match (ctx.env)(var) {
                 Some(v) if !v.is_empty() => Some(Secret::new(v)),
-                Some(_) => return Err(format!("endpoint.api_key_env: environment variable {var} is set but empty; export the API key in it")),
+                Some(_) => return Err(format!("endpoint.api_key_env: environment variable {var} is set but empty; export the API key in it").into()),
                 None if looks_like_a_key(var) => return Err(format!(
                     "endpoint.api_key_env: no environment variable has this name, and the value ({} characters, not shown) looks like a key itself: write the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key, and revoke the key if this file was shared",
                     var.chars().count()
-                )),
-                None => return Err(format!("endpoint.api_key_env: environment variable {var} is not set; export the API key in it")),
+                ).into()),
+                None => return Err(format!("endpoint.api_key_env: environment variable {var} is not set; export the API key in it").into()),
             }
         }
     })
 }
 
 /// `endpoint.headers`: checked names and values, `${ENV}` expanded (and then secret).
-fn headers(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Vec<Header>, String> {
+fn headers(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Vec<Header>, Invalid> {
     let mut headers = Vec::new();
     for (k, v) in e.headers.clone().unwrap_or_default() {
         if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
-            return Err(format!(
-                "endpoint.headers: `{k}` is not a valid header name"
-            ));
+            return Err(format!("endpoint.headers: `{k}` is not a valid header name").into());
         }
         let value = expand_env(&v, ctx.env).map_err(|m| format!("endpoint.headers.{k}: {m}"))?;
         if reqwest::header::HeaderValue::from_str(&value).is_err() {
-            return Err(format!(
-                "endpoint.headers.{k}: the value is not a valid header value"
-            ));
+            return Err(
+                format!("endpoint.headers.{k}: the value is not a valid header value").into(),
+            );
         }
         headers.push(Header {
             name: k,
@@ -303,7 +280,7 @@ mod tests {
             let y = format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'sim://?ttft_ms=5', api: {api}}}\n    request: {{prompt: hi, max_tokens: 4}}\n");
             crate::config::parse_str(&y, "t.yaml", &|_| None).map(|v| v[0].endpoint.api)
         };
-        for api in SIM_APIS {
+        for api in Api::simulated_all() {
             assert_eq!(parse(api.as_str()).unwrap(), api);
         }
         let e = parse("anthropic-messages").unwrap_err().to_string();

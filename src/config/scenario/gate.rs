@@ -3,8 +3,11 @@
 //! and the `gate.slo` objectives ([`super::objective`]).
 
 use super::objective::{build_slo, Objective};
-use super::{Metric, Quantile};
+use super::quantile::Quantile;
+use crate::config::common::Invalid;
+use crate::config::common::{parse_metric, parse_quantile};
 use crate::config::file::{RawBand, RawGate, RawNumber};
+use crate::config::metric::Metric;
 use crate::config::values::{parse_fraction, parse_ms};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -108,27 +111,7 @@ pub fn default_band(q: Quantile) -> Band {
     }
 }
 
-pub(super) fn parse_metric(s: &str) -> Result<Metric, String> {
-    Metric::parse(s).ok_or_else(|| {
-        format!(
-            "gate.metrics: `{s}` is not a metric: use {} or itl",
-            Metric::ALL.map(Metric::as_str).join(", ")
-        )
-    })
-}
-
-pub(super) fn parse_quantile(s: &str) -> Result<Quantile, String> {
-    match s {
-        "p50" => Ok(Quantile::P50),
-        "p90" => Ok(Quantile::P90),
-        "p99" => Ok(Quantile::P99),
-        o => Err(format!(
-            "gate.quantiles: `{o}` is not a quantile: use p50, p90 or p99"
-        )),
-    }
-}
-
-fn band_from(raw: &RawBand, base: Band, key: &str) -> Result<Band, String> {
+fn band_from(raw: &RawBand, base: Band, key: &str) -> Result<Band, Invalid> {
     let warn = raw
         .warn
         .as_ref()
@@ -150,7 +133,8 @@ fn band_from(raw: &RawBand, base: Band, key: &str) -> Result<Band, String> {
             "gate.tolerances.{key}: warn ({:.0}%) is above fail ({:.0}%)",
             b.warn * 100.0,
             b.fail * 100.0
-        ));
+        )
+        .into());
     }
     Ok(b)
 }
@@ -163,7 +147,7 @@ fn first_duplicate<T: PartialEq + Copy>(v: &[T]) -> Option<T> {
         .map(|(_, x)| *x)
 }
 
-pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
+pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
     let (metrics, itl_listed) = gated_metrics(g.metrics.as_deref())?;
     let quantiles = gated_quantiles(g.quantiles.as_deref())?;
     let tol = g.tolerances.clone().unwrap_or_default();
@@ -172,7 +156,7 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
     let min_delta_ms = min_deltas(g.min_delta.clone().unwrap_or_default())?;
     let alpha = g.alpha.unwrap_or(0.01);
     if !(alpha > 0.0 && alpha <= 0.2) {
-        return Err(format!("gate.alpha {} is outside (0, 0.2]: the default 0.01 fails an unchanged endpoint about 1% of the time", crate::units::Num(alpha)));
+        return Err(format!("gate.alpha {} is outside (0, 0.2]: the default 0.01 fails an unchanged endpoint about 1% of the time", crate::units::Num(alpha)).into());
     }
     let slo = build_slo(g.slo.as_ref())?;
     // With an error-rate objective the SLO check judges failed requests (FAIL, exit 1), so by
@@ -194,9 +178,7 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
     }
     let confirm = g.confirm.unwrap_or(0);
     if confirm > 5 {
-        return Err(format!(
-            "gate.confirm is {confirm}: use 0 to 5 confirmation runs"
-        ));
+        return Err(format!("gate.confirm is {confirm}: use 0 to 5 confirmation runs").into());
     }
     let itl = match (itl_listed, tol.get("itl_p99")) {
         (false, _) => None,
@@ -209,7 +191,7 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
         .map(|c| {
             c.hit_rate
                 .as_ref()
-                .ok_or_else(|| "gate.cache.hit_rate is missing: the least prefix-cache hit rate, e.g. \">= 40%\"".to_string())
+                .ok_or_else(|| "gate.cache.hit_rate is missing: the least prefix-cache hit rate, e.g. \">= 40%\"".into())
                 .and_then(parse_hit_rate)
         })
         .transpose()?;
@@ -229,7 +211,7 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, String> {
 
 /// `gate.cache.hit_rate`: `">= 40%"`, `40%` or `0.4` (an optional `>=` first), above 0 and at
 /// most 100 %.
-fn parse_hit_rate(v: &RawNumber) -> Result<f64, String> {
+fn parse_hit_rate(v: &RawNumber) -> Result<f64, Invalid> {
     let v = match v {
         RawNumber::Text(t) => {
             let t = t.trim();
@@ -237,12 +219,13 @@ fn parse_hit_rate(v: &RawNumber) -> Result<f64, String> {
             if share.is_empty() || share.starts_with(['<', '>', '=']) {
                 return Err(format!(
                     "gate.cache.hit_rate `{t}`: it is the least hit rate, written \">= 40%\" (or 40%, 0.4)"
-                ));
+                ).into());
             }
             if share.parse::<f64>().is_ok_and(|x| x > 1.0) {
                 return Err(format!(
                     "gate.cache.hit_rate `{t}`: write a share, \">= {share}%\" or 0.4"
-                ));
+                )
+                .into());
             }
             RawNumber::Text(share.to_string())
         }
@@ -250,7 +233,8 @@ fn parse_hit_rate(v: &RawNumber) -> Result<f64, String> {
             return Err(format!(
                 "gate.cache.hit_rate is {}: write a share, 40% or 0.4",
                 crate::units::Num(*x)
-            ))
+            )
+            .into())
         }
         n => n.clone(),
     };
@@ -259,13 +243,14 @@ fn parse_hit_rate(v: &RawNumber) -> Result<f64, String> {
         return Err(format!(
             "gate.cache.hit_rate is {:.1}%: use above 0% up to 100%, e.g. \">= 40%\"",
             x * 100.0
-        ));
+        )
+        .into());
     }
     Ok(x)
 }
 
 /// `gate.metrics`: the per-request metrics gated, and whether `itl` is listed.
-fn gated_metrics(listed: Option<&[String]>) -> Result<(Vec<Metric>, bool), String> {
+fn gated_metrics(listed: Option<&[String]>) -> Result<(Vec<Metric>, bool), Invalid> {
     // `itl` is listed among the metrics but is not a per-request value: the pooled gaps of
     // every request are gated by their own check (gate::itl_check). Opt-in: the tail of the
     // gaps also measures the client's scheduling jitter, which drifts between runs on a busy
@@ -293,13 +278,13 @@ fn gated_metrics(listed: Option<&[String]>) -> Result<(Vec<Metric>, bool), Strin
         return Err(format!(
             "gate.metrics lists {} twice: each metric is gated once (a duplicate would add rows and inflate the Holm family)",
             d.as_str()
-        ));
+        ).into());
     }
     Ok((metrics, itl_listed))
 }
 
 /// `gate.quantiles`: the quantiles gated.
-fn gated_quantiles(listed: Option<&[String]>) -> Result<Vec<Quantile>, String> {
+fn gated_quantiles(listed: Option<&[String]>) -> Result<Vec<Quantile>, Invalid> {
     let quantiles = match listed {
         None => vec![Quantile::P50, Quantile::P99],
         Some(v) => v
@@ -314,14 +299,14 @@ fn gated_quantiles(listed: Option<&[String]>) -> Result<Vec<Quantile>, String> {
         return Err(format!(
             "gate.quantiles lists {} twice: each quantile is gated once (a duplicate would add rows and inflate the Holm family)",
             d.as_str()
-        ));
+        ).into());
     }
     Ok(quantiles)
 }
 
 /// Every key of `gate.tolerances` is a quantile, a metric's quantile, or `itl_p99` (with `itl`
 /// listed among the metrics).
-fn check_tolerance_keys(tol: &BTreeMap<String, RawBand>, itl_listed: bool) -> Result<(), String> {
+fn check_tolerance_keys(tol: &BTreeMap<String, RawBand>, itl_listed: bool) -> Result<(), Invalid> {
     for key in tol.keys() {
         if key == "itl_p99" {
             if !itl_listed {
@@ -336,7 +321,7 @@ fn check_tolerance_keys(tol: &BTreeMap<String, RawBand>, itl_listed: bool) -> Re
         if !ok {
             return Err(format!(
                 "gate.tolerances: `{key}` is not a key: use p50, p90, p99, a metric-specific key like ttft_p50 or tpot_p99, or itl_p99"
-            ));
+            ).into());
         }
     }
     Ok(())
@@ -344,7 +329,7 @@ fn check_tolerance_keys(tol: &BTreeMap<String, RawBand>, itl_listed: bool) -> Re
 
 /// The band of every (metric, quantile): the default, overridden by the quantile's key, then by
 /// the metric's own key.
-fn bands(tol: &BTreeMap<String, RawBand>) -> Result<BTreeMap<(Metric, Quantile), Band>, String> {
+fn bands(tol: &BTreeMap<String, RawBand>) -> Result<BTreeMap<(Metric, Quantile), Band>, Invalid> {
     let mut bands = BTreeMap::new();
     for m in Metric::ALL {
         for q in [Quantile::P50, Quantile::P90, Quantile::P99] {
@@ -363,7 +348,7 @@ fn bands(tol: &BTreeMap<String, RawBand>) -> Result<BTreeMap<(Metric, Quantile),
 }
 
 /// `gate.min_delta`: the absolute floor of each metric, ms, over the defaults.
-fn min_deltas(raw: BTreeMap<String, RawNumber>) -> Result<BTreeMap<Metric, f64>, String> {
+fn min_deltas(raw: BTreeMap<String, RawNumber>) -> Result<BTreeMap<Metric, f64>, Invalid> {
     let mut min_delta_ms = BTreeMap::from([
         (Metric::Ttft, 5.0),
         (Metric::Tpot, 0.5),

@@ -1,6 +1,9 @@
 //! The validated `load:` section: closed loop (concurrency) or open loop (a Poisson rate), the
 //! measured and warmup requests, and the looks of a sequential run.
 
+use crate::config::common::Invalid;
+use crate::config::common::Shard;
+pub use crate::config::common::{MAX_RATE, MIN_RATE};
 use crate::config::file::RawLoad;
 use serde::Serialize;
 
@@ -33,11 +36,35 @@ pub struct LoadSpec {
     /// `check --load-shard I/N`: this worker's part of the load, with the scenario's totals
     /// (then `concurrency`, `samples` and `rate` above are this worker's share).
     #[serde(skip)]
-    pub share: Option<crate::config::load_shard::LoadShare>,
+    pub share: Option<LoadShare>,
     /// Open loop replaying a trace's arrivals and lengths (`rate` is then the measured
     /// window's mean rate, and the warmup's Poisson rate).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::config::trace::TraceSpec>,
+}
+
+/// One worker's part of a scenario's load, kept on its copy of the scenario
+/// ([`super::scenario::LoadSpec::share`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadShare {
+    /// Which worker (1-based) of how many.
+    pub shard: Shard,
+    /// The scenario's whole `load.concurrency` over all workers.
+    pub total_concurrency: u32,
+    /// The scenario's whole `load.samples` over all workers.
+    pub total_samples: u32,
+    /// The scenario's whole `load.rate` (open loop), requests/s.
+    pub total_rate: Option<f64>,
+    /// `--start-at`: when the workers start their measured requests together, ms since the
+    /// Unix epoch.
+    pub start_at_unix_ms: Option<f64>,
+}
+
+impl LoadShare {
+    /// The global request (or stream) index of this worker's `local`-th one.
+    pub fn global_index(&self, local: usize) -> usize {
+        local * self.shard.count + self.shard.index - 1
+    }
 }
 
 /// How a closed-loop look at concurrency c > 1 starts and ends (docs/scenarios.md "Steady
@@ -125,11 +152,13 @@ impl LoadSpec {
     }
 }
 
-pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
+pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, Invalid> {
     // Lists were expanded into one scenario per level before this (config::sweep).
     let single = |what: &str, many: bool| {
         if many {
-            Err(format!("load.{what}: a list is not allowed here"))
+            Err(Invalid::from(format!(
+                "load.{what}: a list is not allowed here"
+            )))
         } else {
             Ok(())
         }
@@ -147,17 +176,18 @@ pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
     if samples < MIN_SAMPLES {
         return Err(format!(
             "load.samples is {samples}: at least {MIN_SAMPLES} measured requests are needed for a P50 comparison"
-        ));
+        ).into());
     }
     if samples > 100_000 {
-        return Err(format!("load.samples is {samples}: at most 100000"));
+        return Err(format!("load.samples is {samples}: at most 100000").into());
     }
     if let Some(r) = rate {
         if !(r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r)) {
             return Err(format!(
                 "load.rate is {}: use {MIN_RATE}..={MAX_RATE} requests per second",
                 crate::units::Num(r)
-            ));
+            )
+            .into());
         }
     }
     // Open loop without a cap: at most OPEN_LOOP_CONCURRENCY requests in flight.
@@ -172,13 +202,14 @@ pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         .and_then(|c| c.single())
         .unwrap_or(default_concurrency);
     if concurrency == 0 || concurrency > 4096 {
-        return Err(format!("load.concurrency is {concurrency}: use 1..=4096"));
+        return Err(format!("load.concurrency is {concurrency}: use 1..=4096").into());
     }
     if let Some(m) = l.max_samples {
         if m < samples || m > 100_000 {
             return Err(format!(
                 "load.max_samples is {m}: it must be between load.samples ({samples}) and 100000"
-            ));
+            )
+            .into());
         }
     }
     let ramp = match l.ramp.as_deref() {
@@ -187,7 +218,7 @@ pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, String> {
         Some(other) => {
             return Err(format!(
                 "load.ramp is `{other}`: use `steady` (measure while the concurrency holds, the default) or `burst` (measure the start-up burst too)"
-            ))
+            ).into())
         }
     };
     if ramp == Ramp::Burst && rate.is_some() {
@@ -216,7 +247,7 @@ pub(super) fn with_trace(
     mut load: LoadSpec,
     l: &RawLoad,
     dir: &std::path::Path,
-) -> Result<LoadSpec, String> {
+) -> Result<LoadSpec, Invalid> {
     let Some(raw) = &l.trace else {
         return Ok(load);
     };
@@ -245,7 +276,7 @@ pub(super) fn with_trace(
             crate::units::Num(rate),
             span_s / 3600.0,
             MAX_TRACE_REPLAY_S / 3600.0
-        ));
+        ).into());
     }
     load.rate = Some(rate);
     load.seed = Some(l.seed.unwrap_or(DEFAULT_LOAD_SEED));
@@ -260,10 +291,6 @@ pub(super) fn with_trace(
 /// Longest replay of a trace's measured requests, seconds.
 pub const MAX_TRACE_REPLAY_S: f64 = 24.0 * 3600.0;
 
-/// Lowest accepted `load.rate`, requests/s (a run of 20 requests then lasts about 33 minutes).
-pub const MIN_RATE: f64 = 0.01;
-/// Highest accepted `load.rate`, requests/s.
-pub const MAX_RATE: f64 = 100_000.0;
 /// In-flight cap of an open-loop scenario that sets no `load.concurrency`.
 pub const OPEN_LOOP_CONCURRENCY: u32 = 1024;
 /// Arrival-schedule seed when `load.seed` is not set.
@@ -295,7 +322,7 @@ mod tests {
         );
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e9] {
             let e = build_load(&raw(Some(bad), None, None)).unwrap_err();
-            assert!(e.contains("load.rate"), "{e}");
+            assert!(e.to_string().contains("load.rate"), "{e}");
         }
     }
 

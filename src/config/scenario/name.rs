@@ -1,12 +1,13 @@
 //! A scenario's name, checked once where it is read: it names the baseline file.
 
+use crate::config::common::Invalid;
 use serde::Serialize;
 use std::fmt;
 
 /// Checks a scenario name: `[A-Za-z0-9._-]`, 1..=64 chars, not only dots.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), Invalid> {
     if name.is_empty() || name.len() > 64 {
-        return Err(format!("scenario name `{name}` must be 1 to 64 characters"));
+        return Err(format!("scenario name `{name}` must be 1 to 64 characters").into());
     }
     if let Some(c) = name
         .chars()
@@ -14,12 +15,12 @@ pub fn check_name(name: &str) -> Result<(), String> {
     {
         return Err(format!(
             "scenario name `{name}` contains {c:?}: use only letters, digits, `.`, `_` and `-` (it names a file)"
-        ));
+        ).into());
     }
     if name.chars().all(|c| c == '.') || name.starts_with('.') {
-        return Err(format!(
-            "scenario name `{name}` must not start with `.` (it names a file)"
-        ));
+        return Err(
+            format!("scenario name `{name}` must not start with `.` (it names a file)").into(),
+        );
     }
     Ok(())
 }
@@ -33,7 +34,7 @@ pub struct ScenarioName(String);
 
 impl ScenarioName {
     /// Checks `name` ([`check_name`]); the error is the message for the user.
-    pub fn new(name: impl Into<String>) -> Result<ScenarioName, String> {
+    pub fn new(name: impl Into<String>) -> Result<ScenarioName, Invalid> {
         let name = name.into();
         check_name(&name)?;
         Ok(ScenarioName(name))
@@ -107,7 +108,7 @@ mod tests {
     #[test]
     fn names_are_checked() {
         assert!(check_name("short-prompt_v1.2").is_ok());
-        assert!(check_name("../x").unwrap_err().contains("'/'"));
+        assert!(check_name("../x").unwrap_err().to_string().contains("'/'"));
         assert!(check_name("..").is_err());
         assert!(check_name("").is_err());
         assert!(check_name(&"a".repeat(65)).is_err());

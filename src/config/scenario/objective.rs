@@ -1,8 +1,9 @@
 //! `gate.slo`: absolute objectives (a latency quantile at most a time, the error rate at most a
 //! share), checked with or without a baseline.
 
-use super::gate::{parse_metric, parse_quantile};
-use super::{Metric, Quantile};
+use super::quantile::Quantile;
+use crate::config::common::{parse_metric, parse_quantile, Invalid};
+use crate::config::metric::Metric;
 use crate::config::values::{parse_fraction, parse_ms};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -37,7 +38,7 @@ impl Objective {
 /// (`500ms`, `2s`), and `error_rate` with a share (`1%`).
 pub(super) fn build_slo(
     raw: Option<&BTreeMap<String, crate::config::file::RawNumber>>,
-) -> Result<Vec<Objective>, String> {
+) -> Result<Vec<Objective>, Invalid> {
     let mut out = Vec::new();
     for (k, v) in raw.into_iter().flatten() {
         if k == "error_rate" {
@@ -51,7 +52,8 @@ pub(super) fn build_slo(
                 return Err(format!(
                     "gate.slo.error_rate is {:.1}%: use above 0% up to (not including) 100%",
                     max * 100.0
-                ));
+                )
+                .into());
             }
             out.push(Objective::ErrorRate { max });
             continue;
@@ -62,11 +64,11 @@ pub(super) fn build_slo(
         let Some((metric, quantile)) = parsed else {
             return Err(format!(
                 "gate.slo: `{k}` is not an objective: use <metric>_<quantile> (metric ttft, tpot or e2e; quantile p50, p90 or p99), e.g. ttft_p90: 500ms, or error_rate: 1%"
-            ));
+            ).into());
         };
         let max_ms = parse_ms(v).map_err(|e| format!("gate.slo.{k}: {e}"))?;
         if !(max_ms > 0.0 && max_ms.is_finite()) {
-            return Err(format!("gate.slo.{k} must be a time above 0, e.g. 500ms"));
+            return Err(format!("gate.slo.{k} must be a time above 0, e.g. 500ms").into());
         }
         out.push(Objective::Latency {
             metric,

@@ -2,11 +2,14 @@
 //! tokens), the output length and the key that carries it, sampling settings, the extra body,
 //! and the prefix-cache policy.
 
-use super::{short_hash, Api};
+use crate::api::Api;
+pub use crate::api::MaxTokensField;
+use crate::config::common::Invalid;
+use crate::config::common::{short_hash, Slot};
 use crate::config::conversation::{self, ConversationSpec};
 use crate::config::file::{RawMessage, RawRequest};
 use crate::config::generate::{self, Drawn, GenerateSpec};
-use crate::config::prompt_set::{self, Entry, PromptSet, Slot};
+use crate::config::prompt_set::{self, Entry, PromptSet};
 use serde::Serialize;
 use std::path::Path;
 
@@ -20,66 +23,12 @@ pub enum CachePolicy {
     Cold,
 }
 
-/// The body key that limits the output length (`request.max_tokens_field`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MaxTokensField {
-    /// `max_tokens`: every OpenAI-compatible server and Anthropic.
-    MaxTokens,
-    /// `max_completion_tokens`: OpenAI's reasoning models (o-series, gpt-5) reject `max_tokens`.
-    MaxCompletionTokens,
-    /// `max_output_tokens`: the Responses API.
-    MaxOutputTokens,
-}
-
-impl MaxTokensField {
-    /// Every key, in the order messages list them.
-    pub const ALL: [MaxTokensField; 3] = [
-        MaxTokensField::MaxTokens,
-        MaxTokensField::MaxCompletionTokens,
-        MaxTokensField::MaxOutputTokens,
-    ];
-
-    /// The JSON key.
-    pub fn key(self) -> &'static str {
-        match self {
-            MaxTokensField::MaxTokens => "max_tokens",
-            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
-            MaxTokensField::MaxOutputTokens => "max_output_tokens",
-        }
-    }
-
-    /// The keys `api` accepts.
-    pub fn allowed(api: Api) -> &'static [MaxTokensField] {
-        match api {
-            Api::OpenaiChat => &[
-                MaxTokensField::MaxTokens,
-                MaxTokensField::MaxCompletionTokens,
-            ],
-            Api::OpenaiCompletions | Api::AnthropicMessages => &[MaxTokensField::MaxTokens],
-            Api::OpenaiResponses => &[MaxTokensField::MaxOutputTokens],
-        }
-    }
-}
-
-impl std::str::FromStr for MaxTokensField {
-    type Err = String;
-    fn from_str(s: &str) -> Result<MaxTokensField, String> {
-        MaxTokensField::ALL
-            .into_iter()
-            .find(|f| f.key() == s)
-            .ok_or_else(|| {
-                format!("request.max_tokens_field `{s}`: use max_tokens, max_completion_tokens or max_output_tokens")
-            })
-    }
-}
-
 impl RequestSpec {
     /// The body key that carries `max_tokens` for `api`.
     pub fn max_tokens_key(&self, api: Api) -> &'static str {
         self.max_tokens_field
-            .map(MaxTokensField::key)
             .unwrap_or_else(|| api.default_max_tokens_field())
+            .key()
     }
 }
 
@@ -222,7 +171,7 @@ impl RequestSpec {
 
 /// The prompt as chat messages and as plain text, from whichever of `prompt`, `messages` or
 /// `prompt_tokens` (a synthetic prompt's first guess) is given: exactly one of them.
-fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>, String), String> {
+fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>, String), Invalid> {
     let given = [
         r.prompt.is_some(),
         r.messages.is_some(),
@@ -258,7 +207,7 @@ fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>,
                 return Err(format!(
                     "request.prompt_tokens is {n}: use 1..={}",
                     crate::synthetic_prompt::MAX_PROMPT_TOKENS
-                ));
+                ).into());
             }
             // The first guess; the runner calibrates it against the server's count.
             let p = crate::synthetic_prompt::text(crate::synthetic_prompt::first_guess(n));
@@ -294,7 +243,7 @@ fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>,
                     return Err(format!(
                         "request.messages: role `{}` is not one of system, user, assistant, developer",
                         m.role
-                    ));
+                    ).into());
                 }
             }
             let text = ms
@@ -316,20 +265,20 @@ pub(super) fn build_request(
     api: Api,
     dir: &Path,
     traced: bool,
-) -> Result<RequestSpec, String> {
+) -> Result<RequestSpec, Invalid> {
     let (messages, prompt) = prompt_and_messages(r, traced)?;
-    if api == Api::OpenaiCompletions && r.messages.is_some() {
+    if !api.takes_messages() && r.messages.is_some() {
         return Err("request.messages needs a chat API; openai-completions takes `prompt`".into());
     }
     let prompt_set = match &r.prompt_set {
         None => None,
         Some(raw) => {
             let ps = prompt_set::load(raw, dir)?;
-            if api == Api::OpenaiCompletions && ps.format != prompt_set::PromptFormat::Prompts {
+            if !api.takes_messages() && ps.format != prompt_set::PromptFormat::Prompts {
                 return Err(format!(
                     "request.prompt_set: a {} file holds chat messages, which need a chat API; openai-completions takes a `prompts` file",
                     ps.format.as_str()
-                ));
+                ).into());
             }
             Some(ps)
         }
@@ -345,7 +294,7 @@ pub(super) fn build_request(
         if most > m {
             return Err(format!(
                 "request.generate.output_tokens draws up to {most} tokens, above request.max_tokens {m}: lower output_tokens.max or raise max_tokens (or leave it out)"
-            ));
+            ).into());
         }
     }
     // a trace's requests ask their own output lengths (config::scenario::build sets the most)
@@ -361,7 +310,7 @@ pub(super) fn build_request(
         .as_ref()
         .map(|c| conversation::build(c, max_tokens))
         .transpose()?;
-    if conversation.is_some() && api == Api::OpenaiCompletions {
+    if conversation.is_some() && !api.takes_messages() {
         return Err("request.conversation sends chat messages, which need a chat API; openai-completions takes one prompt".into());
     }
     if conversation.is_some() && r.cache.as_deref() == Some("cold") {
@@ -370,33 +319,37 @@ pub(super) fn build_request(
     let max_tokens_field = match r.max_tokens_field.as_deref() {
         None => None,
         Some(k) => {
-            let f: MaxTokensField = k.parse()?;
-            let ok = MaxTokensField::allowed(api);
+            let f = MaxTokensField::ALL
+                .into_iter()
+                .find(|f| f.key() == k)
+                .ok_or_else(|| format!("request.max_tokens_field `{k}`: use max_tokens, max_completion_tokens or max_output_tokens"))?;
+            let ok = api.max_tokens_fields();
             if !ok.contains(&f) {
                 let names: Vec<&str> = ok.iter().map(|f| f.key()).collect();
                 return Err(format!(
                     "request.max_tokens_field `{k}` is not a key of {api}: use {}",
                     names.join(" or ")
-                ));
+                )
+                .into());
             }
             Some(f)
         }
     };
     if let Some(t) = r.temperature {
         if !(0.0..=2.0).contains(&t) {
-            return Err(format!("request.temperature {t} is outside 0..=2"));
+            return Err(format!("request.temperature {t} is outside 0..=2").into());
         }
     }
     let cache = match r.cache.as_deref().unwrap_or("warm") {
         "warm" => CachePolicy::Warm,
         "cold" => CachePolicy::Cold,
-        other => return Err(format!("request.cache `{other}`: use `warm` or `cold`")),
+        other => return Err(format!("request.cache `{other}`: use `warm` or `cold`").into()),
     };
     if let Some(n) = r.extra_body.as_ref().and_then(|b| b.get("n")) {
         if n.as_u64().is_none_or(|n| n != 1) {
             return Err(format!(
                 "request.extra_body.n is {n}: perfgate measures one choice per request (n: 1); run more samples instead"
-            ));
+            ).into());
         }
     }
     for reserved in ["stream", "model"] {
@@ -404,9 +357,9 @@ pub(super) fn build_request(
             .as_ref()
             .is_some_and(|b| b.contains_key(reserved))
         {
-            return Err(format!(
-                "request.extra_body must not set `{reserved}`: perfgate sets it"
-            ));
+            return Err(
+                format!("request.extra_body must not set `{reserved}`: perfgate sets it").into(),
+            );
         }
     }
     // A limit in extra_body would silently replace request.max_tokens (and the bound perfgate
@@ -415,7 +368,7 @@ pub(super) fn build_request(
         if r.extra_body.as_ref().is_some_and(|b| b.contains_key(key)) {
             return Err(format!(
                 "request.extra_body must not set `{key}`: set the output limit with request.max_tokens (and the body key that carries it with request.max_tokens_field)"
-            ));
+            ).into());
         }
     }
     Ok(RequestSpec {
