@@ -22,6 +22,7 @@ pub mod fsutil;
 pub mod gate;
 pub mod github;
 pub mod hint;
+pub mod import;
 pub mod history;
 pub mod init;
 pub mod limits;
