@@ -117,7 +117,10 @@ fn is_aggregate(v: &serde_json::Value) -> bool {
         v.get(k)
             .is_some_and(|m| m.get("avg").is_some() || m.get("p50").is_some())
     };
-    v.get("metadata").is_none() && ["time_to_first_token", "request_latency"].iter().any(|k| stats(k))
+    v.get("metadata").is_none()
+        && ["time_to_first_token", "request_latency"]
+            .iter()
+            .any(|k| stats(k))
 }
 
 /// Parses a `profile_export.jsonl`; `file` names it in errors.
@@ -144,8 +147,8 @@ pub fn parse(text: &str, file: &str) -> Result<Parsed, ImportError> {
             line,
             why,
         };
-        let rec: Line = serde_json::from_str(raw)
-            .map_err(|e| bad(format!("not an AIPerf record ({e})")))?;
+        let rec: Line =
+            serde_json::from_str(raw).map_err(|e| bad(format!("not an AIPerf record ({e})")))?;
         let Some(meta) = rec.metadata else {
             if serde_json::from_str::<serde_json::Value>(raw).is_ok_and(|v| is_aggregate(&v)) {
                 return Err(ImportError::NoRecords {
@@ -161,7 +164,11 @@ pub fn parse(text: &str, file: &str) -> Result<Parsed, ImportError> {
             cancelled += 1;
             continue;
         }
-        if let Some(p) = meta.benchmark_phase.as_deref().filter(|p| *p != "profiling") {
+        if let Some(p) = meta
+            .benchmark_phase
+            .as_deref()
+            .filter(|p| *p != "profiling")
+        {
             *other_phase.entry(p.to_string()).or_default() += 1;
             continue;
         }

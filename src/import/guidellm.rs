@@ -70,9 +70,11 @@ pub fn parse(text: &str, file: &str, yaml: bool) -> Result<Parsed, ImportError> 
         why,
     };
     let report: Report = if yaml {
-        serde_saphyr::from_str(text).map_err(|e| shape(format!("not a GuideLLM benchmarks YAML file ({e})")))?
+        serde_saphyr::from_str(text)
+            .map_err(|e| shape(format!("not a GuideLLM benchmarks YAML file ({e})")))?
     } else {
-        serde_json::from_str(text).map_err(|e| shape(format!("not a GuideLLM benchmarks JSON file ({e})")))?
+        serde_json::from_str(text)
+            .map_err(|e| shape(format!("not a GuideLLM benchmarks JSON file ({e})")))?
     };
     let benchmarks = report.benchmarks.ok_or_else(|| {
         shape("no `benchmarks` list: not a GuideLLM benchmarks file (--output kind=json or kind=yaml; the CSV and HTML outputs hold no requests)".into())
@@ -241,7 +243,10 @@ mod tests {
         let two = r#"{"benchmarks": [{"requests": {}}, {"requests": {}}]}"#;
         let e = parse(two, "g.json", false).unwrap_err().to_string();
         assert!(e.contains("2 benchmarks"), "{e}");
-        let bad = ONE.replace("\"time_to_first_token_ms\": 30.0", "\"time_to_first_token_ms\": -30.0");
+        let bad = ONE.replace(
+            "\"time_to_first_token_ms\": 30.0",
+            "\"time_to_first_token_ms\": -30.0",
+        );
         let e = parse(&bad, "g.json", false).unwrap_err().to_string();
         assert!(
             e.contains("benchmarks[0].requests.successful[1]: time_to_first_token_ms = -30 ms"),

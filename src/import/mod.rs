@@ -102,7 +102,11 @@ pub enum ImportError {
     /// One record of a JSON or YAML document is not what the format documents; `at` is its
     /// place (`benchmarks[0].requests.successful[3]`).
     #[error("{file}: {at}: {why}")]
-    At { file: String, at: String, why: String },
+    At {
+        file: String,
+        at: String,
+        why: String,
+    },
     /// The document is not what the format documents.
     #[error("{file}: {why}")]
     Shape { file: String, why: String },
@@ -215,16 +219,17 @@ pub fn imported(parsed: Parsed, format: Format, file: &str) -> Imported {
 /// end.
 pub fn run_output(parsed: Parsed) -> RunOutput {
     let mut reqs = parsed.requests;
-    reqs.sort_by(|a, b| a.start_ms.unwrap_or(0.0).total_cmp(&b.start_ms.unwrap_or(0.0)));
+    reqs.sort_by(|a, b| {
+        a.start_ms
+            .unwrap_or(0.0)
+            .total_cmp(&b.start_ms.unwrap_or(0.0))
+    });
     let origin = reqs
         .iter()
         .filter_map(|r| r.start_ms)
         .fold(f64::INFINITY, f64::min);
     let origin = if origin.is_finite() { origin } else { 0.0 };
-    let records: Vec<RequestRecord> = reqs
-        .into_iter()
-        .map(|r| record(r, origin))
-        .collect();
+    let records: Vec<RequestRecord> = reqs.into_iter().map(|r| record(r, origin)).collect();
     let wall_ms = records
         .iter()
         .map(|r| r.start_ms + r.e2e_ms.unwrap_or(0.0))
@@ -244,7 +249,8 @@ pub fn run_output(parsed: Parsed) -> RunOutput {
 /// `ms` since the epoch as RFC 3339 UTC, second precision.
 fn rfc3339(ms: f64) -> Option<String> {
     let t = time::OffsetDateTime::from_unix_timestamp((ms / 1000.0).floor() as i64).ok()?;
-    t.format(&time::format_description::well_known::Rfc3339).ok()
+    t.format(&time::format_description::well_known::Rfc3339)
+        .ok()
 }
 
 /// One request as a record: its start `origin` ms after the run's, its gaps kept as
@@ -334,7 +340,10 @@ mod tests {
             ..Request::default()
         };
         let run = run_output(Parsed {
-            requests: vec![req(1_700_000_000_500.0, 100.0), req(1_700_000_000_000.0, 50.0)],
+            requests: vec![
+                req(1_700_000_000_500.0, 100.0),
+                req(1_700_000_000_000.0, 50.0),
+            ],
             left_out: vec![],
             model: None,
             started_unix_ms: Some(1_700_000_000_000.0),

@@ -34,7 +34,9 @@ pub fn parse(text: &str, file: &str) -> Result<Parsed, ImportError> {
         ));
     }
     let Some(obj) = doc.as_object() else {
-        return Err(shape("not a JSON object: not a vllm bench serve result".into()));
+        return Err(shape(
+            "not a JSON object: not a vllm bench serve result".into(),
+        ));
     };
     let Some(ttfts) = obj.get("ttfts") else {
         let why = if obj.keys().any(|k| k.ends_with("_ttft_ms")) {
@@ -139,7 +141,10 @@ pub fn parse(text: &str, file: &str) -> Result<Parsed, ImportError> {
     Ok(Parsed {
         requests,
         left_out: Vec::new(),
-        model: obj.get("model_id").and_then(Value::as_str).map(str::to_string),
+        model: obj
+            .get("model_id")
+            .and_then(Value::as_str)
+            .map(str::to_string),
         started_unix_ms: None,
     })
 }
@@ -190,10 +195,16 @@ mod tests {
         assert!(matches!(e, ImportError::NoRecords { .. }), "{e}");
         assert!(e.to_string().contains("--save-detailed"), "{e}");
         let two = format!("{s}\n{s}\n");
-        assert!(parse(&two, "v.json").unwrap_err().to_string().contains("--append-result"));
+        assert!(parse(&two, "v.json")
+            .unwrap_err()
+            .to_string()
+            .contains("--append-result"));
         let short = DETAILED.replace(r#""output_lens": [5, 0, 3]"#, r#""output_lens": [5, 0]"#);
         let e = parse(&short, "v.json").unwrap_err().to_string();
-        assert!(e.contains("`output_lens` has 2 entries and `ttfts` 3"), "{e}");
+        assert!(
+            e.contains("`output_lens` has 2 entries and `ttfts` 3"),
+            "{e}"
+        );
         let neg = DETAILED.replace("[0.04, 0.0, 0.03]", "[0.04, 0.0, -0.03]");
         let e = parse(&neg, "v.json").unwrap_err().to_string();
         assert!(e.starts_with("v.json: ttfts[2]: "), "{e}");
