@@ -21,7 +21,7 @@ LAYERS=(
   "config"                                           # YAML -> validated scenarios
   "record summary cache"                             # per-request records, metric and prefix-cache summaries
   "client"                                           # HTTP, SSE decoding, per-request timing
-  "runner execute server prompt_fit"                 # schedules and sessions -> RunOutput; the server under test
+  "runner execute server prompt_fit import"          # schedules and sessions -> RunOutput; the server under test; another tool's export -> RunOutput
   "baseline gate"                                    # baseline files; the statistical gate
   "verdict"                                          # overall verdict and exit code
   "results"                                          # the results model every renderer reads

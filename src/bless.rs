@@ -450,26 +450,87 @@ pub fn bless_from(
         return Ok(exit::COULD_NOT_MEASURE);
     }
     for (sc, run, b, text) in planned {
-        let path = baseline::path_for(dir, &sc.name);
-        remove_stale_temp_files(dir, &sc.name);
-        crate::fsutil::write_atomic(&path, &text).map_err(|e| exit::Error::write(&path, e))?;
-        let p50 = |key: SummaryKey| {
-            b.summary
-                .get(&key)
-                .map(|x| fmt_ms(x.p50))
-                .unwrap_or_else(|| "-".into())
-        };
-        println!(
-            "blessed {:<24} -> {}  (the {arm_name} arm of {shown}, {} requests; TTFT P50 {}, TPOT P50 {})",
-            sc.name,
-            path.display(),
-            run.records.len(),
-            p50(SummaryKey::Ttft),
-            p50(SummaryKey::Tpot),
-        );
-        for line in sample_sizes(sc, &b) {
-            println!("  {}: {line}", sc.name);
-        }
+        let what = format!("the {arm_name} arm of {shown}");
+        write_unmeasured(sc, dir, &b, &text, &what, run.records.len())?;
     }
+    Ok(exit::OK)
+}
+
+/// Writes the baseline `b` (encoded as `text`) of a run perfgate did not measure now (`bless
+/// --from`), atomically, and says what it holds: `what` names where its `requests` came from.
+fn write_unmeasured(
+    sc: &Scenario,
+    dir: &Path,
+    b: &baseline::Baseline,
+    text: &str,
+    what: &str,
+    requests: usize,
+) -> Result<(), exit::Error> {
+    let path = baseline::path_for(dir, &sc.name);
+    remove_stale_temp_files(dir, &sc.name);
+    crate::fsutil::write_atomic(&path, text).map_err(|e| exit::Error::write(&path, e))?;
+    let p50 = |key: SummaryKey| {
+        b.summary
+            .get(&key)
+            .map(|x| fmt_ms(x.p50))
+            .unwrap_or_else(|| "-".into())
+    };
+    println!(
+        "blessed {:<24} -> {}  ({what}, {requests} requests; TTFT P50 {}, TPOT P50 {})",
+        sc.name,
+        path.display(),
+        p50(SummaryKey::Ttft),
+        p50(SummaryKey::Tpot),
+    );
+    for line in sample_sizes(sc, b) {
+        println!("  {}: {line}", sc.name);
+    }
+    Ok(())
+}
+
+/// `perfgate bless --from EXPORT --format F`: writes the requests of another tool's export
+/// ([`crate::import`], read by the caller) as the baseline of `sc`, measuring nothing, with the
+/// refusals of [`bless_from`]: fewer than [`MIN_FROM_REQUESTS`] requests, no successful one,
+/// too many failures, a baseline too large (exit 3); figures a baseline cannot hold (exit 2).
+/// The notes (what the tool measured otherwise) are said on stderr.
+pub fn bless_import(
+    sc: &Scenario,
+    dir: &Path,
+    imported: &crate::import::Imported,
+    host: Option<String>,
+) -> Result<i32, exit::Error> {
+    let run = &imported.run;
+    let path = baseline::path_for(dir, &sc.name);
+    let why = if run.records.len() < MIN_FROM_REQUESTS {
+        Some(format!(
+            "the export holds {} request(s): a baseline needs at least {MIN_FROM_REQUESTS} (load.samples' minimum), or a check could not compare with it",
+            run.records.len()
+        ))
+    } else {
+        refusal(sc, run)
+    };
+    if let Some(why) = why {
+        not_blessing(&sc.name, &path, &why);
+        return Ok(exit::COULD_NOT_MEASURE);
+    }
+    let b = baseline::from_runs(sc, std::slice::from_ref(run), host);
+    let text = match baseline::encode(&b) {
+        Ok(t) => t,
+        Err(why @ baseline::Unwritable::TooLarge { .. }) => {
+            not_blessing(&sc.name, &path, &why);
+            return Ok(exit::COULD_NOT_MEASURE);
+        }
+        Err(why) => {
+            return Err(exit::Error::Usage(format!(
+                "scenario {}: the export holds figures a baseline cannot: {why}; nothing written",
+                sc.name
+            )))
+        }
+    };
+    for n in &imported.notes {
+        eprintln!("perfgate: {}: note: {n}", sc.name);
+    }
+    let what = format!("the {} export", imported.format.tool());
+    write_unmeasured(sc, dir, &b, &text, &what, run.records.len())?;
     Ok(exit::OK)
 }

@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 mod history;
+mod import;
 
 /// perfgate: a CI regression gate for LLM inference latency (TTFT, TPOT, ITL).
 #[derive(Debug, Parser)]
@@ -179,6 +180,15 @@ struct CheckArgs {
     github: crate::github::GithubArgs,
     #[command(flatten)]
     history: history::HistoryArgs,
+    /// Measure nothing: gate another tool's per-request export (AIPerf profile_export.jsonl,
+    /// GuideLLM benchmarks JSON/YAML, vllm bench serve --save-detailed JSON) against the
+    /// baseline of the one selected scenario, with its statistics and reports (needs --format;
+    /// docs/import.md).
+    #[arg(long, value_name = "EXPORT", requires = "format", conflicts_with_all = ["shard", "load_shard", "history"])]
+    from: Option<PathBuf>,
+    /// With --from: the tool that wrote the export.
+    #[arg(long, value_enum, requires = "from")]
+    format: Option<import::FormatArg>,
 }
 
 /// `perfgate ab --design`.
@@ -320,12 +330,16 @@ struct BlessArgs {
     #[arg(long)]
     allow_unlisted_model: bool,
     /// Measure nothing: write one arm of this `perfgate ab --output` results file as the
-    /// baseline of each scenario (needs --arm).
-    #[arg(long, value_name = "RESULTS.json", requires = "arm", conflicts_with_all = ["runs", "allow_unstable", "allow_unlisted_model"])]
+    /// baseline of each scenario (with --arm), or the requests of another tool's export as the
+    /// baseline of the one selected scenario (with --format; docs/import.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["runs", "allow_unstable", "allow_unlisted_model"])]
     from: Option<PathBuf>,
-    /// With --from: the arm whose requests become the baseline.
+    /// With --from RESULTS.json: the arm whose requests become the baseline.
     #[arg(long, value_enum, requires = "from")]
     arm: Option<ArmArg>,
+    /// With --from EXPORT: the tool that wrote it (aiperf, guidellm, vllm).
+    #[arg(long, value_enum, requires = "from", conflicts_with = "arm")]
+    format: Option<import::FormatArg>,
 }
 
 #[derive(Debug, Args)]
@@ -657,6 +671,11 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
     } else {
         crate::verdict::BaselinePolicy::Required
     };
+    // Another tool's export, read before anything else is done with it.
+    let imported = match (&a.from, a.format) {
+        (Some(from), Some(format)) => Some(import::read(&scs, from, format)?),
+        _ => None,
+    };
     // Fail before measuring: a missing, broken or stale baseline is known offline.
     let baselines = check::Baselines::load(&scs, &a.baselines);
     baselines
@@ -688,7 +707,10 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
         let mut none = check::interrupted_results(&scs, &baselines, &opts);
         report::last_resort::keep(p, &mut none);
     }
-    let mut results = check::run_check(&scs, &baselines, &opts).await;
+    let mut results = match imported {
+        Some((sc, imp)) => import::check_results(sc, imp, &baselines, &opts),
+        None => check::run_check(&scs, &baselines, &opts).await,
+    };
     let unsaved = match &history {
         Some(h) => nightly_history(&mut results, &scs, &baselines, h),
         None => None,
@@ -911,6 +933,16 @@ async fn cmd_bless(a: BlessArgs) -> Result<i32, Error> {
     crate::hint::set(&a.sc.scenarios, &a.baselines);
     crate::limits::check_baselines_dir(&a.baselines)?;
     let host = crate::bless::this_host();
+    if let (Some(from), Some(format)) = (&a.from, a.format) {
+        let scs = load_scenarios(&a.sc)?;
+        let (sc, imported) = import::read(&scs, from, format)?;
+        return crate::bless::bless_import(sc, &a.baselines, &imported, host);
+    }
+    if a.from.is_some() && a.arm.is_none() {
+        return Err(Error::Usage(
+            "--from needs --arm base|candidate (a perfgate results file) or --format aiperf|guidellm|vllm (another tool's export)".into(),
+        ));
+    }
     if let (Some(from), Some(arm)) = (&a.from, a.arm) {
         let scs = load_scenarios(&a.sc)?;
         let side = match arm {

@@ -23,6 +23,7 @@ pub mod gate;
 pub mod github;
 pub mod hint;
 pub mod history;
+pub mod import;
 pub mod init;
 pub mod limits;
 pub mod machine;

@@ -23,6 +23,7 @@ mod github_fake;
 mod github_prism;
 mod github_support;
 mod hostile;
+mod import;
 mod itl;
 mod load_shards;
 mod messages;
