@@ -315,7 +315,7 @@ fn skeleton(line: &str) -> String {
 /// Issue 46: the README's demo excerpt (from a test fixture) gated `tail>P90` at n = 20, where
 /// the real demo lists those tails as not gated. The excerpt is the first scenario of
 /// `perfgate check` on the repository's own scenarios and baselines, line for line but the
-/// numbers.
+/// numbers (the real output may add notes between them).
 #[test]
 fn the_readme_demo_excerpt_is_what_the_demo_prints() {
     let readme = fs::read_to_string(root().join("README.md")).unwrap();
@@ -345,8 +345,13 @@ fn the_readme_demo_excerpt_is_what_the_demo_prints() {
         .map(skeleton)
         .filter(|l| !l.is_empty())
         .collect();
-    assert_eq!(
-        excerpt, real,
-        "README excerpt vs the demo's output:\n{stdout}"
-    );
+    // Every excerpt line, in order, is a line of the real output. The real output may carry
+    // more: a loaded machine adds its notes (client busy, an inconclusive WARN's explanation).
+    let mut rest = real.iter();
+    for line in &excerpt {
+        assert!(
+            rest.any(|r| r == line),
+            "README excerpt line {line:?} is not (in order) in the demo's output:\n{stdout}"
+        );
+    }
 }
