@@ -376,11 +376,11 @@ fn a_bless_says_what_it_sends_and_sends_the_cold_reference_once() {
     ));
     let (code, text) = run(dir.path(), &["bless", "--runs", "3", "--allow-unstable"]);
     assert_eq!(code, Some(0), "{text}");
+    assert_eq!(streamed(&addr), 71, "{text}");
     assert!(
         text.contains("perfgate: blessing chat: 3 runs x (1 warmup + 20 measured) + 4 cold-reference pairs x 2 = 71 requests; no time estimate: no previous baseline of chat\n"),
         "{text}"
     );
-    assert_eq!(streamed(&addr), 71, "{text}");
     let runs: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("perfgate: run "))
