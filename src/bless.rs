@@ -181,7 +181,7 @@ pub async fn bless(
         let plan = estimate::Plan::new(sc, k);
         let previous = estimate::per_request(sc, &baseline::load(&path));
         eprintln!("perfgate: {}", estimate::before(&sc.name, &plan, previous));
-        let started = std::time::Instant::now();
+        let mut ended = estimate::Runs::default();
         for i in 0..k {
             if interrupted(&sc.name, &path) {
                 return Ok(exit::INTERRUPTED);
@@ -241,14 +241,12 @@ pub async fn bless(
             }
             eprintln!(
                 "perfgate: {}",
-                estimate::after_run(
+                ended.ended(
                     &sc.name,
-                    i,
-                    k,
+                    (i, k),
                     run.records.len(),
                     run.cache_reference.len(),
-                    run_started.elapsed(),
-                    started.elapsed()
+                    run_started.elapsed()
                 )
             );
             runs.push(run);

@@ -99,20 +99,29 @@ pub struct PreviousBless {
     pub run_requests: u64,
 }
 
-/// The line said before a scenario's bless: what it sends and about how long it takes
-/// (every request at the previous bless's time per measured request; the server's start on
-/// top), e.g. `blessing chat: 5 runs x (2 warmup + 20 measured) + 8 cold-reference pairs x 2
-/// = 126 requests; about 1.4 min (the last bless: 16 s a run of 20 requests)`.
+/// The line said before a scenario's bless: what it sends and about how long its runs take
+/// (their requests at the previous bless's time per measured request; the server's start and
+/// a conversation's cold reference on top), e.g. `blessing chat: 5 runs x (2 warmup + 20
+/// measured) + 8 cold-reference pairs x 2 = 126 requests; about 3.8 min plus the cold
+/// reference (the last bless: 41 s a run of 20 requests)`.
 pub fn before(name: &str, plan: &Plan, previous: Result<PreviousBless, NoEstimate>) -> String {
     let reference = match plan.reference_pairs {
         0 => String::new(),
         1 => " + 1 cold-reference pair x 2".to_string(),
         n => format!(" + {n} cold-reference pairs x 2"),
     };
+    // the reference's cold requests prefill whole prompts: slower than the measured ones, so
+    // the estimate is of the runs, the reference said on top
+    let runs_requests = plan.runs * (plan.warmup + plan.measured);
     let time = match previous {
         Ok(p) => format!(
-            "about {} (the last bless: {} a run of {} requests)",
-            fmt_secs(p.ms_per_request * plan.requests() as f64 / 1000.0),
+            "about {}{} (the last bless: {} a run of {} requests)",
+            fmt_secs(p.ms_per_request * runs_requests as f64 / 1000.0),
+            if plan.reference_pairs > 0 {
+                " plus the cold reference"
+            } else {
+                ""
+            },
             fmt_secs(p.run_s),
             p.run_requests
         ),
@@ -128,35 +137,48 @@ pub fn before(name: &str, plan: &Plan, previous: Result<PreviousBless, NoEstimat
     )
 }
 
-/// The line said as run `i` (from 0) of `k` ends: its measured requests and reference pairs,
-/// its time (warmup and reference included), and the time left at the mean run so far:
-/// `run 2/5 of chat: 20 requests, 41 s; about 2.1 min left`.
-pub fn after_run(
-    name: &str,
-    i: usize,
-    k: usize,
-    requests: usize,
-    reference_pairs: usize,
-    took: Duration,
-    elapsed: Duration,
-) -> String {
-    let reference = match reference_pairs {
-        0 => String::new(),
-        1 => " + 1 cold-reference pair".to_string(),
-        n => format!(" + {n} cold-reference pairs"),
-    };
-    let left = k.saturating_sub(i + 1);
-    let left = if left == 0 {
-        String::new()
-    } else {
-        let mean = elapsed.as_secs_f64() / (i + 1) as f64;
-        format!("; about {} left", fmt_secs(mean * left as f64))
-    };
-    format!(
-        "run {}/{k} of {name}: {requests} requests{reference}, {}{left}",
-        i + 1,
-        fmt_secs(took.as_secs_f64())
-    )
+/// The runs of one scenario's bless so far, for the line said as each ends.
+#[derive(Debug, Default)]
+pub struct Runs {
+    /// The times of the runs that sent no cold reference: what each run left will take.
+    plain: Vec<Duration>,
+}
+
+impl Runs {
+    /// The line said as run `i` (from 0) of `k` ends: its measured requests and reference
+    /// pairs, its time (warmup and reference included), and the time left at the mean of the
+    /// runs so far without a reference (the first run of a conversation scenario sends it, and
+    /// the others do not): `run 2/5 of chat: 20 requests, 42 s; about 2.1 min left`.
+    pub fn ended(
+        &mut self,
+        name: &str,
+        (i, k): (usize, usize),
+        requests: usize,
+        reference_pairs: usize,
+        took: Duration,
+    ) -> String {
+        let reference = match reference_pairs {
+            0 => {
+                self.plain.push(took);
+                String::new()
+            }
+            1 => " + 1 cold-reference pair".to_string(),
+            n => format!(" + {n} cold-reference pairs"),
+        };
+        let left = k.saturating_sub(i + 1);
+        let left = match (left, self.plain.len()) {
+            (0, _) | (_, 0) => String::new(),
+            (left, n) => {
+                let mean = self.plain.iter().map(Duration::as_secs_f64).sum::<f64>() / n as f64;
+                format!("; about {} left", fmt_secs(mean * left as f64))
+            }
+        };
+        format!(
+            "run {}/{k} of {name}: {requests} requests{reference}, {}{left}",
+            i + 1,
+            fmt_secs(took.as_secs_f64())
+        )
+    }
 }
 
 /// The scenario run `i` (from 0) measures: `sc` itself for the first, without the cold
@@ -205,7 +227,8 @@ mod tests {
         let sc = scenario(CONVERSATION);
         let plan = Plan::new(&sc, 5);
         assert_eq!(plan.requests(), 5 * 22 + 16);
-        // the last bless measured 41 s a run of 20 requests: 2.05 s a request, x 126 = 258.3 s
+        // the last bless measured 41 s a run of 20 requests: 2.05 s a request, x 110 of the
+        // runs = 225.5 s
         let prev = PreviousBless {
             ms_per_request: 2050.0,
             run_s: 41.0,
@@ -213,7 +236,15 @@ mod tests {
         };
         assert_eq!(
             before("chat", &plan, Ok(prev)),
-            "blessing chat: 5 runs x (2 warmup + 20 measured) + 8 cold-reference pairs x 2 = 126 requests; about 4.3 min (the last bless: 41 s a run of 20 requests)"
+            "blessing chat: 5 runs x (2 warmup + 20 measured) + 8 cold-reference pairs x 2 = 126 requests; about 3.8 min plus the cold reference (the last bless: 41 s a run of 20 requests)"
+        );
+        // without a conversation: every request at that time, 3 x 22 x 2.05 s = 135.3 s
+        let mut plain = plan;
+        plain.reference_pairs = 0;
+        plain.runs = 3;
+        assert_eq!(
+            before("chat", &plain, Ok(prev)),
+            "blessing chat: 3 runs x (2 warmup + 20 measured) = 66 requests; about 2.3 min (the last bless: 41 s a run of 20 requests)"
         );
         assert_eq!(
             before(
@@ -228,18 +259,30 @@ mod tests {
     #[test]
     fn each_run_says_its_requests_its_time_and_the_time_left() {
         let s = Duration::from_secs;
+        let mut runs = Runs::default();
+        // the first run's reference makes it no measure of the others: no time left yet
         assert_eq!(
-            after_run("chat", 0, 5, 20, 8, s(45), s(45)),
-            "run 1/5 of chat: 20 requests + 8 cold-reference pairs, 45 s; about 3.0 min left"
+            runs.ended("chat", (0, 5), 20, 8, s(65)),
+            "run 1/5 of chat: 20 requests + 8 cold-reference pairs, 65 s"
         );
-        // two runs took 86 s: 43 s a run, 3 left
+        // 3 runs left at 42 s: 126 s
         assert_eq!(
-            after_run("chat", 1, 5, 20, 0, s(41), s(86)),
-            "run 2/5 of chat: 20 requests, 41 s; about 2.1 min left"
+            runs.ended("chat", (1, 5), 20, 0, s(42)),
+            "run 2/5 of chat: 20 requests, 42 s; about 2.1 min left"
+        );
+        // (42 + 44) / 2 = 43 s, 2 runs left: 86 s
+        assert_eq!(
+            runs.ended("chat", (2, 5), 20, 0, s(44)),
+            "run 3/5 of chat: 20 requests, 44 s; about 86 s left"
         );
         assert_eq!(
-            after_run("chat", 4, 5, 20, 0, s(41), s(210)),
+            runs.ended("chat", (4, 5), 20, 0, s(41)),
             "run 5/5 of chat: 20 requests, 41 s"
+        );
+        // no reference: the first run already says what the others take
+        assert_eq!(
+            Runs::default().ended("chat", (0, 3), 20, 0, s(10)),
+            "run 1/3 of chat: 20 requests, 10 s; about 20 s left"
         );
         assert_eq!(fmt_secs(7200.0), "2.0 h");
     }
