@@ -11,6 +11,8 @@ use crate::runner::RunOutput;
 use crate::summary::SummaryKey;
 use std::path::Path;
 
+mod estimate;
+
 /// Says that scenario `name` is not blessed, why, and that its baseline file is unchanged.
 fn not_blessing(name: &str, path: &Path, why: &dyn std::fmt::Display) {
     eprintln!(
@@ -176,10 +178,15 @@ pub async fn bless(
         // A note is said once per scenario, not once per run.
         let mut said = std::collections::HashSet::new();
         remove_stale_temp_files(dir, &sc.name);
+        let plan = estimate::Plan::new(sc, k);
+        let previous = estimate::per_request(sc, &baseline::load(&path));
+        eprintln!("perfgate: {}", estimate::before(&sc.name, &plan, previous));
+        let mut ended = estimate::Runs::default();
         for i in 0..k {
             if interrupted(&sc.name, &path) {
                 return Ok(exit::INTERRUPTED);
             }
+            let run_started = std::time::Instant::now();
             eprintln!(
                 "perfgate: measuring {} run {}/{k} ({} warmup + {} requests, concurrency {})",
                 sc.name,
@@ -188,7 +195,9 @@ pub async fn bless(
                 sc.load.samples,
                 sc.load.concurrency
             );
-            let run = match crate::execute::measure(sc, progress.clone()).await {
+            // the cold reference in the first run only (estimate::run_scenario)
+            let run_sc = estimate::run_scenario(sc, i);
+            let run = match crate::execute::measure(&run_sc, progress.clone()).await {
                 Ok(r) => r,
                 // Ctrl-C / SIGTERM while the server was starting: an interruption (130), not a
                 // server that could not start (3)
@@ -230,6 +239,16 @@ pub async fn bless(
                     eprintln!("perfgate: {}: note: {n}", sc.name);
                 }
             }
+            eprintln!(
+                "perfgate: {}",
+                ended.ended(
+                    &sc.name,
+                    (i, k),
+                    run.records.len(),
+                    run.cache_reference.len(),
+                    run_started.elapsed()
+                )
+            );
             runs.push(run);
         }
         if interrupted(&sc.name, &path) {
@@ -291,50 +310,11 @@ pub async fn bless(
             p50(SummaryKey::Ttft),
             p50(SummaryKey::Tpot),
         );
-        for line in sample_sizes(sc, &b) {
+        for line in baseline::sample_sizes(sc, &b) {
             println!("  {}: {line}", sc.name);
         }
     }
     Ok(code)
-}
-
-/// How many samples (docs/baselines.md): per gated metric with a P50, the change a check at
-/// `load.samples` requests catches when the candidate is distributed as this baseline, and the
-/// n that would catch half the excess over the fail tolerance ([`crate::gate::power`]):
-/// `TTFT P50 catches about +21% at n = 20; n = 80 for +15%`.
-pub fn sample_sizes(sc: &Scenario, b: &baseline::Baseline) -> Vec<String> {
-    use crate::config::Quantile;
-    use crate::gate::power;
-    if !sc.gate.quantiles.contains(&Quantile::P50) {
-        return Vec::new();
-    }
-    let n = sc.load.samples as usize;
-    sc.gate
-        .metrics
-        .iter()
-        .filter_map(|&m| {
-            let values: Vec<f64> = b
-                .runs
-                .iter()
-                .flat_map(|r| r.records.iter().filter_map(|x| x.metric(m)))
-                .collect();
-            let sorted = crate::stats::sorted(&values);
-            let fail = sc.gate.band(m, Quantile::P50).fail;
-            let now = power::catches_at(&sorted, n, fail, sc.gate.alpha)?;
-            let target = ((fail + (now - fail) / 2.0) * 100.0).ceil() / 100.0;
-            let more = (target < now)
-                .then(|| power::samples_for(&sorted, target, fail, sc.gate.alpha, n + 1))
-                .flatten()
-                .map_or(String::new(), |k| {
-                    format!("; n = {k} for {:+.0}%", target * 100.0)
-                });
-            Some(format!(
-                "{} P50 catches about {:+.0}% at n = {n}{more}",
-                m.label(),
-                now * 100.0
-            ))
-        })
-        .collect()
 }
 
 /// `perfgate bless --from RESULTS.json --arm base|candidate`: measures nothing; writes the
@@ -482,7 +462,7 @@ fn write_unmeasured(
         p50(SummaryKey::Ttft),
         p50(SummaryKey::Tpot),
     );
-    for line in sample_sizes(sc, b) {
+    for line in baseline::sample_sizes(sc, b) {
         println!("  {}: {line}", sc.name);
     }
     Ok(())

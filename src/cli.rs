@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 mod history;
 mod import;
+mod validate;
 
 /// perfgate: a CI regression gate for LLM inference latency (TTFT, TPOT, ITL).
 #[derive(Debug, Parser)]
@@ -31,8 +32,9 @@ enum Command {
     /// Measure two arms (base and candidate) of every scenario in the same job, interleaved,
     /// compare them like check, report, exit 1 on a regression.
     Ab(AbArgs),
-    /// Check scenario files offline: keys, values, env vars.
-    Validate(ScenarioArgs),
+    /// Check scenario files offline: keys, values, env vars; with a committed baseline, what
+    /// its P50 checks catch at the scenario's samples.
+    Validate(validate::ValidateArgs),
     /// Run the built-in OpenAI-compatible streaming simulator on 127.0.0.1.
     Sim(SimArgs),
     /// Simulate the gate on documented noise profiles: false-alarm rate and power, beside two
@@ -41,7 +43,8 @@ enum Command {
     /// Re-render saved results (`check --output`) in any format, without measuring; exits with
     /// the code the results carry.
     Report(ReportArgs),
-    /// Scaffold scenarios/example.yaml, baselines/ and a pull-request workflow (never overwrites).
+    /// Scaffold scenarios/example.yaml (or a server's template, --server), baselines/, a
+    /// pull-request workflow and a .gitignore (never overwrites).
     Init(InitArgs),
     /// The nightly history (`check --history`): show a scenario's nights and change points, or
     /// append a saved night.
@@ -72,6 +75,11 @@ struct InitArgs {
     /// Directory to scaffold (created if needed).
     #[arg(default_value = ".")]
     dir: PathBuf,
+    /// Write scenarios/NAME.yaml, a scenario whose `server:` block starts this server (its
+    /// model name, threads or GPU, metrics, readiness probe, log), instead of the simulator
+    /// example.
+    #[arg(long, value_name = "NAME")]
+    server: Option<crate::init::ServerTemplate>,
 }
 
 /// The report files a command can write.
@@ -540,52 +548,11 @@ async fn run(cli: Cli) -> Result<i32, Error> {
 
 async fn run_command(cli: Cli) -> Result<i32, Error> {
     match cli.command {
-        Command::Validate(a) => {
-            let scs = load_scenarios(&a)?;
-            for s in &scs {
-                for w in s.warnings() {
-                    eprintln!("perfgate: {}: warning: {w}", s.source);
-                }
-                println!(
-                    "ok  {:<24} {}  {} {} model {}, max_tokens {}, concurrency {}, samples {}",
-                    s.name,
-                    s.source,
-                    s.endpoint.api.as_str(),
-                    s.endpoint.shown_url(),
-                    s.endpoint.model,
-                    s.request.max_tokens,
-                    s.load.concurrency,
-                    s.load.samples
-                );
-                if let Some(ps) = &s.request.prompt_set {
-                    println!("    {}", ps.describe());
-                }
-                if let Some(g) = &s.request.generate {
-                    println!("    {}", g.describe());
-                }
-                if let Some(c) = &s.request.conversation {
-                    println!(
-                        "    conversations of {}; {} conversation(s) measured, cold reference of {} request pair(s)",
-                        c.describe(s.request.system.is_some()),
-                        s.load.samples / c.turns,
-                        c.reference.min(s.load.samples)
-                    );
-                }
-                if let Some(t) = &s.load.trace {
-                    println!(
-                        "    {}; mean rate {:.2} requests/s",
-                        t.describe(),
-                        s.load.rate.unwrap_or(0.0)
-                    );
-                }
-            }
-            println!("{} scenario(s) valid", scs.len());
-            Ok(exit::OK)
-        }
+        Command::Validate(a) => validate::cmd_validate(&a),
         Command::Check(a) => cmd_check(a).await,
         Command::Ab(a) => cmd_ab(a).await,
         Command::Report(a) => cmd_report(a),
-        Command::Init(a) => crate::init::init(&a.dir),
+        Command::Init(a) => crate::init::init(&a.dir, a.server),
         Command::Bless(a) => cmd_bless(a).await,
         Command::Sim(a) => cmd_sim(a).await,
         Command::History(c) => history::cmd_history(c),

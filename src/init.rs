@@ -4,10 +4,15 @@
 //! `.github/workflows/perfgate.yml` (from `examples/workflows/perfgate-pr.yml`). Never
 //! overwrites: when any of the files exists, nothing is written and the exit code is 2. A
 //! `.gitignore` for what runs leave behind (server logs, reports, results) is written only when
-//! there is none; an existing one is left alone and the lines to add are printed.
+//! there is none; an existing one is left alone and the lines to add are printed. With
+//! `--server NAME` the scenario file is `scenarios/NAME.yaml`, that server's template
+//! ([`ServerTemplate`]), instead of the simulator example.
 
 use crate::exit::{self, Error};
 use std::path::{Path, PathBuf};
+
+mod template;
+pub use template::ServerTemplate;
 
 /// The example scenario file.
 pub const EXAMPLE_YAML: &str = include_str!("init/example.yaml");
@@ -58,11 +63,19 @@ report.html
 results.json
 ";
 
-/// The files `init` writes under `dir`, with their contents.
-pub fn files(dir: &Path) -> Vec<(PathBuf, String)> {
+/// The files `init` writes under `dir`, with their contents: the scenario file is `server`'s
+/// template, or the simulator example without one.
+pub fn files(dir: &Path, server: Option<ServerTemplate>) -> Vec<(PathBuf, String)> {
     let dir = as_typed(dir);
+    let scenario = match server {
+        Some(t) => (
+            dir.join(format!("scenarios/{}.yaml", t.name())),
+            t.yaml().to_string(),
+        ),
+        None => (dir.join("scenarios/example.yaml"), EXAMPLE_YAML.to_string()),
+    };
     vec![
-        (dir.join("scenarios/example.yaml"), EXAMPLE_YAML.to_string()),
+        scenario,
         (dir.join("baselines/.gitkeep"), String::new()),
         (dir.join(".github/workflows/perfgate.yml"), workflow()),
     ]
@@ -77,9 +90,10 @@ fn as_typed(dir: &Path) -> &Path {
     }
 }
 
-/// Writes the scaffold into `dir`; refuses (exit 2, nothing written) when any file exists.
-pub fn init(dir: &Path) -> Result<i32, Error> {
-    let files = files(dir);
+/// Writes the scaffold into `dir` (with `server`'s template as its scenario file); refuses
+/// (exit 2, nothing written) when any file exists.
+pub fn init(dir: &Path, server: Option<ServerTemplate>) -> Result<i32, Error> {
+    let files = files(dir, server);
     for (p, _) in &files {
         if p.exists() {
             return Err(Error::Usage(format!(
@@ -120,8 +134,16 @@ pub fn init(dir: &Path) -> Result<i32, Error> {
     } else {
         format!("  cd {}\n", dir.display())
     };
+    let edit = match server {
+        Some(t) => format!(
+            "perfgate starts {} itself (the server: block); {},\nand set `uses:` in .github/workflows/perfgate.yml to the perfgate action.",
+            t.name(),
+            t.next_step()
+        ),
+        None => "The example measures the built-in simulator; edit scenarios/example.yaml for your endpoint\n(or run `perfgate init --server llama-server|vllm|sglang|ollama` in another directory),\nand set `uses:` in .github/workflows/perfgate.yml to the perfgate action.".to_string(),
+    };
     println!(
-        "\nNext:\n{cd}  perfgate validate                    # offline check of scenarios/\n  perfgate bless                       # measure, write baselines/ (commit them)\n  perfgate check --html report.html    # measure again, compare, gate; open report.html\n\nThe example measures the built-in simulator; edit scenarios/example.yaml for your endpoint,\nand set `uses:` in .github/workflows/perfgate.yml to the perfgate action."
+        "\nNext:\n{cd}  perfgate validate                    # offline check of scenarios/\n  perfgate bless                       # measure, write baselines/ (commit them)\n  perfgate check --html report.html    # measure again, compare, gate; open report.html\n\n{edit}"
     );
     Ok(exit::OK)
 }

@@ -1798,3 +1798,59 @@ fn bless_says_what_the_scenario_catches_at_its_n() {
         "{line} vs {now}"
     );
 }
+
+/// Issue 46 item 1: `validate` with a committed baseline says what its P50 checks catch, the
+/// lines bless printed, word for word; at a new load.samples (not in the fingerprint, so the
+/// baseline still compares) what that n catches, from the baseline's requests; nothing without
+/// a baseline, and a stale one is named instead of used.
+#[test]
+fn validate_says_what_a_committed_baseline_catches_at_the_scenarios_n() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
+    let yaml = |samples: u32, max_tokens: u32| {
+        format!("scenarios:\n  - name: chat\n    endpoint: {{base_url: 'sim://?ttft_ms=40&tpot_ms=4&seed=3', model: perfgate-sim}}\n    request: {{max_tokens: {max_tokens}, prompt: hello}}\n    load: {{concurrency: 1, samples: {samples}}}\n")
+    };
+    let write = |y: String| std::fs::write(dir.path().join("scenarios/s.yaml"), y).unwrap();
+    write(yaml(20, 8));
+    let o = perfgate(dir.path()).arg("validate").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!stdout(&o).contains("catches"), "{}", stdout(&o));
+    let (code, text) =
+        crate::support::run_in(dir.path(), &["bless", "--runs", "2", "--allow-unstable"]);
+    assert_eq!(code, Some(0), "{text}");
+    let blessed: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("  chat: "))
+        .map(|l| format!("    {l} (from baselines/chat.json)"))
+        .collect();
+    assert_eq!(blessed.len(), 2, "TTFT and TPOT: {text}");
+    let o = perfgate(dir.path()).arg("validate").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let said: Vec<String> = stdout(&o)
+        .lines()
+        .filter(|l| l.contains(" P50 catches about "))
+        .map(String::from)
+        .collect();
+    assert_eq!(said, blessed);
+
+    // 40 requests a side: what 40 catches, by the library from the blessed requests
+    write(yaml(40, 8));
+    let b = perfgate::baseline::load(&dir.path().join("baselines/chat.json")).unwrap();
+    let ttft: Vec<f64> = b.records().filter_map(|x| x.ttft_ms).collect();
+    let at40 =
+        perfgate::gate::power::catches_at(&perfgate::stats::sorted(&ttft), 40, 0.10, 0.01).unwrap();
+    let o = perfgate(dir.path()).arg("validate").output().unwrap();
+    let want = format!("    TTFT P50 catches about {:+.0}% at n = 40", at40 * 100.0);
+    assert!(stdout(&o).contains(&want), "{want}\n{}", stdout(&o));
+
+    // another max_tokens: the baseline is stale, said on stderr, and no figure comes from it
+    write(yaml(20, 16));
+    let o = perfgate(dir.path()).arg("validate").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!stdout(&o).contains("catches"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("perfgate: chat: warning: baselines/chat.json is stale: the scenario changed since its baseline was blessed"),
+        "{}",
+        stderr(&o)
+    );
+}

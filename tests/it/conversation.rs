@@ -341,3 +341,85 @@ fn perfgate_ab_refuses_conversations_before_measuring() {
         "{text}"
     );
 }
+
+/// The streamed requests the simulator at `addr` (`127.0.0.1:PORT`) has received: the entries
+/// of its `GET /sim/timings`.
+fn streamed(addr: &str) -> usize {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET /sim/timings HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = &text[text.find("\r\n\r\n").unwrap() + 4..];
+    let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    v["requests"].as_array().unwrap().len()
+}
+
+/// Issue 46 item 7: a bless says what it will send before it starts and each run as it ends,
+/// and sends the cold reference once (the baseline keeps one run's cache figures): 3 runs x (1
+/// warmup + 20 measured) + 4 pairs x 2 = 71 streamed requests, counted by the simulator (87
+/// when every run sent its reference). The second bless estimates its time from the first's.
+#[test]
+fn a_bless_says_what_it_sends_and_sends_the_cold_reference_once() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cfg = perfgate::sim::SimConfig::from_query("ttft_ms=5&tpot_ms=1&seed=1").unwrap();
+    let sim = rt
+        .block_on(perfgate::sim::SimServer::start(cfg, 0))
+        .unwrap();
+    let (base, addr) = (sim.base_url(), sim.addr().to_string());
+    let dir = project(&format!(
+        "scenarios:\n  - name: chat\n    endpoint: {{base_url: '{base}', model: perfgate-sim}}\n    request:\n      max_tokens: 4\n      ignore_eos: true\n      conversation: {{turns: 4, system_tokens: 20, user_tokens: 10, reference: 4}}\n    load: {{samples: 20, warmup: 1}}\n    gate:\n      quantiles: [p50]\n"
+    ));
+    let (code, text) = run(dir.path(), &["bless", "--runs", "3", "--allow-unstable"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(streamed(&addr), 71, "{text}");
+    assert!(
+        text.contains("perfgate: blessing chat: 3 runs x (1 warmup + 20 measured) + 4 cold-reference pairs x 2 = 71 requests; no time estimate: no previous baseline of chat\n"),
+        "{text}"
+    );
+    let runs: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("perfgate: run "))
+        .collect();
+    assert_eq!(runs.len(), 3, "{text}");
+    assert!(
+        runs[0].starts_with("perfgate: run 1/3 of chat: 20 requests + 4 cold-reference pairs, ")
+            && runs[0].ends_with(" s"),
+        "{text}"
+    );
+    assert!(
+        runs[1].starts_with("perfgate: run 2/3 of chat: 20 requests, ")
+            && runs[1].ends_with(" left"),
+        "{text}"
+    );
+    assert!(
+        runs[2].starts_with("perfgate: run 3/3 of chat: 20 requests, ") && runs[2].ends_with(" s"),
+        "{text}"
+    );
+    // the baseline's cache figures are the first run's reference's
+    let b = json(&dir.path().join("baselines/chat.json"));
+    assert_eq!(b["cache"]["reference_sent"], 4, "{}", b["cache"]);
+    // not in the baseline file: it is what a check reads, not a log
+    let file = std::fs::read_to_string(dir.path().join("baselines/chat.json")).unwrap();
+    assert!(!file.contains("cold-reference pairs") && !file.contains("time estimate"));
+
+    // again: the runs' 21 requests at the last bless's wall time per measured request
+    let wall: f64 = b["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| f(&r["wall_ms"]))
+        .sum();
+    let (code, text) = run(dir.path(), &["bless", "--runs", "1", "--allow-unstable"]);
+    assert_eq!(code, Some(0), "{text}");
+    let want = format!(
+        "perfgate: blessing chat: 1 run x (1 warmup + 20 measured) + 4 cold-reference pairs x 2 = 29 requests; about {:.0} s plus the cold reference (the last bless: {:.0} s a run of 20 requests)",
+        wall / 60.0 * 21.0 / 1000.0,
+        wall / 3.0 / 1000.0
+    );
+    assert!(text.contains(&want), "{want}\n{text}");
+}

@@ -382,3 +382,145 @@ fn report_prints_a_hostile_results_file_safely() {
     assert!(out.contains(": :add-mask::hidden") && out.contains("   : :stop-commands::token"));
     assert!(out.contains("note: [31mred[0m reversed"), "{out}");
 }
+
+/// `perfgate init --server NAME` in a new directory: it writes scenarios/NAME.yaml (not the
+/// simulator example) and the .gitignore, validates as written with no variable set, and its
+/// `server:` block carries what docs/servers.md teaches: returns the scenario as loaded.
+fn init_server(name: &str) -> Scenario {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("proj");
+    let out = perfgate()
+        .arg("init")
+        .arg(&d)
+        .args(["--server", name])
+        .assert()
+        .code(0);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let file = d.join(format!("scenarios/{name}.yaml"));
+    assert!(
+        stdout.contains(&format!("wrote {}", file.display())),
+        "{stdout}"
+    );
+    assert!(!d.join("scenarios/example.yaml").exists());
+    assert!(std::fs::read_to_string(d.join(".gitignore"))
+        .unwrap()
+        .contains("perfgate-server*.log"));
+    perfgate().current_dir(&d).arg("validate").assert().code(0);
+    let mut scs = perfgate::config::load(&[file], &|_| None).unwrap();
+    assert_eq!(scs.len(), 1);
+    let sc = scs.remove(0);
+    let server = sc.server.clone().expect("a server: block");
+    assert_eq!(
+        server.log.as_deref(),
+        Some(Path::new("perfgate-server.log"))
+    );
+    sc
+}
+
+fn words(sc: &Scenario) -> Vec<String> {
+    sc.server.as_ref().unwrap().command.clone()
+}
+
+fn ready_url(sc: &Scenario) -> String {
+    match &sc.server.as_ref().unwrap().ready {
+        perfgate::config::server::Ready::Http { url, .. } => url.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The pair `flag value` is in `argv`.
+fn has(argv: &[String], flag: &str, value: &str) -> bool {
+    argv.windows(2).any(|w| w[0] == flag && w[1] == value)
+}
+
+#[test]
+fn init_server_llama_server_names_the_model_fixes_threads_and_turns_metrics_on() {
+    let sc = init_server("llama-server");
+    let argv = words(&sc);
+    assert_eq!(argv[0], "llama-server");
+    assert!(has(&argv, "-m", "model.gguf"), "{argv:?}");
+    // the alias is the model the scenario asks for
+    assert!(has(&argv, "--alias", &sc.endpoint.model), "{argv:?}");
+    assert!(has(&argv, "--threads", "2"), "{argv:?}");
+    assert!(has(&argv, "--port", "8080") && argv.contains(&"--metrics".to_string()));
+    assert_eq!(ready_url(&sc), "http://127.0.0.1:8080/health");
+    assert_eq!(
+        sc.server.unwrap().metrics_url.as_deref(),
+        Some("http://127.0.0.1:8080/metrics")
+    );
+}
+
+#[test]
+fn init_server_vllm_serves_the_scenarios_model_name() {
+    let sc = init_server("vllm");
+    let argv = words(&sc);
+    assert_eq!(argv[..2], ["vllm", "serve"]);
+    assert!(
+        has(&argv, "--served-model-name", &sc.endpoint.model),
+        "{argv:?}"
+    );
+    assert!(argv.contains(&"--enable-prompt-tokens-details".to_string()));
+    assert!(has(&argv, "--port", "8000"));
+    assert_eq!(ready_url(&sc), "http://127.0.0.1:8000/health");
+    let s = sc.server.unwrap();
+    assert_eq!(
+        s.metrics_url.as_deref(),
+        Some("http://127.0.0.1:8000/metrics")
+    );
+    assert_eq!(s.env[0].0, "CUDA_VISIBLE_DEVICES");
+}
+
+#[test]
+fn init_server_sglang_serves_the_scenarios_model_name_with_metrics() {
+    let sc = init_server("sglang");
+    let argv = words(&sc);
+    assert_eq!(argv[..3], ["python3", "-m", "sglang.launch_server"]);
+    assert!(
+        has(&argv, "--served-model-name", &sc.endpoint.model),
+        "{argv:?}"
+    );
+    for flag in ["--enable-metrics", "--enable-cache-report"] {
+        assert!(argv.contains(&flag.to_string()), "{argv:?}");
+    }
+    assert!(has(&argv, "--port", "30000"));
+    assert_eq!(ready_url(&sc), "http://127.0.0.1:30000/health");
+    assert_eq!(
+        sc.server.unwrap().metrics_url.as_deref(),
+        Some("http://127.0.0.1:30000/metrics")
+    );
+}
+
+#[test]
+fn init_server_ollama_serves_on_a_port_of_its_own_without_metrics() {
+    let sc = init_server("ollama");
+    assert_eq!(words(&sc), ["ollama", "serve"]);
+    let s = sc.server.clone().unwrap();
+    let mut env: Vec<&str> = s.env.iter().map(|(k, _)| k.as_str()).collect();
+    env.sort_unstable();
+    assert_eq!(
+        env,
+        ["OLLAMA_HOST", "OLLAMA_KEEP_ALIVE", "OLLAMA_NUM_PARALLEL"]
+    );
+    // the endpoint is the port OLLAMA_HOST gives, not a system ollama's 11434
+    assert_eq!(sc.endpoint.shown_url(), "http://127.0.0.1:11435/v1");
+    assert_eq!(ready_url(&sc), "http://127.0.0.1:11435/api/version");
+    assert_eq!(s.metrics_url, None);
+}
+
+#[test]
+fn init_server_refuses_an_unknown_server_naming_the_four() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = perfgate()
+        .arg("init")
+        .arg(dir.path())
+        .args(["--server", "tgi"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        err.contains("invalid value 'tgi' for '--server <NAME>'")
+            && err.contains("[possible values: llama-server, vllm, sglang, ollama]"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

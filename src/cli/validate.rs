@@ -1,0 +1,89 @@
+//! `perfgate validate`: checks scenario files offline (keys, values, env vars) and says what each
+//! one will send; with a committed baseline, what its P50 checks catch at its `load.samples` and
+//! the n for a smaller change ([`crate::baseline::sample_sizes`], the lines `bless` prints).
+
+use super::{load_scenarios, ScenarioArgs};
+use crate::baseline::{self, LoadError};
+use crate::config::Scenario;
+use crate::exit::{self, Error};
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Args)]
+pub(super) struct ValidateArgs {
+    #[command(flatten)]
+    sc: ScenarioArgs,
+    /// Directory of baseline files: a scenario's committed baseline adds what its P50 checks
+    /// catch at its n (nothing is measured).
+    #[arg(long, default_value = "baselines")]
+    baselines: PathBuf,
+}
+
+pub(super) fn cmd_validate(a: &ValidateArgs) -> Result<i32, Error> {
+    let scs = load_scenarios(&a.sc)?;
+    for s in &scs {
+        for w in s.warnings() {
+            eprintln!("perfgate: {}: warning: {w}", s.source);
+        }
+        println!(
+            "ok  {:<24} {}  {} {} model {}, max_tokens {}, concurrency {}, samples {}",
+            s.name,
+            s.source,
+            s.endpoint.api.as_str(),
+            s.endpoint.shown_url(),
+            s.endpoint.model,
+            s.request.max_tokens,
+            s.load.concurrency,
+            s.load.samples
+        );
+        if let Some(ps) = &s.request.prompt_set {
+            println!("    {}", ps.describe());
+        }
+        if let Some(g) = &s.request.generate {
+            println!("    {}", g.describe());
+        }
+        if let Some(c) = &s.request.conversation {
+            println!(
+                "    conversations of {}; {} conversation(s) measured, cold reference of {} request pair(s)",
+                c.describe(s.request.system.is_some()),
+                s.load.samples / c.turns,
+                c.reference.min(s.load.samples)
+            );
+        }
+        if let Some(t) = &s.load.trace {
+            println!(
+                "    {}; mean rate {:.2} requests/s",
+                t.describe(),
+                s.load.rate.unwrap_or(0.0)
+            );
+        }
+        sample_sizes(s, &a.baselines);
+    }
+    println!("{} scenario(s) valid", scs.len());
+    Ok(exit::OK)
+}
+
+/// What `s`'s committed baseline says its P50 checks catch (stdout), or why it says nothing
+/// (stderr: a broken or stale baseline, which `check` would refuse); nothing without one.
+fn sample_sizes(s: &Scenario, dir: &Path) {
+    let path = baseline::path_for(dir, &s.name);
+    match baseline::load(&path) {
+        Err(LoadError::Missing(_)) => {}
+        Err(e) => eprintln!(
+            "perfgate: {}: warning: {e}; `perfgate check` would refuse it (exit 2)",
+            s.name
+        ),
+        Ok(b) => match crate::assess::staleness(s, &b) {
+            Some(why) => eprintln!(
+                "perfgate: {}: warning: {} is stale: {why}",
+                s.name,
+                path.display()
+            ),
+            None => {
+                for line in baseline::sample_sizes(s, &b) {
+                    println!("    {line} (from {})", path.display());
+                }
+            }
+        },
+    }
+}
