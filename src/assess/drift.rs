@@ -53,7 +53,7 @@ pub fn config_diff(old: &serde_json::Value, new: &serde_json::Value) -> Vec<Stri
 /// Why a baseline cannot be compared with this scenario at all, if it cannot: it belongs to
 /// another scenario, the scenario's configuration changed, or the metric definitions did. Known
 /// before measuring.
-pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
+pub fn staleness(sc: &Scenario, b: &Baseline, hint: &crate::hint::Hint) -> Option<String> {
     if b.scenario.name != sc.name {
         return Some(format!(
             "the file holds the baseline of scenario `{}`, not `{}`",
@@ -64,7 +64,7 @@ pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
         if let Some(changed) = prompt_set_change(&b.scenario.config, sc) {
             return Some(format!(
                 "{changed}, so the requests are not the ones blessed and nothing was compared; if the change is intended, bless it against the unchanged server (`{}`) and commit the new baseline with the file",
-                crate::hint::bless_only(&sc.name)
+                hint.bless_only(&sc.name)
             ));
         }
         let diff = config_diff(&b.scenario.config, &baseline::public_config(sc));
@@ -75,7 +75,7 @@ pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
             } else {
                 diff.join(", ")
             },
-            crate::hint::bless_only(&sc.name)
+            hint.bless_only(&sc.name)
         ));
     }
     if b.metrics_version != baseline::METRICS_VERSION {
@@ -83,7 +83,7 @@ pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
             "the baseline uses metrics_version {} and this perfgate {}: bless it again with this perfgate (`{}`) against the unchanged server",
             b.metrics_version,
             baseline::METRICS_VERSION,
-            crate::hint::bless_only(&sc.name)
+            hint.bless_only(&sc.name)
         ));
     }
     None

@@ -2,7 +2,7 @@
 //! baseline ([`crate::assess::judge()`]), then the gate over the whole family, into the
 //! [`Results`] model.
 
-use super::baselines::{unusable, Baselines, Missing};
+use super::baselines::{Baselines, Missing};
 use super::CheckOptions;
 use crate::assess::{gated_results, judge, CommittedBaseline, Reference};
 use crate::config::{Scenario, ScenarioName};
@@ -26,7 +26,7 @@ pub fn compare(
     for (sc, run) in scenarios.iter().zip(runs) {
         let path = baselines.path_for(&sc.name);
         let loaded = baselines.get(&sc.name);
-        let unusable = unusable(sc, loaded.clone(), Missing::of(sc, opts.policy));
+        let unusable = baselines.why_unusable(sc, Missing::of(sc, opts.policy));
         let learned = opts
             .history
             .as_ref()

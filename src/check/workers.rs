@@ -614,7 +614,7 @@ pub fn merge_workers(
         progress: None,
         history: None,
     };
-    let bl = super::Baselines::load(&judged_scs, baselines);
+    let bl = super::Baselines::load(&judged_scs, baselines, Default::default());
     let mut judged = super::compare(&judged_scs, runs, &bl, &opts);
     for (s, info) in judged.scenarios.iter_mut().zip(merged_info) {
         s.notes.insert(0, workers_note(&info));

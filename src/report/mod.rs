@@ -276,7 +276,7 @@ impl Report {
                 Some(d) => crate::baseline::path_for(d, &s.name),
                 None => PathBuf::from(&info.path),
             };
-            let loaded = crate::baseline::load(&path);
+            let loaded = crate::baseline::load(&path, &Default::default());
             let got = distributions(&path, info, loaded.as_ref().map_err(Clone::clone));
             baselines.insert(s.name.clone(), got);
         }
