@@ -33,7 +33,12 @@ pub fn gated_results(
         }
         if let Some(base) = base_figures.get(&r.name) {
             let notes = super::server_notes::fail_notes(r, base);
-            r.notes.extend(notes);
+            let kind = crate::results::NoteKind::ServerFigures;
+            r.notes.extend(
+                notes
+                    .into_iter()
+                    .map(|n| crate::results::Note::new(kind, n)),
+            );
         }
     }
     let mut out = Results {

@@ -5,7 +5,7 @@
 //! `gate.slo`-only input, the `max_error_rate` rule. Pure: the commands measure and load.
 
 use super::arm::{baseline_spread, gate_input, slo_only_input, Arm};
-use super::drift::{minority_source_note, workload_drift};
+use super::drift::{minority_source_note, workload_drift, Words};
 use super::figures::measured;
 use super::notes::{run_notes, schedule_notes};
 use super::problem::run_problem;
@@ -15,7 +15,7 @@ use crate::config::{Metric, Scenario};
 use crate::execute::MeasureError;
 use crate::gate::ScenarioSamples;
 use crate::record::RequestRecord;
-use crate::results::{BaselineInfo, Measured, ScenarioResult, Status};
+use crate::results::{BaselineInfo, Measured, Note, NoteKind, ScenarioResult, Status};
 use crate::runner::RunOutput;
 use std::collections::BTreeMap;
 
@@ -88,13 +88,13 @@ pub fn judge(
     if run.is_ok() {
         res.measured.target_rate = sc.load.rate;
     }
-    res.notes = sc.warnings();
+    res.notes = notes_of(NoteKind::Scenario, sc.warnings());
 
     // What the runs say about themselves, and why one cannot be compared.
     match reference {
         Reference::Baseline(_) => {
-            res.notes
-                .extend(cand.server_side.as_ref().map(|s| s.note()));
+            let server = cand.server_side.as_ref().map(|s| s.note());
+            res.notes.extend(notes_of(NoteKind::ServerFigures, server));
             res.notes.extend(run_notes(sc, cand));
             res.notes.extend(schedule_notes(&res.measured));
             if let Some((status, why)) = run_problem(sc, cand, &res.measured, unlisted_model) {
@@ -108,16 +108,18 @@ pub fn judge(
     // Whether the reference can be used, and what it says about the server.
     if let Reference::Baseline(b) = reference {
         if let (Some(base), Some(s)) = (b.loaded, &cand.server_side) {
-            res.notes.extend(server_notes::identity_drift(
-                &base.environment.server_identity,
+            let env = &base.environment;
+            let mut said = vec![server_notes::identity_drift(
+                &env.server_identity,
                 &s.identity,
-            ));
+            )];
             if s.started_here {
-                res.notes.extend(server_notes::ready_note(
-                    base.environment.server_time_to_ready_ms,
-                    s,
-                ));
+                said.push(server_notes::ready_note(env.server_time_to_ready_ms, s));
             }
+            res.notes.extend(notes_of(
+                NoteKind::ServerFigures,
+                said.into_iter().flatten(),
+            ));
             j.base_figures = Some(base.environment.server_metrics.clone());
         }
         if let Some(base) = b.loaded {
@@ -154,20 +156,23 @@ pub fn judge(
     if let Some(cmp) = comparable(sc, reference, res) {
         let drifts = workload_drift(sc, &cmp.as_baseline, cand);
         let skip: Vec<Metric> = drifts.iter().flat_map(|d| d.metrics.clone()).collect();
-        let whys: Vec<String> = drifts.iter().map(|d| cmp.words.say(&d.why)).collect();
+        let whys: Vec<String> = drifts.iter().map(|d| d.why.say(cmp.words)).collect();
         if !drifts.is_empty() && sc.gate.metrics.iter().all(|m| skip.contains(m)) {
             if res.status == Status::Compared {
-                (res.status, res.status_detail) = cmp.words.nothing_compared(&whys);
+                (res.status, res.status_detail) = nothing_compared(cmp.words, &whys);
             }
         } else {
             for (d, why) in drifts.iter().zip(&whys) {
                 let names = d.gated_labels(&sc.gate.metrics);
+                let label = match cmp.words {
+                    Words::Baseline => "workload drift",
+                    Words::Arms => "workload drift between the arms",
+                };
                 if !names.is_empty() {
-                    res.notes.push(format!(
-                        "{}: {why}; {} not compared (the other metrics and the error rate are)",
-                        cmp.words.drift(),
+                    res.notes.push(Note::new(NoteKind::WorkloadDrift, format!(
+                        "{label}: {why}; {} not compared (the other metrics and the error rate are)",
                         names.join(" and ")
-                    ));
+                    )));
                 }
             }
             if drifts.is_empty() && matches!(reference, Reference::Baseline(_)) {
@@ -175,7 +180,8 @@ pub fn judge(
                 // note describes the candidate run alone, and `ab` never added it; its arms
                 // are measured by one client in one job, which the note's proxy cause does
                 // not single out).
-                res.notes.extend(minority_source_note(cand));
+                res.notes
+                    .extend(notes_of(NoteKind::Workload, minority_source_note(cand)));
             }
             let mut input = gate_input(
                 sc,
@@ -226,11 +232,14 @@ pub fn judge(
             Status::InvalidBaseline => Some("the baseline file is broken"),
             _ => None,
         };
-        res.notes.extend(why.map(|why| {
-            format!(
-                "{why}: only the gate.slo objectives were checked; bless to gate regressions too"
-            )
-        }));
+        res.notes.extend(notes_of(
+            NoteKind::Reference,
+            why.map(|why| {
+                format!(
+                    "{why}: only the gate.slo objectives were checked; bless to gate regressions too"
+                )
+            }),
+        ));
     }
     if matches!(
         res.status,
@@ -242,7 +251,10 @@ pub fn judge(
         }
     }
     if let Some(why) = &cand.stop_reason {
-        res.notes.push(format!("sequential sampling: {why}"));
+        res.notes.push(Note::new(
+            NoteKind::Sequential,
+            format!("sequential sampling: {why}"),
+        ));
     }
     if run.is_ok() {
         let base = match reference {
@@ -291,7 +303,8 @@ fn judge_cache(
     let Some(summary) = super::cache::summary(sc, cand) else {
         return;
     };
-    res.notes.extend(super::cache::notes(&summary));
+    res.notes
+        .extend(notes_of(NoteKind::Cache, super::cache::notes(&summary)));
     match super::cache::check(sc, &summary, base) {
         Some(Ok(c)) => res.checks.push(c),
         Some(Err(why)) => {
@@ -345,17 +358,16 @@ fn arm_problems(
     let empty = RunOutput::empty();
     let base_run = base.run.unwrap_or(&empty);
     let cand_run = run.unwrap_or(&empty);
-    res.notes.extend(base.notes.iter().cloned());
+    res.notes
+        .extend(notes_of(NoteKind::Arms, base.notes.iter().cloned()));
     for (label, r) in [("base", base_run), ("candidate", cand_run)] {
-        res.notes.extend(
-            r.server_side
-                .as_ref()
-                .map(|s| format!("{label} arm: {}", s.note())),
-        );
+        let server = r.server_side.as_ref();
+        let said = server.map(|s| format!("{label} arm: {}", s.note()));
+        res.notes.extend(notes_of(NoteKind::ServerFigures, said));
     }
     // what the A/B compares, first: the reader needs it before anything measured
     if let Some(n) = super::arms_diff::arms_difference(base_run, cand_run) {
-        res.notes.insert(0, n);
+        res.notes.insert(0, Note::new(NoteKind::Arms, n));
     }
     let mut arms = [("base", base.scenario, base.run), ("candidate", sc, run)];
     // The arm that failed speaks first: its own error (a server's exit and log lines), not the
@@ -384,7 +396,8 @@ fn arm_problems(
         }
         if let Ok(r) = r {
             for n in run_notes(arm_sc, r) {
-                res.notes.push(format!("{label} arm: {n}"));
+                res.notes
+                    .push(Note::new(n.kind, format!("{label} arm: {}", n.text)));
             }
         }
     }
@@ -451,51 +464,29 @@ fn learned_over(
     spread
 }
 
-/// How drift is said: of a baseline and a run, or of two arms.
-#[derive(Debug, Clone, Copy)]
-enum Words {
-    Baseline,
-    Arms,
+/// Notes of one kind.
+fn notes_of<T: Into<String>>(kind: NoteKind, texts: impl IntoIterator<Item = T>) -> Vec<Note> {
+    texts.into_iter().map(|t| Note::new(kind, t)).collect()
 }
 
-impl Words {
-    /// A drift message of the drift rules ("... in the baseline vs ... now") in these words.
-    fn say(self, why: &str) -> String {
-        match self {
-            Words::Baseline => why.to_string(),
-            Words::Arms => why
-                .replace("in the baseline", "in the base arm")
-                .replace(" now", " in the candidate arm"),
-        }
-    }
-
-    /// The label of a drift note.
-    fn drift(self) -> &'static str {
-        match self {
-            Words::Baseline => "workload drift",
-            Words::Arms => "workload drift between the arms",
-        }
-    }
-
-    /// The status when every gated metric drifted: a stale baseline (bless again once the
-    /// change is understood), or arms that ran different workloads (a misconfigured A/B run).
-    fn nothing_compared(self, whys: &[String]) -> (Status, String) {
-        match self {
-            Words::Baseline => (
-                Status::Stale,
-                format!(
-                    "workload drift: {}; every gated metric depends on it, so nothing was compared (find out why the workload changed before blessing anything)",
-                    whys.join("; ")
-                ),
+/// The status when every gated metric drifted: a stale baseline (bless again once the change
+/// is understood), or arms that ran different workloads (a misconfigured A/B run).
+fn nothing_compared(words: Words, whys: &[String]) -> (Status, String) {
+    match words {
+        Words::Baseline => (
+            Status::Stale,
+            format!(
+                "workload drift: {}; every gated metric depends on it, so nothing was compared (find out why the workload changed before blessing anything)",
+                whys.join("; ")
             ),
-            Words::Arms => (
-                Status::Misconfigured,
-                format!(
-                    "the arms ran different workloads: {}; every gated metric depends on it, so nothing was compared",
-                    whys.join("; ")
-                ),
+        ),
+        Words::Arms => (
+            Status::Misconfigured,
+            format!(
+                "the arms ran different workloads: {}; every gated metric depends on it, so nothing was compared",
+                whys.join("; ")
             ),
-        }
+        ),
     }
 }
 
@@ -659,14 +650,15 @@ mod tests {
             .result
             .notes
             .iter()
-            .find(|n| n.starts_with("workload drift: "))
+            .find(|n| n.kind == NoteKind::WorkloadDrift)
             .expect("a drift note");
         assert!(
-            note.contains("median prompt tokens 12 in the baseline vs 30 now"),
+            note.text
+                .starts_with("workload drift: median prompt tokens 12 in the baseline vs 30 now"),
             "{note}"
         );
         // (the default gate.metrics are TTFT and TPOT)
-        assert!(note.contains("; TTFT not compared"), "{note}");
+        assert!(note.text.contains("; TTFT not compared"), "{note}");
         let compared: Vec<Metric> = j
             .gate_input
             .unwrap()
@@ -678,7 +670,7 @@ mod tests {
         // against the base arm, the same drift in the words of two arms
         let j = against_arm(&sc, &base_run, &cand);
         assert!(
-            j.result.notes.iter().any(|n| n.starts_with(
+            j.result.notes.iter().any(|n| n.text.starts_with(
                 "workload drift between the arms: median prompt tokens 12 in the base arm vs 30 in the candidate arm"
             )),
             "{:?}",

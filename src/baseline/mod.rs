@@ -554,7 +554,9 @@ mod tests {
 
     #[test]
     fn broken_baselines_name_the_field() {
-        assert!(parse("{", &Default::default()).unwrap_err().contains("not valid JSON"));
+        assert!(parse("{", &Default::default())
+            .unwrap_err()
+            .contains("not valid JSON"));
         assert!(parse(r#"{"schema_version": 9}"#, &Default::default())
             .unwrap_err()
             .contains("newer perfgate"));

@@ -41,12 +41,16 @@ pub fn compare(
         let mut j = judge(sc, run.as_ref(), &reference, opts.unlisted_model);
         if let Ok(base) = loaded.as_ref() {
             let env = &base.environment;
-            j.result.notes.extend(crate::machine::difference(
+            let differs = crate::machine::difference(
                 env.cpu.as_deref(),
                 env.host.as_deref(),
                 here_cpu.as_deref(),
                 here_host.as_deref(),
-            ));
+            );
+            let kind = crate::results::NoteKind::Machine;
+            j.result
+                .notes
+                .extend(differs.map(|n| crate::results::Note::new(kind, n)));
         }
         if let (Some(share), Ok(run)) = (sc.load.share, run.as_ref()) {
             // a load-shard worker measures, `perfgate report` gates the merged workers

@@ -6,7 +6,7 @@ use super::compare::compare;
 use super::CheckOptions;
 use crate::config::Scenario;
 use crate::gate::Verdict;
-use crate::results::{Results, Status};
+use crate::results::{Note, NoteKind, Results, Status};
 
 /// `gate.confirm: N`: a scenario with a FAIL is measured N more times; each FAIL holds only if
 /// the same check fails in every re-run (compared with the same baseline), otherwise it becomes
@@ -47,9 +47,9 @@ pub(super) async fn confirm_failures(
                 } else {
                     r.status_detail.clone()
                 };
-                res.notes.push(format!(
+                res.notes.push(Note::new(NoteKind::Confirmation, format!(
                     "confirmation re-run {i} could not be compared ({why}): no evidence against the FAIL, which holds"
-                ));
+                )));
                 continue;
             }
             let mut held = Vec::new();
@@ -70,6 +70,7 @@ pub(super) async fn confirm_failures(
                             format!("{} {}", crate::report::fmt_change(x), x.verdict.as_str());
                         held.push(format!("{label} {got} (not confirmed)"));
                         c.verdict = Verdict::Warn;
+                        c.reason_kind = crate::gate::ReasonKind::NotConfirmed;
                         c.reason = format!(
                             "not confirmed by re-run {i} ({got}); first run: {}",
                             c.reason
@@ -77,8 +78,10 @@ pub(super) async fn confirm_failures(
                     }
                 }
             }
-            res.notes
-                .push(format!("confirmation re-run {i}: {}", held.join("; ")));
+            res.notes.push(Note::new(
+                NoteKind::Confirmation,
+                format!("confirmation re-run {i}: {}", held.join("; ")),
+            ));
             if !res.checks.iter().any(|c| c.verdict == Verdict::Fail) {
                 break;
             }

@@ -6,7 +6,9 @@ use super::baselines::Baselines;
 use crate::assess::nightly::{judge_nights, learned_spread, Learned};
 use crate::config::{Metric, Scenario};
 use crate::history::{entry_of, Entry, HistoryError, Loaded, Night, Runner, Store};
-use crate::results::{NightPoint, NightlySeries, Results, Status, StepMark, NIGHTS_SHOWN};
+use crate::results::{
+    NightPoint, NightlySeries, Note, NoteKind, Results, Status, StepMark, NIGHTS_SHOWN,
+};
 use crate::stats::changepoint::StepRule;
 use crate::summary::SummaryKey;
 use std::collections::BTreeMap;
@@ -117,14 +119,18 @@ pub fn judge_tonight(
         }
         night.baseline_created_at = baselines.get(&sc.name).ok().map(|b| b.created_at.clone());
         let Some(entry) = entry_of(res, &night) else {
-            res.notes
-                .push("nightly history: nothing measured tonight, so no night is appended".into());
+            res.notes.push(Note::new(
+                NoteKind::Nightly,
+                "nightly history: nothing measured tonight, so no night is appended",
+            ));
             continue;
         };
         let judged = judge_nights(sc, h.past(sc), &entry, &h.rule);
         res.nightly = Some(series_of(sc, h, &entry, &judged.steps));
         res.checks.extend(judged.checks);
-        res.notes.extend(judged.notes);
+        let notes = judged.notes.into_iter();
+        res.notes
+            .extend(notes.map(|n| Note::new(NoteKind::Nightly, n)));
         tonight.push(entry);
     }
     results.decide();

@@ -6,7 +6,9 @@
 use crate::config::load_shard::LoadShare;
 use crate::config::{Scenario, ScenarioName};
 use crate::record::RequestRecord;
-use crate::results::{LoadShardRun, MergedWorkers, Results, ScenarioResult, Status, WorkerWindow};
+use crate::results::{
+    LoadShardRun, MergedWorkers, Note, NoteKind, Results, ScenarioResult, Status, WorkerWindow,
+};
 use crate::runner::{RunOutput, SteadyCounts};
 
 /// Least share of the longest worker's measured window during which every worker was
@@ -32,10 +34,10 @@ pub fn mark_worker(res: &mut ScenarioResult, share: LoadShare, run: &RunOutput) 
         );
     }
     if let Some(late) = run.late_ms.filter(|l| *l > LATE_NOTE_MS) {
-        res.notes.push(format!(
+        res.notes.push(Note::new(NoteKind::LoadShard, format!(
             "worker {i}/{n}: its measured requests started {} after --start-at (its warmup ended only then): give the workers more lead time, or the merge may refuse them",
             crate::units::fmt_ms(late)
-        ));
+        )));
     }
     res.load_shard = Some(LoadShardRun {
         index: i,
@@ -617,7 +619,8 @@ pub fn merge_workers(
     let bl = super::Baselines::load(&judged_scs, baselines, Default::default());
     let mut judged = super::compare(&judged_scs, runs, &bl, &opts);
     for (s, info) in judged.scenarios.iter_mut().zip(merged_info) {
-        s.notes.insert(0, workers_note(&info));
+        s.notes
+            .insert(0, Note::new(NoteKind::LoadShard, workers_note(&info)));
         s.workers = Some(info);
     }
     judged.scenarios.extend(not_measured);

@@ -1778,7 +1778,8 @@ fn bless_says_what_the_scenario_catches_at_its_n() {
     let (code, text) =
         crate::support::run_in(dir.path(), &["bless", "--runs", "2", "--allow-unstable"]);
     assert_eq!(code, Some(0), "{text}");
-    let b = perfgate::baseline::load(&dir.path().join("baselines/chat.json"), &Default::default()).unwrap();
+    let b = perfgate::baseline::load(&dir.path().join("baselines/chat.json"), &Default::default())
+        .unwrap();
     let ttft: Vec<f64> = b
         .runs
         .iter()
