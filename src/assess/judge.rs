@@ -48,6 +48,10 @@ pub struct CommittedBaseline<'a> {
 pub struct BaseArm<'a> {
     /// The base arm's scenario.
     pub scenario: &'a Scenario,
+    /// The scenario as written (its name, fingerprint, source and family name the result).
+    pub written: &'a Scenario,
+    /// How the two arms ran, and the base arm's figures.
+    pub ab: &'a crate::results::AbResult,
     /// Its run, or why it was not measured.
     pub run: Result<&'a RunOutput, &'a MeasureError>,
     /// Notes known before measuring (e.g. both arms on one endpoint).
@@ -64,8 +68,122 @@ pub struct Judged {
     pub base_figures: Option<BTreeMap<String, f64>>,
 }
 
-/// Judges `sc`'s measured `run` (or why it was not measured) against `reference`.
+/// What the judgement is given besides the run and its reference.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Given<'a> {
+    /// What a configured model that the server does not list means.
+    pub unlisted_model: UnlistedModel,
+    /// This machine's CPU and host: a baseline blessed on another CPU is said.
+    pub here: (Option<&'a str>, Option<&'a str>),
+    /// `perfgate report`: the load-shard workers the run was merged from.
+    pub workers: Option<&'a crate::results::MergedWorkers>,
+}
+
+/// Judges `sc`'s measured `run` (or why it was not measured) against `reference`, with what
+/// else it is `given`; a load-shard worker's run is marked as its part of the load, not gated.
 pub fn judge(
+    sc: &Scenario,
+    run: Result<&RunOutput, &MeasureError>,
+    reference: &Reference,
+    given: &Given,
+) -> Judged {
+    let mut j = judge_run(sc, run, reference, given.unlisted_model);
+    let res = &mut j.result;
+    if let Some(w) = given.workers {
+        res.notes
+            .insert(0, Note::new(NoteKind::LoadShard, workers_note(w)));
+        res.workers = Some(w.clone());
+    }
+    match reference {
+        Reference::Baseline(b) => {
+            let env = b.loaded.map(|b| &b.environment);
+            let (cpu, host) = given.here;
+            let differs = env.and_then(|e| {
+                crate::machine::difference(e.cpu.as_deref(), e.host.as_deref(), cpu, host)
+            });
+            res.notes.extend(notes_of(NoteKind::Machine, differs));
+        }
+        Reference::BaseArm(a) => {
+            res.name = a.written.name.clone();
+            res.fingerprint = a.written.fingerprint.clone();
+            res.source = a.written.source.clone();
+            res.family = a.written.family.clone();
+            res.ab = Some(a.ab.clone());
+        }
+    }
+    if let (Some(share), Ok(run)) = (sc.load.share, run) {
+        // a load-shard worker measures, `perfgate report` gates the merged workers
+        worker_part(res, share, run);
+        j.gate_input = None;
+    }
+    j
+}
+
+/// A load-shard worker's judged run as its part of the load: `load_shard` status (measured,
+/// not gated) unless it could not be measured, and what the merge needs beside the records.
+fn worker_part(
+    res: &mut ScenarioResult,
+    share: crate::config::load_shard::LoadShare,
+    run: &RunOutput,
+) {
+    let (i, n) = (share.shard.index, share.shard.count);
+    // measured: whatever the worker's baseline said, the merge judges the merged run afresh
+    if matches!(
+        res.status,
+        Status::Compared | Status::NoBaseline | Status::Stale
+    ) {
+        res.status = Status::LoadShard;
+        res.status_detail = format!(
+            "worker {i}/{n} of this scenario's load: measured, not gated; `perfgate report` merges the {n} workers' requests and gates them"
+        );
+    }
+    if let Some(late) = run.late_ms.filter(|l| *l > LATE_NOTE_MS) {
+        res.notes.push(Note::new(NoteKind::LoadShard, format!(
+            "worker {i}/{n}: its measured requests started {} after --start-at (its warmup ended only then): give the workers more lead time, or the merge may refuse them",
+            crate::units::fmt_ms(late)
+        )));
+    }
+    let share_of = |total| crate::config::load_shard::share(total, share.shard);
+    res.load_shard = Some(crate::results::LoadShardRun {
+        index: i,
+        count: n,
+        concurrency: share_of(share.total_concurrency),
+        samples: share_of(share.total_samples),
+        started_unix_ms: run.started_unix_ms,
+        start_at_unix_ms: share.start_at_unix_ms,
+        late_ms: run.late_ms,
+        steady: run.steady,
+        unmeasured_spans: run
+            .unmeasured_spans
+            .iter()
+            .map(|&(s, e)| (crate::units::round3(s), crate::units::round3(e)))
+            .collect(),
+        retried: run.retried,
+        warmup_failures: run.warmup_failures,
+    });
+}
+
+/// The merged scenario's note: `4 load-shard workers merged (1,200 requests); every worker was
+/// measuring during 97% of the longest window (started within 12 ms of each other)`.
+fn workers_note(m: &crate::results::MergedWorkers) -> String {
+    let starts = m.windows.iter().map(|w| w.started_unix_ms);
+    let spread =
+        starts.clone().fold(f64::NEG_INFINITY, f64::max) - starts.fold(f64::INFINITY, f64::min);
+    format!(
+        "{} load-shard workers merged ({} requests); every worker was measuring during {:.0}% of the longest window (measured phases started within {} of each other)",
+        m.windows.len(),
+        m.windows.iter().map(|w| w.requests).sum::<usize>(),
+        m.overlap * 100.0,
+        crate::units::fmt_ms(spread)
+    )
+}
+
+/// How late after `--start-at` a worker's measured phase may start before its results say so,
+/// ms.
+pub const LATE_NOTE_MS: f64 = 100.0;
+
+/// The judgement of the run against its reference, before what it is given beside.
+fn judge_run(
     sc: &Scenario,
     run: Result<&RunOutput, &MeasureError>,
     reference: &Reference,
@@ -548,16 +666,80 @@ mod tests {
             unusable: None,
             learned: &BTreeMap::new(),
         });
-        judge(sc, Ok(run), &reference, UnlistedModel::Note)
+        judge(sc, Ok(run), &reference, &Given::default())
     }
 
     fn against_arm(sc: &Scenario, base: &RunOutput, run: &RunOutput) -> Judged {
+        let ab = crate::results::AbResult {
+            design: crate::results::AbDesign::Interleaved,
+            order: "ABBA".into(),
+            alternations: 2,
+            seed: Some(1),
+            blocks: Vec::new(),
+            base_endpoint: "sim://".into(),
+            base_model: "m".into(),
+            base_measured: measured(base),
+            base_server: None,
+            base_records: Vec::new(),
+        };
         let reference = Reference::BaseArm(BaseArm {
             scenario: sc,
+            written: sc,
+            ab: &ab,
             run: Ok(base),
             notes: &[],
         });
-        judge(sc, Ok(run), &reference, UnlistedModel::Note)
+        judge(sc, Ok(run), &reference, &Given::default())
+    }
+
+    /// Issue 42: what the judgement is given is judged, not added to its result afterwards: the
+    /// machine the baseline was blessed on, a load-shard worker's share.
+    #[test]
+    fn the_machine_and_a_workers_share_are_inputs_of_the_judgement() {
+        let sc = scenario("");
+        let run = run_of((0..20).map(|i| ok(i, 1.0, 12)).collect());
+        let mut base = crate::baseline::from_runs(&sc, std::slice::from_ref(&run), None);
+        base.environment.cpu = Some("CPU A".into());
+        let reference = Reference::Baseline(CommittedBaseline {
+            path: std::path::Path::new("baselines/s.json"),
+            loaded: Some(&base),
+            unusable: None,
+            learned: &BTreeMap::new(),
+        });
+        let given = Given {
+            here: (Some("CPU B"), None),
+            ..Given::default()
+        };
+        let j = judge(&sc, Ok(&run), &reference, &given);
+        let machine: Vec<&Note> = j
+            .result
+            .notes
+            .iter()
+            .filter(|n| n.kind == NoteKind::Machine)
+            .collect();
+        assert_eq!(machine.len(), 1, "{:?}", j.result.notes);
+        assert!(
+            machine[0].text.contains("CPU A") && machine[0].text.contains("CPU B"),
+            "{}",
+            machine[0]
+        );
+        // worker 2 of 4: measured, not gated, its share of 20 samples
+        let mut worker = sc.clone();
+        worker.load.share = Some(crate::config::load_shard::LoadShare {
+            shard: crate::config::shard::Shard::new(2, 4).unwrap(),
+            total_concurrency: 4,
+            total_samples: 20,
+            total_rate: None,
+            start_at_unix_ms: None,
+        });
+        let j = judge(&worker, Ok(&run), &reference, &Given::default());
+        assert_eq!(j.result.status, Status::LoadShard);
+        assert!(j.gate_input.is_none());
+        let ls = j.result.load_shard.unwrap();
+        assert_eq!(
+            (ls.index, ls.count, ls.samples, ls.concurrency),
+            (2, 4, 5, 1)
+        );
     }
 
     #[test]
