@@ -58,6 +58,55 @@ pub fn gated_results(
     out
 }
 
+/// `gate.confirm`, after re-run `i` of a scenario with a FAIL was judged (`rerun`): each FAIL of
+/// `res` that the re-run repeats holds, one it does not becomes WARN, not confirmed
+/// ([`gate::ReasonKind::NotConfirmed`]); a re-run that could not be compared is no evidence
+/// against the FAILs. A note says which.
+pub fn confirmed(res: &mut ScenarioResult, i: u32, rerun: &ScenarioResult) {
+    use crate::results::{Note, NoteKind};
+    use gate::Verdict;
+    if rerun.status != Status::Compared {
+        let why = if rerun.status_detail.is_empty() {
+            crate::report::terminal::status_label(rerun.status)
+        } else {
+            &rerun.status_detail
+        };
+        res.notes.push(Note::new(NoteKind::Confirmation, format!(
+            "confirmation re-run {i} could not be compared ({why}): no evidence against the FAIL, which holds"
+        )));
+        return;
+    }
+    let mut held = Vec::new();
+    for c in res.checks.iter_mut().filter(|c| c.verdict == Verdict::Fail) {
+        let same = rerun
+            .checks
+            .iter()
+            .find(|x| x.metric == c.metric && x.kind == c.kind);
+        let label = crate::report::fmt_check_name(c);
+        match same {
+            Some(x) if x.verdict == Verdict::Fail => held.push(format!(
+                "{label} {} (FAIL, holds)",
+                crate::report::fmt_change(x)
+            )),
+            None => held.push(format!("{label} not compared in the re-run (FAIL holds)")),
+            Some(x) => {
+                let got = format!("{} {}", crate::report::fmt_change(x), x.verdict.as_str());
+                held.push(format!("{label} {got} (not confirmed)"));
+                c.verdict = Verdict::Warn;
+                c.reason_kind = gate::ReasonKind::NotConfirmed;
+                c.reason = format!(
+                    "not confirmed by re-run {i} ({got}); first run: {}",
+                    c.reason
+                );
+            }
+        }
+    }
+    res.notes.push(Note::new(
+        NoteKind::Confirmation,
+        format!("confirmation re-run {i}: {}", held.join("; ")),
+    ));
+}
+
 /// Why a compared scenario's gate could not compare any latency, if it could not: it has
 /// latency quantile checks (P50, P90, P99, ITL) and every one is INFO, not compared (a baseline
 /// or run of one successful request, TPOT of 1-token streams). The share checks (errors,
@@ -83,4 +132,67 @@ fn nothing_gated(checks: &[gate::Check]) -> Option<String> {
         first.kind.label(),
         first.reason
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{ReasonKind, Verdict};
+
+    /// The fixture's `chat-long` scenario (one FAIL check).
+    fn chat_long() -> ScenarioResult {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(path.join("tests/fixtures/results.json")).unwrap();
+        let r: Results = serde_json::from_str(&text).unwrap();
+        r.scenarios
+            .into_iter()
+            .find(|s| s.name == "chat-long")
+            .unwrap()
+    }
+
+    /// Issue 42: confirmation is a stage of the judgement, given the re-run's judgement.
+    #[test]
+    fn a_fail_a_rerun_does_not_repeat_is_a_warn_not_confirmed() {
+        let first = chat_long();
+        let fails = |r: &ScenarioResult| {
+            r.checks
+                .iter()
+                .filter(|c| c.verdict == Verdict::Fail)
+                .count()
+        };
+        assert_eq!(fails(&first), 1);
+        let mut rerun = first.clone();
+        for c in rerun.checks.iter_mut() {
+            c.verdict = Verdict::Pass;
+        }
+        let mut res = first.clone();
+        confirmed(&mut res, 1, &rerun);
+        let c = res
+            .checks
+            .iter()
+            .find(|c| c.verdict == Verdict::Warn && c.reason_kind == ReasonKind::NotConfirmed);
+        assert!(
+            c.unwrap().reason.starts_with("not confirmed by re-run 1 ("),
+            "{:?}",
+            c
+        );
+        assert_eq!(fails(&res), 0);
+        let note = res.notes.last().unwrap();
+        assert_eq!(note.kind, crate::results::NoteKind::Confirmation);
+        assert!(
+            note.text.starts_with("confirmation re-run 1: ")
+                && note.text.ends_with("PASS (not confirmed)"),
+            "{note}"
+        );
+        // a re-run that could not be compared: the FAIL holds, said in the status's words
+        rerun.status = Status::Unmeasurable;
+        rerun.status_detail.clear();
+        let mut res = first.clone();
+        confirmed(&mut res, 2, &rerun);
+        assert_eq!(fails(&res), 1);
+        assert_eq!(
+            res.notes.last().unwrap().text,
+            "confirmation re-run 2 could not be compared (COULD NOT MEASURE): no evidence against the FAIL, which holds"
+        );
+    }
 }
