@@ -1,10 +1,14 @@
 //! The end of every judgement over a family of scenarios: the gate, each check on its scenario,
 //! a compared scenario that nothing could gate made could-not-measure, the overall verdict.
 
-use crate::config::ScenarioName;
+use crate::config::{Scenario, ScenarioName};
 use crate::exit;
 use crate::gate;
+use crate::history::{Entry, Night};
 use crate::results::{CheckId, Results, ScenarioResult, Status, RESULTS_SCHEMA_VERSION};
+use crate::results::{NightPoint, NightlySeries, StepMark, NIGHTS_SHOWN};
+use crate::stats::changepoint::StepRule;
+use crate::summary::SummaryKey;
 use crate::verdict::Overall;
 use std::collections::BTreeMap;
 
@@ -105,6 +109,84 @@ pub fn confirmed(res: &mut ScenarioResult, i: u32, rerun: &ScenarioResult) {
         NoteKind::Confirmation,
         format!("confirmation re-run {i}: {}", held.join("; ")),
     ));
+}
+
+/// A scenario's nightly history: the reference `check --history` judges tonight's run against
+/// for change points (docs/history.md).
+#[derive(Debug, Clone, Copy)]
+pub struct Nights<'a> {
+    /// The history branch.
+    pub branch: &'a str,
+    /// The scenario's nights as read before measuring.
+    pub past: &'a [Entry],
+    /// Tonight: when (the results' time), which commit, where.
+    pub night: &'a Night,
+    pub rule: &'a StepRule,
+}
+
+/// `check --history`, after the gate: tonight's run judged against its `nights` (a `nightly
+/// step` check per gated metric, the notes, the series the reports draw); returns tonight's
+/// entry to append, none when the run measured nothing.
+pub fn judge_night(res: &mut ScenarioResult, sc: &Scenario, nights: &Nights) -> Option<Entry> {
+    use crate::results::{Note, NoteKind};
+    let Some(entry) = crate::history::entry_of(res, nights.night) else {
+        res.notes.push(Note::new(
+            NoteKind::Nightly,
+            "nightly history: nothing measured tonight, so no night is appended",
+        ));
+        return None;
+    };
+    let judged = super::nightly::judge_nights(sc, nights.past, &entry, nights.rule);
+    res.nightly = Some(series_of(sc, nights, &entry, &judged.steps));
+    res.checks.extend(judged.checks);
+    let notes = judged.notes.into_iter();
+    res.notes
+        .extend(notes.map(|n| Note::new(NoteKind::Nightly, n)));
+    Some(entry)
+}
+
+/// The newest nights of `sc`'s series (tonight last) and its change points, for the reports.
+fn series_of(
+    sc: &Scenario,
+    h: &Nights,
+    tonight: &Entry,
+    steps: &BTreeMap<SummaryKey, Vec<crate::stats::changepoint::Step>>,
+) -> NightlySeries {
+    let (kept, _) = super::nightly::comparable(h.past, &tonight.fingerprint);
+    let all: Vec<&Entry> = kept.iter().chain(std::iter::once(tonight)).collect();
+    let from = all.len().saturating_sub(NIGHTS_SHOWN);
+    let nights = all[from..]
+        .iter()
+        .map(|e| NightPoint {
+            time: e.time.clone(),
+            commit: e.commit.clone(),
+            p50_ms: sc
+                .gate
+                .metrics
+                .iter()
+                .filter_map(|&m| Some((m, e.metrics.get(&SummaryKey::from(m))?.p50)))
+                .collect(),
+        })
+        .collect();
+    let marks = steps
+        .iter()
+        .filter_map(|(k, ss)| Some((k.metric()?, ss)))
+        .flat_map(|(m, ss)| {
+            ss.iter()
+                .filter(|s| s.first >= from)
+                .map(move |s| StepMark {
+                    metric: m,
+                    night: s.first - from,
+                    up: s.direction == crate::stats::changepoint::Direction::Up,
+                })
+        })
+        .collect();
+    NightlySeries {
+        branch: h.branch.to_string(),
+        total: all.len(),
+        nights,
+        steps: marks,
+    }
 }
 
 /// Why a compared scenario's gate could not compare any latency, if it could not: it has
