@@ -71,42 +71,22 @@ fn process_alive(pid: u32, file: &Path) -> bool {
         .is_none_or(|age| age < std::time::Duration::from_secs(3600))
 }
 
-/// Why a run may not become a baseline, if it may not.
+/// Why a run may not become a baseline, if it may not: `check`'s rules ([`assess::run_problem`],
+/// [`assess::judge::error_rate_problem`]) in `check`'s words, and a single successful request
+/// (a P50 comparison needs 2).
 pub fn refusal(sc: &Scenario, run: &RunOutput) -> Option<String> {
     let m = assess::measured(run);
-    let rate = m.failed as f64 / m.requests.max(1) as f64;
-    if let Some(why) = &run.unreachable {
-        Some(why.clone())
-    } else if let Some(why) = run.resent_problem() {
-        Some(why)
-    } else if m.ok == 0 && m.failed == 0 && m.stopped > 0 {
-        Some(format!(
-            "no successful request: all {} were stopped by the provider on purpose (a refusal or a content filter), so no latency of the workload was measured",
-            m.stopped
-        ))
-    } else if m.ok == 0 {
-        Some(format!(
-            "no successful request (first failure: {})",
-            m.first_error.unwrap_or_default()
-        ))
-    } else if m.ok < 2 {
-        Some(format!(
+    let one = (m.ok == 1).then(|| {
+        format!(
             "1 successful request of {} (first failure: {}): a P50 comparison needs 2 or more, so no check could compare with it",
             m.requests,
-            m.first_error.unwrap_or_default()
-        ))
-    } else if rate > sc.gate.max_error_rate {
-        Some(format!(
-            "{} of {} requests failed ({:.1}% > max_error_rate {:.1}%; first: {})",
-            m.failed,
-            m.requests,
-            rate * 100.0,
-            sc.gate.max_error_rate * 100.0,
-            m.first_error.unwrap_or_default()
-        ))
-    } else {
-        None
-    }
+            m.first_error.clone().unwrap_or_default()
+        )
+    });
+    let problem = assess::run_problem(sc, run, &m, assess::UnlistedModel::Note)
+        .map(|(_, why)| why)
+        .or(one);
+    problem.or_else(|| assess::judge::error_rate_problem(sc, &m).map(|(_, why)| why))
 }
 
 /// The name of the machine blessing (`$HOSTNAME`, else `/etc/hostname`), recorded in the
@@ -179,7 +159,8 @@ pub async fn bless(
         let mut said = std::collections::HashSet::new();
         remove_stale_temp_files(dir, &sc.name);
         let plan = estimate::Plan::new(sc, k);
-        let previous = estimate::per_request(sc, &baseline::load(&path));
+        let previous =
+            estimate::per_request(sc, &baseline::load(&path, &crate::hint::Hint::default()));
         eprintln!("perfgate: {}", estimate::before(&sc.name, &plan, previous));
         let mut ended = estimate::Runs::default();
         for i in 0..k {
@@ -513,4 +494,66 @@ pub fn bless_import(
     let what = format!("the {} export", imported.format.tool());
     write_unmeasured(sc, dir, &b, &text, &what, run.records.len())?;
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Failure, FailureClass, RequestRecord};
+
+    fn run_of(recs: Vec<RequestRecord>) -> RunOutput {
+        RunOutput {
+            records: recs,
+            wall_ms: 1000.0,
+            ..RunOutput::empty()
+        }
+    }
+
+    fn failed(status: u16) -> RequestRecord {
+        RequestRecord {
+            error: Some(Failure {
+                class: FailureClass::HttpStatus,
+                status: Some(status),
+                message: format!("HTTP {status}: no"),
+            }),
+            ..RequestRecord::new(0.0)
+        }
+    }
+
+    fn ok() -> RequestRecord {
+        RequestRecord {
+            ttft_ms: Some(10.0),
+            e2e_ms: Some(20.0),
+            t_done_ms: Some(21.0),
+            output_tokens: Some(8),
+            ..RequestRecord::new(0.0)
+        }
+    }
+
+    /// Issue 42: bless refuses a run by check's rules, in check's words (it had a third copy
+    /// with its own: "no successful request (first failure: HTTP 401: no)").
+    #[test]
+    fn bless_refuses_a_run_by_the_rules_and_words_of_check() {
+        let yaml = "scenarios:\n  - name: s\n    endpoint: {base_url: 'sim://'}\n    request: {prompt: hi, max_tokens: 8}\n    gate: {max_error_rate: 0.1}\n";
+        let sc = crate::config::parse_str(yaml, "t.yaml", &|_| None)
+            .unwrap()
+            .remove(0);
+        let why = |recs| refusal(&sc, &run_of(recs));
+        assert_eq!(
+            why(vec![failed(401), failed(401)]).as_deref(),
+            Some("every request was rejected: HTTP 401: no")
+        );
+        assert_eq!(
+            why(vec![ok(), failed(500)]).as_deref(),
+            Some("1 successful request of 2 (first failure: HTTP 500: no): a P50 comparison needs 2 or more, so no check could compare with it")
+        );
+        // 2 failures in 10 (20 %) is above 10 %
+        let mut recs = vec![ok(); 8];
+        recs.extend([failed(500), failed(500)]);
+        assert_eq!(
+            why(recs).as_deref(),
+            Some("error rate 20.0% is above max_error_rate 10.0% (first failure: HTTP 500: no)")
+        );
+        assert_eq!(why(vec![ok(); 10]), None);
+    }
 }

@@ -212,17 +212,17 @@ mod tests {
         // the cache off: warm as slow as cold, nothing reported
         let off_records = vec![rec(1, 2, 208.0, 400, None)];
         let off = summarize(&off_records, &[pair(1, 210.0, 10.0)], None);
-        let d = drift(&on, &off).unwrap();
+        // (the caller names the two runs between the pieces)
+        let said = |[lead, was, now, tail]: [String; 4]| format!("{lead}{was} | {now}{tail}");
+        let d = said(drift(&on, &off).unwrap());
         assert!(
-            d.starts_with("the prefix cache hit rate changed: measured 75% in the baseline vs 1% now; reported 75% -> not reported, TTFT warm/cold 0.29 -> 0.99"),
+            d.starts_with("the prefix cache hit rate changed: measured 75% | 1%; reported 75% -> not reported, TTFT warm/cold 0.29 -> 0.99"),
             "{d}"
         );
         assert_eq!(drift(&on, &on), None);
         // without a reference: by the reported rates
         let a = summarize(&records, &[], None);
         let b = summarize(&[rec(1, 2, 208.0, 400, Some(0))], &[], None);
-        assert!(drift(&a, &b)
-            .unwrap()
-            .contains("reported 75% in the baseline vs 0% now"));
+        assert!(said(drift(&a, &b).unwrap()).contains("reported 75% | 0%"));
     }
 }

@@ -579,7 +579,6 @@ async fn run_command(cli: Cli) -> Result<i32, Error> {
 async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
     let id = crate::results::CheckId::new(a.id.as_str())
         .map_err(|e| Error::Usage(format!("--id {e}")))?;
-    crate::hint::set(&a.sc.scenarios, &a.baselines);
     crate::limits::check_baselines_dir(&a.baselines)?;
     let mut scs = load_measured_scenarios(&a.sc)?;
     if let Some(sh) = a.shard {
@@ -644,7 +643,8 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
         _ => None,
     };
     // Fail before measuring: a missing, broken or stale baseline is known offline.
-    let baselines = check::Baselines::load(&scs, &a.baselines);
+    let hint = crate::hint::Hint::new(&a.sc.scenarios, &a.baselines);
+    let baselines = check::Baselines::load(&scs, &a.baselines, hint);
     baselines
         .refuse_unusable(&scs, policy)
         .map_err(|e| Error::Baseline(e.into()))?;
@@ -897,7 +897,6 @@ fn cmd_report(a: ReportArgs) -> Result<i32, Error> {
 }
 
 async fn cmd_bless(a: BlessArgs) -> Result<i32, Error> {
-    crate::hint::set(&a.sc.scenarios, &a.baselines);
     crate::limits::check_baselines_dir(&a.baselines)?;
     let host = crate::bless::this_host();
     if let (Some(from), Some(format)) = (&a.from, a.format) {

@@ -1,26 +1,34 @@
 //! The command a hint repeats: "run `perfgate bless --only t`" carries the user's own `-s` and
 //! `--baselines` when they are not the defaults, so the suggested command works when pasted
-//! (it read `perfgate bless --only t` after `perfgate check -s c.yaml --baselines bl`). The CLI
-//! sets the flags once from its parsed arguments; unset, hints name no flags.
+//! (it read `perfgate bless --only t` after `perfgate check -s c.yaml --baselines bl`). A
+//! [`Hint`] is made once from the parsed arguments and passed to what writes hints (the
+//! baselines' loading and staleness, the missing-baseline message); the default names no flags.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
-static FLAGS: OnceLock<String> = OnceLock::new();
-
-/// Remembers the scenario paths and baselines directory of this run for every later hint.
-pub fn set(scenarios: &[PathBuf], baselines: &Path) {
-    let _ = FLAGS.set(flags(scenarios, baselines));
+/// The flags a suggested `perfgate bless` repeats (empty: the defaults).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hint {
+    flags: String,
 }
 
-/// `perfgate bless` with this run's flags.
-pub fn bless() -> String {
-    format!("perfgate bless{}", FLAGS.get().map_or("", String::as_str))
-}
+impl Hint {
+    /// The hint of a run with these scenario paths and baselines directory.
+    pub fn new(scenarios: &[PathBuf], baselines: &Path) -> Hint {
+        Hint {
+            flags: flags(scenarios, baselines),
+        }
+    }
 
-/// `perfgate bless ... --only NAME` with this run's flags.
-pub fn bless_only(name: &str) -> String {
-    format!("{} --only {}", bless(), quote(name))
+    /// `perfgate bless` with this run's flags.
+    pub fn bless(&self) -> String {
+        format!("perfgate bless{}", self.flags)
+    }
+
+    /// `perfgate bless ... --only NAME` with this run's flags.
+    pub fn bless_only(&self, name: &str) -> String {
+        format!("{} --only {}", self.bless(), quote(name))
+    }
 }
 
 /// ` -s A -s B --baselines D` for what differs from the defaults (`scenarios`, `baselines`).
@@ -71,5 +79,17 @@ mod tests {
             " -s a.yaml -s 'my dir/b.yaml'"
         );
         assert_eq!(d(&["scenarios"], "it's"), r" --baselines 'it'\''s'");
+    }
+
+    /// A value, not a process-global: two runs' hints live side by side (a `perfgate report`
+    /// in the same process names no flags, whatever a check before it was given).
+    #[test]
+    fn each_hint_carries_its_own_flags() {
+        let mine = Hint::new(&[PathBuf::from("c.yaml")], Path::new("bl"));
+        assert_eq!(
+            mine.bless_only("my t"),
+            "perfgate bless -s c.yaml --baselines bl --only 'my t'"
+        );
+        assert_eq!(Hint::default().bless_only("t"), "perfgate bless --only t");
     }
 }

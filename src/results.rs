@@ -127,9 +127,10 @@ pub struct ScenarioResult {
     pub baseline: Option<BaselineInfo>,
     pub measured: Measured,
     pub checks: Vec<Check>,
-    /// Warnings for the reader (workload changes, fallbacks).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
+    /// Warnings for the reader (workload changes, fallbacks): written as `notes` (their words)
+    /// and `note_kinds` (each one's [`NoteKind`], in the same order).
+    #[serde(flatten, with = "notes_wire")]
+    pub notes: Vec<Note>,
     /// The server perfgate started (`server:`) or waited for (`endpoint.wait_ready`): time
     /// to ready, identity, server-side metrics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,6 +155,121 @@ pub struct ScenarioResult {
     /// and measured hit rates and TTFT by turn position (docs/scenarios.md "Conversations").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<crate::stats::cache::CacheSummary>,
+}
+
+/// A note for the reader: made by the judgement ([`crate::assess`]), only rendered by the
+/// reports, which decide by its [`NoteKind`], never by its words.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Note {
+    pub kind: NoteKind,
+    pub text: String,
+}
+
+impl Note {
+    /// A note of `kind` saying `text`.
+    pub fn new(kind: NoteKind, text: impl Into<String>) -> Note {
+        Note {
+            kind,
+            text: text.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// What a note is about (the results JSON's `note_kinds`, docs/reference.md "Results JSON").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteKind {
+    /// The scenario's own configuration.
+    Scenario,
+    /// What the workload sent and got (a prompt set, drawn lengths, goodput, fixed lengths).
+    Workload,
+    /// What changed in the workload between the reference and the run: metrics not compared.
+    WorkloadDrift,
+    /// perfgate's own client was late while measuring.
+    ClientBusy,
+    /// The open loop fell behind its schedule.
+    Schedule,
+    /// What the server or its streams did (fallbacks, re-sends, closed connections, stops).
+    Server,
+    /// The server's identity, time to ready and figures, and where a FAIL's time went.
+    ServerFigures,
+    /// This machine is not the baseline's.
+    Machine,
+    /// The reference could be used only in part (`gate.slo` alone).
+    Reference,
+    /// What the two arms of an A/B run differ in.
+    Arms,
+    /// The prefix cache.
+    Cache,
+    /// Sequential sampling stopped early.
+    Sequential,
+    /// A `gate.confirm` re-run.
+    Confirmation,
+    /// The nightly history.
+    Nightly,
+    /// Load-shard workers.
+    LoadShard,
+    /// What another tool whose export was imported (`--from EXPORT --format`) measured otherwise.
+    Imported,
+    /// Results written before the run ended (a forced exit).
+    Partial,
+    /// A results file written before this field existed.
+    #[default]
+    Other,
+}
+
+/// A note is written as its words; one read back is of kind `Other` until its kind is read.
+impl Serialize for Note {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Note {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Note, D::Error> {
+        String::deserialize(d).map(|text| Note::new(NoteKind::Other, text))
+    }
+}
+
+/// `notes` as the results JSON writes them: the words, and the kinds beside them.
+mod notes_wire {
+    use super::{Note, NoteKind};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(bound(serialize = "T: Serialize + AsRef<[Note]>"))]
+    struct Wire<T> {
+        #[serde(default, skip_serializing_if = "none")]
+        notes: T,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        note_kinds: Vec<NoteKind>,
+    }
+
+    fn none<T: AsRef<[Note]>>(notes: &T) -> bool {
+        notes.as_ref().is_empty()
+    }
+
+    pub fn serialize<S: Serializer>(notes: &[Note], s: S) -> Result<S::Ok, S::Error> {
+        let note_kinds = notes.iter().map(|n| n.kind).collect();
+        Wire { notes, note_kinds }.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Note>, D::Error> {
+        let Wire {
+            mut notes,
+            note_kinds,
+        } = Wire::<Vec<Note>>::deserialize(d)?;
+        for (n, kind) in notes.iter_mut().zip(note_kinds) {
+            n.kind = kind;
+        }
+        Ok(notes)
+    }
 }
 
 /// One load-shard worker's part of a scenario (`check --load-shard I/N`): what
@@ -590,6 +706,17 @@ impl Results {
             self.incomplete,
         );
     }
+    /// When nothing failed, the gated check the drift widening made the most nearly blind
+    /// ([`Check::nearly_blind`]) and its configured fail tolerance.
+    pub fn drift_blind(&self) -> Option<(&Check, f64)> {
+        if self.verdict == crate::verdict::Overall::Fail {
+            return None;
+        }
+        let checks = self.scenarios.iter().flat_map(|s| s.checks.iter());
+        let blind = checks.filter_map(|c| Some((c, c.nearly_blind()?)));
+        blind.max_by(|a, b| a.0.fail.total_cmp(&b.0.fail))
+    }
+
     /// Checks with a given verdict, across scenarios.
     pub fn count(&self, v: Verdict) -> usize {
         self.scenarios
@@ -706,7 +833,33 @@ mod merge_tests {
 
 #[cfg(test)]
 mod tests {
-    use super::CheckId;
+    use super::{CheckId, Note, NoteKind};
+
+    /// Issue 42: the JSON keeps each note's words and says its kind beside it; a file written
+    /// before the kinds reads as `other`; no notes, neither field.
+    #[test]
+    fn notes_are_written_as_words_with_their_kinds_beside_them() {
+        #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        struct S {
+            #[serde(flatten, with = "super::notes_wire")]
+            notes: Vec<Note>,
+        }
+        let s = S {
+            notes: vec![
+                Note::new(NoteKind::WorkloadDrift, "workload drift: x"),
+                Note::new(NoteKind::ClientBusy, "client busy: y"),
+            ],
+        };
+        let text = serde_json::to_string(&s).unwrap();
+        assert_eq!(
+            text,
+            r#"{"notes":["workload drift: x","client busy: y"],"note_kinds":["workload_drift","client_busy"]}"#
+        );
+        assert_eq!(serde_json::from_str::<S>(&text).unwrap(), s);
+        let old: S = serde_json::from_str(r#"{"notes":["a"]}"#).unwrap();
+        assert_eq!(old.notes, vec![Note::new(NoteKind::Other, "a")]);
+        assert_eq!(serde_json::to_string(&S { notes: vec![] }).unwrap(), "{}");
+    }
 
     #[test]
     fn check_ids_are_short_and_plain() {

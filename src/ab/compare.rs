@@ -56,20 +56,9 @@ fn one(
         DesignChoice::Interleaved => runs.order.len() / 2,
         DesignChoice::Blocked { per_arm } => per_arm,
     };
-    let reference = Reference::BaseArm(BaseArm {
-        scenario: &ab.base,
-        run: runs.base.as_ref(),
-        notes: &ab.notes,
-    });
-    let j = assess::judge(sc, runs.candidate.as_ref(), &reference, opts.unlisted_model);
-    let mut res = j.result;
-    res.name = ab.written.name.clone();
-    res.fingerprint = ab.written.fingerprint.clone();
-    res.source = ab.written.source.clone();
-    res.family = ab.written.family.clone();
     let empty = RunOutput::empty();
     let base_run = runs.base.as_ref().unwrap_or(&empty);
-    res.ab = Some(AbResult {
+    let arms = AbResult {
         design,
         order: super::plan::letters(&runs.order),
         alternations,
@@ -85,7 +74,19 @@ fn one(
             .iter()
             .map(RequestRecord::rounded)
             .collect(),
+    };
+    let reference = Reference::BaseArm(BaseArm {
+        scenario: &ab.base,
+        written: &ab.written,
+        ab: &arms,
+        run: runs.base.as_ref(),
+        notes: &ab.notes,
     });
+    let given = assess::Given {
+        unlisted_model: opts.unlisted_model,
+        ..Default::default()
+    };
+    let j = assess::judge(sc, runs.candidate.as_ref(), &reference, &given);
     let input = j.gate_input.map(|mut input| {
         input.design = match opts.design {
             DesignChoice::Interleaved => Design::Interleaved,
@@ -98,7 +99,7 @@ fn one(
         };
         input
     });
-    (res, input, j.base_figures)
+    (j.result, input, j.base_figures)
 }
 
 /// One block's samples of each compared metric.

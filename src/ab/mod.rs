@@ -180,7 +180,8 @@ pub async fn run_ab(scs: &[AbScenario], opts: &AbOptions) -> Results {
                 .and_then(|a| a.overlap.as_ref())
                 .and_then(overlap::note)
         {
-            s.notes.push(n);
+            s.notes
+                .push(crate::results::Note::new(crate::results::NoteKind::Arms, n));
         }
     }
     results.incomplete = crate::cancel::requested();

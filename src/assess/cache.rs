@@ -3,7 +3,7 @@
 //! `gate.cache.hit_rate` check, and the drift when the hit rate moved since the baseline (a
 //! server configuration or workload change, named, never a silent latency FAIL).
 
-use super::drift::Drift;
+use super::drift::{Drift, DriftWhy};
 use crate::baseline::Baseline;
 use crate::config::{Metric, Scenario};
 use crate::gate::{Check, CheckKind, Verdict};
@@ -159,7 +159,10 @@ pub fn drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Option<Drift> {
     };
     Some(Drift {
         metrics: vec![Metric::Ttft, Metric::E2e],
-        why: format!("{}{hint}", cache::drift(was, &now)?),
+        why: {
+            let [lead, base, now, tail] = cache::drift(was, &now)?;
+            DriftWhy::versus(lead, base, " vs ", now, &format!("{tail}{hint}"))
+        },
     })
 }
 

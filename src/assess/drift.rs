@@ -53,7 +53,7 @@ pub fn config_diff(old: &serde_json::Value, new: &serde_json::Value) -> Vec<Stri
 /// Why a baseline cannot be compared with this scenario at all, if it cannot: it belongs to
 /// another scenario, the scenario's configuration changed, or the metric definitions did. Known
 /// before measuring.
-pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
+pub fn staleness(sc: &Scenario, b: &Baseline, hint: &crate::hint::Hint) -> Option<String> {
     if b.scenario.name != sc.name {
         return Some(format!(
             "the file holds the baseline of scenario `{}`, not `{}`",
@@ -64,7 +64,7 @@ pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
         if let Some(changed) = prompt_set_change(&b.scenario.config, sc) {
             return Some(format!(
                 "{changed}, so the requests are not the ones blessed and nothing was compared; if the change is intended, bless it against the unchanged server (`{}`) and commit the new baseline with the file",
-                crate::hint::bless_only(&sc.name)
+                hint.bless_only(&sc.name)
             ));
         }
         let diff = config_diff(&b.scenario.config, &baseline::public_config(sc));
@@ -75,7 +75,7 @@ pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
             } else {
                 diff.join(", ")
             },
-            crate::hint::bless_only(&sc.name)
+            hint.bless_only(&sc.name)
         ));
     }
     if b.metrics_version != baseline::METRICS_VERSION {
@@ -83,7 +83,7 @@ pub fn staleness(sc: &Scenario, b: &Baseline) -> Option<String> {
             "the baseline uses metrics_version {} and this perfgate {}: bless it again with this perfgate (`{}`) against the unchanged server",
             b.metrics_version,
             baseline::METRICS_VERSION,
-            crate::hint::bless_only(&sc.name)
+            hint.bless_only(&sc.name)
         ));
     }
     None
@@ -126,7 +126,76 @@ pub struct Drift {
     /// The metrics that depend on what drifted.
     pub metrics: Vec<Metric>,
     /// What drifted, with the numbers.
-    pub why: String,
+    pub why: DriftWhy,
+}
+
+/// What drifted, in pieces: the words, and where the reference and the run are named, so that
+/// [`Words`] says it of a baseline and a run or of two arms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriftWhy(Vec<Said>);
+
+/// A piece of a [`DriftWhy`].
+#[derive(Debug, Clone, PartialEq)]
+enum Said {
+    Words(String),
+    /// "in the baseline", "in the base arm"
+    Reference,
+    /// "now", "in the candidate arm"
+    Run,
+}
+
+impl DriftWhy {
+    /// `{lead}{base} <reference>{mid}{now} <run>{tail}`.
+    pub(super) fn versus(
+        lead: String,
+        base: impl std::fmt::Display,
+        mid: &str,
+        now: impl std::fmt::Display,
+        tail: &str,
+    ) -> DriftWhy {
+        DriftWhy(vec![
+            Said::Words(format!("{lead}{base} ")),
+            Said::Reference,
+            Said::Words(format!("{mid}{now} ")),
+            Said::Run,
+            Said::Words(tail.to_string()),
+        ])
+    }
+
+    /// These words in `words`.
+    pub fn say(&self, words: Words) -> String {
+        let (reference, run) = match words {
+            Words::Baseline => ("in the baseline", "now"),
+            Words::Arms => ("in the base arm", "in the candidate arm"),
+        };
+        self.0
+            .iter()
+            .map(|p| match p {
+                Said::Words(w) => w.as_str(),
+                Said::Reference => reference,
+                Said::Run => run,
+            })
+            .collect()
+    }
+}
+
+impl From<String> for DriftWhy {
+    fn from(words: String) -> DriftWhy {
+        DriftWhy(vec![Said::Words(words)])
+    }
+}
+
+impl std::fmt::Display for DriftWhy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.say(Words::Baseline))
+    }
+}
+
+/// How drift is said: of a baseline and a run, or of two arms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Words {
+    Baseline,
+    Arms,
 }
 
 impl Drift {
@@ -196,8 +265,12 @@ pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift
             if (cp - bp).abs() > prompt_limit(bp) {
                 out.push(Drift {
                     metrics: vec![Metric::Ttft, Metric::E2e],
-                    why: format!(
-                        "median prompt tokens {bp} in the baseline vs {cp} now (a different tokenizer, chat template or server)"
+                    why: DriftWhy::versus(
+                        "median prompt tokens ".into(),
+                        bp,
+                        " vs ",
+                        cp,
+                        " (a different tokenizer, chat template or server)",
                     ),
                 });
             }
@@ -206,7 +279,7 @@ pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift
             if !agrees(bo, co) {
                 out.push(Drift {
                     metrics: vec![Metric::Tpot, Metric::E2e],
-                    why: format!("median output tokens {bo} in the baseline vs {co} now"),
+                    why: DriftWhy::versus("median output tokens ".into(), bo, " vs ", co, ""),
                 });
             }
         }
@@ -243,7 +316,7 @@ pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift
                             source_name(cs),
                             majority_out.unwrap_or(0.0),
                             source_name(cs)
-                        ),
+                        ).into(),
                     });
                 }
             }
@@ -254,10 +327,12 @@ pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift
                 };
                 out.push(Drift {
                     metrics: vec![Metric::Tpot],
-                    why: format!(
-                        "output tokens were counted from {} in the baseline but from {} now",
+                    why: DriftWhy::versus(
+                        "output tokens were counted from ".into(),
                         say(bm),
-                        say(cm)
+                        " but from ",
+                        say(cm),
+                        "",
                     ),
                 });
             }
@@ -327,11 +402,15 @@ impl Pairs {
         if let Some((i, was, now)) = self.other_prompt.first() {
             out.push(Drift {
                 metrics: vec![Metric::Ttft, Metric::Tpot, Metric::E2e],
-                why: format!(
-                    "{} of {} requests sent another prompt than the baseline's request of the same index (request {i}: prompt {was} then, {now} now): the prompt set's order or seed changed, so these are other requests",
-                    self.other_prompt.len(),
-                    self.matched
-                ),
+                why: DriftWhy(vec![
+                    Said::Words(format!(
+                        "{} of {} requests sent another prompt than the baseline's request of the same index (request {i}: prompt {was} then, {now} ",
+                        self.other_prompt.len(),
+                        self.matched
+                    )),
+                    Said::Run,
+                    Said::Words("): the prompt set's order or seed changed, so these are other requests".into()),
+                ]),
             });
             return out;
         }
@@ -350,7 +429,8 @@ impl Pairs {
                     "prompt tokens differ from the baseline's for {p} of {} of the same requests (median change {:+}; a different tokenizer, chat template or server)",
                     self.prompt_tokens.len(),
                     median_change(&self.prompt_tokens)
-                ),
+                )
+                .into(),
             });
         }
         let o = off(&self.output_tokens, &|x| out_limit * x);
@@ -361,7 +441,8 @@ impl Pairs {
                     "output tokens differ from the baseline's for {o} of {} of the same requests (median change {:+})",
                     self.output_tokens.len(),
                     median_change(&self.output_tokens)
-                ),
+                )
+                .into(),
             });
         }
         out
@@ -434,14 +515,16 @@ mod tests {
         assert_eq!(d[0].metrics, vec![Metric::Ttft, Metric::E2e]);
         assert!(
             d[0].why
+                .to_string()
                 .contains("median prompt tokens 12 in the baseline vs 30 now"),
             "{}",
-            d[0].why
+            d[0].why.to_string()
         );
         let d = workload_drift(&sc, &b, &run_of(vec![record(12, 6); 20]));
         assert_eq!(d[0].metrics, vec![Metric::Tpot, Metric::E2e]);
         assert!(d[0]
             .why
+            .to_string()
             .contains("median output tokens 8 in the baseline vs 6 now"));
         let events = RequestRecord {
             token_source: Some(TokenSource::Events),
@@ -451,9 +534,14 @@ mod tests {
         assert_eq!(d[0].metrics, vec![Metric::Tpot]);
         assert!(
             d[0].why
+                .to_string()
                 .contains("from usage (20 of 20) in the baseline but from events (20 of 20) now"),
             "{}",
-            d[0].why
+            d[0].why.to_string()
+        );
+        assert_eq!(
+            d[0].why.say(Words::Arms),
+            "output tokens were counted from usage (20 of 20) in the base arm but from events (20 of 20) in the candidate arm"
         );
         // One request of twenty without usage, same count: no drift, a note.
         let mut mixed = vec![record(12, 8); 19];
@@ -473,7 +561,7 @@ mod tests {
         });
         let d = workload_drift(&sc, &b, &run_of(off));
         assert_eq!(d[0].metrics, vec![Metric::Tpot]);
-        assert!(d[0].why.contains("1 of 20 requests counted output tokens from events instead of usage, and 1 of them got a different count"), "{}", d[0].why);
+        assert!(d[0].why.to_string().contains("1 of 20 requests counted output tokens from events instead of usage, and 1 of them got a different count"), "{}", d[0].why.to_string());
     }
 
     fn work(index: u64, id: &str) -> Option<crate::record::WorkItem> {
@@ -520,12 +608,20 @@ mod tests {
         let d = workload_drift(&sc, &b, &other);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].metrics, vec![Metric::Ttft, Metric::Tpot, Metric::E2e]);
+        // said of two arms, from the same value (issue 42: no text replaced)
         assert!(
-            d[0].why.starts_with(
+            d[0].why.say(Words::Arms).contains(
+                "(request 0: prompt p0 then, q0 in the candidate arm): the prompt set's order"
+            ),
+            "{}",
+            d[0].why.say(Words::Arms)
+        );
+        assert!(
+            d[0].why.to_string().starts_with(
                 "20 of 20 requests sent another prompt than the baseline's request of the same index (request 0: prompt p0 then, q0 now)"
             ),
             "{}",
-            d[0].why
+            d[0].why.to_string()
         );
         // the same prompts counted 3 tokens longer (another chat template): TTFT and E2E
         let counted = run_of(
@@ -537,10 +633,10 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].metrics, vec![Metric::Ttft, Metric::E2e]);
         assert!(
-            d[0].why
+            d[0].why.to_string()
                 .contains("prompt tokens differ from the baseline's for 20 of 20 of the same requests (median change +3"),
             "{}",
-            d[0].why
+            d[0].why.to_string()
         );
         // shorter answers for most requests: TPOT and E2E
         let short = run_of(

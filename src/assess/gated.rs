@@ -1,10 +1,14 @@
 //! The end of every judgement over a family of scenarios: the gate, each check on its scenario,
 //! a compared scenario that nothing could gate made could-not-measure, the overall verdict.
 
-use crate::config::ScenarioName;
+use crate::config::{Scenario, ScenarioName};
 use crate::exit;
 use crate::gate;
+use crate::history::{Entry, Night};
 use crate::results::{CheckId, Results, ScenarioResult, Status, RESULTS_SCHEMA_VERSION};
+use crate::results::{NightPoint, NightlySeries, StepMark, NIGHTS_SHOWN};
+use crate::stats::changepoint::StepRule;
+use crate::summary::SummaryKey;
 use crate::verdict::Overall;
 use std::collections::BTreeMap;
 
@@ -33,7 +37,12 @@ pub fn gated_results(
         }
         if let Some(base) = base_figures.get(&r.name) {
             let notes = super::server_notes::fail_notes(r, base);
-            r.notes.extend(notes);
+            let kind = crate::results::NoteKind::ServerFigures;
+            r.notes.extend(
+                notes
+                    .into_iter()
+                    .map(|n| crate::results::Note::new(kind, n)),
+            );
         }
     }
     let mut out = Results {
@@ -51,6 +60,133 @@ pub fn gated_results(
     };
     out.decide();
     out
+}
+
+/// `gate.confirm`, after re-run `i` of a scenario with a FAIL was judged (`rerun`): each FAIL of
+/// `res` that the re-run repeats holds, one it does not becomes WARN, not confirmed
+/// ([`gate::ReasonKind::NotConfirmed`]); a re-run that could not be compared is no evidence
+/// against the FAILs. A note says which.
+pub fn confirmed(res: &mut ScenarioResult, i: u32, rerun: &ScenarioResult) {
+    use crate::results::{Note, NoteKind};
+    use gate::Verdict;
+    if rerun.status != Status::Compared {
+        let why = if rerun.status_detail.is_empty() {
+            crate::report::terminal::status_label(rerun.status)
+        } else {
+            &rerun.status_detail
+        };
+        res.notes.push(Note::new(NoteKind::Confirmation, format!(
+            "confirmation re-run {i} could not be compared ({why}): no evidence against the FAIL, which holds"
+        )));
+        return;
+    }
+    let mut held = Vec::new();
+    for c in res.checks.iter_mut().filter(|c| c.verdict == Verdict::Fail) {
+        let same = rerun
+            .checks
+            .iter()
+            .find(|x| x.metric == c.metric && x.kind == c.kind);
+        let label = crate::report::fmt_check_name(c);
+        match same {
+            Some(x) if x.verdict == Verdict::Fail => held.push(format!(
+                "{label} {} (FAIL, holds)",
+                crate::report::fmt_change(x)
+            )),
+            None => held.push(format!("{label} not compared in the re-run (FAIL holds)")),
+            Some(x) => {
+                let got = format!("{} {}", crate::report::fmt_change(x), x.verdict.as_str());
+                held.push(format!("{label} {got} (not confirmed)"));
+                c.verdict = Verdict::Warn;
+                c.reason_kind = gate::ReasonKind::NotConfirmed;
+                c.reason = format!(
+                    "not confirmed by re-run {i} ({got}); first run: {}",
+                    c.reason
+                );
+            }
+        }
+    }
+    res.notes.push(Note::new(
+        NoteKind::Confirmation,
+        format!("confirmation re-run {i}: {}", held.join("; ")),
+    ));
+}
+
+/// A scenario's nightly history: the reference `check --history` judges tonight's run against
+/// for change points (docs/history.md).
+#[derive(Debug, Clone, Copy)]
+pub struct Nights<'a> {
+    /// The history branch.
+    pub branch: &'a str,
+    /// The scenario's nights as read before measuring.
+    pub past: &'a [Entry],
+    /// Tonight: when (the results' time), which commit, where.
+    pub night: &'a Night,
+    pub rule: &'a StepRule,
+}
+
+/// `check --history`, after the gate: tonight's run judged against its `nights` (a `nightly
+/// step` check per gated metric, the notes, the series the reports draw); returns tonight's
+/// entry to append, none when the run measured nothing.
+pub fn judge_night(res: &mut ScenarioResult, sc: &Scenario, nights: &Nights) -> Option<Entry> {
+    use crate::results::{Note, NoteKind};
+    let Some(entry) = crate::history::entry_of(res, nights.night) else {
+        res.notes.push(Note::new(
+            NoteKind::Nightly,
+            "nightly history: nothing measured tonight, so no night is appended",
+        ));
+        return None;
+    };
+    let judged = super::nightly::judge_nights(sc, nights.past, &entry, nights.rule);
+    res.nightly = Some(series_of(sc, nights, &entry, &judged.steps));
+    res.checks.extend(judged.checks);
+    let notes = judged.notes.into_iter();
+    res.notes
+        .extend(notes.map(|n| Note::new(NoteKind::Nightly, n)));
+    Some(entry)
+}
+
+/// The newest nights of `sc`'s series (tonight last) and its change points, for the reports.
+fn series_of(
+    sc: &Scenario,
+    h: &Nights,
+    tonight: &Entry,
+    steps: &BTreeMap<SummaryKey, Vec<crate::stats::changepoint::Step>>,
+) -> NightlySeries {
+    let (kept, _) = super::nightly::comparable(h.past, &tonight.fingerprint);
+    let all: Vec<&Entry> = kept.iter().chain(std::iter::once(tonight)).collect();
+    let from = all.len().saturating_sub(NIGHTS_SHOWN);
+    let nights = all[from..]
+        .iter()
+        .map(|e| NightPoint {
+            time: e.time.clone(),
+            commit: e.commit.clone(),
+            p50_ms: sc
+                .gate
+                .metrics
+                .iter()
+                .filter_map(|&m| Some((m, e.metrics.get(&SummaryKey::from(m))?.p50)))
+                .collect(),
+        })
+        .collect();
+    let marks = steps
+        .iter()
+        .filter_map(|(k, ss)| Some((k.metric()?, ss)))
+        .flat_map(|(m, ss)| {
+            ss.iter()
+                .filter(|s| s.first >= from)
+                .map(move |s| StepMark {
+                    metric: m,
+                    night: s.first - from,
+                    up: s.direction == crate::stats::changepoint::Direction::Up,
+                })
+        })
+        .collect();
+    NightlySeries {
+        branch: h.branch.to_string(),
+        total: all.len(),
+        nights,
+        steps: marks,
+    }
 }
 
 /// Why a compared scenario's gate could not compare any latency, if it could not: it has
@@ -78,4 +214,67 @@ fn nothing_gated(checks: &[gate::Check]) -> Option<String> {
         first.kind.label(),
         first.reason
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{ReasonKind, Verdict};
+
+    /// The fixture's `chat-long` scenario (one FAIL check).
+    fn chat_long() -> ScenarioResult {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(path.join("tests/fixtures/results.json")).unwrap();
+        let r: Results = serde_json::from_str(&text).unwrap();
+        r.scenarios
+            .into_iter()
+            .find(|s| s.name == "chat-long")
+            .unwrap()
+    }
+
+    /// Issue 42: confirmation is a stage of the judgement, given the re-run's judgement.
+    #[test]
+    fn a_fail_a_rerun_does_not_repeat_is_a_warn_not_confirmed() {
+        let first = chat_long();
+        let fails = |r: &ScenarioResult| {
+            r.checks
+                .iter()
+                .filter(|c| c.verdict == Verdict::Fail)
+                .count()
+        };
+        assert_eq!(fails(&first), 1);
+        let mut rerun = first.clone();
+        for c in rerun.checks.iter_mut() {
+            c.verdict = Verdict::Pass;
+        }
+        let mut res = first.clone();
+        confirmed(&mut res, 1, &rerun);
+        let c = res
+            .checks
+            .iter()
+            .find(|c| c.verdict == Verdict::Warn && c.reason_kind == ReasonKind::NotConfirmed);
+        assert!(
+            c.unwrap().reason.starts_with("not confirmed by re-run 1 ("),
+            "{:?}",
+            c
+        );
+        assert_eq!(fails(&res), 0);
+        let note = res.notes.last().unwrap();
+        assert_eq!(note.kind, crate::results::NoteKind::Confirmation);
+        assert!(
+            note.text.starts_with("confirmation re-run 1: ")
+                && note.text.ends_with("PASS (not confirmed)"),
+            "{note}"
+        );
+        // a re-run that could not be compared: the FAIL holds, said in the status's words
+        rerun.status = Status::Unmeasurable;
+        rerun.status_detail.clear();
+        let mut res = first.clone();
+        confirmed(&mut res, 2, &rerun);
+        assert_eq!(fails(&res), 1);
+        assert_eq!(
+            res.notes.last().unwrap().text,
+            "confirmation re-run 2 could not be compared (COULD NOT MEASURE): no evidence against the FAIL, which holds"
+        );
+    }
 }

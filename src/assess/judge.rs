@@ -5,7 +5,7 @@
 //! `gate.slo`-only input, the `max_error_rate` rule. Pure: the commands measure and load.
 
 use super::arm::{baseline_spread, gate_input, slo_only_input, Arm};
-use super::drift::{minority_source_note, workload_drift};
+use super::drift::{minority_source_note, workload_drift, Words};
 use super::figures::measured;
 use super::notes::{run_notes, schedule_notes};
 use super::problem::run_problem;
@@ -15,7 +15,7 @@ use crate::config::{Metric, Scenario};
 use crate::execute::MeasureError;
 use crate::gate::ScenarioSamples;
 use crate::record::RequestRecord;
-use crate::results::{BaselineInfo, Measured, ScenarioResult, Status};
+use crate::results::{BaselineInfo, Measured, Note, NoteKind, ScenarioResult, Status};
 use crate::runner::RunOutput;
 use std::collections::BTreeMap;
 
@@ -48,6 +48,10 @@ pub struct CommittedBaseline<'a> {
 pub struct BaseArm<'a> {
     /// The base arm's scenario.
     pub scenario: &'a Scenario,
+    /// The scenario as written (its name, fingerprint, source and family name the result).
+    pub written: &'a Scenario,
+    /// How the two arms ran, and the base arm's figures.
+    pub ab: &'a crate::results::AbResult,
     /// Its run, or why it was not measured.
     pub run: Result<&'a RunOutput, &'a MeasureError>,
     /// Notes known before measuring (e.g. both arms on one endpoint).
@@ -64,8 +68,122 @@ pub struct Judged {
     pub base_figures: Option<BTreeMap<String, f64>>,
 }
 
-/// Judges `sc`'s measured `run` (or why it was not measured) against `reference`.
+/// What the judgement is given besides the run and its reference.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Given<'a> {
+    /// What a configured model that the server does not list means.
+    pub unlisted_model: UnlistedModel,
+    /// This machine's CPU and host: a baseline blessed on another CPU is said.
+    pub here: (Option<&'a str>, Option<&'a str>),
+    /// `perfgate report`: the load-shard workers the run was merged from.
+    pub workers: Option<&'a crate::results::MergedWorkers>,
+}
+
+/// Judges `sc`'s measured `run` (or why it was not measured) against `reference`, with what
+/// else it is `given`; a load-shard worker's run is marked as its part of the load, not gated.
 pub fn judge(
+    sc: &Scenario,
+    run: Result<&RunOutput, &MeasureError>,
+    reference: &Reference,
+    given: &Given,
+) -> Judged {
+    let mut j = judge_run(sc, run, reference, given.unlisted_model);
+    let res = &mut j.result;
+    if let Some(w) = given.workers {
+        res.notes
+            .insert(0, Note::new(NoteKind::LoadShard, workers_note(w)));
+        res.workers = Some(w.clone());
+    }
+    match reference {
+        Reference::Baseline(b) => {
+            let env = b.loaded.map(|b| &b.environment);
+            let (cpu, host) = given.here;
+            let differs = env.and_then(|e| {
+                crate::machine::difference(e.cpu.as_deref(), e.host.as_deref(), cpu, host)
+            });
+            res.notes.extend(notes_of(NoteKind::Machine, differs));
+        }
+        Reference::BaseArm(a) => {
+            res.name = a.written.name.clone();
+            res.fingerprint = a.written.fingerprint.clone();
+            res.source = a.written.source.clone();
+            res.family = a.written.family.clone();
+            res.ab = Some(a.ab.clone());
+        }
+    }
+    if let (Some(share), Ok(run)) = (sc.load.share, run) {
+        // a load-shard worker measures, `perfgate report` gates the merged workers
+        worker_part(res, share, run);
+        j.gate_input = None;
+    }
+    j
+}
+
+/// A load-shard worker's judged run as its part of the load: `load_shard` status (measured,
+/// not gated) unless it could not be measured, and what the merge needs beside the records.
+fn worker_part(
+    res: &mut ScenarioResult,
+    share: crate::config::load_shard::LoadShare,
+    run: &RunOutput,
+) {
+    let (i, n) = (share.shard.index, share.shard.count);
+    // measured: whatever the worker's baseline said, the merge judges the merged run afresh
+    if matches!(
+        res.status,
+        Status::Compared | Status::NoBaseline | Status::Stale
+    ) {
+        res.status = Status::LoadShard;
+        res.status_detail = format!(
+            "worker {i}/{n} of this scenario's load: measured, not gated; `perfgate report` merges the {n} workers' requests and gates them"
+        );
+    }
+    if let Some(late) = run.late_ms.filter(|l| *l > LATE_NOTE_MS) {
+        res.notes.push(Note::new(NoteKind::LoadShard, format!(
+            "worker {i}/{n}: its measured requests started {} after --start-at (its warmup ended only then): give the workers more lead time, or the merge may refuse them",
+            crate::units::fmt_ms(late)
+        )));
+    }
+    let share_of = |total| crate::config::load_shard::share(total, share.shard);
+    res.load_shard = Some(crate::results::LoadShardRun {
+        index: i,
+        count: n,
+        concurrency: share_of(share.total_concurrency),
+        samples: share_of(share.total_samples),
+        started_unix_ms: run.started_unix_ms,
+        start_at_unix_ms: share.start_at_unix_ms,
+        late_ms: run.late_ms,
+        steady: run.steady,
+        unmeasured_spans: run
+            .unmeasured_spans
+            .iter()
+            .map(|&(s, e)| (crate::units::round3(s), crate::units::round3(e)))
+            .collect(),
+        retried: run.retried,
+        warmup_failures: run.warmup_failures,
+    });
+}
+
+/// The merged scenario's note: `4 load-shard workers merged (1,200 requests); every worker was
+/// measuring during 97% of the longest window (started within 12 ms of each other)`.
+fn workers_note(m: &crate::results::MergedWorkers) -> String {
+    let starts = m.windows.iter().map(|w| w.started_unix_ms);
+    let spread =
+        starts.clone().fold(f64::NEG_INFINITY, f64::max) - starts.fold(f64::INFINITY, f64::min);
+    format!(
+        "{} load-shard workers merged ({} requests); every worker was measuring during {:.0}% of the longest window (measured phases started within {} of each other)",
+        m.windows.len(),
+        m.windows.iter().map(|w| w.requests).sum::<usize>(),
+        m.overlap * 100.0,
+        crate::units::fmt_ms(spread)
+    )
+}
+
+/// How late after `--start-at` a worker's measured phase may start before its results say so,
+/// ms.
+pub const LATE_NOTE_MS: f64 = 100.0;
+
+/// The judgement of the run against its reference, before what it is given beside.
+fn judge_run(
     sc: &Scenario,
     run: Result<&RunOutput, &MeasureError>,
     reference: &Reference,
@@ -88,13 +206,13 @@ pub fn judge(
     if run.is_ok() {
         res.measured.target_rate = sc.load.rate;
     }
-    res.notes = sc.warnings();
+    res.notes = notes_of(NoteKind::Scenario, sc.warnings());
 
     // What the runs say about themselves, and why one cannot be compared.
     match reference {
         Reference::Baseline(_) => {
-            res.notes
-                .extend(cand.server_side.as_ref().map(|s| s.note()));
+            let server = cand.server_side.as_ref().map(|s| s.note());
+            res.notes.extend(notes_of(NoteKind::ServerFigures, server));
             res.notes.extend(run_notes(sc, cand));
             res.notes.extend(schedule_notes(&res.measured));
             if let Some((status, why)) = run_problem(sc, cand, &res.measured, unlisted_model) {
@@ -108,16 +226,18 @@ pub fn judge(
     // Whether the reference can be used, and what it says about the server.
     if let Reference::Baseline(b) = reference {
         if let (Some(base), Some(s)) = (b.loaded, &cand.server_side) {
-            res.notes.extend(server_notes::identity_drift(
-                &base.environment.server_identity,
+            let env = &base.environment;
+            let mut said = vec![server_notes::identity_drift(
+                &env.server_identity,
                 &s.identity,
-            ));
+            )];
             if s.started_here {
-                res.notes.extend(server_notes::ready_note(
-                    base.environment.server_time_to_ready_ms,
-                    s,
-                ));
+                said.push(server_notes::ready_note(env.server_time_to_ready_ms, s));
             }
+            res.notes.extend(notes_of(
+                NoteKind::ServerFigures,
+                said.into_iter().flatten(),
+            ));
             j.base_figures = Some(base.environment.server_metrics.clone());
         }
         if let Some(base) = b.loaded {
@@ -154,20 +274,23 @@ pub fn judge(
     if let Some(cmp) = comparable(sc, reference, res) {
         let drifts = workload_drift(sc, &cmp.as_baseline, cand);
         let skip: Vec<Metric> = drifts.iter().flat_map(|d| d.metrics.clone()).collect();
-        let whys: Vec<String> = drifts.iter().map(|d| cmp.words.say(&d.why)).collect();
+        let whys: Vec<String> = drifts.iter().map(|d| d.why.say(cmp.words)).collect();
         if !drifts.is_empty() && sc.gate.metrics.iter().all(|m| skip.contains(m)) {
             if res.status == Status::Compared {
-                (res.status, res.status_detail) = cmp.words.nothing_compared(&whys);
+                (res.status, res.status_detail) = nothing_compared(cmp.words, &whys);
             }
         } else {
             for (d, why) in drifts.iter().zip(&whys) {
                 let names = d.gated_labels(&sc.gate.metrics);
+                let label = match cmp.words {
+                    Words::Baseline => "workload drift",
+                    Words::Arms => "workload drift between the arms",
+                };
                 if !names.is_empty() {
-                    res.notes.push(format!(
-                        "{}: {why}; {} not compared (the other metrics and the error rate are)",
-                        cmp.words.drift(),
+                    res.notes.push(Note::new(NoteKind::WorkloadDrift, format!(
+                        "{label}: {why}; {} not compared (the other metrics and the error rate are)",
                         names.join(" and ")
-                    ));
+                    )));
                 }
             }
             if drifts.is_empty() && matches!(reference, Reference::Baseline(_)) {
@@ -175,7 +298,8 @@ pub fn judge(
                 // note describes the candidate run alone, and `ab` never added it; its arms
                 // are measured by one client in one job, which the note's proxy cause does
                 // not single out).
-                res.notes.extend(minority_source_note(cand));
+                res.notes
+                    .extend(notes_of(NoteKind::Workload, minority_source_note(cand)));
             }
             let mut input = gate_input(
                 sc,
@@ -226,11 +350,14 @@ pub fn judge(
             Status::InvalidBaseline => Some("the baseline file is broken"),
             _ => None,
         };
-        res.notes.extend(why.map(|why| {
-            format!(
-                "{why}: only the gate.slo objectives were checked; bless to gate regressions too"
-            )
-        }));
+        res.notes.extend(notes_of(
+            NoteKind::Reference,
+            why.map(|why| {
+                format!(
+                    "{why}: only the gate.slo objectives were checked; bless to gate regressions too"
+                )
+            }),
+        ));
     }
     if matches!(
         res.status,
@@ -242,7 +369,10 @@ pub fn judge(
         }
     }
     if let Some(why) = &cand.stop_reason {
-        res.notes.push(format!("sequential sampling: {why}"));
+        res.notes.push(Note::new(
+            NoteKind::Sequential,
+            format!("sequential sampling: {why}"),
+        ));
     }
     if run.is_ok() {
         let base = match reference {
@@ -291,7 +421,8 @@ fn judge_cache(
     let Some(summary) = super::cache::summary(sc, cand) else {
         return;
     };
-    res.notes.extend(super::cache::notes(&summary));
+    res.notes
+        .extend(notes_of(NoteKind::Cache, super::cache::notes(&summary)));
     match super::cache::check(sc, &summary, base) {
         Some(Ok(c)) => res.checks.push(c),
         Some(Err(why)) => {
@@ -345,17 +476,16 @@ fn arm_problems(
     let empty = RunOutput::empty();
     let base_run = base.run.unwrap_or(&empty);
     let cand_run = run.unwrap_or(&empty);
-    res.notes.extend(base.notes.iter().cloned());
+    res.notes
+        .extend(notes_of(NoteKind::Arms, base.notes.iter().cloned()));
     for (label, r) in [("base", base_run), ("candidate", cand_run)] {
-        res.notes.extend(
-            r.server_side
-                .as_ref()
-                .map(|s| format!("{label} arm: {}", s.note())),
-        );
+        let server = r.server_side.as_ref();
+        let said = server.map(|s| format!("{label} arm: {}", s.note()));
+        res.notes.extend(notes_of(NoteKind::ServerFigures, said));
     }
     // what the A/B compares, first: the reader needs it before anything measured
     if let Some(n) = super::arms_diff::arms_difference(base_run, cand_run) {
-        res.notes.insert(0, n);
+        res.notes.insert(0, Note::new(NoteKind::Arms, n));
     }
     let mut arms = [("base", base.scenario, base.run), ("candidate", sc, run)];
     // The arm that failed speaks first: its own error (a server's exit and log lines), not the
@@ -384,7 +514,8 @@ fn arm_problems(
         }
         if let Ok(r) = r {
             for n in run_notes(arm_sc, r) {
-                res.notes.push(format!("{label} arm: {n}"));
+                res.notes
+                    .push(Note::new(n.kind, format!("{label} arm: {}", n.text)));
             }
         }
     }
@@ -451,51 +582,29 @@ fn learned_over(
     spread
 }
 
-/// How drift is said: of a baseline and a run, or of two arms.
-#[derive(Debug, Clone, Copy)]
-enum Words {
-    Baseline,
-    Arms,
+/// Notes of one kind.
+fn notes_of<T: Into<String>>(kind: NoteKind, texts: impl IntoIterator<Item = T>) -> Vec<Note> {
+    texts.into_iter().map(|t| Note::new(kind, t)).collect()
 }
 
-impl Words {
-    /// A drift message of the drift rules ("... in the baseline vs ... now") in these words.
-    fn say(self, why: &str) -> String {
-        match self {
-            Words::Baseline => why.to_string(),
-            Words::Arms => why
-                .replace("in the baseline", "in the base arm")
-                .replace(" now", " in the candidate arm"),
-        }
-    }
-
-    /// The label of a drift note.
-    fn drift(self) -> &'static str {
-        match self {
-            Words::Baseline => "workload drift",
-            Words::Arms => "workload drift between the arms",
-        }
-    }
-
-    /// The status when every gated metric drifted: a stale baseline (bless again once the
-    /// change is understood), or arms that ran different workloads (a misconfigured A/B run).
-    fn nothing_compared(self, whys: &[String]) -> (Status, String) {
-        match self {
-            Words::Baseline => (
-                Status::Stale,
-                format!(
-                    "workload drift: {}; every gated metric depends on it, so nothing was compared (find out why the workload changed before blessing anything)",
-                    whys.join("; ")
-                ),
+/// The status when every gated metric drifted: a stale baseline (bless again once the change
+/// is understood), or arms that ran different workloads (a misconfigured A/B run).
+fn nothing_compared(words: Words, whys: &[String]) -> (Status, String) {
+    match words {
+        Words::Baseline => (
+            Status::Stale,
+            format!(
+                "workload drift: {}; every gated metric depends on it, so nothing was compared (find out why the workload changed before blessing anything)",
+                whys.join("; ")
             ),
-            Words::Arms => (
-                Status::Misconfigured,
-                format!(
-                    "the arms ran different workloads: {}; every gated metric depends on it, so nothing was compared",
-                    whys.join("; ")
-                ),
+        ),
+        Words::Arms => (
+            Status::Misconfigured,
+            format!(
+                "the arms ran different workloads: {}; every gated metric depends on it, so nothing was compared",
+                whys.join("; ")
             ),
-        }
+        ),
     }
 }
 
@@ -557,16 +666,81 @@ mod tests {
             unusable: None,
             learned: &BTreeMap::new(),
         });
-        judge(sc, Ok(run), &reference, UnlistedModel::Note)
+        judge(sc, Ok(run), &reference, &Given::default())
     }
 
     fn against_arm(sc: &Scenario, base: &RunOutput, run: &RunOutput) -> Judged {
+        let ab = crate::results::AbResult {
+            design: crate::results::AbDesign::Interleaved,
+            order: "ABBA".into(),
+            alternations: 2,
+            seed: Some(1),
+            blocks: Vec::new(),
+            base_endpoint: "sim://".into(),
+            base_model: "m".into(),
+            base_measured: measured(base),
+            base_server: None,
+            base_records: Vec::new(),
+            overlap: None,
+        };
         let reference = Reference::BaseArm(BaseArm {
             scenario: sc,
+            written: sc,
+            ab: &ab,
             run: Ok(base),
             notes: &[],
         });
-        judge(sc, Ok(run), &reference, UnlistedModel::Note)
+        judge(sc, Ok(run), &reference, &Given::default())
+    }
+
+    /// Issue 42: what the judgement is given is judged, not added to its result afterwards: the
+    /// machine the baseline was blessed on, a load-shard worker's share.
+    #[test]
+    fn the_machine_and_a_workers_share_are_inputs_of_the_judgement() {
+        let sc = scenario("");
+        let run = run_of((0..20).map(|i| ok(i, 1.0, 12)).collect());
+        let mut base = crate::baseline::from_runs(&sc, std::slice::from_ref(&run), None);
+        base.environment.cpu = Some("CPU A".into());
+        let reference = Reference::Baseline(CommittedBaseline {
+            path: std::path::Path::new("baselines/s.json"),
+            loaded: Some(&base),
+            unusable: None,
+            learned: &BTreeMap::new(),
+        });
+        let given = Given {
+            here: (Some("CPU B"), None),
+            ..Given::default()
+        };
+        let j = judge(&sc, Ok(&run), &reference, &given);
+        let machine: Vec<&Note> = j
+            .result
+            .notes
+            .iter()
+            .filter(|n| n.kind == NoteKind::Machine)
+            .collect();
+        assert_eq!(machine.len(), 1, "{:?}", j.result.notes);
+        assert!(
+            machine[0].text.contains("CPU A") && machine[0].text.contains("CPU B"),
+            "{}",
+            machine[0]
+        );
+        // worker 2 of 4: measured, not gated, its share of 20 samples
+        let mut worker = sc.clone();
+        worker.load.share = Some(crate::config::load_shard::LoadShare {
+            shard: crate::config::shard::Shard::new(2, 4).unwrap(),
+            total_concurrency: 4,
+            total_samples: 20,
+            total_rate: None,
+            start_at_unix_ms: None,
+        });
+        let j = judge(&worker, Ok(&run), &reference, &Given::default());
+        assert_eq!(j.result.status, Status::LoadShard);
+        assert!(j.gate_input.is_none());
+        let ls = j.result.load_shard.unwrap();
+        assert_eq!(
+            (ls.index, ls.count, ls.samples, ls.concurrency),
+            (2, 4, 5, 1)
+        );
     }
 
     #[test]
@@ -659,14 +833,15 @@ mod tests {
             .result
             .notes
             .iter()
-            .find(|n| n.starts_with("workload drift: "))
+            .find(|n| n.kind == NoteKind::WorkloadDrift)
             .expect("a drift note");
         assert!(
-            note.contains("median prompt tokens 12 in the baseline vs 30 now"),
+            note.text
+                .starts_with("workload drift: median prompt tokens 12 in the baseline vs 30 now"),
             "{note}"
         );
         // (the default gate.metrics are TTFT and TPOT)
-        assert!(note.contains("; TTFT not compared"), "{note}");
+        assert!(note.text.contains("; TTFT not compared"), "{note}");
         let compared: Vec<Metric> = j
             .gate_input
             .unwrap()
@@ -678,7 +853,7 @@ mod tests {
         // against the base arm, the same drift in the words of two arms
         let j = against_arm(&sc, &base_run, &cand);
         assert!(
-            j.result.notes.iter().any(|n| n.starts_with(
+            j.result.notes.iter().any(|n| n.text.starts_with(
                 "workload drift between the arms: median prompt tokens 12 in the base arm vs 30 in the candidate arm"
             )),
             "{:?}",

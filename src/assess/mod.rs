@@ -25,7 +25,7 @@ pub use arm::{baseline_spread, gate_input, scenario_samples, slo_only_input, Arm
 pub use drift::{config_diff, minority_source_note, staleness, workload_drift, Drift};
 pub use figures::{achieved_concurrency, measured};
 pub use gated::gated_results;
-pub use judge::{judge, BaseArm, CommittedBaseline, Judged, Reference};
+pub use judge::{judge, BaseArm, CommittedBaseline, Given, Judged, Reference};
 pub use notes::{client_lag_note, run_notes, schedule_notes};
 pub use problem::run_problem;
 pub use server_notes::identity_drift;

@@ -3,20 +3,20 @@
 
 use crate::config::Scenario;
 use crate::record::RequestRecord;
-use crate::results::Measured;
+use crate::results::{Measured, Note, NoteKind};
 use crate::runner::RunOutput;
 
 /// Open-loop notes: a client that fell behind its arrival schedule.
-pub fn schedule_notes(m: &Measured) -> Vec<String> {
+pub fn schedule_notes(m: &Measured) -> Vec<Note> {
     let mut notes = Vec::new();
     if let Some(d) = &m.schedule_delay_ms {
         if d.p50 > crate::results::SCHEDULE_DELAY_WARN_MS {
-            notes.push(format!(
+            notes.push(Note::new(NoteKind::Schedule, format!(
                 "open loop: the client fell behind its arrival schedule (median schedule delay {:.1} ms, P99 {:.1} ms, above {} ms): requests waited for a free slot of the concurrency cap or for a busy client, so latency from the send understates what users would see; see ttft_from_schedule_ms / e2e_from_schedule_ms",
                 d.p50,
                 d.p99,
                 crate::results::SCHEDULE_DELAY_WARN_MS
-            ));
+            )));
         }
     }
     notes
@@ -41,50 +41,60 @@ pub fn client_lag_note(lag: Option<&crate::summary::ClientLag>) -> Option<String
 
 /// Notes about the run itself (a busy client, fallbacks, fixed-length workloads that were not
 /// fixed).
-pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
+pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<Note> {
+    use NoteKind::{ClientBusy, Server, ServerFigures, Workload};
     let mut notes = Vec::new();
-    notes.extend(client_lag_note(run.client_lag.as_ref()));
-    notes.extend(crate::client::models::unlisted_note(
-        &sc.endpoint.model,
-        run.listed_models.as_deref(),
-    ));
-    notes.extend(
+    let mut add = |kind: NoteKind, text: Option<String>| {
+        notes.extend(text.map(|t| Note::new(kind, t)));
+    };
+    add(ClientBusy, client_lag_note(run.client_lag.as_ref()));
+    add(
+        Server,
+        crate::client::models::unlisted_note(&sc.endpoint.model, run.listed_models.as_deref()),
+    );
+    add(
+        Workload,
         run.prompt_fit
             .as_ref()
             .map(crate::prompt_fit::PromptFit::note),
     );
     // a varied workload: which one, so a report says what was sent
-    notes.extend(
-        sc.request
-            .prompt_set
-            .as_ref()
-            .map(|p| format!("workload: {}", p.describe())),
+    let prompt_set = sc.request.prompt_set.as_ref();
+    add(
+        Workload,
+        prompt_set.map(|p| format!("workload: {}", p.describe())),
     );
-    notes.extend(
-        sc.request
-            .generate
-            .as_ref()
-            .map(|g| format!("workload: {}", g.describe())),
+    let generate = sc.request.generate.as_ref();
+    add(
+        Workload,
+        generate.map(|g| format!("workload: {}", g.describe())),
     );
-    notes.extend(sc.load.trace.as_ref().map(|t| {
-        format!(
-            "workload: {}, replayed at a mean {:.2} requests/s",
-            t.describe(),
-            sc.load.rate.unwrap_or(0.0)
-        )
-    }));
-    notes.extend(
+    add(
+        Workload,
+        sc.load.trace.as_ref().map(|t| {
+            format!(
+                "workload: {}, replayed at a mean {:.2} requests/s",
+                t.describe(),
+                sc.load.rate.unwrap_or(0.0)
+            )
+        }),
+    );
+    add(
+        Workload,
         run.length_fit
             .as_ref()
             .map(crate::prompt_fit::LengthFit::note),
     );
-    notes.extend(drawn_lengths_note(&run.records));
-    notes.extend(goodput_note(sc, run));
-    notes.extend(run.steady.map(|st| st.note(&sc.load, &run.records)));
-    notes.extend(run.metrics_dropped.iter().cloned());
-    if run.stream_options_fallback {
-        notes.push("the server rejected `stream_options`; perfgate retried without it, so output tokens come from counting events (set endpoint.include_usage: false to skip the first attempt)".into());
+    add(Workload, drawn_lengths_note(&run.records));
+    add(Workload, goodput_note(sc, run));
+    add(
+        Workload,
+        run.steady.map(|st| st.note(&sc.load, &run.records)),
+    );
+    for n in &run.metrics_dropped {
+        add(ServerFigures, Some(n.clone()));
     }
+    add(Server, run.stream_options_fallback.then(|| "the server rejected `stream_options`; perfgate retried without it, so output tokens come from counting events (set endpoint.include_usage: false to skip the first attempt)".into()));
     if sc.request.fixed_length() {
         let off = run
             .records
@@ -98,51 +108,45 @@ pub fn run_notes(sc: &Scenario, run: &RunOutput) -> Vec<String> {
                 r.ok() && r.output_tokens.is_some_and(|t| t != u64::from(asked))
             })
             .count();
-        if off > 0 {
-            let asked = if run.records.iter().any(|r| r.work.is_some()) {
-                "their own max_tokens".to_string()
-            } else {
-                format!("max_tokens {}", sc.request.max_tokens)
-            };
-            notes.push(format!(
-                "workload: {off} successful requests returned a different number of output tokens than {asked} although ignore_eos/min_tokens asked for a fixed length: the server may not support it"
-            ));
-        }
+        let asked = if run.records.iter().any(|r| r.work.is_some()) {
+            "their own max_tokens".to_string()
+        } else {
+            format!("max_tokens {}", sc.request.max_tokens)
+        };
+        add(Workload, (off > 0).then(|| format!(
+            "workload: {off} successful requests returned a different number of output tokens than {asked} although ignore_eos/min_tokens asked for a fixed length: the server may not support it"
+        )));
     }
     let distrusted: Vec<&RequestRecord> = run
         .records
         .iter()
         .filter(|r| r.ok() && r.usage_distrusted.is_some())
         .collect();
-    if let Some(r) = distrusted.first() {
-        notes.push(format!(
-            "{} request(s) reported a usage figure perfgate did not believe (e.g. completion_tokens {} for {} token events, max_tokens {}): output tokens were counted from events instead",
-            distrusted.len(),
-            r.usage_distrusted.unwrap_or(0),
-            r.token_events,
-            sc.request.max_tokens
-        ));
+    add(Server, distrusted.first().map(|r| format!(
+        "{} request(s) reported a usage figure perfgate did not believe (e.g. completion_tokens {} for {} token events, max_tokens {}): output tokens were counted from events instead",
+        distrusted.len(),
+        r.usage_distrusted.unwrap_or(0),
+        r.token_events,
+        sc.request.max_tokens
+    )));
+    for n in stream_notes(&run.records) {
+        add(Server, Some(n));
     }
-    notes.extend(stream_notes(&run.records));
-    notes.extend(stopped_note(&run.records));
-    if run.closes_after_stream {
-        notes.push("the server closed its connection after every streamed response (llama.cpp's llama-server does, although it announces keep-alive): each request opened a new connection, so TTFT includes connection setup (TCP, and TLS for https), as it does for any client of this server".into());
-    }
-    if run.resent_before_close_mode > 0 {
-        notes.push(format!(
-            "{} request(s) were sent again, before perfgate found that the server closes its connection after every stream (set load.warmup >= 1 so it finds out before measuring); not counted as dropped requests",
-            run.resent_before_close_mode
-        ));
-    }
-    if run.retried > 0 {
-        notes.push(format!(
-            "{} request(s) were sent again because the server closed a kept-alive connection as it was reused (timed from the second send)",
-            run.retried
-        ));
-    }
-    if run.warmup_failures > 0 {
-        notes.push(format!("{} warmup request(s) failed", run.warmup_failures));
-    }
+    add(Server, stopped_note(&run.records));
+    add(Server, run.closes_after_stream.then(|| "the server closed its connection after every streamed response (llama.cpp's llama-server does, although it announces keep-alive): each request opened a new connection, so TTFT includes connection setup (TCP, and TLS for https), as it does for any client of this server".into()));
+    add(Server, (run.resent_before_close_mode > 0).then(|| format!(
+        "{} request(s) were sent again, before perfgate found that the server closes its connection after every stream (set load.warmup >= 1 so it finds out before measuring); not counted as dropped requests",
+        run.resent_before_close_mode
+    )));
+    add(Server, (run.retried > 0).then(|| format!(
+        "{} request(s) were sent again because the server closed a kept-alive connection as it was reused (timed from the second send)",
+        run.retried
+    )));
+    add(
+        Server,
+        (run.warmup_failures > 0)
+            .then(|| format!("{} warmup request(s) failed", run.warmup_failures)),
+    );
     notes
 }
 

@@ -49,7 +49,7 @@ pub fn encode_within(b: &Baseline, limit: u64) -> Result<String, Unwritable> {
         });
     }
     let text = String::from_utf8(w.kept).map_err(|e| Unwritable::Unreadable(e.to_string()))?;
-    super::parse(&text).map_err(Unwritable::Unreadable)?;
+    super::parse(&text, &Default::default()).map_err(Unwritable::Unreadable)?;
     Ok(text)
 }
 
@@ -263,7 +263,7 @@ mod tests {
         let n = text.len() as u64;
         assert!(n <= crate::limits::MAX_BASELINE_BYTES, "{n} bytes");
         assert!(n * 2 < pretty, "{n} vs {pretty} bytes");
-        assert_eq!(super::super::parse(&text).unwrap(), b);
+        assert_eq!(super::super::parse(&text, &Default::default()).unwrap(), b);
         // Larger than the limit: refused with its size, nothing held beyond the limit.
         let e = encode_within(&b, n - 1).unwrap_err();
         assert_eq!(

@@ -419,8 +419,8 @@ pub enum LoadError {
     Invalid { file: PathBuf, problem: String },
 }
 
-/// Reads and validates a baseline file.
-pub fn load(path: &Path) -> Result<Baseline, LoadError> {
+/// Reads and validates a baseline file (`hint`: the `perfgate bless` its errors suggest).
+pub fn load(path: &Path, hint: &crate::hint::Hint) -> Result<Baseline, LoadError> {
     let text = match crate::limits::read_text(path, crate::limits::MAX_BASELINE_BYTES) {
         Ok(t) => t,
         Err(crate::limits::ReadError::NotFound) => {
@@ -433,7 +433,7 @@ pub fn load(path: &Path) -> Result<Baseline, LoadError> {
             })
         }
     };
-    parse(&text).map_err(|problem| LoadError::Invalid {
+    parse(&text, hint).map_err(|problem| LoadError::Invalid {
         file: path.to_path_buf(),
         problem,
     })
@@ -444,11 +444,11 @@ pub fn load(path: &Path) -> Result<Baseline, LoadError> {
 /// Errors: what is wrong, naming the field (`runs[0].records[3].ttft_ms is -1: ...`), without
 /// the file, which [`load`] adds ([`LoadError::Invalid`]). Text rather than a type: nothing
 /// branches on which check failed, and callers of this text API (tests/it/bounds.rs) read it.
-pub fn parse(text: &str) -> Result<Baseline, String> {
+pub fn parse(text: &str, hint: &crate::hint::Hint) -> Result<Baseline, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         format!(
             "not valid JSON ({e}); restore it from git or run `{}`",
-            crate::hint::bless()
+            hint.bless()
         )
     })?;
     crate::limits::check_unique_keys(text).map_err(|e| e.to_string())?;
@@ -461,7 +461,7 @@ pub fn parse(text: &str) -> Result<Baseline, String> {
     let b: Baseline = serde_json::from_value(v).map_err(|e| {
         format!(
             "{e}; fix the field or re-create the file with `{}`",
-            crate::hint::bless()
+            hint.bless()
         )
     })?;
     if b.schema_version == 0 {
@@ -556,11 +556,13 @@ mod tests {
 
     #[test]
     fn broken_baselines_name_the_field() {
-        assert!(parse("{").unwrap_err().contains("not valid JSON"));
-        assert!(parse(r#"{"schema_version": 9}"#)
+        assert!(parse("{", &Default::default())
+            .unwrap_err()
+            .contains("not valid JSON"));
+        assert!(parse(r#"{"schema_version": 9}"#, &Default::default())
             .unwrap_err()
             .contains("newer perfgate"));
-        let e = parse(r#"{"schema_version": 1}"#).unwrap_err();
+        let e = parse(r#"{"schema_version": 1}"#, &Default::default()).unwrap_err();
         assert!(e.contains("missing field"), "{e}");
     }
 

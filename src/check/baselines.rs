@@ -4,6 +4,7 @@
 use crate::assess::staleness;
 use crate::baseline::{self, Baseline, LoadError};
 use crate::config::{Scenario, ScenarioName};
+use crate::hint::Hint;
 use crate::results::Status;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,21 +15,25 @@ use std::path::{Path, PathBuf};
 pub struct Baselines {
     dir: PathBuf,
     loaded: BTreeMap<ScenarioName, Result<Baseline, LoadError>>,
+    /// The `perfgate bless` the messages suggest.
+    hint: Hint,
 }
 
 impl Baselines {
-    /// Reads `dir/<name>.json` for each scenario.
-    pub fn load(scenarios: &[Scenario], dir: &Path) -> Self {
+    /// Reads `dir/<name>.json` for each scenario; `hint` is the `perfgate bless` its messages
+    /// suggest.
+    pub fn load(scenarios: &[Scenario], dir: &Path, hint: Hint) -> Self {
         let loaded = scenarios
             .iter()
             .map(|sc| {
-                let got = baseline::load(&baseline::path_for(dir, &sc.name));
+                let got = baseline::load(&baseline::path_for(dir, &sc.name), &hint);
                 (sc.name.clone(), got)
             })
             .collect();
         Baselines {
             dir: dir.to_path_buf(),
             loaded,
+            hint,
         }
     }
 
@@ -51,7 +56,7 @@ impl Baselines {
     pub fn usable(&self, sc: &Scenario) -> Option<&Baseline> {
         self.get(&sc.name)
             .ok()
-            .filter(|b| staleness(sc, b).is_none())
+            .filter(|b| staleness(sc, b, &self.hint).is_none())
     }
 
     /// The scenarios whose baseline is known, before measuring, to be unusable: (name, status,
@@ -60,7 +65,7 @@ impl Baselines {
         scenarios
             .iter()
             .filter_map(|sc| {
-                unusable(sc, self.get(&sc.name), Missing::Fails)
+                self.why_unusable(sc, Missing::Fails)
                     .map(|(status, why)| (sc.name.clone(), status, why))
             })
             .collect()
@@ -115,10 +120,10 @@ pub struct NoUsableBaseline {
 /// The message for a scenario without a baseline file: which scenario, what to run, and (when
 /// `missing` is the default) the opt-out; under `--allow-missing-baseline` or with `gate.slo`
 /// objectives it says why it did not fail instead of suggesting what was done.
-pub fn missing_message(name: &str, path: &Path, missing: Missing) -> String {
+pub fn missing_message(name: &str, path: &Path, missing: Missing, hint: &Hint) -> String {
     let bless = format!(
         "run `{}` against the unchanged server and commit {}",
-        crate::hint::bless_only(name),
+        hint.bless_only(name),
         path.display()
     );
     match missing {
@@ -161,18 +166,17 @@ impl Missing {
     }
 }
 
-/// Why a scenario cannot be compared against its loaded baseline, the one place this is
-/// decided (before measuring and after): missing, broken, or stale for its configuration.
-pub(super) fn unusable(
-    sc: &Scenario,
-    loaded: Result<&Baseline, LoadError>,
-    missing: Missing,
-) -> Option<(Status, String)> {
-    match loaded {
-        Err(LoadError::Missing(p)) => {
-            Some((Status::NoBaseline, missing_message(&sc.name, &p, missing)))
+impl Baselines {
+    /// Why `sc` cannot be compared against its loaded baseline, the one place this is decided
+    /// (before measuring and after): missing, broken, or stale for its configuration.
+    pub(super) fn why_unusable(&self, sc: &Scenario, missing: Missing) -> Option<(Status, String)> {
+        match self.get(&sc.name) {
+            Err(LoadError::Missing(p)) => Some((
+                Status::NoBaseline,
+                missing_message(&sc.name, &p, missing, &self.hint),
+            )),
+            Err(e) => Some((Status::InvalidBaseline, e.to_string())),
+            Ok(b) => staleness(sc, b, &self.hint).map(|why| (Status::Stale, why)),
         }
-        Err(e) => Some((Status::InvalidBaseline, e.to_string())),
-        Ok(b) => staleness(sc, b).map(|why| (Status::Stale, why)),
     }
 }

@@ -2,12 +2,12 @@
 //! baseline ([`crate::assess::judge()`]), then the gate over the whole family, into the
 //! [`Results`] model.
 
-use super::baselines::{unusable, Baselines, Missing};
+use super::baselines::{Baselines, Missing};
 use super::CheckOptions;
-use crate::assess::{gated_results, judge, CommittedBaseline, Reference};
+use crate::assess::{gated_results, judge, CommittedBaseline, Given, Reference};
 use crate::config::{Scenario, ScenarioName};
 use crate::gate::ScenarioSamples;
-use crate::results::{Results, ScenarioResult};
+use crate::results::{MergedWorkers, Results, ScenarioResult};
 use crate::runner::RunOutput;
 use std::collections::BTreeMap;
 
@@ -18,15 +18,27 @@ pub fn compare(
     baselines: &Baselines,
     opts: &CheckOptions,
 ) -> Results {
-    let (here_cpu, here_host) = (crate::machine::cpu(), crate::machine::host());
+    judge_all(scenarios, runs, baselines, opts, &[])
+}
+
+/// [`compare`], each scenario's run merged from the load-shard `workers` of the same index
+/// (`perfgate report`; none for a check).
+pub(super) fn judge_all(
+    scenarios: &[Scenario],
+    runs: Vec<Result<RunOutput, crate::execute::MeasureError>>,
+    baselines: &Baselines,
+    opts: &CheckOptions,
+    workers: &[MergedWorkers],
+) -> Results {
+    let (cpu, host) = (crate::machine::cpu(), crate::machine::host());
     let mut results: Vec<ScenarioResult> = Vec::new();
     let mut gate_inputs: Vec<ScenarioSamples> = Vec::new();
     // the baselines' server-side figures, to say where a FAIL's time went
     let mut base_figures: BTreeMap<ScenarioName, BTreeMap<String, f64>> = BTreeMap::new();
-    for (sc, run) in scenarios.iter().zip(runs) {
+    for (i, (sc, run)) in scenarios.iter().zip(runs).enumerate() {
         let path = baselines.path_for(&sc.name);
         let loaded = baselines.get(&sc.name);
-        let unusable = unusable(sc, loaded.clone(), Missing::of(sc, opts.policy));
+        let unusable = baselines.why_unusable(sc, Missing::of(sc, opts.policy));
         let learned = opts
             .history
             .as_ref()
@@ -38,21 +50,12 @@ pub fn compare(
             unusable: unusable.as_ref(),
             learned: &learned,
         });
-        let mut j = judge(sc, run.as_ref(), &reference, opts.unlisted_model);
-        if let Ok(base) = loaded.as_ref() {
-            let env = &base.environment;
-            j.result.notes.extend(crate::machine::difference(
-                env.cpu.as_deref(),
-                env.host.as_deref(),
-                here_cpu.as_deref(),
-                here_host.as_deref(),
-            ));
-        }
-        if let (Some(share), Ok(run)) = (sc.load.share, run.as_ref()) {
-            // a load-shard worker measures, `perfgate report` gates the merged workers
-            super::workers::mark_worker(&mut j.result, share, run);
-            j.gate_input = None;
-        }
+        let given = Given {
+            unlisted_model: opts.unlisted_model,
+            here: (cpu.as_deref(), host.as_deref()),
+            workers: workers.get(i),
+        };
+        let j = judge(sc, run.as_ref(), &reference, &given);
         gate_inputs.extend(j.gate_input);
         if let Some(f) = j.base_figures {
             base_figures.insert(sc.name.clone(), f);

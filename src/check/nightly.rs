@@ -3,12 +3,12 @@
 //! appended (docs/history.md).
 
 use super::baselines::Baselines;
-use crate::assess::nightly::{judge_nights, learned_spread, Learned};
+use crate::assess::gated::{judge_night, Nights};
+use crate::assess::nightly::{learned_spread, Learned};
 use crate::config::{Metric, Scenario};
-use crate::history::{entry_of, Entry, HistoryError, Loaded, Night, Runner, Store};
-use crate::results::{NightPoint, NightlySeries, Results, Status, StepMark, NIGHTS_SHOWN};
+use crate::history::{Entry, HistoryError, Loaded, Night, Runner, Store};
+use crate::results::{Results, Status};
 use crate::stats::changepoint::StepRule;
-use crate::summary::SummaryKey;
 use std::collections::BTreeMap;
 
 /// The history a check reads and appends to.
@@ -116,61 +116,14 @@ pub fn judge_tonight(
             night.time = results.created_at.clone();
         }
         night.baseline_created_at = baselines.get(&sc.name).ok().map(|b| b.created_at.clone());
-        let Some(entry) = entry_of(res, &night) else {
-            res.notes
-                .push("nightly history: nothing measured tonight, so no night is appended".into());
-            continue;
+        let nights = Nights {
+            branch: &h.store.branch,
+            past: h.past(sc),
+            night: &night,
+            rule: &h.rule,
         };
-        let judged = judge_nights(sc, h.past(sc), &entry, &h.rule);
-        res.nightly = Some(series_of(sc, h, &entry, &judged.steps));
-        res.checks.extend(judged.checks);
-        res.notes.extend(judged.notes);
-        tonight.push(entry);
+        tonight.extend(judge_night(res, sc, &nights));
     }
     results.decide();
     tonight
-}
-
-/// The newest nights of `sc`'s series (tonight last) and its change points, for the reports.
-fn series_of(
-    sc: &Scenario,
-    h: &HistoryRun,
-    tonight: &Entry,
-    steps: &BTreeMap<SummaryKey, Vec<crate::stats::changepoint::Step>>,
-) -> NightlySeries {
-    let (kept, _) = crate::assess::nightly::comparable(h.past(sc), &tonight.fingerprint);
-    let all: Vec<&Entry> = kept.iter().chain(std::iter::once(tonight)).collect();
-    let from = all.len().saturating_sub(NIGHTS_SHOWN);
-    let nights = all[from..]
-        .iter()
-        .map(|e| NightPoint {
-            time: e.time.clone(),
-            commit: e.commit.clone(),
-            p50_ms: sc
-                .gate
-                .metrics
-                .iter()
-                .filter_map(|&m| Some((m, e.metrics.get(&SummaryKey::from(m))?.p50)))
-                .collect(),
-        })
-        .collect();
-    let marks = steps
-        .iter()
-        .filter_map(|(k, ss)| Some((k.metric()?, ss)))
-        .flat_map(|(m, ss)| {
-            ss.iter()
-                .filter(|s| s.first >= from)
-                .map(move |s| StepMark {
-                    metric: m,
-                    night: s.first - from,
-                    up: s.direction == crate::stats::changepoint::Direction::Up,
-                })
-        })
-        .collect();
-    NightlySeries {
-        branch: h.store.branch.clone(),
-        total: all.len(),
-        nights,
-        steps: marks,
-    }
 }

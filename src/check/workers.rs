@@ -3,7 +3,6 @@
 //! workers of a scenario merged into one run (every request, on one clock), which is then
 //! judged against the baseline exactly as an unsharded check's run.
 
-use crate::config::load_shard::LoadShare;
 use crate::config::{Scenario, ScenarioName};
 use crate::record::RequestRecord;
 use crate::results::{LoadShardRun, MergedWorkers, Results, ScenarioResult, Status, WorkerWindow};
@@ -12,57 +11,6 @@ use crate::runner::{RunOutput, SteadyCounts};
 /// Least share of the longest worker's measured window during which every worker was
 /// measuring: below it the workers did not load the server together, and the merge is refused.
 pub const MIN_OVERLAP: f64 = 0.5;
-
-/// How late after `--start-at` a worker's measured phase may start before its results say so,
-/// ms.
-pub const LATE_NOTE_MS: f64 = 100.0;
-
-/// Marks a worker's judged scenario as its part of the load: `load_shard` status (measured,
-/// not gated) unless it could not be measured, and what the merge needs beside the records.
-pub fn mark_worker(res: &mut ScenarioResult, share: LoadShare, run: &RunOutput) {
-    let (i, n) = (share.shard.index, share.shard.count);
-    // measured: whatever the worker's baseline said, the merge judges the merged run afresh
-    if matches!(
-        res.status,
-        Status::Compared | Status::NoBaseline | Status::Stale
-    ) {
-        res.status = Status::LoadShard;
-        res.status_detail = format!(
-            "worker {i}/{n} of this scenario's load: measured, not gated; `perfgate report` merges the {n} workers' requests and gates them"
-        );
-    }
-    if let Some(late) = run.late_ms.filter(|l| *l > LATE_NOTE_MS) {
-        res.notes.push(format!(
-            "worker {i}/{n}: its measured requests started {} after --start-at (its warmup ended only then): give the workers more lead time, or the merge may refuse them",
-            crate::units::fmt_ms(late)
-        ));
-    }
-    res.load_shard = Some(LoadShardRun {
-        index: i,
-        count: n,
-        concurrency: share_of(share.total_concurrency, share),
-        samples: share_of(share.total_samples, share),
-        started_unix_ms: run.started_unix_ms,
-        start_at_unix_ms: share.start_at_unix_ms,
-        late_ms: run.late_ms,
-        steady: run.steady,
-        unmeasured_spans: run
-            .unmeasured_spans
-            .iter()
-            .map(|&(s, e)| (round3(s), round3(e)))
-            .collect(),
-        retried: run.retried,
-        warmup_failures: run.warmup_failures,
-    });
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
-fn share_of(total: u32, share: LoadShare) -> u32 {
-    crate::config::load_shard::share(total, share.shard)
-}
 
 /// One worker's scenario as read from a results file.
 #[derive(Debug, Clone, Copy)]
@@ -221,7 +169,7 @@ pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
                     .iter()
                     .find(|(_, ls)| ls.index == w.index)
                     .and_then(|(_, ls)| ls.late_ms)
-                    .filter(|l| *l > LATE_NOTE_MS)
+                    .filter(|l| *l > crate::assess::judge::LATE_NOTE_MS)
                     .map(|l| format!(", {} after --start-at", crate::units::fmt_ms(l)))
                     .unwrap_or_default();
                 format!(
@@ -614,12 +562,8 @@ pub fn merge_workers(
         progress: None,
         history: None,
     };
-    let bl = super::Baselines::load(&judged_scs, baselines);
-    let mut judged = super::compare(&judged_scs, runs, &bl, &opts);
-    for (s, info) in judged.scenarios.iter_mut().zip(merged_info) {
-        s.notes.insert(0, workers_note(&info));
-        s.workers = Some(info);
-    }
+    let bl = super::Baselines::load(&judged_scs, baselines, Default::default());
+    let mut judged = super::compare::judge_all(&judged_scs, runs, &bl, &opts, &merged_info);
     judged.scenarios.extend(not_measured);
     judged.created_at = all
         .iter()
@@ -645,21 +589,6 @@ pub fn merge_workers(
     all.push(judged);
     files.push("the merged load-shard workers".into());
     Ok(())
-}
-
-/// The merged scenario's note: `4 load-shard workers merged (1,200 requests); every worker was
-/// measuring during 97% of the longest window (started within 12 ms of each other)`.
-fn workers_note(m: &MergedWorkers) -> String {
-    let starts = m.windows.iter().map(|w| w.started_unix_ms);
-    let spread =
-        starts.clone().fold(f64::NEG_INFINITY, f64::max) - starts.fold(f64::INFINITY, f64::min);
-    format!(
-        "{} load-shard workers merged ({} requests); every worker was measuring during {:.0}% of the longest window (measured phases started within {} of each other)",
-        m.windows.len(),
-        m.windows.iter().map(|w| w.requests).sum::<usize>(),
-        m.overlap * 100.0,
-        crate::units::fmt_ms(spread)
-    )
 }
 
 #[cfg(test)]

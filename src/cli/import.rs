@@ -68,7 +68,11 @@ pub(super) fn check_results(
         opts,
     );
     for s in &mut results.scenarios {
-        s.notes.extend(notes.iter().cloned());
+        s.notes.extend(
+            notes
+                .iter()
+                .map(|n| crate::results::Note::new(crate::results::NoteKind::Imported, n.as_str())),
+        );
     }
     results.decide();
     results

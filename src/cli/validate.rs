@@ -21,6 +21,7 @@ pub(super) struct ValidateArgs {
 
 pub(super) fn cmd_validate(a: &ValidateArgs) -> Result<i32, Error> {
     let scs = load_scenarios(&a.sc)?;
+    let hint = crate::hint::Hint::new(&a.sc.scenarios, &a.baselines);
     for s in &scs {
         for w in s.warnings() {
             eprintln!("perfgate: {}: warning: {w}", s.source);
@@ -57,7 +58,7 @@ pub(super) fn cmd_validate(a: &ValidateArgs) -> Result<i32, Error> {
                 s.load.rate.unwrap_or(0.0)
             );
         }
-        sample_sizes(s, &a.baselines);
+        sample_sizes(s, &a.baselines, &hint);
     }
     println!("{} scenario(s) valid", scs.len());
     Ok(exit::OK)
@@ -65,15 +66,15 @@ pub(super) fn cmd_validate(a: &ValidateArgs) -> Result<i32, Error> {
 
 /// What `s`'s committed baseline says its P50 checks catch (stdout), or why it says nothing
 /// (stderr: a broken or stale baseline, which `check` would refuse); nothing without one.
-fn sample_sizes(s: &Scenario, dir: &Path) {
+fn sample_sizes(s: &Scenario, dir: &Path, hint: &crate::hint::Hint) {
     let path = baseline::path_for(dir, &s.name);
-    match baseline::load(&path) {
+    match baseline::load(&path, hint) {
         Err(LoadError::Missing(_)) => {}
         Err(e) => eprintln!(
             "perfgate: {}: warning: {e}; `perfgate check` would refuse it (exit 2)",
             s.name
         ),
-        Ok(b) => match crate::assess::staleness(s, &b) {
+        Ok(b) => match crate::assess::staleness(s, &b, hint) {
             Some(why) => eprintln!(
                 "perfgate: {}: warning: {} is stale: {why}",
                 s.name,

@@ -16,8 +16,9 @@
 
 use super::*;
 
-/// How the reason of a check this decision took out of the gate begins.
-pub const CLIENT_BUSY: &str = "not gated: perfgate itself was late by";
+/// How the reason of a check this decision took out of the gate begins
+/// ([`ReasonKind::ClientBusy`]).
+const CLIENT_BUSY: &str = "not gated: perfgate itself was late by";
 
 /// The timer granularity the probe's wakeup lag includes on an idle machine, ms.
 pub const TIMER_FLOOR_MS: f64 = 1.0;
@@ -126,6 +127,7 @@ pub(super) fn untrust(d: &mut Draft, delay: ClientDelay) {
         return;
     }
     d.check.verdict = Verdict::Info;
+    d.check.reason_kind = ReasonKind::ClientBusy;
     d.check.p_value = None;
     d.check.p_holm = None;
     d.check.samples_needed = None;

@@ -36,7 +36,7 @@ mod slo;
 mod tail;
 mod types;
 
-pub use client::{Busy, ClientDelay, CLIENT_BUSY, TIMER_FLOOR_MS};
+pub use client::{Busy, ClientDelay, TIMER_FLOOR_MS};
 use draft::*;
 use errors::*;
 pub use family::{correct_family, correct_merged_family};

@@ -806,6 +806,7 @@ fn a_client_delay_over_half_the_fail_move_ungates_ttft_not_tpot() {
     let (bound, _) = mk(Some(ClientDelay::from_lag(1.425, 52.25, Some(0.97))));
     let ttft = find(&bound, Metric::Ttft);
     assert_eq!(ttft.verdict, Verdict::Info, "{}", ttft.reason);
+    assert_eq!(ttft.reason_kind, crate::gate::ReasonKind::ClientBusy);
     assert!(
         ttft.reason.starts_with("not gated: perfgate itself was late by 51.2 ms (its process kept 97% of its cores busy, so the event-loop lag's P99 beyond the timer's 1 ms)"),
         "{}",
@@ -816,6 +817,8 @@ fn a_client_delay_over_half_the_fail_move_ungates_ttft_not_tpot() {
     // a calm tail (a shared runner: P99 2-5 ms) and half the cores: gated as before
     let (idle, _) = mk(Some(ClientDelay::from_lag(1.425, 5.0, Some(0.5))));
     assert_eq!(find(&idle, Metric::Ttft).verdict, Verdict::Pass);
+    let measured = crate::gate::ReasonKind::Measured;
+    assert_eq!(find(&idle, Metric::Ttft).reason_kind, measured);
     // a late tail on a busy machine while perfgate itself idles: the note, still gated
     let (machine, _) = mk(Some(ClientDelay::from_lag(1.3, 40.0, Some(0.1))));
     assert_eq!(find(&machine, Metric::Ttft).verdict, Verdict::Pass);
@@ -962,4 +965,31 @@ fn the_paired_p50_is_widened_by_the_paired_spread_of_the_bless_runs() {
     let paired = with(Some(0.02));
     assert_eq!(paired.verdict, Verdict::Fail, "{paired:?}");
     assert_eq!((paired.fail, paired.tau), (0.1, None));
+}
+
+/// Issue 42: the nearly-blind rule is the gate's: a gated check whose fail tolerance the drift
+/// widening took past twice the configured one (10 % -> 25 %), not at twice (20 %) nor INFO.
+#[test]
+fn a_fail_tolerance_widened_past_twice_the_configured_one_is_nearly_blind() {
+    let widened = |fail: f64, verdict: Verdict| Check {
+        fail,
+        fail_configured: Some(0.10),
+        verdict,
+        ..Check::blank(
+            "s",
+            Some(Metric::Ttft),
+            CheckKind::Quantile(Quantile::P50),
+            0.10,
+        )
+    };
+    assert_eq!(widened(0.25, Verdict::Pass).nearly_blind(), Some(0.10));
+    assert_eq!(widened(0.20, Verdict::Pass).nearly_blind(), None);
+    assert_eq!(widened(0.25, Verdict::Info).nearly_blind(), None);
+    let configured = Check::blank(
+        "s",
+        Some(Metric::Ttft),
+        CheckKind::Quantile(Quantile::P50),
+        0.1,
+    );
+    assert_eq!(configured.nearly_blind(), None);
 }

@@ -364,6 +364,9 @@ pub struct Check {
     pub verdict: Verdict,
     /// Why, in one sentence with the numbers.
     pub reason: String,
+    /// What kind of reason it is, for the reports and JSON readers (absent: the measurement's).
+    #[serde(default, skip_serializing_if = "ReasonKind::is_measured")]
+    pub reason_kind: ReasonKind,
     /// For WARN/INFO, and a PASS not settled at this n: samples per side the check would need.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples_needed: Option<usize>,
@@ -398,7 +401,39 @@ pub struct Check {
     pub reference_pairs: Option<usize>,
 }
 
+/// What a check's reason says: what was measured, or why the check was taken out of the gate
+/// or changed after it (the reports group and word these by kind, never by the words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonKind {
+    /// What the check measured and decided.
+    #[default]
+    Measured,
+    /// Not gated: perfgate's own delay could account for the move that would fail it.
+    ClientBusy,
+    /// A FAIL that a `gate.confirm` re-run did not repeat, now WARN.
+    NotConfirmed,
+}
+
+impl ReasonKind {
+    /// The default, which the results JSON leaves out.
+    pub fn is_measured(&self) -> bool {
+        *self == ReasonKind::Measured
+    }
+}
+
+/// How many times its configured fail tolerance the drift widening may take a check's before
+/// the check is nearly blind (docs/gate.md "Detection limits").
+pub const BLIND_WIDENING: f64 = 2.0;
+
 impl Check {
+    /// The configured fail tolerance, when the drift widening took this gated check's past
+    /// [`BLIND_WIDENING`] times it (the check is then nearly blind).
+    pub fn nearly_blind(&self) -> Option<f64> {
+        let conf = self.fail_configured?;
+        (self.verdict != Verdict::Info && self.fail > BLIND_WIDENING * conf).then_some(conf)
+    }
+
     /// A check with nothing measured or decided yet: no estimate, interval or p-value,
     /// tolerances `band`, PASS, no reason. Every kind starts from it (the gate's drafts, the
     /// nightly step rule, `gate.cache.hit_rate`) and sets what it measured.
@@ -421,6 +456,7 @@ impl Check {
             n_candidate: 0,
             verdict: Verdict::Pass,
             reason: String::new(),
+            reason_kind: ReasonKind::Measured,
             samples_needed: None,
             min_detectable_change: None,
             fail_configured: None,

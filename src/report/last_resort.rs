@@ -38,7 +38,10 @@ pub fn keep(path: &Path, results: &mut Results) {
     let (verdict, code) = (results.verdict, results.exit_code);
     results.decide();
     for s in &mut results.scenarios {
-        s.notes.push(NOTE.to_string());
+        s.notes.push(crate::results::Note::new(
+            crate::results::NoteKind::Partial,
+            NOTE,
+        ));
     }
     let text = super::json::render(results);
     for s in &mut results.scenarios {

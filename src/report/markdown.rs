@@ -86,8 +86,8 @@ fn drift_notes(r: &Results) -> Vec<(&str, &str)> {
         .flat_map(|s| {
             s.notes
                 .iter()
-                .filter(|n| n.starts_with("workload drift"))
-                .map(move |n| (s.name.as_str(), n.as_str()))
+                .filter(|n| n.kind == crate::results::NoteKind::WorkloadDrift)
+                .map(move |n| (s.name.as_str(), n.text.as_str()))
         })
         .collect()
 }
@@ -279,7 +279,7 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
             let _ = writeln!(o, "\nFirst failure: {}", escape(&runner_text(e)));
         }
         for n in &s.notes {
-            let _ = writeln!(o, "\nNote: {}", escape(&runner_text(n)));
+            let _ = writeln!(o, "\nNote: {}", escape(&runner_text(&n.text)));
         }
         let _ = writeln!(o, "\n</details>");
     }

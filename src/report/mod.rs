@@ -174,18 +174,7 @@ pub fn fmt_tolerance(c: &Check) -> String {
 /// the configured one) and nothing failed: what the verdict line must say first, with the
 /// largest widened tolerance (docs/gate.md "Detection limits").
 pub fn drift_blind(r: &Results) -> Option<String> {
-    if r.verdict == crate::verdict::Overall::Fail {
-        return None;
-    }
-    let worst = r
-        .scenarios
-        .iter()
-        .flat_map(|s| s.checks.iter())
-        .filter(|c| c.verdict != crate::gate::Verdict::Info)
-        .filter_map(|c| Some((c, c.fail_configured?)))
-        .filter(|(c, conf)| c.fail > 2.0 * conf)
-        .max_by(|a, b| a.0.fail.total_cmp(&b.0.fail))?;
-    let (c, conf) = worst;
+    let (c, conf) = r.drift_blind()?;
     let from = match c.tau_nights {
         Some(n) => format!("{n} nights of history"),
         None => "the baseline's run-to-run spread".into(),
@@ -277,7 +266,7 @@ impl Report {
                 Some(d) => crate::baseline::path_for(d, &s.name),
                 None => PathBuf::from(&info.path),
             };
-            let loaded = crate::baseline::load(&path);
+            let loaded = crate::baseline::load(&path, &Default::default());
             let got = distributions(&path, info, loaded.as_ref().map_err(Clone::clone));
             baselines.insert(s.name.clone(), got);
         }
@@ -450,7 +439,7 @@ pub fn info_line(info: &[&crate::gate::Check], word: &str) -> Option<String> {
     // checks perfgate's own delay took out of the gate say so, apart from the tails
     let (busy, info): (Vec<&crate::gate::Check>, Vec<&crate::gate::Check>) = info
         .iter()
-        .partition(|c| c.reason.starts_with(crate::gate::CLIENT_BUSY));
+        .partition(|c| c.reason_kind == crate::gate::ReasonKind::ClientBusy);
     let busy_line = busy.first().map(|b| {
         let names: Vec<String> = busy.iter().map(|c| fmt_check_name(c)).collect();
         format!("{}: {}", names.join(", "), b.reason)

@@ -200,7 +200,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
             );
         }
         for n in &s.notes {
-            let _ = writeln!(out, "   note: {}", safe(n));
+            let _ = writeln!(out, "   note: {}", safe(&n.text));
         }
         if let Some(ns) = &s.nightly {
             for line in crate::report::nightly_lines(ns) {

@@ -231,9 +231,10 @@ fn t_quantile(p: f64, df: f64) -> f64 {
 }
 
 /// What changed in the prefix cache between the baseline's run (`was`) and this one (`now`),
-/// as a drift's words, when its hit rate moved by [`DRIFT_AT`] or more: by the measured rates
-/// when both runs have one, else by the reported ones.
-pub fn drift(was: &CacheSummary, now: &CacheSummary) -> Option<String> {
+/// when its hit rate moved by [`DRIFT_AT`] or more: by the measured rates when both runs have
+/// one, else by the reported ones. In four pieces, so that the caller names the two runs: the
+/// words before the baseline's rate, its rate, the run's rate, the words after it.
+pub fn drift(was: &CacheSummary, now: &CacheSummary) -> Option<[String; 4]> {
     let (kind, a, b) = match (was.measured_hit_rate, now.measured_hit_rate) {
         (Some(a), Some(b)) => ("measured", a, b),
         _ => ("reported", was.reported_hit_rate?, now.reported_hit_rate?),
@@ -262,11 +263,12 @@ pub fn drift(was: &CacheSummary, now: &CacheSummary) -> Option<String> {
         (Some(x), Some(y)) => format!(", TTFT warm/cold {x} -> {y}"),
         _ => String::new(),
     };
-    Some(format!(
-        "the prefix cache hit rate changed: {kind} {} in the baseline vs {} now{other}{ratios} (a server configuration or workload change)",
+    Some([
+        format!("the prefix cache hit rate changed: {kind} "),
         pct(a),
-        pct(b)
-    ))
+        pct(b),
+        format!("{other}{ratios} (a server configuration or workload change)"),
+    ])
 }
 
 #[cfg(test)]

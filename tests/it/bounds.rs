@@ -110,16 +110,16 @@ fn an_absurd_baseline_value_is_refused_and_the_html_is_written() {
 fn duplicate_keys_and_a_summary_that_lies_are_refused() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/baselines");
     let text = std::fs::read_to_string(fixtures.join("chat-long.json")).unwrap();
-    perfgate::baseline::parse(&text).expect("the fixture is consistent");
+    perfgate::baseline::parse(&text, &Default::default()).expect("the fixture is consistent");
 
     let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
     v["summary"]["ttft_ms"]["p50"] = serde_json::json!(1.0);
-    let e = perfgate::baseline::parse(&v.to_string()).unwrap_err();
+    let e = perfgate::baseline::parse(&v.to_string(), &Default::default()).unwrap_err();
     assert!(e.contains("summary.ttft_ms.p50 is 1"), "{e}");
 
     let dup = text.replacen("\"ttft_ms\": ", "\"ttft_ms\": 1.0, \"ttft_ms\": ", 1);
     assert_ne!(dup, text);
-    let e = perfgate::baseline::parse(&dup).unwrap_err();
+    let e = perfgate::baseline::parse(&dup, &Default::default()).unwrap_err();
     assert!(e.contains("duplicate key `ttft_ms`"), "{e}");
 }
 

@@ -1093,7 +1093,7 @@ fn sigkill_at_random_moments_never_leaves_a_half_written_baseline() {
         for (j, n) in ["a", "b", "c"].iter().enumerate() {
             let text =
                 std::fs::read_to_string(dir.path().join(format!("baselines/{n}.json"))).unwrap();
-            let b = perfgate::baseline::parse(&text)
+            let b = perfgate::baseline::parse(&text, &Default::default())
                 .unwrap_or_else(|e| panic!("kill {i}: baselines/{n}.json is broken: {e}"));
             assert_eq!(b.scenario.name, *n);
             if text.as_bytes() != before[j].as_slice() {
@@ -1778,7 +1778,8 @@ fn bless_says_what_the_scenario_catches_at_its_n() {
     let (code, text) =
         crate::support::run_in(dir.path(), &["bless", "--runs", "2", "--allow-unstable"]);
     assert_eq!(code, Some(0), "{text}");
-    let b = perfgate::baseline::load(&dir.path().join("baselines/chat.json")).unwrap();
+    let b = perfgate::baseline::load(&dir.path().join("baselines/chat.json"), &Default::default())
+        .unwrap();
     let ttft: Vec<f64> = b
         .runs
         .iter()
@@ -1835,7 +1836,8 @@ fn validate_says_what_a_committed_baseline_catches_at_the_scenarios_n() {
 
     // 40 requests a side: what 40 catches, by the library from the blessed requests
     write(yaml(40, 8));
-    let b = perfgate::baseline::load(&dir.path().join("baselines/chat.json")).unwrap();
+    let b = perfgate::baseline::load(&dir.path().join("baselines/chat.json"), &Default::default())
+        .unwrap();
     let ttft: Vec<f64> = b.records().filter_map(|x| x.ttft_ms).collect();
     let at40 =
         perfgate::gate::power::catches_at(&perfgate::stats::sorted(&ttft), 40, 0.10, 0.01).unwrap();

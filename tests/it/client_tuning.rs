@@ -381,9 +381,9 @@ async fn a_server_that_closes_after_each_stream_gets_connection_close() {
     assert_eq!(closes.load(Ordering::SeqCst), 20);
     let notes = perfgate::check::run_notes(&sc, &out);
     assert!(
-        notes
-            .iter()
-            .any(|n| n.contains("closed its connection after every streamed response")),
+        notes.iter().any(|n| n
+            .text
+            .contains("closed its connection after every streamed response")),
         "{notes:?}"
     );
 }
@@ -414,7 +414,9 @@ async fn a_models_route_that_drops_does_not_mean_closing_after_streams() {
     );
     let notes = perfgate::check::run_notes(&sc, &out);
     assert!(
-        !notes.iter().any(|n| n.contains("closed its connection")),
+        !notes
+            .iter()
+            .any(|n| n.text.contains("closed its connection")),
         "{notes:?}"
     );
 }
@@ -445,9 +447,10 @@ async fn a_closing_server_without_warmup_is_not_called_a_dropper() {
         assert_eq!(posts.load(Ordering::SeqCst), 20);
         assert_eq!(out.retried, 0, "{out:?}");
         let notes = perfgate::check::run_notes(&sc, &out);
-        let noted = notes
-            .iter()
-            .any(|n| n.contains("before perfgate found that the server closes"));
+        let noted = notes.iter().any(|n| {
+            n.text
+                .contains("before perfgate found that the server closes")
+        });
         assert_eq!(noted, out.resent_before_close_mode > 0, "{notes:?}");
         if out.resent_before_close_mode > 0 {
             assert!(out.closes_after_stream);
@@ -491,11 +494,14 @@ fn a_blocked_runtime_shows_client_lag_and_the_note() {
     let notes = perfgate::check::run_notes(&sc, &run);
     let note = notes
         .iter()
-        .find(|n| n.contains("client busy"))
+        .find(|n| n.text.contains("client busy"))
         .unwrap_or_else(|| panic!("{notes:?}"));
-    assert!(note.contains(&format!("P99 {:.1} ms", lag.p99)), "{note}");
-    assert!(note.contains("client-side delay"), "{note}");
-    assert!(note.contains("--load-shard I/N"), "{note}");
+    assert!(
+        note.text.contains(&format!("P99 {:.1} ms", lag.p99)),
+        "{note}"
+    );
+    assert!(note.text.contains("client-side delay"), "{note}");
+    assert!(note.text.contains("--load-shard I/N"), "{note}");
 }
 
 /// A real run against the simulator: the probe runs beside the requests and its figures reach
@@ -529,7 +535,7 @@ fn the_client_lag_probe_runs_and_the_busy_note_follows_its_threshold() {
     let sc = scenario("sim://", "{samples: 20}");
     let notes = perfgate::check::run_notes(&sc, &out);
     assert_eq!(
-        notes.iter().any(|n| n.contains("client busy")),
+        notes.iter().any(|n| n.text.contains("client busy")),
         lag.p99 > CLIENT_LAG_WARN_MS,
         "the note iff P99 {} ms > {CLIENT_LAG_WARN_MS} ms: {notes:?}",
         lag.p99

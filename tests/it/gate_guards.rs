@@ -105,7 +105,11 @@ fn a_check_that_could_compare_nothing_is_not_pass() {
     assert_eq!(code, Some(0), "{text}");
     // Hand-edit it to one successful request of 20 (the others failed), summary to match.
     let path = d.path().join("b/chat.json");
-    let mut b = perfgate::baseline::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut b = perfgate::baseline::parse(
+        &std::fs::read_to_string(&path).unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
     for r in b.runs[0].records.iter_mut().skip(1) {
         r.error = Some(perfgate::record::FailureClass::HttpStatus);
     }

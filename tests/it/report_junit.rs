@@ -145,7 +145,7 @@ fn junitparser_reads_every_check_with_its_numbers() {
     assert!(flaky["system_out"]
         .as_str()
         .unwrap()
-        .contains(note.as_str()));
+        .contains(note.text.as_str()));
 }
 
 #[test]
