@@ -163,12 +163,12 @@ fn conversations_reuse_their_history_and_a_cache_switched_off_is_a_named_drift()
         "{md}"
     );
     // (the baseline's measured 87 % is 2182 / 2494 give or take a ms of timing: 87 or 88 %;
-    // now cold - warm is the one word of the cold line: 6 / 2494 = 0 %)
+    // now cold - warm is the one word of the cold line: 6 / 2494 = 0 %, printed "1%" under a
+    // loaded machine's timing; the measured rate is asserted below 3 % at the end)
     assert!(
         text.contains("workload drift: the prefix cache hit rate changed: measured 8")
-            && text.contains(
-                "% in the baseline vs 0% now; reported 87% -> not reported, TTFT warm/cold 0.2"
-            )
+            && text.contains("% in the baseline vs ")
+            && text.contains("% now; reported 87% -> not reported, TTFT warm/cold 0.2")
             && text.contains("gate it with gate.cache.hit_rate"),
         "{text}"
     );
