@@ -36,11 +36,11 @@ pub struct ChatChunk<'a> {
 #[derive(Deserialize)]
 struct Chunk<'a> {
     #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
+    id: Option<Text<'a>>,
     #[serde(borrow, default)]
-    model: Option<Cow<'a, str>>,
+    model: Option<Text<'a>>,
     #[serde(borrow, default)]
-    system_fingerprint: Option<Cow<'a, str>>,
+    system_fingerprint: Option<Text<'a>>,
     #[serde(borrow)]
     choices: Choices<'a>,
     // present and not null: declined
@@ -63,7 +63,7 @@ struct Choice<'a> {
     #[serde(borrow)]
     delta: Delta<'a>,
     #[serde(borrow, default)]
-    finish_reason: Option<Cow<'a, str>>,
+    finish_reason: Option<Text<'a>>,
     #[serde(default)]
     text: Option<IgnoredAny>,
     #[serde(default)]
@@ -75,7 +75,7 @@ struct Choice<'a> {
 #[derive(Deserialize)]
 struct Delta<'a> {
     #[serde(borrow, default)]
-    content: Option<Cow<'a, str>>,
+    content: Option<Text<'a>>,
     #[serde(default)]
     reasoning_content: Option<IgnoredAny>,
     #[serde(default)]
@@ -86,6 +86,39 @@ struct Delta<'a> {
     refusal: Option<IgnoredAny>,
     #[serde(default)]
     reasoning_details: Option<IgnoredAny>,
+}
+
+/// A JSON string, borrowed from the data unless it holds escapes (serde reads an
+/// `Option<Cow<str>>` always owned); the same strings and errors as a `Cow<str>`.
+struct Text<'a>(Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
+    }
 }
 
 /// The `choices` array folded as it is read (no vector): whether every choice is plain, and
@@ -132,7 +165,10 @@ impl<'a> Choices<'a> {
             && d.tool_calls.is_none()
             && d.refusal.is_none()
             && d.reasoning_details.is_none()
-            && !d.content.as_deref().is_some_and(has_tag)
+            && !d
+                .content
+                .as_deref()
+                .is_some_and(|t| memchr::memchr(b'<', t.as_bytes()).is_some() && has_tag(t))
             && ch.finish_reason.as_deref().is_none_or(plain_finish);
         if !plain {
             self.plain = false;
@@ -141,7 +177,7 @@ impl<'a> Choices<'a> {
         self.multi_choice |= ch.index != 0;
         self.finish |= ch.finish_reason.as_deref().is_some_and(is_finish);
         if let Some(text) = ch.delta.content.filter(|s| !s.is_empty()) {
-            self.text = Some(text);
+            self.text = Some(text.0);
         }
     }
 }
@@ -185,9 +221,9 @@ pub fn chat(data: &str) -> Option<ChatChunk<'_>> {
         return None;
     }
     Some(ChatChunk {
-        id: c.id,
-        model: c.model,
-        system_fingerprint: c.system_fingerprint,
+        id: c.id.map(|t| t.0),
+        model: c.model.map(|t| t.0),
+        system_fingerprint: c.system_fingerprint.map(|t| t.0),
         text: c.choices.text,
         finish: c.choices.finish,
         multi_choice: c.choices.multi_choice,

@@ -15,8 +15,6 @@
 
 pub mod reference;
 
-use std::borrow::Cow;
-
 /// One dispatched event, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
@@ -83,10 +81,9 @@ pub struct SseDecoder {
 
 /// One read being decoded.
 struct Pass<'i, F> {
-    input: &'i [u8],
-    /// The pending event's only `data:` value so far, as a range of `input` (not yet copied to
-    /// [`SseDecoder::data`]).
-    borrowed: Option<(usize, usize)>,
+    /// The pending event's only `data:` value so far, borrowed from the read (not yet copied
+    /// to [`SseDecoder::data`]).
+    borrowed: Option<&'i str>,
     comments: u32,
     on_event: F,
 }
@@ -179,14 +176,13 @@ impl SseDecoder {
         on_event: F,
     ) -> Result<u32, EventTooLarge> {
         let mut pass = Pass {
-            input: bytes,
             borrowed: None,
             comments: 0,
             on_event,
         };
         let mut i = 0;
         while i < bytes.len() {
-            let Some(off) = memchr_eol(&bytes[i..]) else {
+            let Some(off) = memchr::memchr2(b'\n', b'\r', &bytes[i..]) else {
                 self.line.extend_from_slice(&bytes[i..]);
                 break;
             };
@@ -202,11 +198,17 @@ impl SseDecoder {
                 }
             }
             if self.line.is_empty() {
-                self.process_line(&bytes[start..end], Some(start), &mut pass);
+                match std::str::from_utf8(&bytes[start..end]) {
+                    Ok(text) => self.process_line(text, Some(text), &mut pass),
+                    Err(_) => {
+                        let text = String::from_utf8_lossy(&bytes[start..end]);
+                        self.process_line(&text, None, &mut pass);
+                    }
+                }
             } else {
                 let mut line = std::mem::take(&mut self.line);
                 line.extend_from_slice(&bytes[start..end]);
-                self.process_line(&line, None, &mut pass);
+                self.process_line(&String::from_utf8_lossy(&line), None, &mut pass);
                 line.clear();
                 self.line = line;
             }
@@ -219,7 +221,7 @@ impl SseDecoder {
     }
 
     fn check<F>(&self, pass: &Pass<'_, F>) -> Result<(), EventTooLarge> {
-        let borrowed = pass.borrowed.map_or(0, |(a, b)| b - a + 1);
+        let borrowed = pass.borrowed.map_or(0, |v| v.len() + 1);
         if self.line.len() + self.data.len() + borrowed > self.max_event_bytes {
             return Err(EventTooLarge {
                 limit: self.max_event_bytes,
@@ -229,65 +231,50 @@ impl SseDecoder {
     }
 
     fn keep_borrowed<F>(&mut self, pass: &mut Pass<'_, F>) {
-        if let Some((a, b)) = pass.borrowed.take() {
-            // the range is a whole UTF-8 value of a line that decoded without loss
-            self.data
-                .push_str(&String::from_utf8_lossy(&pass.input[a..b]));
+        if let Some(v) = pass.borrowed.take() {
+            self.data.push_str(v);
             self.data.push('\n');
         }
     }
 
-    /// One complete line; `at`: its offset in the read when it is a slice of it.
-    fn process_line<F: FnMut(SseEventRef<'_>)>(
+    /// One complete line, decoded; `in_read`: the same text when it is borrowed from the read
+    /// (then a `data:` value may be handed over without a copy).
+    fn process_line<'i, F: FnMut(SseEventRef<'_>)>(
         &mut self,
-        line: &[u8],
-        at: Option<usize>,
-        pass: &mut Pass<'_, F>,
+        text: &str,
+        in_read: Option<&'i str>,
+        pass: &mut Pass<'i, F>,
     ) {
-        if line.is_empty() {
+        if text.is_empty() {
             if self.has_data {
                 let event = self.has_event.then_some(self.event.as_str());
-                match pass.borrowed.take() {
-                    Some((a, b)) => {
-                        let data = std::str::from_utf8(&pass.input[a..b]).unwrap_or_default();
-                        (pass.on_event)(SseEventRef { event, data });
-                    }
-                    None => {
-                        let data = self.data.strip_suffix('\n').unwrap_or(&self.data);
-                        (pass.on_event)(SseEventRef { event, data });
-                    }
-                }
+                let data = match pass.borrowed.take() {
+                    Some(v) => v,
+                    None => self.data.strip_suffix('\n').unwrap_or(&self.data),
+                };
+                (pass.on_event)(SseEventRef { event, data });
             }
             self.data.clear();
             self.has_data = false;
             self.has_event = false;
             return;
         }
-        let text = String::from_utf8_lossy(line);
         if text.starts_with(':') {
             pass.comments += 1;
             self.saw_sse_syntax = true;
             return;
         }
-        let (field, value, value_at) = match text.find(':') {
-            Some(p) => {
-                let v = &text[p + 1..];
-                match v.strip_prefix(' ') {
-                    Some(v) => (&text[..p], v, p + 2),
-                    None => (&text[..p], v, p + 1),
-                }
-            }
-            None => (&text[..], "", text.len()),
+        let (field, value_at) = match text.find(':') {
+            Some(p) if text[p + 1..].starts_with(' ') => (&text[..p], p + 2),
+            Some(p) => (&text[..p], p + 1),
+            None => (text, text.len()),
         };
+        let value = &text[value_at..];
         match field {
             "data" => {
                 self.saw_sse_syntax = true;
-                let in_place = match (&text, at) {
-                    (Cow::Borrowed(_), Some(at)) => Some(at + value_at),
-                    _ => None,
-                };
-                match in_place {
-                    Some(a) if !self.has_data => pass.borrowed = Some((a, a + value.len())),
+                match in_read {
+                    Some(t) if !self.has_data => pass.borrowed = Some(&t[value_at..]),
                     _ => {
                         self.keep_borrowed(pass);
                         self.data.push_str(value);
@@ -324,12 +311,11 @@ impl SseDecoder {
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
             let mut pass = Pass {
-                input: &[],
                 borrowed: None,
                 comments: 0,
                 on_event: |_: SseEventRef<'_>| {},
             };
-            self.process_line(&line, None, &mut pass);
+            self.process_line(&String::from_utf8_lossy(&line), None, &mut pass);
         }
         if self.has_data {
             let mut data = std::mem::take(&mut self.data);
@@ -350,10 +336,6 @@ impl SseDecoder {
     pub fn pending_bytes(&self) -> usize {
         self.line.len() + self.data.len()
     }
-}
-
-fn memchr_eol(b: &[u8]) -> Option<usize> {
-    b.iter().position(|&c| c == b'\n' || c == b'\r')
 }
 
 #[cfg(test)]
