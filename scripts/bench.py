@@ -20,7 +20,9 @@ it (perfgate `response_id`, GuideLLM `response_id`); otherwise (AIPerf) by outpu
 n generates max_tokens - (n mod K) tokens, K >= concurrency) and wall-clock arrival order.
 
 Also per run: achieved request and token-event rates (from the simulator's log), client CPU
-seconds (user + system of the tool's whole process tree, from wait4) and peak RSS (the sum over
+seconds (user + system of the tool's whole process tree, from wait4) and per token event (us/ev:
+those seconds / the matched requests' token events; printed per perfgate level after the table,
+which the smoke step of scripts/test.sh shows) and peak RSS (the sum over
 the tool's process tree of each process's high-water mark VmHWM, read from /proc every 20 ms).
 
 CPU placement: the simulator runs on CPU 1 with one runtime thread and the tool on CPU 0 (taskset),
@@ -378,7 +380,7 @@ def main():
     print(f"schedule: TTFT {TTFT_MS} ms, {TPOT_MS} ms per token, fixed; simulator in its own process;"
           f" {os.cpu_count()} CPU(s); {place}", flush=True)
     hdr = (f"{'tool':<9} {'conc':>5} {'match':>9} | {'TTFTe p50':>9} {'p99':>7} | {'ITLe p50':>8} {'p99':>7} |"
-           f" {'TPOTe p50':>9} {'p99':>7} | {'req/s':>7} {'events/s':>8} | {'CPU s':>6} {'peakMB':>7} {'simCPU':>6}")
+           f" {'TPOTe p50':>9} {'p99':>7} | {'req/s':>7} {'events/s':>8} | {'CPU s':>6} {'us/ev':>6} {'peakMB':>7} {'simCPU':>6}")
     print(hdr)
     for tool, level in plan:
         vary = min(max(level, 64), 256)
@@ -403,26 +405,34 @@ def main():
             # the blind copies keep the true id aside, so each pairing is checked directly
             blind = match([dict(r, id=None, true_id=r["id"]) for r in both], truth)
             agree = f"{sum(1 for r, t in blind if t['request'] == r['true_id'])}/{len(both)}"
-        ttft, itl, tpot, _ = errors(pairs)
+        ttft, itl, tpot, events = errors(pairs)
         rq, ev = rates(pairs)
         absd = lambda xs: [abs(x) for x in xs]
         row = {"tool": tool, "concurrency": level, "requests": n, "records": len(recs),
                "matched": len(pairs), "time_match_agrees": agree, "exit": rc, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss,
-               "sim_cpu_s": sim_cpu, "req_per_s": rq, "events_per_s": ev,
+               "sim_cpu_s": sim_cpu, "req_per_s": rq, "events_per_s": ev, "token_events": events,
+               "cpu_us_per_event": cpu * 1e6 / events if events else None,
                "ttft_err_ms": {"p50": pct(absd(ttft), 0.5), "p99": pct(absd(ttft), 0.99),
                                "mean_signed": statistics.fmean(ttft) if ttft else None},
                "itl_err_ms": {"p50": pct(absd(itl), 0.5), "p99": pct(absd(itl), 0.99), "n": len(itl)},
                "tpot_err_ms": {"p50": pct(absd(tpot), 0.5), "p99": pct(absd(tpot), 0.99)}}
         rows.append(row)
         f = lambda x: "n/a" if x != x else f"{x:.3f}"
+        f1 = lambda x: "n/a" if x is None else f"{x:.1f}"
         print(f"{tool:<9} {level:>5} {len(pairs):>4}/{n:<4} | {f(row['ttft_err_ms']['p50']):>9} {f(row['ttft_err_ms']['p99']):>7} |"
               f" {f(row['itl_err_ms']['p50']):>8} {f(row['itl_err_ms']['p99']):>7} |"
               f" {f(row['tpot_err_ms']['p50']):>9} {f(row['tpot_err_ms']['p99']):>7} |"
-              f" {rq:>7.1f} {ev:>8.0f} | {cpu:>6.2f} {rss:>7.1f} {sim_cpu:>6.2f}"
+              f" {rq:>7.1f} {ev:>8.0f} | {cpu:>6.2f} {f1(row['cpu_us_per_event']):>6} {rss:>7.1f} {sim_cpu:>6.2f}"
               + ("" if agree is None else f"  (time matching agrees {agree})")
               + ("" if rc == 0 else f"  (exit {rc}, see {d}/tool.log)"), flush=True)
     print("errors: |tool - simulator ground truth| in ms; CPU s and peakMB: the tool's process tree;"
+          " us/ev: its CPU microseconds per token event (CPU s / the matched requests' token events,"
+          " the whole process: start, warmup, pool warming, the gate and its reports included);"
           " simCPU: the simulator's CPU s during the run")
+    for r in rows:
+        if r["tool"] == "perfgate" and r["cpu_us_per_event"] is not None:
+            print(f"perfgate client CPU per token event at concurrency {r['concurrency']}:"
+                  f" {r['cpu_us_per_event']:.1f} us ({r['cpu_s']:.2f} CPU s / {r['token_events']} events)")
     for level in sorted({r["concurrency"] for r in rows}):
         at = {r["tool"]: r for r in rows if r["concurrency"] == level}
         peers = [at[t]["ttft_err_ms"]["p99"] for t in ("guidellm", "aiperf") if t in at]

@@ -11,7 +11,8 @@
 # Installs, once per machine, under $PERFGATE_CACHE (default ~/.cache/perfgate):
 #   venvs/bench-guidellm-0.8.1, venvs/bench-aiperf-0.13.0  pinned, with every transitive
 #     dependency pinned by scripts/bench/*.txt (a `pip freeze` of the venvs that were measured;
-#     GuideLLM pulls torch: ~6 GB, ~4 min; AIPerf ~1.2 GB, ~4 min). Only PyPI is contacted.
+#     the GuideLLM venv also gets gguf and torch, which the tokenizer export needs: ~6 GB,
+#     ~4 min; AIPerf ~1.2 GB, ~4 min). Only PyPI is contacted.
 #   models/gemma3-270m-tokenizer  the Gemma 3 tokenizer exported from the GGUF of
 #     scripts/realserver.sh (the peers need a local Hugging Face tokenizer; none can be
 #     downloaded here). The simulator ignores the prompt, so the tokenizer only shapes prompts.
@@ -29,14 +30,18 @@ TOKENIZER="$CACHE/models/gemma3-270m-tokenizer"
 
 log() { echo "[bench] $*" >&2; }
 
-venv() { # NAME SPEC CONSTRAINTS -> prints the venv's bin dir
-  local dir="$CACHE/venvs/bench-$1-${2##*==}"
-  if [ ! -f "$dir/.perfgate-installed" ]; then
-    log "installing $2 into $dir (once per machine)"
+venv() { # NAME SPEC CONSTRAINTS [EXTRA...] -> prints the venv's bin dir
+  # EXTRA: packages the venv needs beside the tool (pinned by the same constraints). A venv
+  # installed with other packages than asked now is installed again.
+  local dir="$CACHE/venvs/bench-$1-${2##*==}" spec="$2" constraints="$3"
+  shift 3
+  local want="$spec${*:+ $*}"
+  if [ "$(cat "$dir/.perfgate-installed" 2>/dev/null)" != "$want" ]; then
+    log "installing $want into $dir (once per machine)"
     rm -rf "$dir"
     "$PY" -m venv "$dir"
-    "$dir/bin/pip" install -q --disable-pip-version-check -c "$3" "$2" >&2
-    echo "$2" >"$dir/.perfgate-installed"
+    "$dir/bin/pip" install -q --disable-pip-version-check -c "$constraints" "$spec" "$@" >&2
+    echo "$want" >"$dir/.perfgate-installed"
   fi
   echo "$dir/bin"
 }
@@ -56,7 +61,9 @@ PERFGATE="$CARGO_TARGET_DIR/release/perfgate"
 
 peer_args=()
 if [ "$peers" = 1 ]; then
-  G="$(venv guidellm "$GUIDELLM" "$ROOT/scripts/bench/guidellm.txt")"
+  # gguf and torch: transformers reads the tokenizer out of the GGUF only with both ("Please
+  # install torch and gguf>=0.10.0 to load a GGUF checkpoint"); GuideLLM requires neither.
+  G="$(venv guidellm "$GUIDELLM" "$ROOT/scripts/bench/guidellm.txt" gguf torch)"
   A="$(venv aiperf "$AIPERF" "$ROOT/scripts/bench/aiperf.txt")"
   if [ ! -f "$TOKENIZER/tokenizer.json" ]; then
     gguf="$("$ROOT/scripts/realserver.sh" path | tail -1)"

@@ -110,7 +110,7 @@ cargo run --locked --release -- check
 step "calibration smoke: the nightly change-point rows (perfgate calibrate --nightly, 20 series a row; the full table is --replicates 400)"
 "$CARGO_TARGET_DIR/release/perfgate" calibrate --nightly --replicates 20 --seed 1 | tail -6
 
-step "benchmark smokes: scripts/bench.py (level 1, 20 requests) and the bench_accuracy example (level 1); numbers printed, never asserted"
+step "benchmark smokes: scripts/bench.py (level 1, 20 requests; prints the client CPU per token event) and the bench_accuracy example (level 1); numbers printed, never asserted"
 # A benchmark that nothing runs breaks silently (bench.py exited 2 at every level for weeks):
 # these fail only when a benchmark cannot run or perfgate measured nothing / not every request.
 python3 scripts/bench.py --perfgate "$CARGO_TARGET_DIR/release/perfgate" --levels 1 --requests 20 \

@@ -2,6 +2,7 @@
 //! incrementally and stamps every event on one monotonic clock.
 
 pub mod body;
+pub mod chunk;
 pub mod deadline;
 pub mod dialect;
 pub mod http;

@@ -1,20 +1,46 @@
 //! Incremental Server-Sent Events decoder (WHATWG HTML "event stream interpretation").
 //!
-//! Feed it bytes as they arrive, in any split; it returns each event when its terminating blank
-//! line has arrived. Handles LF, CRLF and bare CR line endings (mixed, and a CRLF split across
-//! reads), `data:` with or without the space, multi-line `data:`, `event:`/`id:` fields, comment
-//! lines, a leading BOM, and UTF-8 split across reads (lines are decoded only once complete).
-//! One non-standard field is read: an `error:` line (older llama.cpp) is an `error` event.
-//! Pure: no I/O, no clock; the caller stamps each returned event with the arrival time of the
+//! Feed it bytes as they arrive, in any split; it hands over each event when its terminating
+//! blank line has arrived. Handles LF, CRLF and bare CR line endings (mixed, and a CRLF split
+//! across reads), `data:` with or without the space, multi-line `data:`, `event:`/`id:` fields,
+//! comment lines, a leading BOM, and UTF-8 split across reads (lines are decoded only once
+//! complete). One non-standard field is read: an `error:` line (older llama.cpp) is an `error`
+//! event. Pure: no I/O, no clock; the caller stamps each event with the arrival time of the
 //! read that completed it.
+//!
+//! No allocation per event ([`SseDecoder::feed_each`]): an event whose lines all arrived in one
+//! read is handed over as a slice of that read; only a line or an event split across reads is
+//! copied, into buffers kept for the stream (sized by its largest event). [`reference`] is the
+//! decoder as it was before (owned strings), the oracle of the differential test.
 
-/// One dispatched event.
+pub mod reference;
+
+/// One dispatched event, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
     /// The `event:` field, when given (e.g. `error`, `message_start`).
     pub event: Option<String>,
     /// The `data:` lines joined with `\n`.
     pub data: String,
+}
+
+/// One dispatched event, borrowed from the read or the decoder's buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SseEventRef<'a> {
+    /// The `event:` field, when given.
+    pub event: Option<&'a str>,
+    /// The `data:` lines joined with `\n`.
+    pub data: &'a str,
+}
+
+impl SseEventRef<'_> {
+    /// The event, owned.
+    pub fn owned(self) -> SseEvent {
+        SseEvent {
+            event: self.event.map(str::to_string),
+            data: self.data.to_string(),
+        }
+    }
 }
 
 /// What one `feed` call produced.
@@ -36,17 +62,30 @@ pub struct EventTooLarge {
 /// The decoder state. Memory is bounded by `max_event_bytes` (plus one line).
 #[derive(Debug)]
 pub struct SseDecoder {
+    /// A line begun in an earlier read.
     line: Vec<u8>,
     last_was_cr: bool,
     started: bool,
+    /// The pending event's `data:` lines, each followed by `\n` (when not borrowed from the
+    /// read, see [`Pass::borrowed`]).
     data: String,
     has_data: bool,
-    event: Option<String>,
+    event: String,
+    has_event: bool,
     max_event_bytes: usize,
     /// Bytes of any kind fed so far.
     pub bytes_seen: u64,
     /// True once any line looked like an SSE field or comment.
     pub saw_sse_syntax: bool,
+}
+
+/// One read being decoded.
+struct Pass<'i, F> {
+    /// The pending event's only `data:` value so far, borrowed from the read (not yet copied
+    /// to [`SseDecoder::data`]).
+    borrowed: Option<&'i str>,
+    comments: u32,
+    on_event: F,
 }
 
 impl SseDecoder {
@@ -58,34 +97,69 @@ impl SseDecoder {
             started: false,
             data: String::new(),
             has_data: false,
-            event: None,
+            event: String::new(),
+            has_event: false,
             max_event_bytes,
             bytes_seen: 0,
             saw_sse_syntax: false,
         }
     }
 
-    /// Feeds one read's bytes; returns the events it completed.
-    pub fn feed(&mut self, mut bytes: &[u8]) -> Result<Decoded, EventTooLarge> {
-        let mut out = Decoded::default();
+    /// Feeds one read's bytes; returns the events it completed, owned.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Decoded, EventTooLarge> {
+        let mut events = Vec::new();
+        let comments = self.feed_each(bytes, |e| events.push(e.owned()))?;
+        Ok(Decoded { events, comments })
+    }
+
+    /// Feeds one read's bytes and hands each event it completes to `on_event`, in order;
+    /// returns the number of comment lines. On `Err` no event of this read was handed over.
+    pub fn feed_each<F: FnMut(SseEventRef<'_>)>(
+        &mut self,
+        bytes: &[u8],
+        mut on_event: F,
+    ) -> Result<u32, EventTooLarge> {
+        // a line's bytes decode to at most 3 times as many (U+FFFD for each invalid byte)
+        let most = 3 * (self.line.len() + bytes.len()) + self.data.len();
+        if most <= self.max_event_bytes {
+            // the limit cannot be reached within this read
+            return self.feed_checked(bytes, on_event);
+        }
+        // it may be: the events are handed over only when the whole read was decoded
+        let mut held = Vec::new();
+        let comments = self.feed_checked(bytes, |e| held.push(e.owned()))?;
+        for e in &held {
+            on_event(SseEventRef {
+                event: e.event.as_deref(),
+                data: &e.data,
+            });
+        }
+        Ok(comments)
+    }
+
+    fn feed_checked<F: FnMut(SseEventRef<'_>)>(
+        &mut self,
+        mut bytes: &[u8],
+        on_event: F,
+    ) -> Result<u32, EventTooLarge> {
         self.bytes_seen += bytes.len() as u64;
         if bytes.is_empty() {
             // An empty read (a decoder or proxy can produce one) must not clear a pending CR:
             // a CRLF split as "\r" | "" | "\n" is still one line ending (found by cargo fuzz).
-            return Ok(out);
+            return Ok(0);
         }
         if !self.started {
             // Strip a UTF-8 BOM at the very start (possibly split: handled by buffering 3 bytes).
             let have = self.line.len() + bytes.len();
             if have < 3 && b"\xEF\xBB\xBF".starts_with(&[self.line.as_slice(), bytes].concat()) {
                 self.line.extend_from_slice(bytes);
-                return Ok(out);
+                return Ok(0);
             }
             let mut head = std::mem::take(&mut self.line);
             head.extend_from_slice(bytes);
             self.started = true;
-            let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&head).to_vec();
-            return self.feed_started(&body, out);
+            let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&head);
+            return self.feed_started(body, on_event);
         }
         if self.last_was_cr {
             if let Some(rest) = bytes.strip_prefix(b"\n") {
@@ -93,89 +167,127 @@ impl SseDecoder {
             }
             self.last_was_cr = false;
         }
-        out = self.feed_started(bytes, out)?;
-        Ok(out)
+        self.feed_started(bytes, on_event)
     }
 
-    fn feed_started(&mut self, bytes: &[u8], mut out: Decoded) -> Result<Decoded, EventTooLarge> {
+    fn feed_started<F: FnMut(SseEventRef<'_>)>(
+        &mut self,
+        bytes: &[u8],
+        on_event: F,
+    ) -> Result<u32, EventTooLarge> {
+        let mut pass = Pass {
+            borrowed: None,
+            comments: 0,
+            on_event,
+        };
         let mut i = 0;
         while i < bytes.len() {
-            match memchr_eol(&bytes[i..]) {
-                None => {
-                    self.line.extend_from_slice(&bytes[i..]);
-                    break;
-                }
-                Some(off) => {
-                    self.line.extend_from_slice(&bytes[i..i + off]);
-                    let eol = bytes[i + off];
-                    i += off + 1;
-                    if eol == b'\r' {
-                        if i < bytes.len() {
-                            if bytes[i] == b'\n' {
-                                i += 1;
-                            }
-                        } else {
-                            self.last_was_cr = true;
-                        }
+            let Some(off) = memchr::memchr2(b'\n', b'\r', &bytes[i..]) else {
+                self.line.extend_from_slice(&bytes[i..]);
+                break;
+            };
+            let (start, end) = (i, i + off);
+            i = end + 1;
+            if bytes[end] == b'\r' {
+                if i < bytes.len() {
+                    if bytes[i] == b'\n' {
+                        i += 1;
                     }
-                    let line = std::mem::take(&mut self.line);
-                    self.process_line(&line, &mut out);
+                } else {
+                    self.last_was_cr = true;
                 }
             }
-            if self.line.len() + self.data.len() > self.max_event_bytes {
-                return Err(EventTooLarge {
-                    limit: self.max_event_bytes,
-                });
+            if self.line.is_empty() {
+                match std::str::from_utf8(&bytes[start..end]) {
+                    Ok(text) => self.process_line(text, Some(text), &mut pass),
+                    Err(_) => {
+                        let text = String::from_utf8_lossy(&bytes[start..end]);
+                        self.process_line(&text, None, &mut pass);
+                    }
+                }
+            } else {
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(&bytes[start..end]);
+                self.process_line(&String::from_utf8_lossy(&line), None, &mut pass);
+                line.clear();
+                self.line = line;
             }
+            self.check(&pass)?;
         }
-        if self.line.len() + self.data.len() > self.max_event_bytes {
+        // a data line whose event goes on in the next read: copied
+        self.keep_borrowed(&mut pass);
+        self.check(&pass)?;
+        Ok(pass.comments)
+    }
+
+    fn check<F>(&self, pass: &Pass<'_, F>) -> Result<(), EventTooLarge> {
+        let borrowed = pass.borrowed.map_or(0, |v| v.len() + 1);
+        if self.line.len() + self.data.len() + borrowed > self.max_event_bytes {
             return Err(EventTooLarge {
                 limit: self.max_event_bytes,
             });
         }
-        Ok(out)
+        Ok(())
     }
 
-    fn process_line(&mut self, line: &[u8], out: &mut Decoded) {
-        if line.is_empty() {
+    fn keep_borrowed<F>(&mut self, pass: &mut Pass<'_, F>) {
+        if let Some(v) = pass.borrowed.take() {
+            self.data.push_str(v);
+            self.data.push('\n');
+        }
+    }
+
+    /// One complete line, decoded; `in_read`: the same text when it is borrowed from the read
+    /// (then a `data:` value may be handed over without a copy).
+    fn process_line<'i, F: FnMut(SseEventRef<'_>)>(
+        &mut self,
+        text: &str,
+        in_read: Option<&'i str>,
+        pass: &mut Pass<'i, F>,
+    ) {
+        if text.is_empty() {
             if self.has_data {
-                let mut data = std::mem::take(&mut self.data);
-                if data.ends_with('\n') {
-                    data.pop();
-                }
-                out.events.push(SseEvent {
-                    event: self.event.take(),
-                    data,
-                });
+                let event = self.has_event.then_some(self.event.as_str());
+                let data = match pass.borrowed.take() {
+                    Some(v) => v,
+                    None => self.data.strip_suffix('\n').unwrap_or(&self.data),
+                };
+                (pass.on_event)(SseEventRef { event, data });
             }
             self.data.clear();
             self.has_data = false;
-            self.event = None;
+            self.has_event = false;
             return;
         }
-        let text = String::from_utf8_lossy(line);
         if text.starts_with(':') {
-            out.comments += 1;
+            pass.comments += 1;
             self.saw_sse_syntax = true;
             return;
         }
-        let (field, value) = match text.find(':') {
-            Some(p) => {
-                let v = &text[p + 1..];
-                (&text[..p], v.strip_prefix(' ').unwrap_or(v))
-            }
-            None => (&text[..], ""),
+        let (field, value_at) = match text.find(':') {
+            Some(p) if text[p + 1..].starts_with(' ') => (&text[..p], p + 2),
+            Some(p) => (&text[..p], p + 1),
+            None => (text, text.len()),
         };
+        let value = &text[value_at..];
         match field {
             "data" => {
                 self.saw_sse_syntax = true;
-                self.data.push_str(value);
-                self.data.push('\n');
+                match in_read {
+                    Some(t) if !self.has_data => pass.borrowed = Some(&t[value_at..]),
+                    _ => {
+                        self.keep_borrowed(pass);
+                        self.data.push_str(value);
+                        self.data.push('\n');
+                    }
+                }
                 self.has_data = true;
             }
             "event" => {
                 self.saw_sse_syntax = true;
-                self.event = Some(value.to_string());
+                self.event.clear();
+                self.event.push_str(value);
+                self.has_event = true;
             }
             "id" | "retry" => self.saw_sse_syntax = true,
             // Not an SSE field (the standard ignores it), but older llama.cpp servers report a
@@ -183,9 +295,9 @@ impl SseDecoder {
             // it becomes an event of its own named `error`, at once, so the failure is read.
             "error" => {
                 self.saw_sse_syntax = true;
-                out.events.push(SseEvent {
-                    event: Some("error".to_string()),
-                    data: value.to_string(),
+                (pass.on_event)(SseEventRef {
+                    event: Some("error"),
+                    data: value,
                 });
             }
             _ => {}
@@ -198,8 +310,12 @@ impl SseDecoder {
     pub fn finish(&mut self) -> Option<SseEvent> {
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
-            let mut out = Decoded::default();
-            self.process_line(&line, &mut out);
+            let mut pass = Pass {
+                borrowed: None,
+                comments: 0,
+                on_event: |_: SseEventRef<'_>| {},
+            };
+            self.process_line(&String::from_utf8_lossy(&line), None, &mut pass);
         }
         if self.has_data {
             let mut data = std::mem::take(&mut self.data);
@@ -207,8 +323,9 @@ impl SseDecoder {
                 data.pop();
             }
             self.has_data = false;
+            let has_event = std::mem::take(&mut self.has_event);
             return Some(SseEvent {
-                event: self.event.take(),
+                event: has_event.then(|| std::mem::take(&mut self.event)),
                 data,
             });
         }
@@ -219,10 +336,6 @@ impl SseDecoder {
     pub fn pending_bytes(&self) -> usize {
         self.line.len() + self.data.len()
     }
-}
-
-fn memchr_eol(b: &[u8]) -> Option<usize> {
-    b.iter().position(|&c| c == b'\n' || c == b'\r')
 }
 
 #[cfg(test)]

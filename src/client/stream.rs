@@ -3,8 +3,16 @@
 //! arrival time of the read that completed it. Events are folded into the record, never held
 //! (memory at 1,024 streams). Pure: bytes and times in, the record out; the HTTP reading is in
 //! [`super::http`].
+//!
+//! No allocation per event on the common path: the decoder hands over events borrowed from the
+//! read, a plain chat chunk is read in place ([`super::chunk`]) and folded without building its
+//! [`EventInfo`]; any other event goes through [`dialect::interpret`]. [`reference`] is the fold
+//! as it was before, the oracle of the differential test.
 
-use super::dialect;
+pub mod reference;
+
+use super::chunk;
+use super::dialect::{self, clip, EventInfo};
 use super::http::{ERROR_BODY_BYTES, MAX_BODY_BYTES, MAX_EVENT_BYTES};
 use super::measure::{End, Measurer, Stamped};
 use super::sse::SseDecoder;
@@ -12,7 +20,7 @@ use crate::config::scenario::Api;
 use crate::record::{Failure, FailureClass, RequestRecord};
 
 /// The bytes of a non-SSE body kept to judge it once this many were seen.
-const NOT_SSE_AFTER: usize = 512;
+pub(crate) const NOT_SSE_AFTER: usize = 512;
 
 /// One streamed response being read.
 pub struct BodyFold {
@@ -77,29 +85,59 @@ impl BodyFold {
             let take = (ERROR_BODY_BYTES - self.raw_prefix.len()).min(chunk.len());
             self.raw_prefix.extend_from_slice(&chunk[..take]);
         }
-        let decoded = match self.dec.feed(chunk) {
-            Ok(d) => d,
-            Err(e) => {
-                return Step::Done(failed(
-                    FailureClass::TooLarge,
-                    format!("one SSE event exceeded {} bytes", e.limit),
-                    at_ms,
-                ))
-            }
-        };
+        let api = self.api;
+        let BodyFold {
+            dec,
+            measurer,
+            model,
+            fingerprint,
+            got_token,
+            ..
+        } = self;
         let mut done = false;
-        let event = !decoded.events.is_empty();
-        for ev in decoded.events {
-            let info = dialect::interpret(self.api, &ev);
-            if self.model.is_none() {
-                self.model = info.model.clone();
+        let mut event = false;
+        let fed = dec.feed_each(chunk, |ev| {
+            event = true;
+            let data = ev.data.trim();
+            if data == "[DONE]" {
+                done = true;
+                let info = EventInfo {
+                    done: true,
+                    ..EventInfo::default()
+                };
+                measurer.push(&Stamped { at_ms, info });
+                return;
             }
-            if self.fingerprint.is_none() {
-                self.fingerprint = info.system_fingerprint.clone();
+            if api == Api::OpenaiChat && ev.event.is_none() {
+                if let Some(c) = chunk::chat(data) {
+                    if model.is_none() {
+                        *model = c.model.as_deref().map(clip);
+                    }
+                    if fingerprint.is_none() {
+                        *fingerprint = c.system_fingerprint.as_deref().map(clip);
+                    }
+                    *got_token |= c.text.is_some();
+                    measurer.push_chat(at_ms, &c);
+                    return;
+                }
             }
-            self.got_token |= info.token;
+            let info = dialect::interpret(api, &ev.owned());
+            if model.is_none() {
+                model.clone_from(&info.model);
+            }
+            if fingerprint.is_none() {
+                fingerprint.clone_from(&info.system_fingerprint);
+            }
+            *got_token |= info.token;
             done |= info.done;
-            self.measurer.push(&Stamped { at_ms, info });
+            measurer.push(&Stamped { at_ms, info });
+        });
+        if let Err(e) = fed {
+            return Step::Done(failed(
+                FailureClass::TooLarge,
+                format!("one SSE event exceeded {} bytes", e.limit),
+                at_ms,
+            ));
         }
         if done {
             self.saw_end_event = true;
@@ -157,7 +195,7 @@ pub struct Folded {
     pub fingerprint: Option<String>,
 }
 
-fn failed(class: FailureClass, message: String, at_ms: f64) -> End {
+pub(crate) fn failed(class: FailureClass, message: String, at_ms: f64) -> End {
     End::Failed(
         Failure {
             class,

@@ -71,6 +71,8 @@ pub struct ThinkScanner {
     /// When the held text arrived, and whether non-whitespace text came before it in its piece.
     held_at: f64,
     held_after_text: bool,
+    /// Reused by [`ThinkScanner::push`] (held text + the piece).
+    scratch: String,
 }
 
 impl ThinkScanner {
@@ -85,7 +87,11 @@ impl ThinkScanner {
         let mut piece = Piece::default();
         let (held_at, held_after_text) = (self.held_at, self.held_after_text);
         let held_len = self.held.len();
-        let mut buf = std::mem::take(&mut self.held);
+        // the held text and this piece, in a buffer kept for the stream (no allocation per
+        // piece once it has grown to the longest piece)
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        buf.push_str(&self.held);
         buf.push_str(text);
         // whether the piece has a tag at all (old rule: a piece without tags is answer text
         // when not empty, whitespace included)
@@ -113,7 +119,8 @@ impl ThinkScanner {
             let Some((len, open)) = tag else {
                 // hold back what may begin a tag
                 let started_in_held = seg_end < held_len;
-                self.held = buf[seg_end..].to_string();
+                self.held.clear();
+                self.held.push_str(&buf[seg_end..]);
                 self.held_at = at(seg_end);
                 self.held_after_text = if started_in_held {
                     held_after_text
@@ -121,6 +128,7 @@ impl ThinkScanner {
                     text_before
                 };
                 piece.reasoning |= self.in_think && !self.held.is_empty();
+                self.scratch = buf;
                 return piece;
             };
             let tag_text_before = if seg_end < held_len {
@@ -133,6 +141,8 @@ impl ThinkScanner {
             text_before |= self.tag(open, tag_text_before, tag, at(seg_end), &mut piece);
             pos = seg_end + len;
         }
+        self.held.clear();
+        self.scratch = buf;
         piece
     }
 

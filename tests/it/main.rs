@@ -13,6 +13,7 @@ mod cases;
 mod cli;
 mod client_tuning;
 mod conversation;
+mod differential;
 mod docs;
 mod encoding;
 mod gate_guards;

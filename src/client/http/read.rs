@@ -13,6 +13,11 @@ use tokio::time::timeout_at;
 
 /// Reads the body into `fold` until it ends, a limit is hit or the transport fails; returns how
 /// it ended (times in ms after `t0`).
+///
+/// One timer for the whole body, not one per read: the deadline only moves later (the idle
+/// deadline follows the last event, the first-token deadline is never after the request's), so
+/// the timer is left at the deadline it was set to and, when it fires, set again to the deadline
+/// in force then, or the stream times out. A read costs no timer registration.
 pub(super) async fn read_body(
     resp: &mut reqwest::Response,
     fold: &mut BodyFold,
@@ -20,14 +25,24 @@ pub(super) async fn read_body(
     t0: Instant,
 ) -> End {
     let mut last_event = t0;
+    let timer = tokio::time::sleep_until(dl.next_chunk(false, t0).0.into());
+    tokio::pin!(timer);
     loop {
-        let (deadline, limit) = dl.next_chunk(fold.got_token(), last_event);
-        let chunk = match timeout_at(deadline.into(), resp.chunk()).await {
-            Err(_) => {
-                let at = ms(Instant::now() - t0);
-                return End::Failed(deadline::stream_timeout(limit, dl.timeouts()), at);
+        let read = tokio::select! {
+            biased;
+            read = resp.chunk() => read,
+            () = &mut timer => {
+                let (deadline, limit) = dl.next_chunk(fold.got_token(), last_event);
+                let now = Instant::now();
+                if now >= deadline {
+                    return End::Failed(deadline::stream_timeout(limit, dl.timeouts()), ms(now - t0));
+                }
+                timer.as_mut().reset(deadline.into());
+                continue;
             }
-            Ok(Err(e)) => {
+        };
+        let chunk = match read {
+            Err(e) => {
                 let at = ms(Instant::now() - t0);
                 return End::Failed(
                     Failure {
@@ -38,8 +53,8 @@ pub(super) async fn read_body(
                     at,
                 );
             }
-            Ok(Ok(None)) => return End::Eof(ms(Instant::now() - t0)),
-            Ok(Ok(Some(bytes))) => bytes,
+            Ok(None) => return End::Eof(ms(Instant::now() - t0)),
+            Ok(Some(bytes)) => bytes,
         };
         let now = Instant::now();
         match fold.chunk(&chunk, ms(now - t0)) {

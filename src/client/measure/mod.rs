@@ -22,7 +22,8 @@
 //!   provider stopped on purpose (a refusal, a content filter) is a stop: its `error` has a stop
 //!   class ([`FailureClass::is_stop`]), its figures are kept, it is in no latency sample.
 
-use super::dialect::{Cached, EventInfo, Usage};
+use super::chunk::ChatChunk;
+use super::dialect::{clip, Cached, EventInfo, Usage};
 use super::think::ThinkScanner;
 use crate::api::StreamEnd;
 use crate::config::scenario::Api;
@@ -155,10 +156,9 @@ impl Measurer {
         if self.done_at.is_some() {
             return; // nothing after [DONE] counts
         }
-        let rec = &mut self.rec;
         let i = &e.info;
-        if rec.response_id.is_none() {
-            rec.response_id = i.id.clone();
+        if self.rec.response_id.is_none() {
+            self.rec.response_id = i.id.clone();
         }
         if i.malformed && self.malformed.is_none() {
             self.malformed = Some(e.at_ms);
@@ -172,38 +172,16 @@ impl Measurer {
         // Every token event counts, also after a finish_reason (some servers and proxies put
         // one on every chunk); those are noted.
         if i.token && !recap {
-            if self.finish_seen {
-                self.after_finish += 1;
-            }
-            self.token_times.push(e.at_ms);
-            self.token_usage
-                .push(i.usage.and_then(|u| u.completion_tokens));
-            let mut reasoning = i.reasoning && !i.reasoning_summary;
-            // a reasoning field or a non-text answer tells answer text apart from reasoning
-            if i.reasoning || (i.answer && i.text.is_none()) {
-                self.think.told_apart();
-            }
-            // reasoning inside the answer text, between <think> tags
-            let mut answer_at = i.answer.then_some(e.at_ms);
-            if let Some(text) = &i.text {
-                let p = self.think.push(text, e.at_ms);
-                if p.restart_answer {
-                    // a closing tag never opened (MiniMax M2): the text before it was reasoning
-                    self.first_answer = None;
-                }
-                if p.ignored_close {
-                    note(&mut self.notes, StreamNote::ThinkCloseInAnswer);
-                }
-                reasoning |= p.reasoning;
-                answer_at = p.answer_at;
-            }
-            self.reasoning_streamed |= reasoning;
-            if i.reasoning_summary && answer_at.is_none() {
-                self.summary_events += 1;
-            }
-            if self.first_answer.is_none() {
-                self.first_answer = answer_at;
-            }
+            self.token(
+                e.at_ms,
+                Channels {
+                    answer: i.answer,
+                    reasoning: i.reasoning,
+                    summary: i.reasoning_summary,
+                },
+                i.text.as_deref(),
+                i.usage.and_then(|u| u.completion_tokens),
+            );
         }
         if i.usage_not_integer {
             note(&mut self.notes, StreamNote::UsageNotInteger);
@@ -214,9 +192,9 @@ impl Measurer {
             }
             if let Some(p) = u
                 .prompt_tokens
-                .filter(|_| !recap || rec.prompt_tokens.is_none())
+                .filter(|_| !recap || self.rec.prompt_tokens.is_none())
             {
-                rec.prompt_tokens = Some(p);
+                self.rec.prompt_tokens = Some(p);
             }
         }
         if let Some(u) = i.vendor_usage {
@@ -240,7 +218,7 @@ impl Measurer {
             }
         }
         if i.timings.is_some() {
-            rec.server_timings = i.timings.clone();
+            self.rec.server_timings = i.timings.clone();
         }
         if i.finish.is_some() {
             self.finish_seen = true;
@@ -256,6 +234,64 @@ impl Measurer {
         }
         if i.done {
             self.done_at = Some(e.at_ms);
+        }
+    }
+
+    /// [`Measurer::push`] for a plain chat chunk read in place ([`ChatChunk`]): the same as
+    /// pushing what the dialect makes of it, without building that.
+    pub fn push_chat(&mut self, at_ms: f64, c: &ChatChunk<'_>) {
+        self.events += 1;
+        if self.done_at.is_some() {
+            return;
+        }
+        if self.rec.response_id.is_none() {
+            self.rec.response_id = c.id.as_deref().map(clip);
+        }
+        self.multi_choice |= c.multi_choice;
+        if let Some(text) = c.text.as_deref() {
+            let answer = Channels {
+                answer: true,
+                reasoning: false,
+                summary: false,
+            };
+            self.token(at_ms, answer, Some(text), None);
+        }
+        self.finish_seen |= c.finish;
+    }
+
+    /// A token-bearing event (not a recap) that arrived at `at_ms`: what it carried, its answer
+    /// text, and the cumulative completion tokens it reported.
+    fn token(&mut self, at_ms: f64, ch: Channels, text: Option<&str>, usage: Option<u64>) {
+        if self.finish_seen {
+            self.after_finish += 1;
+        }
+        self.token_times.push(at_ms);
+        self.token_usage.push(usage);
+        let mut reasoning = ch.reasoning && !ch.summary;
+        // a reasoning field or a non-text answer tells answer text apart from reasoning
+        if ch.reasoning || (ch.answer && text.is_none()) {
+            self.think.told_apart();
+        }
+        // reasoning inside the answer text, between <think> tags
+        let mut answer_at = ch.answer.then_some(at_ms);
+        if let Some(text) = text {
+            let p = self.think.push(text, at_ms);
+            if p.restart_answer {
+                // a closing tag never opened (MiniMax M2): the text before it was reasoning
+                self.first_answer = None;
+            }
+            if p.ignored_close {
+                note(&mut self.notes, StreamNote::ThinkCloseInAnswer);
+            }
+            reasoning |= p.reasoning;
+            answer_at = p.answer_at;
+        }
+        self.reasoning_streamed |= reasoning;
+        if ch.summary && answer_at.is_none() {
+            self.summary_events += 1;
+        }
+        if self.first_answer.is_none() {
+            self.first_answer = answer_at;
         }
     }
 
@@ -508,6 +544,17 @@ fn believable_cached(c: Cached, prompt: Option<u64>) -> Result<Cached, StreamNot
     } else {
         Ok(c)
     }
+}
+
+/// The channels a token event carried.
+#[derive(Debug, Clone, Copy)]
+struct Channels {
+    /// Answer text, a refusal or a tool call.
+    answer: bool,
+    /// Streamed reasoning.
+    reasoning: bool,
+    /// The reasoning is a summary.
+    summary: bool,
 }
 
 /// Adds `n` to `notes` once.

@@ -1,0 +1,279 @@
+//! The common OpenAI chat chunk read in place: no JSON tree, no allocation (its strings are
+//! borrowed from the event unless they hold escapes), only what the measurement needs. The hot
+//! path of [`super::stream::BodyFold`] at hundreds of streams (issue 47).
+//!
+//! It accepts exactly the chunks the dialect's own fast path accepts (the same serde shapes, so
+//! the same JSON grammar, duplicate-key and type rules) and declines everything else with
+//! `None`, which [`super::dialect::interpret`] then reads; what it returns is what that
+//! interpretation would say (`tests/it/differential.rs` checks it on every replayed case).
+
+use super::think::has_tag;
+use serde::de::{IgnoredAny, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use std::borrow::Cow;
+
+/// Bracket depth above which the chunk is declined (as the dialect's fast path does: skipped
+/// members are not depth-limited as a JSON tree is).
+const MAX_DEPTH: i32 = 32;
+
+/// What one plain chat chunk says, borrowed from its data.
+#[derive(Debug, Default, PartialEq)]
+pub struct ChatChunk<'a> {
+    /// `id`.
+    pub id: Option<Cow<'a, str>>,
+    /// `model`.
+    pub model: Option<Cow<'a, str>>,
+    /// `system_fingerprint`.
+    pub system_fingerprint: Option<Cow<'a, str>>,
+    /// The choices' answer text: the last non-empty `delta.content`.
+    pub text: Option<Cow<'a, str>>,
+    /// A choice ended (a finish_reason that is not empty nor `"null"`).
+    pub finish: bool,
+    /// A choice index other than 0 (n > 1).
+    pub multi_choice: bool,
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    id: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    model: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    system_fingerprint: Option<Text<'a>>,
+    #[serde(borrow)]
+    choices: Choices<'a>,
+    // present and not null: declined
+    #[serde(default)]
+    usage: Option<IgnoredAny>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+    #[serde(default)]
+    timings: Option<IgnoredAny>,
+    #[serde(default, rename = "type")]
+    kind: Option<IgnoredAny>,
+    #[serde(default)]
+    x_groq: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default)]
+    index: u64,
+    #[serde(borrow)]
+    delta: Delta<'a>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Text<'a>>,
+    #[serde(default)]
+    text: Option<IgnoredAny>,
+    #[serde(default)]
+    message: Option<IgnoredAny>,
+    #[serde(default)]
+    usage: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Text<'a>>,
+    #[serde(default)]
+    reasoning_content: Option<IgnoredAny>,
+    #[serde(default)]
+    reasoning: Option<IgnoredAny>,
+    #[serde(default)]
+    tool_calls: Option<IgnoredAny>,
+    #[serde(default)]
+    refusal: Option<IgnoredAny>,
+    #[serde(default)]
+    reasoning_details: Option<IgnoredAny>,
+}
+
+/// A JSON string, borrowed from the data unless it holds escapes (serde reads an
+/// `Option<Cow<str>>` always owned); the same strings and errors as a `Cow<str>`.
+struct Text<'a>(Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
+    }
+}
+
+/// The `choices` array folded as it is read (no vector): whether every choice is plain, and
+/// what the plain ones say.
+#[derive(Default)]
+struct Choices<'a> {
+    plain: bool,
+    text: Option<Cow<'a, str>>,
+    finish: bool,
+    multi_choice: bool,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Choices<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fold<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for Fold<'a> {
+            type Value = Choices<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of choices")
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Choices<'a>, S::Error> {
+                let mut out = Choices {
+                    plain: true,
+                    ..Choices::default()
+                };
+                while let Some(ch) = seq.next_element::<Choice<'a>>()? {
+                    out.add(ch);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(Fold(std::marker::PhantomData))
+    }
+}
+
+impl<'a> Choices<'a> {
+    fn add(&mut self, ch: Choice<'a>) {
+        let d = &ch.delta;
+        let plain = ch.text.is_none()
+            && ch.message.is_none()
+            && ch.usage.is_none()
+            && d.reasoning_content.is_none()
+            && d.reasoning.is_none()
+            && d.tool_calls.is_none()
+            && d.refusal.is_none()
+            && d.reasoning_details.is_none()
+            && !d
+                .content
+                .as_deref()
+                .is_some_and(|t| memchr::memchr(b'<', t.as_bytes()).is_some() && has_tag(t))
+            && ch.finish_reason.as_deref().is_none_or(plain_finish);
+        if !plain {
+            self.plain = false;
+            return;
+        }
+        self.multi_choice |= ch.index != 0;
+        self.finish |= ch.finish_reason.as_deref().is_some_and(is_finish);
+        if let Some(text) = ch.delta.content.filter(|s| !s.is_empty()) {
+            self.text = Some(text.0);
+        }
+    }
+}
+
+/// A finish_reason the plain reading covers: not a failure nor a content filter (those are read
+/// by the dialect, which says why).
+fn plain_finish(f: &str) -> bool {
+    super::dialect::failing_finish(f).is_none() && f.trim() != "content_filter"
+}
+
+/// A finish_reason that ends the choice: not empty and not the string `"null"`.
+fn is_finish(f: &str) -> bool {
+    let f = f.trim();
+    !f.is_empty() && f != "null"
+}
+
+/// Reads `data` (an event's trimmed data) as a plain chat chunk; `None` when it is anything
+/// else (then the dialect reads it).
+pub fn chat(data: &str) -> Option<ChatChunk<'_>> {
+    let mut depth = 0i32;
+    for b in data.bytes() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return None;
+                }
+            }
+            b']' | b'}' => depth -= 1,
+            _ => {}
+        }
+    }
+    let c: Chunk = serde_json::from_str(data).ok()?;
+    if !c.choices.plain
+        || c.usage.is_some()
+        || c.error.is_some()
+        || c.timings.is_some()
+        || c.kind.is_some()
+        || c.x_groq.is_some()
+    {
+        return None;
+    }
+    Some(ChatChunk {
+        id: c.id.map(|t| t.0),
+        model: c.model.map(|t| t.0),
+        system_fingerprint: c.system_fingerprint.map(|t| t.0),
+        text: c.choices.text,
+        finish: c.choices.finish,
+        multi_choice: c.choices.multi_choice,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_common_chunk_is_read_in_place() {
+        let d = r#"{"id":"chatcmpl-sim-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok1"},"finish_reason":null}]}"#;
+        let c = chat(d).unwrap();
+        assert!(matches!(c.text, Some(Cow::Borrowed(" tok1"))));
+        assert!(matches!(c.id, Some(Cow::Borrowed("chatcmpl-sim-7"))));
+        assert!(!c.finish && !c.multi_choice);
+        let esc = r#"{"choices":[{"delta":{"content":"a\nb"},"finish_reason":"stop"}]}"#;
+        let c = chat(esc).unwrap();
+        assert_eq!(c.text.as_deref(), Some("a\nb"));
+        assert!(c.finish);
+        let two = r#"{"choices":[{"index":1,"delta":{"content":"x"}},{"index":0,"delta":{"content":""}}]}"#;
+        let c = chat(two).unwrap();
+        assert!(c.multi_choice);
+        assert_eq!(c.text.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn anything_else_is_left_to_the_dialect() {
+        for d in [
+            r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"completion_tokens":1}}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+            r#"{"choices":[{"delta":{"content":"<think>"}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"abort"}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":" content_filter"}]}"#,
+            r#"{"choices":[{"message":{"content":"x"}}]}"#,
+            r#"{"choices":{"0":{}}}"#,
+            r#"{"choices":[{"delta":{"content":1}}]}"#,
+            r#"{"id":"a","id":"b","choices":[]}"#,
+            r#"{"type":"message_start","choices":[]}"#,
+            r#"{"choices":[]}x"#,
+            "[DONE]",
+        ] {
+            assert!(chat(d).is_none(), "{d}");
+        }
+        let deep = format!(
+            r#"{{"choices":[],"x":{}1{}}}"#,
+            "[".repeat(40),
+            "]".repeat(40)
+        );
+        assert!(chat(&deep).is_none());
+    }
+}
