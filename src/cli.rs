@@ -1,7 +1,8 @@
 //! Command-line interface (clap): parses arguments, runs the command, returns the exit code.
 //! Messages go to stderr; reports to stdout.
 
-use crate::check::{self, CheckOptions};
+use crate::check;
+use crate::compare::CheckOptions;
 use crate::config::{self, Scenario};
 use crate::exit::{self, Error};
 use crate::report;
@@ -677,14 +678,14 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
         _ => None,
     };
     // Fail before measuring: a missing, broken or stale baseline is known offline.
-    let baselines = check::Baselines::load(&scs, &a.baselines);
+    let baselines = crate::compare::Baselines::load(&scs, &a.baselines);
     baselines
         .refuse_unusable(&scs, policy)
         .map_err(|e| Error::Baseline(e.into()))?;
     // Read before measuring: an unreadable history is an error before anything is spent.
     let history = match a.history.store()? {
         Some(store) => {
-            let h = check::nightly::HistoryRun::open(store, &scs, &|k| std::env::var(k).ok())
+            let h = crate::compare::nightly::HistoryRun::open(store, &scs, &|k| std::env::var(k).ok())
                 .map_err(Error::from)?;
             Some(std::sync::Arc::new(h))
         }
@@ -733,10 +734,10 @@ async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
 fn nightly_history(
     results: &mut crate::results::Results,
     scs: &[Scenario],
-    baselines: &check::Baselines,
-    h: &check::nightly::HistoryRun,
+    baselines: &crate::compare::Baselines,
+    h: &crate::compare::nightly::HistoryRun,
 ) -> Option<Error> {
-    let tonight = check::nightly::judge_tonight(results, scs, baselines, h);
+    let tonight = crate::compare::nightly::judge_tonight(results, scs, baselines, h);
     if results.incomplete {
         eprintln!("perfgate: history: the run was interrupted, so tonight is not appended");
         return None;
@@ -915,7 +916,7 @@ fn cmd_report(a: ReportArgs) -> Result<i32, Error> {
         .baseline_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from("baselines"));
-    check::workers::merge_workers(&mut all, &mut names, &scenarios, &baselines)
+    crate::compare::workers::merge_workers(&mut all, &mut names, &scenarios, &baselines)
         .map_err(|e| Error::Results(e.into()))?;
     let results = crate::results::merge(all, &names).map_err(|e| Error::Results(e.into()))?;
     let rep = report::Report::new(results, a.baseline_dir.as_deref());

@@ -15,6 +15,7 @@ pub mod check;
 pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod compare;
 pub mod config;
 pub mod execute;
 pub mod exit;

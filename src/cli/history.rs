@@ -3,7 +3,7 @@
 
 use super::{load_scenarios_as, ScenarioArgs};
 use crate::assess::nightly::judge_nights;
-use crate::check::nightly::HistoryRun;
+use crate::compare::nightly::HistoryRun;
 use crate::exit::{self, Error};
 use crate::history::{self, Remote, Store};
 use crate::summary::SummaryKey;
@@ -196,7 +196,7 @@ fn append(a: AppendArgs) -> Result<i32, Error> {
     let env = |k: &str| std::env::var(k).ok();
     let night = history::Night {
         time: results.created_at.clone(),
-        commit: crate::check::nightly::commit_under_test(&store, &env),
+        commit: crate::compare::nightly::commit_under_test(&store, &env),
         run_url: None,
         runner: history::Runner::here(&env),
         baseline_created_at: None,

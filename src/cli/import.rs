@@ -2,7 +2,7 @@
 //! per-request export ([`crate::import`]) in place of a measured run, gated and reported as
 //! one (docs/import.md says why these are flags of check and bless, not a command).
 
-use crate::check::{self, CheckOptions};
+use crate::compare::CheckOptions;
 use crate::config::Scenario;
 use crate::exit::Error;
 use crate::import::{Format, Imported};
@@ -57,11 +57,11 @@ pub(super) fn read<'a>(
 pub(super) fn check_results(
     sc: &Scenario,
     imported: Imported,
-    baselines: &check::Baselines,
+    baselines: &crate::compare::Baselines,
     opts: &CheckOptions,
 ) -> Results {
     let notes = imported.notes;
-    let mut results = check::compare(
+    let mut results = crate::compare::compare(
         std::slice::from_ref(sc),
         vec![Ok(imported.run)],
         baselines,
