@@ -7,6 +7,7 @@
 //! there is none; an existing one is left alone and the lines to add are printed.
 
 use crate::exit::{self, Error};
+use clap::Args;
 use std::path::{Path, PathBuf};
 
 /// The example scenario file.
@@ -124,6 +125,14 @@ pub fn init(dir: &Path) -> Result<i32, Error> {
         "\nNext:\n{cd}  perfgate validate                    # offline check of scenarios/\n  perfgate bless                       # measure, write baselines/ (commit them)\n  perfgate check --html report.html    # measure again, compare, gate; open report.html\n\nThe example measures the built-in simulator; edit scenarios/example.yaml for your endpoint,\nand set `uses:` in .github/workflows/perfgate.yml to the perfgate action."
     );
     Ok(exit::OK)
+}
+
+/// `perfgate init`'s flags.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Directory to scaffold (created if needed).
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
 }
 
 #[cfg(test)]

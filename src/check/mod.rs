@@ -4,7 +4,10 @@
 //! Each run is judged against its baseline by [`crate::compare`] (shared with `perfgate report`
 //! and `perfgate history`); [`confirm`] re-runs FAILs; this file measures and orchestrates.
 
+mod command;
 mod confirm;
+
+pub use command::{cmd_check, CheckArgs};
 
 /// The figures and notes of a run, kept here too for the library's existing callers.
 pub use crate::assess::{measured, run_notes};

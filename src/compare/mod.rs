@@ -12,12 +12,12 @@ pub mod workers;
 pub use baselines::{missing_message, Baselines, NoUsableBaseline};
 
 use crate::assess::UnlistedModel;
-use baselines::{unusable, Missing};
 use crate::assess::{gated_results, judge, CommittedBaseline, Reference};
 use crate::config::{Scenario, ScenarioName};
 use crate::gate::ScenarioSamples;
 use crate::results::{Results, ScenarioResult};
 use crate::runner::RunOutput;
+use baselines::{unusable, Missing};
 use std::collections::BTreeMap;
 
 /// Options of one check.
