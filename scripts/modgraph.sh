@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The commands: a layer whose modules may not use each other.
-COMMANDS="check bless calibrate init ab"
+COMMANDS="check bless calibrate init ab rerender nights validate"
 
 # Lowest first. A module may use modules in its own or lower layers.
 LAYERS=(
@@ -25,8 +25,9 @@ LAYERS=(
   "baseline gate"                                    # baseline files; the statistical gate
   "verdict"                                          # overall verdict and exit code
   "results"                                          # the results model every renderer reads
-  "report github history"                                  # renderers; the PR comment
+  "report github history"                             # renderers; the PR comment; the nightly history store
   "assess"                                           # one scenario judged against a reference
+  "compare deliver"                                  # runs judged against the committed baselines and nightly history; reports delivered
   "$COMMANDS"                                        # commands (none uses another)
   "cli"                                              # argument parsing and dispatch
 )

@@ -2,6 +2,10 @@
 //! A scenario whose run is unreachable, has no successful request, or fails more often than its
 //! `max_error_rate` is refused, and its old baseline is left untouched.
 
+mod command;
+
+pub use command::{cmd_bless, BlessArgs};
+
 use crate::assess;
 use crate::baseline;
 use crate::config::Scenario;

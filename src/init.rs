@@ -9,6 +9,7 @@
 //! ([`ServerTemplate`]), instead of the simulator example.
 
 use crate::exit::{self, Error};
+use clap::Args;
 use std::path::{Path, PathBuf};
 
 mod template;
@@ -146,6 +147,19 @@ pub fn init(dir: &Path, server: Option<ServerTemplate>) -> Result<i32, Error> {
         "\nNext:\n{cd}  perfgate validate                    # offline check of scenarios/\n  perfgate bless                       # measure, write baselines/ (commit them)\n  perfgate check --html report.html    # measure again, compare, gate; open report.html\n\n{edit}"
     );
     Ok(exit::OK)
+}
+
+/// `perfgate init`'s flags.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Directory to scaffold (created if needed).
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+    /// Write scenarios/NAME.yaml, a scenario whose `server:` block starts this server (its
+    /// model name, threads or GPU, metrics, readiness probe, log), instead of the simulator
+    /// example.
+    #[arg(long, value_name = "NAME")]
+    pub server: Option<ServerTemplate>,
 }
 
 #[cfg(test)]

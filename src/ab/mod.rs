@@ -5,11 +5,14 @@
 //! two arms of a scenario, [`compare`] turns them into the [`Results`] model with `check`'s
 //! gate, statuses and verdicts; this file checks what an A/B run supports and orchestrates.
 
+mod command;
 pub mod compare;
 pub mod measure;
 pub mod overlap;
 pub mod pair;
 pub mod plan;
+
+pub use command::{cmd_ab, AbArgs};
 
 use crate::assess::UnlistedModel;
 use crate::config::Scenario;

@@ -33,6 +33,7 @@
 
 mod ab;
 mod ab_rows;
+mod command;
 mod committed;
 mod committed_rows;
 mod comparators;
@@ -45,6 +46,7 @@ mod table;
 
 pub use ab::{run_ab, AbDesign, AbExperiment, AbRates, Drift};
 pub use ab_rows::ab_experiments;
+pub use command::{cmd_calibrate, CalibrateArgs};
 pub use committed::{run_experiment, Experiment, Rates};
 pub use committed_rows::experiments;
 pub use itl::{itl_experiments, run_itl, ItlChange, ItlExperiment, ItlProfile, ItlRates, ITL};

@@ -1,9 +1,7 @@
 //! `gate.confirm: N`: re-measures a scenario with a FAIL and keeps only the FAILs every re-run
 //! repeats.
 
-use super::baselines::Baselines;
-use super::compare::compare;
-use super::CheckOptions;
+use crate::compare::{compare, Baselines, CheckOptions};
 use crate::config::Scenario;
 use crate::gate::Verdict;
 use crate::results::Results;

@@ -1,44 +1,23 @@
 //! `perfgate check`: measure every scenario, compare with its baseline, decide the verdict and
 //! exit code (docs/design.md "Jobs" and "Exit codes", docs/gate.md).
 //!
-//! One module per job: [`baselines`] loads each baseline once and says whether it is usable,
-//! [`compare()`] judges each run against its baseline ([`crate::assess`]) into [`Results`],
-//! [`confirm`] re-runs FAILs; this file measures and orchestrates.
+//! Each run is judged against its baseline by [`crate::compare`] (shared with `perfgate report`
+//! and `perfgate history`); [`confirm`] re-runs FAILs; this file measures and orchestrates.
 
-mod baselines;
-mod compare;
+mod command;
 mod confirm;
-pub mod nightly;
-pub mod workers;
+
+pub use command::{cmd_check, CheckArgs};
 
 /// The figures and notes of a run, kept here too for the library's existing callers.
 pub use crate::assess::{measured, run_notes};
-pub use baselines::{missing_message, Baselines, NoUsableBaseline};
-pub use compare::compare;
 
-use crate::assess::{scenario_samples, workload_drift, UnlistedModel};
-
+use crate::assess::{scenario_samples, workload_drift};
+use crate::compare::{compare, Baselines, CheckOptions};
 use crate::config::{Metric, Scenario};
 use crate::gate;
 use crate::results::Results;
 use crate::runner::RunOutput;
-
-/// Options of one check.
-#[derive(Debug, Clone)]
-pub struct CheckOptions {
-    /// Whether a missing or stale baseline fails the check (the default) or is only reported.
-    pub policy: crate::verdict::BaselinePolicy,
-    /// The check id (comment marker).
-    pub id: crate::results::CheckId,
-    /// What a configured model that the server's `GET <base>/models` does not list means.
-    pub unlisted_model: UnlistedModel,
-    /// The live progress display every measurement reports to (an interactive terminal's
-    /// progress line), if any.
-    pub progress: Option<std::sync::Arc<dyn crate::runner::Progress>>,
-    /// `--history`: the nightly history read before measuring; its night-to-night spread widens
-    /// the baselines' fail tolerances ([`nightly::HistoryRun::learned`]).
-    pub history: Option<std::sync::Arc<nightly::HistoryRun>>,
-}
 
 /// The results of a run stopped before any scenario was measured: each one "not measured:
 /// interrupted", marked incomplete (what a forced exit writes until the real results exist,

@@ -4,6 +4,7 @@
 //! "did you mean" hint. Files larger than [`MAX_FILE_BYTES`] and YAML alias bombs are rejected
 //! before parsing completes (serde-saphyr's parse budget).
 
+pub mod args;
 pub mod arm;
 pub mod common;
 pub mod conversation;

@@ -6,11 +6,13 @@
 //! branch with git plumbing, [`series`] turns a scenario's nights into the values the
 //! change-point rule and the learned tolerance read, [`git`] runs git bounded and quiet.
 
+mod args;
 pub mod entry;
 pub mod git;
 pub mod series;
 pub mod store;
 
+pub use args::HistoryArgs;
 pub use entry::{entry_of, Entry, EntryError, Night, Runner, ServerId, HISTORY_VERSION};
 pub use store::{Appended, HistoryError, Loaded, Remote, Store, KEEP_NIGHTS};
 

@@ -9,6 +9,7 @@
 //! summaries cannot be compared with a stated false-alarm rate.
 
 pub mod aiperf;
+pub mod args;
 pub mod guidellm;
 pub mod vllm;
 

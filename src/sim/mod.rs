@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 mod chunks;
+mod command;
 pub mod config;
 mod cpu;
 mod http_util;
@@ -22,6 +23,7 @@ mod timing_log;
 #[cfg(test)]
 mod tests;
 
+pub use command::{cmd_sim, SimArgs};
 pub use config::{CacheReport, PrefillCpu, SimConfig, SimConfigError};
 pub use replay::{ReplayCase, ReplayError, ReplayExpect, ReplayRead};
 pub use server::{origin, EventKind, RequestTimings, SimServer};

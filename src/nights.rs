@@ -1,54 +1,19 @@
-//! The nightly history's flags (`check --history`) and `perfgate history` (show a scenario's
-//! nights and change points; append a saved results file's night after a failed push).
+//! `perfgate history`: show a scenario's nights and change points; append a saved results
+//! file's night after a failed push (the store is [`crate::history`], its flags
+//! [`HistoryArgs`], shared with `check --history`).
 
-use super::{load_scenarios_as, ScenarioArgs};
 use crate::assess::nightly::judge_nights;
-use crate::check::nightly::HistoryRun;
+use crate::compare::nightly::HistoryRun;
+use crate::config::args::{load_scenarios_as, ScenarioArgs};
 use crate::exit::{self, Error};
-use crate::history::{self, Remote, Store};
+use crate::history::{self, HistoryArgs, Store};
 use crate::summary::SummaryKey;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
-/// Where the nightly history lives (docs/history.md).
-#[derive(Debug, Clone, Args)]
-pub(super) struct HistoryArgs {
-    /// Keep the nightly history on this branch of the repository (default name
-    /// `perfgate-history`): read it before measuring (its night-to-night spread widens the
-    /// baselines' tolerances), judge tonight's run for a persistent step, append the night.
-    #[arg(long, value_name = "BRANCH", num_args = 0..=1, default_missing_value = history::DEFAULT_BRANCH, env = "PERFGATE_HISTORY")]
-    pub history: Option<String>,
-    /// The remote (name or URL) the history branch is fetched from and pushed to.
-    #[arg(long, value_name = "REMOTE", default_value = "origin")]
-    pub history_remote: String,
-    /// Keep the history in the local branch only (no fetch, no push): to try it out.
-    #[arg(long)]
-    pub history_local: bool,
-    /// The git checkout that holds the history branch.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    pub history_repo: PathBuf,
-}
-
-impl HistoryArgs {
-    /// The store these flags name, if `--history` was given.
-    pub fn store(&self) -> Result<Option<Store>, Error> {
-        let Some(branch) = &self.history else {
-            return Ok(None);
-        };
-        let remote = if self.history_local {
-            Remote::LocalOnly
-        } else {
-            Remote::Push(self.history_remote.clone())
-        };
-        Store::new(&self.history_repo, branch, remote)
-            .map(Some)
-            .map_err(Error::from)
-    }
-}
-
 /// `perfgate history ...`.
 #[derive(Debug, Subcommand)]
-pub(super) enum HistoryCommand {
+pub enum HistoryCommand {
     /// Print each scenario's nights (the nightly medians) and the change points found in them.
     Show(ShowArgs),
     /// Append the night of a saved results file (`check --output`) to the history: for a night
@@ -57,7 +22,7 @@ pub(super) enum HistoryCommand {
 }
 
 #[derive(Debug, Args)]
-pub(super) struct ShowArgs {
+pub struct ShowArgs {
     #[command(flatten)]
     sc: ScenarioArgs,
     #[command(flatten)]
@@ -68,7 +33,7 @@ pub(super) struct ShowArgs {
 }
 
 #[derive(Debug, Args)]
-pub(super) struct AppendArgs {
+pub struct AppendArgs {
     #[command(flatten)]
     history: HistoryArgs,
     /// The results file of the night (`perfgate check --output`).
@@ -77,7 +42,7 @@ pub(super) struct AppendArgs {
 }
 
 /// Runs `perfgate history ...`.
-pub(super) fn cmd_history(c: HistoryCommand) -> Result<i32, Error> {
+pub fn cmd_history(c: HistoryCommand) -> Result<i32, Error> {
     match c {
         HistoryCommand::Show(a) => show(a),
         HistoryCommand::Append(a) => append(a),
@@ -196,7 +161,7 @@ fn append(a: AppendArgs) -> Result<i32, Error> {
     let env = |k: &str| std::env::var(k).ok();
     let night = history::Night {
         time: results.created_at.clone(),
-        commit: crate::check::nightly::commit_under_test(&store, &env),
+        commit: crate::compare::nightly::commit_under_test(&store, &env),
         run_url: None,
         runner: history::Runner::here(&env),
         baseline_created_at: None,

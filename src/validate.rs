@@ -2,15 +2,15 @@
 //! one will send; with a committed baseline, what its P50 checks catch at its `load.samples` and
 //! the n for a smaller change ([`crate::baseline::sample_sizes`], the lines `bless` prints).
 
-use super::{load_scenarios, ScenarioArgs};
 use crate::baseline::{self, LoadError};
+use crate::config::args::{load_scenarios, ScenarioArgs};
 use crate::config::Scenario;
 use crate::exit::{self, Error};
 use clap::Args;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
-pub(super) struct ValidateArgs {
+pub struct ValidateArgs {
     #[command(flatten)]
     sc: ScenarioArgs,
     /// Directory of baseline files: a scenario's committed baseline adds what its P50 checks
@@ -19,7 +19,7 @@ pub(super) struct ValidateArgs {
     baselines: PathBuf,
 }
 
-pub(super) fn cmd_validate(a: &ValidateArgs) -> Result<i32, Error> {
+pub fn cmd_validate(a: &ValidateArgs) -> Result<i32, Error> {
     let scs = load_scenarios(&a.sc)?;
     let hint = crate::hint::Hint::new(&a.sc.scenarios, &a.baselines);
     for s in &scs {

@@ -1,17 +1,15 @@
-//! `check --from EXPORT --format F` and `bless --from EXPORT --format F`: another tool's
-//! per-request export ([`crate::import`]) in place of a measured run, gated and reported as
-//! one (docs/import.md says why these are flags of check and bless, not a command).
+//! The flags `check --from EXPORT --format F` and `bless --from EXPORT --format F` share: which
+//! tool wrote the export, and the one selected scenario it is read for (docs/import.md says why
+//! these are flags of check and bless, not a command).
 
-use crate::check::{self, CheckOptions};
+use super::{Format, Imported};
 use crate::config::Scenario;
 use crate::exit::Error;
-use crate::import::{Format, Imported};
-use crate::results::Results;
 use std::path::Path;
 
 /// `--format`: which tool wrote the export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(super) enum FormatArg {
+pub enum FormatArg {
     /// AIPerf's profile_export.jsonl (per-request records).
     Aiperf,
     /// GuideLLM's benchmarks JSON or YAML (--output kind=json|yaml), one benchmark.
@@ -32,7 +30,7 @@ impl From<FormatArg> for Format {
 
 /// Reads the export for the one selected scenario: an export is one load's requests, so
 /// several selected scenarios (without `--only`) are a usage error.
-pub(super) fn read<'a>(
+pub fn read<'a>(
     scs: &'a [Scenario],
     path: &Path,
     format: FormatArg,
@@ -50,30 +48,4 @@ pub(super) fn read<'a>(
         }
     };
     Ok((sc, crate::import::read(path, format.into())?))
-}
-
-/// The results of gating the imported run against `sc`'s baseline, with the import's notes
-/// (what was imported, what the tool measured otherwise) on the scenario.
-pub(super) fn check_results(
-    sc: &Scenario,
-    imported: Imported,
-    baselines: &check::Baselines,
-    opts: &CheckOptions,
-) -> Results {
-    let notes = imported.notes;
-    let mut results = check::compare(
-        std::slice::from_ref(sc),
-        vec![Ok(imported.run)],
-        baselines,
-        opts,
-    );
-    for s in &mut results.scenarios {
-        s.notes.extend(
-            notes
-                .iter()
-                .map(|n| crate::results::Note::new(crate::results::NoteKind::Imported, n.as_str())),
-        );
-    }
-    results.decide();
-    results
 }

@@ -1,15 +1,41 @@
-//! Compares measured runs with their baselines: each scenario judged against its committed
+//! Measured runs compared with the committed references, below the commands that share it
+//! (`check`, `report` for merged load-shard workers, `history`): [`baselines`] loads each
+//! baseline once and says whether it is usable, [`compare()`] judges each run against its
 //! baseline ([`crate::assess::judge()`]), then the gate over the whole family, into the
-//! [`Results`] model.
+//! [`Results`] model; [`workers`] merges a scenario's load-shard workers into one run;
+//! [`nightly`] reads, judges and appends the nightly history.
 
-use super::baselines::{Baselines, Missing};
-use super::CheckOptions;
+mod baselines;
+pub mod nightly;
+pub mod workers;
+
+pub use baselines::{missing_message, Baselines, NoUsableBaseline};
+
+use crate::assess::UnlistedModel;
 use crate::assess::{gated_results, judge, CommittedBaseline, Given, Reference};
 use crate::config::{Scenario, ScenarioName};
 use crate::gate::ScenarioSamples;
 use crate::results::{MergedWorkers, Results, ScenarioResult};
 use crate::runner::RunOutput;
+use baselines::Missing;
 use std::collections::BTreeMap;
+
+/// Options of one check.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// Whether a missing or stale baseline fails the check (the default) or is only reported.
+    pub policy: crate::verdict::BaselinePolicy,
+    /// The check id (comment marker).
+    pub id: crate::results::CheckId,
+    /// What a configured model that the server's `GET <base>/models` does not list means.
+    pub unlisted_model: UnlistedModel,
+    /// The live progress display every measurement reports to (an interactive terminal's
+    /// progress line), if any.
+    pub progress: Option<std::sync::Arc<dyn crate::runner::Progress>>,
+    /// `--history`: the nightly history read before measuring; its night-to-night spread widens
+    /// the baselines' fail tolerances ([`nightly::HistoryRun::learned`]).
+    pub history: Option<std::sync::Arc<nightly::HistoryRun>>,
+}
 
 /// Compares measured runs with their baselines and builds the results and exit code.
 pub fn compare(

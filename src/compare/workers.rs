@@ -563,7 +563,7 @@ pub fn merge_workers(
         history: None,
     };
     let bl = super::Baselines::load(&judged_scs, baselines, Default::default());
-    let mut judged = super::compare::judge_all(&judged_scs, runs, &bl, &opts, &merged_info);
+    let mut judged = super::judge_all(&judged_scs, runs, &bl, &opts, &merged_info);
     judged.scenarios.extend(not_measured);
     judged.created_at = all
         .iter()
