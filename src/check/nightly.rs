@@ -122,6 +122,7 @@ pub fn judge_tonight(
             continue;
         };
         let judged = judge_nights(sc, h.past(sc), &entry, &h.rule);
+        crate::assess::nightly::series_decides(&mut res.checks, &judged);
         res.nightly = Some(series_of(sc, h, &entry, &judged.steps));
         res.checks.extend(judged.checks);
         res.notes.extend(judged.notes);
