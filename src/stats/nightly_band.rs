@@ -20,13 +20,15 @@
 //!   / (nu0 + m) with m nights learned from.
 //! - **Step**: for each candidate first night f among the last `max_after` nights with a
 //!   contiguous run f..=t, against the reference nights before f (centre c_f, n_f nights): the
-//!   nights' z_i = (ln x_i - c_f) / w. Two nights (f = t - 1): confirmed when both z_i /
-//!   sqrt(1 + `center_var` / n_f) >= `two_night_z` (2.3). Three or more (a nights): when the mean
+//!   nights' z_i = (ln x_i - c_f) / w. Two nights (f = t - 1), with n_f >= `two_night_from` (7):
+//!   confirmed when both z_i / sqrt(1 + `center_var` / n_f) >= `two_night_z` (2.3). Any a >= 2
+//!   nights: when the mean
 //!   of the z_i clipped to +-`clip` (2.5: an outlier night counts as 2.5, not 5) is at least
 //!   (k + H / a) sqrt(1 + `center_var` a / n_f), k = `allowance` (1), H = `decision` (3): a
 //!   Page CUSUM (Page 1954) over the run with the centre's uncertainty, never on one night.
 //!   Tonight must be beyond k in the step's direction, and the step's size (the run's median
-//!   against c_f) at least `min_step` (5 %). The candidate with the largest margin wins.
+//!   against c_f) at least `min_step` (5 %). The earliest candidate that passes is the step's
+//!   first night.
 //! - **A step up in force** is red every night until it is restored, in two ways: its last
 //!   `restore_nights` (2) nights are all nearer the old level than the new one (below their
 //!   geometric midpoint), or it did not hold: the mean clipped z of all its nights against the
@@ -50,8 +52,11 @@ pub struct BandRule {
     pub scale_window: usize,
     /// A night this many predicted sd above the centre is a suspected step (WARN).
     pub warn_z: f64,
-    /// Two nights both this far out confirm a step.
+    /// Two nights both this far out confirm a step...
     pub two_night_z: f64,
+    /// ...once the level has this many reference nights (with fewer, the level's own error is
+    /// shared by both nights and the CUSUM, which counts it, decides).
+    pub two_night_from: usize,
     /// CUSUM allowance k, in widths.
     pub allowance: f64,
     /// CUSUM decision interval H, in widths.
@@ -79,6 +84,7 @@ impl Default for BandRule {
             scale_window: 30,
             warn_z: 2.0,
             two_night_z: 2.3,
+            two_night_from: 7,
             allowance: 1.0,
             decision: 3.0,
             clip: 2.5,
@@ -249,18 +255,33 @@ pub fn judge_every_night(series: &[f64], rule: &BandRule) -> (Vec<Tonight>, Vec<
     (nights.into_iter().map(|(t, _)| t).collect(), events)
 }
 
-type Walked = (Vec<(Tonight, Option<Band>)>, Vec<Event>, usize);
-
-fn walk(series: &[f64], rule: &BandRule) -> Walked {
+/// The width the nights have taught (log scale) once every night of `series` is judged, and how
+/// many nights taught it: what tomorrow's band starts from.
+pub fn learned_width(series: &[f64], rule: &BandRule) -> (f64, usize) {
     let lx: Vec<f64> = series.iter().map(|v| v.max(1e-300).ln()).collect();
-    let mut st = State {
-        label: vec![usize::MAX; lx.len()],
+    let mut st = state(lx.len());
+    for t in 0..lx.len() {
+        night(&lx, t, &mut st, rule);
+    }
+    width(&lx, &st.label, lx.len(), rule)
+}
+
+fn state(n: usize) -> State {
+    State {
+        label: vec![usize::MAX; n],
         level: Vec::new(),
         next_label: 1,
         stepped: None,
         down: None,
         events: Vec::new(),
-    };
+    }
+}
+
+type Walked = (Vec<(Tonight, Option<Band>)>, Vec<Event>, usize);
+
+fn walk(series: &[f64], rule: &BandRule) -> Walked {
+    let lx: Vec<f64> = series.iter().map(|v| v.max(1e-300).ln()).collect();
+    let mut st = state(lx.len());
     let nights = (0..lx.len())
         .map(|t| night(&lx, t, &mut st, rule))
         .collect();
@@ -406,8 +427,7 @@ fn restore(lx: &[f64], t: usize, w: f64, st: &mut State, rule: &BandRule) -> Opt
     Some(Tonight::Restored(up, how))
 }
 
-/// The step tonight confirms, if any: the candidate run with the largest margin over its
-/// threshold.
+/// The step tonight confirms, if any: the earliest candidate run that passes its threshold.
 fn confirm(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<LevelStep> {
     let mut best: Option<(f64, LevelStep)> = None;
     for f in t.saturating_sub(rule.max_after.max(2) - 1)..t {
@@ -431,7 +451,7 @@ fn confirm(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
                 continue;
             }
             let mut margin = sg * mean - thr;
-            if run.len() == 2 {
+            if run.len() == 2 && n >= rule.two_night_from as f64 {
                 margin = margin.max(
                     zs.iter().map(|z| sg * z).fold(f64::INFINITY, f64::min) / infl
                         - rule.two_night_z,
@@ -441,7 +461,9 @@ fn confirm(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
                 Way::Up => ratio >= 1.0 + rule.min_step,
                 Way::Down => ratio <= 1.0 / (1.0 + rule.min_step),
             };
-            if margin >= 0.0 && big && best.is_none_or(|(m, _)| margin > m) {
+            // the earliest candidate that passes is the step's start (a later one would count
+            // the step's own first nights in its reference level)
+            if margin >= 0.0 && big && best.is_none_or(|(m, b)| b.first == f && margin > m) {
                 best = Some((
                     margin,
                     LevelStep {
@@ -511,7 +533,7 @@ fn suspect(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
     let nights = run.len();
     let needed = (nights.max(2)..=rule.max_after).find(|&a| {
         let af = a as f64;
-        let two = a == 2 && {
+        let two = a == 2 && n >= rule.two_night_from as f64 && {
             let min = run
                 .iter()
                 .map(|&i| sg * (lx[i] - c) / w)
