@@ -174,13 +174,7 @@ impl Rule {
 /// Red while the last change point found is a step up.
 fn in_force(n: usize, steps: Vec<(usize, usize, bool)>) -> Verdicts {
     let red = (0..n)
-        .map(|t| {
-            steps
-                .iter()
-                .filter(|s| s.1 <= t)
-                .next_back()
-                .is_some_and(|s| s.2)
-        })
+        .map(|t| steps.iter().rfind(|s| s.1 <= t).is_some_and(|s| s.2))
         .collect();
     Verdicts { red, steps }
 }

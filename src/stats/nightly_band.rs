@@ -393,7 +393,7 @@ fn restore(lx: &[f64], t: usize, w: f64, st: &mut State, rule: &BandRule) -> Opt
     let hold = mean_clipped_z(lx, &run, oc, w, rule.clip);
     let r = rule.restore_nights.max(1);
     let new_nights: Vec<usize> = st.level.iter().copied().filter(|&i| i + r <= t).collect();
-    let back = t + 1 >= up.first + r + 1 && !new_nights.is_empty() && {
+    let back = t >= up.first + r && !new_nights.is_empty() && {
         let mid = (oc + median_of(lx, &new_nights)) / 2.0;
         (t + 1 - r..=t).all(|i| i >= up.first && lx[i] < mid)
     };
