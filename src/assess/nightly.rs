@@ -79,7 +79,7 @@ pub fn learned_spread(sc: &Scenario, past: &[Entry], rule: &StepRule) -> BTreeMa
 /// one (docs/history.md "A tolerance learned from real nights"). The scenario cannot be
 /// compared (exit 3).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}: {nights} nights of history move by tau {:.1}% from night to night: the fail tolerance would widen from {:.0}% to {}%, over {MAX_LEARNED_FACTOR}x the configured one, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`", metric.label(), tau * 100.0, configured * 100.0, Num((learned * 100.0).round()))]
+#[error("{}: {nights} nights of history move by {:.1}% from night to night: their band can confirm no step below {}%, over {MAX_LEARNED_FACTOR}x the configured fail tolerance of {:.0}%, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`", metric.label(), tau * 100.0, Num((learned * 100.0).round()), configured * 100.0)]
 pub struct TooWide {
     pub metric: Metric,
     /// Nights tau was learned from.
@@ -88,17 +88,19 @@ pub struct TooWide {
     pub tau: f64,
     /// The metric's tightest configured fail tolerance.
     pub configured: f64,
-    /// That tolerance widened to tau, uncapped.
+    /// The smallest step the nights' band can confirm
+    /// ([`nightly_band::smallest_confirmable`]).
     pub learned: f64,
 }
 
-/// The gated metrics whose nights move so much that a configured fail tolerance widened to them
-/// would be beyond [`MAX_LEARNED_FACTOR`] times itself, for a baseline of `runs` bless runs. The
-/// tightest of the metric's tolerances is the one that decides (the widening is the same for
-/// all). How much the nights move is the width their own band has learned (a point estimate,
-/// the MAD: robust to outlier nights), not the upper bound that widens the shown rows: with
-/// the nights deciding, nights of tau 5 % with 1.3x outlier nights gate (issue 43: the upper
-/// bound from 10-20 such nights exited 3), nights alternating 1.0x / 1.5x still do not.
+/// The gated metrics whose nights move so much that the smallest step their band can confirm
+/// is beyond [`MAX_LEARNED_FACTOR`] times the tightest configured fail tolerance of the metric:
+/// the nights decide the night's verdict (docs/history.md), so how much they move is judged by
+/// what the rule can still see ([`nightly_band::smallest_confirmable`] at the band's learned
+/// width, robust to outlier nights), not by the upper bound that widens the shown rows: nights of
+/// tau 5 % with 1.3x outlier nights gate (issue 43: that bound from 10-20 such nights, and from
+/// TTFT measured beside a busy neighbour, exited 3), nights alternating 1.0x / 1.5x do not.
+/// `runs` (the baseline's bless runs) no longer matters and is kept for the callers.
 pub fn too_wide(sc: &Scenario, learned: &BTreeMap<Metric, Learned>, runs: usize) -> Vec<TooWide> {
     // the metric's checks: its gated quantiles, and tail>P90 (P90's band) with any tail
     let mut quantiles = sc.gate.quantiles.clone();
@@ -112,7 +114,9 @@ pub fn too_wide(sc: &Scenario, learned: &BTreeMap<Metric, Learned>, runs: usize)
                 .iter()
                 .map(|&q| sc.gate.band(metric, q).fail)
                 .fold(f64::INFINITY, f64::min);
-            let learned = widened_fail(configured, l.band_width, runs);
+            let _ = runs;
+            let learned =
+                nightly_band::smallest_confirmable(l.band_width, l.nights, &BandRule::default());
             (configured.is_finite() && learned > MAX_LEARNED_FACTOR * configured).then_some(
                 TooWide {
                     metric,
@@ -743,16 +747,17 @@ mod tests {
         assert!((tau - 0.459203).abs() < 1e-5, "{tau}");
         // how much they move is their band's width: the MAD of ln 8 / ln 12 around their median,
         // ln 1.5 / 2 = 0.202733, / 0.67449 = 0.300572, pooled with the 5 % prior (5 nights):
-        // sqrt((5 x 0.05^2 + 30 x 0.300572^2) / 35) = 0.278918; exp(2.33 x 0.278918 x sqrt 1.5)
-        // - 1 = 1.2165 with a 2-run baseline: over 3 x 10 %
+        // sqrt((5 x 0.05^2 + 30 x 0.300572^2) / 35) = 0.278918; the smallest step its band can
+        // confirm (10 nights at it against 30) is exp((1 + 3 / 10) sqrt(1 + 1.1 x 10 / 30) x
+        // 0.278918) - 1 = exp(1.519772 x 0.278918) - 1 = 0.52792: over 3 x 10 %
         let w = learned[&Metric::Tpot].band_width;
         assert!((w - 0.278918).abs() < 1e-5, "{w}");
         let wide = too_wide(&sc, &learned, 2);
         assert_eq!(wide.len(), 1);
-        assert!((wide[0].learned - 1.2165).abs() < 1e-4, "{:?}", wide[0]);
+        assert!((wide[0].learned - 0.52792).abs() < 1e-4, "{:?}", wide[0]);
         assert_eq!(
             wide[0].to_string(),
-            "TPOT: 30 nights of history move by tau 27.9% from night to night: the fail tolerance would widen from 10% to 122%, over 3x the configured one, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`"
+            "TPOT: 30 nights of history move by 27.9% from night to night: their band can confirm no step below 53%, over 3x the configured fail tolerance of 10%, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`"
         );
         // issue 43: 12 nights of log-sd ~5 % with two 1.3x outlier nights are gated (the upper
         // bound of the rows' tau from them widened 10 % past 30 % and exited 3)

@@ -266,6 +266,17 @@ pub fn learned_width(series: &[f64], rule: &BandRule) -> (f64, usize) {
     width(&lx, &st.label, lx.len(), rule)
 }
 
+/// The smallest step (relative: 0.2 = +20 %) the rule can confirm at all, within `max_after`
+/// nights, on nights of width `width` with `reference` nights before it: the CUSUM's floor,
+/// exp((k + H / a) sqrt(1 + center_var a / n) w) - 1 at a = `max_after` (each night exactly at
+/// the step, none clipped).
+pub fn smallest_confirmable(width: f64, reference: usize, rule: &BandRule) -> f64 {
+    let a = rule.max_after.max(2) as f64;
+    let n = reference.clamp(1, rule.window.max(1)) as f64;
+    let widths = (rule.allowance + rule.decision / a) * (1.0 + rule.center_var * a / n).sqrt();
+    (widths * width).exp_m1().max(rule.min_step)
+}
+
 fn state(n: usize) -> State {
     State {
         label: vec![usize::MAX; n],
