@@ -110,6 +110,9 @@ cargo run --locked --release -- check
 step "calibration smoke: the nightly change-point rows (perfgate calibrate --nightly, 20 series a row; the full table is --replicates 400)"
 "$CARGO_TARGET_DIR/release/perfgate" calibrate --nightly --replicates 20 --seed 1 | tail -6
 
+step "nightly trial smoke: 4 nights of check --history through the real binary and perfgate sim (scripts/nightly_trial.py --smoke; exit codes 0 or 1, nothing about time)"
+python3 scripts/nightly_trial.py --smoke --bin "$CARGO_TARGET_DIR/release/perfgate"
+
 step "benchmark smokes: scripts/bench.py (level 1, 20 requests; prints the client CPU per token event) and the bench_accuracy example (level 1); numbers printed, never asserted"
 # A benchmark that nothing runs breaks silently (bench.py exited 2 at every level for weeks):
 # these fail only when a benchmark cannot run or perfgate measured nothing / not every request.

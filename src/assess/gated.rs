@@ -137,6 +137,7 @@ pub fn judge_night(res: &mut ScenarioResult, sc: &Scenario, nights: &Nights) -> 
         return None;
     };
     let judged = super::nightly::judge_nights(sc, nights.past, &entry, nights.rule);
+    super::nightly::series_decides(&mut res.checks, &judged);
     res.nightly = Some(series_of(sc, nights, &entry, &judged.steps));
     res.checks.extend(judged.checks);
     let notes = judged.notes.into_iter();

@@ -5,9 +5,10 @@
 //! ([`too_wide`]). Pure: entries in, checks out.
 
 use crate::config::{Metric, Quantile, Scenario};
-use crate::gate::{Check, CheckKind, RatioCi, Verdict};
+use crate::gate::{Check, CheckKind, Verdict};
 use crate::history::{series, Entry};
-use crate::stats::changepoint::{change_points, nights_to_confirm, Direction, Step, StepRule};
+use crate::stats::changepoint::{Direction, Step, StepRule};
+use crate::stats::nightly_band::{self, BandRule, Event, LevelStep, Restore, Tonight, Way};
 use crate::stats::spread::{widened_fail, MAX_LEARNED_FACTOR};
 use crate::summary::SummaryKey;
 use crate::units::Num;
@@ -20,6 +21,9 @@ pub struct Learned {
     pub tau: f64,
     /// Nights it was estimated from.
     pub nights: usize,
+    /// The width the nights' own band has learned (log scale; [`nightly_band::learned_width`]):
+    /// how much the nights move, which decides whether they can be gated at all ([`too_wide`]).
+    pub band_width: f64,
 }
 
 /// What the nights say about one scenario.
@@ -51,11 +55,20 @@ pub fn learned_spread(sc: &Scenario, past: &[Entry], rule: &StepRule) -> BTreeMa
     for m in judged_metrics(sc) {
         let key = SummaryKey::from(m);
         let (idx, vals) = values(&refs, key);
-        let level_start = change_points(&vals, rule)
-            .last()
-            .map_or(0, |s| idx[s.first]);
+        let level_start = idx
+            .get(nightly_band::judge(&vals, &band_rule(rule)).level_start)
+            .copied()
+            .unwrap_or(0);
         if let Some((tau, n)) = series::spread(&refs, level_start, key) {
-            out.insert(m, Learned { tau, nights: n });
+            let (band_width, _) = nightly_band::learned_width(&vals, &band_rule(rule));
+            out.insert(
+                m,
+                Learned {
+                    tau,
+                    nights: n,
+                    band_width,
+                },
+            );
         }
     }
     out
@@ -66,22 +79,28 @@ pub fn learned_spread(sc: &Scenario, past: &[Entry], rule: &StepRule) -> BTreeMa
 /// one (docs/history.md "A tolerance learned from real nights"). The scenario cannot be
 /// compared (exit 3).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}: {nights} nights of history move by tau {:.1}% from night to night: the fail tolerance would widen from {:.0}% to {}%, over {MAX_LEARNED_FACTOR}x the configured one, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`", metric.label(), tau * 100.0, configured * 100.0, Num((learned * 100.0).round()))]
+#[error("{}: {nights} nights of history move by {:.1}% from night to night: their band can confirm no step below {}%, over {MAX_LEARNED_FACTOR}x the configured fail tolerance of {:.0}%, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`", metric.label(), tau * 100.0, Num((learned * 100.0).round()), configured * 100.0)]
 pub struct TooWide {
     pub metric: Metric,
     /// Nights tau was learned from.
     pub nights: usize,
-    /// The learned tau, log scale.
+    /// How much the nights move: their band's learned width, log scale.
     pub tau: f64,
     /// The metric's tightest configured fail tolerance.
     pub configured: f64,
-    /// That tolerance widened to tau, uncapped.
+    /// The smallest step the nights' band can confirm
+    /// ([`nightly_band::smallest_confirmable`]).
     pub learned: f64,
 }
 
-/// The gated metrics whose learned spread would widen a configured fail tolerance beyond
-/// [`MAX_LEARNED_FACTOR`] times itself, for a baseline of `runs` bless runs. The tightest of
-/// the metric's tolerances is the one that decides (the widening is the same for all).
+/// The gated metrics whose nights move so much that the smallest step their band can confirm
+/// is beyond [`MAX_LEARNED_FACTOR`] times the tightest configured fail tolerance of the metric:
+/// the nights decide the night's verdict (docs/history.md), so how much they move is judged by
+/// what the rule can still see ([`nightly_band::smallest_confirmable`] at the band's learned
+/// width, robust to outlier nights), not by the upper bound that widens the shown rows: nights of
+/// tau 5 % with 1.3x outlier nights gate (issue 43: that bound from 10-20 such nights, and from
+/// TTFT measured beside a busy neighbour, exited 3), nights alternating 1.0x / 1.5x do not.
+/// `runs` (the baseline's bless runs) no longer matters and is kept for the callers.
 pub fn too_wide(sc: &Scenario, learned: &BTreeMap<Metric, Learned>, runs: usize) -> Vec<TooWide> {
     // the metric's checks: its gated quantiles, and tail>P90 (P90's band) with any tail
     let mut quantiles = sc.gate.quantiles.clone();
@@ -95,12 +114,14 @@ pub fn too_wide(sc: &Scenario, learned: &BTreeMap<Metric, Learned>, runs: usize)
                 .iter()
                 .map(|&q| sc.gate.band(metric, q).fail)
                 .fold(f64::INFINITY, f64::min);
-            let learned = widened_fail(configured, l.tau, runs);
+            let _ = runs;
+            let learned =
+                nightly_band::smallest_confirmable(l.band_width, l.nights, &BandRule::default());
             (configured.is_finite() && learned > MAX_LEARNED_FACTOR * configured).then_some(
                 TooWide {
                     metric,
                     nights: l.nights,
-                    tau: l.tau,
+                    tau: l.band_width,
                     configured,
                     learned,
                 },
@@ -118,8 +139,19 @@ fn values(nights: &[&Entry], key: SummaryKey) -> (Vec<usize>, Vec<f64>) {
         .unzip()
 }
 
+/// The nightly verdict rule with the step rule's size floor and reach.
+pub fn band_rule(rule: &StepRule) -> BandRule {
+    BandRule {
+        min_step: rule.min_step,
+        max_after: rule.max_after,
+        ..BandRule::default()
+    }
+}
+
 /// Judges the nights of `sc`: `past` as read from the history (any fingerprint), `tonight` the
-/// entry of this run, appended as the last night.
+/// entry of this run, appended as the last night. Per gated metric, the nightly verdict rule
+/// ([`crate::stats::nightly_band`]) decides a `nightly step` check from the second night on;
+/// [`series_decides`] then makes it the night's verdict.
 pub fn judge_nights(sc: &Scenario, past: &[Entry], tonight: &Entry, rule: &StepRule) -> Nightly {
     let (kept, dropped) = comparable(past, &tonight.fingerprint);
     let mut nights: Vec<&Entry> = kept.iter().collect();
@@ -130,35 +162,26 @@ pub fn judge_nights(sc: &Scenario, past: &[Entry], tonight: &Entry, rule: &StepR
             "nightly history: {dropped} earlier night(s) ran another configuration (or metric definition) of this scenario and are not compared"
         ));
     }
-    let needed = rule.min_before + rule.confirm;
-    // (nights at the current level, nights a new step would need, metric): one note per
-    // distinct pair, naming its metrics (TTFT and TPOT usually share one)
-    let mut slow_confirm: Vec<(usize, Option<usize>, &str)> = Vec::new();
+    let band = band_rule(rule);
     for m in judged_metrics(sc) {
         let key = SummaryKey::from(m);
         let (idx, vals) = values(&nights, key);
-        let mut ch = blank(sc, m, rule);
-        if vals.len() < needed {
+        if vals.len() < 2 {
             out.notes.push(format!(
-                "nightly history: {} night(s) of {} with this configuration; a change point needs {} nights before a step and {} or more at its new level ({needed} in all), so none is judged yet; {}",
+                "nightly history: {} night(s) of {} with this configuration: the nights decide from the second night on, so tonight the committed baseline does",
                 vals.len(),
-                m.label(),
-                rule.min_before,
-                rule.confirm,
-                confirm_hint(rule)
+                m.label()
             ));
             continue;
         }
-        let steps = change_points(&vals, rule);
-        // How long a step starting tomorrow would go unconfirmed, when longer than the floor.
-        let level = vals.len() - steps.last().map_or(0, |s| s.first);
-        match nights_to_confirm(level, rule) {
-            Some(a) if a == rule.confirm => {}
-            found => slow_confirm.push((level, found, m.label())),
-        }
-        judge_steps(&mut ch, &steps, &idx, &vals, &nights, tonight, rule);
-        if let Some(s) = steps.last() {
-            if let Some(n) = server_change(&nights, idx[s.first]) {
+        let judged = nightly_band::judge(&vals, &band);
+        let mut ch = blank(sc, m, rule);
+        verdict_of(&mut ch, &judged, &idx, &vals, &nights, tonight, &band);
+        if let Some(first) = judged.events.iter().rev().find_map(|e| match e {
+            Event::Step(s) => Some(s.first),
+            Event::Restored { .. } => None,
+        }) {
+            if let Some(n) = server_change(&nights, idx[first]) {
                 out.notes.push(format!(
                     "{} nightly step: the server changed on the step's first night: {n}",
                     m.label()
@@ -167,57 +190,63 @@ pub fn judge_nights(sc: &Scenario, past: &[Entry], tonight: &Entry, rule: &StepR
         }
         out.steps.insert(
             key,
-            steps
-                .into_iter()
-                .map(|mut s| {
-                    s.first = idx[s.first];
-                    s.found_at = idx[s.found_at];
-                    s
+            judged
+                .events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Step(s) => Some(as_step(s, &idx)),
+                    Event::Restored { .. } => None,
                 })
                 .collect(),
         );
         out.checks.push(ch);
     }
-    let mut said: Vec<(usize, Option<usize>)> = Vec::new();
-    for &(level, found, _) in &slow_confirm {
-        if said.contains(&(level, found)) {
-            continue;
-        }
-        said.push((level, found));
-        let names: Vec<&str> = slow_confirm
-            .iter()
-            .filter(|(l, f, _)| (*l, *f) == (level, found))
-            .map(|(_, _, n)| *n)
-            .collect();
-        out.notes.push(format!(
-            "nightly history: {level} night(s) of {} at this level: a step starting tomorrow needs {} at its new level to be confirmed ({}); until then the committed baseline's checks are the gate",
-            names.join(" and "),
-            found.map_or_else(
-                || format!("more than {} nights", rule.max_after),
-                |a| format!("{a} nights")
-            ),
-            confirm_hint(rule)
-        ));
-    }
     out
 }
 
-/// How many nights at a new level the rule needs, by history length: `5 nights with 8 before,
-/// 4 with 15, 3 from 20 on` at the defaults.
-fn confirm_hint(rule: &StepRule) -> String {
-    let at = |b: usize| nights_to_confirm(b, rule);
-    let floor_from = (rule.min_before..=rule.window.max(rule.min_before) + rule.max_after)
-        .find(|&b| at(b) == Some(rule.confirm));
-    let shown: Vec<String> = [8usize, 15]
+/// With the nights judged, a night's verdict is theirs: the committed baseline's comparisons of
+/// the metrics the nights judged (every quantile and tail row of them) are shown but do not fail
+/// the night (a FAIL becomes a WARN saying so). Errors, objectives and metrics without a
+/// `nightly step` check still gate as without a history (docs/history.md).
+pub fn series_decides(checks: &mut [Check], nightly: &Nightly) {
+    let judged: Vec<Metric> = nightly
+        .checks
         .iter()
-        .filter(|&&b| b >= rule.min_before && floor_from.is_none_or(|f| b < f))
-        .filter_map(|&b| at(b).map(|a| format!("{a} nights at its new level with {b} before")))
-        .chain(floor_from.map(|f| format!("{} from {f} before on", rule.confirm)))
+        .filter(|c| c.kind == CheckKind::ChangePoint && c.verdict != Verdict::Info)
+        .filter_map(|c| c.metric)
         .collect();
-    format!(
-        "a step is confirmed after {}, never on one night",
-        shown.join(", ")
-    )
+    for c in checks.iter_mut() {
+        let snapshot = matches!(
+            c.kind,
+            CheckKind::Quantile(_) | CheckKind::TailExceedance | CheckKind::ItlTail(_)
+        );
+        if snapshot && c.verdict == Verdict::Fail && c.metric.is_some_and(|m| judged.contains(&m)) {
+            c.verdict = Verdict::Warn;
+            c.reason.push_str(
+                "; with --history the nights decide the night's verdict (the nightly step row), so this comparison with the committed baseline is shown, not gated",
+            );
+        }
+    }
+}
+
+/// A confirmed step as the reports' change point (indexes into the nights).
+fn as_step(s: &LevelStep, idx: &[usize]) -> Step {
+    Step {
+        first: idx[s.first],
+        found_at: idx[s.found_at],
+        direction: match s.way {
+            Way::Up => Direction::Up,
+            Way::Down => Direction::Down,
+        },
+        shift: crate::stats::Shift {
+            ratio: s.ratio,
+            lower: 0.0,
+            upper: f64::INFINITY,
+        },
+        p: f64::NAN,
+        before: s.before,
+        after: s.found_at + 1 - s.first,
+    }
 }
 
 /// A `nightly step` check with nothing decided.
@@ -225,173 +254,180 @@ fn blank(sc: &Scenario, m: Metric, rule: &StepRule) -> Check {
     Check::blank(&sc.name, Some(m), CheckKind::ChangePoint, rule.min_step)
 }
 
-/// The verdict of a metric's change points: the level tonight against the level before the
-/// last step that is still in force.
-fn judge_steps(
+/// The check of tonight's judgement: the row shows tonight's value against the reference level
+/// (the band's centre, or the level before a step in force).
+fn verdict_of(
     ch: &mut Check,
-    steps: &[Step],
+    j: &nightly_band::Judged,
     idx: &[usize],
     vals: &[f64],
     nights: &[&Entry],
     tonight: &Entry,
-    rule: &StepRule,
+    rule: &BandRule,
 ) {
     let total = vals.len();
-    // The open regression: the last step up not restored by a later step down.
-    let mut open: Option<&Step> = None;
-    let mut restored: Option<(&Step, &Step)> = None;
-    for s in steps {
-        match (s.direction, open) {
-            (Direction::Up, None) => open = Some(s),
-            (Direction::Up, Some(_)) => open = Some(s),
-            (Direction::Down, Some(up)) => {
-                restored = Some((up, s));
-                open = None;
-            }
-            (Direction::Down, None) => {}
-        }
-    }
-    let level = |from: usize, to: usize| median(&vals[from..to]);
-    let Some(last) = steps.last() else {
-        let lv = level(0, total);
-        ch.candidate = lv;
-        ch.n_candidate = total;
-        // With a short history a step may be under way and not yet confirmable: say so, not
-        // "no step" over a median of two levels.
-        let pending = match nights_to_confirm(total, rule) {
-            Some(a) if a == rule.confirm => String::new(),
-            Some(a) => format!(
-                "; with {total} nights a step is confirmed only after at least {a} nights at its new level, so one that began in the last {} nights would not show yet",
-                a - 1
-            ),
-            None => format!(
-                "; with {total} nights a step cannot be confirmed yet (more nights before it are needed)"
-            ),
-        };
-        ch.reason = format!(
-            "no confirmed step in {total} nights (median {}){pending}",
-            lv.map_or("-".into(), crate::units::fmt_ms)
-        );
+    let v = vals[total - 1];
+    let label = |i: usize| night_label(nights, idx[i]);
+    let ms = crate::units::fmt_ms;
+    let Some(b) = j.band else {
         return;
     };
-    fill(ch, last, vals, total, rule);
-    let at_new = total - last.first;
-    match open {
-        Some(up) if accepted(up, idx, nights, tonight) => {
+    let reference = |ch: &mut Check, old: f64| {
+        ch.baseline = Some(old);
+        ch.candidate = Some(v);
+        ch.ratio = Some(v / old);
+        ch.n_baseline = b.nights;
+        ch.n_candidate = 1;
+    };
+    let band_text = format!(
+        "the band [{}, {}] of {} night(s) since {} (level {}; nights move by {:.1}%{})",
+        ms(b.lo),
+        ms(b.hi),
+        b.nights,
+        label(j.level_start),
+        ms(b.center),
+        100.0 * b.width,
+        if b.width_nights == 0 {
+            format!(
+                ", the prior of {:.0}% until the nights teach theirs",
+                100.0 * rule.prior_tau
+            )
+        } else {
+            format!(", learned from {} nights", b.width_nights)
+        }
+    );
+    match j.tonight {
+        Tonight::First => {}
+        Tonight::Inside => {
+            reference(ch, b.center);
             ch.verdict = Verdict::Pass;
             ch.reason = format!(
-                "a step of {} from {} was accepted: the baseline was blessed again on {}",
-                pct(up.shift.ratio),
-                night_label(nights, idx[up.first]),
-                date(tonight.baseline_created_at.as_deref().unwrap_or("?"))
+                "tonight {} is within {band_text}{}",
+                ms(v),
+                restored_lately(j, idx, nights, total, rule)
             );
         }
-        Some(up) if back_down(up, vals, rule.confirm) => {
-            fill(ch, up, vals, total, rule);
-            // The row shows where the level is now (the last nights) against the level before
-            // the step, not the step itself: "PASS +111.5%" read as a passing regression.
-            let recent = total.saturating_sub(rule.confirm);
-            ch.candidate = median(&vals[recent..total]);
-            ch.ratio = match (ch.baseline, ch.candidate) {
-                (Some(b), Some(c)) if b > 0.0 => Some(c / b),
-                _ => None,
+        Tonight::Suspect(s) => {
+            reference(ch, b.center);
+            let count = match s.needed {
+                _ if s.ratio < 1.0 + rule.min_step && s.ratio > 1.0 / (1.0 + rule.min_step) => format!(
+                    "at {} it is smaller than the {:.0}% a step must be to be confirmed",
+                    pct(s.ratio),
+                    100.0 * rule.min_step
+                ),
+                Some(n) => format!(
+                    "a step that began at night {}, with {} night(s) before it, needs {n} nights at its new level at this size: {} more",
+                    idx[s.first] + 1,
+                    s.before,
+                    n.saturating_sub(s.nights)
+                ),
+                None => format!(
+                    "at this size ({}) it would not be confirmed within {} nights unless it grows",
+                    pct(s.ratio),
+                    rule.max_after
+                ),
             };
-            ch.ci = None;
-            ch.ci_level = None;
-            ch.p_value = None;
-            ch.n_candidate = total - recent;
-            ch.verdict = Verdict::Pass;
-            ch.reason = format!(
-                "restored: the last {} nights are back nearer the level before the step up of {} from {} than to it",
-                rule.confirm,
-                pct(up.shift.ratio),
-                night_label(nights, idx[up.first])
-            );
+            match s.way {
+                Way::Up => {
+                    ch.verdict = Verdict::Warn;
+                    ch.reason = format!(
+                        "suspected step up: tonight {} is above {band_text}; {count}",
+                        ms(v)
+                    );
+                }
+                Way::Down => {
+                    ch.verdict = Verdict::Pass;
+                    ch.reason = format!(
+                        "suspected step down: tonight {} is below {band_text}; {count}",
+                        ms(v)
+                    );
+                }
+            }
         }
-        Some(up) => {
-            fill(ch, up, vals, total, rule);
+        Tonight::StepUp(up) => {
+            reference(ch, up.old);
+            if accepted(&up, idx, nights, tonight) {
+                ch.verdict = Verdict::Pass;
+                ch.reason = format!(
+                    "a step of {} from {} was accepted: the baseline was blessed again on {}",
+                    pct(up.ratio),
+                    label(up.first),
+                    date(tonight.baseline_created_at.as_deref().unwrap_or("?"))
+                );
+                return;
+            }
             ch.verdict = Verdict::Fail;
             ch.reason = format!(
-                "stepped up {} [{}, {}] from {} ({}); {} night(s) at the new level, p = {:.2e}",
-                pct(up.shift.ratio),
-                pct(up.shift.lower),
-                pct(up.shift.upper),
-                night_label(nights, idx[up.first]),
+                "stepped up {} from {} ({}); {} night(s) at the new level, confirmed on night {}; tonight {} against {} before the step",
+                pct(up.ratio),
+                label(up.first),
                 commit_range(nights, idx[up.first]),
                 total - up.first,
-                up.p
+                idx[up.found_at] + 1,
+                ms(v),
+                ms(up.old)
             );
         }
-        None => match restored {
-            Some((up, down)) if std::ptr::eq(down, last) => {
-                ch.verdict = Verdict::Pass;
-                ch.reason = format!(
-                    "restored: stepped down {} from {} after the step up of {} from {}",
-                    pct(down.shift.ratio),
-                    night_label(nights, idx[down.first]),
-                    pct(up.shift.ratio),
-                    night_label(nights, idx[up.first])
-                );
-            }
-            _ if last.direction == Direction::Down && at_new <= rule.max_after => {
-                ch.verdict = Verdict::Improved;
-                ch.reason = format!(
-                    "stepped down {} [{}, {}] from {} ({}); {at_new} night(s) at the new level",
-                    pct(last.shift.ratio),
-                    pct(last.shift.lower),
-                    pct(last.shift.upper),
-                    night_label(nights, idx[last.first]),
-                    commit_range(nights, idx[last.first])
-                );
-            }
-            _ => {
-                ch.verdict = Verdict::Pass;
-                ch.reason = format!(
-                    "no new step: the level since {} holds ({at_new} nights)",
-                    night_label(nights, idx[last.first])
-                );
-            }
-        },
-    }
-}
-
-/// Whether the last `confirm` nights after an up step are all back below the geometric midpoint
-/// of the old and the new level (docs/history.md "Restored"): a restore is confirmed by as many
-/// nights as a step, without waiting until the new level is long enough for a rank test of its
-/// own. The new level is measured on its nights before those.
-fn back_down(up: &Step, vals: &[f64], confirm: usize) -> bool {
-    let total = vals.len();
-    let confirm = confirm.max(1);
-    if total < up.first + confirm + 1 {
-        return false;
-    }
-    let old = median(&vals[up.first.saturating_sub(up.before)..up.first]);
-    let new = median(&vals[up.first..total - confirm]);
-    match (old, new) {
-        (Some(o), Some(n)) if n > o => {
-            let mid = (o * n).sqrt();
-            vals[total - confirm..].iter().all(|v| *v < mid)
+        Tonight::StepDown(d) => {
+            reference(ch, d.old);
+            ch.verdict = Verdict::Improved;
+            ch.reason = format!(
+                "stepped down {} from {} ({}); {} night(s) at the new level; tonight {}",
+                pct(d.ratio),
+                label(d.first),
+                commit_range(nights, idx[d.first]),
+                total - d.first,
+                ms(v)
+            );
         }
-        _ => false,
+        Tonight::Restored(up, how) => {
+            reference(ch, up.old);
+            ch.verdict = Verdict::Pass;
+            let why = match how {
+                Restore::Back => format!(
+                    "the last {} nights are back nearer the level before it ({}) than to it",
+                    rule.restore_nights,
+                    ms(up.old)
+                ),
+                Restore::NotHeld => format!(
+                    "it did not hold: its nights, taken together, are within {} widths of the level before it ({})",
+                    rule.hold,
+                    ms(up.old)
+                ),
+                Restore::SteppedDown => "a step down from its level is confirmed".into(),
+            };
+            ch.reason = format!(
+                "restored: the step up of {} from {}: {why}; tonight {}",
+                pct(up.ratio),
+                label(up.first),
+                ms(v)
+            );
+        }
     }
 }
 
-/// The step's figures on the check: old and new level, the ratio and its bounds, the p-value.
-fn fill(ch: &mut Check, s: &Step, vals: &[f64], total: usize, rule: &StepRule) {
-    let before_from = s.first.saturating_sub(s.before);
-    ch.baseline = median(&vals[before_from..s.first]);
-    ch.candidate = median(&vals[s.first..total]);
-    ch.ratio = Some(s.shift.ratio);
-    ch.ci = Some(RatioCi::bounded(s.shift.lower, s.shift.upper));
-    ch.ci_level = Some(1.0 - rule.alpha.min(0.5));
-    ch.p_value = Some(s.p);
-    ch.n_baseline = s.first - before_from;
-    ch.n_candidate = total - s.first;
+/// `; the step up from night 30 ... was restored on night 36`, while the restore is recent.
+fn restored_lately(
+    j: &nightly_band::Judged,
+    idx: &[usize],
+    nights: &[&Entry],
+    total: usize,
+    rule: &BandRule,
+) -> String {
+    match j.events.last() {
+        Some(Event::Restored { step, at, .. }) if total <= at + rule.max_after => format!(
+            "; the step up of {} from {} was restored on night {} and stays so until a new step is confirmed",
+            pct(step.ratio),
+            night_label(nights, idx[step.first]),
+            idx[*at] + 1
+        ),
+        _ => String::new(),
+    }
 }
 
 /// An up step is accepted on purpose when the baseline in force tonight was blessed at or after
 /// the step's first night.
-fn accepted(up: &Step, idx: &[usize], nights: &[&Entry], tonight: &Entry) -> bool {
+fn accepted(up: &LevelStep, idx: &[usize], nights: &[&Entry], tonight: &Entry) -> bool {
     let first = &nights[idx[up.first]];
     match tonight.baseline_created_at.as_deref() {
         Some(b) => b >= first.time.as_str(),
@@ -447,14 +483,10 @@ fn pct(r: f64) -> String {
     }
 }
 
-fn median(v: &[f64]) -> Option<f64> {
-    let s = crate::stats::quantile::sorted(v);
-    crate::stats::quantile::quantile_type7(&s, 0.5)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Quantile;
     use crate::history::entry::tests_support::entry;
 
     /// Scenario `s` gating TPOT only.
@@ -501,108 +533,133 @@ mod tests {
         )
     }
 
+    /// (verdict, reason) of night `t` (index) of `v`.
+    fn night(v: &[f64], t: usize) -> (Verdict, String) {
+        let (c, _) = judged(&v[..=t]);
+        (c.verdict, c.reason)
+    }
+
     #[test]
-    fn too_few_nights_is_a_note_not_a_check() {
-        let (_, j) = judged(&wobble(6));
+    fn one_night_is_a_note_not_a_check() {
+        let (_, j) = judged(&wobble(1));
         assert!(j.checks.is_empty());
         assert_eq!(
             j.notes,
-            vec!["nightly history: 6 night(s) of TPOT with this configuration; a change point needs 5 nights before a step and 3 or more at its new level (8 in all), so none is judged yet; a step is confirmed after 5 nights at its new level with 8 before, 4 nights at its new level with 15 before, 3 from 20 before on, never on one night"]
+            vec!["nightly history: 1 night(s) of TPOT with this configuration: the nights decide from the second night on, so tonight the committed baseline does"]
+        );
+        // from the second night on, a check (the prior's band around the first night)
+        let (c, _) = judged(&wobble(2));
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
+        assert!(
+            c.reason
+                .contains("nights move by 5.0%, the prior of 5% until the nights teach theirs"),
+            "{}",
+            c.reason
         );
     }
 
     #[test]
-    fn steady_nights_and_one_outlier_night_pass() {
+    fn steady_nights_pass_and_one_outlier_night_is_a_warn_not_a_fail() {
         let (c, _) = judged(&wobble(25));
         assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
         assert!(
-            c.reason.starts_with("no confirmed step in 25 nights"),
+            c.reason.starts_with("tonight ") && c.reason.contains(" is within the band ["),
             "{}",
             c.reason
         );
-        // one night 40 % slow, tonight back: no alert on it or after it
+        // the row shows tonight's value against the band's centre
+        assert_eq!(c.candidate, Some(wobble(25)[24]));
+        assert_eq!(c.n_candidate, 1);
+        // one night 40 % slow: WARN on it (a suspected step), PASS after it, never FAIL
         let mut v = wobble(25);
         v[20] *= 1.4;
-        for t in 20..25 {
-            let (c, _) = judged(&v[..=t]);
-            assert_eq!(c.verdict, Verdict::Pass, "night {}: {}", t + 1, c.reason);
+        let (verdict, reason) = night(&v, 20);
+        assert_eq!(verdict, Verdict::Warn, "{reason}");
+        assert!(
+            reason.starts_with("suspected step up: tonight 11"),
+            "{reason}"
+        );
+        for t in 21..25 {
+            let (verdict, reason) = night(&v, t);
+            assert_eq!(verdict, Verdict::Pass, "night {}: {reason}", t + 1);
         }
     }
 
     #[test]
-    fn a_persistent_step_fails_naming_its_first_night_and_commits() {
+    fn a_step_warns_on_its_first_night_and_fails_from_its_second_naming_it() {
         // 29 drifting nights, then +20 % from night 30 (index 29)
         let mut v = wobble(33);
         for x in &mut v[29..] {
             *x *= 1.2;
         }
-        // nights 30 and 31: not yet (3 nights at the new level are needed)
-        for t in [29, 30] {
-            let (c, _) = judged(&v[..=t]);
-            assert_eq!(c.verdict, Verdict::Pass, "night {}: {}", t + 1, c.reason);
-        }
-        let (c, j) = judged(&v[..=31]);
+        // night 30: a suspected step, counted as the rule counts it
+        let (verdict, reason) = night(&v, 29);
+        assert_eq!(verdict, Verdict::Warn, "{reason}");
+        assert!(
+            reason.ends_with("a step that began at night 30, with 29 night(s) before it, needs 2 nights at its new level at this size: 1 more"),
+            "{reason}"
+        );
+        // night 31: confirmed
+        let (verdict, reason) = night(&v, 30);
+        assert_eq!(verdict, Verdict::Fail, "{reason}");
+        assert!(
+            reason.contains("from night 30 of 31 (2026-10-30) (commits c28")
+                && reason.contains("..c29"),
+            "{reason}"
+        );
+        assert!(
+            reason.contains("2 night(s) at the new level, confirmed on night 31"),
+            "{reason}"
+        );
+        // night 33: still in force; the row shows tonight's value, not a median of the levels
+        let (c, j) = judged(&v);
         assert_eq!(c.verdict, Verdict::Fail, "{}", c.reason);
         assert!(
-            c.reason.contains("from night 30 of 32 (2026-10-30)"),
+            c.reason
+                .contains("4 night(s) at the new level, confirmed on night 31"),
             "{}",
             c.reason
         );
-        assert!(
-            c.reason
-                .contains(&format!("commits c28{z}..c29{z}", z = "0000000")),
-            "{}",
-            c.reason
-        );
-        assert!(
-            c.reason.contains("3 night(s) at the new level"),
-            "{}",
-            c.reason
-        );
+        assert_eq!(c.candidate, Some(v[32]));
         let r = c.ratio.unwrap();
-        assert!((r - 1.2).abs() < 0.05, "ratio {r}");
-        let ci = c.ci.unwrap();
-        assert!(ci.lower.unwrap() < r && r < ci.upper.unwrap(), "{ci:?}");
-        assert!(c.p_value.unwrap() <= 0.01);
+        assert!(
+            (r - v[32] / c.baseline.unwrap()).abs() < 1e-12 && (r - 1.2).abs() < 0.05,
+            "{r}"
+        );
         assert_eq!(j.steps[&SummaryKey::Tpot][0].first, 29);
+        assert_eq!(j.steps[&SummaryKey::Tpot][0].found_at, 30);
     }
 
     #[test]
-    fn a_restoring_step_passes_and_a_rebless_accepts() {
+    fn a_restored_step_stays_restored_and_a_rebless_accepts() {
         let mut v = wobble(44);
         for x in &mut v[29..36] {
             *x *= 1.2;
         }
-        // restored from night 37 (index 36): still FAIL until 3 nights confirm it
-        let (c, _) = judged(&v[..=37]);
-        assert_eq!(c.verdict, Verdict::Fail, "{}", c.reason);
-        let (c, _) = judged(&v[..=38]);
-        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
+        // back from night 37 (index 36): still FAIL on it, restored on the second night back
+        assert_eq!(night(&v, 36).0, Verdict::Fail);
+        let (verdict, reason) = night(&v, 37);
+        assert_eq!(verdict, Verdict::Pass, "{reason}");
         assert!(
-            c.reason.starts_with(
-                "restored: the last 3 nights are back nearer the level before the step up of +"
-            ),
-            "{}",
-            c.reason
+            reason.starts_with("restored: the step up of +")
+                && reason.contains("from night 30 of 38"),
+            "{reason}"
         );
-        assert!(c.reason.contains("from night 30 of 39"), "{}", c.reason);
-        // the row shows tonight's level (the last 3 nights' median) against the level before
-        // the step, not the step's +20 % beside a PASS
-        let mut last3 = v[36..=38].to_vec();
-        last3.sort_by(f64::total_cmp);
-        assert_eq!(c.candidate, Some(last3[1]));
-        let r = c.ratio.unwrap();
-        assert!((r - last3[1] / c.baseline.unwrap()).abs() < 1e-12, "{r}");
-        assert!(r < 1.1, "{r}");
-        assert_eq!((c.ci, c.n_candidate), (None, 3));
-        // much later, the rank test finds the step down itself
-        let (c, _) = judged(&v);
-        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
         assert!(
-            c.reason.starts_with("restored: stepped down"),
-            "{}",
-            c.reason
+            reason.contains("the last 2 nights are back nearer the level before it"),
+            "{reason}"
         );
+        // and stays restored: every later night passes, saying so
+        for t in 38..44 {
+            let (verdict, reason) = night(&v, t);
+            assert_eq!(verdict, Verdict::Pass, "night {}: {reason}", t + 1);
+            assert!(
+                reason.contains(
+                    "was restored on night 38 and stays so until a new step is confirmed"
+                ),
+                "{reason}"
+            );
+        }
         // a step that holds, and the baseline blessed after it began
         let mut v = wobble(34);
         for x in &mut v[29..] {
@@ -617,6 +674,44 @@ mod tests {
         assert!(j.checks[0]
             .reason
             .contains("was accepted: the baseline was blessed again on 2026-11-01"));
+    }
+
+    #[test]
+    fn the_nights_decide_a_judged_metric_and_nothing_else() {
+        let sc = scenario();
+        let (_, j) = judged(&wobble(12));
+        let fail = |metric: Option<Metric>, kind: CheckKind| {
+            let mut c = Check::blank("s", metric, kind, 0.1);
+            c.verdict = Verdict::Fail;
+            c.reason = "r".into();
+            c
+        };
+        let mut checks = vec![
+            fail(Some(Metric::Tpot), CheckKind::Quantile(Quantile::P50)),
+            fail(Some(Metric::Tpot), CheckKind::Quantile(Quantile::P99)),
+            fail(None, CheckKind::ErrorRate),
+            fail(Some(Metric::Ttft), CheckKind::Quantile(Quantile::P50)),
+            fail(Some(Metric::Tpot), CheckKind::Slo(Quantile::P90)),
+        ];
+        series_decides(&mut checks, &j);
+        let verdicts: Vec<Verdict> = checks.iter().map(|c| c.verdict).collect();
+        assert_eq!(
+            verdicts,
+            vec![
+                Verdict::Warn,
+                Verdict::Warn,
+                Verdict::Fail,
+                Verdict::Fail,
+                Verdict::Fail
+            ]
+        );
+        assert_eq!(checks[0].reason, "r; with --history the nights decide the night's verdict (the nightly step row), so this comparison with the committed baseline is shown, not gated");
+        // one night: no nightly check, the committed baseline decides
+        let (_, j) = judged(&wobble(1));
+        let mut checks = vec![fail(Some(Metric::Tpot), CheckKind::Quantile(Quantile::P50))];
+        series_decides(&mut checks, &j);
+        assert_eq!(checks[0].verdict, Verdict::Fail);
+        let _ = sc;
     }
 
     #[test]
@@ -650,13 +745,36 @@ mod tests {
         // exp(2.33 x 0.459203 x sqrt 1.5) - 1 = 2.7077 with a 2-run baseline
         let tau = learned[&Metric::Tpot].tau;
         assert!((tau - 0.459203).abs() < 1e-5, "{tau}");
+        // how much they move is their band's width: the MAD of ln 8 / ln 12 around their median,
+        // ln 1.5 / 2 = 0.202733, / 0.67449 = 0.300572, pooled with the 5 % prior (5 nights):
+        // sqrt((5 x 0.05^2 + 30 x 0.300572^2) / 35) = 0.278918; the smallest step its band can
+        // confirm (10 nights at it against 30) is exp((1 + 3 / 10) sqrt(1 + 1.1 x 10 / 30) x
+        // 0.278918) - 1 = exp(1.519772 x 0.278918) - 1 = 0.52792: over 3 x 10 %
+        let w = learned[&Metric::Tpot].band_width;
+        assert!((w - 0.278918).abs() < 1e-5, "{w}");
         let wide = too_wide(&sc, &learned, 2);
         assert_eq!(wide.len(), 1);
-        assert!((wide[0].learned - 2.7077).abs() < 1e-4, "{:?}", wide[0]);
+        assert!((wide[0].learned - 0.52792).abs() < 1e-4, "{:?}", wide[0]);
         assert_eq!(
             wide[0].to_string(),
-            "TPOT: 30 nights of history move by tau 45.9% from night to night: the fail tolerance would widen from 10% to 271%, over 3x the configured one, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`"
+            "TPOT: 30 nights of history move by 27.9% from night to night: their band can confirm no step below 53%, over 3x the configured fail tolerance of 10%, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`"
         );
+        // issue 43: 12 nights of log-sd ~5 % with two 1.3x outlier nights are gated (the upper
+        // bound of the rows' tau from them widened 10 % past 30 % and exited 3)
+        let noisy: Vec<f64> = [
+            0.0, 1.2, -0.8, 0.3, -1.5, 0.9, -0.2, 1.6, -1.1, 0.5, -0.4, 0.1f64,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, z)| 8.0 * (0.05 * z).exp() * if i == 3 || i == 8 { 1.3 } else { 1.0 })
+        .collect();
+        let learned = learned_spread(&sc, &nights(&sc, &noisy), &StepRule::default());
+        assert!(learned[&Metric::Tpot].band_width < 0.06, "{learned:?}");
+        assert!(
+            widened_fail(0.1, learned[&Metric::Tpot].tau, 2) > 0.3,
+            "{learned:?}"
+        );
+        assert!(too_wide(&sc, &learned, 2).is_empty(), "{learned:?}");
         // drift-like nights (+-3 %) learn a few %: gated
         let learned = learned_spread(&sc, &nights(&sc, &wobble(30)), &StepRule::default());
         assert!(learned[&Metric::Tpot].tau < 0.05, "{learned:?}");
@@ -673,61 +791,54 @@ mod tests {
         };
         let (c, _) = judged(&[1e300; 10]);
         assert!(
-            c.reason
-                .starts_with("no confirmed step in 10 nights (median 1e297 s)"),
+            c.reason.starts_with("tonight 1e297 s is within the band ["),
             "{}",
             c.reason
         );
+        assert!(!long_digits(&c.reason), "{}", c.reason);
         let mut v = wobble(20);
         v.extend([8e300; 5]);
         let (c, _) = judged(&v);
         assert_eq!(c.verdict, Verdict::Fail, "{}", c.reason);
         assert!(!long_digits(&c.reason), "{}", c.reason);
         assert!(
-            c.reason.starts_with(
-                "stepped up +1.001e302% [+9.77e301%, +1.028e302%] from night 21 of 25"
-            ),
+            c.reason
+                .starts_with("stepped up +1.002e302% from night 21 of 25"),
             "{}",
             c.reason
         );
     }
 
+    /// Issue 43: nights 10-12 said a step needs 5, then 4 nights, and it was confirmed on its
+    /// eighth; the row's value was the median of both levels. Now each night counts the nights
+    /// the rule needs at the step's size, down to the night it is confirmed: with 5 nights
+    /// before it the level is uncertain (sd factor sqrt(1 + 1.1 a / 5)), so the CUSUM's mean
+    /// clipped z, at most 2.5, must reach (1 + 3 / a) sqrt(1 + 1.1 a / 5): 3.0 at a = 2, 2.58
+    /// at 3, 2.40 at 4: 4 nights.
     #[test]
-    fn a_short_history_says_how_long_a_new_step_would_go_unconfirmed_once() {
-        // 12 nights, no step: a step starting tomorrow with 12 before needs 4 nights (3 after:
-        // 1/C(15,3) = 1/455 x 2 x 8 candidates = 0.035; 4 after: 1/C(16,4) = 1/1820 x 2 x 8
-        // = 0.0088 <= 0.01)
-        let (c, j) = judged(&wobble(12));
-        let want = nights_to_confirm(12, &StepRule::default()).unwrap();
-        assert_eq!(want, 4);
-        // the row does not say "no step" as if one could not be under way
+    fn a_short_history_counts_the_nights_a_step_needs_as_the_rule_does() {
+        let mut v = wobble(5);
+        for (night, more) in [(6, 3), (7, 2), (8, 1)] {
+            v.push(10.0 + 0.01 * night as f64); // +25 % from night 6
+            let (c, _) = judged(&v);
+            assert_eq!(c.verdict, Verdict::Warn, "night {night}: {}", c.reason);
+            assert!(
+                c.reason.ends_with(&format!("a step that began at night 6, with 5 night(s) before it, needs 4 nights at its new level at this size: {more} more")),
+                "night {night}: {}",
+                c.reason
+            );
+            assert_eq!(c.candidate, v.last().copied());
+        }
+        v.push(10.09);
+        let (c, _) = judged(&v);
+        assert_eq!(c.verdict, Verdict::Fail, "{}", c.reason);
+        assert!(c.reason.contains("from night 6 of 9"), "{}", c.reason);
         assert!(
-            c.reason.ends_with("; with 12 nights a step is confirmed only after at least 4 nights at its new level, so one that began in the last 3 nights would not show yet"),
+            c.reason
+                .contains("4 night(s) at the new level, confirmed on night 9"),
             "{}",
             c.reason
         );
-        let notes: Vec<&String> = j
-            .notes
-            .iter()
-            .filter(|n| n.contains("a step starting tomorrow"))
-            .collect();
-        assert_eq!(notes.len(), 1, "{:?}", j.notes);
-        assert!(
-            notes[0].starts_with(&format!(
-                "nightly history: 12 night(s) of TPOT at this level: a step starting tomorrow needs {want} nights"
-            )),
-            "{}",
-            notes[0]
-        );
-        // from 20 nights on, 3 do: no note
-        let (c, j) = judged(&wobble(21));
-        assert!(!c.reason.contains("; with 21 nights"), "{}", c.reason);
-        assert!(
-            !j.notes
-                .iter()
-                .any(|n| n.contains("a step starting tomorrow")),
-            "{:?}",
-            j.notes
-        );
+        assert_eq!(c.candidate, Some(10.09));
     }
 }

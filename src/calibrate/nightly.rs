@@ -1,19 +1,22 @@
-//! `perfgate calibrate --nightly`: the change-point rule of the nightly history
-//! ([`crate::stats::changepoint`]) on simulated series of nights, beside a naive threshold and a
-//! Perfherder-style t-test on the same series.
+//! `perfgate calibrate --nightly`: the nightly verdict rule ([`crate::stats::nightly_band`])
+//! beside the rank change-point rule it replaces ([`crate::stats::changepoint`]), a
+//! Perfherder-style t-test and an E-divisive/Otava-style rule ([`crate::stats::edivisive`]), on
+//! the same simulated series of nights.
 //!
-//! A night's value is a scenario's P50 as one nightly run measures it: ln x_t = ln 100 + a_t + e_t
-//! (+ ln step from `step_at` on), with e_t ~ N(0, `night_sd`) independent night-to-night noise,
-//! a_t = `ar` a_(t-1) + N(0, `drift_sd`) a slowly wandering runner (AR(1)), and with probability
-//! `outlier_p` an outlier night multiplied by U(1.3, 1.6) (a noisy neighbour).
+//! A night's value is a scenario's P50 as one nightly run measures it: ln x_t = ln 100 + e_t +
+//! w_t (+ ln step from `step_at` on), e_t ~ N(0, `night_sd`) independent night-to-night drift,
+//! w_t a slow random walk (w_t = w_(t-1) + N(0, `walk_sd`)) or an AR(1) runner drift (a_t =
+//! `ar` a_(t-1) + N(0, `ar_sd`)), and with probability `outlier_p` an outlier night x
+//! `outlier`.
 //!
-//! Figures: for a null row, false alerts per series per night (alerts / nights judged); for a step
-//! row, the nights from the step (the step night is 1) after which at least 90 % of the series
-//! have alerted (an alert found on or after the step night), the share alerted within 10 nights,
-//! and the share whose first such alert names the step's night within +-1 (the naive rule names
-//! the night it fires).
+//! Figures per rule, from its own exit code (red: a step up in force by that rule) and its change
+//! points: null rows, red nights and change points (either direction) per 100 nights; step rows,
+//! the share of series red on the step's first or second night, the share with a step up
+//! confirmed by its third night, and the share with one found within 7 nights.
 
-use crate::stats::changepoint::{change_points, naive_threshold, perfherder_t, StepRule};
+use crate::stats::changepoint::{change_points, perfherder_t, Direction, StepRule};
+use crate::stats::edivisive::{segment, OtavaRule};
+use crate::stats::nightly_band::{judge_every_night, BandRule, Event, Tonight, Way};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
 
@@ -23,63 +26,65 @@ pub struct NightModel {
     pub label: &'static str,
     pub nights: usize,
     pub night_sd: f64,
+    pub walk_sd: f64,
     pub ar: f64,
-    pub drift_sd: f64,
+    pub ar_sd: f64,
     pub outlier_p: f64,
-    /// The step: from this night on, values are multiplied by `step` (1.0: none).
+    pub outlier: f64,
+    /// The step: from this night (index) on, values are multiplied by `step` (1.0: none).
     pub step_at: usize,
     pub step: f64,
 }
 
-/// The rows `perfgate calibrate --nightly` prints.
+/// The series kinds `perfgate calibrate --nightly` prints, each unchanged, +10 % and +20 %.
 pub fn models() -> Vec<NightModel> {
-    let quiet = NightModel {
-        label: "",
+    let iid = NightModel {
+        label: "iid, night sd 5 %",
         nights: 60,
-        night_sd: 0.03,
+        night_sd: 0.05,
+        walk_sd: 0.0,
         ar: 0.0,
-        drift_sd: 0.0,
+        ar_sd: 0.0,
         outlier_p: 0.0,
+        outlier: 1.0,
         step_at: 30,
         step: 1.0,
     };
-    let noisy = NightModel {
-        night_sd: 0.05,
-        ar: 0.7,
-        drift_sd: 0.02,
+    let walk = NightModel {
+        label: "sd 5 %, 5 % outliers x1.3, walk 0.5 %/night",
+        walk_sd: 0.005,
         outlier_p: 0.05,
-        ..quiet.clone()
+        outlier: 1.3,
+        ..iid.clone()
     };
-    let row = |m: &NightModel, label, step| NightModel {
-        label,
-        step,
-        ..m.clone()
+    let ar = NightModel {
+        label: "sd 5 %, 5 % outliers x1.3, AR(0.7) drift 2 %",
+        ar: 0.7,
+        ar_sd: 0.02,
+        outlier_p: 0.05,
+        outlier: 1.3,
+        ..iid.clone()
     };
-    vec![
-        row(&quiet, "null, quiet runner (night sd 3 %)", 1.0),
-        row(
-            &noisy,
-            "null, noisy runner (sd 5 %, AR drift, 5 % outlier nights)",
-            1.0,
-        ),
-        row(&quiet, "+10 % step at night 30, quiet runner", 1.10),
-        row(&quiet, "+20 % step at night 30, quiet runner", 1.20),
-        row(&noisy, "+10 % step at night 30, noisy runner", 1.10),
-        row(&noisy, "+20 % step at night 30, noisy runner", 1.20),
-    ]
+    [iid, walk, ar]
+        .into_iter()
+        .flat_map(|m| [1.0, 1.1, 1.2].map(|step| NightModel { step, ..m.clone() }))
+        .collect()
 }
 
 /// One simulated series of `m`.
 pub fn series(m: &NightModel, rng: &mut StdRng) -> Vec<f64> {
-    let e = Normal::new(0.0, m.night_sd.max(1e-12)).expect("finite sd");
-    let d = Normal::new(0.0, m.drift_sd.max(1e-12)).expect("finite sd");
-    let mut a = 0.0;
+    let normal = |sd: f64| Normal::new(0.0, sd.max(1e-12)).expect("finite sd");
+    let (e, w, d) = (normal(m.night_sd), normal(m.walk_sd), normal(m.ar_sd));
+    let (mut walk, mut a) = (0.0, 0.0);
     (0..m.nights)
         .map(|t| {
-            a = m.ar * a + if m.drift_sd > 0.0 { d.sample(rng) } else { 0.0 };
-            let mut x = 100.0 * (a + e.sample(rng)).exp();
+            if m.walk_sd > 0.0 {
+                walk += w.sample(rng);
+            }
+            a = m.ar * a + if m.ar_sd > 0.0 { d.sample(rng) } else { 0.0 };
+            let mut x = 100.0 * (walk + a + e.sample(rng)).exp();
             if m.outlier_p > 0.0 && rng.random::<f64>() < m.outlier_p {
-                x *= rng.random_range(1.3..1.6);
+                x *= m.outlier;
             }
             if t >= m.step_at {
                 x *= m.step;
@@ -89,96 +94,166 @@ pub fn series(m: &NightModel, rng: &mut StdRng) -> Vec<f64> {
         .collect()
 }
 
-/// The three rules compared.
+/// The four rules compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
-    /// [`change_points`] with [`StepRule::default`].
-    Perfgate,
-    /// [`naive_threshold`]: tonight > 1.10 x the median of the last 20 nights.
-    Naive,
-    /// [`perfherder_t`]: back 12, fore 12, t > 7.
+    /// [`crate::stats::nightly_band`] with [`BandRule::default`]: the night's exit code.
+    Band,
+    /// [`change_points`] with [`StepRule::default`]: the rank rule of perfgate <= 0.1 (its exit
+    /// code came from the committed baseline; here: red while its step up is in force).
+    Rank,
+    /// [`perfherder_t`]: back 12, fore 12, t > 7, both directions.
     Perfherder,
+    /// [`segment`] of the last 50 nights, Welch p < 0.001, re-run each night.
+    Otava,
+}
+
+/// A rule's verdicts on one series: red per night and its change points (first night, found,
+/// up).
+pub struct Verdicts {
+    pub red: Vec<bool>,
+    pub steps: Vec<(usize, usize, bool)>,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 3] = [Rule::Perfgate, Rule::Naive, Rule::Perfherder];
+    pub const ALL: [Rule; 4] = [Rule::Band, Rule::Rank, Rule::Perfherder, Rule::Otava];
 
-    /// The alerts on a series: (first night named, night it was found).
-    pub fn alerts(self, s: &[f64]) -> Vec<(usize, usize)> {
+    pub fn name(self) -> &'static str {
         match self {
-            Rule::Perfgate => change_points(s, &StepRule::default())
-                .iter()
-                .filter(|c| c.direction == crate::stats::changepoint::Direction::Up)
-                .map(|c| (c.first, c.found_at))
-                .collect(),
-            Rule::Naive => naive_threshold(s, 20, 0.10)
-                .into_iter()
-                .map(|t| (t, t))
-                .collect(),
-            Rule::Perfherder => perfherder_t(s, 12, 12, 7.0),
+            Rule::Band => "band (new)",
+            Rule::Rank => "rank (0.1)",
+            Rule::Perfherder => "perfherder",
+            Rule::Otava => "otava",
         }
     }
+
+    pub fn verdicts(self, s: &[f64]) -> Verdicts {
+        match self {
+            Rule::Band => {
+                let (nights, events) = judge_every_night(s, &BandRule::default());
+                Verdicts {
+                    red: nights
+                        .iter()
+                        .map(|n| matches!(n, Tonight::StepUp(_)))
+                        .collect(),
+                    steps: events
+                        .iter()
+                        .filter_map(|e| match e {
+                            Event::Step(st) => Some((st.first, st.found_at, st.way == Way::Up)),
+                            Event::Restored { .. } => None,
+                        })
+                        .collect(),
+                }
+            }
+            Rule::Rank => in_force(
+                s.len(),
+                change_points(s, &StepRule::default())
+                    .iter()
+                    .map(|c| (c.first, c.found_at, c.direction == Direction::Up))
+                    .collect(),
+            ),
+            Rule::Perfherder => {
+                let inv: Vec<f64> = s.iter().map(|v| 1.0 / v).collect();
+                let mut steps: Vec<(usize, usize, bool)> = perfherder_t(s, 12, 12, 7.0)
+                    .into_iter()
+                    .map(|(k, f)| (k, f, true))
+                    .chain(
+                        perfherder_t(&inv, 12, 12, 7.0)
+                            .into_iter()
+                            .map(|(k, f)| (k, f, false)),
+                    )
+                    .collect();
+                steps.sort_by_key(|&(_, f, _)| f);
+                in_force(s.len(), steps)
+            }
+            Rule::Otava => otava(s, &OtavaRule::default()),
+        }
+    }
+}
+
+/// Red while the last change point found is a step up.
+fn in_force(n: usize, steps: Vec<(usize, usize, bool)>) -> Verdicts {
+    let red = (0..n)
+        .map(|t| steps.iter().rfind(|s| s.1 <= t).is_some_and(|s| s.2))
+        .collect();
+    Verdicts { red, steps }
+}
+
+/// Otava re-run each night on the newest nights: a change point is reported the first night it
+/// appears (not within +-1 night of one reported before); red when tonight's segmentation ends
+/// in a step up.
+fn otava(s: &[f64], rule: &OtavaRule) -> Verdicts {
+    let lx: Vec<f64> = s.iter().map(|v| v.ln()).collect();
+    let mut steps: Vec<(usize, usize, bool)> = Vec::new();
+    let mut red = Vec::with_capacity(s.len());
+    for t in 0..s.len() {
+        let from = (t + 1).saturating_sub(rule.window);
+        let x = &lx[from..=t];
+        let cps = segment(x, rule);
+        let mean = |a: usize, b: usize| x[a..b].iter().sum::<f64>() / (b - a) as f64;
+        let bounds: Vec<usize> = std::iter::once(0)
+            .chain(cps.iter().copied())
+            .chain(std::iter::once(x.len()))
+            .collect();
+        let up_at = |i: usize| mean(bounds[i + 1], bounds[i + 2]) > mean(bounds[i], bounds[i + 1]);
+        for (i, &k) in cps.iter().enumerate() {
+            let abs = from + k;
+            if !steps.iter().any(|s| s.0.abs_diff(abs) <= 1) {
+                steps.push((abs, t, up_at(i)));
+            }
+        }
+        red.push(!cps.is_empty() && up_at(cps.len() - 1));
+    }
+    Verdicts { red, steps }
 }
 
 /// What one row measured for one rule.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RuleRates {
-    /// Null rows: alerts per series per night.
-    pub false_alerts_per_night: f64,
-    /// Step rows: nights from the step until >= 90 % of the series alerted (the step night is 1);
-    /// `None` when not reached by the end of the series.
-    pub nights_to_90: Option<usize>,
-    /// Step rows: the share of series alerted within 10 nights of the step.
-    pub within_10: f64,
-    /// Step rows: the share of series whose first alert after the step names its night +-1.
-    pub named: f64,
+    /// Null rows: red nights per 100 nights.
+    pub red_per_100: f64,
+    /// Null rows: change points (either direction) per 100 nights.
+    pub steps_per_100: f64,
+    /// Step rows: the share red on the step's first or second night.
+    pub red_within_2: f64,
+    /// Step rows: the share with a step up found by the step's third night.
+    pub confirmed_within_3: f64,
+    /// Step rows: the share with a step up found within 7 nights.
+    pub caught_within_7: f64,
 }
 
 /// Runs `reps` series of `m`, each rule on the same series.
 pub fn run(m: &NightModel, reps: usize, seed: u64) -> Vec<(Rule, RuleRates)> {
     let mut rng = StdRng::seed_from_u64(seed);
     let all: Vec<Vec<f64>> = (0..reps).map(|_| series(m, &mut rng)).collect();
+    let at = m.step_at;
     Rule::ALL
         .iter()
         .map(|&rule| {
-            let mut alerts = 0usize;
-            let mut delays: Vec<Option<usize>> = Vec::new();
-            let mut named = 0usize;
+            let (mut red, mut steps, mut r2, mut c3, mut c7) = (0, 0, 0, 0, 0);
             for s in &all {
-                let a = rule.alerts(s);
-                alerts += a.len();
-                if m.step != 1.0 {
-                    // the first alert found on or after the step night, in nights from the
-                    // step (the step night is 1), and whether it names the step's night +-1
-                    let hit = a
+                let v = rule.verdicts(s);
+                red += v.red.iter().filter(|r| **r).count();
+                steps += v.steps.len();
+                let found_up = |by: usize| {
+                    v.steps
                         .iter()
-                        .filter(|(_, found)| *found >= m.step_at)
-                        .min_by_key(|(_, found)| *found);
-                    if hit.is_some_and(|(first, _)| first.abs_diff(m.step_at) <= 1) {
-                        named += 1;
-                    }
-                    delays.push(hit.map(|(_, found)| found + 1 - m.step_at));
-                }
+                        .any(|&(_, f, up)| up && f >= at && f < at + by)
+                };
+                r2 += usize::from(v.red.iter().skip(at).take(2).any(|r| *r));
+                c3 += usize::from(found_up(3));
+                c7 += usize::from(found_up(7));
             }
-            let nights = (reps * m.nights).max(1) as f64;
-            let within_10 = if delays.is_empty() {
-                0.0
-            } else {
-                delays.iter().filter(|d| d.is_some_and(|d| d <= 10)).count() as f64
-                    / delays.len() as f64
-            };
-            let nights_to_90 = (1..=m.nights.saturating_sub(m.step_at)).find(|&d| {
-                !delays.is_empty()
-                    && delays.iter().filter(|x| x.is_some_and(|x| x <= d)).count() as f64
-                        >= 0.9 * delays.len() as f64
-            });
+            let per_100 = |k: usize| 100.0 * k as f64 / (reps * m.nights).max(1) as f64;
+            let share = |k: usize| k as f64 / reps.max(1) as f64;
             (
                 rule,
                 RuleRates {
-                    false_alerts_per_night: alerts as f64 / nights,
-                    nights_to_90,
-                    within_10,
-                    named: named as f64 / reps.max(1) as f64,
+                    red_per_100: per_100(red),
+                    steps_per_100: per_100(steps),
+                    red_within_2: share(r2),
+                    confirmed_within_3: share(c3),
+                    caught_within_7: share(c7),
                 },
             )
         })
@@ -187,41 +262,48 @@ pub fn run(m: &NightModel, reps: usize, seed: u64) -> Vec<(Rule, RuleRates)> {
 
 /// The `--nightly` section.
 pub fn report(reps: usize, seed: u64) -> String {
+    let r = BandRule::default();
     let mut out = format!(
-        "perfgate calibrate --nightly: {reps} series of 60 nights per row, seed {seed}\n\
-         rules: perfgate = rank step test with 3-night confirmation (alpha 0.01 per night, step >= 5 %);\n\
-         naive = tonight > 1.10 x median of the last 20 nights; perfherder = Welch t, back 12, fore 12, t > 7.\n\
-         null rows: false alerts per series per night (every alert of a null series is false).\n\
-         step rows: nights from the step until 90 % of series alerted (the step night is 1) / share\n\
-         alerted within 10 nights / share whose first alert names the step's night +-1.\n\n"
+        "perfgate calibrate --nightly: {reps} series of 60 nights per row (step rows: the step from night 31), seed {seed}\n\
+         rules: band (new) = the night's exit code: a robust band from the nights since the last confirmed step\n\
+         (prior tau {:.0} % worth {} nights), a step confirmed by 2 nights both beyond {} sd or a CUSUM of 3+ (k {}, H {}),\n\
+         red while a step up is in force; rank (0.1) = Mann-Whitney step, 3+ nights, alpha 0.01, red while its step up is in force;\n\
+         perfherder = Welch t, back 12, fore 12, t > 7, both ways; otava = E-divisive of the last 50 nights, Welch p < 0.001.\n\
+         unchanged rows: red nights per 100 nights / change points (either direction) per 100 nights.\n\
+         step rows: share red on the step's 1st or 2nd night / step up found by its 3rd night / found within 7 nights.\n\n",
+        100.0 * r.prior_tau,
+        r.prior_nights,
+        r.two_night_z,
+        r.allowance,
+        r.decision
     );
-    out.push_str(&format!(
-        "{:<62} {:>18} {:>18} {:>18}\n",
-        "series", "perfgate", "naive", "perfherder"
-    ));
+    out.push_str(&format!("{:<52}", "series"));
+    for rule in Rule::ALL {
+        out.push_str(&format!(" {:>17}", rule.name()));
+    }
+    out.push('\n');
     for (i, m) in models().iter().enumerate() {
         let rates = run(m, reps, seed.wrapping_add(i as u64));
-        let cell = |r: &RuleRates| {
-            if m.step == 1.0 {
-                format!("{:.2}%", 100.0 * r.false_alerts_per_night)
-            } else {
-                let n = r
-                    .nights_to_90
-                    .map_or("never".to_string(), |n| n.to_string());
-                format!(
-                    "{n} / {:.0}% / {:.0}%",
-                    100.0 * r.within_10,
-                    100.0 * r.named
-                )
-            }
+        let what = if m.step == 1.0 {
+            "unchanged".to_string()
+        } else {
+            format!("{:+.0} %", 100.0 * (m.step - 1.0))
         };
-        out.push_str(&format!(
-            "{:<62} {:>18} {:>18} {:>18}\n",
-            m.label,
-            cell(&rates[0].1),
-            cell(&rates[1].1),
-            cell(&rates[2].1)
-        ));
+        out.push_str(&format!("{:<52}", format!("{}: {what}", m.label)));
+        for (_, r) in &rates {
+            let cell = if m.step == 1.0 {
+                format!("{:.2} / {:.2}", r.red_per_100, r.steps_per_100)
+            } else {
+                format!(
+                    "{:.0}/{:.0}/{:.0}%",
+                    100.0 * r.red_within_2,
+                    100.0 * r.confirmed_within_3,
+                    100.0 * r.caught_within_7
+                )
+            };
+            out.push_str(&format!(" {cell:>17}"));
+        }
+        out.push('\n');
     }
     out
 }
@@ -236,9 +318,11 @@ mod tests {
             label: "t",
             nights: 10,
             night_sd: 0.0,
+            walk_sd: 0.0,
             ar: 0.0,
-            drift_sd: 0.0,
+            ar_sd: 0.0,
             outlier_p: 0.0,
+            outlier: 1.0,
             step_at: 4,
             step: 1.5,
         };
@@ -251,24 +335,40 @@ mod tests {
     }
 
     #[test]
-    fn rates_count_alerts_and_delays() {
-        // noise-free +50 % step at night 30 of 60: the naive rule fires from the step night
-        // while the median of the last 20 nights is below 150 / 1.1: nights 30..=39 (median
-        // 100) and 40 (ten of each: median 125 < 136.4), 11 alerts per series
+    fn a_step_in_force_is_red_until_a_step_down() {
+        // up found on night 3, down found on night 6: red on nights 3, 4, 5
+        let v = in_force(8, vec![(2, 3, true), (5, 6, false)]);
+        assert_eq!(
+            v.red,
+            vec![false, false, false, true, true, true, false, false]
+        );
+    }
+
+    #[test]
+    fn rates_count_red_nights_and_steps() {
+        // noise-free +50 % step at night 30 of 60: the band confirms it on its second night
+        // (both nights beyond 2.3 predicted sd of the prior's 5 %) and stays red to the end: 29 red
+        // nights of 60 per series, one change point
         let m = NightModel {
             label: "t",
             nights: 60,
             night_sd: 0.0,
+            walk_sd: 0.0,
             ar: 0.0,
-            drift_sd: 0.0,
+            ar_sd: 0.0,
             outlier_p: 0.0,
+            outlier: 1.0,
             step_at: 30,
             step: 1.5,
         };
         let r = run(&m, 3, 7);
-        let naive = r.iter().find(|(k, _)| *k == Rule::Naive).unwrap().1;
-        assert_eq!(naive.nights_to_90, Some(1));
-        assert_eq!(naive.within_10, 1.0);
-        assert!((naive.false_alerts_per_night - 11.0 / 60.0).abs() < 1e-12);
+        let band = r.iter().find(|(k, _)| *k == Rule::Band).unwrap().1;
+        assert_eq!(band.red_within_2, 1.0);
+        assert_eq!(band.confirmed_within_3, 1.0);
+        assert!(
+            (band.red_per_100 - 100.0 * 29.0 / 60.0).abs() < 1e-9,
+            "{band:?}"
+        );
+        assert!((band.steps_per_100 - 100.0 / 60.0).abs() < 1e-9, "{band:?}");
     }
 }

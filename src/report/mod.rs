@@ -160,7 +160,7 @@ pub fn fmt_tolerance(c: &Check) -> String {
         CheckKind::ErrorRate | CheckKind::StoppedRate => "significant increase".into(),
         CheckKind::Slo(_) | CheckKind::ErrorSlo => "objective (SLO)".into(),
         CheckKind::CacheHitRate => format!(">= {:.0}%", c.fail * 100.0),
-        CheckKind::ChangePoint => format!("step >= {:.0}%, 3 nights", c.fail * 100.0),
+        CheckKind::ChangePoint => format!("band; step >= {:.0}%", c.fail * 100.0),
         _ if c.min_delta_ms > 0.0 => format!(
             "{:.0}% / {fail}, >{}{catches}",
             c.warn * 100.0,
@@ -181,7 +181,7 @@ pub fn drift_blind(r: &Results) -> Option<String> {
     };
     // Already keeping the history: say what it does here, not to start keeping one.
     let instead = if r.scenarios.iter().any(|s| s.nightly.is_some()) {
-        "compare base and candidate in one job with `perfgate ab`; the nightly history kept by this run catches a persistent step of 5% or more with its change points (the `nightly step` rows), after 3 to 5 nights at the new level once it holds 8 to 20 nights before the step"
+        "the nights decide this run's verdict instead (the `nightly step` rows: a step of 5% or more beyond their band is red once confirmed, on its second or third night; docs/history.md), or compare base and candidate in one job with `perfgate ab`"
     } else {
         "compare base and candidate in one job with `perfgate ab`, or keep a nightly history (`check --history`, docs/history.md)"
     };

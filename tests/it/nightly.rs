@@ -2,7 +2,7 @@
 //! on disk, the built-in simulator as the server, the fake GitHub (tests/it/github_support) for
 //! the tracking issue, and `perfgate check --history` run once a night as a scheduled workflow
 //! would: 40 nights with night-to-night drift and a +20 % TPOT step from night 30, restored from
-//! night 36. And two appends at once both land.
+//! night 36: red from the step's second night, restored on the second night back. And two appends at once both land.
 
 use crate::github_support::{FakeGithub, TOKEN};
 use std::path::Path;
@@ -155,7 +155,7 @@ fn forty_nights_alert_on_the_step_and_close_the_issue_when_it_is_restored() {
             closed_on = Some(i);
             assert_eq!(code, Some(0), "night {i}: restored, exit 0:\n{text}");
         }
-        if (30..36).contains(&i) && i >= 32 && code != Some(1) {
+        if (31..36).contains(&i) && code != Some(1) {
             // what the nights were, to tell noise from a rule that missed a clean step
             let shown = crate::support::perfgate_in(&w, 60)
                 .args(["history", "show", "--last", "40"])
@@ -175,18 +175,20 @@ fn forty_nights_alert_on_the_step_and_close_the_issue_when_it_is_restored() {
     );
     let s = gh.state();
     assert_eq!(s.issues.len(), 1, "one tracking issue: {:?}", s.issues);
-    // opened by the confirmed step (its third night, 32, or a night or so later), not by
-    // night 30's FAIL against the committed baseline alone: one bad night never alerts
+    // opened by the confirmed step (its second night, 31; issue 43: the rank rule needed its
+    // third, 32, or later), not by night 30 alone: the step's first night is a WARN (exit 0), as
+    // one bad night is, and never alerts
     assert!(
-        opened_on.is_some_and(|n| (32..=33).contains(&n)),
+        opened_on.is_some_and(|n| (31..=32).contains(&n)),
         "opened on {opened_on:?}"
     );
     assert!(
-        step_named_on.is_some_and(|n| n <= 33),
+        step_named_on.is_some_and(|n| n <= 32),
         "step named on {step_named_on:?}"
     );
+    // closed when restored: the second night back (37; the rank rule's restore needed 3, 38)
     assert!(
-        closed_on.is_some_and(|n| (38..=40).contains(&n)),
+        closed_on.is_some_and(|n| (37..=39).contains(&n)),
         "closed on {closed_on:?}"
     );
     assert_eq!(s.bad_auth, 0);
@@ -897,7 +899,8 @@ fn history_show_prints_no_escape_sequences_from_the_file() {
 
 /// Issue 41: nights alternating 1.0x and 1.5x the baseline learned a fail tolerance of 477 %
 /// (successive differences double for anti-correlated nights), and a 4x TPOT regression exited
-/// 0. A learned tolerance beyond 3x the configured one cannot gate: exit 3, saying why.
+/// 0. Nights that move beyond 3x the configured tolerance (their band's width, issue 43) cannot
+/// gate: exit 3, saying why.
 #[test]
 fn nights_that_move_too_much_cannot_pass_a_4x_regression() {
     let d = quick_repos();
@@ -943,15 +946,27 @@ fn nights_that_move_too_much_cannot_pass_a_4x_regression() {
         serde_json::from_str(&std::fs::read_to_string(w.join("r.json")).unwrap()).unwrap();
     let s = &r["scenarios"][0];
     assert_eq!(s["status"], "unmeasurable", "{s}");
-    // the TPOT row is gated at the cap, 3x the configured 10 %: the 4x night is a FAIL there
-    let row = s["checks"]
-        .as_array()
-        .unwrap()
+    // the TPOT row is shown at the cap, 3x the configured 10 %: the 4x night is beyond it, a
+    // WARN there since the nights decide (issue 43), and the nightly step row suspects a step
+    let checks = s["checks"].as_array().unwrap();
+    let row = checks
         .iter()
         .find(|c| c["metric"] == "tpot" && c["kind"]["quantile"] == "p50")
         .unwrap();
-    assert_eq!(row["verdict"], "FAIL", "{row}");
+    assert_eq!(row["verdict"], "WARN", "{row}");
+    assert!(
+        row["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("so this comparison with the committed baseline is shown, not gated"),
+        "{row}"
+    );
     assert!((row["fail"].as_f64().unwrap() - 0.30).abs() < 1e-9, "{row}");
+    let step = checks
+        .iter()
+        .find(|c| c["metric"] == "tpot" && c["kind"] == "change_point")
+        .unwrap();
+    assert_eq!(step["verdict"], "WARN", "{step}");
 }
 
 /// Issue 41: the reader refuses a night whose time is not RFC 3339, so `history append` must

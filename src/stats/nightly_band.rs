@@ -1,0 +1,837 @@
+//! A night's verdict from the nights (docs/history.md "What decides a night's exit code"): a
+//! robust prediction band from the nights of the current level, a two-tier step rule that
+//! suspects a step on its first night and confirms it on its second or third, and a step in
+//! force until it is restored, accepted or superseded. Pure: the nightly values in, the events
+//! and tonight's judgement out; run online over the whole series each night, so a night is
+//! judged exactly as it was when it was tonight.
+//!
+//! At night t, with the nights of the current level (since the last confirmed step, minus the
+//! nights of a step that did not hold) as the reference:
+//! - **Band**: centre c = the mean of the newest `window` reference log values clipped to their
+//!   median +- 2 w; width w learned from the series (below); tonight's z = (ln x - c) / (w
+//!   sqrt(1 + `center_var` / n)) with n reference nights (the centre's own sampling variance,
+//!   ~1.1 w^2 / n for the clipped mean). Outside `warn_z` (2) is a suspected step: a WARN.
+//! - **Width**: the median absolute deviation of the last `scale_window` nights around the median
+//!   of their own level (each confirmed step and each withdrawn step's nights is a level of its
+//!   own), / 0.6745: an outlier night moves a median by one rank, alternating nights do not
+//!   inflate it (as successive differences would), and a step cannot widen it because its
+//!   nights are their own level. It is combined with a prior of `prior_tau` (5 %, a night-to-night
+//!   drift, not bless's back-to-back tau) worth `prior_nights` nights: w^2 = (nu0 tau0^2 + m s^2)
+//!   / (nu0 + m) with m nights learned from.
+//! - **Step**: for each candidate first night f among the last `max_after` nights with a
+//!   contiguous run f..=t, against the reference nights before f (centre c_f, n_f nights): the
+//!   nights' z_i = (ln x_i - c_f) / w. Two nights (f = t - 1), with n_f >= `two_night_from` (7):
+//!   confirmed when both z_i / sqrt(1 + `center_var` / n_f) >= `two_night_z` (2.3). Any a >= 2
+//!   nights: when the mean
+//!   of the z_i clipped to +-`clip` (2.5: an outlier night counts as 2.5, not 5) is at least
+//!   (k + H / a) sqrt(1 + `center_var` a / n_f), k = `allowance` (1), H = `decision` (3): a
+//!   Page CUSUM (Page 1954) over the run with the centre's uncertainty, never on one night.
+//!   Tonight must be beyond k in the step's direction, and the step's size (the run's median
+//!   against c_f) at least `min_step` (5 %). The earliest candidate that passes is the step's
+//!   first night.
+//! - **A step up in force** is red every night until it is restored, in two ways: its last
+//!   `restore_nights` (2) nights are all nearer the old level than the new one (below their
+//!   geometric midpoint), or it did not hold: the mean clipped z of all its nights against the
+//!   old level fell below `hold` (1.5). Either way the step's nights rejoin the old level as
+//!   what was learned (a change point that fails to hold resets nothing), and a restored step
+//!   stays restored until a new step is confirmed.
+
+use super::quantile::{quantile_type7, sorted};
+
+/// The rule's parameters ([`BandRule::default`] is the calibrated one, docs/accuracy.md
+/// "Nightly change points").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BandRule {
+    /// Prior night-to-night spread (log scale) before the nights teach their own.
+    pub prior_tau: f64,
+    /// The prior's weight, in nights.
+    pub prior_nights: f64,
+    /// Most reference nights the centre is taken from.
+    pub window: usize,
+    /// Most nights the width is learned from.
+    pub scale_window: usize,
+    /// A night this many predicted sd above the centre is a suspected step (WARN).
+    pub warn_z: f64,
+    /// Two nights both this far out confirm a step...
+    pub two_night_z: f64,
+    /// ...once the level has this many reference nights (with fewer, the level's own error is
+    /// shared by both nights and the CUSUM, which counts it, decides).
+    pub two_night_from: usize,
+    /// CUSUM allowance k, in widths.
+    pub allowance: f64,
+    /// CUSUM decision interval H, in widths.
+    pub decision: f64,
+    /// Each night's z is clipped to +- this in the CUSUM.
+    pub clip: f64,
+    /// A step up whose nights' mean clipped z falls below this did not hold.
+    pub hold: f64,
+    /// Nights back nearer the old level that restore a step.
+    pub restore_nights: usize,
+    /// Most nights a step may have run before it is confirmed.
+    pub max_after: usize,
+    /// Smallest step confirmed, relative.
+    pub min_step: f64,
+    /// The centre's variance, in w^2 / n.
+    pub center_var: f64,
+}
+
+impl Default for BandRule {
+    fn default() -> Self {
+        BandRule {
+            prior_tau: 0.05,
+            prior_nights: 5.0,
+            window: 30,
+            scale_window: 30,
+            warn_z: 2.0,
+            two_night_z: 2.3,
+            two_night_from: 7,
+            allowance: 1.0,
+            decision: 3.0,
+            clip: 2.5,
+            hold: 1.5,
+            restore_nights: 2,
+            max_after: 10,
+            min_step: 0.05,
+            center_var: 1.1,
+        }
+    }
+}
+
+/// Which way a level moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    /// Slower.
+    Up,
+    /// Faster.
+    Down,
+}
+
+impl Way {
+    fn sign(self) -> f64 {
+        match self {
+            Way::Up => 1.0,
+            Way::Down => -1.0,
+        }
+    }
+}
+
+/// A confirmed step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LevelStep {
+    /// First night of the new level (index into the series).
+    pub first: usize,
+    /// The night that confirmed it.
+    pub found_at: usize,
+    pub way: Way,
+    /// The old level (the band's centre before the step), in the series' unit.
+    pub old: f64,
+    /// The step's size when confirmed: the median of its nights / the old level.
+    pub ratio: f64,
+    /// Reference nights before it.
+    pub before: usize,
+}
+
+/// How a step up stopped being in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restore {
+    /// Its last nights are back nearer the old level.
+    Back,
+    /// Its nights, taken together, no longer stand out from the old level.
+    NotHeld,
+    /// A step down from the new level was confirmed.
+    SteppedDown,
+}
+
+/// What happened on a night.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Event {
+    Step(LevelStep),
+    Restored {
+        /// The step up restored.
+        step: LevelStep,
+        /// The night it was restored.
+        at: usize,
+        how: Restore,
+    },
+}
+
+/// Tonight's band: where the reference level is and how far tonight is from it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Band {
+    /// The reference level (the clipped mean of its log values), in the series' unit.
+    pub center: f64,
+    /// The band's half-width in predicted sd: tonight's value is inside while within
+    /// `center x exp(+-warn_z x sd)`.
+    pub sd: f64,
+    /// `center x exp(-warn_z sd)` and `center x exp(warn_z sd)`.
+    pub lo: f64,
+    pub hi: f64,
+    /// Tonight in predicted sd from the centre.
+    pub z: f64,
+    /// Reference nights.
+    pub nights: usize,
+    /// The learned width w (log scale) and how many nights taught it (0: the prior alone).
+    pub width: f64,
+    pub width_nights: usize,
+}
+
+/// Tonight's judgement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tonight {
+    /// The first night of the series: nothing to compare with.
+    First,
+    /// Within the band, no step in force.
+    Inside,
+    /// Outside the band (or the run of nights beyond the allowance that includes tonight), not
+    /// confirmed yet: a suspected step.
+    Suspect(Suspect),
+    /// A step up is in force (confirmed tonight when `step.found_at` is tonight).
+    StepUp(LevelStep),
+    /// A step down was confirmed tonight or in the last nights (not restoring a step up).
+    StepDown(LevelStep),
+    /// A step up was restored tonight.
+    Restored(LevelStep, Restore),
+}
+
+/// A suspected step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Suspect {
+    pub way: Way,
+    /// Its first night (the start of the run of nights beyond the allowance).
+    pub first: usize,
+    /// Reference nights before it.
+    pub before: usize,
+    /// Nights at the new level so far (tonight included).
+    pub nights: usize,
+    /// Nights at the new level the rule would need at the run's size so far (its mean clipped
+    /// z): `None` when it would not be confirmed within `max_after` nights at that size.
+    pub needed: Option<usize>,
+    /// Its size so far: the median of its nights / the reference level.
+    pub ratio: f64,
+}
+
+/// The whole series judged night by night.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub events: Vec<Event>,
+    pub tonight: Tonight,
+    /// Tonight's band (absent on the first night).
+    pub band: Option<Band>,
+    /// The first night of the current level (the nights the band's centre is taken from start
+    /// there, minus a withdrawn step's).
+    pub level_start: usize,
+}
+
+/// The running state of [`judge`].
+struct State {
+    /// Per night, the level it was counted in (`usize::MAX`: not yet judged).
+    label: Vec<usize>,
+    /// The current level's nights, oldest first.
+    level: Vec<usize>,
+    next_label: usize,
+    /// A step up in force: the old level's nights, its centre (log) and the step.
+    stepped: Option<(Vec<usize>, f64, LevelStep)>,
+    /// The last step down confirmed (not a restore), for IMPROVED.
+    down: Option<LevelStep>,
+    events: Vec<Event>,
+}
+
+/// Judges `series` (oldest first, positive values; the caller drops nights without one) night
+/// by night, the last night being tonight.
+pub fn judge(series: &[f64], rule: &BandRule) -> Judged {
+    let (mut nights, events, level_start) = walk(series, rule);
+    let (tonight, band) = nights.pop().unwrap_or((Tonight::First, None));
+    Judged {
+        events,
+        tonight,
+        band,
+        level_start,
+    }
+}
+
+/// Every night's judgement as it was that night (for `perfgate calibrate --nightly`).
+pub fn judge_every_night(series: &[f64], rule: &BandRule) -> (Vec<Tonight>, Vec<Event>) {
+    let (nights, events, _) = walk(series, rule);
+    (nights.into_iter().map(|(t, _)| t).collect(), events)
+}
+
+/// The width the nights have taught (log scale) once every night of `series` is judged, and how
+/// many nights taught it: what tomorrow's band starts from.
+pub fn learned_width(series: &[f64], rule: &BandRule) -> (f64, usize) {
+    let lx: Vec<f64> = series.iter().map(|v| v.max(1e-300).ln()).collect();
+    let mut st = state(lx.len());
+    for t in 0..lx.len() {
+        night(&lx, t, &mut st, rule);
+    }
+    width(&lx, &st.label, lx.len(), rule)
+}
+
+/// The smallest step (relative: 0.2 = +20 %) the rule can confirm at all, within `max_after`
+/// nights, on nights of width `width` with `reference` nights before it: the CUSUM's floor,
+/// exp((k + H / a) sqrt(1 + center_var a / n) w) - 1 at a = `max_after` (each night exactly at
+/// the step, none clipped).
+pub fn smallest_confirmable(width: f64, reference: usize, rule: &BandRule) -> f64 {
+    let a = rule.max_after.max(2) as f64;
+    let n = reference.clamp(1, rule.window.max(1)) as f64;
+    let widths = (rule.allowance + rule.decision / a) * (1.0 + rule.center_var * a / n).sqrt();
+    (widths * width).exp_m1().max(rule.min_step)
+}
+
+fn state(n: usize) -> State {
+    State {
+        label: vec![usize::MAX; n],
+        level: Vec::new(),
+        next_label: 1,
+        stepped: None,
+        down: None,
+        events: Vec::new(),
+    }
+}
+
+type Walked = (Vec<(Tonight, Option<Band>)>, Vec<Event>, usize);
+
+fn walk(series: &[f64], rule: &BandRule) -> Walked {
+    let lx: Vec<f64> = series.iter().map(|v| v.max(1e-300).ln()).collect();
+    let mut st = state(lx.len());
+    let nights = (0..lx.len())
+        .map(|t| night(&lx, t, &mut st, rule))
+        .collect();
+    let level_start = st.level.first().copied().unwrap_or(0);
+    (nights, st.events, level_start)
+}
+
+/// Night `t` judged against the state of nights `..t`, which it updates.
+fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Option<Band>) {
+    if st.level.is_empty() {
+        st.level.push(t);
+        st.label[t] = 0;
+        return (Tonight::First, None);
+    }
+    let (w, w_nights) = width(lx, &st.label, t, rule);
+    let reference = newest(&st.level, rule.window);
+    let (c, n) = center(lx, &reference, w);
+    let sd = w * (1.0 + rule.center_var / n as f64).sqrt();
+    let z = (lx[t] - c) / sd;
+    let band = Band {
+        center: c.exp(),
+        sd,
+        lo: (c - rule.warn_z * sd).exp(),
+        hi: (c + rule.warn_z * sd).exp(),
+        z,
+        nights: n,
+        width: w,
+        width_nights: w_nights,
+    };
+    if let Some(judged) = restore(lx, t, w, st, rule) {
+        return (judged, Some(band));
+    }
+    if let Some(step) = confirm(lx, t, w, st, rule) {
+        st.events.push(Event::Step(step));
+        let old: Vec<usize> = st
+            .level
+            .iter()
+            .copied()
+            .filter(|&i| i < step.first)
+            .collect();
+        let label = st.next_label;
+        st.next_label += 1;
+        st.level = (step.first..=t).collect();
+        for i in step.first..=t {
+            st.label[i] = label;
+        }
+        return match step.way {
+            Way::Up => {
+                // a second step up while one is in force: still measured from the first's old level
+                st.stepped = Some(match st.stepped.take() {
+                    Some((o, oc, first)) => (
+                        o,
+                        oc,
+                        LevelStep {
+                            found_at: t,
+                            ..first
+                        },
+                    ),
+                    None => (old, step.old.ln(), step),
+                });
+                let (_, oc, first) = st.stepped.as_ref().expect("set above");
+                let shown = LevelStep {
+                    ratio: median_of(lx, &(first.first..=t).collect::<Vec<_>>()).exp() / oc.exp(),
+                    ..*first
+                };
+                (Tonight::StepUp(shown), Some(band))
+            }
+            Way::Down => match st.stepped.take() {
+                Some((_, _, up)) => {
+                    st.events.push(Event::Restored {
+                        step: up,
+                        at: t,
+                        how: Restore::SteppedDown,
+                    });
+                    (Tonight::Restored(up, Restore::SteppedDown), Some(band))
+                }
+                None => {
+                    st.down = Some(step);
+                    (Tonight::StepDown(step), Some(band))
+                }
+            },
+        };
+    }
+    // tonight joins the current level
+    st.level.push(t);
+    st.label[t] = st.label[*st.level.first().expect("non-empty")];
+    if let Some((_, oc, up)) = &st.stepped {
+        let ratio = median_of(lx, &(up.first..=t).collect::<Vec<_>>()).exp() / oc.exp();
+        return (Tonight::StepUp(LevelStep { ratio, ..*up }), Some(band));
+    }
+    // outside the band: a suspected step, named from the run of nights beyond the allowance
+    if z.abs() > rule.warn_z {
+        if let Some(s) = suspect(lx, t, w, st, rule) {
+            return (Tonight::Suspect(s), Some(band));
+        }
+    }
+    match st.down {
+        Some(d) if t < d.first + rule.max_after => (Tonight::StepDown(d), Some(band)),
+        _ => (Tonight::Inside, Some(band)),
+    }
+}
+
+/// A step up in force restored tonight: back nearer the old level for `restore_nights`, or not
+/// held. Its nights rejoin the old level.
+fn restore(lx: &[f64], t: usize, w: f64, st: &mut State, rule: &BandRule) -> Option<Tonight> {
+    let (old, oc, up) = st.stepped.as_ref()?;
+    let (oc, up) = (*oc, *up);
+    let run: Vec<usize> = (up.first..=t).collect();
+    let hold = mean_clipped_z(lx, &run, oc, w, rule.clip);
+    let r = rule.restore_nights.max(1);
+    let new_nights: Vec<usize> = st.level.iter().copied().filter(|&i| i + r <= t).collect();
+    let back = t >= up.first + r && !new_nights.is_empty() && {
+        let mid = (oc + median_of(lx, &new_nights)) / 2.0;
+        (t + 1 - r..=t).all(|i| i >= up.first && lx[i] < mid)
+    };
+    let not_held = run.len() >= 3 && hold < rule.hold;
+    if !(back || not_held) {
+        return None;
+    }
+    let how = if back {
+        Restore::Back
+    } else {
+        Restore::NotHeld
+    };
+    // what rejoins the old level: the nights back (Back) or all the step's nights (NotHeld)
+    let rejoin: Vec<usize> = match how {
+        Restore::Back => (t + 1 - r..=t).collect(),
+        _ => run,
+    };
+    let mut level = old.clone();
+    let label = level.first().map_or(0, |&i| st.label[i]);
+    for &i in &rejoin {
+        st.label[i] = label;
+    }
+    level.extend(rejoin);
+    st.level = level;
+    st.stepped = None;
+    st.events.push(Event::Restored {
+        step: up,
+        at: t,
+        how,
+    });
+    Some(Tonight::Restored(up, how))
+}
+
+/// The step tonight confirms, if any: the earliest candidate run that passes its threshold.
+fn confirm(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<LevelStep> {
+    let mut best: Option<(f64, LevelStep)> = None;
+    for f in t.saturating_sub(rule.max_after.max(2) - 1)..t {
+        let Some((before, c, n)) = candidate(lx, f, t, w, st, rule) else {
+            continue;
+        };
+        let run: Vec<usize> = (f..=t).collect();
+        let a = run.len() as f64;
+        let zs: Vec<f64> = run.iter().map(|&i| (lx[i] - c) / w).collect();
+        let mean = zs
+            .iter()
+            .map(|z| z.clamp(-rule.clip, rule.clip))
+            .sum::<f64>()
+            / a;
+        let thr = (rule.allowance + rule.decision / a) * (1.0 + rule.center_var * a / n).sqrt();
+        let infl = (1.0 + rule.center_var / n).sqrt();
+        let ratio = (median_of(lx, &run) - c).exp();
+        for way in [Way::Up, Way::Down] {
+            let sg = way.sign();
+            if sg * zs[zs.len() - 1] <= rule.allowance {
+                continue;
+            }
+            let mut margin = sg * mean - thr;
+            if run.len() == 2 && n >= rule.two_night_from as f64 {
+                margin = margin.max(
+                    zs.iter().map(|z| sg * z).fold(f64::INFINITY, f64::min) / infl
+                        - rule.two_night_z,
+                );
+            }
+            let big = match way {
+                Way::Up => ratio >= 1.0 + rule.min_step,
+                Way::Down => ratio <= 1.0 / (1.0 + rule.min_step),
+            };
+            // the earliest candidate that passes is the step's start (a later one would count
+            // the step's own first nights in its reference level)
+            if margin >= 0.0 && big && best.is_none_or(|(m, b)| b.first == f && margin > m) {
+                best = Some((
+                    margin,
+                    LevelStep {
+                        first: f,
+                        found_at: t,
+                        way,
+                        old: c.exp(),
+                        ratio,
+                        before,
+                    },
+                ));
+            }
+        }
+    }
+    best.map(|(_, s)| s)
+}
+
+/// A candidate run f..=t: its nights before tonight must be the current level's newest, with
+/// at least one reference night before f. Returns (reference nights, their centre, n as f64).
+fn candidate(
+    lx: &[f64],
+    f: usize,
+    t: usize,
+    w: f64,
+    st: &State,
+    rule: &BandRule,
+) -> Option<(usize, f64, f64)> {
+    let before: Vec<usize> = st.level.iter().copied().filter(|&i| i < f).collect();
+    let after = st.level.iter().filter(|&&i| i >= f).count();
+    if before.is_empty() || after != t - f || (f..t).any(|i| !st.level.contains(&i)) {
+        return None;
+    }
+    let reference = newest(&before, rule.window);
+    let (c, n) = center(lx, &reference, w);
+    Some((before.len(), c, n as f64))
+}
+
+/// The suspected step tonight is part of: the run of nights beyond the allowance that ends
+/// tonight, in tonight's direction.
+fn suspect(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<Suspect> {
+    let reference = newest(&st.level[..st.level.len() - 1], rule.window);
+    let (c, _) = center(lx, &reference, w);
+    let way = if lx[t] >= c { Way::Up } else { Way::Down };
+    let sg = way.sign();
+    let beyond = |i: usize| sg * (lx[i] - c) / w > rule.allowance;
+    if !beyond(t) {
+        return None;
+    }
+    let mut first = t;
+    while first > 0
+        && first > t.saturating_sub(rule.max_after - 1)
+        && st.level.contains(&(first - 1))
+        && beyond(first - 1)
+    {
+        first -= 1;
+    }
+    let (before, c, n) = candidate(lx, first, t, w, st, rule).or_else(|| {
+        // the run reaches back to the level's first night: measured against the rest
+        let r: Vec<usize> = st.level.iter().copied().filter(|&i| i < first).collect();
+        (!r.is_empty()).then(|| {
+            let (c, n) = center(lx, &r, w);
+            (r.len(), c, n as f64)
+        })
+    })?;
+    let run: Vec<usize> = (first..=t).collect();
+    let zbar = sg * mean_clipped_z(lx, &run, c, w, rule.clip);
+    let nights = run.len();
+    let needed = (nights.max(2)..=rule.max_after).find(|&a| {
+        let af = a as f64;
+        let two = a == 2 && n >= rule.two_night_from as f64 && {
+            let min = run
+                .iter()
+                .map(|&i| sg * (lx[i] - c) / w)
+                .fold(f64::INFINITY, f64::min);
+            min / (1.0 + rule.center_var / n).sqrt() >= rule.two_night_z
+        };
+        two || zbar
+            >= (rule.allowance + rule.decision / af) * (1.0 + rule.center_var * af / n).sqrt()
+    });
+    Some(Suspect {
+        way,
+        first,
+        before,
+        nights,
+        needed,
+        ratio: (median_of(lx, &run) - c).exp(),
+    })
+}
+
+/// The learned width at night t (nights before t): the MAD of the newest `scale_window` nights
+/// around the median of their own level, / 0.6745, combined with the prior. Returns the width
+/// and how many nights taught it.
+fn width(lx: &[f64], label: &[usize], t: usize, rule: &BandRule) -> (f64, usize) {
+    let from = t.saturating_sub(rule.scale_window);
+    let mut labels: Vec<usize> = label[from..t].to_vec();
+    labels.sort_unstable();
+    labels.dedup();
+    let mut dev: Vec<f64> = Vec::new();
+    for l in labels {
+        let idx: Vec<usize> = (from..t).filter(|&i| label[i] == l).collect();
+        if idx.len() < 2 {
+            continue;
+        }
+        let m = median_of(lx, &idx);
+        dev.extend(idx.iter().map(|&i| (lx[i] - m).abs()));
+    }
+    let prior = rule.prior_tau.powi(2) * rule.prior_nights;
+    // a level of n nights has n - 1 free deviations; fewer than 3 teach nothing yet
+    if dev.len() < 3 {
+        return (rule.prior_tau, 0);
+    }
+    let s = median(&dev) / 0.674_489_75;
+    let m = dev.len() as f64;
+    (
+        ((prior + m * s * s) / (rule.prior_nights + m)).sqrt(),
+        dev.len(),
+    )
+}
+
+/// The centre of `idx`'s log values: their mean, each clipped to their median +- 2 w (an outlier
+/// night counts as 2 widths out, not 5), and how many.
+fn center(lx: &[f64], idx: &[usize], w: f64) -> (f64, usize) {
+    let m = median_of(lx, idx);
+    let n = idx.len().max(1);
+    let sum: f64 = idx
+        .iter()
+        .map(|&i| lx[i].clamp(m - 2.0 * w, m + 2.0 * w))
+        .sum();
+    (sum / n as f64, n)
+}
+
+fn mean_clipped_z(lx: &[f64], idx: &[usize], c: f64, w: f64, clip: f64) -> f64 {
+    idx.iter()
+        .map(|&i| ((lx[i] - c) / w).clamp(-clip, clip))
+        .sum::<f64>()
+        / idx.len().max(1) as f64
+}
+
+fn newest(idx: &[usize], k: usize) -> Vec<usize> {
+    idx[idx.len().saturating_sub(k)..].to_vec()
+}
+
+fn median_of(lx: &[f64], idx: &[usize]) -> f64 {
+    median(&idx.iter().map(|&i| lx[i]).collect::<Vec<_>>())
+}
+
+fn median(v: &[f64]) -> f64 {
+    quantile_type7(&sorted(v), 0.5).unwrap_or(f64::NAN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 100 x e^o per night.
+    fn nights(o: &[f64]) -> Vec<f64> {
+        o.iter().map(|o| 100.0 * o.exp()).collect()
+    }
+
+    /// Ten nights whose log deviations are known: median 0, MAD 0.02.
+    const TEN: [f64; 10] = [0.0, 0.02, -0.02, 0.01, -0.01, 0.03, -0.03, 0.0, 0.02, -0.02];
+
+    /// 30 nights of the same +-3 % pattern three times (median 0, MAD 0.02).
+    fn thirty() -> Vec<f64> {
+        TEN.iter().cycle().take(30).copied().collect()
+    }
+
+    fn with(o: &[f64], then: &[f64]) -> Vec<f64> {
+        let mut v = nights(o);
+        v.extend(then);
+        v
+    }
+
+    #[test]
+    fn the_band_by_hand_and_a_first_night_outside_it_is_a_suspect() {
+        let r = BandRule::default();
+        // 10 nights: MAD 0.02 -> s = 0.02 / 0.67449 = 0.029652; with the prior (5 %, worth 5
+        // nights): w = sqrt((5 x 0.05^2 + 10 x 0.029652^2) / 15) = 0.037676; the centre is the
+        // mean of the logs (none clipped): 0, so 100 ms; sd = w sqrt(1 + 1.1 / 10) = 0.039694;
+        // band 100 x e^(+-2 sd) = [92.37, 108.26]
+        let j = judge(&with(&TEN, &[108.0]), &r);
+        let b = j.band.unwrap();
+        assert!((b.width - 0.037676).abs() < 1e-6, "{b:?}");
+        assert!((b.sd - 0.039694).abs() < 1e-6, "{b:?}");
+        assert!((b.center - 100.0).abs() < 1e-9);
+        assert!(
+            (b.lo - 92.368).abs() < 1e-3 && (b.hi - 108.263).abs() < 1e-3,
+            "{b:?}"
+        );
+        assert_eq!((b.nights, b.width_nights), (10, 10));
+        // 108: z = ln 1.08 / 0.039694 = 1.939, inside
+        assert!((b.z - 1.9388).abs() < 1e-3, "{b:?}");
+        assert_eq!(j.tonight, Tonight::Inside);
+        // 112: z = 2.855, outside: a suspected step up from tonight (night index 10), 10 nights
+        // before it; at this size two nights confirm it (2.855 / sqrt(1.11) = 2.71 >= 2.3)
+        let j = judge(&with(&TEN, &[112.0]), &r);
+        match j.tonight {
+            Tonight::Suspect(s) => {
+                assert_eq!((s.way, s.first, s.before, s.nights), (Way::Up, 10, 10, 1));
+                assert_eq!(s.needed, Some(2));
+                assert!((s.ratio - 1.12).abs() < 1e-9);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(j.events.is_empty());
+        // the first night of a series has no band
+        let j = judge(&[100.0], &r);
+        assert_eq!((j.tonight, j.band), (Tonight::First, None));
+    }
+
+    #[test]
+    fn a_step_is_confirmed_on_its_second_night_when_both_are_far_out() {
+        // night 11 (index 11) is 112 again: the width learned from nights 0..=10 (11 nights; MAD
+        // still 0.02) is sqrt((0.0125 + 11 x 0.029652^2) / 16) = 0.037225; against the 10
+        // nights before the step (centre 100, sd factor sqrt 1.11) both nights are at
+        // ln 1.12 / 0.037225 / 1.05357 = 2.890 >= 2.3: confirmed, red
+        let j = judge(&with(&TEN, &[112.0, 112.0]), &BandRule::default());
+        let Tonight::StepUp(s) = j.tonight else {
+            panic!("{:?}", j.tonight)
+        };
+        assert_eq!(
+            (s.first, s.found_at, s.way, s.before),
+            (10, 11, Way::Up, 10)
+        );
+        assert!(
+            (s.ratio - 1.12).abs() < 1e-9 && (s.old - 100.0).abs() < 1e-9,
+            "{s:?}"
+        );
+        assert_eq!(j.events, vec![Event::Step(s)]);
+        assert_eq!(j.level_start, 10);
+    }
+
+    #[test]
+    fn a_smaller_step_is_confirmed_on_its_third_night_by_the_cusum() {
+        // 30 nights (w ~ 0.0325 with the prior: sqrt((0.0125 + 30 x 0.029652^2) / 35)), then
+        // +9 %, +5 %, +9 %: z ~ 2.6, 1.5, 2.6 (the middle one inside the band: PASS, and not two
+        // nights far out); on the third the clipped mean (2.5 + 1.5 + 2.5) / 3 = 2.17 clears the
+        // CUSUM's (1 + 3 / 3) sqrt(1 + 3.3 / 30) = 2.107
+        let o = thirty();
+        let r = BandRule::default();
+        let s = with(&o, &[109.0, 105.0, 109.0]);
+        let (every, events) = judge_every_night(&s, &r);
+        assert!(matches!(every[30], Tonight::Suspect(_)), "{:?}", every[30]);
+        assert_eq!(every[31], Tonight::Inside, "{:?}", every[31]);
+        let Tonight::StepUp(st) = every[32] else {
+            panic!("{:?}", every[32])
+        };
+        assert_eq!((st.first, st.found_at), (30, 32));
+        assert_eq!(events.len(), 1);
+    }
+
+    #[test]
+    fn one_outlier_night_is_a_warn_and_changes_nothing_learned() {
+        let r = BandRule::default();
+        let o = thirty();
+        let quiet = judge(&with(&o, &[101.0]), &r).band.unwrap();
+        // a night 1.6x slow, then a normal one: WARN on it, no step, and the band tonight is
+        // what it was without it but for the MAD's one rank and the clipped centre
+        let (every, events) = judge_every_night(&with(&o, &[160.0, 101.0]), &r);
+        assert!(matches!(
+            every[30],
+            Tonight::Suspect(Suspect { nights: 1, .. })
+        ));
+        assert_eq!(every[31], Tonight::Inside);
+        assert!(events.is_empty());
+        let after = judge(&with(&o, &[160.0, 101.0]), &r).band.unwrap();
+        assert_eq!(after.width_nights, quiet.width_nights);
+        assert!(
+            (after.width / quiet.width - 1.0).abs() < 0.05,
+            "{after:?} {quiet:?}"
+        );
+        assert!(
+            (after.center / quiet.center - 1.0).abs() < 0.01,
+            "{after:?} {quiet:?}"
+        );
+    }
+
+    #[test]
+    fn a_restored_step_stays_restored_and_what_was_learned_is_kept() {
+        let r = BandRule::default();
+        let o = thirty();
+        // +20 % for 4 nights (confirmed on its second), then back: restored on the second night
+        // back (both below the midpoint of 100 and 120), never red again on the same step: a
+        // night at +9 % after it is a WARN (outside the band), not the old step again
+        let mut tail = vec![120.0, 121.0, 119.0, 120.0, 100.0, 101.0];
+        tail.extend([99.0, 109.0, 100.0, 101.0, 99.0, 100.0]);
+        let s = with(&o, &tail);
+        let (every, events) = judge_every_night(&s, &r);
+        let kinds: Vec<&str> = every[30..]
+            .iter()
+            .map(|t| match t {
+                Tonight::StepUp(_) => "red",
+                Tonight::Restored(..) => "restored",
+                Tonight::Suspect(_) => "warn",
+                _ => "pass",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                "warn", "red", "red", "red", "red", "restored", "pass", "warn", "pass", "pass",
+                "pass", "pass"
+            ]
+        );
+        assert!(matches!(
+            events[1],
+            Event::Restored {
+                at: 35,
+                how: Restore::Back,
+                ..
+            }
+        ));
+        // the nights back rejoined the old level: tonight's band is centred on it, from the
+        // 30 + 8 nights (the step's 4 are a level of their own) and a width from every night
+        let j = judge(&s, &r);
+        let b = j.band.unwrap();
+        assert!((b.center / 100.0 - 1.0).abs() < 0.01, "{b:?}");
+        assert_eq!(b.nights, 30, "{b:?}"); // the window's newest 30 of the 37 nights
+        assert_eq!(b.width_nights, 30, "{b:?}");
+        assert_eq!(j.level_start, 0);
+    }
+
+    #[test]
+    fn a_step_that_does_not_hold_is_withdrawn_without_alternating() {
+        // two nights at +20 % confirm a step; then nights alternate +12 % and 0 %: never two in a
+        // row below the midpoint (109.5), so not `Back`; the step stays red every night (no
+        // FAIL/PASS by turns) until the mean clipped z of its nights against the old level,
+        // (2 x 2.5 + k x 2.5 + k x ~0) / (2 + 2k), falls below 1.5: withdrawn (`NotHeld`), its
+        // nights rejoin the old level
+        let r = BandRule::default();
+        let mut tail = vec![120.0, 120.0];
+        for _ in 0..8 {
+            tail.extend([112.0, 100.0]);
+        }
+        let s = with(&thirty(), &tail);
+        let (every, events) = judge_every_night(&s, &r);
+        let at = events
+            .iter()
+            .find_map(|e| match e {
+                Event::Restored { at, how, .. } => Some((*at, *how)),
+                _ => None,
+            })
+            .expect("withdrawn");
+        assert_eq!(at.1, Restore::NotHeld, "{events:?}");
+        assert!(
+            every[31..at.0]
+                .iter()
+                .all(|t| matches!(t, Tonight::StepUp(_))),
+            "{every:?}"
+        );
+        assert!(
+            every[at.0 + 1..]
+                .iter()
+                .all(|t| !matches!(t, Tonight::StepUp(_))),
+            "{every:?}"
+        );
+        let j = judge(&s, &r);
+        assert_eq!(j.level_start, 0, "{j:?}");
+    }
+}
