@@ -96,28 +96,6 @@ pub struct RawServer {
     pub candidate: Option<Box<RawServer>>,
 }
 
-impl RawServer {
-    /// Field-wise overlay of an arm block over the shared block: `self`'s values win (the
-    /// arms themselves are not inherited).
-    pub fn over(self, base: &RawServer) -> RawServer {
-        let b = base.clone();
-        RawServer {
-            command: self.command.or(b.command),
-            env: self.env.or(b.env),
-            cwd: self.cwd.or(b.cwd),
-            ready: self.ready.or(b.ready),
-            ready_timeout: self.ready_timeout.or(b.ready_timeout),
-            stop_timeout: self.stop_timeout.or(b.stop_timeout),
-            log: self.log.or(b.log),
-            log_tail: self.log_tail.or(b.log_tail),
-            metrics: self.metrics.or(b.metrics),
-            base_url: self.base_url,
-            base: None,
-            candidate: None,
-        }
-    }
-}
-
 /// `server.ready`: `{url: ...}` (2xx) or `{log: text}` (a log line containing the text).
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -158,6 +136,25 @@ pub struct RawEndpoint {
 pub struct RawMessage {
     pub role: String,
     pub content: String,
+}
+
+impl RawMessage {
+    /// The roles a message may have.
+    pub const ROLES: [&'static str; 4] = ["system", "user", "assistant", "developer"];
+
+    /// A message of `role`.
+    pub fn new(role: &str, content: String) -> RawMessage {
+        RawMessage {
+            role: role.into(),
+            content,
+        }
+    }
+
+    /// The text form of `messages` (`openai-completions`): their contents joined by newlines.
+    pub fn text(messages: &[RawMessage]) -> String {
+        let parts: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+        parts.join("\n")
+    }
 }
 
 /// `request:` keys.
@@ -339,37 +336,109 @@ pub struct RawCacheGate {
     pub hit_rate: Option<RawNumber>,
 }
 
-impl RawEndpoint {
-    /// Field-wise overlay: `self`'s values win over `base`'s.
-    pub fn over(self, base: &RawEndpoint) -> RawEndpoint {
-        RawEndpoint {
-            base_url: self.base_url.or_else(|| base.base_url.clone()),
-            api: self.api.or_else(|| base.api.clone()),
-            model: self.model.or_else(|| base.model.clone()),
-            api_key_env: self.api_key_env.or_else(|| base.api_key_env.clone()),
-            headers: match (self.headers, &base.headers) {
-                (Some(mine), Some(theirs)) => {
-                    let mut all = theirs.clone();
-                    all.extend(mine);
-                    Some(all)
-                }
-                (mine, theirs) => mine.or_else(|| theirs.clone()),
-            },
-            connect_timeout: self
-                .connect_timeout
-                .or_else(|| base.connect_timeout.clone()),
-            first_token_timeout: self
-                .first_token_timeout
-                .or_else(|| base.first_token_timeout.clone()),
-            idle_timeout: self.idle_timeout.or_else(|| base.idle_timeout.clone()),
-            request_timeout: self
-                .request_timeout
-                .or_else(|| base.request_timeout.clone()),
-            include_usage: self.include_usage.or(base.include_usage),
-            wait_ready: self.wait_ready.or_else(|| base.wait_ready.clone()),
+/// Writes `over(self, base)`, the field-wise overlay of `defaults:` (`base`) by a scenario's
+/// section, once for every section, each field by its rule: `or` (the scenario's value when set,
+/// else the default's), `keys` (maps merge key by key, the scenario's keys winning), `own` (the
+/// scenario's only), `none` (never inherited, nor kept).
+macro_rules! overlay {
+    ($ty:ident { $($field:ident: $rule:ident),+ $(,)? }) => {
+        overlay!($ty as over { $($field: $rule),+ });
+    };
+    ($ty:ident as $over:ident { $($field:ident: $rule:ident),+ $(,)? }) => {
+        impl $ty {
+            /// Field-wise overlay: `self`'s values win over `base`'s.
+            pub fn $over(self, base: &$ty) -> $ty {
+                $ty { $($field: $rule(self.$field, &base.$field)),+ }
+            }
         }
+    };
+}
+
+fn or<T: Clone>(mine: Option<T>, base: &Option<T>) -> Option<T> {
+    mine.or_else(|| base.clone())
+}
+
+fn keys<M, K, V>(mine: Option<M>, base: &Option<M>) -> Option<M>
+where
+    M: Clone + Extend<(K, V)> + IntoIterator<Item = (K, V)>,
+{
+    match (mine, base) {
+        (Some(m), Some(b)) => {
+            let mut all = b.clone();
+            all.extend(m);
+            Some(all)
+        }
+        (m, b) => or(m, b),
     }
 }
+
+fn own<T>(mine: Option<T>, _: &Option<T>) -> Option<T> {
+    mine
+}
+
+fn none<T>(_: Option<T>, _: &Option<T>) -> Option<T> {
+    None
+}
+
+// An arm block over the shared block: its values win; its `base_url` is its own, and arms are
+// not inherited.
+overlay!(RawServer {
+    command: or,
+    env: or,
+    cwd: or,
+    ready: or,
+    ready_timeout: or,
+    stop_timeout: or,
+    log: or,
+    log_tail: or,
+    metrics: or,
+    base_url: own,
+    base: none,
+    candidate: none,
+});
+
+overlay!(RawEndpoint {
+    base_url: or,
+    api: or,
+    model: or,
+    api_key_env: or,
+    headers: keys,
+    connect_timeout: or,
+    first_token_timeout: or,
+    idle_timeout: or,
+    request_timeout: or,
+    include_usage: or,
+    wait_ready: or,
+});
+
+overlay!(RawLoad {
+    concurrency: or,
+    samples: or,
+    warmup: or,
+    rate: or,
+    seed: or,
+    max_samples: or,
+    ramp: or,
+    trace: or,
+});
+
+overlay!(RawGate {
+    metrics: or,
+    quantiles: or,
+    tolerances: keys,
+    min_delta: keys,
+    alpha: or,
+    max_error_rate: or,
+    confirm: or,
+    slo: keys,
+    cache: or,
+});
+
+overlay!(RawRequest as fields_over {
+    prompt: or, prompt_tokens: or, messages: or, system: or, max_tokens: or,
+    max_tokens_field: or, temperature: or, seed: or, ignore_eos: or, min_tokens: or,
+    extra_body: keys, cache: or, prompt_set: or, generate: or, conversation: or,
+});
 
 impl RawRequest {
     /// Field-wise overlay. `prompt`, `prompt_tokens`, `messages`, `prompt_set`, `generate`,
@@ -383,103 +452,20 @@ impl RawRequest {
             || self.prompt_set.is_some()
             || self.generate.is_some()
             || self.conversation.is_some();
-        RawRequest {
-            prompt: if own_text {
-                self.prompt
-            } else {
-                base.prompt.clone()
-            },
-            prompt_tokens: if own_text {
-                self.prompt_tokens
-            } else {
-                base.prompt_tokens
-            },
-            messages: if own_text {
-                self.messages
-            } else {
-                base.messages.clone()
-            },
-            system: if own_text {
-                self.system
-            } else {
-                base.system.clone()
-            },
-            max_tokens: self.max_tokens.or(base.max_tokens),
-            max_tokens_field: self.max_tokens_field.or(base.max_tokens_field.clone()),
-            temperature: self.temperature.or(base.temperature),
-            seed: self.seed.or(base.seed),
-            ignore_eos: self.ignore_eos.or(base.ignore_eos),
-            min_tokens: self.min_tokens.or(base.min_tokens),
-            extra_body: match (self.extra_body, &base.extra_body) {
-                (Some(mine), Some(theirs)) => {
-                    let mut all = theirs.clone();
-                    all.extend(mine);
-                    Some(all)
-                }
-                (mine, theirs) => mine.or_else(|| theirs.clone()),
-            },
-            cache: self.cache.or_else(|| base.cache.clone()),
-            prompt_set: if own_text {
-                self.prompt_set
-            } else {
-                base.prompt_set.clone()
-            },
-            generate: if own_text {
-                self.generate
-            } else {
-                base.generate.clone()
-            },
-            conversation: if own_text {
-                self.conversation
-            } else {
-                base.conversation.clone()
-            },
-        }
-    }
-}
-
-impl RawLoad {
-    /// Field-wise overlay.
-    pub fn over(self, base: &RawLoad) -> RawLoad {
-        RawLoad {
-            concurrency: self.concurrency.or_else(|| base.concurrency.clone()),
-            samples: self.samples.or(base.samples),
-            warmup: self.warmup.or(base.warmup),
-            rate: self.rate.or_else(|| base.rate.clone()),
-            seed: self.seed.or(base.seed),
-            max_samples: self.max_samples.or(base.max_samples),
-            ramp: self.ramp.or_else(|| base.ramp.clone()),
-            trace: self.trace.or_else(|| base.trace.clone()),
-        }
-    }
-}
-
-impl RawGate {
-    /// Field-wise overlay; `tolerances` and `min_delta` merge key by key.
-    pub fn over(self, base: &RawGate) -> RawGate {
-        fn merge<V: Clone>(
-            mine: Option<BTreeMap<String, V>>,
-            theirs: &Option<BTreeMap<String, V>>,
-        ) -> Option<BTreeMap<String, V>> {
-            match (mine, theirs) {
-                (Some(m), Some(t)) => {
-                    let mut all = t.clone();
-                    all.extend(m);
-                    Some(all)
-                }
-                (m, t) => m.or_else(|| t.clone()),
+        let base = if own_text {
+            RawRequest {
+                prompt: None,
+                prompt_tokens: None,
+                messages: None,
+                system: None,
+                prompt_set: None,
+                generate: None,
+                conversation: None,
+                ..base.clone()
             }
-        }
-        RawGate {
-            metrics: self.metrics.or_else(|| base.metrics.clone()),
-            quantiles: self.quantiles.or_else(|| base.quantiles.clone()),
-            tolerances: merge(self.tolerances, &base.tolerances),
-            min_delta: merge(self.min_delta, &base.min_delta),
-            alpha: self.alpha.or(base.alpha),
-            max_error_rate: self.max_error_rate.or_else(|| base.max_error_rate.clone()),
-            confirm: self.confirm.or(base.confirm),
-            slo: merge(self.slo, &base.slo),
-            cache: self.cache.or_else(|| base.cache.clone()),
-        }
+        } else {
+            base.clone()
+        };
+        self.fields_over(&base)
     }
 }
