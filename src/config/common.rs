@@ -178,7 +178,8 @@ macro_rules! bail {
 /// [`bail!`] unless `cond` holds: `ensure!(n > 0, "key is {n}: use ...")`.
 macro_rules! ensure {
     ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
+        if $cond {
+        } else {
             $crate::config::common::bail!($($msg)+)
         }
     };

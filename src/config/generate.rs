@@ -339,28 +339,24 @@ mod tests {
 
     #[test]
     fn bad_distributions_name_the_key() {
-        let e = |d: &str| dist("k", &raw(d), 1000).unwrap_err();
-        assert!(e("{distribution: poisson}")
-            .to_string()
-            .contains("k.distribution is `poisson`"));
-        assert!(e("{mean: 3}")
-            .to_string()
-            .contains("k.distribution is missing"));
-        assert!(e("{distribution: normal, mean: 5}")
-            .to_string()
-            .contains("k.sd is required"));
-        assert!(e("{distribution: normal, mean: 5, sd: 1, sigma: 2}")
-            .to_string()
-            .contains("k.sigma does not belong"));
-        assert!(e("{distribution: uniform, min: 5}")
-            .to_string()
-            .contains("needs min and max"));
-        assert!(e("{distribution: uniform, min: 5, max: 2000}")
-            .to_string()
-            .contains("max 2000"));
-        assert!(e("{distribution: lognormal, median: 5, sigma: 9}")
-            .to_string()
-            .contains("sigma within"));
+        for (d, want) in [
+            ("{distribution: poisson}", "k.distribution is `poisson`"),
+            ("{mean: 3}", "k.distribution is missing"),
+            ("{distribution: normal, mean: 5}", "k.sd is required"),
+            (
+                "{distribution: normal, mean: 5, sd: 1, sigma: 2}",
+                "k.sigma does not belong",
+            ),
+            ("{distribution: uniform, min: 5}", "needs min and max"),
+            ("{distribution: uniform, min: 5, max: 2000}", "max 2000"),
+            (
+                "{distribution: lognormal, median: 5, sigma: 9}",
+                "sigma within",
+            ),
+        ] {
+            let e = dist("k", &raw(d), 1000).unwrap_err().to_string();
+            assert!(e.contains(want), "{d}: {e}");
+        }
         assert_eq!(
             dist("k", &raw("{distribution: uniform, min: 5, max: 9}"), 1000),
             Ok(Dist::Uniform { min: 5, max: 9 })

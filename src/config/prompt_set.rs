@@ -400,33 +400,43 @@ mod tests {
 
     #[test]
     fn bad_entries_name_file_and_line() {
-        let e = |t: &str| parse(t, "p.jsonl", None).unwrap_err();
-        assert!(e("{\"prompt\": \"a\"}\n{\"prompt\": 3}\n")
-            .to_string()
-            .starts_with("p.jsonl:2: needs `prompt`"));
-        assert!(e("{\"prompt\": \"a\"}\nnot json\n")
-            .to_string()
-            .starts_with("p.jsonl:2: not a JSON object"));
-        assert!(e("{\"prompt\": \"a\", \"max_tokens\": 0}\n")
-            .to_string()
-            .contains("p.jsonl:1: `max_tokens` is 0"));
-        assert!(e("").to_string().contains("holds no prompts"));
-        assert!(e("{\"text\": \"a\"}\n")
-            .to_string()
-            .contains("needs `prompt`, `messages` or `conversations`"));
-        assert!(
-            e("{\"messages\": [{\"role\": \"bot\", \"content\": \"x\"}]}")
-                .to_string()
-                .contains("messages[0].role is not one of")
-        );
-        assert!(e("[{\"conversations\": 3}]")
-            .to_string()
-            .starts_with("p.jsonl: entry [0]: needs `conversations`"));
-        assert!(e("[1, 2")
-            .to_string()
-            .starts_with("p.jsonl:1: not a JSON array"));
+        let e = |t: &str| parse(t, "p.jsonl", None).unwrap_err().to_string();
+        for (t, starts) in [
+            (
+                "{\"prompt\": \"a\"}\n{\"prompt\": 3}\n",
+                "p.jsonl:2: needs `prompt`",
+            ),
+            (
+                "{\"prompt\": \"a\"}\nnot json\n",
+                "p.jsonl:2: not a JSON object",
+            ),
+            (
+                "[{\"conversations\": 3}]",
+                "p.jsonl: entry [0]: needs `conversations`",
+            ),
+            ("[1, 2", "p.jsonl:1: not a JSON array"),
+        ] {
+            assert!(e(t).starts_with(starts), "{t}: {}", e(t));
+        }
+        for (t, has) in [
+            (
+                "{\"prompt\": \"a\", \"max_tokens\": 0}\n",
+                "p.jsonl:1: `max_tokens` is 0",
+            ),
+            ("", "holds no prompts"),
+            (
+                "{\"text\": \"a\"}\n",
+                "needs `prompt`, `messages` or `conversations`",
+            ),
+            (
+                "{\"messages\": [{\"role\": \"bot\", \"content\": \"x\"}]}",
+                "messages[0].role is not one of",
+            ),
+        ] {
+            assert!(e(t).contains(has), "{t}: {}", e(t));
+        }
         let many = "{\"prompt\": \"a\"}\n".repeat(MAX_PROMPT_SET_ENTRIES + 1);
-        assert!(e(&many).to_string().contains("more than 100000 entries"));
+        assert!(e(&many).contains("more than 100000 entries"));
     }
 
     #[test]

@@ -449,27 +449,17 @@ mod tests {
 
     #[test]
     fn bad_lines_name_file_and_line() {
-        let e = |t: &str| parse(t, "t", None, 512).unwrap_err();
-        assert!(e("{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n").to_string().starts_with("t:2: the time goes back (1 ms"));
-        assert!(
-            e("{\"timestamp\": 1, \"input_length\": -5, \"output_length\": 1}")
-                .to_string()
-                .starts_with("t:1: `input_length` must be")
-        );
-        assert!(
-            e("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:15:46,1,1\n")
-                .to_string()
-                .starts_with("t:2: TIMESTAMP `2023-13-16 18:15:46` is not like")
-        );
-        assert!(e("TIMESTAMP,Context,GeneratedTokens\n")
-            .to_string()
-            .contains("no `contexttokens` column"));
-        assert!(e("TIMESTAMP,ContextTokens,GeneratedTokens\n")
-            .to_string()
-            .contains("holds no requests"));
-        assert!(e("a,b\n")
-            .to_string()
-            .starts_with("t:1: neither a Mooncake"));
+        let e = |t: &str| parse(t, "t", None, 512).unwrap_err().to_string();
+        for (t, starts) in [
+            ("{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n", "t:2: the time goes back (1 ms"),
+            ("{\"timestamp\": 1, \"input_length\": -5, \"output_length\": 1}", "t:1: `input_length` must be"),
+            ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:15:46,1,1\n", "t:2: TIMESTAMP `2023-13-16 18:15:46` is not like"),
+            ("a,b\n", "t:1: neither a Mooncake"),
+        ] {
+            assert!(e(t).starts_with(starts), "{t}: {}", e(t));
+        }
+        assert!(e("TIMESTAMP,Context,GeneratedTokens\n").contains("no `contexttokens` column"));
+        assert!(e("TIMESTAMP,ContextTokens,GeneratedTokens\n").contains("holds no requests"));
     }
 
     proptest::proptest! {
