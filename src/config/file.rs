@@ -239,9 +239,16 @@ impl RawRequest {
     /// `conversation` and `system` go together: a scenario that sets any of them replaces all
     /// seven.
     pub fn over(self, base: &RawRequest) -> RawRequest {
-        let base = match self.without_prompt() == self {
-            true => base.clone(),
-            false => base.without_prompt(),
+        let own_prompt = self.prompt.is_some()
+            || self.prompt_tokens.is_some()
+            || self.messages.is_some()
+            || self.system.is_some()
+            || self.prompt_set.is_some()
+            || self.generate.is_some()
+            || self.conversation.is_some();
+        let base = match own_prompt {
+            true => base.without_prompt(),
+            false => base.clone(),
         };
         self.fields_over(&base)
     }
