@@ -16,15 +16,8 @@ pub enum ArmKey {
     Candidate,
 }
 
-impl ArmKey {
-    /// The key in scenario files and the prefix of its flags: `base`, `candidate`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ArmKey::Base => "base",
-            ArmKey::Candidate => "candidate",
-        }
-    }
-}
+// The key in scenario files and the prefix of its flags.
+super::common::names!(ArmKey { Base => "base", Candidate => "candidate" });
 
 /// An arm's command-line overrides.
 #[derive(Debug, Clone, Default, PartialEq)]

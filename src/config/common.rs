@@ -71,12 +71,11 @@ pub fn parse_metric(s: &str) -> Result<Metric, Invalid> {
 }
 
 pub fn parse_quantile(s: &str) -> Result<Quantile, Invalid> {
-    match s {
-        "p50" => Ok(Quantile::P50),
-        "p90" => Ok(Quantile::P90),
-        "p99" => Ok(Quantile::P99),
-        o => Err(format!("gate.quantiles: `{o}` is not a quantile: use p50, p90 or p99").into()),
-    }
+    Quantile::parse(s).ok_or_else(|| {
+        Invalid::Rule(format!(
+            "gate.quantiles: `{s}` is not a quantile: use p50, p90 or p99"
+        ))
+    })
 }
 
 /// Everything needed to validate one scenario.
@@ -88,6 +87,34 @@ pub struct BuildCtx<'a> {
     /// The scenario file's directory: paths in it (`request.prompt_set.file`) are relative to
     /// it.
     pub dir: std::path::PathBuf,
+}
+
+/// A data file a scenario names (`request.prompt_set.file`, `load.trace.file`: `key`), relative
+/// to the scenario file's directory `dir`, read within `limit` bytes. Returns the path as
+/// written, as shown in messages, and the file's text. Errors: no path (`what` says what to
+/// give), a file larger than `limit` (take a part of the `part`) or one that cannot be read.
+pub fn read_data_file<'a>(
+    key: &str,
+    file: Option<&'a str>,
+    (dir, limit): (&std::path::Path, u64),
+    what: &str,
+    part: &str,
+) -> Result<(&'a str, String, String), Invalid> {
+    use crate::limits::ReadError;
+    let Some(file) = file.filter(|f| !f.is_empty()) else {
+        bail!("{key} is required: {what}, relative to the scenario file");
+    };
+    let shown = dir.join(file).display().to_string();
+    match crate::limits::read_repo_file(&dir.join(file), limit) {
+        Ok(text) => Ok((file, shown, text)),
+        Err(ReadError::TooLarge(_)) => {
+            bail!(
+                "{key} {shown}: larger than {} MiB: take a part of the {part}",
+                limit >> 20
+            )
+        }
+        Err(e) => bail!("{key} {shown}: cannot read ({e})"),
+    }
 }
 
 /// Most shards accepted.
@@ -138,6 +165,105 @@ pub enum Invalid {
     /// with the key (`load.samples is 5: at least 20 ...`).
     #[error("{0}")]
     Rule(String),
+}
+
+/// Returns `Err(Invalid::Rule(format!(...)))` from the function: a rule of the scenario's
+/// values, in the words of the section that checks it, starting with the key.
+macro_rules! bail {
+    ($($msg:tt)+) => {
+        return Err($crate::config::common::Invalid::Rule(format!($($msg)+)).into())
+    };
+}
+
+/// [`bail!`] unless `cond` holds: `ensure!(n > 0, "key is {n}: use ...")`.
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if $cond {
+        } else {
+            $crate::config::common::bail!($($msg)+)
+        }
+    };
+}
+
+/// Gives a fieldless enum its names in scenario files: `as_str` and [`Named`].
+macro_rules! names {
+    ($ty:ident { $($v:ident => $n:literal),+ $(,)? }) => {
+        impl $ty {
+            /// Its name in scenario files.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($ty::$v => $n),+
+                }
+            }
+        }
+        impl $crate::config::common::Named for $ty {
+            const ALL: &'static [$ty] = &[$($ty::$v),+];
+            fn name(self) -> &'static str {
+                self.as_str()
+            }
+        }
+    };
+}
+
+pub(crate) use {bail, ensure, names};
+
+/// A closed set of values a scenario file writes by name ([`names!`]).
+pub trait Named: Copy + 'static {
+    /// Every value.
+    const ALL: &'static [Self];
+    /// Its name in scenario files.
+    fn name(self) -> &'static str;
+    /// The value named `s`, if one is.
+    fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|v| v.name() == s)
+    }
+}
+
+/// The value of `key` named `given` (`None`: not given); another name is "`{key} `{given}`:
+/// use {hint}`".
+pub fn named<T: Named>(key: &str, given: Option<&str>, hint: &str) -> Result<Option<T>, Invalid> {
+    given
+        .map(|g| T::parse(g).ok_or_else(|| Invalid::Rule(format!("{key} `{g}`: use {hint}"))))
+        .transpose()
+}
+
+/// `v` when within `range`; else "`{key} is {v}: use {lo}..={hi}{then}`".
+pub fn within<T>(
+    key: &str,
+    v: T,
+    range: std::ops::RangeInclusive<T>,
+    then: &str,
+) -> Result<T, Invalid>
+where
+    T: PartialOrd + fmt::Display + Copy,
+{
+    ensure!(
+        range.contains(&v),
+        "{key} is {v}: use {}..={}{then}",
+        range.start(),
+        range.end()
+    );
+    Ok(v)
+}
+
+/// A value's error with its key (or `file:line`) put before it: `key: error`.
+pub trait At<T> {
+    fn at(self, key: impl fmt::Display) -> Result<T, Invalid>;
+}
+
+impl<T> At<T> for Result<T, super::values::ValueError> {
+    fn at(self, key: impl fmt::Display) -> Result<T, Invalid> {
+        self.map_err(|source| Invalid::Value {
+            key: key.to_string(),
+            source: Box::new(source),
+        })
+    }
+}
+
+impl<T> At<T> for Result<T, Invalid> {
+    fn at(self, key: impl fmt::Display) -> Result<T, Invalid> {
+        self.map_err(|e| Invalid::Rule(format!("{key}: {e}")))
+    }
 }
 
 impl From<String> for Invalid {

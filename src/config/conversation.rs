@@ -14,7 +14,7 @@
 use super::common::Slot;
 use super::file::{RawConversation, RawMessage};
 use super::values::parse_ms;
-use crate::config::common::Invalid;
+use crate::config::common::{ensure, within, At, Invalid};
 use crate::seeded::SplitMix64;
 use serde::Serialize;
 
@@ -97,21 +97,19 @@ impl ConversationSpec {
         };
         let mut out = Vec::with_capacity(2 + 2 * t.turn as usize);
         match system {
-            Some(s) => out.push(message("system", s.to_string())),
+            Some(s) => out.push(RawMessage::new("system", s.to_string())),
             None if self.system_tokens > 0 => {
                 // one text for every conversation, measured or not: the prefix they share
                 let seed = SplitMix64::for_item(self.seed, u64::MAX).next_u64();
-                out.push(message(
-                    "system",
-                    crate::synthetic_prompt::text_seeded(words(self.system_tokens), seed),
-                ));
+                let text = crate::synthetic_prompt::text_seeded(words(self.system_tokens), seed);
+                out.push(RawMessage::new("system", text));
             }
             None => {}
         }
         for k in 0..=t.turn {
-            out.push(message("user", text(0, k, self.user_tokens)));
+            out.push(RawMessage::new("user", text(0, k, self.user_tokens)));
             if k < t.turn {
-                out.push(message("assistant", text(1, k, self.answer_tokens)));
+                out.push(RawMessage::new("assistant", text(1, k, self.answer_tokens)));
             }
         }
         out
@@ -134,32 +132,25 @@ impl ConversationSpec {
     }
 }
 
-fn message(role: &str, content: String) -> RawMessage {
-    RawMessage {
-        role: role.into(),
-        content,
-    }
-}
-
 /// Validates `request.conversation`; `max_tokens` is the default kept-answer length.
 pub fn build(raw: &RawConversation, max_tokens: u32) -> Result<ConversationSpec, Invalid> {
     let turns = raw.turns.ok_or(
         "request.conversation.turns is required: the requests of one conversation (2 or more)",
     )?;
-    if !(2..=MAX_TURNS).contains(&turns) {
-        return Err(format!(
-            "request.conversation.turns is {turns}: use 2..={MAX_TURNS} (one turn is a plain request: use request.prompt_tokens)"
-        ).into());
-    }
-    let part = |key: &str, v: Option<u32>, default: u32, min: u32| -> Result<u32, Invalid> {
-        let v = v.unwrap_or(default);
-        if !(min..=MAX_PART_TOKENS).contains(&v) {
-            return Err(format!(
-                "request.conversation.{key} is {v}: use {min}..={MAX_PART_TOKENS} tokens"
-            )
-            .into());
-        }
-        Ok(v)
+    let key = |k: &str| format!("request.conversation.{k}");
+    within(
+        &key("turns"),
+        turns,
+        2..=MAX_TURNS,
+        " (one turn is a plain request: use request.prompt_tokens)",
+    )?;
+    let part = |k: &str, v: Option<u32>, default: u32, min: u32| {
+        within(
+            &key(k),
+            v.unwrap_or(default),
+            min..=MAX_PART_TOKENS,
+            " tokens",
+        )
     };
     let user_tokens = part("user_tokens", raw.user_tokens, 32, 1)?;
     let system_tokens = part("system_tokens", raw.system_tokens, 0, 0)?;
@@ -169,25 +160,26 @@ pub fn build(raw: &RawConversation, max_tokens: u32) -> Result<ConversationSpec,
         max_tokens.min(MAX_PART_TOKENS),
         1,
     )?;
-    let think_time_ms = match &raw.think_time {
-        None => 0.0,
-        Some(v) => parse_ms(v).map_err(|e| format!("request.conversation.think_time: {e}"))?,
-    };
-    if !(0.0..=MAX_THINK_MS).contains(&think_time_ms) {
-        return Err(format!(
-            "request.conversation.think_time is {}: use 0 to {} s",
-            crate::units::fmt_ms(think_time_ms),
-            MAX_THINK_MS / 1000.0
-        )
-        .into());
-    }
+    let think_time_ms = raw
+        .think_time
+        .as_ref()
+        .map(parse_ms)
+        .transpose()
+        .at(key("think_time"))?;
+    let think_time_ms = think_time_ms.unwrap_or(0.0);
+    ensure!(
+        (0.0..=MAX_THINK_MS).contains(&think_time_ms),
+        "request.conversation.think_time is {}: use 0 to {} s",
+        crate::units::fmt_ms(think_time_ms),
+        MAX_THINK_MS / 1000.0
+    );
     let reference = raw.reference.unwrap_or(DEFAULT_REFERENCE);
-    if reference > MAX_REFERENCE {
-        return Err(format!(
-            "request.conversation.reference is {reference}: use 0..={MAX_REFERENCE} request pairs"
-        )
-        .into());
-    }
+    within(
+        &key("reference"),
+        reference,
+        0..=MAX_REFERENCE,
+        " request pairs",
+    )?;
     Ok(ConversationSpec {
         turns,
         system_tokens,

@@ -7,7 +7,7 @@
 
 use super::common::{fit_points, Slot};
 use super::file::{RawDist, RawGenerate};
-use crate::config::common::Invalid;
+use crate::config::common::{bail, ensure, Invalid};
 use crate::seeded::SplitMix64;
 use serde::Serialize;
 
@@ -189,18 +189,16 @@ pub fn build(raw: &RawGenerate) -> Result<GenerateSpec, Invalid> {
 fn dist(key: &str, d: &RawDist, limit: u32) -> Result<Dist, Invalid> {
     let min = d.min.unwrap_or(1);
     let max = d.max.unwrap_or(limit);
-    if min == 0 || max < min || max > limit {
-        return Err(format!(
-            "{key}: min {min} and max {max} must satisfy 1 <= min <= max <= {limit}"
-        )
-        .into());
-    }
+    ensure!(
+        min >= 1 && min <= max && max <= limit,
+        "{key}: min {min} and max {max} must satisfy 1 <= min <= max <= {limit}"
+    );
     let given = |name: &str, v: Option<f64>| {
         v.filter(|x| x.is_finite())
             .ok_or_else(|| format!("{key}.{name} is required (a number) for this distribution"))
     };
     let unused = |names: &[(&str, bool)]| match names.iter().find(|(_, set)| *set) {
-        Some((n, _)) => Err(Invalid::from(format!(
+        Some((n, _)) => Err(Invalid::Rule(format!(
             "{key}.{n} does not belong to this distribution"
         ))),
         None => Ok(()),
@@ -213,27 +211,30 @@ fn dist(key: &str, d: &RawDist, limit: u32) -> Result<Dist, Invalid> {
                 ("median", d.median.is_some()),
                 ("sigma", d.sigma.is_some()),
             ])?;
-            if d.min.is_none() || d.max.is_none() {
-                return Err(format!("{key}: a uniform distribution needs min and max").into());
-            }
+            ensure!(
+                d.min.is_some() && d.max.is_some(),
+                "{key}: a uniform distribution needs min and max"
+            );
             Ok(Dist::Uniform { min, max })
         }
         Some("normal") => {
             unused(&[("median", d.median.is_some()), ("sigma", d.sigma.is_some())])?;
             let mean = given("mean", d.mean)?;
             let sd = given("sd", d.sd)?;
-            if mean <= 0.0 || sd < 0.0 {
-                return Err(format!("{key}: mean must be above 0 and sd at least 0").into());
-            }
+            ensure!(
+                mean > 0.0 && sd >= 0.0,
+                "{key}: mean must be above 0 and sd at least 0"
+            );
             Ok(Dist::Normal { mean, sd, min, max })
         }
         Some("lognormal") => {
             unused(&[("mean", d.mean.is_some()), ("sd", d.sd.is_some())])?;
             let median = given("median", d.median)?;
             let sigma = given("sigma", d.sigma)?;
-            if median <= 0.0 || !(0.0..=5.0).contains(&sigma) {
-                return Err(format!("{key}: median must be above 0 and sigma within 0..=5").into());
-            }
+            ensure!(
+                median > 0.0 && (0.0..=5.0).contains(&sigma),
+                "{key}: median must be above 0 and sigma within 0..=5"
+            );
             Ok(Dist::Lognormal {
                 median,
                 sigma,
@@ -241,11 +242,10 @@ fn dist(key: &str, d: &RawDist, limit: u32) -> Result<Dist, Invalid> {
                 max,
             })
         }
-        other => Err(format!(
+        other => bail!(
             "{key}.distribution is {}: use uniform, normal or lognormal",
             other.map_or("missing".to_string(), |o| format!("`{o}`"))
-        )
-        .into()),
+        ),
     }
 }
 
@@ -339,28 +339,24 @@ mod tests {
 
     #[test]
     fn bad_distributions_name_the_key() {
-        let e = |d: &str| dist("k", &raw(d), 1000).unwrap_err();
-        assert!(e("{distribution: poisson}")
-            .to_string()
-            .contains("k.distribution is `poisson`"));
-        assert!(e("{mean: 3}")
-            .to_string()
-            .contains("k.distribution is missing"));
-        assert!(e("{distribution: normal, mean: 5}")
-            .to_string()
-            .contains("k.sd is required"));
-        assert!(e("{distribution: normal, mean: 5, sd: 1, sigma: 2}")
-            .to_string()
-            .contains("k.sigma does not belong"));
-        assert!(e("{distribution: uniform, min: 5}")
-            .to_string()
-            .contains("needs min and max"));
-        assert!(e("{distribution: uniform, min: 5, max: 2000}")
-            .to_string()
-            .contains("max 2000"));
-        assert!(e("{distribution: lognormal, median: 5, sigma: 9}")
-            .to_string()
-            .contains("sigma within"));
+        for (d, want) in [
+            ("{distribution: poisson}", "k.distribution is `poisson`"),
+            ("{mean: 3}", "k.distribution is missing"),
+            ("{distribution: normal, mean: 5}", "k.sd is required"),
+            (
+                "{distribution: normal, mean: 5, sd: 1, sigma: 2}",
+                "k.sigma does not belong",
+            ),
+            ("{distribution: uniform, min: 5}", "needs min and max"),
+            ("{distribution: uniform, min: 5, max: 2000}", "max 2000"),
+            (
+                "{distribution: lognormal, median: 5, sigma: 9}",
+                "sigma within",
+            ),
+        ] {
+            let e = dist("k", &raw(d), 1000).unwrap_err().to_string();
+            assert!(e.contains(want), "{d}: {e}");
+        }
         assert_eq!(
             dist("k", &raw("{distribution: uniform, min: 5, max: 9}"), 1000),
             Ok(Dist::Uniform { min: 5, max: 9 })

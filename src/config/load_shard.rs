@@ -14,7 +14,7 @@
 pub use super::scenario::LoadShare;
 use super::scenario::{Scenario, Target};
 use super::shard::Shard;
-use crate::config::common::Invalid;
+use crate::config::common::{ensure, Invalid};
 
 /// Worker `index` (1-based)'s count of the indices `index-1, index-1+count, ...` below `total`.
 pub fn share(total: u32, shard: Shard) -> u32 {
@@ -148,18 +148,15 @@ pub fn parse_start_at(text: &str, now_unix_ms: f64) -> Result<f64, Invalid> {
         dt.unix_timestamp_nanos() as f64 / 1e6
     };
     const DAY_MS: f64 = 86_400_000.0;
-    if !at.is_finite() || at - now_unix_ms > DAY_MS {
-        return Err(format!(
-            "`{text}` is more than a day from now: give the time the workers start together"
-        )
-        .into());
-    }
-    if now_unix_ms - at > DAY_MS {
-        return Err(format!(
-            "`{text}` is more than a day in the past: give the time the workers start together"
-        )
-        .into());
-    }
+    let then = "give the time the workers start together";
+    ensure!(
+        at.is_finite() && at - now_unix_ms <= DAY_MS,
+        "`{text}` is more than a day from now: {then}"
+    );
+    ensure!(
+        now_unix_ms - at <= DAY_MS,
+        "`{text}` is more than a day in the past: {then}"
+    );
     Ok(at)
 }
 

@@ -5,13 +5,11 @@
 //! [`load`] reads the file with its size bound. Which entry request k sends is [`PromptSet::pick`]:
 //! a seeded order, the same in `bless` and `check`.
 
-use super::common::{short_hash, Slot};
+use super::common::{bail, ensure, named, names, read_data_file, short_hash, At, Invalid, Slot};
 use super::file::{RawMessage, RawPromptSet};
-use crate::config::common::Invalid;
 use crate::limits::{MAX_PROMPT_SET_BYTES, MAX_PROMPT_SET_ENTRIES};
 use serde::Serialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -30,16 +28,7 @@ pub enum PromptFormat {
     Sharegpt,
 }
 
-impl PromptFormat {
-    /// Its name in scenario files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PromptFormat::Prompts => "prompts",
-            PromptFormat::Messages => "messages",
-            PromptFormat::Sharegpt => "sharegpt",
-        }
-    }
-}
+names!(PromptFormat { Prompts => "prompts", Messages => "messages", Sharegpt => "sharegpt" });
 
 /// In which order the requests take the entries (`request.prompt_set.order`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -51,6 +40,8 @@ pub enum PromptOrder {
     /// The file's order.
     File,
 }
+
+names!(PromptOrder { Shuffled => "shuffled", File => "file" });
 
 /// One prompt of the set.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,11 +58,7 @@ pub struct Entry {
 
 impl Entry {
     fn new(messages: Vec<RawMessage>, max_tokens: Option<u32>) -> Entry {
-        let prompt = messages
-            .iter()
-            .map(|m| m.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
+        let prompt = RawMessage::text(&messages);
         let id = short_hash(&serde_json::json!(messages).to_string());
         Entry {
             messages,
@@ -136,10 +123,7 @@ impl PromptSet {
             self.format.as_str(),
             self.entries,
             self.sha256,
-            match self.order {
-                PromptOrder::Shuffled => "shuffled",
-                PromptOrder::File => "file",
-            },
+            self.order.as_str(),
             self.seed
         )
     }
@@ -148,45 +132,27 @@ impl PromptSet {
 /// Reads and validates `request.prompt_set`; `dir` is the scenario file's directory (the path
 /// is relative to it). Errors: the problem, starting with the key or with `file:line`.
 pub fn load(raw: &RawPromptSet, dir: &Path) -> Result<PromptSet, Invalid> {
-    let file = raw
-        .file
-        .as_deref()
-        .filter(|f| !f.is_empty())
-        .ok_or("request.prompt_set.file is required: the path of a JSONL or ShareGPT JSON file, relative to the scenario file")?;
-    let path = dir.join(file);
-    let shown = path.display().to_string();
-    let text = crate::limits::read_repo_file(&path, MAX_PROMPT_SET_BYTES).map_err(|e| match e {
-        crate::limits::ReadError::TooLarge(_) => format!(
-            "request.prompt_set.file {shown}: larger than {} MiB: take a part of the set",
-            MAX_PROMPT_SET_BYTES >> 20
-        ),
-        e => format!("request.prompt_set.file {shown}: cannot read ({e})"),
-    })?;
-    let format = match raw.format.as_deref() {
-        None => None,
-        Some("prompts") => Some(PromptFormat::Prompts),
-        Some("messages") => Some(PromptFormat::Messages),
-        Some("sharegpt") => Some(PromptFormat::Sharegpt),
-        Some(other) => {
-            return Err(format!(
-                "request.prompt_set.format `{other}`: use prompts, messages or sharegpt (or leave it out to tell from the first entry)"
-            ).into())
-        }
-    };
-    let order = match raw.order.as_deref() {
-        None | Some("shuffled") => PromptOrder::Shuffled,
-        Some("file") => PromptOrder::File,
-        Some(other) => {
-            return Err(format!(
-                "request.prompt_set.order `{other}`: use shuffled (the default) or file"
-            )
-            .into())
-        }
-    };
+    let (file, shown, text) = read_data_file(
+        "request.prompt_set.file",
+        raw.file.as_deref(),
+        (dir, MAX_PROMPT_SET_BYTES),
+        "the path of a JSONL or ShareGPT JSON file",
+        "set",
+    )?;
+    let format = named(
+        "request.prompt_set.format",
+        raw.format.as_deref(),
+        "prompts, messages or sharegpt (or leave it out to tell from the first entry)",
+    )?;
+    let order = named(
+        "request.prompt_set.order",
+        raw.order.as_deref(),
+        "shuffled (the default) or file",
+    )?;
+    let order = order.unwrap_or(PromptOrder::Shuffled);
     let seed = raw.seed.unwrap_or(0);
     let parsed = parse(&text, &shown, format)?;
-    let sha = Sha256::digest(text.as_bytes());
-    let sha256: String = sha.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let sha256 = short_hash(&text);
     let n = parsed.entries.len();
     let sequence = match order {
         PromptOrder::Shuffled => crate::seeded::permutation(n, seed),
@@ -238,9 +204,7 @@ pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Par
             if line.is_empty() {
                 continue;
             }
-            if out.len() >= MAX_PROMPT_SET_ENTRIES {
-                return Err(too_many(name).into());
-            }
+            ensure!(out.len() < MAX_PROMPT_SET_ENTRIES, "{}", too_many(name));
             let v: Value = serde_json::from_str(line).map_err(|e| {
                 format!(
                     "{name}:{}: not a JSON object ({e}); a JSONL prompt set has one JSON object a line",
@@ -251,9 +215,7 @@ pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Par
         }
         out
     };
-    if items.len() > MAX_PROMPT_SET_ENTRIES {
-        return Err(too_many(name).into());
-    }
+    ensure!(items.len() <= MAX_PROMPT_SET_ENTRIES, "{}", too_many(name));
     let at = |line: usize, k: usize| {
         if line > 0 {
             format!("{name}:{line}")
@@ -265,7 +227,7 @@ pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Par
         Some(f) => f,
         None => {
             let Some((line, first)) = items.first() else {
-                return Err(format!("{name}: holds no prompts; add one JSON object a line").into());
+                bail!("{name}: holds no prompts; add one JSON object a line");
             };
             if first.get("conversations").is_some() {
                 PromptFormat::Sharegpt
@@ -274,54 +236,39 @@ pub fn parse(text: &str, name: &str, format: Option<PromptFormat>) -> Result<Par
             } else if first.get("prompt").is_some() {
                 PromptFormat::Prompts
             } else {
-                return Err(format!(
+                bail!(
                     "{}: an entry needs `prompt`, `messages` or `conversations` (ShareGPT); set request.prompt_set.format to say which",
                     at(*line, 0)
-                ).into());
+                );
             }
         }
     };
     let mut entries = Vec::with_capacity(items.len());
     let mut skipped = 0;
     for (k, (line, v)) in items.iter().enumerate() {
-        let here = || at(*line, k);
-        if !v.is_object() {
-            return Err(format!("{}: not a JSON object", here()).into());
-        }
-        let max_tokens = entry_max_tokens(v).map_err(|e| format!("{}: {e}", here()))?;
-        match format {
-            PromptFormat::Prompts => {
-                let p = match v.get("prompt") {
-                    Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-                    Some(Value::String(_)) => {
-                        return Err(format!("{}: `prompt` is empty", here()).into())
-                    }
-                    _ => {
-                        return Err(format!(
-                        "{}: needs `prompt`, a string (format prompts: {{\"prompt\": \"...\"}})",
-                        here()
-                    )
-                        .into())
-                    }
-                };
-                entries.push(Entry::new(vec![user(p)], max_tokens));
-            }
-            PromptFormat::Messages => {
-                let ms = messages(v).map_err(|e| format!("{}: {e}", here()))?;
-                entries.push(Entry::new(ms, max_tokens));
-            }
-            PromptFormat::Sharegpt => match sharegpt(v).map_err(|e| format!("{}: {e}", here()))? {
-                Some(ms) => entries.push(Entry::new(ms, max_tokens)),
-                None => skipped += 1,
+        let here = at(*line, k);
+        ensure!(v.is_object(), "{here}: not a JSON object");
+        let max_tokens = entry_max_tokens(v).at(&here)?;
+        let ms = match format {
+            PromptFormat::Prompts => match v.get("prompt") {
+                Some(Value::String(s)) if !s.trim().is_empty() => Some(vec![user(s.clone())]),
+                Some(Value::String(_)) => bail!("{here}: `prompt` is empty"),
+                _ => bail!(
+                    "{here}: needs `prompt`, a string (format prompts: {{\"prompt\": \"...\"}})"
+                ),
             },
+            PromptFormat::Messages => Some(messages(v).at(&here)?),
+            PromptFormat::Sharegpt => sharegpt(v).at(&here)?,
+        };
+        match ms {
+            Some(ms) => entries.push(Entry::new(ms, max_tokens)),
+            None => skipped += 1,
         }
     }
-    if entries.is_empty() {
-        return Err(format!(
-            "{name}: holds no usable prompts ({skipped} left out: no human turn); add entries"
-        )
-        .into());
-    }
+    ensure!(
+        !entries.is_empty(),
+        "{name}: holds no usable prompts ({skipped} left out: no human turn); add entries"
+    );
     Ok(Parsed {
         format,
         entries,
@@ -334,10 +281,7 @@ fn too_many(name: &str) -> String {
 }
 
 fn user(content: String) -> RawMessage {
-    RawMessage {
-        role: "user".into(),
-        content,
-    }
+    RawMessage::new("user", content)
 }
 
 /// An entry's own `max_tokens`, if it gives one.
@@ -346,10 +290,7 @@ fn entry_max_tokens(v: &Value) -> Result<Option<u32>, Invalid> {
         None | Some(Value::Null) => Ok(None),
         Some(x) => match x.as_u64() {
             Some(n) if (1..=MAX_ENTRY_MAX_TOKENS).contains(&n) => Ok(Some(n as u32)),
-            _ => Err(format!(
-                "`max_tokens` is {x}: use a whole number in 1..={MAX_ENTRY_MAX_TOKENS}"
-            )
-            .into()),
+            _ => bail!("`max_tokens` is {x}: use a whole number in 1..={MAX_ENTRY_MAX_TOKENS}"),
         },
     }
 }
@@ -357,31 +298,25 @@ fn entry_max_tokens(v: &Value) -> Result<Option<u32>, Invalid> {
 /// `messages`: a non-empty array of `{role, content}` with a known role and string content.
 fn messages(v: &Value) -> Result<Vec<RawMessage>, Invalid> {
     let Some(Value::Array(ms)) = v.get("messages") else {
-        return Err("needs `messages`, an array of {\"role\", \"content\"}".into());
+        bail!("needs `messages`, an array of {{\"role\", \"content\"}}");
     };
-    if ms.is_empty() {
-        return Err("`messages` is empty".into());
-    }
+    ensure!(!ms.is_empty(), "`messages` is empty");
     let mut out = Vec::with_capacity(ms.len());
     for (i, m) in ms.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
-        if !matches!(role, "system" | "user" | "assistant" | "developer") {
-            return Err(format!(
-                "messages[{i}].role is not one of system, user, assistant, developer"
-            )
-            .into());
-        }
+        ensure!(
+            RawMessage::ROLES.contains(&role),
+            "messages[{i}].role is not one of system, user, assistant, developer"
+        );
         let Some(content) = m.get("content").and_then(Value::as_str) else {
-            return Err(format!("messages[{i}].content must be a string").into());
+            bail!("messages[{i}].content must be a string");
         };
-        out.push(RawMessage {
-            role: role.into(),
-            content: content.into(),
-        });
+        out.push(RawMessage::new(role, content.into()));
     }
-    if !out.iter().any(|m| m.role == "user") {
-        return Err("`messages` has no user message".into());
-    }
+    ensure!(
+        out.iter().any(|m| m.role == "user"),
+        "`messages` has no user message"
+    );
     Ok(out)
 }
 
@@ -389,19 +324,16 @@ fn messages(v: &Value) -> Result<Vec<RawMessage>, Invalid> {
 /// turn. `None`: no human turn, or an empty one (left out, as other benchmarks do).
 fn sharegpt(v: &Value) -> Result<Option<Vec<RawMessage>>, Invalid> {
     let Some(Value::Array(turns)) = v.get("conversations") else {
-        return Err("needs `conversations`, an array of {\"from\", \"value\"}".into());
+        bail!("needs `conversations`, an array of {{\"from\", \"value\"}}");
     };
     let mut out = Vec::new();
     for (i, t) in turns.iter().enumerate() {
         let from = t.get("from").and_then(Value::as_str).unwrap_or("");
         let Some(value) = t.get("value").and_then(Value::as_str) else {
-            return Err(format!("conversations[{i}].value must be a string").into());
+            bail!("conversations[{i}].value must be a string");
         };
         match from {
-            "system" => out.push(RawMessage {
-                role: "system".into(),
-                content: value.into(),
-            }),
+            "system" => out.push(RawMessage::new("system", value.into())),
             "human" | "user" => {
                 if value.trim().is_empty() {
                     return Ok(None);
@@ -468,33 +400,43 @@ mod tests {
 
     #[test]
     fn bad_entries_name_file_and_line() {
-        let e = |t: &str| parse(t, "p.jsonl", None).unwrap_err();
-        assert!(e("{\"prompt\": \"a\"}\n{\"prompt\": 3}\n")
-            .to_string()
-            .starts_with("p.jsonl:2: needs `prompt`"));
-        assert!(e("{\"prompt\": \"a\"}\nnot json\n")
-            .to_string()
-            .starts_with("p.jsonl:2: not a JSON object"));
-        assert!(e("{\"prompt\": \"a\", \"max_tokens\": 0}\n")
-            .to_string()
-            .contains("p.jsonl:1: `max_tokens` is 0"));
-        assert!(e("").to_string().contains("holds no prompts"));
-        assert!(e("{\"text\": \"a\"}\n")
-            .to_string()
-            .contains("needs `prompt`, `messages` or `conversations`"));
-        assert!(
-            e("{\"messages\": [{\"role\": \"bot\", \"content\": \"x\"}]}")
-                .to_string()
-                .contains("messages[0].role is not one of")
-        );
-        assert!(e("[{\"conversations\": 3}]")
-            .to_string()
-            .starts_with("p.jsonl: entry [0]: needs `conversations`"));
-        assert!(e("[1, 2")
-            .to_string()
-            .starts_with("p.jsonl:1: not a JSON array"));
+        let e = |t: &str| parse(t, "p.jsonl", None).unwrap_err().to_string();
+        for (t, starts) in [
+            (
+                "{\"prompt\": \"a\"}\n{\"prompt\": 3}\n",
+                "p.jsonl:2: needs `prompt`",
+            ),
+            (
+                "{\"prompt\": \"a\"}\nnot json\n",
+                "p.jsonl:2: not a JSON object",
+            ),
+            (
+                "[{\"conversations\": 3}]",
+                "p.jsonl: entry [0]: needs `conversations`",
+            ),
+            ("[1, 2", "p.jsonl:1: not a JSON array"),
+        ] {
+            assert!(e(t).starts_with(starts), "{t}: {}", e(t));
+        }
+        for (t, has) in [
+            (
+                "{\"prompt\": \"a\", \"max_tokens\": 0}\n",
+                "p.jsonl:1: `max_tokens` is 0",
+            ),
+            ("", "holds no prompts"),
+            (
+                "{\"text\": \"a\"}\n",
+                "needs `prompt`, `messages` or `conversations`",
+            ),
+            (
+                "{\"messages\": [{\"role\": \"bot\", \"content\": \"x\"}]}",
+                "messages[0].role is not one of",
+            ),
+        ] {
+            assert!(e(t).contains(has), "{t}: {}", e(t));
+        }
         let many = "{\"prompt\": \"a\"}\n".repeat(MAX_PROMPT_SET_ENTRIES + 1);
-        assert!(e(&many).to_string().contains("more than 100000 entries"));
+        assert!(e(&many).contains("more than 100000 entries"));
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub use request::{CachePolicy, MaxTokensField, RequestSpec};
 use super::common::short_hash;
 pub use super::common::BuildCtx;
 use super::file::RawScenario;
-use crate::config::common::Invalid;
+use crate::config::common::{bail, ensure, Invalid};
 use endpoint::build_endpoint;
 use gate::build_gate;
 use load::build_load;
@@ -161,47 +161,41 @@ pub fn build(raw: RawScenario, ctx: &BuildCtx<'_>) -> Result<Scenario, ScenarioE
         .clone()
         .ok_or_else(|| ScenarioError::unnamed("scenario has no `name:`"))?;
     let name = ScenarioName::new(name).map_err(ScenarioError::unnamed)?;
-    let here = |problem: Invalid| ScenarioError::named(&name, problem);
-    let endpoint = build_endpoint(&raw.endpoint, ctx).map_err(here)?;
-    let request = build_request(
-        &raw.request,
-        endpoint.api,
-        &ctx.dir,
-        raw.load.trace.is_some(),
-    )
-    .map_err(here)?;
-    let load = build_load(&raw.load).map_err(here)?;
-    let load = load::with_trace(load, &raw.load, &ctx.dir).map_err(here)?;
-    let mut request = request;
+    build_named(raw, name.clone(), ctx).map_err(|problem| ScenarioError::named(&name, problem))
+}
+
+/// [`build`] once the scenario has its `name`: one validation pass over the sections, each
+/// built by its own builder, then the rules between sections.
+fn build_named(
+    raw: RawScenario,
+    name: ScenarioName,
+    ctx: &BuildCtx<'_>,
+) -> Result<Scenario, Invalid> {
+    let endpoint = build_endpoint(&raw.endpoint, ctx)?;
+    let traced = raw.load.trace.is_some();
+    let mut request = build_request(&raw.request, endpoint.api, &ctx.dir, traced)?;
+    let load = load::with_trace(build_load(&raw.load)?, &raw.load, &ctx.dir)?;
     if let Some(t) = &load.trace {
         // each request asks its entry's output length; max_tokens is the longest of them
         let needed = load.looks().last().copied().unwrap_or(0);
         request.max_tokens = t.max_output(needed);
     }
     if let Some(c) = &request.conversation {
-        conversation_load(c, &load).map_err(here)?;
+        conversation_load(c, &load)?;
     }
-    let gate = build_gate(&raw.gate).map_err(here)?;
-    if request.min_output_tokens() < 2
-        && gate.metrics.contains(&Metric::Tpot)
-        && load.trace.is_none()
-    {
-        return Err(here(Invalid::from(format!(
-            "TPOT is undefined for max_tokens {} (it needs 2 or more output tokens); raise max_tokens (or request.generate.output_tokens.min) or set gate.metrics without tpot",
-            request.min_output_tokens()
-        ))));
-    }
+    let gate = build_gate(&raw.gate)?;
+    let least = request.min_output_tokens();
+    ensure!(
+        least >= 2 || !gate.metrics.contains(&Metric::Tpot) || load.trace.is_some(),
+        "TPOT is undefined for max_tokens {least} (it needs 2 or more output tokens); raise max_tokens (or request.generate.output_tokens.min) or set gate.metrics without tpot"
+    );
     let fingerprint = fingerprint(&endpoint, &request, &load);
     let server = match (&raw.server, &endpoint.target) {
         (None, _) => None,
-        (Some(rs), Target::Http { base_url }) => Some(
-            super::server::build(rs, base_url, &endpoint.secrets(), ctx.env).map_err(here)?,
-        ),
-        (Some(_), Target::Sim(_)) => {
-            return Err(here(
-                "server: the built-in simulator (sim://) needs no server; give an http:// base_url the started server listens on".into(),
-            ))
+        (Some(rs), Target::Http { base_url }) => {
+            Some(super::server::build(rs, base_url, &endpoint.secrets(), ctx.env)?)
         }
+        (Some(_), Target::Sim(_)) => bail!("server: the built-in simulator (sim://) needs no server; give an http:// base_url the started server listens on"),
     };
     Ok(Scenario {
         name,
@@ -224,51 +218,42 @@ fn conversation_load(
     c: &super::conversation::ConversationSpec,
     l: &LoadSpec,
 ) -> Result<(), Invalid> {
-    if l.rate.is_some() || l.trace.is_some() {
-        return Err("request.conversation runs a closed loop (each stream sends its conversations turn after turn, with the think time between): leave out load.rate and load.trace".into());
-    }
-    if l.max_samples.is_some() {
-        return Err(
-            "request.conversation runs one look of whole conversations: leave out load.max_samples"
-                .into(),
-        );
-    }
+    ensure!(l.rate.is_none() && l.trace.is_none(), "request.conversation runs a closed loop (each stream sends its conversations turn after turn, with the think time between): leave out load.rate and load.trace");
+    ensure!(
+        l.max_samples.is_none(),
+        "request.conversation runs one look of whole conversations: leave out load.max_samples"
+    );
     // the longest prompt (the last turn's) within what a synthetic prompt may be
     let longest = u64::from(c.system_tokens)
         + u64::from(c.turns) * u64::from(c.user_tokens)
         + u64::from(c.turns - 1) * u64::from(c.answer_tokens);
     let most = u64::from(crate::synthetic_prompt::MAX_PROMPT_TOKENS);
-    if longest > most {
-        return Err(format!(
-            "request.conversation: the last turn's prompt would be about {longest} tokens (system {} + {} turns x user {} + {} kept answers x {}): at most {most}; shorten the turns or the messages",
-            c.system_tokens,
-            c.turns,
-            c.user_tokens,
-            c.turns - 1,
-            c.answer_tokens
-        ).into());
-    }
+    ensure!(
+        longest <= most,
+        "request.conversation: the last turn's prompt would be about {longest} tokens (system {} + {} turns x user {} + {} kept answers x {}): at most {most}; shorten the turns or the messages",
+        c.system_tokens,
+        c.turns,
+        c.user_tokens,
+        c.turns - 1,
+        c.answer_tokens
+    );
     // the think time a stream spends, bounded as a trace replay's window is
     let per_stream = f64::from(l.samples) / f64::from(l.concurrency.max(1));
     let think_h =
         per_stream * c.think_time_ms * f64::from(c.turns - 1) / f64::from(c.turns) / 3_600_000.0;
-    if think_h > 24.0 {
-        return Err(format!(
-            "request.conversation.think_time: each stream would think for {think_h:.1} h over its {per_stream:.0} requests: at most 24 h; shorten the think time or the samples, or raise the concurrency"
-        ).into());
-    }
+    ensure!(
+        think_h <= 24.0,
+        "request.conversation.think_time: each stream would think for {think_h:.1} h over its {per_stream:.0} requests: at most 24 h; shorten the think time or the samples, or raise the concurrency"
+    );
     // (the warmup may end inside a conversation: it is not measured)
-    for (key, n) in [("samples", l.samples)] {
-        if n % c.turns != 0 {
-            let up = n.div_ceil(c.turns) * c.turns;
-            return Err(format!(
-                "load.{key} is {n}, not a whole number of {}-turn conversations: use {up} ({} conversations){}",
-                c.turns,
-                up / c.turns,
-                if n > c.turns { format!(" or {}", n / c.turns * c.turns) } else { String::new() }
-            ).into());
-        }
-    }
+    let (n, t) = (l.samples, c.turns);
+    let up = n.div_ceil(t) * t;
+    ensure!(
+        n % t == 0,
+        "load.samples is {n}, not a whole number of {t}-turn conversations: use {up} ({} conversations){}",
+        up / t,
+        if n > t { format!(" or {}", n / t * t) } else { String::new() }
+    );
     Ok(())
 }
 

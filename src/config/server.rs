@@ -8,8 +8,8 @@
 
 use super::common::Secret;
 use super::file::{RawMetrics, RawServer};
-use super::values::{expand_env, parse_timeout};
-use crate::config::common::Invalid;
+use super::values::{expand_env, timeout_or};
+use crate::config::common::{bail, ensure, At, Invalid};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -205,7 +205,7 @@ pub fn build(
     let mut command = Vec::with_capacity(words.len());
     let mut secrets: Vec<String> = endpoint_secrets.to_vec();
     for (i, w) in words.iter().enumerate() {
-        let v = expand_env(w, env).map_err(|m| format!("server.command[{i}]: {m}"))?;
+        let v = expand_env(w, env).at(format!("server.command[{i}]"))?;
         if referenced_vars(w).iter().any(|n| names_a_secret(n)) {
             for n in referenced_vars(w) {
                 if let Some(val) = env(&n).filter(|v| !v.is_empty()) {
@@ -215,9 +215,10 @@ pub fn build(
         }
         command.push(v);
     }
-    if command[0].is_empty() {
-        return Err("server.command[0] is empty: name the program to run".into());
-    }
+    ensure!(
+        !command[0].is_empty(),
+        "server.command[0] is empty: name the program to run"
+    );
     // Values of credential flags (`--api-key VALUE`), of credential assignments anywhere in a
     // word (`--api-key=V`, `-e HF_TOKEN=V`, `--env=HF_TOKEN=V`, `?token=V`), of credential
     // headers (`-H 'Authorization: Bearer V'`) and URL userinfo (`https://user:V@host`).
@@ -233,10 +234,11 @@ pub fn build(
     }
     let mut env_out = Vec::new();
     for (k, v) in raw.env.clone().unwrap_or_default() {
-        if k.is_empty() || k.contains('=') || k.contains('\0') {
-            return Err(format!("server.env: `{k}` is not a variable name").into());
-        }
-        let val = expand_env(&v, env).map_err(|m| format!("server.env.{k}: {m}"))?;
+        ensure!(
+            !k.is_empty() && !k.contains(['=', '\0']),
+            "server.env: `{k}` is not a variable name"
+        );
+        let val = expand_env(&v, env).at(format!("server.env.{k}"))?;
         if names_a_secret(&k) || v.contains("${") {
             secrets.push(val.clone());
         }
@@ -255,7 +257,7 @@ pub fn build(
     );
     let origin = match url::Url::parse(base_url) {
         Ok(u) => origin_of_url(&u),
-        Err(e) => return Err(format!("server: base_url `{base_url}` is not a URL ({e})").into()),
+        Err(e) => bail!("server: base_url `{base_url}` is not a URL ({e})"),
     };
     let ready = match &raw.ready {
         None => Ready::Http {
@@ -264,64 +266,53 @@ pub fn build(
         },
         Some(r) => match (&r.url, &r.log) {
             (Some(u), None) => {
-                let u = expand_env(u, env).map_err(|m| format!("server.ready.url: {m}"))?;
+                let u = expand_env(u, env).at("server.ready.url")?;
                 let p = url::Url::parse(&u).map_err(|e| {
                     format!("server.ready.url `{u}` is not a URL ({e}); write it like `http://127.0.0.1:8080/health`")
                 })?;
-                if !matches!(p.scheme(), "http" | "https") {
-                    return Err(format!("server.ready.url `{u}`: use http:// or https://").into());
-                }
+                ensure!(
+                    matches!(p.scheme(), "http" | "https"),
+                    "server.ready.url `{u}`: use http:// or https://"
+                );
                 Ready::Http {
                     url: u,
                     default: false,
                 }
             }
-            (None, Some(t)) if t.contains(['\n', '\r']) => {
-                return Err(format!(
-                    "server.ready.log `{}` holds a line end: give text from within one line",
-                    t.escape_debug()
-                ).into())
-            }
+            (None, Some(t)) if t.contains(['\n', '\r']) => bail!(
+                "server.ready.log `{}` holds a line end: give text from within one line",
+                t.escape_debug()
+            ),
             (None, Some(t)) if !t.is_empty() => Ready::Log(t.clone()),
-            _ => return Err("server.ready: give `url: <URL answering 2xx when ready>` or `log: <text of the log line that says it is ready>`, one of them".into()),
+            _ => bail!("server.ready: give `url: <URL answering 2xx when ready>` or `log: <text of the log line that says it is ready>`, one of them"),
         },
     };
-    let dur = |v: &Option<String>, key: &str, d: Duration| -> Result<Duration, Invalid> {
-        match v {
-            None => Ok(d),
-            Some(s) => parse_timeout(s).map_err(|source| Invalid::Value {
-                key: format!("server.{key}"),
-                source: Box::new(source),
-            }),
-        }
-    };
-    let ready_timeout = dur(&raw.ready_timeout, "ready_timeout", DEFAULT_READY_TIMEOUT)?;
-    let stop_timeout = dur(&raw.stop_timeout, "stop_timeout", DEFAULT_STOP_TIMEOUT)?;
+    let ready_timeout =
+        timeout_or(&raw.ready_timeout, DEFAULT_READY_TIMEOUT).at("server.ready_timeout")?;
+    let stop_timeout =
+        timeout_or(&raw.stop_timeout, DEFAULT_STOP_TIMEOUT).at("server.stop_timeout")?;
     let metrics_url = match &raw.metrics {
         None | Some(RawMetrics::On(true)) => Some(format!("{origin}/metrics")),
         Some(RawMetrics::On(false)) => None,
         Some(RawMetrics::Url(u)) => {
-            let u = expand_env(u, env).map_err(|m| format!("server.metrics: {m}"))?;
+            let u = expand_env(u, env).at("server.metrics")?;
             url::Url::parse(&u).map_err(|e| format!("server.metrics `{u}` is not a URL ({e})"))?;
             Some(u)
         }
     };
-    let cwd = match &raw.cwd {
-        None => None,
-        Some(c) => Some(PathBuf::from(
-            expand_env(c, env).map_err(|m| format!("server.cwd: {m}"))?,
-        )),
+    let path = |v: &Option<String>, key: &str| {
+        v.as_ref()
+            .map(|p| expand_env(p, env).map(PathBuf::from))
+            .transpose()
+            .at(key)
     };
-    let log = match &raw.log {
-        None => None,
-        Some(l) => Some(PathBuf::from(
-            expand_env(l, env).map_err(|m| format!("server.log: {m}"))?,
-        )),
-    };
+    let cwd = path(&raw.cwd, "server.cwd")?;
+    let log = path(&raw.log, "server.log")?;
     let log_tail = raw.log_tail.map(|n| n as usize).unwrap_or(DEFAULT_LOG_TAIL);
-    if log_tail > 10_000 {
-        return Err(format!("server.log_tail is {log_tail}: at most 10000 lines").into());
-    }
+    ensure!(
+        log_tail <= 10_000,
+        "server.log_tail is {log_tail}: at most 10000 lines"
+    );
     let key = super::common::short_hash(
         &serde_json::json!({
             "command": command,

@@ -5,14 +5,13 @@
 //! and the Azure LLM inference trace CSV (`TIMESTAMP,ContextTokens,GeneratedTokens`). Parsing
 //! is pure ([`parse`]); [`load`] reads the file with its size bound.
 
-use super::common::{fit_points, Slot, MAX_RATE, MIN_RATE};
+use super::common::{bail, ensure, fit_points, named, names, read_data_file, short_hash, within};
+use super::common::{At, Invalid, Slot, MAX_RATE, MIN_RATE};
 use super::file::RawTrace;
-use crate::config::common::Invalid;
 use crate::limits::{MAX_TRACE_BYTES, MAX_TRACE_ENTRIES};
 use crate::synthetic_prompt::MAX_PROMPT_TOKENS;
 use serde::Serialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -30,6 +29,8 @@ pub enum TraceFormat {
     /// Azure LLM inference trace CSV.
     Azure,
 }
+
+names!(TraceFormat { Mooncake => "mooncake", Azure => "azure" });
 
 /// One request of the trace.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,10 +131,7 @@ impl TraceSpec {
         format!(
             "trace {} ({}, {} entries, sha256 {}, from entry {}, time x {}, blocks of {} tokens)",
             self.file,
-            match self.format {
-                TraceFormat::Mooncake => "mooncake",
-                TraceFormat::Azure => "azure",
-            },
+            self.format.as_str(),
             self.entries,
             self.sha256,
             self.start,
@@ -146,68 +144,44 @@ impl TraceSpec {
 /// Reads and validates `load.trace`; `dir` is the scenario file's directory; `needed`: the
 /// measured requests the largest look sends. Errors: the key or `file:line`, and what to do.
 pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Invalid> {
-    let file = raw
-        .file
-        .as_deref()
-        .filter(|f| !f.is_empty())
-        .ok_or("load.trace.file is required: a Mooncake JSONL or Azure CSV trace, relative to the scenario file")?;
-    let path = dir.join(file);
-    let shown = path.display().to_string();
-    let text = crate::limits::read_repo_file(&path, MAX_TRACE_BYTES).map_err(|e| match e {
-        crate::limits::ReadError::TooLarge(_) => format!(
-            "load.trace.file {shown}: larger than {} MiB: take a part of the trace",
-            MAX_TRACE_BYTES >> 20
-        ),
-        e => format!("load.trace.file {shown}: cannot read ({e})"),
-    })?;
-    let format = match raw.format.as_deref() {
-        None => None,
-        Some("mooncake") => Some(TraceFormat::Mooncake),
-        Some("azure") => Some(TraceFormat::Azure),
-        Some(other) => {
-            return Err(format!(
-                "load.trace.format `{other}`: use mooncake or azure (or leave it out to tell from the file)"
-            ).into())
-        }
-    };
+    let (file, shown, text) = read_data_file(
+        "load.trace.file",
+        raw.file.as_deref(),
+        (dir, MAX_TRACE_BYTES),
+        "a Mooncake JSONL or Azure CSV trace",
+        "trace",
+    )?;
+    let format = named(
+        "load.trace.format",
+        raw.format.as_deref(),
+        "mooncake or azure (or leave it out to tell from the file)",
+    )?;
     let block_size = raw.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
-    if !(1..=65_536).contains(&block_size) {
-        return Err(format!("load.trace.block_size is {block_size}: use 1..=65536 tokens").into());
-    }
+    within("load.trace.block_size", block_size, 1..=65_536, " tokens")?;
     let time_scale = match (raw.time_scale, raw.rate) {
         (Some(_), Some(_)) => {
-            return Err(
-                "load.trace: give time_scale or rate, not both (rate sets the time scale)".into(),
-            )
+            bail!("load.trace: give time_scale or rate, not both (rate sets the time scale)")
         }
         (Some(t), None) if !(t.is_finite() && t > 0.0 && t <= 1000.0) => {
-            return Err(
-                format!("load.trace.time_scale is {t}: use a factor above 0, at most 1000").into(),
-            )
+            bail!("load.trace.time_scale is {t}: use a factor above 0, at most 1000")
         }
         (Some(t), None) => Some(t),
         (None, Some(r)) if !(MIN_RATE..=MAX_RATE).contains(&r) => {
-            return Err(format!(
-                "load.trace.rate is {r}: use {}..={} requests/s",
-                MIN_RATE, MAX_RATE
-            )
-            .into())
+            bail!("load.trace.rate is {r}: use {MIN_RATE}..={MAX_RATE} requests/s")
         }
         _ => None,
     };
     let (format, list) = parse(&text, &shown, format, block_size)?;
     let start = raw.start.unwrap_or(0);
-    if list.len() < start.saturating_add(needed) {
-        return Err(format!(
-            "load.trace: {shown} has {} entries; from entry {start} the run needs {needed} (load.samples or load.max_samples): lower them, or start earlier",
-            list.len()
-        ).into());
-    }
-    let sha = Sha256::digest(text.as_bytes());
+    ensure!(
+        list.len() >= start.saturating_add(needed),
+        "load.trace: {shown} has {} entries; from entry {start} the run needs {needed} (load.samples or load.max_samples): lower them, or start earlier",
+        list.len()
+    );
     let mut spec = TraceSpec {
         file: file.to_string(),
         format,
-        sha256: sha.iter().take(8).map(|b| format!("{b:02x}")).collect(),
+        sha256: short_hash(&text),
         entries: list.len(),
         block_size,
         time_scale: time_scale.unwrap_or(1.0),
@@ -243,63 +217,55 @@ pub fn parse(
         Some(f) => f,
         None if first.trim_start().starts_with('{') => TraceFormat::Mooncake,
         None if first.to_ascii_uppercase().contains("TIMESTAMP") => TraceFormat::Azure,
-        None => {
-            return Err(format!(
-                "{name}:1: neither a Mooncake JSONL line nor an Azure CSV header (TIMESTAMP,ContextTokens,GeneratedTokens); set load.trace.format"
-            ).into())
-        }
+        None => bail!("{name}:1: neither a Mooncake JSONL line nor an Azure CSV header (TIMESTAMP,ContextTokens,GeneratedTokens); set load.trace.format"),
     };
     let mut out: Vec<TraceEntry> = Vec::new();
     let mut origin: Option<f64> = None;
     let mut columns: Option<[usize; 3]> = None;
     for (i, line) in text.lines().enumerate() {
-        let at = i + 1;
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
+        let at = || format!("{name}:{}", i + 1);
         let parsed = match format {
             TraceFormat::Mooncake => mooncake(line, block_size),
             TraceFormat::Azure => match columns {
                 None => {
-                    columns = Some(azure_header(line).map_err(|e| format!("{name}:{at}: {e}"))?);
+                    columns = Some(azure_header(line).at(at())?);
                     continue;
                 }
                 Some(c) => azure(line, c),
             },
         };
-        let (t, mut e) = parsed.map_err(|e| format!("{name}:{at}: {e}"))?;
-        if out.len() >= MAX_TRACE_ENTRIES {
-            return Err(format!(
-                "{name}: more than {MAX_TRACE_ENTRIES} entries; keep the part to replay (e.g. `head -n {MAX_TRACE_ENTRIES}`)"
-            ).into());
-        }
+        let (t, mut e) = parsed.at(at())?;
+        ensure!(
+            out.len() < MAX_TRACE_ENTRIES,
+            "{name}: more than {MAX_TRACE_ENTRIES} entries; keep the part to replay (e.g. `head -n {MAX_TRACE_ENTRIES}`)"
+        );
         let t0 = *origin.get_or_insert(t);
         e.at_ms = t - t0;
         if let Some(prev) = out.last() {
-            if e.at_ms < prev.at_ms {
-                return Err(format!(
-                    "{name}:{at}: the time goes back ({} ms before the line above); a trace is in arrival order",
-                    crate::units::Num(prev.at_ms - e.at_ms)
-                ).into());
-            }
+            ensure!(
+                e.at_ms >= prev.at_ms,
+                "{}: the time goes back ({} ms before the line above); a trace is in arrival order",
+                at(),
+                crate::units::Num(prev.at_ms - e.at_ms)
+            );
         }
         out.push(e);
     }
-    if out.is_empty() {
-        return Err(format!("{name}: holds no requests").into());
-    }
+    ensure!(!out.is_empty(), "{name}: holds no requests");
     Ok((format, out))
 }
 
 fn length(v: Option<&Value>, key: &str, max: u64) -> Result<u64, Invalid> {
     match v.and_then(Value::as_u64) {
         Some(n) if n <= max => Ok(n),
-        _ => Err(format!(
+        _ => bail!(
             "`{key}` must be a whole number in 0..={max}, not {}",
             v.map_or("nothing".to_string(), |v| v.to_string())
-        )
-        .into()),
+        ),
     }
 }
 
@@ -318,9 +284,7 @@ fn mooncake(line: &str, block_size: u32) -> Result<(f64, TraceEntry), Invalid> {
         "input_length",
         u64::from(MAX_PROMPT_TOKENS),
     )?;
-    if input == 0 {
-        return Err("`input_length` is 0: a request needs a prompt".into());
-    }
+    ensure!(input > 0, "`input_length` is 0: a request needs a prompt");
     let output = length(v.get("output_length"), "output_length", MAX_TRACE_OUTPUT)?;
     let hash_ids: Vec<u64> = match v.get("hash_ids") {
         None | Some(Value::Null) => Vec::new(),
@@ -328,15 +292,14 @@ fn mooncake(line: &str, block_size: u32) -> Result<(f64, TraceEntry), Invalid> {
             .iter()
             .map(|h| h.as_u64().ok_or("`hash_ids` must hold whole numbers >= 0"))
             .collect::<Result<_, _>>()?,
-        Some(_) => return Err("`hash_ids` must be an array of whole numbers".into()),
+        Some(_) => bail!("`hash_ids` must be an array of whole numbers"),
     };
     let blocks = input.div_ceil(u64::from(block_size));
-    if !hash_ids.is_empty() && hash_ids.len() as u64 != blocks {
-        return Err(format!(
-            "{} hash_ids for input_length {input}: blocks of {block_size} tokens need {blocks} (set load.trace.block_size to the trace's)",
-            hash_ids.len()
-        ).into());
-    }
+    ensure!(
+        hash_ids.is_empty() || hash_ids.len() as u64 == blocks,
+        "{} hash_ids for input_length {input}: blocks of {block_size} tokens need {blocks} (set load.trace.block_size to the trace's)",
+        hash_ids.len()
+    );
     Ok((
         t,
         TraceEntry {
@@ -378,9 +341,7 @@ fn azure(line: &str, c: [usize; 3]) -> Result<(f64, TraceEntry), Invalid> {
             .ok_or_else(|| format!("`{key}` must be a whole number in 0..={max}, not `{s}`"))
     };
     let input = num(get(c[1])?, "ContextTokens", u64::from(MAX_PROMPT_TOKENS))?;
-    if input == 0 {
-        return Err("`ContextTokens` is 0: a request needs a prompt".into());
-    }
+    ensure!(input > 0, "`ContextTokens` is 0: a request needs a prompt");
     let output = num(get(c[2])?, "GeneratedTokens", MAX_TRACE_OUTPUT)?;
     Ok((
         t,
@@ -406,7 +367,8 @@ pub fn azure_time(s: &str) -> Result<f64, Invalid> {
     let d: Vec<&str> = date.split('-').collect();
     let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
     let t: Vec<&str> = hms.split(':').collect();
-    if d.len() != 3 || t.len() != 3 || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+    let shaped = d.len() == 3 && t.len() == 3 && frac.len() <= 9;
+    if !shaped || !frac.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad());
     }
     let n = |x: &str| x.parse::<u32>().map_err(|_| bad());
@@ -487,27 +449,17 @@ mod tests {
 
     #[test]
     fn bad_lines_name_file_and_line() {
-        let e = |t: &str| parse(t, "t", None, 512).unwrap_err();
-        assert!(e("{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n").to_string().starts_with("t:2: the time goes back (1 ms"));
-        assert!(
-            e("{\"timestamp\": 1, \"input_length\": -5, \"output_length\": 1}")
-                .to_string()
-                .starts_with("t:1: `input_length` must be")
-        );
-        assert!(
-            e("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:15:46,1,1\n")
-                .to_string()
-                .starts_with("t:2: TIMESTAMP `2023-13-16 18:15:46` is not like")
-        );
-        assert!(e("TIMESTAMP,Context,GeneratedTokens\n")
-            .to_string()
-            .contains("no `contexttokens` column"));
-        assert!(e("TIMESTAMP,ContextTokens,GeneratedTokens\n")
-            .to_string()
-            .contains("holds no requests"));
-        assert!(e("a,b\n")
-            .to_string()
-            .starts_with("t:1: neither a Mooncake"));
+        let e = |t: &str| parse(t, "t", None, 512).unwrap_err().to_string();
+        for (t, starts) in [
+            ("{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n", "t:2: the time goes back (1 ms"),
+            ("{\"timestamp\": 1, \"input_length\": -5, \"output_length\": 1}", "t:1: `input_length` must be"),
+            ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:15:46,1,1\n", "t:2: TIMESTAMP `2023-13-16 18:15:46` is not like"),
+            ("a,b\n", "t:1: neither a Mooncake"),
+        ] {
+            assert!(e(t).starts_with(starts), "{t}: {}", e(t));
+        }
+        assert!(e("TIMESTAMP,Context,GeneratedTokens\n").contains("no `contexttokens` column"));
+        assert!(e("TIMESTAMP,ContextTokens,GeneratedTokens\n").contains("holds no requests"));
     }
 
     proptest::proptest! {

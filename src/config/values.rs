@@ -85,6 +85,11 @@ pub fn parse_timeout(s: &str) -> Result<Duration, ValueError> {
     Ok(d)
 }
 
+/// [`parse_timeout`] of `v`, or `default` when it is not given.
+pub fn timeout_or(v: &Option<String>, default: Duration) -> Result<Duration, ValueError> {
+    v.as_deref().map_or(Ok(default), parse_timeout)
+}
+
 /// Parses a relative tolerance: `5%` -> 0.05, `0.05` -> 0.05. Must be in [0, 10]. A bare number
 /// above 1 (`warn: 5`) is an error: it almost always means a percentage, not 500 %.
 pub fn parse_fraction(v: &RawNumber) -> Result<f64, ValueError> {

@@ -2,7 +2,7 @@
 //! segment; perfgate appends the API route), with warnings for what was most likely pasted.
 
 use crate::api::Api;
-use crate::config::common::Invalid;
+use crate::config::common::{bail, ensure, Invalid};
 
 /// Normalises an HTTP base URL (OpenAI-SDK convention, tests/cases/35-base-url-joining.yaml): the base includes
 /// the version segment and perfgate appends the API route. Trailing slashes are removed, a
@@ -15,17 +15,12 @@ pub fn normalise_base_url(raw: &str, api: Api) -> Result<(String, Vec<String>), 
     let mut url = url::Url::parse(raw).map_err(|e| {
         format!("base_url `{raw}` is not a URL ({e}); write it like `http://127.0.0.1:8000/v1`")
     })?;
-    match url.scheme() {
-        "http" | "https" => {}
-        s => {
-            return Err(format!(
-                "base_url `{raw}` has scheme `{s}`: use http://, https:// or sim:// (the built-in simulator)"
-            ).into())
-        }
-    }
-    if url.host_str().is_none() {
-        return Err(format!("base_url `{raw}` has no host").into());
-    }
+    let s = url.scheme();
+    ensure!(
+        matches!(s, "http" | "https"),
+        "base_url `{raw}` has scheme `{s}`: use http://, https:// or sim:// (the built-in simulator)"
+    );
+    ensure!(url.host_str().is_some(), "base_url `{raw}` has no host");
     let mut warnings = Vec::new();
     let mut path = url.path().trim_end_matches('/').to_string();
     for route in Api::ALL.map(Api::path) {
@@ -34,12 +29,11 @@ pub fn normalise_base_url(raw: &str, api: Api) -> Result<(String, Vec<String>), 
             if route != api.path() {
                 let mut b = url.clone();
                 b.set_path(&base);
-                return Err(format!(
-                    "base_url `{raw}` ends with the route `{route}`, but api is {} (route `{}`): write the base only (`{}`)",
-                    api.as_str(),
+                bail!(
+                    "base_url `{raw}` ends with the route `{route}`, but api is {api} (route `{}`): write the base only (`{}`)",
                     api.path(),
                     b.as_str().trim_end_matches('/')
-                ).into());
+                );
             }
             warnings.push(format!(
                 "base_url ends with the API route `{route}`; perfgate uses it as given (the base is `{}`)",

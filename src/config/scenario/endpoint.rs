@@ -4,10 +4,9 @@
 
 use super::base_url::normalise_base_url;
 use crate::api::Api;
-use crate::config::common::Invalid;
-use crate::config::common::{BuildCtx, Secret};
+use crate::config::common::{bail, ensure, At, BuildCtx, Invalid, Secret};
 use crate::config::file::RawEndpoint;
-use crate::config::values::{expand_env, parse_timeout};
+use crate::config::values::{expand_env, parse_timeout, timeout_or};
 use crate::sim::SimConfig;
 use std::time::Duration;
 
@@ -105,23 +104,13 @@ impl Endpoint {
     }
 }
 
-fn dur(v: &Option<String>, key: &str, default: Duration) -> Result<Duration, Invalid> {
-    match v {
-        None => Ok(default),
-        Some(s) => parse_timeout(s).map_err(|source| Invalid::Value {
-            key: format!("endpoint.{key}"),
-            source: Box::new(source),
-        }),
-    }
-}
-
 pub(super) fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endpoint, Invalid> {
     let mut warnings = Vec::new();
     let raw_url = e
         .base_url
         .as_deref()
         .ok_or("endpoint.base_url is required (e.g. `http://127.0.0.1:8000/v1`, or `sim://` for the built-in simulator)")?;
-    let url = expand_env(raw_url, ctx.env).map_err(|m| format!("endpoint.base_url: {m}"))?;
+    let url = expand_env(raw_url, ctx.env).at("endpoint.base_url")?;
     // The simulator's query holds latency settings, not keys.
     let url_secrets = if url.starts_with("sim://") {
         Vec::new()
@@ -146,11 +135,9 @@ pub(super) fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endp
     let (target, default_model, w) = target(&url, api)?;
     warnings.extend(w);
     let model = match (&e.model, default_model) {
-        (Some(m), _) => expand_env(m, ctx.env).map_err(|m| format!("endpoint.model: {m}"))?,
+        (Some(m), _) => expand_env(m, ctx.env).at("endpoint.model")?,
         (None, Some(m)) => m,
-        (None, None) => {
-            return Err("endpoint.model is required (the model id the server serves)".into())
-        }
+        (None, None) => bail!("endpoint.model is required (the model id the server serves)"),
     };
     let api_key = api_key(e, ctx)?;
     let headers = headers(e, ctx)?;
@@ -162,30 +149,26 @@ pub(super) fn build_endpoint(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Endp
         api_key_env: e.api_key_env.clone(),
         api_key,
         headers,
-        connect_timeout: dur(
-            &e.connect_timeout,
-            "connect_timeout",
-            Duration::from_secs(10),
-        )?,
-        first_token_timeout: dur(
-            &e.first_token_timeout,
-            "first_token_timeout",
-            Duration::from_secs(60),
-        )?,
-        idle_timeout: dur(&e.idle_timeout, "idle_timeout", Duration::from_secs(30))?,
-        request_timeout: dur(
-            &e.request_timeout,
-            "request_timeout",
-            Duration::from_secs(300),
-        )?,
+        connect_timeout: timeout_or(&e.connect_timeout, secs(10)).at("endpoint.connect_timeout")?,
+        first_token_timeout: timeout_or(&e.first_token_timeout, secs(60))
+            .at("endpoint.first_token_timeout")?,
+        idle_timeout: timeout_or(&e.idle_timeout, secs(30)).at("endpoint.idle_timeout")?,
+        request_timeout: timeout_or(&e.request_timeout, secs(300))
+            .at("endpoint.request_timeout")?,
         include_usage: e.include_usage.unwrap_or(true),
-        wait_ready: match &e.wait_ready {
-            None => None,
-            Some(_) => Some(dur(&e.wait_ready, "wait_ready", Duration::from_secs(300))?),
-        },
+        wait_ready: e
+            .wait_ready
+            .as_deref()
+            .map(parse_timeout)
+            .transpose()
+            .at("endpoint.wait_ready")?,
         warnings,
         url_secrets: url_secrets.into_iter().map(Secret::new).collect(),
     })
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
 }
 
 /// Where `url` (expanded) sends requests: the built-in simulator (with its model, for an API it
@@ -196,18 +179,12 @@ fn target(url: &str, api: Api) -> Result<(Target, Option<String>, Vec<String>), 
         let cfg =
             SimConfig::from_query(query).map_err(|m| format!("endpoint.base_url `{url}`: {m}"))?;
         let model = cfg.model.clone();
-        if !api.simulated() {
-            return Err(format!(
-                "endpoint.api {}: the built-in simulator (sim://) serves {} only; measure {} against a server that speaks it (an http:// or https:// base_url)",
-                api.as_str(),
-                Api::simulated_all()
-                    .iter()
-                    .map(|a| a.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                api.as_str()
-            ).into());
-        }
+        let served: Vec<&str> = Api::simulated_all().iter().map(|a| a.as_str()).collect();
+        ensure!(
+            api.simulated(),
+            "endpoint.api {api}: the built-in simulator (sim://) serves {} only; measure {api} against a server that speaks it (an http:// or https:// base_url)",
+            served.join(", ")
+        );
         Ok((Target::Sim(cfg), Some(model), Vec::new()))
     } else {
         let (base_url, w) = normalise_base_url(url, api).map_err(|m| format!("endpoint.{m}"))?;
@@ -221,20 +198,16 @@ fn api_key(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Option<Secret>, Invali
         None => None,
         Some(var) => {
             // Never echo the value when it may be a pasted key.
-            if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return Err(format!(
-                    "endpoint.api_key_env is not a variable name (a value of {} characters, not shown in case it is a key): write the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key itself",
-                    var.chars().count()
-                ).into());
-            }
+            let n = var.chars().count();
+            ensure!(
+                !var.is_empty() && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "endpoint.api_key_env is not a variable name (a value of {n} characters, not shown in case it is a key): write the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key itself"
+            );
             match (ctx.env)(var) {
                 Some(v) if !v.is_empty() => Some(Secret::new(v)),
-                Some(_) => return Err(format!("endpoint.api_key_env: environment variable {var} is set but empty; export the API key in it").into()),
-                None if looks_like_a_key(var) => return Err(format!(
-                    "endpoint.api_key_env: no environment variable has this name, and the value ({} characters, not shown) looks like a key itself: write the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key, and revoke the key if this file was shared",
-                    var.chars().count()
-                ).into()),
-                None => return Err(format!("endpoint.api_key_env: environment variable {var} is not set; export the API key in it").into()),
+                Some(_) => bail!("endpoint.api_key_env: environment variable {var} is set but empty; export the API key in it"),
+                None if looks_like_a_key(var) => bail!("endpoint.api_key_env: no environment variable has this name, and the value ({n} characters, not shown) looks like a key itself: write the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key, and revoke the key if this file was shared"),
+                None => bail!("endpoint.api_key_env: environment variable {var} is not set; export the API key in it"),
             }
         }
     })
@@ -244,15 +217,15 @@ fn api_key(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Option<Secret>, Invali
 fn headers(e: &RawEndpoint, ctx: &BuildCtx<'_>) -> Result<Vec<Header>, Invalid> {
     let mut headers = Vec::new();
     for (k, v) in e.headers.clone().unwrap_or_default() {
-        if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
-            return Err(format!("endpoint.headers: `{k}` is not a valid header name").into());
-        }
-        let value = expand_env(&v, ctx.env).map_err(|m| format!("endpoint.headers.{k}: {m}"))?;
-        if reqwest::header::HeaderValue::from_str(&value).is_err() {
-            return Err(
-                format!("endpoint.headers.{k}: the value is not a valid header value").into(),
-            );
-        }
+        ensure!(
+            reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_ok(),
+            "endpoint.headers: `{k}` is not a valid header name"
+        );
+        let value = expand_env(&v, ctx.env).at(format!("endpoint.headers.{k}"))?;
+        ensure!(
+            reqwest::header::HeaderValue::from_str(&value).is_ok(),
+            "endpoint.headers.{k}: the value is not a valid header value"
+        );
         headers.push(Header {
             name: k,
             from_env: v.contains("${"),

@@ -4,8 +4,7 @@
 
 use super::objective::{build_slo, Objective};
 use super::quantile::Quantile;
-use crate::config::common::Invalid;
-use crate::config::common::{parse_metric, parse_quantile};
+use crate::config::common::{bail, ensure, parse_metric, parse_quantile, At, Invalid, Named};
 use crate::config::file::{RawBand, RawGate, RawNumber};
 use crate::config::metric::Metric;
 use crate::config::values::{parse_fraction, parse_ms};
@@ -112,32 +111,31 @@ pub fn default_band(q: Quantile) -> Band {
 }
 
 fn band_from(raw: &RawBand, base: Band, key: &str) -> Result<Band, Invalid> {
-    let warn = raw
-        .warn
-        .as_ref()
-        .map(parse_fraction)
-        .transpose()
-        .map_err(|e| format!("gate.tolerances.{key}.warn: {e}"))?;
-    let fail = raw
-        .fail
-        .as_ref()
-        .map(parse_fraction)
-        .transpose()
-        .map_err(|e| format!("gate.tolerances.{key}.fail: {e}"))?;
-    let b = Band {
-        warn: warn.unwrap_or(base.warn),
-        fail: fail.unwrap_or(base.fail),
-    };
-    if b.warn > b.fail {
-        return Err(format!(
-            "gate.tolerances.{key}: warn ({:.0}%) is above fail ({:.0}%)",
-            b.warn * 100.0,
-            b.fail * 100.0
+    let share = |v: &Option<RawNumber>, side: &str, or: f64| {
+        let key = format!("gate.tolerances.{key}.{side}");
+        Ok::<_, Invalid>(
+            v.as_ref()
+                .map(parse_fraction)
+                .transpose()
+                .at(key)?
+                .unwrap_or(or),
         )
-        .into());
-    }
+    };
+    let b = Band {
+        warn: share(&raw.warn, "warn", base.warn)?,
+        fail: share(&raw.fail, "fail", base.fail)?,
+    };
+    ensure!(
+        b.warn <= b.fail,
+        "gate.tolerances.{key}: warn ({:.0}%) is above fail ({:.0}%)",
+        b.warn * 100.0,
+        b.fail * 100.0
+    );
     Ok(b)
 }
+
+/// Why a metric or quantile is gated once.
+const HOLM: &str = "a duplicate would add rows and inflate the Holm family";
 
 /// The first value listed twice, if any.
 fn first_duplicate<T: PartialEq + Copy>(v: &[T]) -> Option<T> {
@@ -155,9 +153,7 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
     let bands = bands(&tol)?;
     let min_delta_ms = min_deltas(g.min_delta.clone().unwrap_or_default())?;
     let alpha = g.alpha.unwrap_or(0.01);
-    if !(alpha > 0.0 && alpha <= 0.2) {
-        return Err(format!("gate.alpha {} is outside (0, 0.2]: the default 0.01 fails an unchanged endpoint about 1% of the time", crate::units::Num(alpha)).into());
-    }
+    ensure!(alpha > 0.0 && alpha <= 0.2, "gate.alpha {} is outside (0, 0.2]: the default 0.01 fails an unchanged endpoint about 1% of the time", crate::units::Num(alpha));
     let slo = build_slo(g.slo.as_ref())?;
     // With an error-rate objective the SLO check judges failed requests (FAIL, exit 1), so by
     // default they do not stop the scenario as unmeasurable first.
@@ -171,15 +167,17 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
         .as_ref()
         .map(parse_fraction)
         .transpose()
-        .map_err(|e| format!("gate.max_error_rate: {e}"))?
+        .at("gate.max_error_rate")?
         .unwrap_or(default_max_error_rate);
-    if max_error_rate > 1.0 {
-        return Err("gate.max_error_rate must be between 0% and 100%".into());
-    }
+    ensure!(
+        max_error_rate <= 1.0,
+        "gate.max_error_rate must be between 0% and 100%"
+    );
     let confirm = g.confirm.unwrap_or(0);
-    if confirm > 5 {
-        return Err(format!("gate.confirm is {confirm}: use 0 to 5 confirmation runs").into());
-    }
+    ensure!(
+        confirm <= 5,
+        "gate.confirm is {confirm}: use 0 to 5 confirmation runs"
+    );
     let itl = match (itl_listed, tol.get("itl_p99")) {
         (false, _) => None,
         (true, None) => Some(ITL_BAND),
@@ -216,36 +214,30 @@ fn parse_hit_rate(v: &RawNumber) -> Result<f64, Invalid> {
         RawNumber::Text(t) => {
             let t = t.trim();
             let share = t.strip_prefix(">=").unwrap_or(t).trim();
-            if share.is_empty() || share.starts_with(['<', '>', '=']) {
-                return Err(format!(
-                    "gate.cache.hit_rate `{t}`: it is the least hit rate, written \">= 40%\" (or 40%, 0.4)"
-                ).into());
-            }
-            if share.parse::<f64>().is_ok_and(|x| x > 1.0) {
-                return Err(format!(
-                    "gate.cache.hit_rate `{t}`: write a share, \">= {share}%\" or 0.4"
-                )
-                .into());
-            }
+            ensure!(
+                !share.is_empty() && !share.starts_with(['<', '>', '=']),
+                "gate.cache.hit_rate `{t}`: it is the least hit rate, written \">= 40%\" (or 40%, 0.4)"
+            );
+            ensure!(
+                !share.parse::<f64>().is_ok_and(|x| x > 1.0),
+                "gate.cache.hit_rate `{t}`: write a share, \">= {share}%\" or 0.4"
+            );
             RawNumber::Text(share.to_string())
         }
         RawNumber::Num(x) if *x > 1.0 => {
-            return Err(format!(
+            bail!(
                 "gate.cache.hit_rate is {}: write a share, 40% or 0.4",
                 crate::units::Num(*x)
             )
-            .into())
         }
         n => n.clone(),
     };
-    let x = parse_fraction(&v).map_err(|e| format!("gate.cache.hit_rate: {e}"))?;
-    if !(x > 0.0 && x <= 1.0) {
-        return Err(format!(
-            "gate.cache.hit_rate is {:.1}%: use above 0% up to 100%, e.g. \">= 40%\"",
-            x * 100.0
-        )
-        .into());
-    }
+    let x = parse_fraction(&v).at("gate.cache.hit_rate")?;
+    ensure!(
+        x > 0.0 && x <= 1.0,
+        "gate.cache.hit_rate is {:.1}%: use above 0% up to 100%, e.g. \">= 40%\"",
+        x * 100.0
+    );
     Ok(x)
 }
 
@@ -256,9 +248,10 @@ fn gated_metrics(listed: Option<&[String]>) -> Result<(Vec<Metric>, bool), Inval
     // gaps also measures the client's scheduling jitter, which drifts between runs on a busy
     // runner more than TPOT's run spread shows (docs/gate.md "ITL P99").
     let itl_listed = listed.is_some_and(|v| v.iter().any(|s| s == "itl"));
-    if listed.is_some_and(|v| v.iter().filter(|s| *s == "itl").count() > 1) {
-        return Err("gate.metrics lists itl twice: each metric is gated once (a duplicate would add rows and inflate the Holm family)".into());
-    }
+    ensure!(
+        listed.is_none_or(|v| v.iter().filter(|s| *s == "itl").count() <= 1),
+        "gate.metrics lists itl twice: each metric is gated once ({HOLM})"
+    );
     let metrics = match listed {
         None => vec![Metric::Ttft, Metric::Tpot],
         Some(v) => v
@@ -267,18 +260,16 @@ fn gated_metrics(listed: Option<&[String]>) -> Result<(Vec<Metric>, bool), Inval
             .map(|s| parse_metric(s))
             .collect::<Result<Vec<_>, _>>()?,
     };
-    if metrics.is_empty() {
-        return Err(if itl_listed {
-            "gate.metrics lists only itl: gate at least one of ttft, tpot, e2e beside it (the ITL tail alone would pass a server whose every request is slower to start)".into()
-        } else {
-            "gate.metrics is empty: gate at least one of ttft, tpot, e2e".into()
-        });
-    }
+    ensure!(!metrics.is_empty() || !itl_listed, "gate.metrics lists only itl: gate at least one of ttft, tpot, e2e beside it (the ITL tail alone would pass a server whose every request is slower to start)");
+    ensure!(
+        !metrics.is_empty(),
+        "gate.metrics is empty: gate at least one of ttft, tpot, e2e"
+    );
     if let Some(d) = first_duplicate(&metrics) {
-        return Err(format!(
-            "gate.metrics lists {} twice: each metric is gated once (a duplicate would add rows and inflate the Holm family)",
+        bail!(
+            "gate.metrics lists {} twice: each metric is gated once ({HOLM})",
             d.as_str()
-        ).into());
+        );
     }
     Ok((metrics, itl_listed))
 }
@@ -292,14 +283,12 @@ fn gated_quantiles(listed: Option<&[String]>) -> Result<Vec<Quantile>, Invalid> 
             .map(|s| parse_quantile(s))
             .collect::<Result<Vec<_>, _>>()?,
     };
-    if quantiles.is_empty() {
-        return Err("gate.quantiles is empty: then only the error rate would be gated and a 10x slower server would pass; list at least p50 (default [p50, p99])".into());
-    }
+    ensure!(!quantiles.is_empty(), "gate.quantiles is empty: then only the error rate would be gated and a 10x slower server would pass; list at least p50 (default [p50, p99])");
     if let Some(d) = first_duplicate(&quantiles) {
-        return Err(format!(
-            "gate.quantiles lists {} twice: each quantile is gated once (a duplicate would add rows and inflate the Holm family)",
+        bail!(
+            "gate.quantiles lists {} twice: each quantile is gated once ({HOLM})",
             d.as_str()
-        ).into());
+        );
     }
     Ok(quantiles)
 }
@@ -309,20 +298,14 @@ fn gated_quantiles(listed: Option<&[String]>) -> Result<Vec<Quantile>, Invalid> 
 fn check_tolerance_keys(tol: &BTreeMap<String, RawBand>, itl_listed: bool) -> Result<(), Invalid> {
     for key in tol.keys() {
         if key == "itl_p99" {
-            if !itl_listed {
-                return Err("gate.tolerances.itl_p99 is set but gate.metrics does not list itl: add itl to gate.metrics to gate the ITL P99 (docs/gate.md \"ITL P99\")".into());
-            }
+            ensure!(itl_listed, "gate.tolerances.itl_p99 is set but gate.metrics does not list itl: add itl to gate.metrics to gate the ITL P99 (docs/gate.md \"ITL P99\")");
             continue;
         }
         let ok = match key.split_once('_') {
             None => parse_quantile(key).is_ok(),
             Some((m, q)) => parse_metric(m).is_ok() && parse_quantile(q).is_ok(),
         };
-        if !ok {
-            return Err(format!(
-                "gate.tolerances: `{key}` is not a key: use p50, p90, p99, a metric-specific key like ttft_p50 or tpot_p99, or itl_p99"
-            ).into());
-        }
+        ensure!(ok, "gate.tolerances: `{key}` is not a key: use p50, p90, p99, a metric-specific key like ttft_p50 or tpot_p99, or itl_p99");
     }
     Ok(())
 }
@@ -332,7 +315,7 @@ fn check_tolerance_keys(tol: &BTreeMap<String, RawBand>, itl_listed: bool) -> Re
 fn bands(tol: &BTreeMap<String, RawBand>) -> Result<BTreeMap<(Metric, Quantile), Band>, Invalid> {
     let mut bands = BTreeMap::new();
     for m in Metric::ALL {
-        for q in [Quantile::P50, Quantile::P90, Quantile::P99] {
+        for &q in Quantile::ALL {
             let mut b = default_band(q);
             if let Some(r) = tol.get(q.as_str()) {
                 b = band_from(r, b, q.as_str())?;
@@ -357,10 +340,7 @@ fn min_deltas(raw: BTreeMap<String, RawNumber>) -> Result<BTreeMap<Metric, f64>,
     for (k, v) in raw {
         let m = parse_metric(&k)
             .map_err(|_| format!("gate.min_delta: `{k}` is not a metric: use ttft, tpot or e2e"))?;
-        min_delta_ms.insert(
-            m,
-            parse_ms(&v).map_err(|e| format!("gate.min_delta.{k}: {e}"))?,
-        );
+        min_delta_ms.insert(m, parse_ms(&v).at(format!("gate.min_delta.{k}"))?);
     }
     Ok(min_delta_ms)
 }

@@ -1,8 +1,7 @@
 //! The validated `load:` section: closed loop (concurrency) or open loop (a Poisson rate), the
 //! measured and warmup requests, and the looks of a sequential run.
 
-use crate::config::common::Invalid;
-use crate::config::common::Shard;
+use crate::config::common::{ensure, names, within, Invalid, Named, Shard};
 pub use crate::config::common::{MAX_RATE, MIN_RATE};
 use crate::config::file::RawLoad;
 use serde::Serialize;
@@ -82,14 +81,7 @@ pub enum Ramp {
     Burst,
 }
 
-impl Ramp {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ramp::Steady => "steady",
-            Ramp::Burst => "burst",
-        }
-    }
-}
+names!(Ramp { Steady => "steady", Burst => "burst" });
 
 /// Measured requests per stream a steady-state closed loop needs at least: fewer, and a
 /// measured request is nearly one per stream, so one wave's shared fate (a slow batch) moves
@@ -154,41 +146,34 @@ impl LoadSpec {
 
 pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, Invalid> {
     // Lists were expanded into one scenario per level before this (config::sweep).
-    let single = |what: &str, many: bool| {
-        if many {
-            Err(Invalid::from(format!(
-                "load.{what}: a list is not allowed here"
-            )))
-        } else {
-            Ok(())
-        }
-    };
-    single(
-        "concurrency",
-        l.concurrency.as_ref().is_some_and(|c| c.single().is_none()),
-    )?;
-    single(
-        "rate",
-        l.rate.as_ref().is_some_and(|r| r.single().is_none()),
-    )?;
+    for (what, many) in [
+        (
+            "concurrency",
+            l.concurrency.as_ref().is_some_and(|c| c.single().is_none()),
+        ),
+        (
+            "rate",
+            l.rate.as_ref().is_some_and(|r| r.single().is_none()),
+        ),
+    ] {
+        ensure!(!many, "load.{what}: a list is not allowed here");
+    }
     let rate = l.rate.as_ref().and_then(|r| r.single());
     let samples = l.samples.unwrap_or(MIN_SAMPLES);
-    if samples < MIN_SAMPLES {
-        return Err(format!(
-            "load.samples is {samples}: at least {MIN_SAMPLES} measured requests are needed for a P50 comparison"
-        ).into());
-    }
-    if samples > 100_000 {
-        return Err(format!("load.samples is {samples}: at most 100000").into());
-    }
+    ensure!(
+        samples >= MIN_SAMPLES,
+        "load.samples is {samples}: at least {MIN_SAMPLES} measured requests are needed for a P50 comparison"
+    );
+    ensure!(
+        samples <= 100_000,
+        "load.samples is {samples}: at most 100000"
+    );
     if let Some(r) = rate {
-        if !(r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r)) {
-            return Err(format!(
-                "load.rate is {}: use {MIN_RATE}..={MAX_RATE} requests per second",
-                crate::units::Num(r)
-            )
-            .into());
-        }
+        ensure!(
+            r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r),
+            "load.rate is {}: use {MIN_RATE}..={MAX_RATE} requests per second",
+            crate::units::Num(r)
+        );
     }
     // Open loop without a cap: at most OPEN_LOOP_CONCURRENCY requests in flight.
     let default_concurrency = if rate.is_some() {
@@ -196,37 +181,29 @@ pub(super) fn build_load(l: &RawLoad) -> Result<LoadSpec, Invalid> {
     } else {
         1
     };
-    let concurrency = l
-        .concurrency
-        .as_ref()
-        .and_then(|c| c.single())
-        .unwrap_or(default_concurrency);
-    if concurrency == 0 || concurrency > 4096 {
-        return Err(format!("load.concurrency is {concurrency}: use 1..=4096").into());
-    }
+    let concurrency = l.concurrency.as_ref().and_then(|c| c.single());
+    let concurrency = within(
+        "load.concurrency",
+        concurrency.unwrap_or(default_concurrency),
+        1..=4096,
+        "",
+    )?;
     if let Some(m) = l.max_samples {
-        if m < samples || m > 100_000 {
-            return Err(format!(
-                "load.max_samples is {m}: it must be between load.samples ({samples}) and 100000"
-            )
-            .into());
-        }
-    }
-    let ramp = match l.ramp.as_deref() {
-        None | Some("steady") => Ramp::Steady,
-        Some("burst") => Ramp::Burst,
-        Some(other) => {
-            return Err(format!(
-                "load.ramp is `{other}`: use `steady` (measure while the concurrency holds, the default) or `burst` (measure the start-up burst too)"
-            ).into())
-        }
-    };
-    if ramp == Ramp::Burst && rate.is_some() {
-        return Err(
-            "load.ramp applies to a closed loop; an open loop (load.rate) sends at its arrivals"
-                .into(),
+        ensure!(
+            (samples..=100_000).contains(&m),
+            "load.max_samples is {m}: it must be between load.samples ({samples}) and 100000"
         );
     }
+    let ramp = match l.ramp.as_deref() {
+        None => Ramp::Steady,
+        Some(r) => Ramp::parse(r).ok_or_else(|| format!(
+            "load.ramp is `{r}`: use `steady` (measure while the concurrency holds, the default) or `burst` (measure the start-up burst too)"
+        ))?,
+    };
+    ensure!(
+        ramp == Ramp::Steady || rate.is_none(),
+        "load.ramp applies to a closed loop; an open loop (load.rate) sends at its arrivals"
+    );
     Ok(LoadSpec {
         trace: None,
         ramp,
@@ -251,15 +228,11 @@ pub(super) fn with_trace(
     let Some(raw) = &l.trace else {
         return Ok(load);
     };
-    if l.rate.is_some() {
-        return Err("load.trace sets the arrival times: leave load.rate out (load.trace.rate or time_scale scales the trace)".into());
-    }
-    if l.ramp.is_some() {
-        return Err(
-            "load.ramp applies to a closed loop; a trace replay sends at the trace's arrivals"
-                .into(),
-        );
-    }
+    ensure!(l.rate.is_none(), "load.trace sets the arrival times: leave load.rate out (load.trace.rate or time_scale scales the trace)");
+    ensure!(
+        l.ramp.is_none(),
+        "load.ramp applies to a closed loop; a trace replay sends at the trace's arrivals"
+    );
     let needed = load
         .looks()
         .last()
@@ -270,14 +243,13 @@ pub(super) fn with_trace(
     // than the client can send) is refused with what it would take
     let rate = t.rate(needed);
     let span_s = t.offset_ms(0, needed.saturating_sub(1)) / 1000.0;
-    if !(MIN_RATE..=MAX_RATE).contains(&rate) || span_s > MAX_TRACE_REPLAY_S {
-        return Err(format!(
-            "load.trace: its {needed} measured requests would arrive at {} requests/s over {:.1} h: use {MIN_RATE}..={MAX_RATE} requests/s and at most {} h (load.trace.rate or time_scale compresses the trace, start and load.samples take a part of it)",
+    ensure!(
+        (MIN_RATE..=MAX_RATE).contains(&rate) && span_s <= MAX_TRACE_REPLAY_S,
+        "load.trace: its {needed} measured requests would arrive at {} requests/s over {:.1} h: use {MIN_RATE}..={MAX_RATE} requests/s and at most {} h (load.trace.rate or time_scale compresses the trace, start and load.samples take a part of it)",
             crate::units::Num(rate),
             span_s / 3600.0,
-            MAX_TRACE_REPLAY_S / 3600.0
-        ).into());
-    }
+        MAX_TRACE_REPLAY_S / 3600.0
+    );
     load.rate = Some(rate);
     load.seed = Some(l.seed.unwrap_or(DEFAULT_LOAD_SEED));
     if l.concurrency.is_none() {

@@ -1,27 +1,25 @@
 //! A scenario's name, checked once where it is read: it names the baseline file.
 
-use crate::config::common::Invalid;
+use crate::config::common::{bail, ensure, Invalid};
 use serde::Serialize;
 use std::fmt;
 
 /// Checks a scenario name: `[A-Za-z0-9._-]`, 1..=64 chars, not only dots.
 pub fn check_name(name: &str) -> Result<(), Invalid> {
-    if name.is_empty() || name.len() > 64 {
-        return Err(format!("scenario name `{name}` must be 1 to 64 characters").into());
-    }
+    ensure!(
+        (1..=64).contains(&name.len()),
+        "scenario name `{name}` must be 1 to 64 characters"
+    );
     if let Some(c) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     {
-        return Err(format!(
-            "scenario name `{name}` contains {c:?}: use only letters, digits, `.`, `_` and `-` (it names a file)"
-        ).into());
+        bail!("scenario name `{name}` contains {c:?}: use only letters, digits, `.`, `_` and `-` (it names a file)");
     }
-    if name.chars().all(|c| c == '.') || name.starts_with('.') {
-        return Err(
-            format!("scenario name `{name}` must not start with `.` (it names a file)").into(),
-        );
-    }
+    ensure!(
+        !name.starts_with('.'),
+        "scenario name `{name}` must not start with `.` (it names a file)"
+    );
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! share), checked with or without a baseline.
 
 use super::quantile::Quantile;
-use crate::config::common::{parse_metric, parse_quantile, Invalid};
+use crate::config::common::{bail, ensure, parse_metric, parse_quantile, At, Invalid};
 use crate::config::metric::Metric;
 use crate::config::values::{parse_fraction, parse_ms};
 use serde::Serialize;
@@ -42,19 +42,15 @@ pub(super) fn build_slo(
     let mut out = Vec::new();
     for (k, v) in raw.into_iter().flatten() {
         if k == "error_rate" {
-            let max = parse_fraction(v).map_err(|e| format!("gate.slo.error_rate: {e}"))?;
-            if max == 0.0 {
-                // P(Bin(n, 0) <= 0) is 1 at every n: no run can show a 0 % objective met, so it
-                // could only ever WARN or FAIL (it used to PASS at 0 failures, inconsistently).
-                return Err("gate.slo.error_rate is 0%: no number of requests can show a 0% objective met (any share above 0 could explain 0 failures), so it could never PASS; to make any failed request stop the gate, leave error_rate out (gate.max_error_rate defaults to 0%: one failure is could-not-measure, exit 3), or set a share the endpoint must stay below, e.g. 1%".into());
-            }
-            if !(0.0..1.0).contains(&max) {
-                return Err(format!(
-                    "gate.slo.error_rate is {:.1}%: use above 0% up to (not including) 100%",
-                    max * 100.0
-                )
-                .into());
-            }
+            let max = parse_fraction(v).at("gate.slo.error_rate")?;
+            // P(Bin(n, 0) <= 0) is 1 at every n: no run can show a 0 % objective met, so it
+            // could only ever WARN or FAIL (it used to PASS at 0 failures, inconsistently).
+            ensure!(max != 0.0, "gate.slo.error_rate is 0%: no number of requests can show a 0% objective met (any share above 0 could explain 0 failures), so it could never PASS; to make any failed request stop the gate, leave error_rate out (gate.max_error_rate defaults to 0%: one failure is could-not-measure, exit 3), or set a share the endpoint must stay below, e.g. 1%");
+            ensure!(
+                (0.0..1.0).contains(&max),
+                "gate.slo.error_rate is {:.1}%: use above 0% up to (not including) 100%",
+                max * 100.0
+            );
             out.push(Objective::ErrorRate { max });
             continue;
         }
@@ -62,14 +58,13 @@ pub(super) fn build_slo(
             .split_once('_')
             .and_then(|(m, q)| Some((parse_metric(m).ok()?, parse_quantile(q).ok()?)));
         let Some((metric, quantile)) = parsed else {
-            return Err(format!(
-                "gate.slo: `{k}` is not an objective: use <metric>_<quantile> (metric ttft, tpot or e2e; quantile p50, p90 or p99), e.g. ttft_p90: 500ms, or error_rate: 1%"
-            ).into());
+            bail!("gate.slo: `{k}` is not an objective: use <metric>_<quantile> (metric ttft, tpot or e2e; quantile p50, p90 or p99), e.g. ttft_p90: 500ms, or error_rate: 1%");
         };
-        let max_ms = parse_ms(v).map_err(|e| format!("gate.slo.{k}: {e}"))?;
-        if !(max_ms > 0.0 && max_ms.is_finite()) {
-            return Err(format!("gate.slo.{k} must be a time above 0, e.g. 500ms").into());
-        }
+        let max_ms = parse_ms(v).at(format!("gate.slo.{k}"))?;
+        ensure!(
+            max_ms > 0.0 && max_ms.is_finite(),
+            "gate.slo.{k} must be a time above 0, e.g. 500ms"
+        );
         out.push(Objective::Latency {
             metric,
             quantile,

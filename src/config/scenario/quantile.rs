@@ -16,6 +16,8 @@ pub enum Quantile {
     P99,
 }
 
+crate::config::common::names!(Quantile { P50 => "p50", P90 => "p90", P99 => "p99" });
+
 impl Quantile {
     /// As a probability (0.5, 0.9, 0.99).
     pub fn p(self) -> f64 {
@@ -23,14 +25,6 @@ impl Quantile {
             Quantile::P50 => 0.5,
             Quantile::P90 => 0.9,
             Quantile::P99 => 0.99,
-        }
-    }
-    /// `p50`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Quantile::P50 => "p50",
-            Quantile::P90 => "p90",
-            Quantile::P99 => "p99",
         }
     }
     /// `P50`.

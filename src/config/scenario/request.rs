@@ -4,12 +4,12 @@
 
 use crate::api::Api;
 pub use crate::api::MaxTokensField;
-use crate::config::common::Invalid;
-use crate::config::common::{short_hash, Slot};
+use crate::config::common::{bail, ensure, named, names, short_hash, within, Invalid, Slot};
 use crate::config::conversation::{self, ConversationSpec};
 use crate::config::file::{RawMessage, RawRequest};
 use crate::config::generate::{self, Drawn, GenerateSpec};
-use crate::config::prompt_set::{self, Entry, PromptSet};
+use crate::config::prompt_set::{self, Entry, PromptFormat, PromptSet};
+use crate::synthetic_prompt::MAX_PROMPT_TOKENS;
 use serde::Serialize;
 use std::path::Path;
 
@@ -22,6 +22,8 @@ pub enum CachePolicy {
     /// A unique nonce line prepended to every request.
     Cold,
 }
+
+names!(CachePolicy { Warm => "warm", Cold => "cold" });
 
 impl RequestSpec {
     /// The body key that carries `max_tokens` for `api`.
@@ -132,10 +134,7 @@ impl RequestSpec {
         let text = crate::synthetic_prompt::text_seeded(words, d.text_seed);
         let max_tokens = d.output_tokens.unwrap_or(self.max_tokens);
         RequestSpec {
-            messages: vec![RawMessage {
-                role: "user".into(),
-                content: text.clone(),
-            }],
+            messages: vec![RawMessage::new("user", text.clone())],
             prompt: text,
             max_tokens,
             min_tokens: self.min_tokens.map(|m| m.min(max_tokens)),
@@ -149,11 +148,7 @@ impl RequestSpec {
     pub fn for_turn(&self, c: &ConversationSpec, slot: Slot, per_word: f64) -> RequestSpec {
         let messages = c.messages(slot, self.system.as_deref(), per_word);
         RequestSpec {
-            prompt: messages
-                .iter()
-                .map(|m| m.content.as_str())
-                .collect::<Vec<_>>()
-                .join("\n"),
+            prompt: RawMessage::text(&messages),
             messages,
             system: None,
             ..self.clone()
@@ -180,81 +175,47 @@ fn prompt_and_messages(r: &RawRequest, traced: bool) -> Result<(Vec<RawMessage>,
         r.generate.is_some(),
         r.conversation.is_some(),
     ];
-    if given.iter().filter(|g| **g).count() > 1 {
-        return Err(
-            "request: give one of `prompt`, `messages`, `prompt_tokens`, `prompt_set`, `generate` or `conversation`"
-                .into(),
-        );
-    }
+    let given = given.iter().filter(|g| **g).count();
+    ensure!(given <= 1, "request: give one of `prompt`, `messages`, `prompt_tokens`, `prompt_set`, `generate` or `conversation`");
     if traced {
-        if given.iter().any(|g| *g) {
-            return Err("load.trace gives each request's prompt length: leave out request.prompt, messages, prompt_tokens, prompt_set, generate and conversation".into());
-        }
+        ensure!(given == 0, "load.trace gives each request's prompt length: leave out request.prompt, messages, prompt_tokens, prompt_set, generate and conversation");
         return Ok((Vec::new(), String::new()));
     }
     if r.prompt_set.is_some() || r.generate.is_some() || r.conversation.is_some() {
         // each request takes its text from its entry (RequestSpec::for_entry, for_turn)
         return Ok((Vec::new(), String::new()));
     }
-    let given = match (&r.prompt, &r.messages, r.prompt_tokens) {
+    let text = match (&r.prompt, &r.messages, r.prompt_tokens) {
         (None, None, None) => {
-            return Err(
-                "request.prompt (or request.messages, request.prompt_tokens, request.prompt_set, request.generate or request.conversation) is required".into(),
-            )
+            bail!("request.prompt (or request.messages, request.prompt_tokens, request.prompt_set, request.generate or request.conversation) is required")
         }
         (_, _, Some(n)) => {
-            if !(1..=crate::synthetic_prompt::MAX_PROMPT_TOKENS).contains(&n) {
-                return Err(format!(
-                    "request.prompt_tokens is {n}: use 1..={}",
-                    crate::synthetic_prompt::MAX_PROMPT_TOKENS
-                ).into());
-            }
+            within("request.prompt_tokens", n, 1..=MAX_PROMPT_TOKENS, "")?;
             // The first guess; the runner calibrates it against the server's count.
-            let p = crate::synthetic_prompt::text(crate::synthetic_prompt::first_guess(n));
-            (
-                vec![RawMessage {
-                    role: "user".into(),
-                    content: p.clone(),
-                }],
-                p,
-            )
+            crate::synthetic_prompt::text(crate::synthetic_prompt::first_guess(n))
         }
         (Some(p), _, _) => {
-            if p.is_empty() {
-                return Err("request.prompt is empty".into());
-            }
-            (
-                vec![RawMessage {
-                    role: "user".into(),
-                    content: p.clone(),
-                }],
-                p.clone(),
-            )
+            ensure!(!p.is_empty(), "request.prompt is empty");
+            p.clone()
         }
         (None, Some(ms), _) => {
-            if ms.is_empty() {
-                return Err("request.messages is empty: give at least one {role, content}".into());
-            }
-            for m in ms {
-                if !matches!(
-                    m.role.as_str(),
-                    "system" | "user" | "assistant" | "developer"
-                ) {
-                    return Err(format!(
-                        "request.messages: role `{}` is not one of system, user, assistant, developer",
-                        m.role
-                    ).into());
-                }
-            }
-            let text = ms
+            ensure!(
+                !ms.is_empty(),
+                "request.messages is empty: give at least one {{role, content}}"
+            );
+            if let Some(m) = ms
                 .iter()
-                .map(|m| m.content.as_str())
-                .collect::<Vec<_>>()
-                .join("\n");
-            (ms.clone(), text)
+                .find(|m| !RawMessage::ROLES.contains(&m.role.as_str()))
+            {
+                bail!(
+                    "request.messages: role `{}` is not one of system, user, assistant, developer",
+                    m.role
+                );
+            }
+            return Ok((ms.clone(), RawMessage::text(ms)));
         }
     };
-    Ok(given)
+    Ok((vec![RawMessage::new("user", text.clone())], text))
 }
 
 /// Validates the `request:` section; `dir` is the scenario file's directory (a prompt set's
@@ -267,22 +228,22 @@ pub(super) fn build_request(
     traced: bool,
 ) -> Result<RequestSpec, Invalid> {
     let (messages, prompt) = prompt_and_messages(r, traced)?;
-    if !api.takes_messages() && r.messages.is_some() {
-        return Err("request.messages needs a chat API; openai-completions takes `prompt`".into());
+    let chat = api.takes_messages();
+    ensure!(
+        chat || r.messages.is_none(),
+        "request.messages needs a chat API; openai-completions takes `prompt`"
+    );
+    let prompt_set = r
+        .prompt_set
+        .as_ref()
+        .map(|raw| prompt_set::load(raw, dir))
+        .transpose()?;
+    if let Some(ps) = prompt_set
+        .as_ref()
+        .filter(|ps| !chat && ps.format != PromptFormat::Prompts)
+    {
+        bail!("request.prompt_set: a {} file holds chat messages, which need a chat API; openai-completions takes a `prompts` file", ps.format.as_str());
     }
-    let prompt_set = match &r.prompt_set {
-        None => None,
-        Some(raw) => {
-            let ps = prompt_set::load(raw, dir)?;
-            if !api.takes_messages() && ps.format != prompt_set::PromptFormat::Prompts {
-                return Err(format!(
-                    "request.prompt_set: a {} file holds chat messages, which need a chat API; openai-completions takes a `prompts` file",
-                    ps.format.as_str()
-                ).into());
-            }
-            Some(ps)
-        }
-    };
     let generate = r.generate.as_ref().map(generate::build).transpose()?;
     // drawn output lengths: each request's max_tokens; request.max_tokens, when set, bounds
     // them (and defaults to the most)
@@ -291,85 +252,53 @@ pub(super) fn build_request(
         .and_then(|g| g.output_tokens)
         .map(|d| d.bounds().1);
     if let (Some(m), Some(most)) = (r.max_tokens, drawn_max) {
-        if most > m {
-            return Err(format!(
-                "request.generate.output_tokens draws up to {most} tokens, above request.max_tokens {m}: lower output_tokens.max or raise max_tokens (or leave it out)"
-            ).into());
-        }
+        ensure!(most <= m, "request.generate.output_tokens draws up to {most} tokens, above request.max_tokens {m}: lower output_tokens.max or raise max_tokens (or leave it out)");
     }
     // a trace's requests ask their own output lengths (config::scenario::build sets the most)
     let drawn_max = drawn_max.or(traced.then_some(1));
     let max_tokens = drawn_max.or(r.max_tokens).ok_or(
         "request.max_tokens is required (a fixed output length makes TPOT comparable), or request.generate.output_tokens",
     )?;
-    if max_tokens == 0 {
-        return Err("request.max_tokens must be at least 1".into());
-    }
+    ensure!(max_tokens > 0, "request.max_tokens must be at least 1");
     let conversation = r
         .conversation
         .as_ref()
         .map(|c| conversation::build(c, max_tokens))
         .transpose()?;
-    if conversation.is_some() && !api.takes_messages() {
-        return Err("request.conversation sends chat messages, which need a chat API; openai-completions takes one prompt".into());
+    if conversation.is_some() {
+        ensure!(chat, "request.conversation sends chat messages, which need a chat API; openai-completions takes one prompt");
+        ensure!(r.cache.as_deref() != Some("cold"), "request.conversation with request.cache: cold would make every turn miss the prefix cache it exists to check; leave request.cache out (a conversation's cold reference busts the cache by itself)");
     }
-    if conversation.is_some() && r.cache.as_deref() == Some("cold") {
-        return Err("request.conversation with request.cache: cold would make every turn miss the prefix cache it exists to check; leave request.cache out (a conversation's cold reference busts the cache by itself)".into());
-    }
-    let max_tokens_field = match r.max_tokens_field.as_deref() {
-        None => None,
-        Some(k) => {
-            let f = MaxTokensField::ALL
-                .into_iter()
-                .find(|f| f.key() == k)
-                .ok_or_else(|| format!("request.max_tokens_field `{k}`: use max_tokens, max_completion_tokens or max_output_tokens"))?;
-            let ok = api.max_tokens_fields();
-            if !ok.contains(&f) {
-                let names: Vec<&str> = ok.iter().map(|f| f.key()).collect();
-                return Err(format!(
-                    "request.max_tokens_field `{k}` is not a key of {api}: use {}",
-                    names.join(" or ")
-                )
-                .into());
-            }
-            Some(f)
-        }
-    };
+    let max_tokens_field = r
+        .max_tokens_field
+        .as_deref()
+        .map(|k| max_tokens_field(k, api))
+        .transpose()?;
     if let Some(t) = r.temperature {
-        if !(0.0..=2.0).contains(&t) {
-            return Err(format!("request.temperature {t} is outside 0..=2").into());
-        }
+        ensure!(
+            (0.0..=2.0).contains(&t),
+            "request.temperature {t} is outside 0..=2"
+        );
     }
-    let cache = match r.cache.as_deref().unwrap_or("warm") {
-        "warm" => CachePolicy::Warm,
-        "cold" => CachePolicy::Cold,
-        other => return Err(format!("request.cache `{other}`: use `warm` or `cold`").into()),
-    };
-    if let Some(n) = r.extra_body.as_ref().and_then(|b| b.get("n")) {
-        if n.as_u64().is_none_or(|n| n != 1) {
-            return Err(format!(
-                "request.extra_body.n is {n}: perfgate measures one choice per request (n: 1); run more samples instead"
-            ).into());
-        }
+    let cache = named("request.cache", r.cache.as_deref(), "`warm` or `cold`")?;
+    let body = r.extra_body.clone().unwrap_or_default();
+    if let Some(n) = body.get("n") {
+        ensure!(n.as_u64() == Some(1), "request.extra_body.n is {n}: perfgate measures one choice per request (n: 1); run more samples instead");
     }
-    for reserved in ["stream", "model"] {
-        if r.extra_body
-            .as_ref()
-            .is_some_and(|b| b.contains_key(reserved))
-        {
-            return Err(
-                format!("request.extra_body must not set `{reserved}`: perfgate sets it").into(),
-            );
-        }
+    if let Some(key) = ["stream", "model"]
+        .into_iter()
+        .find(|k| body.contains_key(*k))
+    {
+        bail!("request.extra_body must not set `{key}`: perfgate sets it");
     }
     // A limit in extra_body would silently replace request.max_tokens (and the bound perfgate
     // checks usage against).
-    for key in MaxTokensField::ALL.map(MaxTokensField::key) {
-        if r.extra_body.as_ref().is_some_and(|b| b.contains_key(key)) {
-            return Err(format!(
-                "request.extra_body must not set `{key}`: set the output limit with request.max_tokens (and the body key that carries it with request.max_tokens_field)"
-            ).into());
-        }
+    if let Some(key) = MaxTokensField::ALL
+        .map(MaxTokensField::key)
+        .into_iter()
+        .find(|k| body.contains_key(*k))
+    {
+        bail!("request.extra_body must not set `{key}`: set the output limit with request.max_tokens (and the body key that carries it with request.max_tokens_field)");
     }
     Ok(RequestSpec {
         messages,
@@ -381,13 +310,28 @@ pub(super) fn build_request(
         seed: r.seed,
         ignore_eos: r.ignore_eos,
         min_tokens: r.min_tokens,
-        extra_body: r.extra_body.clone().unwrap_or_default(),
-        cache,
+        extra_body: body,
+        cache: cache.unwrap_or(CachePolicy::Warm),
         prompt_tokens: r.prompt_tokens,
         prompt_set,
         generate,
         conversation,
     })
+}
+
+/// `request.max_tokens_field` `k`: a key of `api`.
+fn max_tokens_field(k: &str, api: Api) -> Result<MaxTokensField, Invalid> {
+    let f = MaxTokensField::ALL.into_iter().find(|f| f.key() == k).ok_or_else(|| {
+        format!("request.max_tokens_field `{k}`: use max_tokens, max_completion_tokens or max_output_tokens")
+    })?;
+    let ok = api.max_tokens_fields();
+    let names: Vec<&str> = ok.iter().map(|f| f.key()).collect();
+    ensure!(
+        ok.contains(&f),
+        "request.max_tokens_field `{k}` is not a key of {api}: use {}",
+        names.join(" or ")
+    );
+    Ok(f)
 }
 
 #[cfg(test)]
