@@ -1,9 +1,12 @@
 //! `load.trace`: an open loop whose arrival times and per-request lengths come from a trace
 //! file, in the formats the field already uses (docs/scenarios.md "Trace replay"): Mooncake's
 //! JSONL (`{"timestamp": ms, "input_length": N, "output_length": M, "hash_ids": [...]}`, the
-//! hash ids naming fixed-size prompt blocks, so that requests sharing a block share its text)
-//! and the Azure LLM inference trace CSV (`TIMESTAMP,ContextTokens,GeneratedTokens`). Parsing
-//! is pure ([`parse`]); [`load`] reads the file with its size bound.
+//! hash ids naming fixed-size prompt blocks, so that requests sharing a block share its text),
+//! the Azure LLM inference trace CSV (`TIMESTAMP,ContextTokens,GeneratedTokens`; the 2023
+//! release's naive times, the 2024 release's with a UTC offset) and BurstGPT's CSV
+//! (`Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`, seconds from the
+//! trace's start; its failed requests, `Response tokens` 0, left out and counted). Parsing is
+//! pure ([`parse`]); [`load`] reads the file with its size bound.
 
 use super::common::{bail, ensure, fit_points, named, names, read_data_file, short_hash, within};
 use super::common::{At, Invalid, Slot, MAX_RATE, MIN_RATE};
@@ -28,9 +31,23 @@ pub enum TraceFormat {
     Mooncake,
     /// Azure LLM inference trace CSV.
     Azure,
+    /// BurstGPT CSV.
+    Burstgpt,
 }
 
-names!(TraceFormat { Mooncake => "mooncake", Azure => "azure" });
+names!(TraceFormat { Mooncake => "mooncake", Azure => "azure", Burstgpt => "burstgpt" });
+
+impl TraceFormat {
+    /// The CSV columns of (time, prompt tokens, output tokens), as the format's header names
+    /// them (compared without case); `None` for a JSONL format.
+    fn columns(self) -> Option<[&'static str; 3]> {
+        match self {
+            TraceFormat::Mooncake => None,
+            TraceFormat::Azure => Some(["TIMESTAMP", "ContextTokens", "GeneratedTokens"]),
+            TraceFormat::Burstgpt => Some(["Timestamp", "Request tokens", "Response tokens"]),
+        }
+    }
+}
 
 /// One request of the trace.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,6 +73,9 @@ pub struct TraceSpec {
     pub sha256: String,
     /// Entries read.
     pub entries: usize,
+    /// BurstGPT: failed requests (`Response tokens` 0) left out, not replayed.
+    #[serde(skip)]
+    pub failed: usize,
     /// Tokens per hash id (Mooncake).
     pub block_size: u32,
     /// Factor on the trace's times (0.5: twice as fast).
@@ -128,8 +148,12 @@ impl TraceSpec {
 
     /// A summary for `validate`.
     pub fn describe(&self) -> String {
+        let failed = match self.failed {
+            0 => String::new(),
+            n => format!(" ({n} failed requests, `Response tokens` 0, left out)"),
+        };
         format!(
-            "trace {} ({}, {} entries, sha256 {}, from entry {}, time x {}, blocks of {} tokens)",
+            "trace {} ({}, {} entries{failed}, sha256 {}, from entry {}, time x {}, blocks of {} tokens)",
             self.file,
             self.format.as_str(),
             self.entries,
@@ -148,13 +172,13 @@ pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Inva
         "load.trace.file",
         raw.file.as_deref(),
         (dir, MAX_TRACE_BYTES),
-        "a Mooncake JSONL or Azure CSV trace",
+        "a Mooncake JSONL, Azure CSV or BurstGPT CSV trace",
         "trace",
     )?;
     let format = named(
         "load.trace.format",
         raw.format.as_deref(),
-        "mooncake or azure (or leave it out to tell from the file)",
+        "mooncake, azure or burstgpt (or leave it out to tell from the file)",
     )?;
     let block_size = raw.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
     within("load.trace.block_size", block_size, 1..=65_536, " tokens")?;
@@ -171,7 +195,11 @@ pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Inva
         }
         _ => None,
     };
-    let (format, list) = parse(&text, &shown, format, block_size)?;
+    let Parsed {
+        format,
+        entries: list,
+        failed,
+    } = parse(&text, &shown, format, block_size)?;
     let start = raw.start.unwrap_or(0);
     ensure!(
         list.len() >= start.saturating_add(needed),
@@ -183,6 +211,7 @@ pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Inva
         format,
         sha256: short_hash(&text),
         entries: list.len(),
+        failed,
         block_size,
         time_scale: time_scale.unwrap_or(1.0),
         start,
@@ -200,8 +229,18 @@ pub fn load(raw: &RawTrace, dir: &Path, needed: usize) -> Result<TraceSpec, Inva
     Ok(spec)
 }
 
+/// What [`parse`] read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub format: TraceFormat,
+    pub entries: Vec<TraceEntry>,
+    /// BurstGPT's failed requests (`Response tokens` 0), left out.
+    pub failed: usize,
+}
+
 /// Parses a trace's text (`name` labels messages). `format`: given, or `None` to tell it from
-/// the first line (`{`: Mooncake; a `TIMESTAMP` header: Azure).
+/// the first line (`{`: Mooncake; a header with `ContextTokens`: Azure; with `Request tokens`:
+/// BurstGPT).
 ///
 /// Errors: the first bad line as `name:line: what is wrong`; no entries; more than
 /// [`MAX_TRACE_ENTRIES`]; times that go back.
@@ -210,16 +249,19 @@ pub fn parse(
     name: &str,
     format: Option<TraceFormat>,
     block_size: u32,
-) -> Result<(TraceFormat, Vec<TraceEntry>), Invalid> {
+) -> Result<Parsed, Invalid> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let header = first.to_ascii_lowercase();
     let format = match format {
         Some(f) => f,
         None if first.trim_start().starts_with('{') => TraceFormat::Mooncake,
-        None if first.to_ascii_uppercase().contains("TIMESTAMP") => TraceFormat::Azure,
-        None => bail!("{name}:1: neither a Mooncake JSONL line nor an Azure CSV header (TIMESTAMP,ContextTokens,GeneratedTokens); set load.trace.format"),
+        None if header.contains("contexttokens") => TraceFormat::Azure,
+        None if header.contains("request tokens") => TraceFormat::Burstgpt,
+        None => bail!("{name}:1: neither a Mooncake JSONL line nor a CSV header of Azure (TIMESTAMP,ContextTokens,GeneratedTokens) or BurstGPT (Timestamp,Model,Request tokens,Response tokens,...); set load.trace.format"),
     };
     let mut out: Vec<TraceEntry> = Vec::new();
+    let mut failed = 0;
     let mut origin: Option<f64> = None;
     let mut columns: Option<[usize; 3]> = None;
     for (i, line) in text.lines().enumerate() {
@@ -228,17 +270,19 @@ pub fn parse(
             continue;
         }
         let at = || format!("{name}:{}", i + 1);
-        let parsed = match format {
-            TraceFormat::Mooncake => mooncake(line, block_size),
-            TraceFormat::Azure => match columns {
-                None => {
-                    columns = Some(azure_header(line).at(at())?);
-                    continue;
-                }
-                Some(c) => azure(line, c),
-            },
+        let parsed = match (format, format.columns(), columns) {
+            (_, None, _) => mooncake(line, block_size),
+            (_, Some(names), None) => {
+                columns = Some(csv_header(line, names).at(at())?);
+                continue;
+            }
+            (TraceFormat::Burstgpt, _, Some(c)) => burstgpt(line, c),
+            (_, _, Some(c)) => azure(line, c),
         };
-        let (t, mut e) = parsed.at(at())?;
+        let Some((t, mut e)) = parsed.at(at())? else {
+            failed += 1;
+            continue;
+        };
         ensure!(
             out.len() < MAX_TRACE_ENTRIES,
             "{name}: more than {MAX_TRACE_ENTRIES} entries; keep the part to replay (e.g. `head -n {MAX_TRACE_ENTRIES}`)"
@@ -255,8 +299,20 @@ pub fn parse(
         }
         out.push(e);
     }
-    ensure!(!out.is_empty(), "{name}: holds no requests");
-    Ok((format, out))
+    ensure!(
+        !out.is_empty(),
+        "{name}: holds no requests{}",
+        if failed > 0 {
+            format!(" ({failed} failed ones, `Response tokens` 0, left out)")
+        } else {
+            String::new()
+        }
+    );
+    Ok(Parsed {
+        format,
+        entries: out,
+        failed,
+    })
 }
 
 fn length(v: Option<&Value>, key: &str, max: u64) -> Result<u64, Invalid> {
@@ -270,10 +326,13 @@ fn length(v: Option<&Value>, key: &str, max: u64) -> Result<u64, Invalid> {
 }
 
 /// One Mooncake line: (timestamp ms, entry).
-fn mooncake(line: &str, block_size: u32) -> Result<(f64, TraceEntry), Invalid> {
+fn mooncake(line: &str, block_size: u32) -> Result<Option<(f64, TraceEntry)>, Invalid> {
     let v: Value = serde_json::from_str(line).map_err(|e| {
         format!("not a JSON object ({e}); a Mooncake trace line is {{\"timestamp\": ms, \"input_length\": N, \"output_length\": M, \"hash_ids\": [...]}}")
     })?;
+    let session =
+        v.get("timestamp").is_none() && (v.get("session_id").is_some() || v.get("delay").is_some());
+    ensure!(!session, "a line without `timestamp` but with `session_id` or `delay` (AIPerf's mooncake_trace sessions) is a turn timed after the answer before it, not an arrival: give each line its `timestamp` in ms");
     let t = v
         .get("timestamp")
         .and_then(Value::as_f64)
@@ -300,7 +359,7 @@ fn mooncake(line: &str, block_size: u32) -> Result<(f64, TraceEntry), Invalid> {
         "{} hash_ids for input_length {input}: blocks of {block_size} tokens need {blocks} (set load.trace.block_size to the trace's)",
         hash_ids.len()
     );
-    Ok((
+    Ok(Some((
         t,
         TraceEntry {
             at_ms: 0.0,
@@ -308,62 +367,96 @@ fn mooncake(line: &str, block_size: u32) -> Result<(f64, TraceEntry), Invalid> {
             output_tokens: output.max(1) as u32,
             hash_ids,
         },
-    ))
+    )))
 }
 
-/// The Azure CSV header: the columns of TIMESTAMP, ContextTokens and GeneratedTokens.
-fn azure_header(line: &str) -> Result<[usize; 3], Invalid> {
+/// A CSV header: the columns of `names` (time, prompt tokens, output tokens), in any order,
+/// compared without case or surrounding quotes.
+fn csv_header(line: &str, names: [&str; 3]) -> Result<[usize; 3], Invalid> {
     let cols: Vec<String> = line
         .split(',')
-        .map(|c| c.trim().to_ascii_lowercase())
+        .map(|c| c.trim().trim_matches('"').to_ascii_lowercase())
         .collect();
     let find = |n: &str| {
         cols.iter()
-            .position(|c| c == n)
-            .ok_or_else(|| format!("the header has no `{n}` column; an Azure trace starts with TIMESTAMP,ContextTokens,GeneratedTokens"))
+            .position(|c| *c == n.to_ascii_lowercase())
+            .ok_or_else(|| {
+                format!(
+                    "the header has no `{n}` column; this format's header names {}",
+                    names.join(", ")
+                )
+            })
     };
-    Ok([
-        find("timestamp")?,
-        find("contexttokens")?,
-        find("generatedtokens")?,
-    ])
+    Ok([find(names[0])?, find(names[1])?, find(names[2])?])
+}
+
+/// The fields of a CSV line (no field of these traces holds a comma or a quote).
+fn fields(line: &str) -> Vec<&str> {
+    line.split(',')
+        .map(|f| f.trim().trim_matches('"'))
+        .collect()
+}
+
+/// A whole number of tokens in 0..=`max` (`key`: the column, for messages).
+fn tokens(s: &str, key: &str, max: u64) -> Result<u64, Invalid> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|n| *n <= max)
+        .ok_or_else(|| format!("`{key}` must be a whole number in 0..={max}, not `{s}`").into())
 }
 
 /// One Azure CSV line: (timestamp ms, entry).
-fn azure(line: &str, c: [usize; 3]) -> Result<(f64, TraceEntry), Invalid> {
-    let f: Vec<&str> = line.split(',').map(str::trim).collect();
+fn azure(line: &str, c: [usize; 3]) -> Result<Option<(f64, TraceEntry)>, Invalid> {
+    let f = fields(line);
     let get = |k: usize| f.get(k).copied().ok_or("fewer columns than the header");
     let t = azure_time(get(c[0])?)?;
-    let num = |s: &str, key: &str, max: u64| {
-        s.parse::<u64>()
-            .ok()
-            .filter(|n| *n <= max)
-            .ok_or_else(|| format!("`{key}` must be a whole number in 0..={max}, not `{s}`"))
-    };
-    let input = num(get(c[1])?, "ContextTokens", u64::from(MAX_PROMPT_TOKENS))?;
+    let input = tokens(get(c[1])?, "ContextTokens", u64::from(MAX_PROMPT_TOKENS))?;
     ensure!(input > 0, "`ContextTokens` is 0: a request needs a prompt");
-    let output = num(get(c[2])?, "GeneratedTokens", MAX_TRACE_OUTPUT)?;
-    Ok((
-        t,
-        TraceEntry {
-            at_ms: 0.0,
-            input_tokens: input as u32,
-            output_tokens: output.max(1) as u32,
-            hash_ids: Vec::new(),
-        },
-    ))
+    let output = tokens(get(c[2])?, "GeneratedTokens", MAX_TRACE_OUTPUT)?;
+    Ok(Some((t, entry(input, output))))
 }
 
-/// `2023-11-16 18:15:46.6805900` (or with `T`, up to 9 fraction digits, no zone: UTC) as ms
-/// since the Unix epoch.
+/// One BurstGPT CSV line: (timestamp ms, entry); `None` for a failed request (`Response
+/// tokens` 0: the release's files other than `*_without_fails_*` keep them).
+fn burstgpt(line: &str, c: [usize; 3]) -> Result<Option<(f64, TraceEntry)>, Invalid> {
+    let f = fields(line);
+    let get = |k: usize| f.get(k).copied().ok_or("fewer columns than the header");
+    let s = get(c[0])?;
+    let t = s
+        .parse::<f64>()
+        .ok()
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or_else(|| {
+            format!("`Timestamp` must be seconds from the trace's start (>= 0), not `{s}`")
+        })?;
+    let input = tokens(get(c[1])?, "Request tokens", u64::from(MAX_PROMPT_TOKENS))?;
+    ensure!(input > 0, "`Request tokens` is 0: a request needs a prompt");
+    let output = tokens(get(c[2])?, "Response tokens", MAX_TRACE_OUTPUT)?;
+    Ok((output > 0).then(|| (t * 1000.0, entry(input, output))))
+}
+
+/// An entry without blocks (every prompt its own text); output 0 asks 1.
+fn entry(input: u64, output: u64) -> TraceEntry {
+    TraceEntry {
+        at_ms: 0.0,
+        input_tokens: input as u32,
+        output_tokens: output.max(1) as u32,
+        hash_ids: Vec::new(),
+    }
+}
+
+/// `2023-11-16 18:15:46.6805900` (the 2023 release: no zone, UTC) or `2024-05-10
+/// 00:00:00.009930+00:00` (the 2024 release: a UTC offset, `+HH:MM`, `-HH:MM`, `+HHMM` or `Z`),
+/// `T` or a space between date and time, up to 9 fraction digits or none, as ms since the Unix
+/// epoch.
 pub fn azure_time(s: &str) -> Result<f64, Invalid> {
     let bad = || {
         Invalid::from(format!(
-            "TIMESTAMP `{s}` is not like 2023-11-16 18:15:46.6805900"
+            "TIMESTAMP `{s}` is not like 2023-11-16 18:15:46.6805900 or 2024-05-10 00:00:00.009930+00:00"
         ))
     };
-    let s = s.trim().trim_end_matches('Z');
-    let (date, time) = s.split_once([' ', 'T']).ok_or_else(bad)?;
+    let (date, time) = s.trim().split_once([' ', 'T']).ok_or_else(bad)?;
+    let (time, offset_min) = split_zone(time).ok_or_else(bad)?;
     let d: Vec<&str> = date.split('-').collect();
     let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
     let t: Vec<&str> = hms.split(':').collect();
@@ -385,8 +478,33 @@ pub fn azure_time(s: &str) -> Result<f64, Invalid> {
         frac.parse::<f64>().map_err(|_| bad())? / 10f64.powi(frac.len() as i32)
     };
     let days = f64::from(day.to_julian_day() - 2_440_588);
+    let secs = f64::from(h * 3600 + m * 60 + sec) - f64::from(offset_min) * 60.0;
     // whole seconds exact in f64; the fraction added last (ms to about 1 µs at today's dates)
-    Ok((days * 86_400.0 + f64::from(h * 3600 + m * 60 + sec)) * 1000.0 + frac_s * 1000.0)
+    Ok((days * 86_400.0 + secs) * 1000.0 + frac_s * 1000.0)
+}
+
+/// A time of day and its zone's offset from UTC, minutes: `18:15:46.1` (none: 0),
+/// `...Z` (0), `...+02:00` / `...-0700` / `...+05` (the offset). `None`: a malformed offset.
+fn split_zone(time: &str) -> Option<(&str, i32)> {
+    if let Some(t) = time.strip_suffix(['Z', 'z']) {
+        return Some((t, 0));
+    }
+    let Some(k) = time.rfind(['+', '-']) else {
+        return Some((time, 0));
+    };
+    let (t, zone) = time.split_at(k);
+    let sign = if zone.starts_with('-') { -1 } else { 1 };
+    let digits: String = zone[1..].chars().filter(|c| *c != ':').collect();
+    let ok = matches!(digits.len(), 2 | 4) && digits.bytes().all(|b| b.is_ascii_digit());
+    if !ok {
+        return None;
+    }
+    let hours: i32 = digits[..2].parse().ok()?;
+    let minutes: i32 = digits
+        .get(2..)
+        .filter(|m| !m.is_empty())
+        .map_or(Some(0), |m| m.parse().ok())?;
+    (hours <= 23 && minutes <= 59).then_some((t, sign * (hours * 60 + minutes)))
 }
 
 #[cfg(test)]
@@ -397,7 +515,11 @@ mod tests {
 
     #[test]
     fn mooncake_by_hand() {
-        let (f, e) = parse(MOONCAKE, "m.jsonl", None, 512).unwrap();
+        let Parsed {
+            format: f,
+            entries: e,
+            ..
+        } = parse(MOONCAKE, "m.jsonl", None, 512).unwrap();
         assert_eq!(f, TraceFormat::Mooncake);
         assert_eq!(e.len(), 3);
         // times from the first entry: 0, 3053, 4678 ms
@@ -421,7 +543,11 @@ mod tests {
     #[test]
     fn azure_by_hand() {
         let csv = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:16:00.0000000,879,0\n";
-        let (f, e) = parse(csv, "a.csv", None, 512).unwrap();
+        let Parsed {
+            format: f,
+            entries: e,
+            ..
+        } = parse(csv, "a.csv", None, 512).unwrap();
         assert_eq!(f, TraceFormat::Azure);
         // 4.314579 s, then 13.31941 s after the first
         let want = [0.0, 4314.579, 13319.41];
@@ -437,14 +563,72 @@ mod tests {
             (19677.0 * 86_400.0 + 1.5) * 1000.0
         );
         // the columns by their names, in any order
-        let (_, e) = parse(
+        let e = parse(
             "GeneratedTokens,TIMESTAMP,ContextTokens\n5,2023-11-16 18:15:46,7\n",
             "a.csv",
             Some(TraceFormat::Azure),
             512,
         )
-        .unwrap();
+        .unwrap()
+        .entries;
         assert_eq!((e[0].input_tokens, e[0].output_tokens), (7, 5));
+    }
+
+    /// The 2024 release (AzureLLMInferenceTrace_code_1week.csv): the same header, times with a
+    /// UTC offset and 6 fraction digits, or none.
+    #[test]
+    fn azure_2024_times_with_an_offset() {
+        let csv = "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00.009930+00:00,2048,21\n2024-05-10 00:00:01+00:00,1200,0\n2024-05-10 00:00:01.5+00:00,512,33\n";
+        let p = parse(csv, "a.csv", None, 512).unwrap();
+        assert_eq!(p.format, TraceFormat::Azure);
+        // 1 s - 9.930 ms, 1.5 s - 9.930 ms (to the microsecond: ms since 1970 in an f64)
+        let want = [0.0, 990.07, 1490.07];
+        for (x, w) in p.entries.iter().zip(want) {
+            assert!((x.at_ms - w).abs() < 1e-3, "{} vs {w}", x.at_ms);
+        }
+        // 2024-05-10 is day 19853 after 1970-01-01; an offset is taken off to UTC
+        let midnight = 19853.0 * 86_400_000.0;
+        assert_eq!(azure_time("2024-05-10 00:00:00+00:00").unwrap(), midnight);
+        assert_eq!(azure_time("2024-05-10T00:00:00Z").unwrap(), midnight);
+        assert_eq!(azure_time("2024-05-10 02:30:00+02:30").unwrap(), midnight);
+        assert_eq!(azure_time("2024-05-09 17:00:00-0700").unwrap(), midnight);
+        assert_eq!(azure_time("2024-05-10 05:00:00+05").unwrap(), midnight);
+        for bad in [
+            "2024-05-10 00:00:00+1",
+            "2024-05-10 00:00:00+24:00",
+            "2024-05-10 00:00:00+ab:cd",
+        ] {
+            assert!(azure_time(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// BurstGPT_1.csv's header and rows: seconds from the first day's midnight; the failed
+    /// requests (`Response tokens` 0) left out and counted.
+    #[test]
+    fn burstgpt_by_hand() {
+        let csv = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,1087,0,1087,Conversation log\n118,GPT-4,417,276,693,API log\n118.25,GPT-4,56,1023,1079,Conversation log\n";
+        let p = parse(csv, "b.csv", None, 512).unwrap();
+        assert_eq!((p.format, p.failed), (TraceFormat::Burstgpt, 1));
+        let got: Vec<(f64, u32, u32)> = p
+            .entries
+            .iter()
+            .map(|e| (e.at_ms, e.input_tokens, e.output_tokens))
+            .collect();
+        assert_eq!(
+            got,
+            [(0.0, 472, 18), (113_000.0, 417, 276), (113_250.0, 56, 1023)]
+        );
+        let e = parse(
+            "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,0,472,API log\n",
+            "b.csv",
+            None,
+            512,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "b.csv: holds no requests (1 failed ones, `Response tokens` 0, left out)"
+        );
     }
 
     #[test]
@@ -453,12 +637,15 @@ mod tests {
         for (t, starts) in [
             ("{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n", "t:2: the time goes back (1 ms"),
             ("{\"timestamp\": 1, \"input_length\": -5, \"output_length\": 1}", "t:1: `input_length` must be"),
+            ("{\"session_id\": \"s1\", \"input_length\": 5, \"output_length\": 1, \"delay\": 500}", "t:1: a line without `timestamp` but with `session_id`"),
             ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:15:46,1,1\n", "t:2: TIMESTAMP `2023-13-16 18:15:46` is not like"),
+            ("Timestamp,Model,Request tokens,Response tokens\n5,ChatGPT,1,1\n4,ChatGPT,1,1\n", "t:3: the time goes back (1000 ms"),
+            ("Timestamp,Model,Request tokens,Response tokens\n-5,ChatGPT,1,1\n", "t:2: `Timestamp` must be seconds"),
             ("a,b\n", "t:1: neither a Mooncake"),
         ] {
             assert!(e(t).starts_with(starts), "{t}: {}", e(t));
         }
-        assert!(e("TIMESTAMP,Context,GeneratedTokens\n").contains("no `contexttokens` column"));
+        assert!(e("TIMESTAMP,ContextTokens,Generated\n").contains("no `GeneratedTokens` column"));
         assert!(e("TIMESTAMP,ContextTokens,GeneratedTokens\n").contains("holds no requests"));
     }
 
@@ -468,6 +655,7 @@ mod tests {
             let _ = parse(&s, "x", None, 512);
             let _ = parse(&s, "x", Some(TraceFormat::Mooncake), 1);
             let _ = parse(&format!("TIMESTAMP,ContextTokens,GeneratedTokens\n{s}"), "x", None, 512);
+            let _ = parse(&format!("Timestamp,Model,Request tokens,Response tokens\n{s}"), "x", None, 512);
             let _ = azure_time(&s);
         }
     }
