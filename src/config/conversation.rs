@@ -8,15 +8,21 @@
 //! The texts are synthetic ([`crate::synthetic_prompt::text_seeded`]), each from its own seed,
 //! and the answer kept in the history is a fixed text of `answer_tokens`, not the model's own
 //! answer: `bless` and `check` send the same requests turn for turn (the same prompt ids), and
-//! the reuse a server can make is known (the whole prompt of the turn before). Pure: which text
-//! a request sends is [`ConversationSpec::messages`].
+//! the reuse a server can make is known (the whole prompt of the turn before). Or, with
+//! `file`, the conversations of a file as published (ShareGPT, LMSYS-Chat-1M, AIPerf
+//! `multi_turn`; read by [`super::prompt_set::dialogs`]): each turn its human message after
+//! the history so far, the file's own replies kept in it. Pure: which text a request sends is
+//! [`ConversationSpec::messages`].
 
-use super::common::Slot;
+use super::common::{read_data_file, short_hash, Slot};
 use super::file::{RawConversation, RawMessage};
+use super::prompt_set::Turns;
 use super::values::parse_ms;
 use crate::config::common::{ensure, within, At, Invalid};
 use crate::seeded::SplitMix64;
 use serde::Serialize;
+use std::path::Path;
+use std::sync::Arc;
 
 /// The most turns a conversation may have.
 pub const MAX_TURNS: u32 = 64;
@@ -54,6 +60,26 @@ pub struct ConversationSpec {
     /// fingerprint (it changes what is checked, not what is measured).
     #[serde(skip)]
     pub reference: u32,
+    /// `file`: the conversations replayed (absent: synthetic texts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<ConversationFile>,
+}
+
+/// The conversations of `request.conversation.file`: where they came from (in the
+/// fingerprint) and the ones with at least `turns` human turns (not).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConversationFile {
+    /// The path as written (relative to the scenario file).
+    pub file: String,
+    /// sha256 (16 hex chars) of the file's bytes.
+    pub sha256: String,
+    /// Conversations replayed: those with `turns` human turns or more.
+    pub conversations: usize,
+    /// Conversations left out: fewer than `turns` non-empty human turns.
+    #[serde(skip)]
+    pub short: usize,
+    #[serde(skip)]
+    list: Arc<Vec<Turns>>,
 }
 
 /// Which conversation and turn a request is.
@@ -86,6 +112,9 @@ impl ConversationSpec {
     pub fn messages(&self, slot: Slot, system: Option<&str>, per_word: f64) -> Vec<RawMessage> {
         let words = |tokens: u32| ((f64::from(tokens) / per_word.max(0.05)).round() as u32).max(1);
         let t = self.turn_of(slot);
+        if let Some(f) = &self.file {
+            return f.messages(slot, t, system);
+        }
         let stream = match slot {
             Slot::Measured(_) => self.seed,
             Slot::Unmeasured(_) => self.seed ^ UNMEASURED,
@@ -115,8 +144,22 @@ impl ConversationSpec {
         out
     }
 
-    /// `4 turns (system 400, user 32, kept answers 16 tokens; think time 200 ms)`.
+    /// `4 turns (system 400, user 32, kept answers 16 tokens; think time 200 ms)`, or `2 turns
+    /// of conversations/sharegpt.json (3 conversations, sha256 ..., 2 with fewer than 2 human
+    /// turns left out; think time 0 ms)`.
     pub fn describe(&self, system_given: bool) -> String {
+        if let Some(f) = &self.file {
+            return format!(
+                "{} turns of {} ({} conversations, sha256 {}, {} with fewer than {} human turns left out; think time {} ms)",
+                self.turns,
+                f.file,
+                f.conversations,
+                f.sha256,
+                f.short,
+                self.turns,
+                crate::units::Num(self.think_time_ms)
+            );
+        }
         let system = if system_given {
             "request.system".to_string()
         } else {
@@ -132,8 +175,70 @@ impl ConversationSpec {
     }
 }
 
-/// Validates `request.conversation`; `max_tokens` is the default kept-answer length.
-pub fn build(raw: &RawConversation, max_tokens: u32) -> Result<ConversationSpec, Invalid> {
+impl ConversationFile {
+    /// The messages of turn `t` (in `slot`'s phase): measured conversation c replays the
+    /// file's conversation `c mod n`, unmeasured (the warmup's) ones take them from the end, as
+    /// a prompt set's warmup does. `system` (`request.system`) comes first when given.
+    fn messages(&self, slot: Slot, t: Turn, system: Option<&str>) -> Vec<RawMessage> {
+        let n = self.list.len().max(1);
+        let k = match slot {
+            Slot::Measured(_) => t.conversation % n,
+            Slot::Unmeasured(_) => n - 1 - t.conversation % n,
+        };
+        let mut out: Vec<RawMessage> = system
+            .map(|s| RawMessage::new("system", s.to_string()))
+            .into_iter()
+            .collect();
+        let Some(c) = self.list.get(k) else {
+            return out;
+        };
+        out.extend(c.system.iter().cloned());
+        for (j, (question, reply)) in c.turns.iter().enumerate().take(t.turn as usize + 1) {
+            out.push(question.clone());
+            if j < t.turn as usize {
+                out.extend(reply.iter().cloned());
+            }
+        }
+        out
+    }
+}
+
+/// Reads `request.conversation.file` (relative to `dir`): its conversations with at least
+/// `turns` human turns. Errors: the key or `file:line`, and what to do.
+fn load_file(file: &str, dir: &Path, turns: u32) -> Result<ConversationFile, Invalid> {
+    let (file, shown, text) = read_data_file(
+        "request.conversation.file",
+        Some(file),
+        (dir, crate::limits::MAX_PROMPT_SET_BYTES),
+        "a ShareGPT, LMSYS-Chat-1M or AIPerf multi_turn file of conversations",
+        "file",
+    )?;
+    let (all, no_human) = super::prompt_set::dialogs(&text, &shown)?;
+    let read = all.len() + no_human;
+    let list: Vec<Turns> = all
+        .into_iter()
+        .filter(|c| c.turns.len() >= turns as usize)
+        .collect();
+    ensure!(
+        !list.is_empty(),
+        "request.conversation.file {shown}: none of its {read} conversations has {turns} non-empty human turns; lower request.conversation.turns"
+    );
+    Ok(ConversationFile {
+        file: file.to_string(),
+        sha256: short_hash(&text),
+        conversations: list.len(),
+        short: read - list.len(),
+        list: Arc::new(list),
+    })
+}
+
+/// Validates `request.conversation`; `max_tokens` is the default kept-answer length, `dir`
+/// the scenario file's directory (`file` is relative to it).
+pub fn build(
+    raw: &RawConversation,
+    max_tokens: u32,
+    dir: &Path,
+) -> Result<ConversationSpec, Invalid> {
     let turns = raw.turns.ok_or(
         "request.conversation.turns is required: the requests of one conversation (2 or more)",
     )?;
@@ -173,6 +278,16 @@ pub fn build(raw: &RawConversation, max_tokens: u32) -> Result<ConversationSpec,
         crate::units::fmt_ms(think_time_ms),
         MAX_THINK_MS / 1000.0
     );
+    let file = match &raw.file {
+        None => None,
+        Some(f) => {
+            let synthetic = raw.system_tokens.is_some()
+                || raw.user_tokens.is_some()
+                || raw.answer_tokens.is_some();
+            ensure!(!synthetic, "request.conversation.file gives the texts: leave out system_tokens, user_tokens and answer_tokens");
+            Some(load_file(f, dir, turns)?)
+        }
+    };
     let reference = raw.reference.unwrap_or(DEFAULT_REFERENCE);
     within(
         &key("reference"),
@@ -188,6 +303,7 @@ pub fn build(raw: &RawConversation, max_tokens: u32) -> Result<ConversationSpec,
         think_time_ms,
         seed: raw.seed.unwrap_or(0),
         reference,
+        file,
     })
 }
 
@@ -205,6 +321,7 @@ mod tests {
                 ..Default::default()
             },
             16,
+            Path::new("."),
         )
         .unwrap()
     }
@@ -256,6 +373,95 @@ mod tests {
         assert_eq!(words(&s[1]), 10 + 4);
     }
 
+    /// A file's conversations replayed turn by turn: each turn's human message after the
+    /// history so far, the file's own replies kept in it; conversations with fewer human turns
+    /// than `turns` left out and counted.
+    #[test]
+    fn a_file_s_conversations_are_replayed_turn_by_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let sg = r#"[
+ {"id": "a", "conversations": [{"from": "system", "value": "S"}, {"from": "human", "value": "q1"}, {"from": "gpt", "value": "r1"}, {"from": "human", "value": "q2"}, {"from": "gpt", "value": "r2"}]},
+ {"id": "b", "conversations": [{"from": "human", "value": "only one"}, {"from": "gpt", "value": "r"}]},
+ {"id": "c", "conversations": [{"from": "gpt", "value": "cut"}, {"from": "human", "value": "p1"}, {"from": "human", "value": ""}, {"from": "chatgpt", "value": "s1"}, {"from": "user", "value": "p2"}]}
+]"#;
+        std::fs::write(dir.path().join("c.json"), sg).unwrap();
+        let raw = RawConversation {
+            file: Some("c.json".into()),
+            turns: Some(2),
+            ..Default::default()
+        };
+        let c = build(&raw, 16, dir.path()).unwrap();
+        let f = c.file.as_ref().unwrap();
+        assert_eq!((f.conversations, f.short), (2, 1));
+        let m = |slot: Slot| -> Vec<(String, String)> {
+            c.messages(slot, None, 1.0)
+                .into_iter()
+                .map(|m| (m.role, m.content))
+                .collect()
+        };
+        let pair = |r: &str, t: &str| (r.to_string(), t.to_string());
+        assert_eq!(
+            m(Slot::Measured(0)),
+            [pair("system", "S"), pair("user", "q1")]
+        );
+        assert_eq!(
+            m(Slot::Measured(1)),
+            [
+                pair("system", "S"),
+                pair("user", "q1"),
+                pair("assistant", "r1"),
+                pair("user", "q2")
+            ]
+        );
+        // conversation 1 is the file's third: the reply before its first question left out
+        assert_eq!(
+            m(Slot::Measured(3)),
+            [
+                pair("user", "p1"),
+                pair("assistant", "s1"),
+                pair("user", "p2")
+            ]
+        );
+        // conversation 2 replays the first again; the warmup's take them from the end
+        assert_eq!(m(Slot::Measured(4)), m(Slot::Measured(0)));
+        assert_eq!(m(Slot::Unmeasured(0)), [pair("user", "p1")]);
+        // request.system first
+        assert_eq!(
+            c.messages(Slot::Measured(0), Some("X"), 1.0)[0].content,
+            "X"
+        );
+        assert!(c
+            .describe(false)
+            .starts_with("2 turns of c.json (2 conversations, sha256 "));
+        assert!(c
+            .describe(false)
+            .ends_with(", 1 with fewer than 2 human turns left out; think time 0 ms)"));
+        let e = build(
+            &RawConversation {
+                turns: Some(3),
+                ..raw.clone()
+            },
+            16,
+            dir.path(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().ends_with("none of its 3 conversations has 3 non-empty human turns; lower request.conversation.turns"), "{e}");
+        let e = build(
+            &RawConversation {
+                user_tokens: Some(3),
+                ..raw
+            },
+            16,
+            dir.path(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("leave out system_tokens, user_tokens and answer_tokens"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn bad_values_are_refused_with_the_key() {
         let raw = |f: &dyn Fn(&mut RawConversation)| {
@@ -264,7 +470,7 @@ mod tests {
                 ..Default::default()
             };
             f(&mut r);
-            build(&r, 16)
+            build(&r, 16, Path::new("."))
         };
         assert_eq!(raw(&|_| {}).unwrap().answer_tokens, 16);
         for (f, key) in [

@@ -271,6 +271,9 @@ impl RawRequest {
 section! {
     /// `request.conversation` keys.
     RawConversation {
+        /// Conversations from a file (ShareGPT, LMSYS-Chat-1M, AIPerf `multi_turn`) instead
+        /// of synthetic texts.
+        file: String,
         turns: u32,
         system_tokens: u32,
         user_tokens: u32,

@@ -223,10 +223,15 @@ fn conversation_load(
         l.max_samples.is_none(),
         "request.conversation runs one look of whole conversations: leave out load.max_samples"
     );
-    // the longest prompt (the last turn's) within what a synthetic prompt may be
-    let longest = u64::from(c.system_tokens)
-        + u64::from(c.turns) * u64::from(c.user_tokens)
-        + u64::from(c.turns - 1) * u64::from(c.answer_tokens);
+    // the longest prompt (the last turn's) within what a synthetic prompt may be (a file's
+    // conversations are bounded by the file's size)
+    let longest = if c.file.is_some() {
+        0
+    } else {
+        u64::from(c.system_tokens)
+            + u64::from(c.turns) * u64::from(c.user_tokens)
+            + u64::from(c.turns - 1) * u64::from(c.answer_tokens)
+    };
     let most = u64::from(crate::synthetic_prompt::MAX_PROMPT_TOKENS);
     ensure!(
         longest <= most,

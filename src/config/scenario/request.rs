@@ -263,7 +263,7 @@ pub(super) fn build_request(
     let conversation = r
         .conversation
         .as_ref()
-        .map(|c| conversation::build(c, max_tokens))
+        .map(|c| conversation::build(c, max_tokens, dir))
         .transpose()?;
     if conversation.is_some() {
         ensure!(chat, "request.conversation sends chat messages, which need a chat API; openai-completions takes one prompt");
