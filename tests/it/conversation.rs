@@ -423,3 +423,151 @@ fn a_bless_says_what_it_sends_and_sends_the_cold_reference_once() {
     );
     assert!(text.contains(&want), "{want}\n{text}");
 }
+
+/// Issue 45: conversations from a ShareGPT-style file (tests/fixtures/prompts/conversations.json)
+/// replayed turn by turn with their history, on the simulator's prefix cache (blocks of 16
+/// words), the hit rate reported by turn as for synthetic conversations.
+///
+/// By hand: conversation i (0..7) has a 24-word system prompt when i is even, human turns of
+/// 10 + 2i + j words (j = 0, 1, 2) and replies of 6 + i words (conversation 1 starts with a reply
+/// the split cut, left out; conversation 3 has an empty human turn, passed over; conversation 5
+/// says user, chatgpt and bing). Turn 1 sends S + H0 words, turn 2 adds R + H1, turn 3 R + H2.
+/// No two conversations share a word and the warmup is off, so turn 1 reuses nothing and turn
+/// k > 1 reuses the full 16-word blocks of turn k - 1's prompt. Two conversations, one with 2
+/// human turns and one with none, are left out.
+#[test]
+fn a_sharegpt_file_s_conversations_are_replayed_with_their_history() {
+    let yaml = "scenarios:\n  - name: chat\n    endpoint: {base_url: 'sim://?ttft_ms=20&ttft_sigma=0&tpot_ms=1&ttft_per_token_ms=1&prefix_cache_block=16', model: perfgate-sim}\n    request:\n      max_tokens: 4\n      ignore_eos: true\n      conversation: {file: prompts/conversations.json, turns: 3, reference: 21}\n    load: {concurrency: 1, samples: 21, warmup: 0}\n";
+    let dir = crate::support::project(
+        yaml,
+        "tests/fixtures/prompts",
+        "prompts",
+        &["conversations.json"],
+    );
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("3 turns of prompts/conversations.json (7 conversations, sha256 ")
+            && text.contains(", 2 with fewer than 3 human turns left out; think time 0 ms)"),
+        "{text}"
+    );
+    let (code, text) = run(
+        dir.path(),
+        &["check", "--allow-missing-baseline", "--output", "r.json"],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let s = &r["scenarios"][0];
+    // (prompt words, cached words) of each conversation's turns, by hand
+    let by_hand: Vec<[(u64, u64); 3]> = (0..7u64)
+        .map(|i| {
+            let s = if i % 2 == 0 { 24 } else { 0 };
+            let (h, a) = (|j: u64| 10 + 2 * i + j, 6 + i);
+            let p1 = s + h(0);
+            let p2 = p1 + a + h(1);
+            let p3 = p2 + a + h(2);
+            [(p1, 0), (p2, p1 / 16 * 16), (p3, p2 / 16 * 16)]
+        })
+        .collect();
+    assert_eq!(by_hand[0], [(34, 0), (51, 32), (69, 48)]);
+    let mut recs: Vec<&Value> = s["records"].as_array().unwrap().iter().collect();
+    recs.sort_by_key(|r| r["work"]["index"].as_u64());
+    assert_eq!(recs.len(), 21);
+    for (g, rec) in recs.iter().enumerate() {
+        let (c, t) = (g / 3, g % 3);
+        assert_eq!(rec["work"]["conversation"].as_u64(), Some(c as u64));
+        assert_eq!(rec["work"]["turn"].as_u64(), Some(t as u64 + 1));
+        assert_eq!(
+            rec["prompt_tokens"].as_u64(),
+            Some(by_hand[c][t].0),
+            "request {g}"
+        );
+        assert_eq!(
+            rec["cached_tokens"].as_u64(),
+            Some(by_hand[c][t].1),
+            "request {g}"
+        );
+    }
+    let c = &s["cache"];
+    let sum =
+        |t: usize, k: usize| -> f64 { by_hand.iter().map(|x| [x[t].0, x[t].1][k] as f64).sum() };
+    for t in 0..3 {
+        let got = &c["by_turn"][t];
+        assert_eq!(got["turn"].as_u64(), Some(t as u64 + 1));
+        let want = sum(t, 1) / sum(t, 0);
+        assert!(
+            (f(&got["reported_hit_rate"]) - want).abs() < 1e-9,
+            "turn {}: {got}",
+            t + 1
+        );
+        println!("turn {}: reported hit rate {want:.4}", t + 1);
+    }
+    let (p, cached) = (
+        (0..3).map(|t| sum(t, 0)).sum::<f64>(),
+        (0..3).map(|t| sum(t, 1)).sum::<f64>(),
+    );
+    assert!(
+        (f(&c["reported_hit_rate"]) - cached / p).abs() < 1e-9,
+        "{c}"
+    );
+    // measured by the cold reference on all 21 requests: cold computes p + 1 words, the
+    // floor 3, the measured request p - cached: sum(cached + 1) / sum(p - 2)
+    assert_eq!(c["reference_pairs"], 21, "{c}");
+    let measured = f(&c["measured_hit_rate"]);
+    let want = (cached + 21.0) / (p - 42.0);
+    println!(
+        "measured hit rate {measured:.4} (by hand {want:.4}); reported {:.4}",
+        cached / p
+    );
+    assert!((measured - want).abs() < 0.04, "{c}");
+}
+
+/// Issue 45: AIPerf `multi_turn` and LMSYS-Chat-1M files replayed as conversations, turn by
+/// turn. By hand (words): AIPerf `chat_1` sends "What is machine learning?" (4), then that and
+/// "Can you give me an example?" (4 + 6); `chat_2` its leading system turn (5) and "Explain
+/// neural networks." (3), then 8 + 7 (AIPerf files hold no replies). LMSYS: only the second row
+/// has 2 user turns: "Write a haiku about rain." (5), then 5 + its reply (5) + 4.
+#[test]
+fn aiperf_and_lmsys_conversations_are_replayed_turn_by_turn() {
+    let yaml = "defaults:\n  endpoint: {base_url: 'sim://?ttft_ms=2&tpot_ms=0', model: perfgate-sim}\n  load: {concurrency: 1, samples: 20, warmup: 0}\nscenarios:\n  - name: aiperf\n    request: {max_tokens: 4, ignore_eos: true, conversation: {file: prompts/aiperf_multi_turn.jsonl, turns: 2, reference: 0}}\n  - name: lmsys\n    request: {max_tokens: 4, ignore_eos: true, conversation: {file: prompts/lmsys.jsonl, turns: 2, reference: 0}}\n";
+    let dir = crate::support::project(
+        yaml,
+        "tests/fixtures/prompts",
+        "prompts",
+        &["aiperf_multi_turn.jsonl", "lmsys.jsonl"],
+    );
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("2 turns of prompts/aiperf_multi_turn.jsonl (2 conversations, sha256 ")
+            && text.contains("2 turns of prompts/lmsys.jsonl (1 conversations, sha256 ")
+            && text.contains(", 2 with fewer than 2 human turns left out; think time 0 ms)"),
+        "{text}"
+    );
+    let (code, text) = run(
+        dir.path(),
+        &["check", "--allow-missing-baseline", "--output", "r.json"],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let by_hand: [&[[u64; 2]]; 2] = [&[[4, 10], [8, 15]], &[[5, 14]]];
+    for (k, words) in by_hand.iter().enumerate() {
+        let mut recs: Vec<&Value> = r["scenarios"][k]["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect();
+        recs.sort_by_key(|r| r["work"]["index"].as_u64());
+        assert_eq!(recs.len(), 20);
+        for (g, rec) in recs.iter().enumerate() {
+            let (c, t) = (g / 2, g % 2);
+            assert_eq!(rec["work"]["turn"].as_u64(), Some(t as u64 + 1));
+            assert_eq!(
+                rec["prompt_tokens"].as_u64(),
+                Some(words[c % words.len()][t]),
+                "scenario {k} request {g}"
+            );
+            assert_eq!(rec["output_tokens"].as_u64(), Some(4));
+        }
+    }
+}

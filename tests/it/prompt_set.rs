@@ -16,7 +16,17 @@ fn project(yaml: &str) -> tempfile::TempDir {
         yaml,
         FIXTURES,
         "prompts",
-        &["mixed.jsonl", "chat.jsonl", "sharegpt.json"],
+        &[
+            "mixed.jsonl",
+            "chat.jsonl",
+            "sharegpt.json",
+            "sharegpt_v3.json",
+            "lmsys.jsonl",
+            "openai_messages.jsonl",
+            "vllm_custom.jsonl",
+            "aiperf_single_turn.jsonl",
+            "guidellm.jsonl",
+        ],
     )
 }
 
@@ -145,8 +155,9 @@ fn sharegpt_and_chat_message_files_send_their_prompts() {
     assert_eq!(code, Some(0), "{text}");
     assert!(
         text.contains("prompt set prompts/sharegpt.json (sharegpt, 4 entries, sha256 ")
-            && text
-                .contains("file order, seed 0, 1 conversation(s) without a human turn left out)"),
+            && text.contains(
+                "file order, seed 0, 1 conversation(s) without a non-empty human turn left out)"
+            ),
         "{text}"
     );
     assert!(
@@ -273,6 +284,107 @@ fn a_fifo_as_the_prompt_set_is_refused_not_waited_on() {
     assert_eq!(code, Some(2), "{text}");
     assert!(
         text.contains("mixed.jsonl: cannot read (not a regular file (a FIFO, socket or device): give a file kept in the repository)"),
+        "{text}"
+    );
+}
+
+/// Issue 45: each published shape validated and replayed on the simulator, in file order, the
+/// words of every request's prompt and its output length by hand (the simulator counts
+/// whitespace words and generates `max_tokens`; 16 when the line gives none).
+#[test]
+fn files_as_the_field_publishes_them_are_replayed() {
+    // (file, validate's summary, words of each entry's prompt, each entry's output length)
+    let cases: [(&str, &str, &[u64], &[u64]); 6] = [
+        // ShareGPT_V3: "Summarize the plot of Hamlet in two sentences." (8); a conversation
+        // cut to start with a reply: its human turn "Go on with the list please." (6); `system`
+        // (5) + `user` "Name three rivers in Europe." (5); an empty human turn passed over for
+        // "Sorry: what is a haiku?" (5). Left out: empty values only, no turns, a reply only.
+        // Before issue 45: "(sharegpt, 2 entries, ..., 5 conversation(s) without a human turn
+        // left out)", two of which had one.
+        (
+            "sharegpt_v3.json",
+            "(sharegpt, 4 entries, sha256 ",
+            &[8, 6, 10, 5],
+            &[16; 4],
+        ),
+        // LMSYS-Chat-1M: the first user turn of `conversation`. Before: "lmsys.jsonl:1: an
+        // entry needs `prompt`, `messages` or `conversations` (ShareGPT); set
+        // request.prompt_set.format to say which".
+        (
+            "lmsys.jsonl",
+            "(conversation, 3 entries, sha256 ",
+            &[11, 5, 5],
+            &[16; 3],
+        ),
+        // OpenAI: developer 3 + parts "What is the capital" / "of Italy?" 6; system parts 3 +
+        // user 3 + (a tool call and its result left out) + user 2; text part 4 (the image
+        // part is not text); 2 + 1 + 2. Before: "openai_messages.jsonl:1: messages[1].content
+        // must be a string".
+        (
+            "openai_messages.jsonl",
+            "(messages, 4 entries, sha256 ",
+            &[9, 8, 4, 5],
+            &[16, 16, 12, 5],
+        ),
+        // vLLM `custom`: `output_tokens`. Before: valid, but every request asked 16 (output
+        // tokens 16, 16, 16 measured).
+        (
+            "vllm_custom.jsonl",
+            "(prompts, 3 entries, sha256 ",
+            &[6, 6, 6],
+            &[10, 152, 16],
+        ),
+        // AIPerf `single_turn`: `text`, `texts`, `output_length`. Before:
+        // "aiperf_single_turn.jsonl:1: an entry needs `prompt`, `messages` or `conversations`
+        // (ShareGPT)".
+        (
+            "aiperf_single_turn.jsonl",
+            "(prompts, 5 entries, sha256 ",
+            &[5, 5, 3, 3, 11],
+            &[50, 500, 10, 16, 20],
+        ),
+        // GuideLLM: `prompt` or `question`, `output_tokens_count`. Before: "guidellm.jsonl:3:
+        // needs `prompt`, a string (format prompts: {"prompt": "..."})".
+        (
+            "guidellm.jsonl",
+            "(prompts, 3 entries, sha256 ",
+            &[5, 7, 5],
+            &[6, 40, 64],
+        ),
+    ];
+    for (file, summary, words, outputs) in cases {
+        let yaml = format!("scenarios:\n  - name: p\n    endpoint: {{base_url: 'sim://?ttft_ms=2&tpot_ms=0'}}\n    request: {{prompt_set: {{file: prompts/{file}, order: file}}, max_tokens: 16, ignore_eos: true}}\n    load: {{samples: 20, warmup: 1}}\n");
+        let dir = project(&yaml);
+        let (code, text) = run(dir.path(), &["validate"]);
+        assert_eq!(code, Some(0), "{file}: {text}");
+        assert!(
+            text.contains(&format!("prompt set prompts/{file} {summary}")),
+            "{file}: {text}"
+        );
+        let (code, text) = run(
+            dir.path(),
+            &["check", "--allow-missing-baseline", "--output", "r.json"],
+        );
+        assert_eq!(code, Some(0), "{file}: {text}");
+        let r = json(&dir.path().join("r.json"));
+        let got = requests(&r["scenarios"][0]["records"]);
+        assert_eq!(got.len(), 20, "{file}");
+        let n = words.len();
+        for (g, (_, entry, _, prompt, output)) in got.iter().enumerate() {
+            assert_eq!(*entry, (g % n) as u64, "{file} request {g}");
+            assert_eq!(
+                (*prompt, *output),
+                (words[g % n], outputs[g % n]),
+                "{file} request {g}"
+            );
+        }
+    }
+    // ShareGPT_V3's left-out count says why, in the format's words
+    let dir = project("scenarios:\n  - name: p\n    endpoint: {base_url: 'sim://'}\n    request: {prompt_set: {file: prompts/sharegpt_v3.json}, max_tokens: 16}\n");
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("3 conversation(s) without a non-empty human turn left out)"),
         "{text}"
     );
 }

@@ -1,5 +1,7 @@
 //! Trace replay (issue 31, `load.trace`): an open loop whose arrival times and per-request
-//! lengths come from a Mooncake JSONL or an Azure CSV trace, on the built-in simulator. The
+//! lengths come from a Mooncake JSONL, an Azure CSV (2023 and 2024 releases) or a BurstGPT CSV
+//! trace, on the built-in simulator (issue 45: the fixtures are in the shapes the releases
+//! publish). The
 //! schedule is deterministic (each request's due time is its trace time, scaled), so it is
 //! compared with the trace exactly; how late each request was actually sent is the open loop's
 //! schedule delay, reported (and printed here), not asserted.
@@ -11,7 +13,18 @@ use std::path::Path;
 const FIXTURES: &str = "tests/fixtures/traces";
 
 fn project(yaml: &str) -> tempfile::TempDir {
-    crate::support::project(yaml, FIXTURES, "traces", &["mooncake.jsonl", "azure.csv"])
+    crate::support::project(
+        yaml,
+        FIXTURES,
+        "traces",
+        &[
+            "mooncake.jsonl",
+            "azure.csv",
+            "azure2024.csv",
+            "burstgpt.csv",
+            "mooncake_fast25.jsonl",
+        ],
+    )
 }
 
 /// The records by request index.
@@ -274,4 +287,133 @@ fn bad_traces_are_named_with_exit_2() {
         text.contains("load.trace sets the arrival times: leave load.rate out"),
         "{text}"
     );
+}
+
+/// The data rows of a CSV fixture, split on commas.
+fn csv_rows(file: &str) -> Vec<Vec<String>> {
+    std::fs::read_to_string(Path::new(FIXTURES).join(file))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+/// Validates and replays `file` (20 measured requests after 1 warmup, times x `scale`) and
+/// checks every request against `want`, the trace's (arrival ms, prompt tokens, output tokens)
+/// read by hand: due times, and the simulator's word count and generated tokens. Returns
+/// `validate`'s text.
+fn replays_as_published(file: &str, scale: f64, want: &[(f64, u64, u64)]) -> String {
+    let yaml = format!("scenarios:\n  - name: t\n    endpoint: {{base_url: 'sim://?ttft_ms=5&tpot_ms=1'}}\n    request: {{ignore_eos: true}}\n    load: {{samples: 20, warmup: 1, trace: {{file: traces/{file}, time_scale: {scale}}}}}\n");
+    let dir = project(&yaml);
+    let (code, validated) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{validated}");
+    let (code, text) = run(
+        dir.path(),
+        &["check", "--allow-missing-baseline", "--output", "r.json"],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let s = &r["scenarios"][0];
+    let at: Vec<f64> = want.iter().map(|w| w.0).collect();
+    let (p50, p99) = schedule_matches(s, &at, scale);
+    println!("{file} replay: schedule delay P50 {p50} ms, P99 {p99} ms");
+    let recs = by_index(s);
+    assert_eq!(recs.len(), 20);
+    for (g, rec) in recs.iter().enumerate() {
+        assert_eq!(rec["work"]["entry"].as_u64(), Some(g as u64));
+        let (_, input, output) = want[g];
+        assert_eq!(
+            rec["prompt_tokens"].as_u64(),
+            Some(input),
+            "{file} request {g}"
+        );
+        // a trace's 0 output tokens asks 1
+        assert_eq!(
+            rec["output_tokens"].as_u64(),
+            Some(output.max(1)),
+            "{file} request {g}"
+        );
+    }
+    validated
+}
+
+#[test]
+fn an_azure_2024_trace_with_utc_offsets_is_replayed() {
+    // AzureLLMInferenceTrace_code_1week.csv's shape: `2024-05-10 00:00:00.009930+00:00`, some
+    // times without a fraction. Before issue 45: `traces/azure2024.csv:2: TIMESTAMP
+    // `2024-05-10 00:00:00.009930+00:00` is not like 2023-11-16 18:15:46.6805900`.
+    let rows = csv_rows("azure2024.csv");
+    let want: Vec<(f64, u64, u64)> = rows
+        .iter()
+        .map(|c| {
+            // the seconds within minute 00:00 (all rows), the offset +00:00 taken off
+            let sec: f64 = c[0]["2024-05-10 00:00:".len()..]
+                .trim_end_matches("+00:00")
+                .parse()
+                .unwrap();
+            (sec * 1000.0, c[1].parse().unwrap(), c[2].parse().unwrap())
+        })
+        .collect();
+    // by hand: row 6 (`00:00:01+00:00`) is 1 s - 9.930 ms after row 1
+    assert!((want[5].0 - want[0].0 - 990.07).abs() < 1e-6);
+    let text = replays_as_published("azure2024.csv", 1.0, &want);
+    // 19 gaps over 2.560101 - 0.009930 = 2.550171 s: 7.45 requests/s
+    assert!(
+        text.contains("(azure, 22 entries, sha256 ") && text.contains("mean rate 7.45 requests/s"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_burstgpt_trace_is_replayed_without_its_failed_requests() {
+    // BurstGPT_1.csv's shape: seconds from the first day's midnight, failed requests with
+    // `Response tokens` 0. Before issue 45: `traces/burstgpt.csv:1: the header has no
+    // `contexttokens` column; an Azure trace starts with TIMESTAMP,ContextTokens,GeneratedTokens`.
+    let want: Vec<(f64, u64, u64)> = csv_rows("burstgpt.csv")
+        .iter()
+        .filter(|c| c[3] != "0")
+        .map(|c| {
+            let t: f64 = c[0].parse().unwrap();
+            (t * 1000.0, c[2].parse().unwrap(), c[3].parse().unwrap())
+        })
+        .collect();
+    // by hand: rows 2, 10 and 18 failed; the first three replayed at 5, 7 and 14 s
+    assert_eq!(want.len(), 21);
+    assert_eq!(
+        want[..3],
+        [(5000.0, 373, 287), (7000.0, 708, 94), (14000.0, 223, 206)]
+    );
+    let text = replays_as_published("burstgpt.csv", 0.01, &want);
+    assert!(
+        text.contains(
+            "(burstgpt, 21 entries (3 failed requests, `Response tokens` 0, left out), sha256 "
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_mooncake_fast25_trace_is_replayed() {
+    // conversation_trace.jsonl's shape (FAST'25 release): many requests at one timestamp, a
+    // shared first block (hash id 0)
+    let want: Vec<(f64, u64, u64)> =
+        std::fs::read_to_string(Path::new(FIXTURES).join("mooncake_fast25.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                (
+                    v["timestamp"].as_f64().unwrap(),
+                    v["input_length"].as_u64().unwrap(),
+                    v["output_length"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+    assert_eq!(
+        want[..5].iter().map(|w| w.0).collect::<Vec<_>>(),
+        [0.0, 0.0, 0.0, 0.0, 3000.0]
+    );
+    let text = replays_as_published("mooncake_fast25.jsonl", 0.05, &want);
+    assert!(text.contains("(mooncake, 22 entries, sha256 "), "{text}");
 }
