@@ -9,7 +9,7 @@ use crate::gate::{Check, CheckKind, Verdict};
 use crate::history::{series, Entry};
 use crate::stats::changepoint::{Direction, Step, StepRule};
 use crate::stats::nightly_band::{self, BandRule, Event, LevelStep, Restore, Tonight, Way};
-use crate::stats::spread::{widened_fail, MAX_LEARNED_FACTOR};
+use crate::stats::spread::MAX_LEARNED_FACTOR;
 use crate::summary::SummaryKey;
 use crate::units::Num;
 use std::collections::BTreeMap;
@@ -488,6 +488,7 @@ mod tests {
     use super::*;
     use crate::config::Quantile;
     use crate::history::entry::tests_support::entry;
+    use crate::stats::spread::widened_fail;
 
     /// Scenario `s` gating TPOT only.
     fn scenario() -> Scenario {
