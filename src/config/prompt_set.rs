@@ -453,7 +453,8 @@ fn messages(v: &Value) -> Result<Vec<RawMessage>, Invalid> {
 }
 
 /// A conversation's messages, from `conversations` (ShareGPT), `conversation` (LMSYS) or
-/// `turns` (AIPerf), tools' messages left out.
+/// `turns` (AIPerf), after the entry's own `system` string when it has one; tools' messages
+/// left out.
 fn dialog(v: &Value) -> Result<Vec<RawMessage>, Invalid> {
     let Some((key, Value::Array(turns))) = DIALOG_KEYS
         .iter()
@@ -462,7 +463,11 @@ fn dialog(v: &Value) -> Result<Vec<RawMessage>, Invalid> {
         bail!("needs `conversations` (an array of {{\"from\", \"value\"}}), `conversation` or `turns`");
     };
     let default = (key == "turns").then_some("user");
-    let mut out = Vec::with_capacity(turns.len());
+    let mut out = Vec::with_capacity(turns.len() + 1);
+    // a conversation-level system prompt, as ShareGPT variants write it (`"system": "..."`)
+    if let Some(s) = v.get("system").and_then(Value::as_str) {
+        out.push(RawMessage::new("system", s.to_string()));
+    }
     for (i, t) in turns.iter().enumerate() {
         if let Some(m) = message(t, default).map_err(|e| format!("{key}[{i}]: {e}"))? {
             out.push(m);
@@ -610,6 +615,12 @@ mod tests {
             ["Go on.", "Be kind.\nName a river.", "What is a haiku?"]
         );
         assert_eq!(s.skipped, 3);
+        // a ShareGPT variant's conversation-level system prompt
+        let v = r#"{"system": "Be brief.", "conversations": [{"from": "human", "value": "Hi"}]}"#;
+        assert_eq!(
+            parse(v, "s.jsonl", None).unwrap().entries[0].prompt,
+            "Be brief.\nHi"
+        );
         // the whole conversations, turn by turn with their replies
         let (d, skipped) = dialogs(sg, "sg.json").unwrap();
         assert_eq!((d.len(), skipped), (3, 3));

@@ -570,4 +570,15 @@ fn aiperf_and_lmsys_conversations_are_replayed_turn_by_turn() {
             assert_eq!(rec["output_tokens"].as_u64(), Some(4));
         }
     }
+    // a bad line is named `file:line`, exit 2
+    let f = dir.path().join("scenarios/prompts/aiperf_multi_turn.jsonl");
+    let mut text = std::fs::read_to_string(&f).unwrap();
+    text.push_str("{\"session_id\": \"chat_3\", \"turns\": [{\"text\": 42}]}\n");
+    std::fs::write(&f, text).unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("scenarios/prompts/aiperf_multi_turn.jsonl:3: turns[0]: content must be a string, an array of parts or null, not 42"),
+        "{text}"
+    );
 }
