@@ -91,7 +91,8 @@ pub fn staleness(sc: &Scenario, b: &Baseline, hint: &crate::hint::Hint) -> Optio
 
 /// When the scenario's prompt-set or trace file is another than the baseline's (same path,
 /// other content), what changed: "the prompt set file x changed since its baseline was blessed
-/// (sha256 a -> b, 40 -> 41 entries)".
+/// (sha256 a -> b, 40 -> 41 entries)"; when the same file reads as another number of entries
+/// (a perfgate that reads more of its format), that.
 fn prompt_set_change(old: &serde_json::Value, sc: &Scenario) -> Option<String> {
     let (section, key, what, file, sha, entries) = match (&sc.request.prompt_set, &sc.load.trace) {
         (Some(p), _) => (
@@ -107,10 +108,17 @@ fn prompt_set_change(old: &serde_json::Value, sc: &Scenario) -> Option<String> {
     };
     let was = old.get(section)?.get(key)?;
     let was_sha = was.get("sha256")?.as_str()?;
-    if was.get("file")?.as_str()? != file.as_str() || was_sha == sha.as_str() {
+    let was_entries = was.get("entries").and_then(serde_json::Value::as_u64);
+    if was.get("file")?.as_str()? != file.as_str() {
         return None;
     }
-    let count = match was.get("entries").and_then(serde_json::Value::as_u64) {
+    if was_sha == sha.as_str() {
+        let n = was_entries.filter(|n| *n as usize != entries)?;
+        return Some(format!(
+            "the {what} file {file} is unchanged (sha256 {sha}) but this perfgate reads {entries} entries from it, not {n} (it reads more of the file's format)"
+        ));
+    }
+    let count = match was_entries {
         Some(n) if n as usize != entries => format!(", {n} -> {entries} entries"),
         _ => String::new(),
     };
@@ -468,6 +476,35 @@ pub fn minority_source_note(run: &RunOutput) -> Option<String> {
 mod tests {
     use super::*;
     use crate::record::TokenSource;
+
+    /// A prompt set blessed when perfgate read fewer of its entries (issue 45: ShareGPT
+    /// conversations that start with a reply) is named as read differently, not as changed.
+    #[test]
+    fn an_unchanged_file_read_as_more_entries_is_named_so() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("p.jsonl"),
+            "{\"conversations\": [{\"from\": \"gpt\", \"value\": \"cut\"}, {\"from\": \"human\", \"value\": \"q\"}]}\n{\"conversations\": [{\"from\": \"human\", \"value\": \"x\"}]}\n",
+        )
+        .unwrap();
+        let yaml = "scenarios:\n  - name: s\n    endpoint: {base_url: 'sim://'}\n    request: {prompt_set: {file: p.jsonl, format: sharegpt}, max_tokens: 8}\n";
+        let name = dir.path().join("s.yaml").display().to_string();
+        let sc = crate::config::parse_str(yaml, &name, &|_| None)
+            .map_err(|e| e.to_string())
+            .unwrap()
+            .remove(0);
+        let ps = sc.request.prompt_set.as_ref().unwrap();
+        let old = |sha: &str, entries: u64| serde_json::json!({"request": {"prompt_set": {"file": "p.jsonl", "sha256": sha, "entries": entries}}});
+        assert_eq!(
+            prompt_set_change(&old(&ps.sha256, 1), &sc).unwrap(),
+            format!("the prompt set file p.jsonl is unchanged (sha256 {}) but this perfgate reads 2 entries from it, not 1 (it reads more of the file's format)", ps.sha256)
+        );
+        assert_eq!(prompt_set_change(&old(&ps.sha256, 2), &sc), None);
+        assert_eq!(
+            prompt_set_change(&old("0123456789abcdef", 1), &sc).unwrap(),
+            format!("the prompt set file p.jsonl changed since its baseline was blessed (sha256 0123456789abcdef -> {}, 1 -> 2 entries)", ps.sha256)
+        );
+    }
 
     fn scenario() -> Scenario {
         let yaml = "scenarios:\n  - name: s\n    endpoint: {base_url: 'sim://'}\n    request: {prompt: hi there, max_tokens: 8, ignore_eos: true}\n";
