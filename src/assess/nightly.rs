@@ -34,6 +34,11 @@ pub struct Nightly {
     pub notes: Vec<String>,
     /// Per metric, every change point (night indexes into `nights`), for the pictures.
     pub steps: BTreeMap<SummaryKey, Vec<Step>>,
+    /// The metrics whose nights decide tonight's verdict ([`series_decides`]): a confirmed step,
+    /// or enough nights before tonight to confirm one by its second night
+    /// ([`BandRule::two_night_from`]). With fewer, a step cannot be confirmed soon (its nights
+    /// would become the level), so the committed baseline's rows gate as well.
+    pub deciding: Vec<Metric>,
 }
 
 /// The nights of `past` (oldest first) comparable with a run of fingerprint `fingerprint`.
@@ -177,6 +182,16 @@ pub fn judge_nights(sc: &Scenario, past: &[Entry], tonight: &Entry, rule: &StepR
         let judged = nightly_band::judge(&vals, &band);
         let mut ch = blank(sc, m, rule);
         verdict_of(&mut ch, &judged, &idx, &vals, &nights, tonight, &band);
+        let before = vals.len() - 1;
+        if ch.verdict == Verdict::Fail || before >= band.two_night_from {
+            out.deciding.push(m);
+        } else if ch.verdict != Verdict::Info {
+            out.notes.push(format!(
+                "nightly history: {before} night(s) of {} before tonight: the nights decide once {} came before (a step is confirmed by its second night only then), so until then the committed baseline's rows gate as well",
+                m.label(),
+                band.two_night_from
+            ));
+        }
         if let Some(first) = judged.events.iter().rev().find_map(|e| match e {
             Event::Step(s) => Some(s.first),
             Event::Restored { .. } => None,
@@ -205,16 +220,11 @@ pub fn judge_nights(sc: &Scenario, past: &[Entry], tonight: &Entry, rule: &StepR
 }
 
 /// With the nights judged, a night's verdict is theirs: the committed baseline's comparisons of
-/// the metrics the nights judged (every quantile and tail row of them) are shown but do not fail
+/// the metrics the nights decide ([`Nightly::deciding`]; every quantile and tail row of them) are shown but do not fail
 /// the night (a FAIL becomes a WARN saying so). Errors, objectives and metrics without a
 /// `nightly step` check still gate as without a history (docs/history.md).
 pub fn series_decides(checks: &mut [Check], nightly: &Nightly) {
-    let judged: Vec<Metric> = nightly
-        .checks
-        .iter()
-        .filter(|c| c.kind == CheckKind::ChangePoint && c.verdict != Verdict::Info)
-        .filter_map(|c| c.metric)
-        .collect();
+    let judged = &nightly.deciding;
     for c in checks.iter_mut() {
         let snapshot = matches!(
             c.kind,
@@ -712,6 +722,20 @@ mod tests {
         let mut checks = vec![fail(Some(Metric::Tpot), CheckKind::Quantile(Quantile::P50))];
         series_decides(&mut checks, &j);
         assert_eq!(checks[0].verdict, Verdict::Fail);
+        // 6 nights before tonight (fewer than the 7 a two-night confirmation needs): the nights
+        // cannot confirm a step by its second night, so the committed baseline gates as well
+        // (a fresh reader's 2.9x TPOT step on nights 3-5 of a new history exited 0 every night)
+        let (_, j) = judged(&wobble(7));
+        assert!(j.deciding.is_empty(), "{:?}", j.deciding);
+        assert!(j.notes.iter().any(|n| n.starts_with(
+            "nightly history: 6 night(s) of TPOT before tonight: the nights decide once 7 came before"
+        )), "{:?}", j.notes);
+        let mut checks = vec![fail(Some(Metric::Tpot), CheckKind::Quantile(Quantile::P50))];
+        series_decides(&mut checks, &j);
+        assert_eq!(checks[0].verdict, Verdict::Fail);
+        // 7 before tonight: the nights decide
+        let (_, j) = judged(&wobble(8));
+        assert_eq!(j.deciding, vec![Metric::Tpot]);
         let _ = sc;
     }
 

@@ -15,8 +15,8 @@ pub struct CalibrateArgs {
     /// Only experiments whose label contains this text.
     #[arg(long)]
     only: Option<String>,
-    /// The nightly history's change-point rule instead (series of nights, beside a naive
-    /// threshold and a Perfherder-style t-test).
+    /// The nightly verdict's rule instead (series of nights: its red nights and change points,
+    /// beside perfgate 0.1's rank rule, a Perfherder-style t-test and an Otava-style rule).
     #[arg(long)]
     nightly: bool,
 }

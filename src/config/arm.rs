@@ -125,6 +125,7 @@ pub fn apply(
         }
         Reading::Serverless => raw.server = None,
         Reading::Arm(key, over) => {
+            let scenario_url = raw.endpoint.base_url.clone();
             let mut server = raw.server.take().map(|s| {
                 let arm = match key {
                     ArmKey::Base => s.base.clone(),
@@ -162,6 +163,18 @@ pub fn apply(
             }
             if let Some(m) = &over.model {
                 raw.endpoint.model = Some(m.clone());
+            }
+            // A readiness URL on the scenario's own server follows the arm to its port (init's
+            // llama-server template's /health on 8080 was polled for 10 minutes while the arms
+            // listened on 8081 and 8082).
+            if let (Some(s), Some(from), Some(to)) =
+                (server.as_mut(), &scenario_url, &raw.endpoint.base_url)
+            {
+                if let Some(url) = s.ready.as_mut().and_then(|r| r.url.as_mut()) {
+                    if let Some(moved) = follow_arm(url, from, to) {
+                        *url = moved;
+                    }
+                }
             }
             raw.server = server;
         }
@@ -231,6 +244,27 @@ pub fn endpoint_place(url: &str) -> String {
         u.path().trim_end_matches('/'),
         u.query().map(|q| format!("?{q}")).unwrap_or_default()
     )
+}
+
+/// `url` moved to `to`'s host and port when it is on `from`'s host and port and `to` is
+/// elsewhere: a scenario server's readiness URL following an arm to its own port (pure).
+pub fn follow_arm(url: &str, from: &str, to: &str) -> Option<String> {
+    let origin = |u: &url::Url| {
+        let host = endpoint_place(&format!("{}://{}/", u.scheme(), u.host_str()?));
+        Some((host, u.port_or_known_default()?))
+    };
+    let (mut u, f, t) = (
+        url::Url::parse(url).ok()?,
+        url::Url::parse(from).ok()?,
+        url::Url::parse(to).ok()?,
+    );
+    let (here, from_at, to_at) = (origin(&u)?, origin(&f)?, origin(&t)?);
+    if here != from_at || from_at == to_at {
+        return None;
+    }
+    u.set_host(t.host_str()).ok()?;
+    u.set_port(t.port()).ok()?;
+    Some(u.to_string())
 }
 
 /// Splits a command line given as one string (`--base-server-cmd "llama-server -m 'a b.gguf'"`)
@@ -394,6 +428,43 @@ mod tests {
                 "--alias",
                 "x y"
             ]
+        );
+    }
+
+    #[test]
+    fn a_readiness_url_on_the_scenarios_port_follows_the_arm() {
+        let from = "http://127.0.0.1:8080/v1";
+        assert_eq!(
+            follow_arm(
+                "http://127.0.0.1:8080/health",
+                from,
+                "http://127.0.0.1:8081/v1"
+            )
+            .as_deref(),
+            Some("http://127.0.0.1:8081/health")
+        );
+        assert_eq!(
+            follow_arm(
+                "http://localhost:8080/health",
+                from,
+                "http://127.0.0.1:8082/v1"
+            )
+            .as_deref(),
+            Some("http://127.0.0.1:8082/health")
+        );
+        // elsewhere than the scenario's endpoint, or the arm on the same port: unchanged
+        assert_eq!(
+            follow_arm(
+                "http://127.0.0.1:9000/health",
+                from,
+                "http://127.0.0.1:8081/v1"
+            ),
+            None
+        );
+        assert_eq!(follow_arm("http://127.0.0.1:8080/health", from, from), None);
+        assert_eq!(
+            follow_arm("not a url", from, "http://127.0.0.1:8081/v1"),
+            None
         );
     }
 
