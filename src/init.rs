@@ -18,27 +18,84 @@ pub use template::ServerTemplate;
 /// The example scenario file.
 pub const EXAMPLE_YAML: &str = include_str!("init/example.yaml");
 
-/// The workflow example this command copies (kept in step with the GitHub Action's examples).
+/// The workflow examples this command copies (kept in step with the GitHub Action's examples):
+/// the endpoint's PR workflow, and with a server template the one whose runner starts the server.
 const PR_WORKFLOW: &str = include_str!("../examples/workflows/perfgate-pr.yml");
+const LOCAL_SERVER_WORKFLOW: &str = include_str!("../examples/workflows/perfgate-local-server.yml");
 
 /// What replaces the example's `uses: ./` (the action's own repository in the examples).
 pub const USES_PLACEHOLDER: &str =
     "uses: OWNER/perfgate@REF  # set this: the perfgate action's repository and a release tag or commit SHA";
 
-/// The workflow `init` writes: the PR example, with its self-reference made a placeholder.
-pub fn workflow() -> String {
-    let mut out = String::from(
-        "# Written by `perfgate init` from perfgate's examples/workflows/perfgate-pr.yml.\n",
-    );
-    for line in PR_WORKFLOW.lines() {
+/// The workflow `init` writes, with its self-reference made a placeholder: the PR example, or
+/// with a server template the local-server example (perfgate starts the server on the runner)
+/// pointed at `init`'s own scenarios/ and baselines/ and the template's model variable.
+pub fn workflow(server: Option<ServerTemplate>) -> String {
+    let (name, text) = match server {
+        None => ("perfgate-pr.yml", PR_WORKFLOW),
+        Some(_) => ("perfgate-local-server.yml", LOCAL_SERVER_WORKFLOW),
+    };
+    let mut out =
+        format!("# Written by `perfgate init` from perfgate's examples/workflows/{name}.\n");
+    let model_var = server.and_then(|t| t.model_var());
+    let mut lines = text.lines().peekable();
+    if let Some(t) = server {
+        // the example's header describes its own llama-server scenarios: say what this one does
+        while lines.next_if(|l| l.starts_with('#')).is_some() {}
+        out.push_str(&format!(
+            "# perfgate starts {} on the runner's 127.0.0.1 from the server: block of scenarios/{}.yaml,\n# waits until it is ready, measures, and stops it. Have {} on the runner (a self-hosted\n# runner with its model), {}, and point `uses:` at perfgate\n# (docs/github-actions.md, \"Use in GitHub Actions\").\n",
+            t.name(),
+            t.name(),
+            t.name(),
+            match model_var {
+                Some(v) => format!("set the repository variable {v} (docs/servers.md)"),
+                None => "pull the scenario's model there".to_string(),
+            }
+        ));
+    }
+    for line in lines {
         let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        if server.is_some() {
+            match trimmed {
+                "scenarios: scenarios/local" => {
+                    out.push_str(&format!("{indent}scenarios: scenarios\n"));
+                    continue;
+                }
+                "baselines: baselines/local" => {
+                    out.push_str(&format!("{indent}baselines: baselines\n"));
+                    continue;
+                }
+                "LLAMA_MODEL: ${{ vars.LLAMA_MODEL }}" => {
+                    if let Some(v) = model_var {
+                        out.push_str(&format!("{indent}{v}: ${{{{ vars.{v} }}}}\n"));
+                    }
+                    continue;
+                }
+                "env:" if model_var.is_none() => continue,
+                t if t.starts_with("runs-on: [self-hosted, linux, gpu]") => {
+                    // a custom label actionlint does not know: the runner with the server
+                    out.push_str(&format!(
+                        "{indent}runs-on: [self-hosted, linux]  # a runner with the server and its model\n"
+                    ));
+                    continue;
+                }
+                "- name: perfgate check (starts, waits for and stops llama-server)" => {
+                    out.push_str(&format!(
+                        "{indent}- name: perfgate check (starts, waits for and stops {})\n",
+                        server.map(|t| t.name()).unwrap_or_default()
+                    ));
+                    continue;
+                }
+                _ => {}
+            }
+        }
         // already where it belongs: the example's "copy it there" line would mislead
         if trimmed.starts_with("# Copy to .github/workflows/") {
             out.push_str("# Point `uses:` at perfgate (docs/github-actions.md, \"Use in GitHub Actions\").\n");
             continue;
         }
         if trimmed.starts_with("uses: ./") {
-            let indent = &line[..line.len() - trimmed.len()];
             out.push_str(indent);
             out.push_str(USES_PLACEHOLDER);
         } else {
@@ -78,7 +135,7 @@ pub fn files(dir: &Path, server: Option<ServerTemplate>) -> Vec<(PathBuf, String
     vec![
         scenario,
         (dir.join("baselines/.gitkeep"), String::new()),
-        (dir.join(".github/workflows/perfgate.yml"), workflow()),
+        (dir.join(".github/workflows/perfgate.yml"), workflow(server)),
     ]
 }
 
@@ -167,8 +224,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_server_template_gets_the_workflow_that_starts_its_server() {
+        let w = workflow(Some(ServerTemplate::Vllm));
+        assert!(w.starts_with("# Written by `perfgate init` from perfgate's examples/workflows/perfgate-local-server.yml.\n"), "{w}");
+        assert!(
+            w.contains("          scenarios: scenarios\n          baselines: baselines\n"),
+            "{w}"
+        );
+        assert!(
+            w.contains("          VLLM_MODEL: ${{ vars.VLLM_MODEL }}\n"),
+            "{w}"
+        );
+        assert!(!w.contains("LLAMA_MODEL: ${{"), "{w}");
+        assert!(w.contains(USES_PLACEHOLDER), "{w}");
+        assert!(w.contains("# perfgate starts vllm on the runner's 127.0.0.1 from the server: block of scenarios/vllm.yaml,\n"), "{w}");
+        assert!(w.contains("set the repository variable VLLM_MODEL"), "{w}");
+        assert!(!w.contains("llama-server"), "{w}");
+        assert!(w.contains("    runs-on: [self-hosted, linux]  #"), "{w}");
+        // Ollama's scenario names its model: no env block at all
+        let w = workflow(Some(ServerTemplate::Ollama));
+        assert!(!w.contains("        env:\n"), "{w}");
+        assert!(!w.contains("_MODEL: ${{"), "{w}");
+        assert!(w.contains("          scenarios: scenarios\n"), "{w}");
+        // without a template: the PR workflow
+        assert!(workflow(None).contains("examples/workflows/perfgate-pr.yml"));
+    }
+
+    #[test]
     fn the_workflow_points_at_a_placeholder_not_at_itself() {
-        let w = workflow();
+        let w = workflow(None);
         assert!(w.contains(USES_PLACEHOLDER), "{w}");
         // written where it belongs: not told to copy itself there
         assert!(!w.contains("Copy to .github/workflows/"), "{w}");

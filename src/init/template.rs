@@ -45,6 +45,17 @@ impl ServerTemplate {
         }
     }
 
+    /// The environment variable naming the model in the template (`None`: the scenario names
+    /// it), passed from a repository variable of the same name in the workflow.
+    pub fn model_var(self) -> Option<&'static str> {
+        match self {
+            ServerTemplate::LlamaServer => Some("LLAMA_MODEL"),
+            ServerTemplate::Vllm => Some("VLLM_MODEL"),
+            ServerTemplate::Sglang => Some("SGLANG_MODEL"),
+            ServerTemplate::Ollama => None,
+        }
+    }
+
     /// What to set before the first bless.
     pub fn next_step(self) -> &'static str {
         match self {
