@@ -311,6 +311,68 @@ fn a_real_aiperf_export_gates_its_rerun_and_fails_a_slower_one() {
     );
 }
 
+/// Real GuideLLM 0.8.1 exports (`guidellm run --profile kind=synchronous --constraint
+/// kind=max_requests,count=30 --data kind=synthetic_text,prompt_tokens=32,output_tokens=16
+/// --output kind=json`) against `perfgate sim --ttft-ms 20 --tpot-ms 5` twice and against
+/// `--ttft-ms 26 --tpot-ms 6.5` (30 % slower), each with its benchmark's aggregated `metrics`
+/// (which perfgate does not read) removed to keep the fixtures small.
+#[test]
+fn real_guidellm_exports_bless_pass_and_a_30_percent_slower_one_fails() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("s.yaml"), SCENARIO).unwrap();
+    let run = |args: &[&str]| {
+        let o = perfgate_in(d.path(), 60).args(args).output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        (o.status.code(), out + &String::from_utf8_lossy(&o.stderr))
+    };
+    let from = |name: &str| fixture(name).to_str().unwrap().to_string();
+    let (code, out) = run(&[
+        "bless",
+        "-s",
+        "s.yaml",
+        "--from",
+        &from("guidellm-real-base.json"),
+        "--format",
+        "guidellm",
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("(the GuideLLM export, 30 requests; TTFT P50 20.9 ms, TPOT P50 4.99 ms)"),
+        "{out}"
+    );
+    let (code, out) = run(&[
+        "check",
+        "-s",
+        "s.yaml",
+        "--from",
+        &from("guidellm-real-rerun.json"),
+        "--format",
+        "guidellm",
+    ]);
+    assert_eq!(
+        code,
+        Some(0),
+        "a second run against the same simulator: {out}"
+    );
+    assert!(out.contains("(0 FAIL, 0 WARN,"), "{out}");
+    let (code, out) = run(&[
+        "check",
+        "-s",
+        "s.yaml",
+        "--from",
+        &from("guidellm-real-slow.json"),
+        "--format",
+        "guidellm",
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    for m in ["TTFT P50", "TPOT P50"] {
+        assert!(
+            out.lines().any(|l| l.contains(m) && l.contains("FAIL")),
+            "{m}: {out}"
+        );
+    }
+}
+
 #[test]
 fn summaries_bad_lines_and_several_scenarios_are_refused() {
     let d = tempfile::tempdir().unwrap();
