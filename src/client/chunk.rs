@@ -194,21 +194,31 @@ fn is_finish(f: &str) -> bool {
     !f.is_empty() && f != "null"
 }
 
-/// Reads `data` (an event's trimmed data) as a plain chat chunk; `None` when it is anything
-/// else (then the dialect reads it).
-pub fn chat(data: &str) -> Option<ChatChunk<'_>> {
+/// Whether `data` nests brackets deeper than [`MAX_DEPTH`] (brackets inside strings counted
+/// too, which only declines more): the fast paths leave such an event to the general one, so
+/// both judge it alike (skipped members are not depth-limited as a JSON tree is).
+pub fn too_deep(data: &str) -> bool {
     let mut depth = 0i32;
     for b in data.bytes() {
         match b {
             b'[' | b'{' => {
                 depth += 1;
                 if depth > MAX_DEPTH {
-                    return None;
+                    return true;
                 }
             }
             b']' | b'}' => depth -= 1,
             _ => {}
         }
+    }
+    false
+}
+
+/// Reads `data` (an event's trimmed data) as a plain chat chunk; `None` when it is anything
+/// else (then the dialect reads it).
+pub fn chat(data: &str) -> Option<ChatChunk<'_>> {
+    if too_deep(data) {
+        return None;
     }
     let c: Chunk = serde_json::from_str(data).ok()?;
     if !c.choices.plain

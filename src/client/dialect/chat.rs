@@ -83,9 +83,6 @@ pub(super) fn openai(api: Api, v: &Value) -> EventInfo {
 /// member has another type than expected (non-string content, a duplicate key, NaN),
 /// [`fast_chat`] returns `None` and the general path decides. Same result as the general path
 /// (`fast_path_agrees_with_the_general_path`).
-/// Bracket depth above which [`fast_chat`] declines.
-const FAST_MAX_DEPTH: i32 = 32;
-
 #[derive(Deserialize)]
 struct FastChunk<'a> {
     #[serde(borrow, default)]
@@ -142,21 +139,8 @@ struct FastDelta<'a> {
 }
 
 pub(super) fn fast_chat(data: &str) -> Option<EventInfo> {
-    // Skipped members are not depth-limited as a JSON tree is (128 levels): leave anything
-    // nested deeply (brackets inside strings counted too, which only declines more) to the
-    // general path, so both paths judge such an event alike.
-    let mut depth = 0i32;
-    for b in data.bytes() {
-        match b {
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > FAST_MAX_DEPTH {
-                    return None;
-                }
-            }
-            b']' | b'}' => depth -= 1,
-            _ => {}
-        }
+    if crate::client::chunk::too_deep(data) {
+        return None;
     }
     let c: FastChunk = serde_json::from_str(data).ok()?;
     let plain_choices = c.choices.iter().all(|ch| {
