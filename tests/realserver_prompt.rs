@@ -150,7 +150,7 @@ fn generated_lengths_and_trace_blocks_on_the_servers_tokenizer() {
         .map(|i| {
             format!(
                 "{{\"timestamp\": {}, \"input_length\": 1100, \"output_length\": 2, \"hash_ids\": [1, 2, {}]}}\n",
-                i * 2500,
+                i * 500,
                 100 + i
             )
         })

@@ -6,35 +6,47 @@
 //! judged exactly as it was when it was tonight.
 //!
 //! At night t, with the nights of the current level (since the last confirmed step, minus the
-//! nights of a step that did not hold) as the reference:
+//! nights of a suspected step, which are held out until it is confirmed or over) as the
+//! reference:
 //! - **Band**: centre c = the mean of the newest `window` reference log values clipped to their
 //!   median +- 2 w; width w learned from the series (below); tonight's z = (ln x - c) / (w
 //!   sqrt(1 + `center_var` / n)) with n reference nights (the centre's own sampling variance,
 //!   ~1.1 w^2 / n for the clipped mean). Outside `warn_z` (2) is a suspected step: a WARN.
 //! - **Width**: the median absolute deviation of the last `scale_window` nights around the median
-//!   of their own level (each confirmed step and each withdrawn step's nights is a level of its
-//!   own), / 0.6745: an outlier night moves a median by one rank, alternating nights do not
-//!   inflate it (as successive differences would), and a step cannot widen it because its
-//!   nights are their own level. It is combined with a prior of `prior_tau` (5 %, a night-to-night
+//!   of their own level (each confirmed step's nights, a restored step's and a suspected step's
+//!   held nights are a level of their own), / 0.6745: an outlier night moves a median by one
+//!   rank, alternating nights do not inflate it (as successive differences would), and a step
+//!   cannot widen it because its nights are their own level. It is combined with a prior of `prior_tau` (5 %, a night-to-night
 //!   drift, not bless's back-to-back tau) worth `prior_nights` nights: w^2 = (nu0 tau0^2 + m s^2)
 //!   / (nu0 + m) with m nights learned from.
+//! - **Held out**: a night outside the band that starts or continues a suspected step does not
+//!   join the level: a step that is not confirmed yet neither moves the centre nor widens the
+//!   band, so it cannot be learned as the level and then pass. When a night comes back inside,
+//!   the held nights rejoin the level (an excursion that ended).
 //! - **Step**: for each candidate first night f among the last `max_after` nights with a
 //!   contiguous run f..=t, against the reference nights before f (centre c_f, n_f nights): the
-//!   nights' z_i = (ln x_i - c_f) / w. Two nights (f = t - 1), with n_f >= `two_night_from` (7):
-//!   confirmed when both z_i / sqrt(1 + `center_var` / n_f) >= `two_night_z` (2.3). Any a >= 2
-//!   nights: when the mean
+//!   nights' z_i = (ln x_i - c_f) / w. All nights far out: two nights with every z_i / sqrt(1 +
+//!   `center_var` / n_f) >= `two_night_z` (2.3) once n_f >= `two_night_from` (7); three or more
+//!   nights all outside the band (>= `warn_z`, 2) at any n_f: a level of few nights has an
+//!   uncertain centre, but three nights in a row outside its band are a step, where the clipped
+//!   mean below cannot reach the threshold that uncertainty sets; and so a suspected step held
+//!   out of the level is confirmed on its third night once it is big enough, never held for
+//!   good. Any a >= 2 nights: when the mean
 //!   of the z_i clipped to +-`clip` (2.5: an outlier night counts as 2.5, not 5) is at least
 //!   (k + H / a) sqrt(1 + `center_var` a / n_f), k = `allowance` (1), H = `decision` (3): a
 //!   Page CUSUM (Page 1954) over the run with the centre's uncertainty, never on one night.
 //!   Tonight must be beyond k in the step's direction, and the step's size (the run's median
 //!   against c_f) at least `min_step` (5 %). The earliest candidate that passes is the step's
 //!   first night.
-//! - **A step up in force** is red every night until it is restored, in two ways: its last
-//!   `restore_nights` (2) nights are all nearer the old level than the new one (below their
-//!   geometric midpoint), or it did not hold: the mean clipped z of all its nights against the
-//!   old level fell below `hold` (1.5). Either way the step's nights rejoin the old level as
-//!   what was learned (a change point that fails to hold resets nothing), and a restored step
-//!   stays restored until a new step is confirmed.
+//! - **A step up in force** is red every night until it is restored: its last `restore_nights`
+//!   (2) nights are all nearer the old level than the new one (below their geometric midpoint);
+//!   the step's nights rejoin the old level as what was learned (a change point that fails to
+//!   hold resets nothing; rejoining only the nights back would bias the level low after every
+//!   false step), and a restored step stays restored until a new step is confirmed. Nights that
+//!   are only partly back (one near the old level, the next near the new) keep it in force:
+//!   nothing in them says the regression is gone. A step up that only takes the level back to
+//!   where the last step down came from (not `min_step` above it) is not red: the improvement
+//!   did not last.
 
 use super::quantile::{quantile_type7, sorted};
 
@@ -52,10 +64,10 @@ pub struct BandRule {
     pub scale_window: usize,
     /// A night this many predicted sd above the centre is a suspected step (WARN).
     pub warn_z: f64,
-    /// Two nights both this far out confirm a step...
+    /// Two nights both this far out confirm a step (three need only `warn_z`)...
     pub two_night_z: f64,
     /// ...once the level has this many reference nights (with fewer, the level's own error is
-    /// shared by both nights and the CUSUM, which counts it, decides).
+    /// shared by both nights).
     pub two_night_from: usize,
     /// CUSUM allowance k, in widths.
     pub allowance: f64,
@@ -63,8 +75,6 @@ pub struct BandRule {
     pub decision: f64,
     /// Each night's z is clipped to +- this in the CUSUM.
     pub clip: f64,
-    /// A step up whose nights' mean clipped z falls below this did not hold.
-    pub hold: f64,
     /// Nights back nearer the old level that restore a step.
     pub restore_nights: usize,
     /// Most nights a step may have run before it is confirmed.
@@ -88,7 +98,6 @@ impl Default for BandRule {
             allowance: 1.0,
             decision: 3.0,
             clip: 2.5,
-            hold: 1.5,
             restore_nights: 2,
             max_after: 10,
             min_step: 0.05,
@@ -136,8 +145,6 @@ pub struct LevelStep {
 pub enum Restore {
     /// Its last nights are back nearer the old level.
     Back,
-    /// Its nights, taken together, no longer stand out from the old level.
-    NotHeld,
     /// A step down from the new level was confirmed.
     SteppedDown,
 }
@@ -191,6 +198,10 @@ pub enum Tonight {
     StepDown(LevelStep),
     /// A step up was restored tonight.
     Restored(LevelStep, Restore),
+    /// A step up confirmed tonight goes back to where the last step down (this one) came from,
+    /// or not 5 % past it: the improvement did not last, no regression against the level
+    /// before it.
+    DownUndone(LevelStep),
 }
 
 /// A suspected step.
@@ -218,7 +229,7 @@ pub struct Judged {
     /// Tonight's band (absent on the first night).
     pub band: Option<Band>,
     /// The first night of the current level (the nights the band's centre is taken from start
-    /// there, minus a withdrawn step's).
+    /// there, minus a restored step's).
     pub level_start: usize,
 }
 
@@ -228,6 +239,8 @@ struct State {
     label: Vec<usize>,
     /// The current level's nights, oldest first.
     level: Vec<usize>,
+    /// A suspected step's nights, held out of the level: the newest nights, oldest first.
+    held: Vec<usize>,
     next_label: usize,
     /// A step up in force: the old level's nights, its centre (log) and the step.
     stepped: Option<(Vec<usize>, f64, LevelStep)>,
@@ -263,6 +276,9 @@ pub fn learned_width(series: &[f64], rule: &BandRule) -> (f64, usize) {
     for t in 0..lx.len() {
         night(&lx, t, &mut st, rule);
     }
+    // a suspected step's nights count as the level's here: how much the nights move includes
+    // them until a step is confirmed
+    rejoin_held(&mut st, |_| true);
     width(&lx, &st.label, lx.len(), rule)
 }
 
@@ -281,6 +297,7 @@ fn state(n: usize) -> State {
     State {
         label: vec![usize::MAX; n],
         level: Vec::new(),
+        held: Vec::new(),
         next_label: 1,
         stepped: None,
         down: None,
@@ -322,7 +339,7 @@ fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Opt
         width: w,
         width_nights: w_nights,
     };
-    if let Some(judged) = restore(lx, t, w, st, rule) {
+    if let Some(judged) = restore(lx, t, st, rule) {
         return (judged, Some(band));
     }
     if let Some(step) = confirm(lx, t, w, st, rule) {
@@ -339,8 +356,18 @@ fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Opt
         for i in step.first..=t {
             st.label[i] = label;
         }
+        // held nights before the step's first keep their own label (a level of their own)
+        st.held.clear();
         return match step.way {
+            Way::Up
+                if st.stepped.is_none()
+                    && st.down.is_some_and(|d| undone(lx, &step, &d, t, rule)) =>
+            {
+                let d = st.down.take().expect("checked");
+                (Tonight::DownUndone(d), Some(band))
+            }
             Way::Up => {
+                st.down = None;
                 // a second step up while one is in force: still measured from the first's old level
                 st.stepped = Some(match st.stepped.take() {
                     Some((o, oc, first)) => (
@@ -376,18 +403,30 @@ fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Opt
             },
         };
     }
-    // tonight joins the current level
+    // outside the band, no step in force: a suspected step, named from the run of nights beyond
+    // the allowance, held out of the level (held nights before the run rejoin it)
+    if st.stepped.is_none() && z.abs() > rule.warn_z {
+        if let Some(s) = suspect(lx, t, w, st, rule) {
+            rejoin_held(st, |i| i < s.first);
+            let label = match st.held.first() {
+                Some(&i) => st.label[i],
+                None => {
+                    st.next_label += 1;
+                    st.next_label - 1
+                }
+            };
+            st.held.push(t);
+            st.label[t] = label;
+            return (Tonight::Suspect(s), Some(band));
+        }
+    }
+    // tonight joins the current level, after the nights held out (the excursion is over)
+    rejoin_held(st, |_| true);
     st.level.push(t);
     st.label[t] = st.label[*st.level.first().expect("non-empty")];
     if let Some((_, oc, up)) = &st.stepped {
         let ratio = median_of(lx, &(up.first..=t).collect::<Vec<_>>()).exp() / oc.exp();
         return (Tonight::StepUp(LevelStep { ratio, ..*up }), Some(band));
-    }
-    // outside the band: a suspected step, named from the run of nights beyond the allowance
-    if z.abs() > rule.warn_z {
-        if let Some(s) = suspect(lx, t, w, st, rule) {
-            return (Tonight::Suspect(s), Some(band));
-        }
     }
     match st.down {
         Some(d) if t < d.first + rule.max_after => (Tonight::StepDown(d), Some(band)),
@@ -395,33 +434,46 @@ fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Opt
     }
 }
 
-/// A step up in force restored tonight: back nearer the old level for `restore_nights`, or not
-/// held. Its nights rejoin the old level.
-fn restore(lx: &[f64], t: usize, w: f64, st: &mut State, rule: &BandRule) -> Option<Tonight> {
+/// Whether a step up confirmed tonight only undoes the last step down: its nights' median is not
+/// `min_step` above the level before that step down (with no other step between them).
+fn undone(lx: &[f64], up: &LevelStep, down: &LevelStep, t: usize, rule: &BandRule) -> bool {
+    let run: Vec<usize> = (up.first..=t).collect();
+    median_of(lx, &run).exp() < down.old * (1.0 + rule.min_step)
+}
+
+/// The nights held out of the level that `which` picks rejoin it (their suspected step is over).
+fn rejoin_held(st: &mut State, which: impl Fn(usize) -> bool) {
+    let Some(&first) = st.level.first() else {
+        return;
+    };
+    let label = st.label[first];
+    let (back, keep): (Vec<usize>, Vec<usize>) = st.held.iter().partition(|&&i| which(i));
+    for &i in &back {
+        st.label[i] = label;
+    }
+    st.level.extend(back);
+    st.held = keep;
+}
+
+/// A step up in force restored tonight: back nearer the old level for `restore_nights` nights,
+/// which rejoin the old level.
+fn restore(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> Option<Tonight> {
     let (old, oc, up) = st.stepped.as_ref()?;
     let (oc, up) = (*oc, *up);
-    let run: Vec<usize> = (up.first..=t).collect();
-    let hold = mean_clipped_z(lx, &run, oc, w, rule.clip);
     let r = rule.restore_nights.max(1);
     let new_nights: Vec<usize> = st.level.iter().copied().filter(|&i| i + r <= t).collect();
     let back = t >= up.first + r && !new_nights.is_empty() && {
         let mid = (oc + median_of(lx, &new_nights)) / 2.0;
         (t + 1 - r..=t).all(|i| i >= up.first && lx[i] < mid)
     };
-    let not_held = run.len() >= 3 && hold < rule.hold;
-    if !(back || not_held) {
+    if !back {
         return None;
     }
-    let how = if back {
-        Restore::Back
-    } else {
-        Restore::NotHeld
-    };
-    // what rejoins the old level: the nights back (Back) or all the step's nights (NotHeld)
-    let rejoin: Vec<usize> = match how {
-        Restore::Back => (t + 1 - r..=t).collect(),
-        _ => run,
-    };
+    let how = Restore::Back;
+    // all the step's nights rejoin the old level: rejoining only the nights back (the low ones)
+    // and leaving out the step's (the high ones) would bias the level low after every false
+    // step, and the next false step would follow from it
+    let rejoin: Vec<usize> = (up.first..=t).collect();
     let mut level = old.clone();
     let label = level.first().map_or(0, |&i| st.label[i]);
     for &i in &rejoin {
@@ -462,11 +514,9 @@ fn confirm(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
                 continue;
             }
             let mut margin = sg * mean - thr;
-            if run.len() == 2 && n >= rule.two_night_from as f64 {
-                margin = margin.max(
-                    zs.iter().map(|z| sg * z).fold(f64::INFINITY, f64::min) / infl
-                        - rule.two_night_z,
-                );
+            if let Some(far) = all_far(run.len(), n, rule) {
+                margin = margin
+                    .max(zs.iter().map(|z| sg * z).fold(f64::INFINITY, f64::min) / infl - far);
             }
             let big = match way {
                 Way::Up => ratio >= 1.0 + rule.min_step,
@@ -492,8 +542,26 @@ fn confirm(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
     best.map(|(_, s)| s)
 }
 
-/// A candidate run f..=t: its nights before tonight must be the current level's newest, with
-/// at least one reference night before f. Returns (reference nights, their centre, n as f64).
+/// How far out (in predicted sd) every night of a run of `nights` nights must be to confirm a
+/// step against `n` reference nights, if the run can: two nights `two_night_z` once the level has
+/// `two_night_from`; three or more `warn_z` at any n, so that three nights held out of the level
+/// (each outside the band) are a step when it is big enough.
+fn all_far(nights: usize, n: f64, rule: &BandRule) -> Option<f64> {
+    match nights {
+        0 | 1 => None,
+        2 => (n >= rule.two_night_from as f64).then_some(rule.two_night_z),
+        _ => Some(rule.warn_z),
+    }
+}
+
+/// Whether night `i` is the current level's or held out of it.
+fn judged_in_level(st: &State, i: usize) -> bool {
+    st.level.contains(&i) || st.held.contains(&i)
+}
+
+/// A candidate run f..=t: its nights before tonight must be the current level's newest (or held
+/// out of it), with at least one reference night before f. Returns (reference nights, their
+/// centre, n as f64).
 fn candidate(
     lx: &[f64],
     f: usize,
@@ -503,8 +571,8 @@ fn candidate(
     rule: &BandRule,
 ) -> Option<(usize, f64, f64)> {
     let before: Vec<usize> = st.level.iter().copied().filter(|&i| i < f).collect();
-    let after = st.level.iter().filter(|&&i| i >= f).count();
-    if before.is_empty() || after != t - f || (f..t).any(|i| !st.level.contains(&i)) {
+    let after = st.level.iter().chain(&st.held).filter(|&&i| i >= f).count();
+    if before.is_empty() || after != t - f || (f..t).any(|i| !judged_in_level(st, i)) {
         return None;
     }
     let reference = newest(&before, rule.window);
@@ -515,7 +583,7 @@ fn candidate(
 /// The suspected step tonight is part of: the run of nights beyond the allowance that ends
 /// tonight, in tonight's direction.
 fn suspect(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<Suspect> {
-    let reference = newest(&st.level[..st.level.len() - 1], rule.window);
+    let reference = newest(&st.level, rule.window);
     let (c, _) = center(lx, &reference, w);
     let way = if lx[t] >= c { Way::Up } else { Way::Down };
     let sg = way.sign();
@@ -526,7 +594,7 @@ fn suspect(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
     let mut first = t;
     while first > 0
         && first > t.saturating_sub(rule.max_after - 1)
-        && st.level.contains(&(first - 1))
+        && judged_in_level(st, first - 1)
         && beyond(first - 1)
     {
         first -= 1;
@@ -544,13 +612,13 @@ fn suspect(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
     let nights = run.len();
     let needed = (nights.max(2)..=rule.max_after).find(|&a| {
         let af = a as f64;
-        let two = a == 2 && n >= rule.two_night_from as f64 && {
+        let two = all_far(a, n, rule).is_some_and(|far| {
             let min = run
                 .iter()
                 .map(|&i| sg * (lx[i] - c) / w)
                 .fold(f64::INFINITY, f64::min);
-            min / (1.0 + rule.center_var / n).sqrt() >= rule.two_night_z
-        };
+            min / (1.0 + rule.center_var / n).sqrt() >= far
+        });
         two || zbar
             >= (rule.allowance + rule.decision / af) * (1.0 + rule.center_var * af / n).sqrt()
     });
@@ -740,15 +808,25 @@ mod tests {
         ));
         assert_eq!(every[31], Tonight::Inside);
         assert!(events.is_empty());
+        // the night after it is judged by the band of the nights before it, exactly: the outlier
+        // was held out of the level (it rejoins it once this night is inside)
         let after = judge(&with(&o, &[160.0, 101.0]), &r).band.unwrap();
-        assert_eq!(after.width_nights, quiet.width_nights);
+        assert_eq!((after.center, after.nights), (quiet.center, quiet.nights));
+        // (the held night takes a place in the width's window of 30 nights and teaches nothing)
+        assert_eq!((after.width_nights, quiet.width_nights), (29, 30));
+        // and a night later it counts as one of the level's nights: the MAD moves by a rank, the
+        // clipped centre by at most 2 widths / 30
+        let later = judge(&with(&o, &[160.0, 101.0, 101.0]), &r).band.unwrap();
+        let quiet2 = judge(&with(&o, &[101.0, 101.0, 101.0]), &r).band.unwrap();
+        assert_eq!((later.width_nights, later.nights), (30, 30));
+        assert_eq!(later.width_nights, quiet2.width_nights);
         assert!(
-            (after.width / quiet.width - 1.0).abs() < 0.05,
-            "{after:?} {quiet:?}"
+            (later.width / quiet2.width - 1.0).abs() < 0.05,
+            "{later:?} {quiet2:?}"
         );
         assert!(
-            (after.center / quiet.center - 1.0).abs() < 0.01,
-            "{after:?} {quiet:?}"
+            (later.center / quiet2.center - 1.0).abs() < 0.01,
+            "{later:?} {quiet2:?}"
         );
     }
 
@@ -787,23 +865,22 @@ mod tests {
                 ..
             }
         ));
-        // the nights back rejoined the old level: tonight's band is centred on it, from the
-        // 30 + 8 nights (the step's 4 are a level of their own) and a width from every night
+        // the step's nights rejoined the old level: tonight's band is centred on it; the 4 nights
+        // at +20 % count in the newest 30 at most median + 2 w each (w ~ 0.028), and they lift
+        // the median by two ranks: the centre rises by about 1 % (101.02), not to 120
         let j = judge(&s, &r);
         let b = j.band.unwrap();
-        assert!((b.center / 100.0 - 1.0).abs() < 0.01, "{b:?}");
+        assert!(b.center > 100.0 && b.center < 101.1, "{b:?}");
         assert_eq!(b.nights, 30, "{b:?}"); // the window's newest 30 of the 37 nights
         assert_eq!(b.width_nights, 30, "{b:?}");
         assert_eq!(j.level_start, 0);
     }
 
     #[test]
-    fn a_step_that_does_not_hold_is_withdrawn_without_alternating() {
+    fn a_step_half_back_stays_red_every_night_without_alternating() {
         // two nights at +20 % confirm a step; then nights alternate +12 % and 0 %: never two in a
-        // row below the midpoint (109.5), so not `Back`; the step stays red every night (no
-        // FAIL/PASS by turns) until the mean clipped z of its nights against the old level,
-        // (2 x 2.5 + k x 2.5 + k x ~0) / (2 + 2k), falls below 1.5: withdrawn (`NotHeld`), its
-        // nights rejoin the old level
+        // row below the midpoint of the old level and the new one's median, so never restored:
+        // red every night (no FAIL/PASS by turns), and the old level stays the reference
         let r = BandRule::default();
         let mut tail = vec![120.0, 120.0];
         for _ in 0..8 {
@@ -811,27 +888,117 @@ mod tests {
         }
         let s = with(&thirty(), &tail);
         let (every, events) = judge_every_night(&s, &r);
-        let at = events
-            .iter()
-            .find_map(|e| match e {
-                Event::Restored { at, how, .. } => Some((*at, *how)),
-                _ => None,
-            })
-            .expect("withdrawn");
-        assert_eq!(at.1, Restore::NotHeld, "{events:?}");
         assert!(
-            every[31..at.0]
-                .iter()
-                .all(|t| matches!(t, Tonight::StepUp(_))),
+            every[31..].iter().all(|t| matches!(t, Tonight::StepUp(_))),
             "{every:?}"
         );
+        assert_eq!(events.len(), 1, "{events:?}");
+        let Tonight::StepUp(st) = judge(&s, &r).tonight else {
+            panic!()
+        };
+        assert_eq!((st.first, st.found_at), (30, 31));
+        assert!((st.old - 100.0).abs() < 1e-9, "{st:?}");
+    }
+
+    #[test]
+    fn a_big_step_after_two_nights_is_confirmed_on_its_third_and_never_learned() {
+        // a fresh history: 100 and 102 ms, then 290 ms every night (a reader's Q4 -> F32 TPOT).
+        // Night 2: the prior width 0.05 (2 nights teach nothing), centre ln sqrt(100 x 102),
+        // sd 0.05 sqrt(1 + 1.1 / 2) = 0.06225: z = ln(290 / 100.995) / 0.06225 = 16.9, a suspect,
+        // held out of the level. Night 3: two nights confirm only once 7 came before, and the
+        // clipped mean (2.5) is below the CUSUM's (1 + 3 / 2) sqrt(1 + 1.1 x 2 / 2) = 3.62: still
+        // a suspect. Night 4: three nights all far out, each ln(2.871) / 0.05 / sqrt(1.55) = 16.9
+        // >= 2.3: confirmed, the step's first night 2, 2 nights before it; red from then on.
+        let r = BandRule::default();
+        let s = [100.0, 102.0, 290.0, 290.0, 290.0, 291.0, 289.0, 290.0];
+        let (every, events) = judge_every_night(&s, &r);
+        assert!(matches!(
+            every[2],
+            Tonight::Suspect(Suspect {
+                first: 2,
+                nights: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            every[3],
+            Tonight::Suspect(Suspect {
+                first: 2,
+                nights: 2,
+                ..
+            })
+        ));
+        let Tonight::StepUp(st) = every[4] else {
+            panic!("{every:?}")
+        };
+        assert_eq!((st.first, st.found_at, st.before), (2, 4, 2));
         assert!(
-            every[at.0 + 1..]
-                .iter()
-                .all(|t| !matches!(t, Tonight::StepUp(_))),
+            (st.ratio - 290.0 / (100.0f64 * 102.0).sqrt()).abs() < 1e-9,
+            "{st:?}"
+        );
+        assert!(every[5..].iter().all(|t| matches!(t, Tonight::StepUp(_))));
+        assert_eq!(events.len(), 1);
+        // while a suspect, night 3's band was night 2's: the held night neither moved the centre
+        // nor widened it
+        let b2 = judge(&s[..3], &r).band.unwrap();
+        let b3 = judge(&s[..4], &r).band.unwrap();
+        assert_eq!(
+            (b2.center, b2.width, b2.nights),
+            (b3.center, b3.width, b3.nights)
+        );
+        assert!((b2.sd - 0.05 * 1.55f64.sqrt()).abs() < 1e-12, "{b2:?}");
+    }
+
+    #[test]
+    fn a_step_up_back_to_where_a_step_down_came_from_is_not_red() {
+        // 30 nights at 100, then 80 (a step down, IMPROVED on its second night: both nights
+        // ln 0.8 / w far out), then 100 again: three nights outside the 80-level's band confirm a
+        // step up, but its median (100) is not 5 % above where the step down came from (100): the
+        // improvement did not last, PASS, not red; 106 would be (6 % above it)
+        let r = BandRule::default();
+        let s = with(
+            &thirty(),
+            &[80.0, 80.0, 81.0, 79.0, 80.0, 100.0, 101.0, 99.0, 100.0],
+        );
+        let (every, events) = judge_every_night(&s, &r);
+        assert!(matches!(every[31], Tonight::StepDown(_)), "{every:?}");
+        let Tonight::DownUndone(d) = every[37] else {
+            panic!("{:?}", every[37])
+        };
+        assert_eq!((d.first, d.found_at, d.way), (30, 31, Way::Down));
+        assert!((d.old - 100.0).abs() < 1.0, "{d:?}");
+        assert!(
+            !every.iter().any(|t| matches!(t, Tonight::StepUp(_))),
+            "{every:?}"
+        );
+        assert_eq!(events.len(), 2, "{events:?}");
+        let s = with(
+            &thirty(),
+            &[80.0, 80.0, 81.0, 79.0, 80.0, 106.0, 107.0, 106.0],
+        );
+        let (every, _) = judge_every_night(&s, &r);
+        assert!(matches!(every[37], Tonight::StepUp(_)), "{:?}", every[37]);
+    }
+
+    #[test]
+    fn a_restored_false_step_gives_all_its_nights_back() {
+        // 30 nights, two at +20 % (a step, red), two back at 100: restored, and the level is the
+        // 30 nights and all four, so the band's centre is the clipped mean of 34 nights: each
+        // +20 % night counts at most median + 2 w, not left out (which would bias the level low)
+        let r = BandRule::default();
+        let s = with(&thirty(), &[120.0, 120.0, 100.0, 100.0, 100.0]);
+        let (every, _) = judge_every_night(&s, &r);
+        assert!(
+            matches!(every[33], Tonight::Restored(_, Restore::Back)),
             "{every:?}"
         );
         let j = judge(&s, &r);
-        assert_eq!(j.level_start, 0, "{j:?}");
+        assert_eq!(j.level_start, 0);
+        let b = j.band.unwrap();
+        assert_eq!(b.nights, 30, "{b:?}"); // the newest 30 of the 34 level nights
+                                           // the newest 30 (nights 5..=34): 25 of the +-3 % pattern, 3 at 100 and the two +20 %
+                                           // nights, each clipped to the median + 2 w (w ~ 0.03): the centre rises by at most
+                                           // 2 x 0.06 / 30 = 0.4 %, and never falls below the pattern's 100
+        assert!(b.center > 100.0 && b.center < 100.5, "{b:?}");
     }
 }
