@@ -140,6 +140,11 @@ impl ScenarioError {
         }
     }
 
+    /// The line of the scenario file the problem is at, when it is known: else the scenario's.
+    pub fn line(&self) -> Option<usize> {
+        self.problem.line()
+    }
+
     /// A problem before the scenario has a usable name.
     pub fn unnamed(problem: impl Into<Invalid>) -> Self {
         ScenarioError {
