@@ -165,6 +165,32 @@ pub enum Invalid {
     /// with the key (`load.samples is 5: at least 20 ...`).
     #[error("{0}")]
     Rule(String),
+    /// A problem with a value whose own line of the scenario file is known
+    /// (`request.prompt_set.file`): reported at that line, not at the scenario's `- name:`.
+    #[error("{problem}")]
+    OnLine { line: usize, problem: Box<Invalid> },
+}
+
+impl Invalid {
+    /// This problem reported at `line` of the scenario file (unchanged when `line` is 0,
+    /// unknown).
+    pub fn on_line(self, line: usize) -> Invalid {
+        match line {
+            0 => self,
+            line => Invalid::OnLine {
+                line,
+                problem: Box::new(self),
+            },
+        }
+    }
+
+    /// The line of the scenario file the problem is at, when it is known ([`Invalid::on_line`]).
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            Invalid::OnLine { line, .. } => Some(*line),
+            _ => None,
+        }
+    }
 }
 
 /// Returns `Err(Invalid::Rule(format!(...)))` from the function: a rule of the scenario's

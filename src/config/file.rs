@@ -309,8 +309,8 @@ section! {
 section! {
     /// `request.prompt_set` keys.
     RawPromptSet {
-        /// The file, relative to the scenario file.
-        file: String,
+        /// The file, relative to the scenario file; its line names it in errors.
+        file: Spanned<String>,
         /// `prompts`, `messages` or `sharegpt` (default: told from the first entry).
         format: String,
         /// `shuffled` (default) or `file`.

@@ -280,7 +280,7 @@ pub fn parse_str_as(
         let levels = sweep::expand(merged).map_err(|e| in_scenario(&e))?;
         for (one, family) in levels {
             let mut sc = scenario::build(one, &ctx).map_err(|source| ConfigError::Scenario {
-                at: at.clone(),
+                at: source.line().map_or(at.clone(), |l| format!("{name}:{l}")),
                 source,
             })?;
             sc.family = family;
@@ -453,6 +453,37 @@ scenarios:
         assert_eq!(s[1].request.prompt, "Say hello");
         assert_eq!(s[0].source, "t.yaml:10");
         assert_ne!(s[0].fingerprint, s[1].fingerprint);
+    }
+
+    /// A prompt set's file that is missing or not a prompt set is reported at the `file:` key's
+    /// line (8), not at the scenario's `- name:` (4); a `file:` in `defaults:` at its own (5).
+    #[test]
+    fn a_bad_prompt_set_file_is_reported_at_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = dir.path().join("t.yaml").display().to_string();
+        let text = "scenarios:\n  - name: p\n    endpoint: {base_url: 'sim://'}\n    request:\n      max_tokens: 8\n      prompt_set:\n        seed: 3\n        file: missing.jsonl\n";
+        let e = parse_str(text, &name, &no_env).unwrap_err();
+        assert_eq!(e.at(), format!("{name}:8"), "{e}");
+        let missing = dir.path().join("missing.jsonl").display().to_string();
+        assert_eq!(
+            e.message(),
+            format!("scenario `p`: request.prompt_set.file {missing}: cannot read (no such file)")
+        );
+        std::fs::write(dir.path().join("missing.jsonl"), "max_tokens: 8\n").unwrap();
+        let e = parse_str(text, &name, &no_env).unwrap_err();
+        assert_eq!(e.at(), format!("{name}:8"), "{e}");
+        assert!(
+            e.message()
+                .contains(&format!("{missing}:1: not a JSON object")),
+            "{e}"
+        );
+        let defaults = "defaults:\n  request:\n    max_tokens: 8\n    prompt_set:\n      file: missing.jsonl\nscenarios:\n  - name: p\n    endpoint: {base_url: 'sim://'}\n";
+        let e = parse_str(defaults, &name, &no_env).unwrap_err();
+        assert_eq!(e.at(), format!("{name}:5"), "{e}");
+        // another key of the set stays at the scenario's line
+        let order = text.replace("seed: 3", "order: random");
+        let e = parse_str(&order, &name, &no_env).unwrap_err();
+        assert_eq!(e.at(), format!("{name}:2"), "{e}");
     }
 
     #[test]

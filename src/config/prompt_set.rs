@@ -140,13 +140,19 @@ impl PromptSet {
 /// Reads and validates `request.prompt_set`; `dir` is the scenario file's directory (the path
 /// is relative to it). Errors: the problem, starting with the key or with `file:line`.
 pub fn load(raw: &RawPromptSet, dir: &Path) -> Result<PromptSet, Invalid> {
+    // a file that cannot be read or is not a prompt set is reported at the `file:` key's line
+    let line = raw
+        .file
+        .as_ref()
+        .map_or(0, |f| f.referenced.line() as usize);
     let (file, shown, text) = read_data_file(
         "request.prompt_set.file",
-        raw.file.as_deref(),
+        raw.file.as_ref().map(|f| f.value.as_str()),
         (dir, MAX_PROMPT_SET_BYTES),
         "the path of a JSONL or ShareGPT JSON file",
         "set",
-    )?;
+    )
+    .map_err(|e| e.on_line(line))?;
     let format = named(
         "request.prompt_set.format",
         raw.format.as_deref(),
@@ -159,7 +165,7 @@ pub fn load(raw: &RawPromptSet, dir: &Path) -> Result<PromptSet, Invalid> {
     )?;
     let order = order.unwrap_or(PromptOrder::Shuffled);
     let seed = raw.seed.unwrap_or(0);
-    let parsed = parse(&text, &shown, format)?;
+    let parsed = parse(&text, &shown, format).map_err(|e| e.on_line(line))?;
     let sha256 = short_hash(&text);
     let n = parsed.entries.len();
     let sequence = match order {
@@ -769,8 +775,10 @@ mod tests {
             .map(|i| format!("{{\"prompt\": \"p{i}\"}}\n"))
             .collect();
         std::fs::write(dir.path().join("p.jsonl"), &text).unwrap();
+        let unknown = serde_saphyr::Location::UNKNOWN;
+        let spanned = |f: &str| serde_saphyr::Spanned::new(f.to_string(), unknown, unknown);
         let raw = |order: Option<&str>, seed: Option<u64>| RawPromptSet {
-            file: Some("p.jsonl".into()),
+            file: Some(spanned("p.jsonl")),
             format: None,
             order: order.map(str::to_string),
             seed,
@@ -804,7 +812,7 @@ mod tests {
         );
         let e = load(
             &RawPromptSet {
-                file: Some("missing.jsonl".into()),
+                file: Some(spanned("missing.jsonl")),
                 ..raw(None, None)
             },
             dir.path(),

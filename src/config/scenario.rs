@@ -85,24 +85,26 @@ impl Scenario {
 }
 
 /// A prompt set too small for the run (prompts repeat, and the warmup sends prompts measured
-/// later, which a prefix cache then serves), a conversation run with fewer conversations than
-/// streams (the others stay idle).
+/// later, which a prefix cache then serves, unless the request keeps the cache from reusing
+/// them), a conversation run with fewer conversations than streams (the others stay idle).
 fn request_warnings(r: &RequestSpec, l: &LoadSpec) -> Vec<String> {
     let mut out = Vec::new();
     let measured = l.looks().last().copied().unwrap_or(0);
     if let Some(ps) = &r.prompt_set {
-        let sent = l.warmup as usize + measured;
+        // the warmup's prompts matter only to a prefix cache that reuses them
+        let warmup = if r.prefix_cache_reuses() { l.warmup } else { 0 };
+        let sent = warmup as usize + measured;
         if ps.entries < sent {
+            let (requests, cached) = match warmup {
+                0 => (format!("{measured} measured requests"), ""),
+                w => (
+                    format!("{w} warmup + {measured} measured requests"),
+                    ", and the warmup sends prompts measured later, which a prefix cache then serves",
+                ),
+            };
             out.push(format!(
-                "request.prompt_set: {} entries for {} warmup + {measured} measured requests: prompts repeat (measured request g sends entry g mod {}){}; a set of at least {sent} entries sends each once",
-                ps.entries,
-                l.warmup,
-                ps.entries,
-                if l.warmup > 0 {
-                    ", and the warmup sends prompts measured later, which a prefix cache then serves"
-                } else {
-                    ""
-                }
+                "request.prompt_set: {} entries for {requests}: prompts repeat (measured request g sends entry g mod {}){cached}; a set of at least {sent} entries sends each once",
+                ps.entries, ps.entries,
             ));
         }
     }
@@ -138,6 +140,11 @@ impl ScenarioError {
             scenario: Some(name.to_string()),
             problem: problem.into(),
         }
+    }
+
+    /// The line of the scenario file the problem is at, when it is known: else the scenario's.
+    pub fn line(&self) -> Option<usize> {
+        self.problem.line()
     }
 
     /// A problem before the scenario has a usable name.

@@ -313,11 +313,33 @@ impl Store {
                 remote: self.remote_label(),
                 source,
             })?;
-            if default_branch(&String::from_utf8_lossy(&head)) == Some(self.branch.as_str()) {
+            let named = match default_branch(&String::from_utf8_lossy(&head)) {
+                Some(b) => Some(b.to_string()),
+                // a HEAD naming a branch that does not exist is not listed
+                None => self.unborn_head(remote),
+            };
+            if named.as_deref() == Some(self.branch.as_str()) {
                 return Err(self.not_history(NotHistory::RemoteDefault(self.remote_label())));
             }
         }
         Ok(())
+    }
+
+    /// The branch the HEAD of `remote` names when that remote is a repository on this machine
+    /// (`git init --bare` names `master` or `init.defaultBranch` before anything is pushed
+    /// there): the branch its clones would check out once it exists. `None` for other remotes.
+    fn unborn_head(&self, remote: &str) -> Option<String> {
+        let git = |args: &[&str]| run(&self.repo, args, None, &[], LOCAL_TIMEOUT).ok();
+        let url = git(&["remote", "get-url", remote])
+            .map(|u| String::from_utf8_lossy(&u).trim().to_string())
+            .unwrap_or_else(|| remote.to_string());
+        // a path is relative to the repository, as git reads it
+        let dir = self.repo.join(url.strip_prefix("file://").unwrap_or(&url));
+        let dir = dir.canonicalize().ok().filter(|d| d.is_dir())?;
+        let dir = dir.to_str()?;
+        let head = git(&["--git-dir", dir, "symbolic-ref", "-q", "HEAD"])?;
+        let head = String::from_utf8_lossy(&head);
+        head.trim().strip_prefix("refs/heads/").map(str::to_string)
     }
 
     /// Refuses, by what it holds at `tip`, a branch that is not perfgate's history: a file that

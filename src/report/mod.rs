@@ -447,24 +447,40 @@ pub fn info_line(info: &[&crate::gate::Check], word: &str) -> Option<String> {
     let Some(first) = info.first() else {
         return busy_line;
     };
-    let vals: Vec<String> = info
+    // the tails grouped by the samples they need, each group's need beside it: a P99's need is
+    // not a tail>P90's
+    let needs = info.iter().fold(Vec::new(), |mut seen, c| {
+        if !seen.contains(&c.samples_needed) {
+            seen.push(c.samples_needed);
+        }
+        seen
+    });
+    let vals: Vec<String> = needs
         .iter()
-        .map(|c| {
-            format!(
-                "{} {word} {}, candidate {}",
-                fmt_check_name(c),
-                fmt_baseline(c),
-                fmt_value(c, c.candidate)
-            )
+        .map(|need| {
+            let group: Vec<String> = info
+                .iter()
+                .filter(|c| c.samples_needed == *need)
+                .map(|c| {
+                    format!(
+                        "{} {word} {}, candidate {}",
+                        fmt_check_name(c),
+                        fmt_baseline(c),
+                        fmt_value(c, c.candidate)
+                    )
+                })
+                .collect();
+            let note = need.map_or_else(String::new, |n| {
+                let them = if group.len() == 1 { "it" } else { "them" };
+                format!(" (gating {them} needs at least {n} samples per side)")
+            });
+            group.join("; ") + &note
         })
         .collect();
-    let need = info.iter().filter_map(|c| c.samples_needed).max();
     let tails = format!(
-        "not gated at n = {}, too few samples to bound these tails, shown for information: {}{}",
+        "not gated at n = {}, too few samples to bound these tails, shown for information: {}",
         first.n_baseline.min(first.n_candidate),
         vals.join("; "),
-        need.map(|n| format!("; gating them needs at least {n} samples per side"))
-            .unwrap_or_default()
     );
     Some(match busy_line {
         Some(b) => format!("{tails}. {b}"),
@@ -734,6 +750,35 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&c).unwrap()["test"],
             "unpaired_rank_sum"
+        );
+    }
+
+    /// Issue 46: `perfgate ab` at n = 20 listed the not-gated tails and then "gating them
+    /// needs at least 459 samples per side", the P99s' figure, read as tail>P90's (which
+    /// needs 31): the tails are grouped by what they need, each group's need beside it.
+    #[test]
+    fn each_not_gated_tail_says_its_own_sample_size() {
+        let tail = |metric: &str, kind: serde_json::Value, b: f64, c: f64, need| -> Check {
+            let mut c = p50(b, c, c / b, 1.0);
+            c.metric = serde_json::from_value(serde_json::json!(metric)).unwrap();
+            c.kind = serde_json::from_value(kind).unwrap();
+            c.verdict = crate::gate::Verdict::Info;
+            c.samples_needed = need;
+            c
+        };
+        let p99 = || serde_json::json!({"quantile": "p99"});
+        let share = || serde_json::json!("tail_exceedance");
+        let ttft99 = tail("ttft", p99(), 25.4, 27.4, Some(459));
+        let ttft90 = tail("ttft", share(), 0.10, 0.10, Some(31));
+        let tpot99 = tail("tpot", p99(), 8.84, 3.19, Some(459));
+        let tpot90 = tail("tpot", share(), 0.15, 0.05, Some(31));
+        assert_eq!(
+            info_line(&[&ttft99, &ttft90, &tpot99, &tpot90], "base").unwrap(),
+            "not gated at n = 20, too few samples to bound these tails, shown for information: TTFT P99 base 25.4 ms, candidate 27.4 ms; TPOT P99 base 8.84 ms, candidate 3.19 ms (gating them needs at least 459 samples per side); TTFT tail>P90 base 10.0%, candidate 10.0%; TPOT tail>P90 base 15.0%, candidate 5.0% (gating them needs at least 31 samples per side)"
+        );
+        assert_eq!(
+            info_line(&[&tpot90], "baseline").unwrap(),
+            "not gated at n = 20, too few samples to bound these tails, shown for information: TPOT tail>P90 baseline 15.0%, candidate 5.0% (gating it needs at least 31 samples per side)"
         );
     }
 

@@ -146,10 +146,7 @@ pub fn render_styled(r: &Results, color: bool) -> String {
                 };
                 let _ = writeln!(out, "   {line}");
             }
-            for c in shown
-                .iter()
-                .filter(|c| c.verdict != crate::gate::Verdict::Pass)
-            {
+            for c in shown.iter().filter(|c| reason_shown(c)) {
                 let _ = writeln!(
                     out,
                     "   {} {}: {}",
@@ -260,6 +257,12 @@ pub fn render_styled(r: &Results, color: bool) -> String {
 }
 
 /// A short label for a non-compared status.
+/// Whether a row's reason is printed under the table: every verdict but PASS, whose row says it
+/// all, except a nightly step's PASS, which says where tonight fell in the nights' band.
+fn reason_shown(c: &crate::gate::Check) -> bool {
+    c.verdict != Verdict::Pass || c.kind == crate::gate::CheckKind::ChangePoint
+}
+
 pub fn status_label(s: Status) -> &'static str {
     match s {
         Status::Compared => "compared",

@@ -415,6 +415,44 @@ fn history_append_refuses_an_interrupted_run_and_a_load_shard_worker() {
     );
 }
 
+/// Issue 46: a bare remote whose HEAD names a branch that does not exist (a fresh
+/// `git init --bare`, HEAD `master`, while `main` was pushed) lists no HEAD to
+/// `git ls-remote --symref`, so `--history trunk` was written to `trunk`, which then became the
+/// branch every clone checks out. Such a local remote's own HEAD is read: refused (exit 2,
+/// nothing pushed); perfgate's own branch appends there as before.
+#[test]
+fn a_history_named_like_a_bare_remotes_unborn_head_is_refused() {
+    let d = repos();
+    let w = d.path().join("work");
+    let remote = d.path().join("remote.git");
+    let o = crate::support::perfgate_in(&w, 120)
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
+        .env("T", "5")
+        .env("SEED", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
+    git(&w, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+    git(&remote, &["symbolic-ref", "HEAD", "refs/heads/trunk"]);
+    assert_eq!(git(&w, &["ls-remote", "--symref", "origin", "HEAD"]), "");
+    let (code, err) = append_in(&w, &["--history", "trunk"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("branch `trunk` is not a perfgate history: it is the default branch of origin; perfgate writes its history only to a branch of its own"),
+        "{err}"
+    );
+    assert_eq!(
+        git(&remote, &["for-each-ref", "--format=%(refname)"]),
+        "refs/heads/main"
+    );
+    let (code, err) = append_in(&w, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        git(&remote, &["for-each-ref", "--format=%(refname)"]),
+        "refs/heads/main\nrefs/heads/perfgate-history"
+    );
+}
+
 /// `perfgate history append --results r.json` plus `extra`, in `w`: exit code and stderr.
 fn append_in(w: &Path, extra: &[&str]) -> (Option<i32>, String) {
     let o = crate::support::perfgate_in(w, 60)

@@ -269,6 +269,44 @@ fn a_prompt_set_smaller_than_the_run_is_warned_with_the_size_that_would_do() {
     );
 }
 
+/// Issue 46: with the prefix cache kept from reusing prompts (llama.cpp's per-request
+/// `cache_prompt: false`, or `cache: cold`), the warmup's prompts do not matter: 21 entries for
+/// 2 warmup + 20 measured requests are no warning (with the cache on they are), and 12 entries
+/// for 20 measured requests are warned only that they repeat, with 20 the size that would do.
+#[test]
+fn a_prompt_set_the_cache_cannot_reuse_is_not_warned_about_the_warmup() {
+    let warnings = |how: &str, file: &str| {
+        let yaml = MIXED
+            .replace("max_tokens: 24", &format!("max_tokens: 24\n      {how}"))
+            .replace("samples: 24", "samples: 20")
+            .replace("mixed.jsonl", file);
+        let dir = project(&yaml);
+        let p21: String = (0..21)
+            .map(|i| format!("{{\"prompt\": \"p{i}\"}}\n"))
+            .collect();
+        std::fs::write(dir.path().join("scenarios/prompts/p21.jsonl"), p21).unwrap();
+        let (code, text) = run(dir.path(), &["validate"]);
+        assert_eq!(code, Some(0), "{text}");
+        text.lines()
+            .filter_map(|l| l.split_once("warning: request.prompt_set: "))
+            .map(|(_, w)| w.to_string())
+            .collect::<Vec<_>>()
+    };
+    for how in ["extra_body: {cache_prompt: false}", "cache: cold"] {
+        assert_eq!(warnings(how, "p21.jsonl"), Vec::<String>::new(), "{how}");
+        assert_eq!(
+            warnings(how, "mixed.jsonl"),
+            ["12 entries for 20 measured requests: prompts repeat (measured request g sends entry g mod 12); a set of at least 20 entries sends each once"],
+            "{how}"
+        );
+    }
+    // the cache on (llama.cpp's default, said explicitly): the warmup is warned about
+    assert_eq!(
+        warnings("extra_body: {cache_prompt: true}", "p21.jsonl"),
+        ["21 entries for 2 warmup + 20 measured requests: prompts repeat (measured request g sends entry g mod 21), and the warmup sends prompts measured later, which a prefix cache then serves; a set of at least 22 entries sends each once"]
+    );
+}
+
 #[test]
 fn a_fifo_as_the_prompt_set_is_refused_not_waited_on() {
     let dir = project(MIXED);

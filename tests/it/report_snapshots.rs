@@ -70,6 +70,32 @@ fn terminal_explains_a_tail_row_as_the_markdown_does() {
     assert!(text.contains(&format!("\ntail>P90: {legend}\n")), "{text}");
 }
 
+/// Issue 46: with `--history` a nightly step's PASS row printed no reason (other PASS rows say
+/// it all in their columns; this one's reason is where tonight fell in the nights' band).
+#[test]
+fn terminal_prints_a_nightly_steps_pass_reason() {
+    let mut r = fixture();
+    let reason = "tonight 15.1 ms is within the band [14.1 ms, 15.8 ms] of 13 night(s) since night 1 of 14 (2020-01-01) (level 15.0 ms; nights move by 2.7%, learned from 13 nights)";
+    let (s, c) = r
+        .scenarios
+        .iter_mut()
+        .find_map(|s| {
+            let i = s.checks.iter().position(|c| c.verdict == Verdict::Pass)?;
+            Some((s.name.to_string(), &mut s.checks[i]))
+        })
+        .expect("a PASS row");
+    c.kind = CheckKind::ChangePoint;
+    c.reason = reason.to_string();
+    let metric = c.metric.map(|m| m.label()).unwrap_or_default();
+    let text = terminal::render(&r);
+    assert!(
+        text.contains(&format!("\n   PASS {metric} nightly step: {reason}\n")),
+        "{s}: {text}"
+    );
+    // a PASS row of another kind keeps its reason to the JSON and markdown
+    assert!(!text.contains("PASS TPOT P50:"), "{text}");
+}
+
 #[test]
 fn terminal_colour_changes_nothing_but_the_escape_codes() {
     let r = fixture();

@@ -26,6 +26,14 @@ pub enum CachePolicy {
 names!(CachePolicy { Warm => "warm", Cold => "cold" });
 
 impl RequestSpec {
+    /// Whether the server's prefix cache can serve a request a prompt sent before: not with
+    /// `cache: cold` (a nonce line unique to each request) nor with llama.cpp's per-request
+    /// switch `extra_body: {cache_prompt: false}` (vLLM and SGLang have no such body key).
+    pub fn prefix_cache_reuses(&self) -> bool {
+        self.cache == CachePolicy::Warm
+            && self.extra_body.get("cache_prompt") != Some(&serde_json::Value::Bool(false))
+    }
+
     /// The body key that carries `max_tokens` for `api`.
     pub fn max_tokens_key(&self, api: Api) -> &'static str {
         self.max_tokens_field
