@@ -10,10 +10,9 @@
 //!
 //! No allocation per event ([`SseDecoder::feed_each`]): an event whose lines all arrived in one
 //! read is handed over as a slice of that read; only a line or an event split across reads is
-//! copied, into buffers kept for the stream (sized by its largest event). [`reference`] is the
-//! decoder as it was before (owned strings), the oracle of the differential test.
-
-pub mod reference;
+//! copied, into buffers kept for the stream (sized by its largest event). The decoder as it was
+//! before (owned strings) is the oracle of the differential test, in the test crate
+//! (`tests/it/differential/reference_sse.rs`).
 
 /// One dispatched event, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]

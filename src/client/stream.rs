@@ -6,10 +6,9 @@
 //!
 //! No allocation per event on the common path: the decoder hands over events borrowed from the
 //! read, a plain chat chunk is read in place ([`super::chunk`]) and folded without building its
-//! [`EventInfo`]; any other event goes through [`dialect::interpret`]. [`reference`] is the fold
-//! as it was before, the oracle of the differential test.
-
-pub mod reference;
+//! [`EventInfo`]; any other event goes through [`dialect::interpret`]. The fold as it was before
+//! is the oracle of the differential test, in the test crate
+//! (`tests/it/differential/reference_fold.rs`).
 
 use super::chunk;
 use super::dialect::{self, clip, EventInfo};
@@ -19,8 +18,9 @@ use super::sse::SseDecoder;
 use crate::config::scenario::Api;
 use crate::record::{Failure, FailureClass, RequestRecord};
 
-/// The bytes of a non-SSE body kept to judge it once this many were seen.
-pub(crate) const NOT_SSE_AFTER: usize = 512;
+/// The bytes of a non-SSE body kept to judge it once this many were seen (public for the
+/// differential test's reference fold).
+pub const NOT_SSE_AFTER: usize = 512;
 
 /// One streamed response being read.
 pub struct BodyFold {

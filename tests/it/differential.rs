@@ -1,17 +1,22 @@
 //! The differential test of issue 47: the fast measuring path (`client::stream::BodyFold`: the
 //! borrowing SSE decoder, plain chat chunks read in place) against the reference path it
-//! replaced (`client::stream::reference::BodyFold`: owned events, every one through
-//! `dialect::interpret`). Both must give the same steps and the same record, model and
-//! fingerprint on every replayed case in `tests/cases` (as recorded, whole, split in two at
-//! hundreds of places and in random reads), on the fuzz seeds of `fuzz/seeds`, and on random chunkings.
+//! replaced (`reference_fold::BodyFold`: owned events from `reference_sse::SseDecoder`, every one
+//! through `dialect::interpret`; both kept here, in the test crate, as the oracle). Both must
+//! give the same steps and the same record, model and fingerprint on every replayed case in
+//! `tests/cases` (as recorded, whole, split in two at hundreds of places and in random reads), on
+//! the fuzz seeds of `fuzz/seeds`, and on random chunkings.
+
+mod reference_fold;
+mod reference_sse;
 
 use perfgate::client::measure::End;
-use perfgate::client::sse::{reference::SseDecoder as RefDecoder, SseDecoder, SseEvent};
-use perfgate::client::stream::{reference, BodyFold, Step};
+use perfgate::client::sse::{SseDecoder, SseEvent};
+use perfgate::client::stream::{BodyFold, Step};
 use perfgate::config::scenario::Api;
 use perfgate::record::{Failure, FailureClass};
 use perfgate::sim::ReplayCase;
 use proptest::prelude::*;
+use reference_sse::SseDecoder as RefDecoder;
 use std::path::{Path, PathBuf};
 
 /// One stream: its api, whether it declared `text/event-stream`, its reads.
@@ -85,7 +90,11 @@ fn reset(at: f64) -> End {
 fn agree(s: &Stream) -> Result<(), String> {
     for end in [eof as fn(f64) -> End, reset] {
         let fast = fold_with!(BodyFold::new(s.api, s.declared_sse, 3.0), s, end);
-        let slow = fold_with!(reference::BodyFold::new(s.api, s.declared_sse, 3.0), s, end);
+        let slow = fold_with!(
+            reference_fold::BodyFold::new(s.api, s.declared_sse, 3.0),
+            s,
+            end
+        );
         if fast != slow {
             return Err(format!(
                 "{}: the fast path differs from the reference\nfast: {fast:?}\nreference: {slow:?}",

@@ -1,8 +1,9 @@
-//! The SSE decoder as it was before issue 47: every event copied into owned strings. Kept as the
-//! oracle of the differential test (`tests/it/differential.rs`): [`super::SseDecoder`] must
-//! dispatch the same events on any input in any split. Not used to measure.
+//! The SSE decoder as it was before issue 47: every event copied into owned strings. The oracle
+//! of this differential test: `perfgate::client::sse::SseDecoder` must dispatch the same events
+//! on any input in any split. Moved here from `src/client/sse/reference.rs` (issue 42): nothing
+//! in perfgate uses it. Its `pending_bytes` (read by nothing here) was left out.
 
-use super::{Decoded, EventTooLarge, SseEvent};
+use perfgate::client::sse::{Decoded, EventTooLarge, SseEvent};
 
 /// The decoder state. Memory is bounded by `max_event_bytes` (plus one line).
 #[derive(Debug)]
@@ -184,11 +185,6 @@ impl SseDecoder {
             });
         }
         None
-    }
-
-    /// Bytes buffered in an incomplete event.
-    pub fn pending_bytes(&self) -> usize {
-        self.line.len() + self.data.len()
     }
 }
 

@@ -1,15 +1,28 @@
-//! The body fold as it was before issue 47 (the [`crate::client::sse::reference`] decoder, every
-//! event interpreted by [`dialect::interpret`] into owned values). Kept as the oracle of the
-//! differential test (`tests/it/differential.rs`): [`super::BodyFold`] must give the same steps
-//! and the same record on any input in any split. Not used to measure.
+//! The body fold as it was before issue 47 (the [`super::reference_sse`] decoder, every event
+//! interpreted by `dialect::interpret` into owned values). The oracle of this differential test:
+//! `perfgate::client::stream::BodyFold` must give the same steps and the same record on any
+//! input in any split. Moved here from `src/client/stream/reference.rs` (issue 42): nothing in
+//! perfgate uses it. Its `got_token` (read by nothing here, and not compared) was left out.
 
-use super::{failed, Folded, Step, NOT_SSE_AFTER};
-use crate::client::dialect;
-use crate::client::http::{ERROR_BODY_BYTES, MAX_BODY_BYTES, MAX_EVENT_BYTES};
-use crate::client::measure::{End, Measurer, Stamped};
-use crate::client::sse::reference::SseDecoder;
-use crate::config::scenario::Api;
-use crate::record::FailureClass;
+use super::reference_sse::SseDecoder;
+use perfgate::client::dialect;
+use perfgate::client::http::{ERROR_BODY_BYTES, MAX_BODY_BYTES, MAX_EVENT_BYTES};
+use perfgate::client::measure::{End, Measurer, Stamped};
+use perfgate::client::stream::{Folded, Step, NOT_SSE_AFTER};
+use perfgate::config::scenario::Api;
+use perfgate::record::{Failure, FailureClass};
+
+/// `client::stream`'s failure end (crate-private there): a failure of `class` at `at_ms`.
+fn failed(class: FailureClass, message: String, at_ms: f64) -> End {
+    End::Failed(
+        Failure {
+            class,
+            status: None,
+            message,
+        },
+        at_ms,
+    )
+}
 
 /// One streamed response being read.
 pub struct BodyFold {
@@ -21,7 +34,6 @@ pub struct BodyFold {
     /// syntax was seen (64 KiB x 1,024 streams would be 64 MB).
     raw_prefix: Vec<u8>,
     measurer: Measurer,
-    got_token: bool,
     total: u64,
     model: Option<String>,
     fingerprint: Option<String>,
@@ -38,7 +50,6 @@ impl BodyFold {
             dec: SseDecoder::new(MAX_EVENT_BYTES),
             raw_prefix: Vec::new(),
             measurer: Measurer::for_api(start_ms, api),
-            got_token: false,
             total: 0,
             model: None,
             fingerprint: None,
@@ -84,7 +95,6 @@ impl BodyFold {
             if self.fingerprint.is_none() {
                 self.fingerprint = info.system_fingerprint.clone();
             }
-            self.got_token |= info.token;
             done |= info.done;
             self.measurer.push(&Stamped { at_ms, info });
         }
@@ -97,11 +107,6 @@ impl BodyFold {
             return Step::Done(End::Eof(at_ms)); // clearly not a stream: judged by `finish`
         }
         Step::More { event }
-    }
-
-    /// A token has arrived (the first-token limit no longer applies).
-    pub fn got_token(&self) -> bool {
-        self.got_token
     }
 
     /// The stream's end event (`[DONE]`, `message_stop`) was seen.
