@@ -19,19 +19,20 @@
 //!   cannot widen it because its nights are their own level. It is combined with a prior of `prior_tau` (5 %, a night-to-night
 //!   drift, not bless's back-to-back tau) worth `prior_nights` nights: w^2 = (nu0 tau0^2 + m s^2)
 //!   / (nu0 + m) with m nights learned from.
-//! - **Held out**: a night outside the band that starts or continues a suspected step does not
+//! - **Held out**: a night beyond `hold_z` (3) that starts or continues a suspected step does not
 //!   join the level: a step that is not confirmed yet neither moves the centre nor widens the
-//!   band, so it cannot be learned as the level and then pass. When a night comes back inside,
-//!   the held nights rejoin the level (an excursion that ended).
+//!   band, so it cannot be learned as the level and then pass. When a night comes back, the held
+//!   nights rejoin the level (an excursion that ended). Nights between `warn_z` and `hold_z`
+//!   join it: a slow drift is followed, not alarmed on (holding those out turned a walk of a few
+//!   % into confirmed steps end to end).
 //! - **Step**: for each candidate first night f among the last `max_after` nights with a
 //!   contiguous run f..=t, against the reference nights before f (centre c_f, n_f nights): the
-//!   nights' z_i = (ln x_i - c_f) / w. All nights far out: two nights with every z_i / sqrt(1 +
-//!   `center_var` / n_f) >= `two_night_z` (2.3) once n_f >= `two_night_from` (7); three or more
-//!   nights all outside the band (>= `warn_z`, 2) at any n_f: a level of few nights has an
-//!   uncertain centre, but three nights in a row outside its band are a step, where the clipped
-//!   mean below cannot reach the threshold that uncertainty sets; and so a suspected step held
-//!   out of the level is confirmed on its third night once it is big enough, never held for
-//!   good. Any a >= 2 nights: when the mean
+//!   nights' z_i = (ln x_i - c_f) / w. All nights far out: every z_i / sqrt(1 + `center_var` /
+//!   n_f) >= `two_night_z` (2.3), two nights once n_f >= `two_night_from` (7), three or more at
+//!   any n_f: a level of few nights has an uncertain centre, but three nights in a row this far
+//!   from it are a step, where the clipped mean below cannot reach the threshold that
+//!   uncertainty sets; so a suspected step held out of the level is confirmed on its third
+//!   night once it is big enough, never held for good. Any a >= 2 nights: when the mean
 //!   of the z_i clipped to +-`clip` (2.5: an outlier night counts as 2.5, not 5) is at least
 //!   (k + H / a) sqrt(1 + `center_var` a / n_f), k = `allowance` (1), H = `decision` (3): a
 //!   Page CUSUM (Page 1954) over the run with the centre's uncertainty, never on one night.
@@ -64,7 +65,10 @@ pub struct BandRule {
     pub scale_window: usize,
     /// A night this many predicted sd above the centre is a suspected step (WARN).
     pub warn_z: f64,
-    /// Two nights both this far out confirm a step (three need only `warn_z`)...
+    /// A suspected step this many predicted sd out is held out of the level until it is
+    /// confirmed or over (closer ones join it, so a slow drift is followed, not alarmed on).
+    pub hold_z: f64,
+    /// Nights all this far out confirm a step: three at any length of the level, two...
     pub two_night_z: f64,
     /// ...once the level has this many reference nights (with fewer, the level's own error is
     /// shared by both nights).
@@ -93,6 +97,7 @@ impl Default for BandRule {
             window: 30,
             scale_window: 30,
             warn_z: 2.0,
+            hold_z: 3.0,
             two_night_z: 2.3,
             two_night_from: 7,
             allowance: 1.0,
@@ -403,10 +408,10 @@ fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Opt
             },
         };
     }
-    // outside the band, no step in force: a suspected step, named from the run of nights beyond
-    // the allowance, held out of the level (held nights before the run rejoin it)
-    if st.stepped.is_none() && z.abs() > rule.warn_z {
-        if let Some(s) = suspect(lx, t, w, st, rule) {
+    // far outside the band, no step in force: a suspected step, named from the run of nights
+    // beyond the allowance, held out of the level (held nights before the run rejoin it)
+    if st.stepped.is_none() && z.abs() > rule.hold_z {
+        if let Some(s) = suspect(lx, t, w, st, rule).filter(|_| z.abs() > rule.hold_z) {
             rejoin_held(st, |i| i < s.first);
             let label = match st.held.first() {
                 Some(&i) => st.label[i],
@@ -427,6 +432,12 @@ fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Opt
     if let Some((_, oc, up)) = &st.stepped {
         let ratio = median_of(lx, &(up.first..=t).collect::<Vec<_>>()).exp() / oc.exp();
         return (Tonight::StepUp(LevelStep { ratio, ..*up }), Some(band));
+    }
+    // outside the band (not far enough to be held out): a suspected step all the same
+    if z.abs() > rule.warn_z {
+        if let Some(s) = suspect(lx, t, w, st, rule) {
+            return (Tonight::Suspect(s), Some(band));
+        }
     }
     match st.down {
         Some(d) if t < d.first + rule.max_after => (Tonight::StepDown(d), Some(band)),
@@ -514,9 +525,11 @@ fn confirm(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
                 continue;
             }
             let mut margin = sg * mean - thr;
-            if let Some(far) = all_far(run.len(), n, rule) {
-                margin = margin
-                    .max(zs.iter().map(|z| sg * z).fold(f64::INFINITY, f64::min) / infl - far);
+            if all_far(run.len(), n, rule) {
+                margin = margin.max(
+                    zs.iter().map(|z| sg * z).fold(f64::INFINITY, f64::min) / infl
+                        - rule.two_night_z,
+                );
             }
             let big = match way {
                 Way::Up => ratio >= 1.0 + rule.min_step,
@@ -543,15 +556,11 @@ fn confirm(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
 }
 
 /// How far out (in predicted sd) every night of a run of `nights` nights must be to confirm a
-/// step against `n` reference nights, if the run can: two nights `two_night_z` once the level has
-/// `two_night_from`; three or more `warn_z` at any n, so that three nights held out of the level
-/// (each outside the band) are a step when it is big enough.
-fn all_far(nights: usize, n: f64, rule: &BandRule) -> Option<f64> {
-    match nights {
-        0 | 1 => None,
-        2 => (n >= rule.two_night_from as f64).then_some(rule.two_night_z),
-        _ => Some(rule.warn_z),
-    }
+/// step against `n` reference nights, if the run can: `two_night_z`, two nights once the level has
+/// `two_night_from`, three or more at any n (so three nights held out of the level, each beyond
+/// `hold_z`, are a step when it is big enough).
+fn all_far(nights: usize, n: f64, rule: &BandRule) -> bool {
+    nights >= 3 || (nights == 2 && n >= rule.two_night_from as f64)
 }
 
 /// Whether night `i` is the current level's or held out of it.
@@ -612,13 +621,13 @@ fn suspect(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
     let nights = run.len();
     let needed = (nights.max(2)..=rule.max_after).find(|&a| {
         let af = a as f64;
-        let two = all_far(a, n, rule).is_some_and(|far| {
+        let two = all_far(a, n, rule) && {
             let min = run
                 .iter()
                 .map(|&i| sg * (lx[i] - c) / w)
                 .fold(f64::INFINITY, f64::min);
-            min / (1.0 + rule.center_var / n).sqrt() >= far
-        });
+            min / (1.0 + rule.center_var / n).sqrt() >= rule.two_night_z
+        };
         two || zbar
             >= (rule.allowance + rule.decision / af) * (1.0 + rule.center_var * af / n).sqrt()
     });
