@@ -475,11 +475,16 @@ fn commit_range(nights: &[&Entry], first: usize) -> String {
         e.and_then(|e| e.commit.as_deref())
             .map_or("unknown".to_string(), |c| c.chars().take(10).collect())
     };
-    format!(
-        "commits {}..{}",
+    let (before, at) = (
         short(first.checked_sub(1).and_then(|i| nights.get(i))),
-        short(nights.get(first))
-    )
+        short(nights.get(first)),
+    );
+    // nights of one commit (a server or model changed, not the code): no range to name
+    if before == at {
+        format!("the same commit {at} as the night before")
+    } else {
+        format!("commits {before}..{at}")
+    }
 }
 
 /// The date part of an RFC 3339 time.
@@ -600,6 +605,25 @@ mod tests {
             let (verdict, reason) = night(&v, t);
             assert_eq!(verdict, Verdict::Pass, "night {}: {reason}", t + 1);
         }
+    }
+
+    /// Issue 46: a model changed with no commit between two nights read "commits a..a".
+    #[test]
+    fn a_step_between_nights_of_one_commit_names_no_range() {
+        let sc = scenario();
+        let mut all = nights(&sc, &[8.0, 8.0]);
+        all[1].commit = all[0].commit.clone();
+        let refs: Vec<&Entry> = all.iter().collect();
+        assert_eq!(
+            commit_range(&refs, 1),
+            format!("the same commit c00{} as the night before", "0".repeat(7))
+        );
+        let two = nights(&sc, &[8.0, 8.0]);
+        let refs: Vec<&Entry> = two.iter().collect();
+        assert_eq!(
+            commit_range(&refs, 1),
+            format!("commits c00{0}..c01{0}", "0".repeat(7))
+        );
     }
 
     #[test]
