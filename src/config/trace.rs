@@ -3,7 +3,8 @@
 //! JSONL (`{"timestamp": ms, "input_length": N, "output_length": M, "hash_ids": [...]}`, the
 //! hash ids naming fixed-size prompt blocks, so that requests sharing a block share its text),
 //! the Azure LLM inference trace CSV (`TIMESTAMP,ContextTokens,GeneratedTokens`; the 2023
-//! release's naive times, the 2024 release's with a UTC offset) and BurstGPT's CSV
+//! release's naive times, the 2024 release's with a UTC offset, or seconds or ms since the Unix
+//! epoch) and BurstGPT's CSV
 //! (`Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`, seconds from the
 //! trace's start; its failed requests, `Response tokens` 0, left out and counted). Parsing is
 //! pure ([`parse`]); [`load`] reads the file with its size bound.
@@ -448,13 +449,17 @@ fn entry(input: u64, output: u64) -> TraceEntry {
 /// `2023-11-16 18:15:46.6805900` (the 2023 release: no zone, UTC) or `2024-05-10
 /// 00:00:00.009930+00:00` (the 2024 release: a UTC offset, `+HH:MM`, `-HH:MM`, `+HHMM` or `Z`),
 /// `T` or a space between date and time, up to 9 fraction digits or none, as ms since the Unix
-/// epoch.
+/// epoch. Also a number since the epoch ([`epoch_ms`]): seconds (`1700158546.68059`), or ms
+/// when it has 13 whole digits (`1700158546680`).
 pub fn azure_time(s: &str) -> Result<f64, Invalid> {
     let bad = || {
         Invalid::from(format!(
-            "TIMESTAMP `{s}` is not like 2023-11-16 18:15:46.6805900 or 2024-05-10 00:00:00.009930+00:00"
+            "TIMESTAMP `{s}` is not like 2023-11-16 18:15:46.6805900, 2024-05-10 00:00:00.009930+00:00, seconds since the Unix epoch (1700158546.68059, up to 10 whole digits) or ms since it (1700158546680, 13 whole digits)"
         ))
     };
+    if let Some(ms) = epoch_ms(s.trim()) {
+        return ms.ok_or_else(bad);
+    }
     let (date, time) = s.trim().split_once([' ', 'T']).ok_or_else(bad)?;
     let (time, offset_min) = split_zone(time).ok_or_else(bad)?;
     let d: Vec<&str> = date.split('-').collect();
@@ -481,6 +486,30 @@ pub fn azure_time(s: &str) -> Result<f64, Invalid> {
     let secs = f64::from(h * 3600 + m * 60 + sec) - f64::from(offset_min) * 60.0;
     // whole seconds exact in f64; the fraction added last (ms to about 1 µs at today's dates)
     Ok((days * 86_400.0 + secs) * 1000.0 + frac_s * 1000.0)
+}
+
+/// A plain number (digits, at most one `.` and fraction digits), as ms since the Unix epoch:
+/// `None` when `s` is not one; `Some(None)` when its magnitude is ambiguous. Up to 10 whole
+/// digits are seconds (10 digits reach 2286); 13 are ms (2001 to 2286); 11, 12 or more than 13
+/// would be seconds after the year 5000 or ms before 1973, and are refused.
+fn epoch_ms(s: &str) -> Option<Option<f64>> {
+    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |x: &str| x.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(frac) {
+        return None;
+    }
+    let n = whole.parse::<u64>().ok().map(|n| n as f64);
+    let f = if frac.is_empty() {
+        0.0
+    } else {
+        format!("0.{frac}").parse::<f64>().unwrap_or(0.0)
+    };
+    // the whole part exact in f64, the fraction added last
+    Some(match whole.trim_start_matches('0').len() {
+        0..=10 => n.map(|n| n * 1000.0 + f * 1000.0),
+        13 => n.map(|n| n + f),
+        _ => None,
+    })
 }
 
 /// A time of day and its zone's offset from UTC, minutes: `18:15:46.1` (none: 0),
@@ -600,6 +629,64 @@ mod tests {
         ] {
             assert!(azure_time(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A `TIMESTAMP` column of numbers since the Unix epoch: seconds (whole or fractional) or,
+    /// with 13 whole digits, ms; offsets from the first row as for datetimes.
+    #[test]
+    fn azure_epoch_seconds_and_ms() {
+        let csv = "TIMESTAMP,ContextTokens,GeneratedTokens\n1700158546.68059,374,44\n1700158550.995169,396,109\n1700158560,879,0\n";
+        let p = parse(csv, "a.csv", None, 512).unwrap();
+        assert_eq!(p.format, TraceFormat::Azure);
+        // 1700158550.995169 - 1700158546.68059 = 4.314579 s; 1700158560 - ... = 13.31941 s
+        let want = [0.0, 4314.579, 13319.41];
+        for (x, w) in p.entries.iter().zip(want) {
+            assert!((x.at_ms - w).abs() < 1e-3, "{} vs {w}", x.at_ms);
+        }
+        assert_eq!(
+            (p.entries[2].input_tokens, p.entries[2].output_tokens),
+            (879, 1)
+        );
+        // 13 digits are ms: 4315 and 13320 ms after the first
+        let csv = "TIMESTAMP,ContextTokens,GeneratedTokens\n1700158546680,374,44\n1700158550995,396,109\n1700158560000.5,879,1\n";
+        let at: Vec<f64> = parse(csv, "a.csv", None, 512)
+            .unwrap()
+            .entries
+            .iter()
+            .map(|e| e.at_ms)
+            .collect();
+        assert_eq!(at, [0.0, 4315.0, 13320.5]);
+        // 1700158546 s is 2023-11-16 18:15:46 UTC: 19677 days * 86400 + 65746 s
+        assert_eq!(
+            azure_time("1700158546").unwrap(),
+            azure_time("2023-11-16 18:15:46").unwrap()
+        );
+        assert_eq!(azure_time("1700158546680").unwrap(), 1_700_158_546_680.0);
+        assert_eq!(azure_time("0.5").unwrap(), 500.0);
+        // 11, 12 or 14 whole digits: seconds past the year 5000 or ms before 1973, refused
+        for bad in [
+            "17001585466",
+            "170015854668",
+            "17001585466800",
+            "-1700158546",
+            "1.7e9",
+            ".5",
+        ] {
+            let e = azure_time(bad).unwrap_err().to_string();
+            assert!(e.contains("seconds since the Unix epoch"), "{bad}: {e}");
+        }
+        let e = parse(
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n1700158546,1,1\n170015854668,1,1\n",
+            "t.csv",
+            None,
+            512,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("t.csv:3: TIMESTAMP `170015854668` is not like 2023-11-16 18:15:46.6805900, 2024-05-10 00:00:00.009930+00:00, seconds since the Unix epoch (1700158546.68059, up to 10 whole digits) or ms since it (1700158546680, 13 whole digits)"),
+            "{e}"
+        );
     }
 
     /// BurstGPT_1.csv's header and rows: seconds from the first day's midnight; the failed
