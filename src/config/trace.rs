@@ -331,14 +331,26 @@ fn mooncake(line: &str, block_size: u32) -> Result<Option<(f64, TraceEntry)>, In
     let v: Value = serde_json::from_str(line).map_err(|e| {
         format!("not a JSON object ({e}); a Mooncake trace line is {{\"timestamp\": ms, \"input_length\": N, \"output_length\": M, \"hash_ids\": [...]}}")
     })?;
-    let session =
-        v.get("timestamp").is_none() && (v.get("session_id").is_some() || v.get("delay").is_some());
-    ensure!(!session, "a line without `timestamp` but with `session_id` or `delay` (AIPerf's mooncake_trace sessions) is a turn timed after the answer before it, not an arrival: give each line its `timestamp` in ms");
+    let has = |k: &str| v.get(k).is_some_and(|x| !x.is_null());
+    // AIPerf's mooncake_trace sessions: each turn is sent `delay` ms after the previous turn of
+    // its session completes, with the session's history; its arrival depends on the server's
+    // answers, so it is not a time this open loop can replay
+    let session = !has("timestamp") && (has("session_id") || has("delay"));
+    ensure!(!session, "a line with `session_id` or `delay` and no `timestamp` is a turn of an AIPerf mooncake_trace session, which AIPerf sends `delay` ms after the previous turn of its session completes: its arrival depends on the server's answers, so it is not a time in the file. load.trace replays fixed arrival times only (each line's `timestamp`, ms; `session_id` and `delay` are then not read) and does not replay sessions: give each line a `timestamp` in ms, or replay multi-turn conversations with request.conversation (turns, think_time)");
+    let text = ["text_input", "messages", "payload"]
+        .into_iter()
+        .find(|k| has(k) && !has("input_length"));
+    if let Some(k) = text {
+        bail!("a line with `{k}` and no `input_length` (AIPerf's exact-payload trace): load.trace sends a synthetic prompt of `input_length` tokens, not a given text; give each line `input_length` (tokens; `{k}` is then ignored), or send the texts as a prompt set (request.prompt_set, lines {{\"text\": ...}}) at load.rate");
+    }
     let t = v
         .get("timestamp")
         .and_then(Value::as_f64)
         .filter(|t| t.is_finite() && *t >= 0.0)
-        .ok_or("`timestamp` must be a number of ms >= 0")?;
+        .ok_or_else(|| match v.get("timestamp") {
+            None => "no `timestamp`: load.trace replays each line at its `timestamp` (ms from the trace's start); a file without times (AIPerf sends such lines at its request rate or concurrency) has no arrivals to replay: give each line a `timestamp`, or send it as a prompt set at load.rate".to_string(),
+            Some(x) => format!("`timestamp` must be a number of ms >= 0, not {x}"),
+        })?;
     let input = length(
         v.get("input_length"),
         "input_length",
@@ -569,6 +581,51 @@ mod tests {
         );
     }
 
+    /// AIPerf's mooncake_trace as its docs give it: session turns (`session_id`, `delay` after
+    /// the previous turn completes) and exact-text lines (`text_input`) are refused, each
+    /// naming `file:line`, what load.trace replays and what to do; a line with a `timestamp`
+    /// is replayed at it whatever else it holds.
+    #[test]
+    fn aiperf_sessions_and_texts_are_refused_saying_what_to_do() {
+        let e = |t: &str| parse(t, "a.jsonl", None, 512).unwrap_err().to_string();
+        let first = "{\"timestamp\": 0, \"input_length\": 300, \"output_length\": 40}\n";
+        // a first turn (no delay) and a later one (with delay), on line 2
+        for turn in [
+            "{\"session_id\": \"abc-123\", \"input_length\": 300, \"output_length\": 40}",
+            "{\"session_id\": \"abc-123\", \"delay\": 2, \"input_length\": 150, \"output_length\": 20}",
+            "{\"delay\": 2, \"input_length\": 150, \"output_length\": 20}",
+        ] {
+            let m = e(&format!("{first}{turn}\n"));
+            assert!(m.starts_with("a.jsonl:2: a line with `session_id` or `delay` and no `timestamp` is a turn of an AIPerf mooncake_trace session, which AIPerf sends `delay` ms after the previous turn of its session completes"), "{m}");
+            assert!(m.contains("give each line a `timestamp` in ms"), "{m}");
+            assert!(m.contains("request.conversation"), "{m}");
+        }
+        let m = e("{\"text_input\": \"What is the capital of France?\", \"output_length\": 20}\n");
+        assert!(m.starts_with("a.jsonl:1: a line with `text_input` and no `input_length` (AIPerf's exact-payload trace)"), "{m}");
+        assert!(m.contains("give each line `input_length`"), "{m}");
+        let m = e("{\"input_length\": 300, \"output_length\": 40}\n");
+        assert!(
+            m.starts_with(
+                "a.jsonl:1: no `timestamp`: load.trace replays each line at its `timestamp`"
+            ),
+            "{m}"
+        );
+        let m = e("{\"timestamp\": \"5\", \"input_length\": 300, \"output_length\": 40}\n");
+        assert!(
+            m.starts_with("a.jsonl:1: `timestamp` must be a number of ms >= 0, not \"5\""),
+            "{m}"
+        );
+        // with a timestamp, session_id and text_input are not read: arrivals 0 and 1500 ms
+        let ok = "{\"timestamp\": 1000, \"session_id\": \"a\", \"input_length\": 300, \"output_length\": 40}\n{\"timestamp\": 2500, \"session_id\": \"a\", \"text_input\": \"hi\", \"input_length\": 150, \"output_length\": 20}\n";
+        let p = parse(ok, "a.jsonl", None, 512).unwrap();
+        let got: Vec<(f64, u32)> = p
+            .entries
+            .iter()
+            .map(|x| (x.at_ms, x.input_tokens))
+            .collect();
+        assert_eq!(got, [(0.0, 300), (1500.0, 150)]);
+    }
+
     #[test]
     fn azure_by_hand() {
         let csv = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:16:00.0000000,879,0\n";
@@ -724,7 +781,7 @@ mod tests {
         for (t, starts) in [
             ("{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n", "t:2: the time goes back (1 ms"),
             ("{\"timestamp\": 1, \"input_length\": -5, \"output_length\": 1}", "t:1: `input_length` must be"),
-            ("{\"session_id\": \"s1\", \"input_length\": 5, \"output_length\": 1, \"delay\": 500}", "t:1: a line without `timestamp` but with `session_id`"),
+            ("{\"session_id\": \"s1\", \"input_length\": 5, \"output_length\": 1, \"delay\": 500}", "t:1: a line with `session_id` or `delay` and no `timestamp` is a turn of an AIPerf mooncake_trace session"),
             ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:15:46,1,1\n", "t:2: TIMESTAMP `2023-13-16 18:15:46` is not like"),
             ("Timestamp,Model,Request tokens,Response tokens\n5,ChatGPT,1,1\n4,ChatGPT,1,1\n", "t:3: the time goes back (1000 ms"),
             ("Timestamp,Model,Request tokens,Response tokens\n-5,ChatGPT,1,1\n", "t:2: `Timestamp` must be seconds"),
