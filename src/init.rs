@@ -37,7 +37,7 @@ pub fn workflow(server: Option<ServerTemplate>) -> String {
     };
     let mut out =
         format!("# Written by `perfgate init` from perfgate's examples/workflows/{name}.\n");
-    let model_var = server.and_then(|t| t.model_var());
+    let vars = server.map_or(&[][..], |t| t.vars());
     let mut lines = text.lines().peekable();
     if let Some(t) = server {
         // the example's header describes its own llama-server scenarios: say what this one does
@@ -47,9 +47,13 @@ pub fn workflow(server: Option<ServerTemplate>) -> String {
             t.name(),
             t.name(),
             t.name(),
-            match model_var {
-                Some(v) => format!("set the repository variable {v} (docs/servers.md)"),
-                None => "pull the scenario's model there".to_string(),
+            match vars {
+                [] => "pull the scenario's model there".to_string(),
+                [v] => format!("set the repository variable {v} (docs/servers.md)"),
+                [vs @ .., last] => format!(
+                    "set the repository variables {} and {last} (docs/servers.md)",
+                    vs.join(", ")
+                ),
             }
         ));
     }
@@ -67,12 +71,12 @@ pub fn workflow(server: Option<ServerTemplate>) -> String {
                     continue;
                 }
                 "LLAMA_MODEL: ${{ vars.LLAMA_MODEL }}" => {
-                    if let Some(v) = model_var {
+                    for v in vars {
                         out.push_str(&format!("{indent}{v}: ${{{{ vars.{v} }}}}\n"));
                     }
                     continue;
                 }
-                "env:" if model_var.is_none() => continue,
+                "env:" if vars.is_empty() => continue,
                 t if t.starts_with("runs-on: [self-hosted, linux, gpu]") => {
                     // a custom label actionlint does not know: the runner with the server
                     out.push_str(&format!(
@@ -241,6 +245,18 @@ mod tests {
         assert!(w.contains("set the repository variable VLLM_MODEL"), "{w}");
         assert!(!w.contains("llama-server"), "{w}");
         assert!(w.contains("    runs-on: [self-hosted, linux]  #"), "{w}");
+        // llama-server's: its model and its threads, as the baseline was blessed with
+        let w = workflow(Some(ServerTemplate::LlamaServer));
+        assert!(
+            w.contains("          LLAMA_MODEL: ${{ vars.LLAMA_MODEL }}\n          LLAMA_THREADS: ${{ vars.LLAMA_THREADS }}\n"),
+            "{w}"
+        );
+        assert!(
+            w.contains(
+                "set the repository variables LLAMA_MODEL and LLAMA_THREADS (docs/servers.md)"
+            ),
+            "{w}"
+        );
         // Ollama's scenario names its model: no env block at all
         let w = workflow(Some(ServerTemplate::Ollama));
         assert!(!w.contains("        env:\n"), "{w}");

@@ -45,14 +45,16 @@ impl ServerTemplate {
         }
     }
 
-    /// The environment variable naming the model in the template (`None`: the scenario names
-    /// it), passed from a repository variable of the same name in the workflow.
-    pub fn model_var(self) -> Option<&'static str> {
+    /// The environment variables the template reads (empty: the scenario names everything),
+    /// each passed from a repository variable of the same name in the workflow: the model, and
+    /// llama-server's threads (a CI run with the template's 2 threads against a baseline blessed
+    /// with 1 is a latency change no note names).
+    pub fn vars(self) -> &'static [&'static str] {
         match self {
-            ServerTemplate::LlamaServer => Some("LLAMA_MODEL"),
-            ServerTemplate::Vllm => Some("VLLM_MODEL"),
-            ServerTemplate::Sglang => Some("SGLANG_MODEL"),
-            ServerTemplate::Ollama => None,
+            ServerTemplate::LlamaServer => &["LLAMA_MODEL", "LLAMA_THREADS"],
+            ServerTemplate::Vllm => &["VLLM_MODEL"],
+            ServerTemplate::Sglang => &["SGLANG_MODEL"],
+            ServerTemplate::Ollama => &[],
         }
     }
 
