@@ -36,8 +36,8 @@ pub struct Nightly {
     pub steps: BTreeMap<SummaryKey, Vec<Step>>,
     /// The metrics whose nights decide tonight's verdict ([`series_decides`]): a confirmed step,
     /// or enough nights before tonight to confirm one by its second night
-    /// ([`BandRule::two_night_from`]). With fewer, a step cannot be confirmed soon (its nights
-    /// would become the level), so the committed baseline's rows gate as well.
+    /// ([`BandRule::two_night_from`]). With fewer, a step is confirmed by its third night at the
+    /// earliest, so the committed baseline's rows gate as well.
     pub deciding: Vec<Metric>,
 }
 
@@ -479,8 +479,8 @@ fn commit_range(nights: &[&Entry], first: usize) -> String {
         short(first.checked_sub(1).and_then(|i| nights.get(i))),
         short(nights.get(first)),
     );
-    // nights of one commit (a server or model changed, not the code): no range to name
-    if before == at {
+    // nights of one known commit (a server or model changed, not the code): no range to name
+    if before == at && at != "unknown" {
         format!("the same commit {at} as the night before")
     } else {
         format!("commits {before}..{at}")

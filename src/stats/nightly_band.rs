@@ -408,22 +408,24 @@ fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Opt
             },
         };
     }
-    // far outside the band, no step in force: a suspected step, named from the run of nights
-    // beyond the allowance, held out of the level (held nights before the run rejoin it)
-    if st.stepped.is_none() && z.abs() > rule.hold_z {
-        if let Some(s) = suspect(lx, t, w, st, rule).filter(|_| z.abs() > rule.hold_z) {
-            rejoin_held(st, |i| i < s.first);
-            let label = match st.held.first() {
-                Some(&i) => st.label[i],
-                None => {
-                    st.next_label += 1;
-                    st.next_label - 1
-                }
-            };
-            st.held.push(t);
-            st.label[t] = label;
-            return (Tonight::Suspect(s), Some(band));
-        }
+    // outside the band, no step in force: a suspected step, named from the run of nights beyond
+    // the allowance against the level as it was before tonight
+    let suspected = (st.stepped.is_none() && z.abs() > rule.warn_z)
+        .then(|| suspect(lx, t, w, st, rule))
+        .flatten();
+    // far outside: held out of the level (held nights before the run rejoin it)
+    if let Some(s) = suspected.filter(|_| z.abs() > rule.hold_z) {
+        rejoin_held(st, |i| i < s.first);
+        let label = match st.held.first() {
+            Some(&i) => st.label[i],
+            None => {
+                st.next_label += 1;
+                st.next_label - 1
+            }
+        };
+        st.held.push(t);
+        st.label[t] = label;
+        return (Tonight::Suspect(s), Some(band));
     }
     // tonight joins the current level, after the nights held out (the excursion is over)
     rejoin_held(st, |_| true);
@@ -433,11 +435,8 @@ fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Opt
         let ratio = median_of(lx, &(up.first..=t).collect::<Vec<_>>()).exp() / oc.exp();
         return (Tonight::StepUp(LevelStep { ratio, ..*up }), Some(band));
     }
-    // outside the band (not far enough to be held out): a suspected step all the same
-    if z.abs() > rule.warn_z {
-        if let Some(s) = suspect(lx, t, w, st, rule) {
-            return (Tonight::Suspect(s), Some(band));
-        }
+    if let Some(s) = suspected {
+        return (Tonight::Suspect(s), Some(band));
     }
     match st.down {
         Some(d) if t < d.first + rule.max_after => (Tonight::StepDown(d), Some(band)),
@@ -555,10 +554,10 @@ fn confirm(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
     best.map(|(_, s)| s)
 }
 
-/// How far out (in predicted sd) every night of a run of `nights` nights must be to confirm a
-/// step against `n` reference nights, if the run can: `two_night_z`, two nights once the level has
-/// `two_night_from`, three or more at any n (so three nights held out of the level, each beyond
-/// `hold_z`, are a step when it is big enough).
+/// Whether a run of `nights` nights against `n` reference nights may be confirmed by every night
+/// being beyond `two_night_z`: two nights once the level has `two_night_from`, three or more at
+/// any n (so three nights held out of the level, each beyond `hold_z`, are a step when it is
+/// big enough).
 fn all_far(nights: usize, n: f64, rule: &BandRule) -> bool {
     nights >= 3 || (nights == 2 && n >= rule.two_night_from as f64)
 }

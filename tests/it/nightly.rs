@@ -209,18 +209,7 @@ fn two_appends_at_once_both_land() {
     let d = repos();
     let w = d.path().join("work");
     // one measured night, saved
-    let o = crate::support::perfgate_in(&w, 120)
-        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
-        .env("T", "5")
-        .env("SEED", "1")
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    measure_once(&w);
     // four jobs' nights (the results file as four nights a minute apart)
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(w.join("r.json")).unwrap()).unwrap();
@@ -362,18 +351,7 @@ fn history_append_refuses_an_interrupted_run_and_a_load_shard_worker() {
     let d = repos();
     let w = d.path().join("work");
     let remote = d.path().join("remote.git");
-    let o = crate::support::perfgate_in(&w, 120)
-        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
-        .env("T", "5")
-        .env("SEED", "1")
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    measure_once(&w);
     let r = crate::support::read_json(&w.join("r.json"));
     let mut interrupted = r.clone();
     interrupted["incomplete"] = true.into();
@@ -425,13 +403,7 @@ fn a_history_named_like_a_bare_remotes_unborn_head_is_refused() {
     let d = repos();
     let w = d.path().join("work");
     let remote = d.path().join("remote.git");
-    let o = crate::support::perfgate_in(&w, 120)
-        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
-        .env("T", "5")
-        .env("SEED", "1")
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
+    measure_once(&w);
     git(&w, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
     git(&remote, &["symbolic-ref", "HEAD", "refs/heads/trunk"]);
     assert_eq!(git(&w, &["ls-remote", "--symref", "origin", "HEAD"]), "");
@@ -499,18 +471,7 @@ fn the_history_is_never_written_to_a_branch_that_is_not_perfgates() {
     let d = repos();
     let w = d.path().join("work");
     let remote = d.path().join("remote.git");
-    let o = crate::support::perfgate_in(&w, 120)
-        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
-        .env("T", "5")
-        .env("SEED", "1")
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    measure_once(&w);
     let main = git(&w, &["symbolic-ref", "--short", "HEAD"]);
     let head = git(&w, &["rev-parse", "HEAD"]);
     let refused = |extra: &[&str], why: &str| {
@@ -843,6 +804,17 @@ fn history_of(fingerprint: &str, nights: &[(f64, f64)]) -> String {
         .collect()
 }
 
+/// One measured night without a baseline in `w`, saved as `r.json` (exit 0).
+fn measure_once(w: &Path) {
+    let o = crate::support::perfgate_in(w, 120)
+        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
+        .env("T", "5")
+        .env("SEED", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
+}
+
 fn run_out(o: &std::process::Output) -> String {
     format!(
         "{}{}",
@@ -1024,13 +996,7 @@ fn nights_that_move_too_much_cannot_pass_a_4x_regression() {
 fn a_night_the_reader_would_refuse_is_not_appended() {
     let d = quick_repos();
     let w = d.path().join("work");
-    let o = crate::support::perfgate_in(&w, 120)
-        .args(["check", "--allow-missing-baseline", "--output", "r.json"])
-        .env("T", "5")
-        .env("SEED", "1")
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
+    measure_once(&w);
     let mut r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(w.join("r.json")).unwrap()).unwrap();
     r["created_at"] = "last night".into();
