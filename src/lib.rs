@@ -40,6 +40,7 @@ pub mod runner;
 pub mod seeded;
 pub mod server;
 pub mod sim;
+pub mod speculative;
 pub mod stats;
 pub mod summary;
 pub mod synthetic_prompt;

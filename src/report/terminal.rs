@@ -182,6 +182,9 @@ pub fn render_styled(r: &Results, color: bool) -> String {
         for line in s.cache.iter().flat_map(crate::report::cache_lines) {
             let _ = writeln!(out, "   {line}");
         }
+        if let Some(sp) = &s.speculative {
+            let _ = writeln!(out, "   {}", crate::report::speculative_line(sp));
+        }
         if m.failed > 0 {
             let classes: Vec<String> = m
                 .errors_by_class

@@ -28,6 +28,8 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "prefix_cache_block",
     "cache_report",
     "prefill_cpu",
+    "draft_n",
+    "accept_rate",
 ];
 
 /// Why a simulator query (or a [`SimConfig`] built by hand) is refused: the key, and what is
@@ -210,7 +212,16 @@ pub struct SimConfig {
     /// worth of CPU time on one compute thread), or a core number to pin that thread to, so
     /// simulators sharing cores slow each other. Default [`PrefillCpu::Off`].
     pub prefill_cpu: PrefillCpu,
+    /// Speculative decoding: draft tokens per step, 0..=64 (0 = none). With it, the usage
+    /// chunk carries llama.cpp's `timings.draft_n` / `draft_n_accepted` (see [`super::spec`]).
+    /// Default 0.
+    pub draft_n: u32,
+    /// Speculative decoding: the chance each draft token is accepted, in [0, 1]. Default 0.7.
+    pub accept_rate: f64,
 }
+
+/// Largest `draft_n` accepted, tokens per step.
+pub const MAX_DRAFT_N: u32 = 64;
 
 /// Prompts the simulator's prefix cache remembers; beyond it the cache starts empty again.
 pub const MAX_CACHED_PROMPTS: usize = 100_000;
@@ -236,6 +247,8 @@ impl Default for SimConfig {
             prefix_cache_block: 0,
             cache_report: CacheReport::Honest,
             prefill_cpu: PrefillCpu::Off,
+            draft_n: 0,
+            accept_rate: 0.7,
         }
     }
 }
@@ -334,6 +347,8 @@ impl SimConfig {
                         )
                     })?
                 }
+                "draft_n" => cfg.draft_n = parse_u32(&key, v, 0, MAX_DRAFT_N)?,
+                "accept_rate" => cfg.accept_rate = parse_f64(&key, v, 0.0, 1.0, "")?,
                 _ => {
                     let hint = closest_key(&key);
                     return Err(SimConfigError::Unknown { key, hint });
@@ -353,6 +368,7 @@ impl SimConfig {
             ("tpot_ms", self.tpot_ms, MAX_DELAY_MS),
             ("tpot_sigma", self.tpot_sigma, MAX_SIGMA),
             ("error_rate", self.error_rate, 1.0),
+            ("accept_rate", self.accept_rate, 1.0),
             ("stall_ms", self.stall_ms, MAX_DELAY_MS),
             (
                 "cached_ttft_ms",
@@ -391,6 +407,7 @@ impl SimConfig {
             ("burst", self.burst, 1, MAX_BURST),
             ("stall_every", self.stall_every, 0, MAX_OUTPUT_LIMIT),
             ("vary_output", self.vary_output, 0, MAX_OUTPUT_LIMIT),
+            ("draft_n", self.draft_n, 0, MAX_DRAFT_N),
             (
                 "prefix_cache_block",
                 self.prefix_cache_block,
@@ -503,7 +520,7 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = SimConfig::from_query(
-            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all&prefill_cpu=1",
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all&prefill_cpu=1&draft_n=4&accept_rate=0.5",
         )
         .unwrap();
         assert_eq!(
@@ -527,6 +544,8 @@ mod tests {
                 prefix_cache_block: 16,
                 cache_report: CacheReport::All,
                 prefill_cpu: PrefillCpu::Core(1),
+                draft_n: 4,
+                accept_rate: 0.5,
             }
         );
         for bad in [

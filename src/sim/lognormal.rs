@@ -352,6 +352,7 @@ pub(super) async fn generate(
             "length"
         },
         cached_tokens: reported_cached_tokens(cfg, api, cached_tokens, gen.prompt_tokens),
+        drafts: super::spec::drafts(cfg.draft_n, cfg.accept_rate, cfg.seed, seq, tokens),
     };
     if gen.stream {
         let script = SimScript {
@@ -517,13 +518,21 @@ impl SimScript {
                 Phase::Finish => {
                     self.phase = Phase::Usage;
                     self.last_kind = EventKind::Finish;
-                    return Step::Data(self.last_at, sse(&self.ctx.finish_chunk()));
+                    let finish = self.ctx.finish_chunk();
+                    // llama.cpp's timings ride the last chunk: the usage chunk, or this one
+                    let finish = if self.include_usage {
+                        finish
+                    } else {
+                        self.ctx.with_timings(finish)
+                    };
+                    return Step::Data(self.last_at, sse(&finish));
                 }
                 Phase::Usage => {
                     self.phase = Phase::Done;
                     if self.include_usage {
                         self.last_kind = EventKind::Usage;
-                        return Step::Data(self.last_at, sse(&self.ctx.usage_chunk()));
+                        let usage = self.ctx.with_timings(self.ctx.usage_chunk());
+                        return Step::Data(self.last_at, sse(&usage));
                     }
                 }
                 Phase::Done => {

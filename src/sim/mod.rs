@@ -16,6 +16,7 @@ pub mod replay;
 mod replay_serve;
 pub mod schedule;
 pub mod server;
+mod spec;
 mod state;
 mod timed_body;
 mod timing_log;

@@ -45,6 +45,7 @@ mod shard;
 mod sim_prefix_cache;
 mod sim_schedules;
 mod slo;
+mod speculative;
 mod steady;
 mod trace_replay;
 mod workload;

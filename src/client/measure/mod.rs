@@ -217,8 +217,9 @@ impl Measurer {
                 self.cached = Some(c);
             }
         }
-        if i.timings.is_some() {
-            self.rec.server_timings = i.timings.clone();
+        if let Some(t) = &i.timings {
+            self.rec.draft = crate::speculative::Drafts::from_timings(t);
+            self.rec.server_timings = Some(t.clone());
         }
         if i.finish.is_some() {
             self.finish_seen = true;

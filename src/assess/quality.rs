@@ -1,0 +1,132 @@
+//! What a run's server produced beside how fast, as the gate and the reports read it: the
+//! speculative-decoding acceptance of both sides ([`sides`], shown in the results) and the
+//! `gate.acceptance` check's per-request rates ([`samples`]).
+
+use super::judge::Reference;
+use crate::baseline::Baseline;
+use crate::config::Scenario;
+use crate::gate::{AcceptanceSamples, QualitySamples, RequestRate};
+use crate::record::RequestRecord;
+use crate::runner::RunOutput;
+use crate::speculative::{self, Acceptance, AcceptanceSides, Drafts};
+use std::collections::BTreeMap;
+
+/// One successful request as the acceptance figures read it: its index in the run (pairing),
+/// its draft counts and its output tokens.
+type Row = (Option<u64>, Option<Drafts>, Option<u64>);
+
+fn rows_of_records(recs: &[RequestRecord]) -> Vec<Row> {
+    recs.iter()
+        .filter(|r| r.ok())
+        .map(|r| (r.work.as_ref().map(|w| w.index), r.draft, r.output_tokens))
+        .collect()
+}
+
+fn rows_of_baseline(b: &Baseline) -> Vec<Row> {
+    b.records()
+        .filter(|r| r.error.is_none())
+        .map(|r| {
+            let d = r.server_timings.as_ref().and_then(Drafts::from_timings);
+            (r.work.as_ref().map(|w| w.index), d, r.output_tokens)
+        })
+        .collect()
+}
+
+/// The acceptance of a run: its requests' own counts, else the server's `/metrics` counters
+/// over the run (vLLM).
+fn acceptance(rows: &[Row], metrics: Option<&BTreeMap<String, f64>>) -> Option<Acceptance> {
+    speculative::summarize(rows.iter().map(|&(_, d, o)| (d, o))).or_else(|| {
+        let m = metrics?;
+        speculative::from_metrics(
+            *m.get("vllm_spec_drafts")?,
+            *m.get("vllm_spec_draft_tokens")?,
+            *m.get("vllm_spec_accepted_tokens")?,
+        )
+    })
+}
+
+/// The reference's rows and acceptance (`None`: no usable reference).
+fn reference_rows(reference: &Reference) -> Option<(Vec<Row>, Option<Acceptance>)> {
+    match reference {
+        Reference::Baseline(b) => {
+            let b = b.loaded.filter(|_| b.unusable.is_none())?;
+            let rows = rows_of_baseline(b);
+            let a = acceptance(&rows, None);
+            Some((rows, a))
+        }
+        Reference::BaseArm(a) => {
+            let run = a.run.ok()?;
+            let rows = rows_of_records(&run.records);
+            let m = run.server_side.as_ref().map(|s| &s.metrics);
+            let acc = acceptance(&rows, m);
+            Some((rows, acc))
+        }
+    }
+}
+
+/// Both sides' speculative decoding, for the results; `None` when the candidate reported none.
+pub fn sides(reference: &Reference, cand: &RunOutput) -> Option<AcceptanceSides> {
+    let m = cand.server_side.as_ref().map(|s| &s.metrics);
+    let candidate = acceptance(&rows_of_records(&cand.records), m)?;
+    Some(AcceptanceSides {
+        candidate,
+        reference: reference_rows(reference).and_then(|(_, a)| a),
+    })
+}
+
+/// The gate's output-check input of a scenario: `gate.acceptance`'s per-request rates (every
+/// request that drafted, on both sides) when the scenario gates it.
+pub fn samples(sc: &Scenario, reference: &Reference, cand: &RunOutput) -> QualitySamples {
+    let mut q = QualitySamples::default();
+    if let Some(max_drop) = sc.gate.acceptance {
+        let rates = |rows: &[Row]| -> Vec<RequestRate> {
+            rows.iter()
+                .filter_map(|&(index, d, _)| {
+                    Some(RequestRate {
+                        index,
+                        rate: d?.rate()?,
+                    })
+                })
+                .collect()
+        };
+        let c_rows = rows_of_records(&cand.records);
+        let (b_rows, b_acc) = reference_rows(reference).unwrap_or_default();
+        let c_acc = acceptance(&c_rows, None);
+        q.acceptance = Some(AcceptanceSamples {
+            baseline: rates(&b_rows),
+            candidate: rates(&c_rows),
+            pooled: (b_acc.and_then(|a| a.rate), c_acc.and_then(|a| a.rate)),
+            max_drop,
+        });
+    }
+    q
+}
+
+/// "Where the time went" when a TPOT check FAILs and the server drafts: the acceptance rate and
+/// mean acceptance length now and in the reference, since a draft model accepted less often
+/// decodes fewer tokens per step (docs/metrics.md "Speculative decoding"). `None` without a
+/// TPOT FAIL or without acceptance figures.
+pub fn tpot_fail_note(res: &crate::results::ScenarioResult) -> Option<String> {
+    let sp = res.speculative.as_ref()?;
+    let fail = res.checks.iter().find(|c| {
+        c.verdict == crate::gate::Verdict::Fail && c.metric == Some(crate::config::Metric::Tpot)
+    })?;
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", x * 100.0));
+    let len = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
+    let c = &sp.candidate;
+    let was = match &sp.reference {
+        Some(r) => format!(
+            " (reference {}, {} tokens a step)",
+            pct(r.rate),
+            len(r.mean_length)
+        ),
+        None => " (the reference reported none)".to_string(),
+    };
+    Some(format!(
+        "where the time went: TPOT {} FAIL {}: speculative decoding accepted {} of draft tokens, {} tokens a target step{was}",
+        fail.kind.label(),
+        crate::report::fmt_change(fail),
+        pct(c.rate),
+        len(c.mean_length)
+    ))
+}
