@@ -42,6 +42,7 @@ pub mod server;
 pub mod sim;
 pub mod speculative;
 pub mod stats;
+pub mod structured;
 pub mod summary;
 pub mod synthetic_prompt;
 pub mod tls;

@@ -344,6 +344,11 @@ pub struct RequestRecord {
     /// decoding"). Absent when the server reported none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft: Option<crate::speculative::Drafts>,
+    /// A request that asked for structured output or tool calls (`response_format`, `tools`):
+    /// whether its answer parsed, or why not (docs/metrics.md "Structured output and tool
+    /// calls"); absent for a plain answer and for a failed request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<crate::structured::Parsed>,
     /// Present when the request failed; a failed request never enters success latency figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Failure>,
@@ -429,6 +434,7 @@ impl RequestRecord {
             stream_notes: Vec::new(),
             server_timings: None,
             draft: None,
+            structured: None,
             error: None,
             sched_ms: None,
             sched_delay_ms: None,

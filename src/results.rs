@@ -160,6 +160,11 @@ pub struct ScenarioResult {
     /// decoding").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<crate::speculative::AcceptanceSides>,
+    /// A scenario that asks for structured output or tool calls: how many of its successful
+    /// requests' answers parsed, and why the others did not (docs/metrics.md "Structured output
+    /// and tool calls").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<crate::structured::ParseSummary>,
 }
 
 /// A note for the reader: made by the judgement ([`crate::assess`]), only rendered by the

@@ -388,6 +388,7 @@ fn judge_run(
         };
         judge_cache(sc, cand, base.as_ref(), res);
         res.speculative = super::quality::sides(reference, cand);
+        res.structured = super::quality::parse_summary(cand);
     }
     res.records = cand.records.iter().map(RequestRecord::rounded).collect();
     j
@@ -463,6 +464,7 @@ fn header(sc: &Scenario, run: &RunOutput) -> ScenarioResult {
         workers: None,
         cache: None,
         speculative: None,
+        structured: None,
     }
 }
 

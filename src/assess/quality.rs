@@ -9,6 +9,7 @@ use crate::gate::{AcceptanceSamples, QualitySamples, RequestRate};
 use crate::record::RequestRecord;
 use crate::runner::RunOutput;
 use crate::speculative::{self, Acceptance, AcceptanceSides, Drafts};
+use crate::structured::Parsed;
 use std::collections::BTreeMap;
 
 /// One successful request as the acceptance figures read it: its index in the run (pairing),
@@ -74,10 +75,45 @@ pub fn sides(reference: &Reference, cand: &RunOutput) -> Option<AcceptanceSides>
     })
 }
 
+/// The structured-output outcomes of a run's successful requests that were checked.
+fn parsed_of_records(recs: &[RequestRecord]) -> Vec<Parsed> {
+    recs.iter()
+        .filter(|r| r.ok())
+        .filter_map(|r| r.structured)
+        .collect()
+}
+
+/// The candidate's structured-output summary, for the results (`None`: nothing was checked).
+pub fn parse_summary(cand: &RunOutput) -> Option<crate::structured::ParseSummary> {
+    crate::structured::summarize(parsed_of_records(&cand.records))
+}
+
+/// (did not parse, checked) of a list of outcomes.
+fn parse_counts(p: &[Parsed]) -> (usize, usize) {
+    (p.iter().filter(|&&o| o != Parsed::Ok).count(), p.len())
+}
+
 /// The gate's output-check input of a scenario: `gate.acceptance`'s per-request rates (every
-/// request that drafted, on both sides) when the scenario gates it.
+/// request that drafted, on both sides) when the scenario gates it; the parse-failure counts of
+/// both sides when both checked structured output.
 pub fn samples(sc: &Scenario, reference: &Reference, cand: &RunOutput) -> QualitySamples {
     let mut q = QualitySamples::default();
+    let base_parsed: Option<Vec<Parsed>> = match reference {
+        Reference::Baseline(b) => b.loaded.filter(|_| b.unusable.is_none()).map(|b| {
+            b.records()
+                .filter(|r| r.error.is_none())
+                .filter_map(|r| r.structured)
+                .collect()
+        }),
+        Reference::BaseArm(a) => a.run.ok().map(|r| parsed_of_records(&r.records)),
+    };
+    let cand_parsed = parsed_of_records(&cand.records);
+    if let Some(bp) = base_parsed.filter(|b| !b.is_empty() && !cand_parsed.is_empty()) {
+        q.parse = Some(crate::gate::ErrorCounts::new(
+            parse_counts(&bp),
+            parse_counts(&cand_parsed),
+        ));
+    }
     if let Some(max_drop) = sc.gate.acceptance {
         let rates = |rows: &[Row]| -> Vec<RequestRate> {
             rows.iter()

@@ -90,6 +90,27 @@ pub fn speculative_line(s: &crate::speculative::AcceptanceSides) -> String {
     )
 }
 
+/// A scenario's structured-output line: `structured output: 18 of 20 answers parsed (90.0%);
+/// not: arguments_not_json 2`.
+pub fn structured_line(s: &crate::structured::ParseSummary) -> String {
+    let not = if s.failures.is_empty() {
+        String::new()
+    } else {
+        let f: Vec<String> = s
+            .failures
+            .iter()
+            .map(|(k, n)| format!("{} {n}", k.as_str()))
+            .collect();
+        format!("; not: {}", f.join(", "))
+    };
+    format!(
+        "structured output: {} of {} answers parsed ({:.1}%){not}",
+        s.parsed,
+        s.checked,
+        s.rate * 100.0
+    )
+}
+
 /// The baseline column: the baseline's estimate; for `gate.cache.hit_rate` the baseline's
 /// measured hit rate (`-` without one), its least rate being in the tolerance column.
 pub fn fmt_baseline(c: &Check) -> String {

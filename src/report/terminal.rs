@@ -185,6 +185,9 @@ pub fn render_styled(r: &Results, color: bool) -> String {
         if let Some(sp) = &s.speculative {
             let _ = writeln!(out, "   {}", crate::report::speculative_line(sp));
         }
+        if let Some(st) = &s.structured {
+            let _ = writeln!(out, "   {}", crate::report::structured_line(st));
+        }
         if m.failed > 0 {
             let classes: Vec<String> = m
                 .errors_by_class

@@ -35,6 +35,8 @@ pub(super) struct ChunkCtx {
     /// Speculative decoding (`draft_n`): (drafted, accepted), written as llama.cpp's
     /// `timings.draft_n` / `draft_n_accepted` on the last chunk ([`ChunkCtx::with_timings`]).
     pub(super) drafts: Option<(u64, u64)>,
+    /// What the answer looks like: text, a JSON object or a tool call ([`super::structured`]).
+    pub(super) shape: super::structured::Shape,
 }
 
 /// Text of token `i` (1-based).
@@ -85,6 +87,12 @@ impl ChunkCtx {
             Value::from(self.id.as_str()),
             Value::from(self.model.as_str()),
         );
+        if self.api == Api::Chat {
+            let total = self.completion_tokens;
+            if let Some(c) = super::structured::choice(&self.shape, from, to, total, &self.id) {
+                return sse(&self.chunk(json!([c])));
+            }
+        }
         let choice = match self.api {
             Api::Chat => {
                 format!(r#"{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}"#)
@@ -416,6 +424,7 @@ mod tests {
                 finish_reason: "length",
                 cached_tokens: None,
                 drafts: None,
+                shape: Default::default(),
             };
             for (from, to) in [(1, 1), (2, 5), (9, 9)] {
                 let fast = ctx.token_event(from, to, 0);
@@ -439,6 +448,7 @@ mod tests {
             finish_reason: "length",
             cached_tokens: Some(0),
             drafts: None,
+            shape: Default::default(),
         };
         for (from, to, n) in [(1, 1, 4), (2, 2, 5), (1, 2, 9)] {
             let fast = ctx.delta_event(from, to, n);

@@ -100,6 +100,15 @@ pub struct SimArgs {
         default_value_t = 0.7
     )]
     accept_rate: f64,
+    /// Structured output: the share of requests asking for JSON or a tool call whose answer is
+    /// cut before its closing brace (seeded).
+    #[arg(
+        long,
+        value_name = "SHARE",
+        conflicts_with = "replay",
+        default_value_t = 0.0
+    )]
+    malformed: f64,
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]
     replay: Option<PathBuf>,
@@ -135,6 +144,7 @@ pub async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
             prefill_cpu: a.prefill_cpu,
             draft_n: a.draft_n,
             accept_rate: a.accept_rate,
+            malformed: a.malformed,
         };
         cfg.validate().map_err(|e| Error::Sim {
             context: "sim: ",

@@ -30,6 +30,7 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "prefill_cpu",
     "draft_n",
     "accept_rate",
+    "malformed",
 ];
 
 /// Why a simulator query (or a [`SimConfig`] built by hand) is refused: the key, and what is
@@ -218,6 +219,10 @@ pub struct SimConfig {
     pub draft_n: u32,
     /// Speculative decoding: the chance each draft token is accepted, in [0, 1]. Default 0.7.
     pub accept_rate: f64,
+    /// Structured output: the share of requests asking for JSON (`response_format`) or a tool
+    /// call (`tools`) whose answer is cut before its closing brace (malformed), in [0, 1],
+    /// drawn per request from `seed`. Default 0.
+    pub malformed: f64,
 }
 
 /// Largest `draft_n` accepted, tokens per step.
@@ -249,6 +254,7 @@ impl Default for SimConfig {
             prefill_cpu: PrefillCpu::Off,
             draft_n: 0,
             accept_rate: 0.7,
+            malformed: 0.0,
         }
     }
 }
@@ -349,6 +355,7 @@ impl SimConfig {
                 }
                 "draft_n" => cfg.draft_n = parse_u32(&key, v, 0, MAX_DRAFT_N)?,
                 "accept_rate" => cfg.accept_rate = parse_f64(&key, v, 0.0, 1.0, "")?,
+                "malformed" => cfg.malformed = parse_f64(&key, v, 0.0, 1.0, "")?,
                 _ => {
                     let hint = closest_key(&key);
                     return Err(SimConfigError::Unknown { key, hint });
@@ -369,6 +376,7 @@ impl SimConfig {
             ("tpot_sigma", self.tpot_sigma, MAX_SIGMA),
             ("error_rate", self.error_rate, 1.0),
             ("accept_rate", self.accept_rate, 1.0),
+            ("malformed", self.malformed, 1.0),
             ("stall_ms", self.stall_ms, MAX_DELAY_MS),
             (
                 "cached_ttft_ms",
@@ -520,7 +528,7 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = SimConfig::from_query(
-            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all&prefill_cpu=1&draft_n=4&accept_rate=0.5",
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all&prefill_cpu=1&draft_n=4&accept_rate=0.5&malformed=0.25",
         )
         .unwrap();
         assert_eq!(
@@ -546,6 +554,7 @@ mod tests {
                 prefill_cpu: PrefillCpu::Core(1),
                 draft_n: 4,
                 accept_rate: 0.5,
+                malformed: 0.25,
             }
         );
         for bad in [

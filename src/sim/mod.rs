@@ -18,6 +18,7 @@ pub mod schedule;
 pub mod server;
 mod spec;
 mod state;
+mod structured;
 mod timed_body;
 mod timing_log;
 

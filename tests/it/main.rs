@@ -47,5 +47,6 @@ mod sim_schedules;
 mod slo;
 mod speculative;
 mod steady;
+mod structured;
 mod trace_replay;
 mod workload;
