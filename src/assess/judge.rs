@@ -323,6 +323,10 @@ fn judge_run(
                 (a, b) => a.or(b),
             };
             input.quality = super::quality::samples(sc, reference, cand);
+            res.notes.extend(notes_of(
+                NoteKind::Reference,
+                super::quality::parse_not_compared(reference, cand),
+            ));
             j.gate_input = Some(input);
             if let Reference::BaseArm(base) = reference {
                 j.base_figures = base

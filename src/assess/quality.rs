@@ -88,6 +88,31 @@ pub fn parse_summary(cand: &RunOutput) -> Option<crate::structured::ParseSummary
     crate::structured::summarize(parsed_of_records(&cand.records))
 }
 
+/// Why the parse-failure check is missing although the candidate's answers were checked: the
+/// reference has no outcomes (a baseline blessed before perfgate judged structured output, or
+/// one whose requests asked for none). `None` when the check can run or nothing was checked.
+pub fn parse_not_compared(reference: &Reference, cand: &RunOutput) -> Option<String> {
+    if parsed_of_records(&cand.records).is_empty() {
+        return None;
+    }
+    let (whose, none) = match reference {
+        Reference::Baseline(b) => (
+            "the baseline",
+            b.loaded
+                .filter(|_| b.unusable.is_none())?
+                .records()
+                .all(|r| r.structured.is_none()),
+        ),
+        Reference::BaseArm(a) => (
+            "the base arm",
+            parsed_of_records(&a.run.ok()?.records).is_empty(),
+        ),
+    };
+    none.then(|| format!(
+        "structured output: the parse-failure share is not compared: {whose} has no parse outcomes (blessed before perfgate judged structured output, or its requests asked for none); bless again to gate it"
+    ))
+}
+
 /// (did not parse, checked) of a list of outcomes.
 fn parse_counts(p: &[Parsed]) -> (usize, usize) {
     (p.iter().filter(|&&o| o != Parsed::Ok).count(), p.len())

@@ -133,3 +133,51 @@ fn a_faster_candidate_with_broken_tool_calls_fails() {
     assert!((10..=20).contains(&broken), "{broken}");
     assert_eq!(s["structured"]["parsed"].as_u64(), Some(20 - broken as u64));
 }
+
+/// Against a committed baseline: `bless` keeps each request's parse outcome (`structured` in the
+/// baseline's records), and a `check` whose tool calls now break (80 % cut, seeded) FAILs on
+/// parse failures, 0 of 20 against about 16 of 20.
+#[test]
+fn a_baseline_keeps_the_outcomes_and_check_gates_them() {
+    let d = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "scenarios:\n  - name: tools\n    endpoint: {{base_url: 'sim://?ttft_ms=10&tpot_ms=2&seed=3&malformed=${{M}}', model: perfgate-sim}}\n    request: {{prompt: hi, max_tokens: 8, extra_body: {TOOLS}}}\n    load: {{samples: 20, warmup: 1}}\n"
+    );
+    std::fs::write(d.path().join("s.yaml"), &yaml).unwrap();
+    let o = perfgate_in(d.path(), 180)
+        .args(["bless", "-s", "s.yaml", "--runs", "1"])
+        .env("M", "0")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let b: Value = serde_json::from_str(
+        &std::fs::read_to_string(d.path().join("baselines/tools.json")).unwrap(),
+    )
+    .unwrap();
+    let recs = b["runs"][0]["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 20);
+    assert!(recs.iter().all(|r| r["structured"] == "ok"), "{recs:?}");
+    let o = perfgate_in(d.path(), 180)
+        .args(["check", "-s", "s.yaml", "--output", "r.json"])
+        .env("M", "0.8")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("r.json")).unwrap()).unwrap();
+    let parse = r["scenarios"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "parse_rate")
+        .cloned()
+        .unwrap_or_else(|| panic!("no parse check: {text}"));
+    assert_eq!(parse["verdict"], "FAIL", "{parse}");
+    assert_eq!(parse["baseline"].as_f64(), Some(0.0));
+}
