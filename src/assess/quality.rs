@@ -191,3 +191,34 @@ pub fn tpot_fail_note(res: &crate::results::ScenarioResult) -> Option<String> {
         len(c.mean_length)
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No request carries counts: vLLM's counters over the run, 100 drafts of 300 tokens with
+    /// 240 accepted: rate 0.8, mean length 1 + 240 / 100 = 3.4. With counts, they win.
+    #[test]
+    fn the_servers_counters_when_no_request_carries_counts() {
+        let m: BTreeMap<String, f64> = [
+            ("vllm_spec_drafts", 100.0),
+            ("vllm_spec_draft_tokens", 300.0),
+            ("vllm_spec_accepted_tokens", 240.0),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let a = acceptance(&[(None, None, Some(10))], Some(&m)).unwrap();
+        assert_eq!(a.source, speculative::AcceptanceSource::Metrics);
+        assert_eq!(a.rate, Some(0.8));
+        assert!((a.mean_length.unwrap() - 3.4).abs() < 1e-12);
+        let d = Drafts {
+            drafted: 4,
+            accepted: 2,
+        };
+        let a = acceptance(&[(Some(0), Some(d), Some(10))], Some(&m)).unwrap();
+        assert_eq!(a.source, speculative::AcceptanceSource::Requests);
+        assert_eq!(a.rate, Some(0.5));
+        assert_eq!(acceptance(&[(None, None, Some(10))], None), None);
+    }
+}
