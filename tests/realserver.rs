@@ -688,7 +688,7 @@ fn responses_api_against_llama_server() {
 
 /// Tokens per request of the speculative decoding test: a few draft steps each, short enough
 /// for the real-server chain (CI's critical path).
-const SPEC_MAX_TOKENS: u64 = 16;
+const SPEC_MAX_TOKENS: u64 = 12;
 
 #[test]
 fn speculative_decoding_against_llama_server() {
