@@ -322,6 +322,11 @@ fn judge_run(
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             };
+            input.quality = super::quality::samples(sc, reference, cand);
+            res.notes.extend(notes_of(
+                NoteKind::Reference,
+                super::quality::parse_not_compared(reference, cand),
+            ));
             j.gate_input = Some(input);
             if let Reference::BaseArm(base) = reference {
                 j.base_figures = base
@@ -386,6 +391,8 @@ fn judge_run(
                 .and_then(|r| super::cache::summary(a.scenario, r)),
         };
         judge_cache(sc, cand, base.as_ref(), res);
+        res.speculative = super::quality::sides(reference, cand);
+        res.structured = super::quality::parse_summary(cand);
     }
     res.records = cand.records.iter().map(RequestRecord::rounded).collect();
     j
@@ -460,6 +467,8 @@ fn header(sc: &Scenario, run: &RunOutput) -> ScenarioResult {
         load_shard: None,
         workers: None,
         cache: None,
+        speculative: None,
+        structured: None,
     }
 }
 

@@ -19,6 +19,7 @@ pub mod nightly;
 pub mod notes;
 pub mod pairing;
 pub mod problem;
+pub mod quality;
 pub mod server_notes;
 
 pub use arm::{baseline_spread, gate_input, scenario_samples, slo_only_input, Arm, ArmRequest};

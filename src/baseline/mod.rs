@@ -156,6 +156,9 @@ pub struct BaselineRecord {
     /// A prompt-set request: its index in the run, entry and prompt id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<crate::record::WorkItem>,
+    /// Whether its structured output or tool call parsed ([`RequestRecord::structured`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<crate::structured::Parsed>,
 }
 
 /// A per-request ITL summary, ms.
@@ -209,6 +212,7 @@ impl BaselineRecord {
             error: r.error.as_ref().map(|e| e.class),
             server_timings: r.server_timings.clone(),
             work: r.work.clone(),
+            structured: r.structured,
         }
     }
     /// The value of a metric for a successful request.

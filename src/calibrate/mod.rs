@@ -27,6 +27,7 @@
 //! - `itl`: the ITL P99 rows (inter-token gaps with per-request speeds);
 //! - `paired`: the TTFT P50 on a prompt mix, paired and unpaired (issue 43);
 //! - `slo`: the `gate.slo` rows (no baseline);
+//! - `parse`: the structured-output parse-failure rows (issue 44);
 //! - `ab`: A/B designs (drift over one run, interleaved and blocked schedules); `ab_rows`: their
 //!   rows and the committed-baseline rows at the same drift;
 //! - `table`: runs the rows and prints the table, section by section.
@@ -41,6 +42,7 @@ mod itl;
 pub mod nightly;
 mod noise;
 mod paired;
+mod parse;
 mod slo;
 mod table;
 
@@ -52,5 +54,6 @@ pub use committed_rows::experiments;
 pub use itl::{itl_experiments, run_itl, ItlChange, ItlExperiment, ItlProfile, ItlRates, ITL};
 pub use noise::{Change, Profile, TPOT, TTFT};
 pub use paired::{paired_experiments, run_paired, PairedExperiment, PairedRates};
+pub use parse::{parse_experiments, run_parse, ParseExperiment};
 pub use slo::{run_slo, slo_experiments, true_quantile, SloExperiment};
 pub use table::report;

@@ -412,6 +412,16 @@ section! {
         slo: BTreeMap<String, RawNumber> = keys,
         /// The prefix cache: `hit_rate: ">= 40%"`.
         cache: RawCacheGate,
+        /// Speculative decoding: `max_drop: 5%` gates a drop of the acceptance rate.
+        acceptance: RawAcceptanceGate,
+    }
+}
+
+section! {
+    /// `gate.acceptance` keys.
+    RawAcceptanceGate {
+        /// The largest drop of the acceptance rate tolerated, in points: `5%` or `0.05`.
+        max_drop: RawNumber,
     }
 }
 

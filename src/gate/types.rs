@@ -60,6 +60,12 @@ pub enum CheckKind {
     /// `gate.cache.hit_rate`: the prefix cache's hit rate (measured by the cold reference, or
     /// the server's own when none was measured) against a least share; not in the Holm family.
     CacheHitRate,
+    /// `gate.acceptance`: the speculative-decoding acceptance rate (accepted / drafted draft
+    /// tokens) per request, a drop against the reference tested.
+    AcceptanceRate,
+    /// Share of structured outputs or tool calls that did not parse, tested as the error rate
+    /// is; present when the scenario asks for structured output.
+    ParseRate,
 }
 
 impl CheckKind {
@@ -79,6 +85,8 @@ impl CheckKind {
             CheckKind::ItlTail(Quantile::P99) => "ITL P99",
             CheckKind::ChangePoint => "nightly step",
             CheckKind::CacheHitRate => "cache hit rate",
+            CheckKind::AcceptanceRate => "acceptance",
+            CheckKind::ParseRate => "parse failures",
         }
     }
 
@@ -203,6 +211,9 @@ pub struct ScenarioSamples {
     /// Whether the two sides sent the same requests (docs/gate.md "Paired requests"): when they
     /// did, each metric's per-request log differences, which the P50 check tests paired.
     pub pairing: Pairing,
+    /// What the server produced, beside how fast: the acceptance rate and the parse-failure
+    /// share ([`QualitySamples`]; empty: neither checked).
+    pub quality: QualitySamples,
 }
 
 /// Whether the reference and the candidate sent the same requests, request by request.

@@ -88,6 +88,27 @@ pub struct SimArgs {
     /// or a core number to pin that thread to (Linux).
     #[arg(long, value_name = "WHERE", conflicts_with = "replay", default_value = "off", value_parser = parse_prefill_cpu)]
     prefill_cpu: crate::sim::PrefillCpu,
+    /// Speculative decoding: draft tokens per step (0 = none); the usage chunk then carries
+    /// llama.cpp's `timings.draft_n` / `draft_n_accepted`.
+    #[arg(long, value_name = "K", conflicts_with = "replay", default_value_t = 0)]
+    draft_n: u32,
+    /// Speculative decoding: the chance each draft token is accepted (seeded draws).
+    #[arg(
+        long,
+        value_name = "P",
+        conflicts_with = "replay",
+        default_value_t = 0.7
+    )]
+    accept_rate: f64,
+    /// Structured output: the share of requests asking for JSON or a tool call whose answer is
+    /// cut before its closing brace (seeded).
+    #[arg(
+        long,
+        value_name = "SHARE",
+        conflicts_with = "replay",
+        default_value_t = 0.0
+    )]
+    malformed: f64,
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]
     replay: Option<PathBuf>,
@@ -121,6 +142,9 @@ pub async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
             prefix_cache_block: a.prefix_cache_block,
             cache_report: a.cache_report,
             prefill_cpu: a.prefill_cpu,
+            draft_n: a.draft_n,
+            accept_rate: a.accept_rate,
+            malformed: a.malformed,
         };
         cfg.validate().map_err(|e| Error::Sim {
             context: "sim: ",

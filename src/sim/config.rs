@@ -28,6 +28,9 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "prefix_cache_block",
     "cache_report",
     "prefill_cpu",
+    "draft_n",
+    "accept_rate",
+    "malformed",
 ];
 
 /// Why a simulator query (or a [`SimConfig`] built by hand) is refused: the key, and what is
@@ -210,7 +213,20 @@ pub struct SimConfig {
     /// worth of CPU time on one compute thread), or a core number to pin that thread to, so
     /// simulators sharing cores slow each other. Default [`PrefillCpu::Off`].
     pub prefill_cpu: PrefillCpu,
+    /// Speculative decoding: draft tokens per step, 0..=64 (0 = none). With it, the usage
+    /// chunk carries llama.cpp's `timings.draft_n` / `draft_n_accepted` (see [`super::spec`]).
+    /// Default 0.
+    pub draft_n: u32,
+    /// Speculative decoding: the chance each draft token is accepted, in [0, 1]. Default 0.7.
+    pub accept_rate: f64,
+    /// Structured output: the share of requests asking for JSON (`response_format`) or a tool
+    /// call (`tools`) whose answer is cut before its closing brace (malformed), in [0, 1],
+    /// drawn per request from `seed`. Default 0.
+    pub malformed: f64,
 }
+
+/// Largest `draft_n` accepted, tokens per step.
+pub const MAX_DRAFT_N: u32 = 64;
 
 /// Prompts the simulator's prefix cache remembers; beyond it the cache starts empty again.
 pub const MAX_CACHED_PROMPTS: usize = 100_000;
@@ -236,6 +252,9 @@ impl Default for SimConfig {
             prefix_cache_block: 0,
             cache_report: CacheReport::Honest,
             prefill_cpu: PrefillCpu::Off,
+            draft_n: 0,
+            accept_rate: 0.7,
+            malformed: 0.0,
         }
     }
 }
@@ -334,6 +353,9 @@ impl SimConfig {
                         )
                     })?
                 }
+                "draft_n" => cfg.draft_n = parse_u32(&key, v, 0, MAX_DRAFT_N)?,
+                "accept_rate" => cfg.accept_rate = parse_f64(&key, v, 0.0, 1.0, "")?,
+                "malformed" => cfg.malformed = parse_f64(&key, v, 0.0, 1.0, "")?,
                 _ => {
                     let hint = closest_key(&key);
                     return Err(SimConfigError::Unknown { key, hint });
@@ -353,6 +375,8 @@ impl SimConfig {
             ("tpot_ms", self.tpot_ms, MAX_DELAY_MS),
             ("tpot_sigma", self.tpot_sigma, MAX_SIGMA),
             ("error_rate", self.error_rate, 1.0),
+            ("accept_rate", self.accept_rate, 1.0),
+            ("malformed", self.malformed, 1.0),
             ("stall_ms", self.stall_ms, MAX_DELAY_MS),
             (
                 "cached_ttft_ms",
@@ -391,6 +415,7 @@ impl SimConfig {
             ("burst", self.burst, 1, MAX_BURST),
             ("stall_every", self.stall_every, 0, MAX_OUTPUT_LIMIT),
             ("vary_output", self.vary_output, 0, MAX_OUTPUT_LIMIT),
+            ("draft_n", self.draft_n, 0, MAX_DRAFT_N),
             (
                 "prefix_cache_block",
                 self.prefix_cache_block,
@@ -503,7 +528,7 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = SimConfig::from_query(
-            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all&prefill_cpu=1",
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all&prefill_cpu=1&draft_n=4&accept_rate=0.5&malformed=0.25",
         )
         .unwrap();
         assert_eq!(
@@ -527,6 +552,9 @@ mod tests {
                 prefix_cache_block: 16,
                 cache_report: CacheReport::All,
                 prefill_cpu: PrefillCpu::Core(1),
+                draft_n: 4,
+                accept_rate: 0.5,
+                malformed: 0.25,
             }
         );
         for bad in [

@@ -45,6 +45,8 @@ mod shard;
 mod sim_prefix_cache;
 mod sim_schedules;
 mod slo;
+mod speculative;
 mod steady;
+mod structured;
 mod trace_replay;
 mod workload;

@@ -48,6 +48,11 @@ pub struct GateSpec {
     /// (docs/scenarios.md "Conversations"). `None`: a changed hit rate is only a drift.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_hit_rate: Option<f64>,
+    /// `gate.acceptance`: the speculative-decoding acceptance rate is gated; its value is the
+    /// largest drop tolerated (absolute, 0.05 = 5 points; docs/gate.md "Acceptance rate").
+    /// `None`: reported, not gated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<f64>,
 }
 
 /// The default band of the ITL P99 check: warn 10 %, fail 20 % (docs/gate.md "ITL P99").
@@ -72,6 +77,7 @@ impl Default for GateSpec {
             slo: Vec::new(),
             itl: None,
             cache_hit_rate: None,
+            acceptance: None,
         })
     }
 }
@@ -193,6 +199,24 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
                 .and_then(parse_hit_rate)
         })
         .transpose()?;
+    let acceptance = g
+        .acceptance
+        .as_ref()
+        .map(|a| {
+            a.max_drop
+                .as_ref()
+                .map(parse_fraction)
+                .transpose()
+                .at("gate.acceptance.max_drop")
+                .map(|d| d.unwrap_or(DEFAULT_MAX_DROP))
+        })
+        .transpose()?;
+    if let Some(d) = acceptance {
+        ensure!(
+            d < 1.0,
+            "gate.acceptance.max_drop must be below 100%: it is the drop of the acceptance rate tolerated"
+        );
+    }
     Ok(GateSpec {
         metrics,
         quantiles,
@@ -204,8 +228,12 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
         slo,
         itl,
         cache_hit_rate,
+        acceptance,
     })
 }
+
+/// `gate.acceptance` without `max_drop`: a drop of 5 points of the acceptance rate is tolerated.
+pub const DEFAULT_MAX_DROP: f64 = 0.05;
 
 /// `gate.cache.hit_rate`: `">= 40%"`, `40%` or `0.4` (an optional `>=` first), above 0 and at
 /// most 100 %.
