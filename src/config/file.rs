@@ -412,6 +412,19 @@ section! {
         slo: BTreeMap<String, RawNumber> = keys,
         /// The prefix cache: `hit_rate: ">= 40%"`.
         cache: RawCacheGate,
+        /// The started server's cold start (docs/gate.md "Cold start"): `{}` or
+        /// `{fail: 50%, min_delta: 200ms}`.
+        cold_start: RawColdStart,
+    }
+}
+
+section! {
+    /// `gate.cold_start` keys.
+    RawColdStart {
+        /// Relative tolerance on the times of a start: `50%` or `0.5`.
+        fail: RawNumber,
+        /// Absolute floor: `200ms`, `1s`.
+        min_delta: RawNumber,
     }
 }
 

@@ -60,6 +60,19 @@ pub enum CheckKind {
     /// `gate.cache.hit_rate`: the prefix cache's hit rate (measured by the cold reference, or
     /// the server's own when none was measured) against a least share; not in the Holm family.
     CacheHitRate,
+    /// `gate.cold_start`: one time of the started server's starts (docs/gate.md "Cold start"),
+    /// against the baseline's stored starts; not in the Holm family.
+    ColdStart(StartFigure),
+}
+
+/// Which time of a server start a `gate.cold_start` check compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartFigure {
+    /// From the process start to the first ready answer.
+    Ready,
+    /// TTFT of the first request sent after ready.
+    FirstToken,
 }
 
 impl CheckKind {
@@ -79,6 +92,8 @@ impl CheckKind {
             CheckKind::ItlTail(Quantile::P99) => "ITL P99",
             CheckKind::ChangePoint => "nightly step",
             CheckKind::CacheHitRate => "cache hit rate",
+            CheckKind::ColdStart(StartFigure::Ready) => "cold start: time to ready",
+            CheckKind::ColdStart(StartFigure::FirstToken) => "cold start: first token",
         }
     }
 

@@ -48,6 +48,10 @@ pub struct GateSpec {
     /// (docs/scenarios.md "Conversations"). `None`: a changed hit rate is only a drift.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_hit_rate: Option<f64>,
+    /// `gate.cold_start`: the started server's time to ready and first token, gated against
+    /// the baseline's starts (docs/gate.md "Cold start"). `None`: reported, not gated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cold_start: Option<super::ColdStartGate>,
 }
 
 /// The default band of the ITL P99 check: warn 10 %, fail 20 % (docs/gate.md "ITL P99").
@@ -72,6 +76,7 @@ impl Default for GateSpec {
             slo: Vec::new(),
             itl: None,
             cache_hit_rate: None,
+            cold_start: None,
         })
     }
 }
@@ -193,6 +198,11 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
                 .and_then(parse_hit_rate)
         })
         .transpose()?;
+    let cold_start = g
+        .cold_start
+        .as_ref()
+        .map(super::cold_start::build_cold_start)
+        .transpose()?;
     Ok(GateSpec {
         metrics,
         quantiles,
@@ -204,6 +214,7 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
         slo,
         itl,
         cache_hit_rate,
+        cold_start,
     })
 }
 
