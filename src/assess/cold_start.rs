@@ -180,3 +180,27 @@ pub fn check(
     );
     c
 }
+
+/// What `bless` prints about the starts it stored under `gate.cold_start`: each start's times,
+/// and what a check can do with that many (one start has no spread: every check would be INFO).
+pub fn bless_lines(sc: &Scenario, starts: &[ServerStart]) -> Vec<String> {
+    if sc.gate.cold_start.is_none() || sc.server.is_none() {
+        return Vec::new();
+    }
+    let ms = |v: Vec<Option<f64>>| {
+        v.into_iter()
+            .map(|x| x.map_or("-".to_string(), crate::units::fmt_ms))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = vec![format!(
+        "gate.cold_start: {} server start(s) stored: time to ready {}; first-request TTFT {}",
+        starts.len(),
+        ms(starts.iter().map(|s| Some(s.time_to_ready_ms)).collect()),
+        ms(starts.iter().map(|s| s.first_ttft_ms).collect()),
+    )];
+    if starts.len() < 2 {
+        out.push("gate.cold_start: a check cannot compare a start with fewer than 2 stored ones (no spread): bless with --runs 2 or more".into());
+    }
+    out
+}

@@ -177,3 +177,44 @@ fn a_baseline_without_stored_starts_is_not_gated_and_says_so() {
     );
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// `perfgate ab --design blocked` starts each arm's server afresh per block (ABBA: 2 starts per
+/// arm): a candidate ready after 900 ms against a base ready after 300 ms FAILs the cold-start
+/// row with the arms' block starts (2 vs 2: the band with 2 + 2 - 2 = 2 df; the rank test would
+/// need 13 base starts at alpha 0.01, 1 / C(15, 2) = 1/105).
+#[test]
+fn a_blocked_ab_compares_the_arms_block_starts() {
+    let c = Case::new();
+    let sim = |delay: u64| {
+        format!(
+            "[{:?}, sim, --port, '{}', --model, scripted, --ttft-ms, '20', --tpot-ms, '2', --ready-delay-ms, '{delay}']",
+            env!("CARGO_BIN_EXE_perfgate"),
+            c.port
+        )
+    };
+    let yaml = format!(
+        "defaults:\n  endpoint: {{base_url: 'http://127.0.0.1:{}/v1', model: scripted}}\n  request: {{prompt: hi, max_tokens: 8}}\n  load: {LOAD}\n  gate: {GATED}\n  server:\n    stop_timeout: 2s\n    base: {{command: {}}}\n    candidate: {{command: {}}}\nscenarios:\n  - name: cold\n",
+        c.port,
+        sim(300),
+        sim(900)
+    );
+    let f = c.dir.path().join("ab.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    let mut ab = Command::new(env!("CARGO_BIN_EXE_perfgate"));
+    ab.args(["ab", "--design", "blocked", "-s"])
+        .arg(&f)
+        .arg("--output")
+        .arg(c.results_path())
+        .env_remove("GITHUB_ACTIONS")
+        .stdin(std::process::Stdio::null());
+    let (code, stderr, _) = run(ab);
+    let r = c.results();
+    let ch = ready_check(&r);
+    eprintln!("ab blocked: {ch}");
+    assert_eq!(ch["n_baseline"], 2, "{ch}");
+    assert_eq!(ch["n_candidate"], 2, "{ch}");
+    assert_eq!(ch["verdict"], "FAIL", "{ch}");
+    let ratio = ch["ratio"].as_f64().unwrap();
+    assert!(ratio > 1.5 && ratio < 4.0, "{ch}");
+    assert_eq!(code, 1, "{stderr}");
+}
