@@ -204,3 +204,64 @@ pub fn bless_lines(sc: &Scenario, starts: &[ServerStart]) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const G: ColdStartGate = ColdStartGate {
+        fail: 0.5,
+        min_delta_ms: 100.0,
+    };
+
+    /// Stored starts 1000 ms x exp(0, +0.1, -0.1): mean log ln 1000, sum of squares 0.02, sd
+    /// sqrt(0.02 / 2) = 0.1; one start now: se = 0.1 sqrt(1/3 + 1) = 0.11547, t with 2 df,
+    /// p = (1 - t / sqrt(t^2 + 2)) / 2.
+    fn base(scale: f64) -> Vec<f64> {
+        [0.0f64, 0.1, -0.1]
+            .iter()
+            .map(|z| scale * z.exp())
+            .collect()
+    }
+
+    fn verdict(b: &[f64], c: f64) -> Check {
+        check("s", StartFigure::Ready, b, &[c], G, 0.01)
+    }
+
+    #[test]
+    fn verdicts_by_hand() {
+        // 3000 ms: t = ln 3 / 0.11547 = 9.514, p = 0.00543 < 0.01; ratio 3 > 1.5; +2000 ms > 100
+        let c = verdict(&base(1000.0), 3000.0);
+        assert_eq!(c.verdict, Verdict::Fail, "{}", c.reason);
+        assert!((c.baseline.unwrap() - 1000.0).abs() < 1e-6);
+        assert!((c.ratio.unwrap() - 3.0).abs() < 1e-9);
+        assert!(c.reason.contains("p = 0.0054"), "{}", c.reason);
+        // 1600 ms: t = 4.070, p = 0.0277 >= 0.01: beyond the tolerance, not beyond the spread
+        let c = verdict(&base(1000.0), 1600.0);
+        assert_eq!(c.verdict, Verdict::Warn, "{}", c.reason);
+        assert!(c.reason.contains("p = 0.0277"), "{}", c.reason);
+        // 1100 ms: within 50 %
+        assert_eq!(verdict(&base(1000.0), 1100.0).verdict, Verdict::Pass);
+        // 300 ms: t = -10.43, P(faster) = 1 - 0.99546 = 0.00454 < 0.01; -700 ms
+        assert_eq!(verdict(&base(1000.0), 300.0).verdict, Verdict::Improved);
+        // 10 ms starts, 30 ms now: 3x and significant, but +20 ms is under the 100 ms floor
+        let c = verdict(&base(10.0), 30.0);
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
+    }
+
+    #[test]
+    fn too_few_starts_are_info_with_what_is_needed() {
+        let c = verdict(&[1000.0], 3000.0);
+        assert_eq!(c.verdict, Verdict::Info);
+        assert_eq!(c.samples_needed, Some(2));
+        // one start now: the rank test needs 99 stored ones at alpha 0.01
+        assert!(
+            c.reason.contains("needs at least 2") && c.reason.contains("the rank test 99"),
+            "{}",
+            c.reason
+        );
+        let c = check("s", StartFigure::FirstToken, &base(1000.0), &[], G, 0.01);
+        assert_eq!(c.verdict, Verdict::Info);
+        assert!(c.reason.contains("made no server start"), "{}", c.reason);
+    }
+}

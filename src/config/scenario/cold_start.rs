@@ -47,3 +47,34 @@ pub(super) fn build_cold_start(raw: &RawColdStart) -> Result<ColdStartGate, Inva
         .unwrap_or(COLD_START_MIN_DELTA_MS);
     Ok(ColdStartGate { fail, min_delta_ms })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::file::RawNumber;
+
+    #[test]
+    fn defaults_and_refusals() {
+        let g = build_cold_start(&RawColdStart::default()).unwrap();
+        assert_eq!(
+            g,
+            ColdStartGate {
+                fail: 0.5,
+                min_delta_ms: 100.0
+            }
+        );
+        let g = build_cold_start(&RawColdStart {
+            fail: Some(RawNumber::Text("20%".into())),
+            min_delta: Some(RawNumber::Text("1s".into())),
+        })
+        .unwrap();
+        assert_eq!((g.fail, g.min_delta_ms), (0.2, 1000.0));
+        let e = build_cold_start(&RawColdStart {
+            fail: Some(RawNumber::Num(0.0)),
+            min_delta: None,
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("gate.cold_start.fail is 0%"), "{e}");
+    }
+}
