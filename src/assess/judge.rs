@@ -410,14 +410,17 @@ fn judge_cold_start(
         r.server_side.iter().filter_map(ServerStart::of).collect()
     };
     let (base, of, mine) = match reference {
-        Reference::Baseline(b) => (
-            b.loaded
-                .filter(|_| b.unusable.is_none())
-                .map(|b| b.environment.server_starts.clone())
-                .unwrap_or_default(),
-            StartsOf::Baseline,
-            of_run(cand),
-        ),
+        Reference::Baseline(b) => {
+            // a missing, broken or stale baseline: the scenario's status says so, no rows
+            let Some(loaded) = b.loaded.filter(|_| b.unusable.is_none()) else {
+                return;
+            };
+            (
+                loaded.environment.server_starts.clone(),
+                StartsOf::Baseline,
+                of_run(cand),
+            )
+        }
         Reference::BaseArm(a) if !a.ab.blocks.is_empty() => {
             let side = |s: crate::gate::Side| -> Vec<ServerStart> {
                 a.ab.blocks
