@@ -11,6 +11,7 @@
 pub mod arm;
 pub mod arms_diff;
 pub mod cache;
+pub mod cold_start;
 pub mod drift;
 pub mod figures;
 pub mod gated;

@@ -28,12 +28,14 @@
 //! - `paired`: the TTFT P50 on a prompt mix, paired and unpaired (issue 43);
 //! - `slo`: the `gate.slo` rows (no baseline);
 //! - `parse`: the structured-output parse-failure rows (issue 44);
+//! - `cold_start`: the `gate.cold_start` rows (k stored server starts vs one);
 //! - `ab`: A/B designs (drift over one run, interleaved and blocked schedules); `ab_rows`: their
 //!   rows and the committed-baseline rows at the same drift;
 //! - `table`: runs the rows and prints the table, section by section.
 
 mod ab;
 mod ab_rows;
+mod cold_start;
 mod command;
 mod committed;
 mod committed_rows;

@@ -1,6 +1,6 @@
 //! The `calibrate` table: runs every row (or those whose label contains `--only`'s text) and
 //! prints it, section by section: committed baselines, ITL P99, A/B designs, paired requests,
-//! SLO checks. Each row's seed is the run's seed plus an offset of its section and its index.
+//! SLO checks, cold starts. Each row's seed is the run's seed plus an offset of its section and its index.
 
 use super::ab::{run_ab, AbExperiment};
 use super::ab_rows::ab_experiments;
@@ -29,6 +29,7 @@ pub fn report(reps: usize, seed: u64, filter: Option<&str>) -> String {
         paired_section(reps, seed, filter),
         slo_section(reps, seed, filter),
         parse_section(reps, seed, filter),
+        super::cold_start::section(reps, seed, &|l| kept(filter, l)),
     ];
     let shown: Vec<String> = sections.into_iter().filter(|s| !s.is_empty()).collect();
     out.push_str(&shown.join("\n"));

@@ -10,6 +10,7 @@
 //! [`Scenario`] from them and fingerprints it.
 
 mod base_url;
+mod cold_start;
 mod endpoint;
 mod gate;
 mod load;
@@ -21,6 +22,7 @@ mod request;
 pub use super::common::Secret;
 pub use super::metric::Metric;
 pub use base_url::normalise_base_url;
+pub use cold_start::{ColdStartGate, COLD_START_FAIL, COLD_START_MIN_DELTA_MS};
 pub use endpoint::{Endpoint, Header, Target};
 pub use gate::{default_band, Band, GateSpec, ITL_BAND};
 pub use load::{
@@ -209,7 +211,10 @@ fn build_named(
     let server = match (&raw.server, &endpoint.target) {
         (None, _) => None,
         (Some(rs), Target::Http { base_url }) => {
-            Some(super::server::build(rs, base_url, &endpoint.secrets(), ctx.env)?)
+            let mut s = super::server::build(rs, base_url, &endpoint.secrets(), ctx.env)?;
+            // a gated start is timed to within one readiness probe (docs/gate.md "Cold start")
+            s.fine_probe = gate.cold_start.is_some();
+            Some(s)
         }
         (Some(_), Target::Sim(_)) => bail!("server: the built-in simulator (sim://) needs no server; give an http:// base_url the started server listens on"),
     };

@@ -22,6 +22,7 @@ fn gate(quantiles: Vec<Quantile>) -> GateSpec {
         itl: None,
         cache_hit_rate: None,
         acceptance: None,
+        cold_start: None,
     }
 }
 

@@ -66,6 +66,19 @@ pub enum CheckKind {
     /// Share of structured outputs or tool calls that did not parse, tested as the error rate
     /// is; present when the scenario asks for structured output.
     ParseRate,
+    /// `gate.cold_start`: one time of the started server's starts (docs/gate.md "Cold start"),
+    /// against the baseline's stored starts; not in the Holm family.
+    ColdStart(StartFigure),
+}
+
+/// Which time of a server start a `gate.cold_start` check compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartFigure {
+    /// From the process start to the first ready answer.
+    Ready,
+    /// TTFT of the first request sent after ready.
+    FirstToken,
 }
 
 impl CheckKind {
@@ -87,6 +100,8 @@ impl CheckKind {
             CheckKind::CacheHitRate => "cache hit rate",
             CheckKind::AcceptanceRate => "acceptance",
             CheckKind::ParseRate => "parse failures",
+            CheckKind::ColdStart(StartFigure::Ready) => "cold start: time to ready",
+            CheckKind::ColdStart(StartFigure::FirstToken) => "cold start: first token",
         }
     }
 

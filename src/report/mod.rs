@@ -34,7 +34,8 @@ pub fn fmt_value(c: &Check, v: Option<f64>) -> String {
             CheckKind::Quantile(_)
             | CheckKind::Slo(_)
             | CheckKind::ItlTail(_)
-            | CheckKind::ChangePoint,
+            | CheckKind::ChangePoint
+            | CheckKind::ColdStart(_),
             Some(x),
         ) => fmt_ms(x),
         (_, Some(x)) => format!("{:.1}%", x * 100.0),

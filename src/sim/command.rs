@@ -112,10 +112,22 @@ pub struct SimArgs {
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]
     replay: Option<PathBuf>,
+    /// Wait this many ms before listening, as a server loading its model does: a server
+    /// perfgate starts (`server.command`) becomes ready that much later (a slow cold start,
+    /// `gate.cold_start`). Deterministic: a plain wait, no randomness.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    ready_delay_ms: u64,
 }
 
 /// Runs `perfgate sim`: serves the simulator (or a recorded stream) on 127.0.0.1 until Ctrl-C.
 pub async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
+    if a.ready_delay_ms > 0 {
+        // bounded: a u64 of ms is at most what the user asked for, and Ctrl-C ends it
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(a.ready_delay_ms)) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(exit::OK),
+        }
+    }
     let server = if let Some(p) = &a.replay {
         let case = ReplayCase::load(p).map_err(|e| Error::Sim {
             context: "",

@@ -12,6 +12,7 @@ mod bounds;
 mod cases;
 mod cli;
 mod client_tuning;
+mod cold_start;
 mod conversation;
 mod differential;
 mod docs;

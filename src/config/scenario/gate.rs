@@ -53,6 +53,10 @@ pub struct GateSpec {
     /// `None`: reported, not gated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<f64>,
+    /// `gate.cold_start`: the started server's time to ready and first token, gated against
+    /// the baseline's starts (docs/gate.md "Cold start"). `None`: reported, not gated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cold_start: Option<super::ColdStartGate>,
 }
 
 /// The default band of the ITL P99 check: warn 10 %, fail 20 % (docs/gate.md "ITL P99").
@@ -78,6 +82,7 @@ impl Default for GateSpec {
             itl: None,
             cache_hit_rate: None,
             acceptance: None,
+            cold_start: None,
         })
     }
 }
@@ -217,6 +222,11 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
             "gate.acceptance.max_drop must be below 100%: it is the drop of the acceptance rate tolerated"
         );
     }
+    let cold_start = g
+        .cold_start
+        .as_ref()
+        .map(super::cold_start::build_cold_start)
+        .transpose()?;
     Ok(GateSpec {
         metrics,
         quantiles,
@@ -229,6 +239,7 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
         itl,
         cache_hit_rate,
         acceptance,
+        cold_start,
     })
 }
 
