@@ -586,6 +586,33 @@ fn ab_with_an_f32_candidate_fails_on_tpot() {
     assert_eq!(r["verdict"], "FAIL");
 }
 
+/// `perfgate check --allow-missing-baseline --output results.json` in `dir`, whose scenario starts
+/// `what`: it must exit 0; returns the first scenario of the results, which must hold 20 records.
+fn check_unbaselined(dir: &Path, what: &str) -> Value {
+    let o = perfgate(dir)
+        .args([
+            "check",
+            "--allow-missing-baseline",
+            "--output",
+            "results.json",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    println!("{out}");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "check --allow-missing-baseline against {what}: {out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let s = r["scenarios"][0].clone();
+    assert_eq!(s["records"].as_array().map(Vec::len), Some(20), "{s}");
+    s
+}
+
 /// Output tokens per request of the Responses API test.
 const RESPONSES_MAX_TOKENS: u64 = 32;
 
@@ -628,29 +655,8 @@ fn responses_api_against_llama_server() {
 "#
     );
     std::fs::write(dir.path().join("scenarios/llama.yaml"), yaml).unwrap();
-    let o = perfgate(dir.path())
-        .args([
-            "check",
-            "--allow-missing-baseline",
-            "--output",
-            "results.json",
-        ])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    println!("{out}");
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "check --allow-missing-baseline against a working server: {out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
-            .unwrap();
-    let s = &r["scenarios"][0];
+    let s = &check_unbaselined(dir.path(), "a working server");
     let recs = s["records"].as_array().unwrap();
-    assert_eq!(recs.len(), 20, "{s}");
     for x in recs {
         assert!(x.get("error").is_none(), "{x}");
         assert_eq!(x["token_source"], "usage", "{x}");
@@ -724,29 +730,8 @@ fn speculative_decoding_against_llama_server() {
     );
     std::fs::write(dir.path().join("scenarios/llama.yaml"), yaml).unwrap();
     let started = std::time::Instant::now();
-    let o = perfgate(dir.path())
-        .args([
-            "check",
-            "--allow-missing-baseline",
-            "--output",
-            "results.json",
-        ])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    println!("{out}");
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "check --allow-missing-baseline against a drafting server: {out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
-            .unwrap();
-    let s = &r["scenarios"][0];
+    let s = &check_unbaselined(dir.path(), "a drafting server");
     let recs = s["records"].as_array().unwrap();
-    assert_eq!(recs.len(), 20, "{s}");
     let (mut drafted, mut accepted, mut output, mut steps) = (0u64, 0u64, 0u64, 0u64);
     for x in recs {
         assert!(x.get("error").is_none(), "{x}");

@@ -173,3 +173,32 @@ scenarios:
     let h = std::fs::read_to_string(&html).unwrap();
     assert!(h.contains("id=\"s-compared\"") && h.contains("baseline (n=20)"));
 }
+
+/// Writes `yaml` to `dir`/s.yaml and runs perfgate there with `args` (bounded at 180 s); returns
+/// the exit code, stdout + stderr, and `r.json` when the run wrote one, validated against the
+/// results schema (`Value::Null` when it wrote none).
+pub(crate) fn run_validated(
+    dir: &std::path::Path,
+    yaml: &str,
+    args: &[&str],
+) -> (Option<i32>, String, Value) {
+    std::fs::write(dir.join("s.yaml"), yaml).unwrap();
+    let _ = std::fs::remove_file(dir.join("r.json"));
+    let o = crate::support::perfgate_in(dir, 180)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value = std::fs::read_to_string(dir.join("r.json"))
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    if !r.is_null() {
+        let errors = errors(&validator(), &r);
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+    (o.status.code(), text, r)
+}

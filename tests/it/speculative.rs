@@ -2,29 +2,8 @@
 //! draft counts (`draft_n`, `accept_rate`: llama.cpp's `timings.draft_n` / `draft_n_accepted`),
 //! the acceptance rate and mean acceptance length a scenario reports, and `gate.acceptance`.
 
-use crate::support::perfgate_in;
+use crate::report_schema::run_validated as run;
 use serde_json::Value;
-use std::path::Path;
-
-fn run(dir: &Path, yaml: &str, args: &[&str]) -> (Option<i32>, String, Value) {
-    std::fs::write(dir.join("s.yaml"), yaml).unwrap();
-    let _ = std::fs::remove_file(dir.join("r.json"));
-    let o = perfgate_in(dir, 180).args(args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r: Value = std::fs::read_to_string(dir.join("r.json"))
-        .map(|t| serde_json::from_str(&t).unwrap())
-        .unwrap_or(Value::Null);
-    if !r.is_null() {
-        let v = crate::report_schema::validator();
-        let errors = crate::report_schema::errors(&v, &r);
-        assert!(errors.is_empty(), "{errors:?}");
-    }
-    (o.status.code(), text, r)
-}
 
 /// sum(accepted) / sum(drafted) over a scenario's records, computed here from the records.
 fn pooled_from_records(s: &Value) -> (u64, u64) {

@@ -3,29 +3,9 @@
 //! answer parsed; the parse rate is reported, and a significant increase of the answers that do
 //! not parse FAILs like more failed requests do, whatever the latency says.
 
+use crate::report_schema::run_validated as run;
 use crate::support::perfgate_in;
 use serde_json::Value;
-use std::path::Path;
-
-fn run(dir: &Path, yaml: &str, args: &[&str]) -> (Option<i32>, String, Value) {
-    std::fs::write(dir.join("s.yaml"), yaml).unwrap();
-    let _ = std::fs::remove_file(dir.join("r.json"));
-    let o = perfgate_in(dir, 180).args(args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r: Value = std::fs::read_to_string(dir.join("r.json"))
-        .map(|t| serde_json::from_str(&t).unwrap())
-        .unwrap_or(Value::Null);
-    if !r.is_null() {
-        let v = crate::report_schema::validator();
-        let errors = crate::report_schema::errors(&v, &r);
-        assert!(errors.is_empty(), "{errors:?}");
-    }
-    (o.status.code(), text, r)
-}
 
 const TOOLS: &str = "{tools: [{type: function, function: {name: weather, parameters: {type: object, required: [answer], properties: {answer: {type: string}}}}}]}";
 
