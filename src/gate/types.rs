@@ -60,6 +60,10 @@ pub enum CheckKind {
     /// `gate.cache.hit_rate`: the prefix cache's hit rate (measured by the cold reference, or
     /// the server's own when none was measured) against a least share; not in the Holm family.
     CacheHitRate,
+    /// `gate.outputs` (`ab`): the share of paired requests whose answers differ between the
+    /// arms, against the base's own share between two sends of one request (Fisher's exact
+    /// test, one-sided); not in the Holm family. A FAIL is a functional change.
+    Outputs,
 }
 
 impl CheckKind {
@@ -79,6 +83,7 @@ impl CheckKind {
             CheckKind::ItlTail(Quantile::P99) => "ITL P99",
             CheckKind::ChangePoint => "nightly step",
             CheckKind::CacheHitRate => "cache hit rate",
+            CheckKind::Outputs => "outputs",
         }
     }
 

@@ -97,7 +97,8 @@ pub fn fmt_change(c: &Check) -> String {
             | CheckKind::StoppedRate
             | CheckKind::TailExceedance
             | CheckKind::ErrorSlo
-            | CheckKind::CacheHitRate,
+            | CheckKind::CacheHitRate
+            | CheckKind::Outputs,
             _,
         ) => match (shown_baseline(c), c.candidate) {
             (Some(b), Some(x)) => format!("{:+.1} pp", (x - b) * 100.0),
@@ -160,6 +161,7 @@ pub fn fmt_tolerance(c: &Check) -> String {
         CheckKind::ErrorRate | CheckKind::StoppedRate => "significant increase".into(),
         CheckKind::Slo(_) | CheckKind::ErrorSlo => "objective (SLO)".into(),
         CheckKind::CacheHitRate => format!(">= {:.0}%", c.fail * 100.0),
+        CheckKind::Outputs => "beyond its own repeats".into(),
         CheckKind::ChangePoint => format!("band; step >= {:.0}%", c.fail * 100.0),
         _ if c.min_delta_ms > 0.0 => format!(
             "{:.0}% / {fail}, >{}{catches}",

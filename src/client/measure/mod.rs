@@ -106,6 +106,8 @@ pub struct Measurer {
     malformed: Option<f64>,
     multi_choice: bool,
     events: u64,
+    // the answer text, bounded (hash, length, first characters)
+    output: crate::output_text::OutputBuilder,
 }
 
 impl Measurer {
@@ -142,6 +144,7 @@ impl Measurer {
             malformed: None,
             multi_choice: false,
             events: 0,
+            output: crate::output_text::OutputBuilder::default(),
         }
     }
 
@@ -275,6 +278,7 @@ impl Measurer {
         // reasoning inside the answer text, between <think> tags
         let mut answer_at = ch.answer.then_some(at_ms);
         if let Some(text) = text {
+            self.output.push(text);
             let p = self.think.push(text, at_ms);
             if p.restart_answer {
                 // a closing tag never opened (MiniMax M2): the text before it was reasoning
@@ -325,7 +329,9 @@ impl Measurer {
             malformed,
             multi_choice,
             events: _,
+            output,
         } = self;
+        rec.output = output.finish();
         let n_events = token_times.len() as u64;
         rec.token_events = n_events;
         rec.tokens_after_finish = (after_finish > 0).then_some(after_finish);
