@@ -352,6 +352,7 @@ pub(super) async fn generate(
             "length"
         },
         cached_tokens: reported_cached_tokens(cfg, api, cached_tokens, gen.prompt_tokens),
+        diverge_from: super::diverge::diverge_from(cfg, seq),
     };
     if gen.stream {
         let script = SimScript {
