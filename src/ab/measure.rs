@@ -13,9 +13,13 @@ use crate::server::Others;
 use std::time::Instant;
 
 /// Pairs of base requests that sent the same request (`gate.outputs`, the base's own
-/// repeatability) an interleaved run has at least: sent again after the run when the measured
-/// requests had fewer (docs/ab.md "Outputs that changed").
-pub const SELF_REPEATS: usize = 8;
+/// repeatability) an interleaved run of `samples` requests per arm has at least: half as many as
+/// the pairs between the arms, at least 8 and at most 100, sent again after the run when the
+/// measured requests had fewer (docs/ab.md "Outputs that changed": with a handful the check can
+/// tell only a gross change, `perfgate calibrate` shows how much).
+pub fn self_repeats(samples: usize) -> usize {
+    (samples / 2).clamp(8, 100)
+}
 
 /// What the two arms of one scenario produced.
 pub struct AbRuns {
@@ -105,7 +109,7 @@ pub async fn interleaved(
     let spans = crate::runner::measure_interleaved([&mut sb, &mut sc], &idx, in_flight).await;
     if crate::assess::outputs::not_deterministic(base, cand).is_none() {
         // gate.outputs: the base's own repeatability, when its requests did not repeat enough
-        sb.repeat(SELF_REPEATS).await;
+        sb.repeat(self_repeats(n)).await;
     }
     let alternated = in_flight == InFlight::OneArm;
     let mut out_b = sb.output();

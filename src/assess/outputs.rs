@@ -161,12 +161,17 @@ fn pct(k: u64, n: u64) -> String {
     format!("{:.1}%", k as f64 / n as f64 * 100.0)
 }
 
+/// Below this one-sided p-value, and not below alpha, more differing answers than the base's own
+/// repeats is suggestive: WARN (not a FAIL: a server that is not batch-invariant gives it 1 time
+/// in 10 at most).
+pub const SUGGESTIVE_P: f64 = 0.1;
+
 /// The `outputs` check of `s` at one-sided level `alpha` (the scenario's `gate.alpha`): FAIL
 /// (a functional change) when the candidate's share of differing pairs is above the base arm's
-/// own share by Fisher's exact test (one-sided p below alpha); PASS when no pair differs, or no
-/// larger a share differs than between the base's own repeats; WARN when more differ but the
-/// test cannot tell at this many pairs (or the base sent no request twice); INFO when no pair
-/// could be compared.
+/// own share by Fisher's exact test (one-sided p below alpha); WARN when p is below
+/// [`SUGGESTIVE_P`] (more differ, and the test cannot tell at this many pairs); PASS otherwise
+/// (no pair differs, or no more than the base's own repeats explain); INFO when no pair could be
+/// compared.
 pub fn check(scenario: &str, s: &OutputsSummary, alpha: f64) -> Check {
     use crate::stats::tests_exact::fisher_greater;
     let (n_c, d_c, n_s, d_s) = (s.pairs, s.differing, s.self_pairs, s.self_differing);
@@ -197,23 +202,23 @@ pub fn check(scenario: &str, s: &OutputsSummary, alpha: f64) -> Check {
         )
     } else if d_c == 0 {
         (Verdict::Pass, format!("{said}: the same answers"))
-    } else if n_s > 0 && d_c * n_s <= d_s * n_c {
-        (
-            Verdict::Pass,
-            format!("{said}{where_}: within the base's own repeatability"),
-        )
-    } else if n_s == 0 {
+    } else if p < SUGGESTIVE_P {
+        let few = if n_s < n_c {
+            format!(" (more repeats would tell: {n_s} against {n_c} pairs)")
+        } else {
+            String::new()
+        };
         (
             Verdict::Warn,
             format!(
-                "{said}{where_}: the base arm sent no request twice, so its own repeatability is unknown (use a prompt set smaller than load.samples, or a fixed prompt)"
+                "{said}{where_}: more than the base's own repeatability, but not significantly at this many pairs (one-sided Fisher p {p:.3}, alpha {alpha}){few}"
             ),
         )
     } else {
         (
-            Verdict::Warn,
+            Verdict::Pass,
             format!(
-                "{said}{where_}: cannot tell at this many pairs whether beyond the base's own repeatability (one-sided Fisher p {p:.3})"
+                "{said}{where_}: no more than the base's own repeatability explains (one-sided Fisher p {p:.3})"
             ),
         )
     };
@@ -368,14 +373,27 @@ mod tests {
         let p = c.p_value.unwrap();
         assert!((p - 184_756.0 / 635_745_396.0).abs() < 1e-9, "{p}");
         assert!(c.reason.contains("a functional change"), "{}", c.reason);
-        // one differing pair against 0 of 19: not significant (p = 20/39), WARN
+        // one differing pair against 0 of 19: nothing to tell (p = 20/39), PASS
         let mut one = cand.clone();
         for r in one.iter_mut().skip(1) {
             *r = fixed("same");
         }
         let c = check("s", &compare(&base, &one, &[]), 0.01);
-        assert_eq!(c.verdict, Verdict::Warn, "{}", c.reason);
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
         assert!((c.p_value.unwrap() - 20.0 / 39.0).abs() < 1e-12);
+        // 3 differing against 0 of 19: C(20,3) / C(39,3) = 1140 / 9139 = 0.1247, PASS; 4: C(20,4)
+        // / C(39,4) = 4845 / 82251 = 0.0589 < 0.1, WARN
+        for (k, verdict, p) in [
+            (3, Verdict::Pass, 1140.0 / 9139.0),
+            (4, Verdict::Warn, 4845.0 / 82251.0),
+        ] {
+            let some: Vec<RequestRecord> = (0..20)
+                .map(|i| fixed(if i < k { "salt" } else { "same" }))
+                .collect();
+            let c = check("s", &compare(&base, &some, &[]), 0.01);
+            assert_eq!(c.verdict, verdict, "{}", c.reason);
+            assert!((c.p_value.unwrap() - p).abs() < 1e-12);
+        }
         // nothing differs: PASS; nothing to pair: INFO
         assert_eq!(
             check("s", &compare(&base, &base, &[]), 0.01).verdict,

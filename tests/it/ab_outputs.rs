@@ -157,12 +157,12 @@ fn identical_arms_give_the_same_answers_and_the_outputs_check_passes() {
 
 #[test]
 fn a_prompt_set_of_distinct_prompts_sends_base_requests_again_for_their_repeatability() {
-    // 20 distinct prompts, 20 requests: no base request repeats another, so 8 of them are sent
-    // again after the run (SELF_REPEATS), all answered alike by the base simulator; the candidate
-    // diverges in 20 x 0.2 = 4 of its 20 measured requests (its generation requests 1..20, one
-    // warmup before). 4 of 20 against 0 of 8 is not significant (Fisher one-sided: all 4
-    // differing pairs among the candidate's 20 of 28, C(20,4) / C(28,4) = 4845 / 20475 = 0.2366),
-    // so a WARN, exit 0: the run cannot tell at this many repeats
+    // 20 distinct prompts, 20 requests: no base request repeats another, so 20 / 2 = 10 of them
+    // are sent again after the run (ab::measure::self_repeats), all answered alike by the base
+    // simulator; the candidate diverges in 20 x 0.3 = 6 of its 20 measured requests (its
+    // generation requests 1..20, one warmup before). 6 of 20 against 0 of 10 is suggestive, not
+    // significant (Fisher one-sided: all 6 differing pairs among the candidate's 20 of 30,
+    // C(20,6) / C(30,6) = 38760 / 593775 = 0.0653, between alpha 0.01 and 0.1): WARN, exit 0
     let d = tempfile::tempdir().unwrap();
     let lines: String = (0..20)
         .map(|i| format!("{{\"prompt\": \"question number {i}\"}}\n"))
@@ -182,7 +182,7 @@ fn a_prompt_set_of_distinct_prompts_sends_base_requests_again_for_their_repeatab
             "--base-url",
             BASE,
             "--candidate-url",
-            "sim://?ttft_ms=30&tpot_ms=4&seed=8&diverge_share=0.2&diverge_at=2",
+            "sim://?ttft_ms=30&tpot_ms=4&seed=8&diverge_share=0.3&diverge_at=2",
             "--output",
             "r.json",
         ],
@@ -190,15 +190,15 @@ fn a_prompt_set_of_distinct_prompts_sends_base_requests_again_for_their_repeatab
     assert_eq!(code, Some(0), "{text}");
     let o = &r["scenarios"][0]["outputs"];
     assert_eq!(o["pairs"], 20, "{o}");
-    assert_eq!(o["differing"], 4, "{o}");
-    assert_eq!(o["self_pairs"], 8, "{o}");
+    assert_eq!(o["differing"], 6, "{o}");
+    assert_eq!(o["self_pairs"], 10, "{o}");
     assert_eq!(o["self_differing"], 0, "{o}");
     // " tok1 tok2" against " tok1 alt2": " tok1 " in common, 6 characters
     assert_eq!(o["first_difference_chars"], serde_json::json!([6, 6, 6]));
     let c = outputs_check(&r);
     assert_eq!(c["verdict"], "WARN", "{c}");
     let p = c["p_value"].as_f64().unwrap();
-    assert!((p - 4845.0 / 20475.0).abs() < 1e-9, "{p}");
+    assert!((p - 38760.0 / 593775.0).abs() < 1e-9, "{p}");
     // the measured records are 20 per arm: the repeats are not among them
     assert_eq!(r["scenarios"][0]["records"].as_array().unwrap().len(), 20);
     assert_eq!(
