@@ -7,9 +7,10 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Characters of an answer kept in memory to locate a first difference (4 KiB to 16 KiB of
-/// UTF-8): a difference beyond it is known only as "after character 4096" (the hashes differ).
-pub const KEEP_CHARS: usize = 4096;
+/// Characters of an answer kept in memory to locate a first difference (2 KiB to 8 KiB of
+/// UTF-8, per request in flight or recorded): a difference beyond it is known only as "after
+/// character 2048" (the hashes differ).
+pub const KEEP_CHARS: usize = 2048;
 
 /// An answer's text as streamed (the answer channel: chat `delta.content`, completions `text`,
 /// Responses `output_text`; reasoning fields and tool calls are not in it).
@@ -73,6 +74,13 @@ impl OutputBuilder {
 }
 
 impl OutputText {
+    /// Drops the kept text (the hash and length stay): a request whose answer will not be
+    /// compared (sampling that is not deterministic) holds no text in memory.
+    pub fn forget_text(&mut self) {
+        self.head = String::new();
+        self.event_ends = Vec::new();
+    }
+
     /// The text of `s` as one piece (tests, and answers read whole).
     pub fn of(s: &str) -> OutputText {
         let mut b = OutputBuilder::default();

@@ -162,16 +162,17 @@ fn pct(k: u64, n: u64) -> String {
 }
 
 /// Below this one-sided p-value, and not below alpha, more differing answers than the base's own
-/// repeats is suggestive: WARN (not a FAIL: a server that is not batch-invariant gives it 1 time
-/// in 10 at most).
-pub const SUGGESTIVE_P: f64 = 0.1;
+/// repeats is suggestive: WARN, "cannot tell at this many pairs" (a server that is not
+/// batch-invariant gives it less than 1 time in 5 when nothing changed: `perfgate calibrate`
+/// measures 0 to 12 %); above it, chance explains what differs.
+pub const SUGGESTIVE_P: f64 = 0.2;
 
 /// The `outputs` check of `s` at one-sided level `alpha` (the scenario's `gate.alpha`): FAIL
 /// (a functional change) when the candidate's share of differing pairs is above the base arm's
 /// own share by Fisher's exact test (one-sided p below alpha); WARN when p is below
 /// [`SUGGESTIVE_P`] (more differ, and the test cannot tell at this many pairs); PASS otherwise
-/// (no pair differs, or no more than the base's own repeats explain); INFO when no pair could be
-/// compared.
+/// (no pair differs, no larger a share than between the base's repeats, or no more than chance
+/// explains); INFO when no pair could be compared.
 pub fn check(scenario: &str, s: &OutputsSummary, alpha: f64) -> Check {
     use crate::stats::tests_exact::fisher_greater;
     let (n_c, d_c, n_s, d_s) = (s.pairs, s.differing, s.self_pairs, s.self_differing);
@@ -214,11 +215,16 @@ pub fn check(scenario: &str, s: &OutputsSummary, alpha: f64) -> Check {
                 "{said}{where_}: more than the base's own repeatability, but not significantly at this many pairs (one-sided Fisher p {p:.3}, alpha {alpha}){few}"
             ),
         )
+    } else if d_c * n_s <= d_s * n_c {
+        (
+            Verdict::Pass,
+            format!("{said}{where_}: within the base's own repeatability"),
+        )
     } else {
         (
             Verdict::Pass,
             format!(
-                "{said}{where_}: no more than the base's own repeatability explains (one-sided Fisher p {p:.3})"
+                "{said}{where_}: no more than chance explains beside the base's repeats (one-sided Fisher p {p:.3})"
             ),
         )
     };
@@ -275,6 +281,20 @@ pub fn judge(
                 ),
             ));
         }
+    }
+    if let Some(e) = s.examples.first() {
+        let at = match (e.at_char, e.at_token) {
+            (Some(ch), Some(t)) => format!("at character {ch} (the base's token event {t})"),
+            (Some(ch), None) => format!("at character {ch}"),
+            _ => "beyond the characters kept".to_string(),
+        };
+        res.notes.push(Note::new(
+            NoteKind::Arms,
+            format!(
+                "outputs: {} of {} answers differ between the arms; the first, request {}, {at}: base {:?}, candidate {:?}",
+                s.differing, s.pairs, e.index, e.base, e.candidate
+            ),
+        ));
     }
     res.checks.push(c);
     res.outputs = Some(s);
@@ -381,11 +401,11 @@ mod tests {
         let c = check("s", &compare(&base, &one, &[]), 0.01);
         assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
         assert!((c.p_value.unwrap() - 20.0 / 39.0).abs() < 1e-12);
-        // 3 differing against 0 of 19: C(20,3) / C(39,3) = 1140 / 9139 = 0.1247, PASS; 4: C(20,4)
-        // / C(39,4) = 4845 / 82251 = 0.0589 < 0.1, WARN
+        // 2 differing against 0 of 19: C(20,2) / C(39,2) = 190 / 741 = 0.2564, PASS; 3: C(20,3)
+        // / C(39,3) = 1140 / 9139 = 0.1247 < 0.2, WARN
         for (k, verdict, p) in [
-            (3, Verdict::Pass, 1140.0 / 9139.0),
-            (4, Verdict::Warn, 4845.0 / 82251.0),
+            (2, Verdict::Pass, 190.0 / 741.0),
+            (3, Verdict::Warn, 1140.0 / 9139.0),
         ] {
             let some: Vec<RequestRecord> = (0..20)
                 .map(|i| fixed(if i < k { "salt" } else { "same" }))

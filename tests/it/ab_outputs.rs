@@ -108,6 +108,18 @@ fn a_candidate_faster_and_wrong_fails_as_a_functional_change_not_improved() {
         ) && n.ends_with("is not an improvement")),
         "{notes:?}"
     );
+    // and shows the first differing pair where every report shows notes (request 0 or 1: every
+    // other request diverges, the seed's phase decides which comes first)
+    let first = notes
+        .iter()
+        .find(|n| {
+            n.starts_with("outputs: 10 of 20 answers differ between the arms; the first, request ")
+        })
+        .unwrap_or_else(|| panic!("{notes:?}"));
+    assert!(
+        first.ends_with(", at character 11 (the base's token event 2): base \" tok1 tok2 tok3 tok4 tok5 tok6 tok7 tok8\", candidate \" tok1 tok2 alt3 alt4 alt5 alt6 alt7 alt8\""),
+        "{first}"
+    );
     // each request's answer is in the records as its hash and length: " tok1 ... tok8" is 8 x 5
     // = 40 characters (" tok1" is 5)
     let rec = &s["ab"]["base_records"][0]["output"];
