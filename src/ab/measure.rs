@@ -107,7 +107,7 @@ pub async fn interleaved(
         })
         .collect();
     let spans = crate::runner::measure_interleaved([&mut sb, &mut sc], &idx, in_flight).await;
-    if crate::assess::outputs::not_deterministic(base, cand).is_none() {
+    if cand.gate.outputs && crate::assess::outputs::not_deterministic(base, cand).is_none() {
         // gate.outputs: the base's own repeatability, when its requests did not repeat enough
         sb.repeat(self_repeats(n)).await;
     }

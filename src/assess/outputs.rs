@@ -24,7 +24,7 @@ pub fn not_deterministic(base: &Scenario, cand: &Scenario) -> Option<String> {
             "request.cache is cold (a nonce line unique to each request changes its prompt)"
                 .to_string(),
         ),
-        Some(t) if t == 0.0 => None,
+        Some(0.0) => None,
         Some(t) => Some(format!("request.temperature is {t}")),
         None => Some("request.temperature is not set (the server's default applies)".to_string()),
     };
@@ -255,6 +255,9 @@ pub fn judge(
     repeats: &[RequestRecord],
 ) {
     if res.status != Status::Compared {
+        return;
+    }
+    if !sc.gate.outputs {
         return;
     }
     if let Some(why) = not_deterministic(base_sc, sc) {

@@ -253,14 +253,14 @@ fn outputs_section(reps: usize, seed: u64, filter: Option<&str>) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<66} {:>9} {:>9} {:>9}",
+        "{:<80} {:>9} {:>9} {:>9}",
         "experiment", "FAIL", "WARN", "PASS"
     );
     for (i, e) in rows.iter().enumerate() {
         let r = run_outputs(e, reps, seed.wrapping_add(5_000_011 + i as u64 * 7919));
         let _ = writeln!(
             out,
-            "{:<66} {:>8.1}% {:>8.1}% {:>8.1}%",
+            "{:<80} {:>8.1}% {:>8.1}% {:>8.1}%",
             e.label,
             r[0] * 100.0,
             r[1] * 100.0,

@@ -412,6 +412,8 @@ section! {
         slo: BTreeMap<String, RawNumber> = keys,
         /// The prefix cache: `hit_rate: ">= 40%"`.
         cache: RawCacheGate,
+        /// `perfgate ab`: compare the arms' answers (default true; only at temperature 0).
+        outputs: bool,
     }
 }
 

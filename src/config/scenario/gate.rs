@@ -47,7 +47,15 @@ pub struct GateSpec {
     /// `gate.cache.hit_rate`: the least prefix-cache hit rate (0..=1), checked on its own
     /// (docs/scenarios.md "Conversations"). `None`: a changed hit rate is only a drift.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache_hit_rate: Option<f64>,
+    pub cache_hit_rate: Option<f64>,    /// `gate.outputs` (`perfgate ab`, temperature 0): compare the arms' answers (docs/ab.md
+    /// "Outputs that changed"); `false` turns it off. Left out of the serialized spec when on
+    /// (the default), so fingerprints do not move.
+    #[serde(skip_serializing_if = "is_on")]
+    pub outputs: bool,
+}
+
+fn is_on(b: &bool) -> bool {
+    *b
 }
 
 /// The default band of the ITL P99 check: warn 10 %, fail 20 % (docs/gate.md "ITL P99").
@@ -72,6 +80,7 @@ impl Default for GateSpec {
             slo: Vec::new(),
             itl: None,
             cache_hit_rate: None,
+            outputs: true,
         })
     }
 }
@@ -204,6 +213,7 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
         slo,
         itl,
         cache_hit_rate,
+        outputs: g.outputs.unwrap_or(true),
     })
 }
 
