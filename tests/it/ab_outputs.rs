@@ -255,3 +255,34 @@ fn sampling_that_is_not_deterministic_is_not_compared_and_says_why() {
     // nor written per request: a hash of a random sample says nothing
     assert!(s["records"][0].get("output").is_none());
 }
+
+#[test]
+fn gate_outputs_false_turns_the_check_off() {
+    let d = dir_with(&GREEDY.replace(
+        "  load: {samples: 20, warmup: 2}\n",
+        "  load: {samples: 20, warmup: 2}\n  gate: {outputs: false}\n",
+    ));
+    // every candidate answer diverges, and nothing compares them: exit 0
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            BASE,
+            "--candidate-url",
+            "sim://?ttft_ms=30&tpot_ms=4&seed=8&diverge_share=1",
+            "--output",
+            "r.json",
+        ],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let s = &r["scenarios"][0];
+    assert!(s.get("outputs").is_none(), "{s}");
+    assert!(s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["kind"] != "outputs"));
+}

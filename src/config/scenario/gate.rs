@@ -47,7 +47,8 @@ pub struct GateSpec {
     /// `gate.cache.hit_rate`: the least prefix-cache hit rate (0..=1), checked on its own
     /// (docs/scenarios.md "Conversations"). `None`: a changed hit rate is only a drift.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache_hit_rate: Option<f64>,    /// `gate.outputs` (`perfgate ab`, temperature 0): compare the arms' answers (docs/ab.md
+    pub cache_hit_rate: Option<f64>,
+    /// `gate.outputs` (`perfgate ab`, temperature 0): compare the arms' answers (docs/ab.md
     /// "Outputs that changed"); `false` turns it off. Left out of the serialized spec when on
     /// (the default), so fingerprints do not move.
     #[serde(skip_serializing_if = "is_on")]
