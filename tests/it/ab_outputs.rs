@@ -286,3 +286,40 @@ fn gate_outputs_false_turns_the_check_off() {
         .iter()
         .all(|c| c["kind"] != "outputs"));
 }
+
+#[test]
+fn completions_answers_are_compared_too() {
+    // /v1/completions streams `choices[].text`: every candidate answer diverges from token 1 on
+    // (" alt1" against " tok1": the common prefix " " is 1 character); 20 of 20 against 0 of 19:
+    // Fisher p = C(20,20) / C(39,20) = 1 / 68923264410 = 1.45e-11
+    let d = dir_with(&GREEDY.replace(
+        "model: perfgate-sim}",
+        "model: perfgate-sim, api: openai-completions}",
+    ));
+    let (code, text, r) = run(
+        d.path(),
+        &[
+            "ab",
+            "-s",
+            "s.yaml",
+            "--base-url",
+            BASE,
+            "--candidate-url",
+            "sim://?ttft_ms=30&tpot_ms=4&seed=8&diverge_share=1",
+            "--output",
+            "r.json",
+        ],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    let o = &r["scenarios"][0]["outputs"];
+    assert_eq!(
+        (&o["pairs"], &o["differing"]),
+        (&20.into(), &20.into()),
+        "{o}"
+    );
+    assert_eq!(o["first_difference_chars"], serde_json::json!([1, 1, 1]));
+    let c = outputs_check(&r);
+    assert_eq!(c["verdict"], "FAIL", "{c}");
+    let p = c["p_value"].as_f64().unwrap();
+    assert!((p - 1.0 / 68_923_264_410.0).abs() < 1e-15, "{p}");
+}

@@ -174,6 +174,9 @@ impl Measurer {
         let recap = i.whole && !self.token_times.is_empty();
         // Every token event counts, also after a finish_reason (some servers and proxies put
         // one on every chunk); those are noted.
+        if let (true, false, Some(t)) = (i.token, recap, i.completion_text.as_deref()) {
+            self.output.push(t);
+        }
         if i.token && !recap {
             self.token(
                 e.at_ms,
