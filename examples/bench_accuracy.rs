@@ -197,6 +197,7 @@ fn gate_timing() -> f64 {
             slo: Vec::new(),
             design: gate::Design::Committed,
             itl: None,
+            quality: Default::default(),
         })
         .collect();
     let t = Instant::now();

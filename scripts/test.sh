@@ -102,21 +102,25 @@ await release-build
 step "tests (unit, property, CLI, replayed cases, real llama.cpp server, third-party servers): cargo nextest, .config/nextest.toml"
 PERFGATE_REQUIRE_REALSERVER=1 cargo nextest run --locked --profile ci --all-targets
 
-step "the Action's installer against fake releases on 127.0.0.1 and file:// (scripts/test-installer.sh, ~10 s), with the perfgate just built"
-bash scripts/test-installer.sh
-
-step "the README's main command: perfgate check on scenarios/ against the built-in simulator"
+step "the README's main command: perfgate check on scenarios/ against the built-in simulator (alone: it gates against committed baselines)"
 cargo run --locked --release -- check
 
-step "calibration smoke: the nightly change-point rows (perfgate calibrate --nightly, 20 series a row; the full table is --replicates 400)"
-"$CARGO_TARGET_DIR/release/perfgate" calibrate --nightly --replicates 20 --seed 1 | tail -6
-
-step "nightly trial smoke: 4 nights of check --history through the real binary and perfgate sim (scripts/nightly_trial.py --smoke; exit codes 0 or 1, nothing about time)"
-python3 scripts/nightly_trial.py --smoke --bin "$CARGO_TARGET_DIR/release/perfgate"
-
-step "benchmark smokes: scripts/bench.py (level 1, 20 requests; prints the client CPU per token event) and the bench_accuracy example (level 1); numbers printed, never asserted"
-# A benchmark that nothing runs breaks silently (bench.py exited 2 at every level for weeks):
-# these fail only when a benchmark cannot run or perfgate measured nothing / not every request.
-python3 scripts/bench.py --perfgate "$CARGO_TARGET_DIR/release/perfgate" --levels 1 --requests 20 \
-  --max-tokens 16 --out "$CARGO_TARGET_DIR/bench-smoke"
-cargo run --locked --example bench_accuracy -- 1
+# The smokes below assert no timing: they run side by side (each waits mostly on its own
+# simulator or fake server; one after another they took 100 s of a warm run's 15 minutes).
+step "smokes, side by side: the Action's installer, calibration, the nightly trial, the benchmarks"
+REL="$CARGO_TARGET_DIR/release/perfgate"
+# The Action's installer against fake releases on 127.0.0.1 and file://, with the perfgate just built.
+background installer bash scripts/test-installer.sh
+# The nightly change-point rows (20 series a row; the full table is --replicates 400).
+background calibrate-smoke bash -c "set -o pipefail; \"\$1\" calibrate --nightly --replicates 20 --seed 1 | tail -6" _ "$REL"
+# 4 nights of check --history through the real binary and perfgate sim (exit codes 0 or 1, nothing about time).
+background nightly-trial python3 scripts/nightly_trial.py --smoke --bin "$REL"
+# A benchmark that nothing runs breaks silently (bench.py exited 2 at every level for weeks): these
+# fail only when a benchmark cannot run or perfgate measured nothing / not every request; numbers
+# are printed, never asserted. bench.py: level 1, 20 requests, the client CPU per token event;
+# the bench_accuracy example: level 1.
+background bench-smoke bash -c "python3 scripts/bench.py --perfgate \"\$1\" --levels 1 --requests 20 --max-tokens 16 --out \"\$2\" && cargo run --locked --example bench_accuracy -- 1" _ "$REL" "$CARGO_TARGET_DIR/bench-smoke"
+await installer
+await calibrate-smoke
+await nightly-trial
+await bench-smoke

@@ -298,6 +298,9 @@ pub async fn bless(
         for line in baseline::sample_sizes(sc, &b) {
             println!("  {}: {line}", sc.name);
         }
+        for line in assess::cold_start::bless_lines(sc, &b.environment.server_starts) {
+            println!("  {}: {line}", sc.name);
+        }
     }
     Ok(code)
 }

@@ -187,6 +187,10 @@ impl Opened {
     /// The server report into `out`; stops the simulator.
     fn finish(mut self, out: &mut RunOutput) {
         out.server_side = self.server_side.take();
+        if let Some(rep) = out.server_side.as_mut().filter(|r| r.started_here) {
+            rep.first_ttft_ms = crate::server::start::first_ttft(&out.warmup_records, &out.records)
+                .map(crate::units::round3);
+        }
         self.shutdown();
     }
 
@@ -207,6 +211,11 @@ pub async fn measure_until(
     progress: Option<Arc<dyn Progress>>,
     decide: &mut dyn FnMut(&RunOutput) -> Option<String>,
 ) -> Result<RunOutput, MeasureError> {
+    if sc.gate.cold_start.is_some() && sc.server.is_some() {
+        // every run of a gated cold start is a start of its own (bless's runs, a check, each
+        // gate.confirm re-run): not the process an earlier run or scenario left running
+        crate::server::stop_all().await;
+    }
     let mut opened = open(sc, crate::server::Others::Stop).await?;
     let session = Session::start_with(sc, &opened.base_url, progress).await;
     let mut session = match session {

@@ -339,6 +339,16 @@ pub struct RequestRecord {
     /// (see [`crate::client::dialect::TIMINGS_FIELDS`]), so a record stays small.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timings: Option<serde_json::Value>,
+    /// Speculative decoding: the draft tokens proposed and accepted for this request (from
+    /// llama.cpp's `timings.draft_n` / `draft_n_accepted`; docs/metrics.md "Speculative
+    /// decoding"). Absent when the server reported none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<crate::speculative::Drafts>,
+    /// A request that asked for structured output or tool calls (`response_format`, `tools`):
+    /// whether its answer parsed, or why not (docs/metrics.md "Structured output and tool
+    /// calls"); absent for a plain answer and for a failed request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<crate::structured::Parsed>,
     /// Present when the request failed; a failed request never enters success latency figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Failure>,
@@ -427,6 +437,8 @@ impl RequestRecord {
             hidden_reasoning_tokens: None,
             stream_notes: Vec::new(),
             server_timings: None,
+            draft: None,
+            structured: None,
             error: None,
             sched_ms: None,
             sched_delay_ms: None,

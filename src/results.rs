@@ -159,6 +159,16 @@ pub struct ScenarioResult {
     /// (docs/ab.md "Outputs that changed").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<crate::output_text::OutputsSummary>,
+    /// Speculative decoding, when the server reported it: the acceptance rate and mean
+    /// acceptance length of the run and of its reference (docs/metrics.md "Speculative
+    /// decoding").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<crate::speculative::AcceptanceSides>,
+    /// A scenario that asks for structured output or tool calls: how many of its successful
+    /// requests' answers parsed, and why the others did not (docs/metrics.md "Structured output
+    /// and tool calls").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<crate::structured::ParseSummary>,
 }
 
 /// A note for the reader: made by the judgement ([`crate::assess`]), only rendered by the

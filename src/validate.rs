@@ -37,6 +37,12 @@ pub fn cmd_validate(a: &ValidateArgs) -> Result<i32, Error> {
             s.load.concurrency,
             s.load.samples
         );
+        if let Some(srv) = &s.server {
+            println!("    server: {}", srv.shown_command);
+            for d in &srv.defaults {
+                println!("    server.command: {d} (set {} to change it)", d.var);
+            }
+        }
         if let Some(ps) = &s.request.prompt_set {
             println!("    {}", ps.describe());
         }

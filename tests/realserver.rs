@@ -26,6 +26,11 @@
 //!   perfgate's TPOT change must agree with the servers' own (their `timings`) within 10 %.
 //!   A broken comparison (a swapped side, a wrong quantile, a miscomputed ratio) fails the
 //!   second on every machine; a slow or drifting machine fails neither.
+//! - [`speculative_decoding_against_llama_server`]: `check --allow-missing-baseline` against
+//!   llama-server with a draft model (the same model as its own draft, issue 44): every
+//!   request's draft counts come from its `timings` (`draft_n`, `draft_n_accepted`), and the
+//!   acceptance rate and mean acceptance length perfgate reports are sum(accepted) /
+//!   sum(drafted) and sum(output) / sum(output - accepted) of the records.
 //! - [`responses_api_against_llama_server`]: `check --allow-missing-baseline` with `api:
 //!   openai-responses` (issue 27) against llama-server's `POST /v1/responses`: every request
 //!   succeeds with `max_tokens` output tokens from usage (llama.cpp passes `ignore_eos` on to
@@ -762,6 +767,119 @@ fn responses_api_against_llama_server() {
         p50("ttft_ms"),
         p50("tpot_ms"),
         quantile(recs.iter().map(tpot_expected).collect(), 0.5)
+    );
+    let pid = s["server"]["pid"].as_u64().expect("server pid");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!alive(pid), "llama-server {pid} survived perfgate");
+}
+
+/// Tokens per request of the speculative decoding test: a few draft steps each, short enough
+/// for the real-server chain (CI's critical path).
+const SPEC_MAX_TOKENS: u64 = 12;
+
+#[test]
+fn speculative_decoding_against_llama_server() {
+    let _one = serial();
+    let Some((llama_server, model)) = built_or_skip() else {
+        return;
+    };
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
+    let yaml = format!(
+        r#"scenarios:
+  - name: llama-spec
+    endpoint:
+      base_url: http://127.0.0.1:{port}/v1
+      model: gemma-3-270m
+    request:
+      prompt: "Count from 1 to 40, separated by commas."
+      max_tokens: {SPEC_MAX_TOKENS}
+      temperature: 0
+      ignore_eos: true
+    load:
+      samples: 20
+      warmup: 1
+    server:
+      # the model as its own draft: one thread each, one slot
+      command: ["{llama_server}", -m, "{model}", -md, "{model}", --spec-type, draft-simple,
+                --spec-draft-n-max, "4", --alias, gemma-3-270m, --host, 127.0.0.1,
+                --port, "{port}", -t, "1", -td, "1", -np, "1", -c, "2048", --no-webui]
+      ready_timeout: 2m
+      log: llama-server.log
+"#
+    );
+    std::fs::write(dir.path().join("scenarios/llama.yaml"), yaml).unwrap();
+    let started = std::time::Instant::now();
+    let o = perfgate(dir.path())
+        .args([
+            "check",
+            "--allow-missing-baseline",
+            "--output",
+            "results.json",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    println!("{out}");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "check --allow-missing-baseline against a drafting server: {out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
+            .unwrap();
+    let s = &r["scenarios"][0];
+    let recs = s["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 20, "{s}");
+    let (mut drafted, mut accepted, mut output, mut steps) = (0u64, 0u64, 0u64, 0u64);
+    for x in recs {
+        assert!(x.get("error").is_none(), "{x}");
+        let t = &x["server_timings"];
+        let (d, a) = (
+            t["draft_n"].as_u64().expect("draft_n in timings"),
+            t["draft_n_accepted"]
+                .as_u64()
+                .expect("draft_n_accepted in timings"),
+        );
+        assert!(d > 0 && a <= d, "{t}");
+        // the typed counts are the server's own
+        assert_eq!(
+            x["draft"],
+            serde_json::json!({"drafted": d, "accepted": a}),
+            "{x}"
+        );
+        let n = x["output_tokens"].as_u64().unwrap();
+        assert_eq!(n, SPEC_MAX_TOKENS, "{x}");
+        drafted += d;
+        accepted += a;
+        output += n;
+        steps += n - a;
+    }
+    let sp = &s["speculative"]["candidate"];
+    assert_eq!(sp["source"], "requests", "{sp}");
+    assert_eq!(sp["requests"], 20, "{sp}");
+    assert_eq!(
+        (sp["drafted"].as_u64(), sp["accepted"].as_u64()),
+        (Some(drafted), Some(accepted))
+    );
+    let rate = sp["rate"].as_f64().unwrap();
+    assert!(
+        (rate - accepted as f64 / drafted as f64).abs() < 1e-12,
+        "{rate} vs {accepted}/{drafted}"
+    );
+    let len = sp["mean_length"].as_f64().unwrap();
+    assert!(
+        (len - output as f64 / steps as f64).abs() < 1e-12,
+        "{len} vs {output}/{steps}"
+    );
+    assert!(out.contains("speculative decoding: acceptance"), "{out}");
+    println!(
+        "llama-spec: {accepted}/{drafted} draft tokens accepted ({:.1}%), {len:.2} tokens a step, in {:.0} s",
+        rate * 100.0,
+        started.elapsed().as_secs_f64()
     );
     let pid = s["server"]["pid"].as_u64().expect("server pid");
     std::thread::sleep(std::time::Duration::from_millis(500));

@@ -195,6 +195,7 @@ pub fn gate_input(
         slo: slo_samples(sc, candidate),
         design: gate::Design::Committed,
         itl,
+        quality: Default::default(),
     }
 }
 

@@ -44,6 +44,12 @@ pub fn gated_results(
                     .map(|n| crate::results::Note::new(kind, n)),
             );
         }
+        if let Some(n) = super::quality::tpot_fail_note(r) {
+            r.notes.push(crate::results::Note::new(
+                crate::results::NoteKind::ServerFigures,
+                n,
+            ));
+        }
     }
     let mut out = Results {
         schema_version: RESULTS_SCHEMA_VERSION,

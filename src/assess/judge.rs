@@ -230,7 +230,8 @@ fn judge_run(
                 &env.server_identity,
                 &s.identity,
             )];
-            if s.started_here {
+            // (gated by gate.cold_start: the check's row says it, against every stored start)
+            if s.started_here && sc.gate.cold_start.is_none() {
                 said.push(server_notes::ready_note(env.server_time_to_ready_ms, s));
             }
             res.notes.extend(notes_of(
@@ -321,6 +322,11 @@ fn judge_run(
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             };
+            input.quality = super::quality::samples(sc, reference, cand);
+            res.notes.extend(notes_of(
+                NoteKind::Reference,
+                super::quality::parse_not_compared(reference, cand),
+            ));
             j.gate_input = Some(input);
             if let Reference::BaseArm(base) = reference {
                 j.base_figures = base
@@ -385,6 +391,9 @@ fn judge_run(
                 .and_then(|r| super::cache::summary(a.scenario, r)),
         };
         judge_cache(sc, cand, base.as_ref(), res);
+        res.speculative = super::quality::sides(reference, cand);
+        res.structured = super::quality::parse_summary(cand);
+        judge_cold_start(sc, reference, cand, res);
     }
     res.records = cand
         .records
@@ -392,6 +401,57 @@ fn judge_run(
         .map(|r| super::outputs::written(r, sc))
         .collect();
     j
+}
+
+/// `gate.cold_start`: this run's server starts against the reference's ([`super::cold_start`]):
+/// a baseline's stored starts, or the base arm's (a blocked A/B run's from its blocks).
+fn judge_cold_start(
+    sc: &Scenario,
+    reference: &Reference,
+    cand: &RunOutput,
+    res: &mut ScenarioResult,
+) {
+    use super::cold_start::StartsOf;
+    use crate::server::start::ServerStart;
+    if sc.gate.cold_start.is_none() {
+        return;
+    }
+    let of_run = |r: &RunOutput| -> Vec<ServerStart> {
+        r.server_side.iter().filter_map(ServerStart::of).collect()
+    };
+    let (base, of, mine) = match reference {
+        Reference::Baseline(b) => {
+            // a missing, broken or stale baseline: the scenario's status says so, no rows
+            let Some(loaded) = b.loaded.filter(|_| b.unusable.is_none()) else {
+                return;
+            };
+            (
+                loaded.environment.server_starts.clone(),
+                StartsOf::Baseline,
+                of_run(cand),
+            )
+        }
+        Reference::BaseArm(a) if !a.ab.blocks.is_empty() => {
+            let side = |s: crate::gate::Side| -> Vec<ServerStart> {
+                a.ab.blocks
+                    .iter()
+                    .filter(|x| x.side == s)
+                    .filter_map(|x| x.server.as_ref().and_then(ServerStart::of))
+                    .collect()
+            };
+            (
+                side(crate::gate::Side::Base),
+                StartsOf::BaseArm,
+                side(crate::gate::Side::Candidate),
+            )
+        }
+        Reference::BaseArm(a) => (
+            a.run.ok().map(&of_run).unwrap_or_default(),
+            StartsOf::BaseArm,
+            of_run(cand),
+        ),
+    };
+    super::cold_start::judge(sc, &base, of, &mine, res);
 }
 
 /// The `max_error_rate` rule: a run whose share of failed requests is above the scenario's
@@ -464,6 +524,8 @@ fn header(sc: &Scenario, run: &RunOutput) -> ScenarioResult {
         workers: None,
         cache: None,
         outputs: None,
+        speculative: None,
+        structured: None,
     }
 }
 

@@ -11,6 +11,7 @@
 pub mod arm;
 pub mod arms_diff;
 pub mod cache;
+pub mod cold_start;
 pub mod drift;
 pub mod figures;
 pub mod gated;
@@ -20,6 +21,7 @@ pub mod notes;
 pub mod outputs;
 pub mod pairing;
 pub mod problem;
+pub mod quality;
 pub mod server_notes;
 
 pub use arm::{baseline_spread, gate_input, scenario_samples, slo_only_input, Arm, ArmRequest};

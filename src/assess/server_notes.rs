@@ -128,7 +128,7 @@ pub fn ready_note(base_ms: Option<f64>, now: &crate::server::ServerReport) -> Op
     now.pid?;
     (b > 0.0).then(|| {
         format!(
-            "time to ready {:.2} s, {:+.0}% against the baseline's {:.2} s (one start each: reported, not gated)",
+            "time to ready {:.2} s, {:+.0}% against the baseline's {:.2} s (one start each: reported, not gated; gate it with gate.cold_start)",
             n / 1000.0,
             (n / b - 1.0) * 100.0,
             b / 1000.0

@@ -97,6 +97,11 @@ pub struct Environment {
     /// Its time to ready, ms (process start to the first ready answer), for the check's note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_time_to_ready_ms: Option<f64>,
+    /// Each start of the server the bless runs made, in order (`gate.cold_start` restarts it
+    /// for every run): what a check's cold start is compared with. Empty in older baselines and
+    /// when no run started a server (then the cold-start checks are not gated, with a note).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_starts: Vec<crate::server::start::ServerStart>,
 }
 
 /// The workload actually measured.
@@ -156,6 +161,9 @@ pub struct BaselineRecord {
     /// A prompt-set request: its index in the run, entry and prompt id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<crate::record::WorkItem>,
+    /// Whether its structured output or tool call parsed ([`RequestRecord::structured`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<crate::structured::Parsed>,
 }
 
 /// A per-request ITL summary, ms.
@@ -209,6 +217,7 @@ impl BaselineRecord {
             error: r.error.as_ref().map(|e| e.class),
             server_timings: r.server_timings.clone(),
             work: r.work.clone(),
+            structured: r.structured,
         }
     }
     /// The value of a metric for a successful request.
@@ -342,6 +351,11 @@ pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Bas
                 .filter_map(|r| r.server_side.as_ref())
                 .find(|s| s.pid.is_some())
                 .and_then(|s| s.time_to_ready_ms),
+            server_starts: runs
+                .iter()
+                .filter_map(|r| r.server_side.as_ref())
+                .filter_map(crate::server::start::ServerStart::of)
+                .collect(),
         },
         workload: workload_of(sc, &all),
         summary: summaries(&all),

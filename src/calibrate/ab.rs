@@ -319,6 +319,7 @@ fn ab_input(
         slo: Vec::new(),
         design,
         itl: None,
+        quality: Default::default(),
     }
 }
 

@@ -131,6 +131,7 @@ fn inputs(
                 slo: Vec::new(),
                 design: gate::Design::Committed,
                 itl: None,
+                quality: Default::default(),
             }
         })
         .collect()

@@ -276,6 +276,7 @@ fn draw_scenario(
             candidate: cand_gaps.into_iter().map(GapCluster::exact).collect(),
             spread: tpot_spread,
         }),
+        quality: Default::default(),
     }
 }
 

@@ -29,12 +29,15 @@
 //! - `slo`: the `gate.slo` rows (no baseline);
 //! - `outputs`: the `gate.outputs` rows (answers that changed, against a server that is not
 //!   batch-invariant);
+//! - `parse`: the structured-output parse-failure rows (issue 44);
+//! - `cold_start`: the `gate.cold_start` rows (k stored server starts vs one);
 //! - `ab`: A/B designs (drift over one run, interleaved and blocked schedules); `ab_rows`: their
 //!   rows and the committed-baseline rows at the same drift;
 //! - `table`: runs the rows and prints the table, section by section.
 
 mod ab;
 mod ab_rows;
+mod cold_start;
 mod command;
 mod committed;
 mod committed_rows;
@@ -44,6 +47,7 @@ pub mod nightly;
 mod noise;
 mod outputs;
 mod paired;
+mod parse;
 mod slo;
 mod table;
 
@@ -56,5 +60,6 @@ pub use itl::{itl_experiments, run_itl, ItlChange, ItlExperiment, ItlProfile, It
 pub use noise::{Change, Profile, TPOT, TTFT};
 pub use outputs::{outputs_experiments, run_outputs, OutputsExperiment, Repeats};
 pub use paired::{paired_experiments, run_paired, PairedExperiment, PairedRates};
+pub use parse::{parse_experiments, run_parse, ParseExperiment};
 pub use slo::{run_slo, slo_experiments, true_quantile, SloExperiment};
 pub use table::report;

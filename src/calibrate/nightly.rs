@@ -50,6 +50,14 @@ pub fn models() -> Vec<NightModel> {
         step_at: 30,
         step: 1.0,
     };
+    // Issue 43's own condition (tau 5 %, 5 % outlier nights at 1.3x, no drift); last, so the rows
+    // above keep their seeds (seed + row index) and their figures.
+    let outliers = NightModel {
+        label: "sd 5 %, 5 % outliers x1.3",
+        outlier_p: 0.05,
+        outlier: 1.3,
+        ..iid.clone()
+    };
     let walk = NightModel {
         label: "sd 5 %, 5 % outliers x1.3, walk 0.5 %/night",
         walk_sd: 0.005,
@@ -65,7 +73,7 @@ pub fn models() -> Vec<NightModel> {
         outlier: 1.3,
         ..iid.clone()
     };
-    [iid, walk, ar]
+    [iid, walk, ar, outliers]
         .into_iter()
         .flat_map(|m| [1.0, 1.1, 1.2].map(|step| NightModel { step, ..m.clone() }))
         .collect()

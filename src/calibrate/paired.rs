@@ -159,6 +159,7 @@ fn input(base: &[Vec<f64>], cand: &[f64], paired: bool) -> ScenarioSamples {
         slo: Vec::new(),
         design: gate::Design::Committed,
         itl: None,
+        quality: Default::default(),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The `calibrate` table: runs every row (or those whose label contains `--only`'s text) and
 //! prints it, section by section: committed baselines, ITL P99, A/B designs, paired requests,
-//! SLO checks. Each row's seed is the run's seed plus an offset of its section and its index.
+//! SLO checks, cold starts. Each row's seed is the run's seed plus an offset of its section and its index.
 
 use super::ab::{run_ab, AbExperiment};
 use super::ab_rows::ab_experiments;
@@ -9,6 +9,7 @@ use super::committed_rows::experiments;
 use super::itl::{itl_experiments, run_itl, ItlExperiment, ITL};
 use super::noise::TTFT;
 use super::paired::{paired_experiments, run_paired, PairedExperiment, PROMPTS, WITHIN_SIGMA};
+use super::parse::{parse_experiments, run_parse, ParseExperiment};
 use super::slo::{run_slo, slo_experiments, true_quantile, SloExperiment};
 use std::fmt::Write;
 
@@ -27,7 +28,9 @@ pub fn report(reps: usize, seed: u64, filter: Option<&str>) -> String {
         ab_section(reps, seed, filter),
         paired_section(reps, seed, filter),
         slo_section(reps, seed, filter),
+        parse_section(reps, seed, filter),
         outputs_section(reps, seed, filter),
+        super::cold_start::section(reps, seed, &|l| kept(filter, l)),
     ];
     let shown: Vec<String> = sections.into_iter().filter(|s| !s.is_empty()).collect();
     out.push_str(&shown.join("\n"));
@@ -232,6 +235,28 @@ fn slo_section(reps: usize, seed: u64, filter: Option<&str>) -> String {
             r[1] * 100.0,
             r[2] * 100.0
         );
+    }
+    out
+}
+
+/// The parse-failure section; each row seeded by its index among the rows kept.
+fn parse_section(reps: usize, seed: u64, filter: Option<&str>) -> String {
+    let mut out = String::new();
+    let rows: Vec<ParseExperiment> = parse_experiments()
+        .into_iter()
+        .filter(|e| kept(filter, &e.label))
+        .collect();
+    if rows.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "Structured output (parse failures, issue 44): the share of answers that did not parse, one-sided\nFisher test with the error rate in a Holm family of 2; n per side. FAIL = false-alarm rate for the\nnull rows (5% on both sides), power otherwise.\n"
+    );
+    let _ = writeln!(out, "{:<48} {:>9}", "experiment", "FAIL");
+    for (i, e) in rows.iter().enumerate() {
+        let r = run_parse(e, reps, seed.wrapping_add(2_000_003 + i as u64 * 7919));
+        let _ = writeln!(out, "{:<48} {:>8.1}%", e.label, r * 100.0);
     }
     out
 }

@@ -67,6 +67,11 @@ impl BodyFold {
         }
     }
 
+    /// Judges whether the answer parsed as `e` asks ([`Measurer::expect_structured`]).
+    pub fn expect_structured(&mut self, e: crate::structured::Expect) {
+        self.measurer.expect_structured(e);
+    }
+
     /// Folds one chunk that arrived `at_ms` after the send.
     pub fn chunk(&mut self, chunk: &[u8], at_ms: f64) -> Step {
         self.total += chunk.len() as u64;

@@ -414,6 +414,29 @@ section! {
         cache: RawCacheGate,
         /// `perfgate ab`: compare the arms' answers (default true; only at temperature 0).
         outputs: bool,
+        /// Speculative decoding: `max_drop: 5%` gates a drop of the acceptance rate.
+        acceptance: RawAcceptanceGate,
+        /// The started server's cold start (docs/gate.md "Cold start"): `{}` or
+        /// `{fail: 50%, min_delta: 200ms}`.
+        cold_start: RawColdStart,
+    }
+}
+
+section! {
+    /// `gate.acceptance` keys.
+    RawAcceptanceGate {
+        /// The largest drop of the acceptance rate tolerated, in points: `5%` or `0.05`.
+        max_drop: RawNumber,
+    }
+}
+
+section! {
+    /// `gate.cold_start` keys.
+    RawColdStart {
+        /// Relative tolerance on the times of a start: `50%` or `0.5`.
+        fail: RawNumber,
+        /// Absolute floor: `200ms`, `1s`.
+        min_delta: RawNumber,
     }
 }
 

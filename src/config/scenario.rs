@@ -10,6 +10,7 @@
 //! [`Scenario`] from them and fingerprints it.
 
 mod base_url;
+mod cold_start;
 mod endpoint;
 mod gate;
 mod load;
@@ -21,6 +22,7 @@ mod request;
 pub use super::common::Secret;
 pub use super::metric::Metric;
 pub use base_url::normalise_base_url;
+pub use cold_start::{ColdStartGate, COLD_START_FAIL, COLD_START_MIN_DELTA_MS};
 pub use endpoint::{Endpoint, Header, Target};
 pub use gate::{default_band, Band, GateSpec, ITL_BAND};
 pub use load::{
@@ -84,9 +86,10 @@ impl Scenario {
     }
 }
 
-/// A prompt set too small for the run (prompts repeat, and the warmup sends prompts measured
-/// later, which a prefix cache then serves, unless the request keeps the cache from reusing
-/// them), a conversation run with fewer conversations than streams (the others stay idle).
+/// A prompt set too small for the run: with a prefix cache that reuses prompts, its repeats (and
+/// the warmup's prompts measured later) are served from the cache; without, only a mix whose
+/// entries are sent unequally often is warned about (issue 46: every set under 20 entries was).
+/// A conversation run with fewer conversations than streams (the others stay idle).
 fn request_warnings(r: &RequestSpec, l: &LoadSpec) -> Vec<String> {
     let mut out = Vec::new();
     let measured = l.looks().last().copied().unwrap_or(0);
@@ -94,17 +97,25 @@ fn request_warnings(r: &RequestSpec, l: &LoadSpec) -> Vec<String> {
         // the warmup's prompts matter only to a prefix cache that reuses them
         let warmup = if r.prefix_cache_reuses() { l.warmup } else { 0 };
         let sent = warmup as usize + measured;
-        if ps.entries < sent {
+        let n = ps.entries.max(1);
+        let (times, more) = (measured / n, measured % n);
+        if !r.prefix_cache_reuses() && ps.entries < sent && more > 0 {
+            // nothing serves a repeat from a cache: only an uneven mix is worth a warning
+            out.push(format!(
+                "request.prompt_set: {n} entries for {measured} measured requests: {more} of them are sent {} times, the others {times} (measured request g sends entry g mod {n}), so they weigh unequally in the percentiles; samples: {} sends each equally often, or a set of at least {sent} entries sends each once",
+                times + 1,
+                (times + 1) * n,
+            ));
+        } else if r.prefix_cache_reuses() && ps.entries < sent {
             let (requests, cached) = match warmup {
                 0 => (format!("{measured} measured requests"), ""),
                 w => (
                     format!("{w} warmup + {measured} measured requests"),
-                    ", and the warmup sends prompts measured later, which a prefix cache then serves",
+                    ", and the warmup sends prompts measured later",
                 ),
             };
             out.push(format!(
-                "request.prompt_set: {} entries for {requests}: prompts repeat (measured request g sends entry g mod {}){cached}; a set of at least {sent} entries sends each once",
-                ps.entries, ps.entries,
+                "request.prompt_set: {n} entries for {requests}: prompts repeat (measured request g sends entry g mod {n}){cached}, which a prefix cache then serves; a set of at least {sent} entries sends each once, or `request.cache: cold` keeps a repeat from being served from the cache",
             ));
         }
     }
@@ -200,7 +211,10 @@ fn build_named(
     let server = match (&raw.server, &endpoint.target) {
         (None, _) => None,
         (Some(rs), Target::Http { base_url }) => {
-            Some(super::server::build(rs, base_url, &endpoint.secrets(), ctx.env)?)
+            let mut s = super::server::build(rs, base_url, &endpoint.secrets(), ctx.env)?;
+            // a gated start is timed to within one readiness probe (docs/gate.md "Cold start")
+            s.fine_probe = gate.cold_start.is_some();
+            Some(s)
         }
         (Some(_), Target::Sim(_)) => bail!("server: the built-in simulator (sim://) needs no server; give an http:// base_url the started server listens on"),
     };

@@ -41,6 +41,8 @@ pub struct ServerSpec {
     pub command: Vec<String>,
     /// The command line as shown everywhere (shell-quoted, secrets `<redacted>`).
     pub shown_command: String,
+    /// The `${VAR:-default}` defaults the command runs with (their variables unset).
+    pub defaults: Vec<DefaultTaken>,
     /// Extra environment; the values are never shown.
     pub env: Vec<(String, Secret)>,
     /// Working directory of the server.
@@ -63,6 +65,10 @@ pub struct ServerSpec {
     pub secrets: Vec<String>,
     /// Identifies the block: scenarios whose spec has the same key share one process.
     pub key: String,
+    /// The readiness probe keeps its first pause (25 ms) instead of backing off to 250 ms: set
+    /// when the scenario gates its cold start (`gate.cold_start`), so the time to ready is known
+    /// to within one probe. Not part of the block's identity.
+    pub fine_probe: bool,
 }
 
 impl std::fmt::Debug for ServerSpec {
@@ -172,17 +178,69 @@ fn quote(w: &str) -> String {
     }
 }
 
-/// The `${VAR}` names a raw word refers to.
-fn referenced_vars(raw: &str) -> Vec<String> {
+/// The `${VAR}` and `${VAR:-default}` references of a raw word: each name and its default.
+fn references(raw: &str) -> Vec<(&str, Option<&str>)> {
     let mut out = Vec::new();
     let mut rest = raw;
     while let Some(i) = rest.find("${") {
         let body = &rest[i + 2..];
         let Some(end) = body.find('}') else { break };
         let inner = &body[..end];
-        let name = inner.split(":-").next().unwrap_or(inner);
-        out.push(name.to_string());
+        out.push(match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        });
         rest = &body[end + 1..];
+    }
+    out
+}
+
+/// The `${VAR}` names a raw word refers to.
+fn referenced_vars(raw: &str) -> Vec<String> {
+    references(raw)
+        .into_iter()
+        .map(|(n, _)| n.to_string())
+        .collect()
+}
+
+/// A `${VAR:-default}` in `server.command` whose variable is not set (or empty), so the default
+/// runs: `perfgate validate` names each (issue 46: an unset LLAMA_MODEL left the template's
+/// `model.gguf` in the command, and nothing said so before the server failed to start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultTaken {
+    pub var: String,
+    /// The default as written; `<redacted>` when the variable names a credential.
+    pub value: String,
+}
+
+impl std::fmt::Display for DefaultTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is not set, so its default `{}` runs",
+            self.var, self.value
+        )
+    }
+}
+
+/// The defaults `words` fall back to in the environment `env`, in order, each variable once.
+fn defaults_taken(words: &[String], env: &dyn Fn(&str) -> Option<String>) -> Vec<DefaultTaken> {
+    let mut out: Vec<DefaultTaken> = Vec::new();
+    for w in words {
+        for (name, default) in references(w) {
+            let Some(d) = default else { continue };
+            if env(name).is_some_and(|v| !v.is_empty()) || out.iter().any(|t| t.var == name) {
+                continue;
+            }
+            out.push(DefaultTaken {
+                var: name.to_string(),
+                value: if names_a_secret(name) {
+                    "<redacted>".to_string()
+                } else {
+                    d.to_string()
+                },
+            });
+        }
     }
     out
 }
@@ -330,6 +388,7 @@ pub fn build(
     Ok(ServerSpec {
         command,
         shown_command,
+        defaults: defaults_taken(words, env),
         env: env_out,
         cwd,
         ready,
@@ -341,6 +400,7 @@ pub fn build(
         origin,
         secrets,
         key,
+        fine_probe: false,
     })
 }
 
@@ -398,6 +458,38 @@ mod tests {
             command: Some(cmd.iter().map(|s| s.to_string()).collect()),
             ..RawServer::default()
         }
+    }
+
+    #[test]
+    fn the_defaults_a_command_runs_with_are_named_once_each() {
+        let env = |n: &str| match n {
+            "SET" => Some("x".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let words: Vec<String> = [
+            "srv",
+            "-m",
+            "${MODEL:-model.gguf}",
+            "${SET:-unused}",
+            "--t=${EMPTY:-2}",
+            "${MODEL:-other}",
+            "--api-key",
+            "${API_KEY:-sk-local}",
+            "${PLAIN}",
+        ]
+        .map(String::from)
+        .to_vec();
+        let taken = defaults_taken(&words, &env);
+        let shown: Vec<String> = taken.iter().map(|t| t.to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                "MODEL is not set, so its default `model.gguf` runs",
+                "EMPTY is not set, so its default `2` runs",
+                "API_KEY is not set, so its default `<redacted>` runs",
+            ]
+        );
     }
 
     #[test]

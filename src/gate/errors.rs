@@ -5,7 +5,7 @@
 use super::*;
 
 pub(super) fn error_check(scenario: &str, errors: ErrorCounts, max_rate: f64) -> Draft {
-    share_check(
+    share(
         scenario,
         CheckKind::ErrorRate,
         errors,
@@ -17,7 +17,7 @@ pub(super) fn error_check(scenario: &str, errors: ErrorCounts, max_rate: f64) ->
 /// safety filter that got stricter, a prompt that now trips it) FAILs as more failures do, but
 /// apart from them: a stop never makes a run unmeasurable (docs/metrics.md).
 pub(super) fn stopped_check(scenario: &str, stopped: ErrorCounts) -> Draft {
-    share_check(
+    share(
         scenario,
         CheckKind::StoppedRate,
         stopped,
@@ -25,7 +25,7 @@ pub(super) fn stopped_check(scenario: &str, stopped: ErrorCounts) -> Draft {
     )
 }
 
-fn share_check(scenario: &str, kind: CheckKind, counts: ErrorCounts, what: &str) -> Draft {
+pub(super) fn share(scenario: &str, kind: CheckKind, counts: ErrorCounts, what: &str) -> Draft {
     let Failures {
         failed: fb,
         total: nb,
@@ -67,10 +67,10 @@ fn share_check(scenario: &str, kind: CheckKind, counts: ErrorCounts, what: &str)
 /// Stage 3's reason for an error-rate or stopped-share check (`kind`) with verdict `v`
 /// (Holm-adjusted p-values).
 pub(super) fn reason(kind: CheckKind, v: Verdict, reg_h: f64, imp_h: f64) -> String {
-    let what = if kind == CheckKind::StoppedRate {
-        "requests stopped by the provider"
-    } else {
-        "failed requests"
+    let what = match kind {
+        CheckKind::StoppedRate => "requests stopped by the provider",
+        CheckKind::ParseRate => "outputs that did not parse",
+        _ => "failed requests",
     };
     match v {
         Verdict::Fail => format!("significantly more {what}, Holm p = {}", fmt_p(reg_h)),

@@ -71,10 +71,11 @@ impl Corrected {
         c.verdict = v;
         // Share checks (errors, tail>P90) have no tolerance in percent: they say what was tested.
         let why = match c.kind {
-            CheckKind::ErrorRate | CheckKind::StoppedRate => {
+            CheckKind::ErrorRate | CheckKind::StoppedRate | CheckKind::ParseRate => {
                 super::errors::reason(c.kind, v, reg_h, imp_h)
             }
             CheckKind::TailExceedance => super::tail::exceedance_reason(v, reg_h).unwrap_or(why),
+            CheckKind::AcceptanceRate => super::quality::reason(v, c.fail, reg_h, imp_h),
             _ => why,
         };
         let why = match (c.fail_configured, c.tau, c.tau_nights) {

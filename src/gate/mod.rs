@@ -32,6 +32,7 @@ mod finish;
 mod itl;
 mod p50;
 pub mod power;
+mod quality;
 mod slo;
 mod tail;
 mod types;
@@ -43,6 +44,8 @@ pub use family::{correct_family, correct_merged_family};
 pub use itl::ITL_MIN_REQUESTS;
 use itl::*;
 use p50::*;
+use quality::quality_checks;
+pub use quality::{AcceptanceSamples, QualitySamples, RequestRate};
 use slo::*;
 use tail::*;
 pub use types::*;
@@ -178,6 +181,7 @@ pub fn evaluate_scenario(s: &ScenarioSamples) -> Vec<Evaluated> {
         }
     }
     let alpha = s.gate.alpha / s.looks.max(1) as f64;
+    checks.extend(quality_checks(s, alpha));
     for (o, c) in &s.slo {
         checks.push(slo_check(&s.scenario, *o, c, alpha));
     }

@@ -22,6 +22,8 @@ fn gate(quantiles: Vec<Quantile>) -> GateSpec {
         itl: None,
         cache_hit_rate: None,
         outputs: true,
+        acceptance: None,
+        cold_start: None,
     }
 }
 
@@ -54,6 +56,7 @@ fn run(b: Vec<f64>, c: Vec<f64>, qs: Vec<Quantile>) -> Vec<Check> {
         slo: Vec::new(),
         design: Design::Committed,
         itl: None,
+        quality: Default::default(),
     };
     evaluate(&[s]).0
 }
@@ -140,6 +143,7 @@ fn run_spread_widens_the_fail_tolerance() {
         slo: Vec::new(),
         design: Design::Committed,
         itl: None,
+        quality: Default::default(),
     };
     let (plain, _) = evaluate(&[mk(BTreeMap::new())]);
     assert_eq!(plain[0].verdict, Verdict::Fail, "{:?}", plain[0]);
@@ -210,6 +214,7 @@ fn a_tolerance_learned_from_nights_is_capped_at_three_times_the_configured() {
         slo: Vec::new(),
         design: Design::Committed,
         itl: None,
+        quality: Default::default(),
     };
     // learned from 30 nights: exp(2.33 x 0.6144 x sqrt 1.5) - 1 = 477 %, capped at 3 x 10 %
     let (c, _) = evaluate(&[mk(Some(30))]);
@@ -253,6 +258,7 @@ fn run_spread_widens_the_tail_exceedance_check_too() {
         slo: Vec::new(),
         design: Design::Committed,
         itl: None,
+        quality: Default::default(),
     };
     let tail = |checks: &[Check]| {
         checks
@@ -345,6 +351,7 @@ fn blocked(order: &str, per_block: usize, change: f64, drift: f64) -> ScenarioSa
         slo: Vec::new(),
         design: Design::Blocked(blocks),
         itl: None,
+        quality: Default::default(),
     }
 }
 
@@ -443,6 +450,7 @@ fn error_rate_increase_fails_below_max_error_rate_too() {
         slo: Vec::new(),
         design: Design::Committed,
         itl: None,
+        quality: Default::default(),
     };
     let (checks, _) = evaluate(&[s]);
     assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
@@ -474,6 +482,7 @@ fn more_stopped_requests_fail_their_own_share_check_not_the_error_rate() {
         slo: Vec::new(),
         design: Design::Committed,
         itl: None,
+        quality: Default::default(),
     };
     let (checks, _) = evaluate(&[s(ErrorCounts::new((0, 40), (10, 40)))]);
     assert_eq!(checks.len(), 2, "{checks:?}");
@@ -538,6 +547,7 @@ fn itl_scenario(b: Vec<GapCluster>, c: Vec<GapCluster>, design: Design) -> Scena
                 nights: None,
             }),
         }),
+        quality: Default::default(),
     }
 }
 
@@ -632,6 +642,7 @@ fn error_rate_increase_fails() {
         slo: Vec::new(),
         design: Design::Committed,
         itl: None,
+        quality: Default::default(),
     };
     let (checks, fam) = evaluate(&[s]);
     assert_eq!(fam, 1);
@@ -675,6 +686,7 @@ fn a_tail_exceedance_row_that_cannot_fail_is_not_gated() {
         slo: Vec::new(),
         design: Design::Committed,
         itl: None,
+        quality: Default::default(),
     };
     let tail_of = |n: usize| {
         evaluate(&[mk(n)])
@@ -768,6 +780,7 @@ fn a_client_delay_over_half_the_fail_move_ungates_ttft_not_tpot() {
             slo: Vec::new(),
             design: Design::Committed,
             itl: None,
+            quality: Default::default(),
         };
         evaluate(&[s])
     };
@@ -869,6 +882,7 @@ fn run_mix_spread(
         slo: Vec::new(),
         design: Design::Committed,
         itl: None,
+        quality: Default::default(),
     };
     evaluate(&[s]).0.remove(0)
 }

@@ -64,6 +64,25 @@ pub enum CheckKind {
     /// arms, against the base's own share between two sends of one request (Fisher's exact
     /// test, one-sided); not in the Holm family. A FAIL is a functional change.
     Outputs,
+    /// `gate.acceptance`: the speculative-decoding acceptance rate (accepted / drafted draft
+    /// tokens) per request, a drop against the reference tested.
+    AcceptanceRate,
+    /// Share of structured outputs or tool calls that did not parse, tested as the error rate
+    /// is; present when the scenario asks for structured output.
+    ParseRate,
+    /// `gate.cold_start`: one time of the started server's starts (docs/gate.md "Cold start"),
+    /// against the baseline's stored starts; not in the Holm family.
+    ColdStart(StartFigure),
+}
+
+/// Which time of a server start a `gate.cold_start` check compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartFigure {
+    /// From the process start to the first ready answer.
+    Ready,
+    /// TTFT of the first request sent after ready.
+    FirstToken,
 }
 
 impl CheckKind {
@@ -84,6 +103,10 @@ impl CheckKind {
             CheckKind::ChangePoint => "nightly step",
             CheckKind::CacheHitRate => "cache hit rate",
             CheckKind::Outputs => "outputs",
+            CheckKind::AcceptanceRate => "acceptance",
+            CheckKind::ParseRate => "parse failures",
+            CheckKind::ColdStart(StartFigure::Ready) => "cold start: time to ready",
+            CheckKind::ColdStart(StartFigure::FirstToken) => "cold start: first token",
         }
     }
 
@@ -208,6 +231,9 @@ pub struct ScenarioSamples {
     /// Whether the two sides sent the same requests (docs/gate.md "Paired requests"): when they
     /// did, each metric's per-request log differences, which the P50 check tests paired.
     pub pairing: Pairing,
+    /// What the server produced, beside how fast: the acceptance rate and the parse-failure
+    /// share ([`QualitySamples`]; empty: neither checked).
+    pub quality: QualitySamples,
 }
 
 /// Whether the reference and the candidate sent the same requests, request by request.

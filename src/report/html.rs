@@ -513,6 +513,10 @@ fn scenario(o: &mut String, rep: &Report, s: &ScenarioResult) {
     if let Some(c) = &s.cache {
         cache(o, c, bd, word);
     }
+    let lines = s.speculative.iter().map(crate::report::speculative_line);
+    for line in lines.chain(s.structured.iter().map(crate::report::structured_line)) {
+        let _ = writeln!(o, "<p>{}.</p>", escape(&line));
+    }
     if let Some(ns) = &s.nightly {
         nightly(o, ns);
     }

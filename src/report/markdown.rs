@@ -228,6 +228,12 @@ pub fn render_with(r: &Results, x: &Extra) -> String {
         for line in s.cache.iter().flat_map(crate::report::cache_lines) {
             let _ = writeln!(o, "{}.\n", escape(&line));
         }
+        if let Some(sp) = &s.speculative {
+            let _ = writeln!(o, "{}.\n", escape(&crate::report::speculative_line(sp)));
+        }
+        if let Some(st) = &s.structured {
+            let _ = writeln!(o, "{}.\n", escape(&crate::report::structured_line(st)));
+        }
         let (info, gated): (Vec<&crate::gate::Check>, Vec<&crate::gate::Check>) =
             s.checks.iter().partition(|c| c.verdict == Verdict::Info);
         if !gated.is_empty() {

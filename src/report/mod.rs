@@ -34,7 +34,8 @@ pub fn fmt_value(c: &Check, v: Option<f64>) -> String {
             CheckKind::Quantile(_)
             | CheckKind::Slo(_)
             | CheckKind::ItlTail(_)
-            | CheckKind::ChangePoint,
+            | CheckKind::ChangePoint
+            | CheckKind::ColdStart(_),
             Some(x),
         ) => fmt_ms(x),
         (_, Some(x)) => format!("{:.1}%", x * 100.0),
@@ -61,6 +62,54 @@ pub fn cache_lines(c: &crate::stats::cache::CacheSummary) -> Vec<String> {
         out.push(format!("TTFT P50 by turn: {}", turns.join(" | ")));
     }
     out
+}
+
+/// A scenario's speculative-decoding line (docs/metrics.md "Speculative decoding"):
+/// `speculative decoding: acceptance 72.0% (180/250 draft tokens, 20 requests), mean acceptance
+/// length 3.10 tokens; reference 80.0%, 3.50`.
+pub fn speculative_line(s: &crate::speculative::AcceptanceSides) -> String {
+    let one = |a: &crate::speculative::Acceptance| {
+        let rate = a
+            .rate
+            .map_or("-".to_string(), |r| format!("{:.1}%", r * 100.0));
+        let len = a.mean_length.map_or("-".to_string(), |l| format!("{l:.2}"));
+        (rate, len)
+    };
+    let c = &s.candidate;
+    let (rate, len) = one(c);
+    let whose = match c.source {
+        crate::speculative::AcceptanceSource::Requests => format!("{} requests", c.requests),
+        crate::speculative::AcceptanceSource::Metrics => "server /metrics".to_string(),
+    };
+    let reference = s.reference.as_ref().map_or(String::new(), |r| {
+        let (rate, len) = one(r);
+        format!("; reference {rate}, {len}")
+    });
+    format!(
+        "speculative decoding: acceptance {rate} ({}/{} draft tokens, {whose}), mean acceptance length {len} tokens{reference}",
+        c.accepted, c.drafted
+    )
+}
+
+/// A scenario's structured-output line: `structured output: 18 of 20 answers parsed (90.0%);
+/// not: arguments_not_json 2`.
+pub fn structured_line(s: &crate::structured::ParseSummary) -> String {
+    let not = if s.failures.is_empty() {
+        String::new()
+    } else {
+        let f: Vec<String> = s
+            .failures
+            .iter()
+            .map(|(k, n)| format!("{} {n}", k.as_str()))
+            .collect();
+        format!("; not: {}", f.join(", "))
+    };
+    format!(
+        "structured output: {} of {} answers parsed ({:.1}%){not}",
+        s.parsed,
+        s.checked,
+        s.rate * 100.0
+    )
 }
 
 /// The baseline column: the baseline's estimate; for `gate.cache.hit_rate` the baseline's
@@ -98,7 +147,9 @@ pub fn fmt_change(c: &Check) -> String {
             | CheckKind::TailExceedance
             | CheckKind::ErrorSlo
             | CheckKind::CacheHitRate
-            | CheckKind::Outputs,
+            | CheckKind::Outputs
+            | CheckKind::AcceptanceRate
+            | CheckKind::ParseRate,
             _,
         ) => match (shown_baseline(c), c.candidate) {
             (Some(b), Some(x)) => format!("{:+.1} pp", (x - b) * 100.0),
@@ -158,7 +209,10 @@ pub fn fmt_tolerance(c: &Check) -> String {
         _ => String::new(),
     };
     match c.kind {
-        CheckKind::ErrorRate | CheckKind::StoppedRate => "significant increase".into(),
+        CheckKind::ErrorRate | CheckKind::StoppedRate | CheckKind::ParseRate => {
+            "significant increase".into()
+        }
+        CheckKind::AcceptanceRate => format!("significant drop > {:.0} pp", c.fail * 100.0),
         CheckKind::Slo(_) | CheckKind::ErrorSlo => "objective (SLO)".into(),
         CheckKind::CacheHitRate => format!(">= {:.0}%", c.fail * 100.0),
         CheckKind::Outputs => "beyond its own repeats".into(),

@@ -182,6 +182,12 @@ pub fn render_styled(r: &Results, color: bool) -> String {
         for line in s.cache.iter().flat_map(crate::report::cache_lines) {
             let _ = writeln!(out, "   {line}");
         }
+        if let Some(sp) = &s.speculative {
+            let _ = writeln!(out, "   {}", crate::report::speculative_line(sp));
+        }
+        if let Some(st) = &s.structured {
+            let _ = writeln!(out, "   {}", crate::report::structured_line(st));
+        }
         if m.failed > 0 {
             let classes: Vec<String> = m
                 .errors_by_class

@@ -17,7 +17,9 @@
 //!   `vllm:request_prefill_time_seconds`, `vllm:request_decode_time_seconds`,
 //!   `vllm:inter_token_latency_seconds` (older: `vllm:time_per_output_token_seconds`); counters
 //!   `vllm:num_preemptions_total`, `vllm:prefix_cache_hits_total`,
-//!   `vllm:prefix_cache_queries_total`; gauges `vllm:num_requests_running`,
+//!   `vllm:prefix_cache_queries_total`, and with speculative decoding
+//!   `vllm:spec_decode_num_drafts_total`, `vllm:spec_decode_num_draft_tokens_total`,
+//!   `vllm:spec_decode_num_accepted_tokens_total`; gauges `vllm:num_requests_running`,
 //!   `vllm:num_requests_waiting`.
 //! - SGLang: histograms `sglang:time_to_first_token_seconds`, `sglang:inter_token_latency_seconds`,
 //!   `sglang:queue_time_seconds`, `sglang:e2e_request_latency_seconds`; gauges
@@ -180,6 +182,19 @@ const FIGURES: &[(&str, Kind)] = &[
             "vllm:prefix_cache_queries_total",
             1.0,
         ),
+    ),
+    // speculative decoding (docs/metrics.md "Speculative decoding")
+    (
+        "vllm_spec_drafts",
+        Kind::Delta("vllm:spec_decode_num_drafts_total"),
+    ),
+    (
+        "vllm_spec_draft_tokens",
+        Kind::Delta("vllm:spec_decode_num_draft_tokens_total"),
+    ),
+    (
+        "vllm_spec_accepted_tokens",
+        Kind::Delta("vllm:spec_decode_num_accepted_tokens_total"),
     ),
     (
         "vllm_requests_waiting",

@@ -22,6 +22,7 @@ pub mod identity;
 pub mod log;
 pub mod metrics;
 pub mod process;
+pub mod start;
 pub mod supervisor;
 
 use crate::client::http::StreamClient;
@@ -54,6 +55,10 @@ pub struct ServerReport {
     /// answer, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_to_ready_ms: Option<f64>,
+    /// For a server this scenario started: the TTFT of the first request sent after it was
+    /// ready (the warmup's first; [`start::first_ttft`]), ms; absent when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_ttft_ms: Option<f64>,
     /// How readiness was known, e.g. `GET http://127.0.0.1:8080/v1/models answered 200`.
     pub ready_by: String,
     /// Who the server says it is (see [`identity`]), e.g. `llama.cpp.build_info`.
@@ -81,6 +86,7 @@ impl ServerReport {
             log: None,
             started_here: false,
             time_to_ready_ms: None,
+            first_ttft_ms: None,
             ready_by: NOT_STARTED.into(),
             identity: BTreeMap::new(),
             metrics: BTreeMap::new(),
@@ -356,7 +362,9 @@ async fn wait_ready(
         }
         let left = deadline.saturating_duration_since(Instant::now());
         tokio::time::sleep(pause.min(left)).await;
-        pause = (pause * 2).min(Duration::from_millis(250));
+        if !spec.fine_probe {
+            pause = (pause * 2).min(Duration::from_millis(250));
+        }
     }
 }
 
@@ -483,6 +491,7 @@ fn report_of(r: &Running, started_here: bool) -> ServerReport {
         log: (!r.proc.log.is_default()).then(|| r.proc.log.path().display().to_string()),
         started_here,
         time_to_ready_ms: Some(crate::units::round3(r.time_to_ready.as_secs_f64() * 1000.0)),
+        first_ttft_ms: None,
         ready_by: r.ready_by.clone(),
         identity: r.identity.clone(),
         metrics: BTreeMap::new(),
@@ -646,6 +655,7 @@ pub async fn wait_endpoint(
                         log: None,
                         started_here: false,
                         time_to_ready_ms: Some(crate::units::round3(t.as_secs_f64() * 1000.0)),
+                        first_ttft_ms: None,
                         ready_by: format!(
                             "GET {models_url} answered {status} after {tries} probe(s)"
                         ),

@@ -35,6 +35,11 @@ pub(super) struct ChunkCtx {
     /// The first token (1-based) of a diverging answer ([`super::diverge`]); `None`: the
     /// answer is ` tok1 tok2 ...`.
     pub(super) diverge_from: Option<u32>,
+    /// Speculative decoding (`draft_n`): (drafted, accepted), written as llama.cpp's
+    /// `timings.draft_n` / `draft_n_accepted` on the last chunk ([`ChunkCtx::with_timings`]).
+    pub(super) drafts: Option<(u64, u64)>,
+    /// What the answer looks like: text, a JSON object or a tool call ([`super::structured`]).
+    pub(super) shape: super::structured::Shape,
 }
 
 impl ChunkCtx {
@@ -85,6 +90,12 @@ impl ChunkCtx {
             Value::from(self.id.as_str()),
             Value::from(self.model.as_str()),
         );
+        if self.api == Api::Chat {
+            let total = self.completion_tokens;
+            if let Some(c) = super::structured::choice(&self.shape, from, to, total, &self.id) {
+                return sse(&self.chunk(json!([c])));
+            }
+        }
         let choice = match self.api {
             Api::Chat => {
                 format!(r#"{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}"#)
@@ -138,6 +149,22 @@ impl ChunkCtx {
             );
         }
         u
+    }
+
+    /// `v` with llama.cpp's `timings` (its draft counts) when the request drafted; unchanged
+    /// otherwise.
+    pub(super) fn with_timings(&self, mut v: Value) -> Value {
+        if let (Some((drafted, accepted)), Value::Object(o)) = (self.drafts, &mut v) {
+            o.insert(
+                "timings".to_string(),
+                json!({
+                    "predicted_n": self.completion_tokens,
+                    "draft_n": drafted,
+                    "draft_n_accepted": accepted,
+                }),
+            );
+        }
+        v
     }
 
     pub(super) fn usage_chunk(&self) -> Value {
@@ -400,6 +427,8 @@ mod tests {
                 finish_reason: "length",
                 cached_tokens: None,
                 diverge_from: None,
+                drafts: None,
+                shape: Default::default(),
             };
             for (from, to) in [(1, 1), (2, 5), (9, 9)] {
                 let fast = ctx.token_event(from, to, 0);
@@ -423,6 +452,8 @@ mod tests {
             finish_reason: "length",
             cached_tokens: Some(0),
             diverge_from: None,
+            drafts: None,
+            shape: Default::default(),
         };
         for (from, to, n) in [(1, 1, 4), (2, 2, 5), (1, 2, 9)] {
             let fast = ctx.delta_event(from, to, n);

@@ -88,6 +88,27 @@ pub struct SimArgs {
     /// or a core number to pin that thread to (Linux).
     #[arg(long, value_name = "WHERE", conflicts_with = "replay", default_value = "off", value_parser = parse_prefill_cpu)]
     prefill_cpu: crate::sim::PrefillCpu,
+    /// Speculative decoding: draft tokens per step (0 = none); the usage chunk then carries
+    /// llama.cpp's `timings.draft_n` / `draft_n_accepted`.
+    #[arg(long, value_name = "K", conflicts_with = "replay", default_value_t = 0)]
+    draft_n: u32,
+    /// Speculative decoding: the chance each draft token is accepted (seeded draws).
+    #[arg(
+        long,
+        value_name = "P",
+        conflicts_with = "replay",
+        default_value_t = 0.7
+    )]
+    accept_rate: f64,
+    /// Structured output: the share of requests asking for JSON or a tool call whose answer is
+    /// cut before its closing brace (seeded).
+    #[arg(
+        long,
+        value_name = "SHARE",
+        conflicts_with = "replay",
+        default_value_t = 0.0
+    )]
+    malformed: f64,
     /// Share of requests whose answer diverges from token --diverge-at on (` alt{i}` instead
     /// of ` tok{i}`), spread evenly over the requests from a phase set by --seed: a candidate
     /// that answers otherwise (`gate.outputs`), or a server that is not batch-invariant.
@@ -109,10 +130,22 @@ pub struct SimArgs {
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]
     replay: Option<PathBuf>,
+    /// Wait this many ms before listening, as a server loading its model does: a server
+    /// perfgate starts (`server.command`) becomes ready that much later (a slow cold start,
+    /// `gate.cold_start`). Deterministic: a plain wait, no randomness.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    ready_delay_ms: u64,
 }
 
 /// Runs `perfgate sim`: serves the simulator (or a recorded stream) on 127.0.0.1 until Ctrl-C.
 pub async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
+    if a.ready_delay_ms > 0 {
+        // bounded: a u64 of ms is at most what the user asked for, and Ctrl-C ends it
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(a.ready_delay_ms)) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(exit::OK),
+        }
+    }
     let server = if let Some(p) = &a.replay {
         let case = ReplayCase::load(p).map_err(|e| Error::Sim {
             context: "",
@@ -141,6 +174,9 @@ pub async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
             prefill_cpu: a.prefill_cpu,
             diverge_share: a.diverge_share,
             diverge_at: a.diverge_at,
+            draft_n: a.draft_n,
+            accept_rate: a.accept_rate,
+            malformed: a.malformed,
         };
         cfg.validate().map_err(|e| Error::Sim {
             context: "sim: ",

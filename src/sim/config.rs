@@ -30,6 +30,9 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "prefill_cpu",
     "diverge_share",
     "diverge_at",
+    "draft_n",
+    "accept_rate",
+    "malformed",
 ];
 
 /// Why a simulator query (or a [`SimConfig`] built by hand) is refused: the key, and what is
@@ -219,7 +222,20 @@ pub struct SimConfig {
     pub diverge_share: f64,
     /// The first token (1-based) a diverging answer changes, in 1..=1000000. Default 1.
     pub diverge_at: u32,
+    /// Speculative decoding: draft tokens per step, 0..=64 (0 = none). With it, the usage
+    /// chunk carries llama.cpp's `timings.draft_n` / `draft_n_accepted` (see [`super::spec`]).
+    /// Default 0.
+    pub draft_n: u32,
+    /// Speculative decoding: the chance each draft token is accepted, in [0, 1]. Default 0.7.
+    pub accept_rate: f64,
+    /// Structured output: the share of requests asking for JSON (`response_format`) or a tool
+    /// call (`tools`) whose answer is cut before its closing brace (malformed), in [0, 1],
+    /// drawn per request from `seed`. Default 0.
+    pub malformed: f64,
 }
+
+/// Largest `draft_n` accepted, tokens per step.
+pub const MAX_DRAFT_N: u32 = 64;
 
 /// Prompts the simulator's prefix cache remembers; beyond it the cache starts empty again.
 pub const MAX_CACHED_PROMPTS: usize = 100_000;
@@ -247,6 +263,9 @@ impl Default for SimConfig {
             prefill_cpu: PrefillCpu::Off,
             diverge_share: 0.0,
             diverge_at: 1,
+            draft_n: 0,
+            accept_rate: 0.7,
+            malformed: 0.0,
         }
     }
 }
@@ -347,6 +366,9 @@ impl SimConfig {
                 }
                 "diverge_share" => cfg.diverge_share = parse_f64(&key, v, 0.0, 1.0, "")?,
                 "diverge_at" => cfg.diverge_at = parse_u32(&key, v, 1, MAX_OUTPUT_LIMIT)?,
+                "draft_n" => cfg.draft_n = parse_u32(&key, v, 0, MAX_DRAFT_N)?,
+                "accept_rate" => cfg.accept_rate = parse_f64(&key, v, 0.0, 1.0, "")?,
+                "malformed" => cfg.malformed = parse_f64(&key, v, 0.0, 1.0, "")?,
                 _ => {
                     let hint = closest_key(&key);
                     return Err(SimConfigError::Unknown { key, hint });
@@ -367,6 +389,8 @@ impl SimConfig {
             ("tpot_sigma", self.tpot_sigma, MAX_SIGMA),
             ("error_rate", self.error_rate, 1.0),
             ("diverge_share", self.diverge_share, 1.0),
+            ("accept_rate", self.accept_rate, 1.0),
+            ("malformed", self.malformed, 1.0),
             ("stall_ms", self.stall_ms, MAX_DELAY_MS),
             (
                 "cached_ttft_ms",
@@ -406,6 +430,7 @@ impl SimConfig {
             ("stall_every", self.stall_every, 0, MAX_OUTPUT_LIMIT),
             ("vary_output", self.vary_output, 0, MAX_OUTPUT_LIMIT),
             ("diverge_at", self.diverge_at, 1, MAX_OUTPUT_LIMIT),
+            ("draft_n", self.draft_n, 0, MAX_DRAFT_N),
             (
                 "prefix_cache_block",
                 self.prefix_cache_block,
@@ -518,7 +543,7 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = SimConfig::from_query(
-            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all&prefill_cpu=1&diverge_share=0.25&diverge_at=3",
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all&prefill_cpu=1&diverge_share=0.25&diverge_at=3&draft_n=4&accept_rate=0.5&malformed=0.25",
         )
         .unwrap();
         assert_eq!(
@@ -544,6 +569,9 @@ mod tests {
                 prefill_cpu: PrefillCpu::Core(1),
                 diverge_share: 0.25,
                 diverge_at: 3,
+                draft_n: 4,
+                accept_rate: 0.5,
+                malformed: 0.25,
             }
         );
         for bad in [

@@ -116,6 +116,8 @@ pub(super) struct GenRequest {
     /// A hash of the prompt's text (every message's content, and `prompt`): the exact-repeat
     /// cache's key (`cached_ttft_ms`).
     prompt_hash: u64,
+    /// What the answer is asked to look like (chat: `response_format`, `tools`).
+    shape: super::structured::Shape,
     /// The keys of the prompt's full blocks for the block prefix cache (`prefix_cache_block`;
     /// empty when it is off).
     block_keys: Vec<u64>,
@@ -163,6 +165,11 @@ pub(super) fn parse_gen(body: &[u8], api: Api, prefix_block: u32) -> Result<GenR
         max_tokens,
         prompt_tokens: prompt_tokens(&obj),
         prompt_hash: prompt_hash(&obj),
+        shape: if api == Api::Chat {
+            super::structured::asked(&obj)
+        } else {
+            super::structured::Shape::Text
+        },
         block_keys: if prefix_block == 0 {
             Vec::new()
         } else {
@@ -353,6 +360,8 @@ pub(super) async fn generate(
         },
         cached_tokens: reported_cached_tokens(cfg, api, cached_tokens, gen.prompt_tokens),
         diverge_from: super::diverge::diverge_from(cfg, seq),
+        drafts: super::spec::drafts(cfg.draft_n, cfg.accept_rate, cfg.seed, seq, tokens),
+        shape: super::structured::drawn(gen.shape.clone(), cfg.malformed, cfg.seed, seq),
     };
     if gen.stream {
         let script = SimScript {
@@ -518,13 +527,21 @@ impl SimScript {
                 Phase::Finish => {
                     self.phase = Phase::Usage;
                     self.last_kind = EventKind::Finish;
-                    return Step::Data(self.last_at, sse(&self.ctx.finish_chunk()));
+                    let finish = self.ctx.finish_chunk();
+                    // llama.cpp's timings ride the last chunk: the usage chunk, or this one
+                    let finish = if self.include_usage {
+                        finish
+                    } else {
+                        self.ctx.with_timings(finish)
+                    };
+                    return Step::Data(self.last_at, sse(&finish));
                 }
                 Phase::Usage => {
                     self.phase = Phase::Done;
                     if self.include_usage {
                         self.last_kind = EventKind::Usage;
-                        return Step::Data(self.last_at, sse(&self.ctx.usage_chunk()));
+                        let usage = self.ctx.with_timings(self.ctx.usage_chunk());
+                        return Step::Data(self.last_at, sse(&usage));
                     }
                 }
                 Phase::Done => {

@@ -17,7 +17,9 @@ pub mod replay;
 mod replay_serve;
 pub mod schedule;
 pub mod server;
+mod spec;
 mod state;
+mod structured;
 mod timed_body;
 mod timing_log;
 

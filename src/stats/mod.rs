@@ -12,6 +12,7 @@ pub mod blocked;
 pub mod cache;
 pub mod changepoint;
 pub mod cluster;
+pub mod cold_start;
 pub mod edivisive;
 pub mod holm;
 pub mod itl;

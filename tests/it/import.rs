@@ -311,59 +311,33 @@ fn a_real_aiperf_export_gates_its_rerun_and_fails_a_slower_one() {
     );
 }
 
-/// Real GuideLLM 0.8.1 exports (`guidellm run --profile kind=synchronous --constraint
-/// kind=max_requests,count=30 --data kind=synthetic_text,prompt_tokens=32,output_tokens=16
-/// --output kind=json`) against `perfgate sim --ttft-ms 20 --tpot-ms 5` twice and against
-/// `--ttft-ms 26 --tpot-ms 6.5` (30 % slower), each with its benchmark's aggregated `metrics`
-/// (which perfgate does not read) removed to keep the fixtures small.
-#[test]
-fn real_guidellm_exports_bless_pass_and_a_30_percent_slower_one_fails() {
+/// Blesses `{stem}-real-base.json` (bless prints `blessed`), checks `{stem}-real-rerun.json`
+/// (a second run against the same simulator: PASS, exit 0) and `{stem}-real-slow.json` (the
+/// simulator 30 % slower: TTFT P50 and TPOT P50 FAIL, exit 1), all real exports of `format`.
+fn real_exports_pass_and_a_30_percent_slower_one_fails(stem: &str, format: &str, blessed: &str) {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("s.yaml"), SCENARIO).unwrap();
-    let run = |args: &[&str]| {
-        let o = perfgate_in(d.path(), 60).args(args).output().unwrap();
+    let run = |cmd: &str, which: &str| {
+        let from = fixture(&format!("{stem}-real-{which}.json"));
+        let o = perfgate_in(d.path(), 60)
+            .args([cmd, "-s", "s.yaml", "--from", from.to_str().unwrap()])
+            .args(["--format", format])
+            .output()
+            .unwrap();
         let out = String::from_utf8_lossy(&o.stdout).to_string();
         (o.status.code(), out + &String::from_utf8_lossy(&o.stderr))
     };
-    let from = |name: &str| fixture(name).to_str().unwrap().to_string();
-    let (code, out) = run(&[
-        "bless",
-        "-s",
-        "s.yaml",
-        "--from",
-        &from("guidellm-real-base.json"),
-        "--format",
-        "guidellm",
-    ]);
+    let (code, out) = run("bless", "base");
     assert_eq!(code, Some(0), "{out}");
-    assert!(
-        out.contains("(the GuideLLM export, 30 requests; TTFT P50 20.9 ms, TPOT P50 4.99 ms)"),
-        "{out}"
-    );
-    let (code, out) = run(&[
-        "check",
-        "-s",
-        "s.yaml",
-        "--from",
-        &from("guidellm-real-rerun.json"),
-        "--format",
-        "guidellm",
-    ]);
+    assert!(out.contains(blessed), "{out}");
+    let (code, out) = run("check", "rerun");
     assert_eq!(
         code,
         Some(0),
         "a second run against the same simulator: {out}"
     );
     assert!(out.contains("(0 FAIL, 0 WARN,"), "{out}");
-    let (code, out) = run(&[
-        "check",
-        "-s",
-        "s.yaml",
-        "--from",
-        &from("guidellm-real-slow.json"),
-        "--format",
-        "guidellm",
-    ]);
+    let (code, out) = run("check", "slow");
     assert_eq!(code, Some(1), "{out}");
     for m in ["TTFT P50", "TPOT P50"] {
         assert!(
@@ -371,6 +345,36 @@ fn real_guidellm_exports_bless_pass_and_a_30_percent_slower_one_fails() {
             "{m}: {out}"
         );
     }
+}
+
+/// Real GuideLLM 0.8.1 exports (`guidellm run --profile kind=synchronous --constraint
+/// kind=max_requests,count=30 --data kind=synthetic_text,prompt_tokens=32,output_tokens=16
+/// --output kind=json`) against `perfgate sim --ttft-ms 20 --tpot-ms 5` twice and against
+/// `--ttft-ms 26 --tpot-ms 6.5` (30 % slower), each with its benchmark's aggregated `metrics`
+/// (which perfgate does not read) removed to keep the fixtures small.
+#[test]
+fn real_guidellm_exports_bless_pass_and_a_30_percent_slower_one_fails() {
+    real_exports_pass_and_a_30_percent_slower_one_fails(
+        "guidellm",
+        "guidellm",
+        "(the GuideLLM export, 30 requests; TTFT P50 20.9 ms, TPOT P50 4.99 ms)",
+    );
+}
+
+/// Real `vllm bench serve` exports (vLLM 0.33.0 on this CPU-only machine, `--backend openai-chat
+/// --endpoint /v1/chat/completions --dataset-name random --random-input-len 32
+/// --random-output-len 16 --num-prompts 30 --max-concurrency 1 --ignore-eos --save-result
+/// --save-detailed`, with a local word-level tokenizer since Hugging Face is out of reach) against
+/// `perfgate sim --ttft-ms 20 --tpot-ms 5` twice and against `--ttft-ms 26 --tpot-ms 6.5`. By
+/// hand from the base file: the median of `ttfts` is 22.83 ms; each request's TPOT is
+/// (latency - ttft) / (16 - 1), median 5.071 ms (the mean of its 15 `itls` alike).
+#[test]
+fn real_vllm_bench_serve_exports_bless_pass_and_a_30_percent_slower_one_fails() {
+    real_exports_pass_and_a_30_percent_slower_one_fails(
+        "vllm",
+        "vllm",
+        "(the vllm bench serve export, 30 requests; TTFT P50 22.8 ms, TPOT P50 5.07 ms)",
+    );
 }
 
 #[test]

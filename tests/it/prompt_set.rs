@@ -264,15 +264,17 @@ fn a_prompt_set_smaller_than_the_run_is_warned_with_the_size_that_would_do() {
     let (code, text) = run(dir.path(), &["validate"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(
-        text.contains("warning: request.prompt_set: 12 entries for 2 warmup + 24 measured requests: prompts repeat (measured request g sends entry g mod 12), and the warmup sends prompts measured later, which a prefix cache then serves; a set of at least 26 entries sends each once"),
+        text.contains("warning: request.prompt_set: 12 entries for 2 warmup + 24 measured requests: prompts repeat (measured request g sends entry g mod 12), and the warmup sends prompts measured later, which a prefix cache then serves; a set of at least 26 entries sends each once, or `request.cache: cold` keeps a repeat from being served from the cache"),
         "{text}"
     );
 }
 
 /// Issue 46: with the prefix cache kept from reusing prompts (llama.cpp's per-request
 /// `cache_prompt: false`, or `cache: cold`), the warmup's prompts do not matter: 21 entries for
-/// 2 warmup + 20 measured requests are no warning (with the cache on they are), and 12 entries
-/// for 20 measured requests are warned only that they repeat, with 20 the size that would do.
+/// 2 warmup + 20 measured requests are no warning (with the cache on they are); 10 entries for
+/// 20 requests send each twice, an even mix, no warning either; 12 entries for 20 requests send
+/// 8 entries twice (20 = 1 x 12 + 8) and 4 once, warned with the samples that even it out
+/// (2 x 12 = 24) and the set size that sends each once (20).
 #[test]
 fn a_prompt_set_the_cache_cannot_reuse_is_not_warned_about_the_warmup() {
     let warnings = |how: &str, file: &str| {
@@ -285,6 +287,10 @@ fn a_prompt_set_the_cache_cannot_reuse_is_not_warned_about_the_warmup() {
             .map(|i| format!("{{\"prompt\": \"p{i}\"}}\n"))
             .collect();
         std::fs::write(dir.path().join("scenarios/prompts/p21.jsonl"), p21).unwrap();
+        let p10: String = (0..10)
+            .map(|i| format!("{{\"prompt\": \"p{i}\"}}\n"))
+            .collect();
+        std::fs::write(dir.path().join("scenarios/prompts/p10.jsonl"), p10).unwrap();
         let (code, text) = run(dir.path(), &["validate"]);
         assert_eq!(code, Some(0), "{text}");
         text.lines()
@@ -294,16 +300,17 @@ fn a_prompt_set_the_cache_cannot_reuse_is_not_warned_about_the_warmup() {
     };
     for how in ["extra_body: {cache_prompt: false}", "cache: cold"] {
         assert_eq!(warnings(how, "p21.jsonl"), Vec::<String>::new(), "{how}");
+        assert_eq!(warnings(how, "p10.jsonl"), Vec::<String>::new(), "{how}");
         assert_eq!(
             warnings(how, "mixed.jsonl"),
-            ["12 entries for 20 measured requests: prompts repeat (measured request g sends entry g mod 12); a set of at least 20 entries sends each once"],
+            ["12 entries for 20 measured requests: 8 of them are sent 2 times, the others 1 (measured request g sends entry g mod 12), so they weigh unequally in the percentiles; samples: 24 sends each equally often, or a set of at least 20 entries sends each once"],
             "{how}"
         );
     }
     // the cache on (llama.cpp's default, said explicitly): the warmup is warned about
     assert_eq!(
         warnings("extra_body: {cache_prompt: true}", "p21.jsonl"),
-        ["21 entries for 2 warmup + 20 measured requests: prompts repeat (measured request g sends entry g mod 21), and the warmup sends prompts measured later, which a prefix cache then serves; a set of at least 22 entries sends each once"]
+        ["21 entries for 2 warmup + 20 measured requests: prompts repeat (measured request g sends entry g mod 21), and the warmup sends prompts measured later, which a prefix cache then serves; a set of at least 22 entries sends each once, or `request.cache: cold` keeps a repeat from being served from the cache"]
     );
 }
 

@@ -164,7 +164,12 @@ fn init_refuses_to_overwrite_and_writes_nothing() {
 fn report_re_renders_saved_results_in_every_format() {
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n);
+    // Inside a workflow too, the comment marker is the id the results were measured with (the
+    // fixture's `perfgate`, a check run outside Actions), not this job's WORKFLOW/JOB (issue 46):
+    // the comment a re-render posts replaces the one the measuring job's id names.
     let out = perfgate()
+        .env("GITHUB_WORKFLOW", "render")
+        .env("GITHUB_JOB", "fan-in")
         .args([
             "report",
             "tests/fixtures/results.json",
@@ -191,6 +196,7 @@ fn report_re_renders_saved_results_in_every_format() {
     );
     let read = |n: &str| std::fs::read_to_string(p(n)).unwrap();
     assert_eq!(read("r.md"), markdown::render(&r));
+    assert!(read("r.md").starts_with("<!-- perfgate:perfgate -->\n"));
     assert_eq!(read("r.xml"), junit::render(&r));
     assert_eq!(read("r.html"), html::render(&rep));
     assert_eq!(
@@ -405,7 +411,25 @@ fn init_server(name: &str) -> Scenario {
     assert!(std::fs::read_to_string(d.join(".gitignore"))
         .unwrap()
         .contains("perfgate-server*.log"));
-    perfgate().current_dir(&d).arg("validate").assert().code(0);
+    let v = perfgate()
+        .current_dir(&d)
+        .env_remove("LLAMA_MODEL")
+        .env_remove("LLAMA_THREADS")
+        .arg("validate")
+        .assert()
+        .code(0);
+    let shown = String::from_utf8_lossy(&v.get_output().stdout).to_string();
+    if name == "llama-server" {
+        // Issue 46: with LLAMA_MODEL unset the template's `model.gguf` runs, and validate says so.
+        assert!(
+            shown.contains("    server: llama-server -m model.gguf --alias local-model --host 127.0.0.1 --port 8080 --threads 2 --metrics"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("    server.command: LLAMA_MODEL is not set, so its default `model.gguf` runs (set LLAMA_MODEL to change it)\n    server.command: LLAMA_THREADS is not set, so its default `2` runs (set LLAMA_THREADS to change it)\n"),
+            "{shown}"
+        );
+    }
     let mut scs = perfgate::config::load(&[file], &|_| None).unwrap();
     assert_eq!(scs.len(), 1);
     let sc = scs.remove(0);

@@ -83,6 +83,33 @@ fn the_cached_prompt_fields_validate() {
     assert!(!errors(&v, &inst).is_empty(), "an unknown cached source");
 }
 
+// Issue 44: a record's draft counts and parse outcome, a scenario's speculative decoding and
+// parse rate are documented; a parse outcome or an acceptance source perfgate does not write is
+// refused.
+#[test]
+fn the_speculative_and_structured_fields_validate() {
+    let v = validator();
+    let text = std::fs::read_to_string("tests/fixtures/results.json").unwrap();
+    let mut inst: Value = serde_json::from_str(&text).unwrap();
+    let s = &mut inst["scenarios"][0];
+    s["records"][0]["draft"] = serde_json::json!({"drafted": 12, "accepted": 9});
+    s["records"][0]["structured"] = Value::from("arguments_not_json");
+    let acc = serde_json::json!({"source": "requests", "requests": 20, "without_counts": 1, "drafted": 240, "accepted": 180, "rate": 0.75, "mean_length": 3.1});
+    s["speculative"] = serde_json::json!({"candidate": acc, "reference": acc});
+    s["structured"] = serde_json::json!({"checked": 20, "parsed": 18, "rate": 0.9, "failures": {"arguments_not_json": 2}});
+    let errs = errors(&v, &inst);
+    assert!(errs.is_empty(), "{errs:#?}");
+    let mut bad = inst.clone();
+    bad["scenarios"][0]["records"][0]["structured"] = Value::from("maybe");
+    assert!(!errors(&v, &bad).is_empty(), "an unknown parse outcome");
+    let mut bad = inst.clone();
+    bad["scenarios"][0]["speculative"]["candidate"]["source"] = Value::from("guess");
+    assert!(!errors(&v, &bad).is_empty(), "an unknown acceptance source");
+    let mut bad = inst;
+    bad["scenarios"][0]["structured"]["failures"]["maybe"] = Value::from(1);
+    assert!(!errors(&v, &bad).is_empty(), "an unknown failure name");
+}
+
 #[test]
 fn real_check_output_validates() {
     let dir = tempfile::tempdir().unwrap();

@@ -220,6 +220,21 @@ fn chat_delta(d: &Value, info: &mut EventInfo) {
         answer = true;
         info.stopped.get_or_insert_with(|| refused("delta.refusal"));
     }
+    if let Some(calls) = d.get("tool_calls").and_then(Value::as_array) {
+        let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        info.tool_calls = calls
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let f = t.get("function");
+                crate::structured::ToolDelta {
+                    index: t.get("index").and_then(Value::as_u64).unwrap_or(k as u64),
+                    name: s(f.and_then(|f| f.get("name"))),
+                    arguments: s(f.and_then(|f| f.get("arguments"))),
+                }
+            })
+            .collect();
+    }
     answer |= d
         .get("tool_calls")
         .and_then(Value::as_array)

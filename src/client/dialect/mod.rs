@@ -115,6 +115,9 @@ pub struct EventInfo {
     pub done: bool,
     /// llama.cpp's `timings` object.
     pub timings: Option<Value>,
+    /// The tool-call pieces of a chat delta (`delta.tool_calls`), for the structured-output
+    /// check ([`crate::structured`]).
+    pub tool_calls: Vec<crate::structured::ToolDelta>,
     /// The `model` the server reported.
     pub model: Option<String>,
     /// `system_fingerprint` the server reported.

@@ -111,6 +111,11 @@ impl StreamClient {
             .to_ascii_lowercase()
             .contains("text/event-stream");
         let mut fold = BodyFold::new(self.api, declared_sse, start_ms);
+        if self.api == crate::config::scenario::Api::OpenaiChat {
+            if let Some(e) = crate::structured::Expect::from_body(body) {
+                fold.expect_structured(e);
+            }
+        }
         let mut resp = resp;
         let end = read_body(&mut resp, &mut fold, &dl, t0).await;
         if fold.saw_end_event() && !close {

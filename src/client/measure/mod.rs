@@ -108,6 +108,8 @@ pub struct Measurer {
     events: u64,
     // the answer text, bounded (hash, length, first characters)
     output: crate::output_text::OutputBuilder,
+    // the request asked for structured output or tool calls: what the stream answered
+    structured: Option<crate::structured::Collector>,
 }
 
 impl Measurer {
@@ -145,10 +147,17 @@ impl Measurer {
             multi_choice: false,
             events: 0,
             output: crate::output_text::OutputBuilder::default(),
+            structured: None,
         }
     }
 
     /// Events pushed so far (all kinds).
+    /// Collects the answer (text, tool calls) of a request that asked for structured output or
+    /// tool calls, whose record then says whether it parsed (`RequestRecord::structured`).
+    pub fn expect_structured(&mut self, e: crate::structured::Expect) {
+        self.structured = Some(crate::structured::Collector::new(e));
+    }
+
     pub fn events(&self) -> u64 {
         self.events
     }
@@ -223,8 +232,14 @@ impl Measurer {
                 self.cached = Some(c);
             }
         }
-        if i.timings.is_some() {
-            self.rec.server_timings = i.timings.clone();
+        if let Some(c) = &mut self.structured {
+            for d in &i.tool_calls {
+                c.push_tool(d);
+            }
+        }
+        if let Some(t) = &i.timings {
+            self.rec.draft = crate::speculative::Drafts::from_timings(t);
+            self.rec.server_timings = Some(t.clone());
         }
         if i.finish.is_some() {
             self.finish_seen = true;
@@ -280,6 +295,9 @@ impl Measurer {
         }
         // reasoning inside the answer text, between <think> tags
         let mut answer_at = ch.answer.then_some(at_ms);
+        if let (Some(c), Some(t)) = (&mut self.structured, text) {
+            c.push_text(t);
+        }
         if let Some(text) = text {
             self.output.push(text);
             let p = self.think.push(text, at_ms);
@@ -333,6 +351,7 @@ impl Measurer {
             multi_choice,
             events: _,
             output,
+            structured,
         } = self;
         rec.output = output.finish();
         let n_events = token_times.len() as u64;
@@ -539,6 +558,10 @@ impl Measurer {
         } else {
             None
         };
+        // only an answer that completed is judged: a failure is counted as one already
+        if rec.error.is_none() {
+            rec.structured = structured.map(|c| c.outcome());
+        }
         rec
     }
 }

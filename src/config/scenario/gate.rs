@@ -48,6 +48,15 @@ pub struct GateSpec {
     /// (docs/scenarios.md "Conversations"). `None`: a changed hit rate is only a drift.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_hit_rate: Option<f64>,
+    /// `gate.acceptance`: the speculative-decoding acceptance rate is gated; its value is the
+    /// largest drop tolerated (absolute, 0.05 = 5 points; docs/gate.md "Acceptance rate").
+    /// `None`: reported, not gated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<f64>,
+    /// `gate.cold_start`: the started server's time to ready and first token, gated against
+    /// the baseline's starts (docs/gate.md "Cold start"). `None`: reported, not gated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cold_start: Option<super::ColdStartGate>,
     /// `gate.outputs` (`perfgate ab`, temperature 0): compare the arms' answers (docs/ab.md
     /// "Outputs that changed"); `false` turns it off. Left out of the serialized spec when on
     /// (the default), so fingerprints do not move.
@@ -82,6 +91,8 @@ impl Default for GateSpec {
             itl: None,
             cache_hit_rate: None,
             outputs: true,
+            acceptance: None,
+            cold_start: None,
         })
     }
 }
@@ -203,6 +214,29 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
                 .and_then(parse_hit_rate)
         })
         .transpose()?;
+    let acceptance = g
+        .acceptance
+        .as_ref()
+        .map(|a| {
+            a.max_drop
+                .as_ref()
+                .map(parse_fraction)
+                .transpose()
+                .at("gate.acceptance.max_drop")
+                .map(|d| d.unwrap_or(DEFAULT_MAX_DROP))
+        })
+        .transpose()?;
+    if let Some(d) = acceptance {
+        ensure!(
+            d < 1.0,
+            "gate.acceptance.max_drop must be below 100%: it is the drop of the acceptance rate tolerated"
+        );
+    }
+    let cold_start = g
+        .cold_start
+        .as_ref()
+        .map(super::cold_start::build_cold_start)
+        .transpose()?;
     Ok(GateSpec {
         metrics,
         quantiles,
@@ -215,8 +249,13 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
         itl,
         cache_hit_rate,
         outputs: g.outputs.unwrap_or(true),
+        acceptance,
+        cold_start,
     })
 }
+
+/// `gate.acceptance` without `max_drop`: a drop of 5 points of the acceptance rate is tolerated.
+pub const DEFAULT_MAX_DROP: f64 = 0.05;
 
 /// `gate.cache.hit_rate`: `">= 40%"`, `40%` or `0.4` (an optional `>=` first), above 0 and at
 /// most 100 %.

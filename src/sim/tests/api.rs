@@ -5,8 +5,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_endpoint() {
-    timeout(LIMIT, async {
-        let srv = SimServer::start(sim("model=m1"), 0).await.unwrap();
+    serve(sim("model=m1"), |srv| async move {
         assert_eq!(
             srv.base_url(),
             format!("http://127.0.0.1:{}/v1", srv.addr().port())
@@ -21,16 +20,12 @@ async fn models_endpoint() {
         let h = one(srv.addr(), &get("/health")).await;
         assert_eq!((h.status, h.json()), (200, json!({"status": "ok"})));
     })
-    .await
-    .expect("test timed out");
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_chat_shape() {
-    timeout(LIMIT, async {
-        let srv = SimServer::start(sim("ttft_ms=5&tpot_ms=2&model=m2"), 0)
-            .await
-            .unwrap();
+    serve(sim("ttft_ms=5&tpot_ms=2&model=m2"), |srv| async move {
         let r = one(
             srv.addr(),
             &post("/v1/chat/completions", &chat_body(5, true, true)),
@@ -85,19 +80,12 @@ async fn streamed_chat_shape() {
         assert_eq!(ev.len(), 1 + 3 + 1 + 1);
         assert!(!ev.iter().any(|(_, p)| p.contains("usage")));
     })
-    .await
-    .expect("test timed out");
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_streamed_and_completions() {
-    timeout(LIMIT, async {
-        let srv = SimServer::start(
-            sim("ttft_ms=30&tpot_ms=10&ttft_sigma=0&tpot_sigma=0&max_output=4&model=mm"),
-            0,
-        )
-        .await
-        .unwrap();
+    serve(sim("ttft_ms=30&tpot_ms=10&ttft_sigma=0&tpot_sigma=0&max_output=4&model=mm"), |srv| async move {
         // Non-streamed chat: one JSON after the whole generation time (30 + 3 * 10 ms).
         let r = one(srv.addr(), &post("/v1/chat/completions", &chat_body(10, false, false))).await;
         assert_eq!(r.status, 200);
@@ -139,6 +127,5 @@ async fn non_streamed_and_completions() {
         assert_eq!(v["object"], "text_completion");
         assert_eq!(v["choices"][0]["text"], " tok1 tok2");
     })
-    .await
-    .expect("test timed out");
+    .await;
 }

@@ -26,6 +26,21 @@ use super::{ReplayCase, SimConfig, SimServer};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
+/// Runs `test` against a simulator started with the options `opts` on a free loopback port,
+/// the whole test bounded by [`LIMIT`].
+async fn serve<F, Fut>(opts: SimConfig, test: F)
+where
+    F: FnOnce(SimServer) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    timeout(LIMIT, async {
+        let srv = SimServer::start(opts, 0).await.unwrap();
+        test(srv).await
+    })
+    .await
+    .expect("test timed out");
+}
+
 /// A parsed HTTP/1.1 response with the arrival time of each body chunk.
 #[derive(Debug, Default)]
 struct RawResponse {
@@ -179,6 +194,26 @@ async fn one(addr: SocketAddr, raw: &[u8]) -> RawResponse {
     let mut s = TcpStream::connect(addr).await.expect("connect");
     s.set_nodelay(true).expect("nodelay");
     exchange(&mut s, raw).await
+}
+
+/// One streamed chat request of `max_tokens` tokens, the request number the simulator answered
+/// with, and the times it kept for that request.
+async fn chat_with_timings(
+    srv: &SimServer,
+    max_tokens: u64,
+) -> (RawResponse, u64, super::RequestTimings) {
+    let r = one(
+        srv.addr(),
+        &post("/v1/chat/completions", &chat_body(max_tokens, true, true)),
+    )
+    .await;
+    let n: u64 = r
+        .header(super::server::SIM_REQUEST_HEADER)
+        .expect("request header")
+        .parse()
+        .unwrap();
+    let t = srv.timings(n).expect("timings kept");
+    (r, n, t)
 }
 
 fn chat_body(max_tokens: u64, stream: bool, include_usage: bool) -> String {

@@ -5,8 +5,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_rate_one_gives_500() {
-    timeout(LIMIT, async {
-        let srv = SimServer::start(sim("error_rate=1"), 0).await.unwrap();
+    serve(sim("error_rate=1"), |srv| async move {
         for stream in [true, false] {
             let r = one(
                 srv.addr(),
@@ -25,16 +24,12 @@ async fn error_rate_one_gives_500() {
         let r = one(srv.addr(), &post("/v1/completions", r#"{"prompt":"x"}"#)).await;
         assert_eq!(r.status, 500);
     })
-    .await
-    .expect("test timed out");
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_answered_not_panicked() {
-    timeout(LIMIT, async {
-        let srv = SimServer::start(sim("ttft_ms=1&tpot_ms=1"), 0)
-            .await
-            .unwrap();
+    serve(sim("ttft_ms=1&tpot_ms=1"), |srv| async move {
         let addr = srv.addr();
 
         let r = one(addr, &post("/v1/chat/completions", "{not json")).await;
@@ -105,8 +100,7 @@ async fn bad_requests_are_answered_not_panicked() {
         assert_eq!(r.status, 200);
         assert!(r.complete);
     })
-    .await
-    .expect("test timed out");
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,37 +129,33 @@ async fn refuses_non_loopback_and_bad_config() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_aborts_streams_and_stops_accepting() {
-    timeout(LIMIT, async {
-        let srv = SimServer::start(sim("ttft_ms=50&tpot_ms=50&ttft_sigma=0&tpot_sigma=0"), 0)
-            .await
-            .unwrap();
-        let addr = srv.addr();
-        let client = tokio::spawn(async move {
-            one(
-                addr,
-                &post("/v1/chat/completions", &chat_body(100, true, true)),
-            )
-            .await
-        });
-        tokio::time::sleep(Duration::from_millis(120)).await;
-        srv.shutdown();
-        let r = client.await.unwrap();
-        assert_eq!(r.status, 200);
-        assert!(!r.complete, "stream must be cut");
-        assert!(r.end_ms < 1000.0, "cut at {} ms", r.end_ms);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(TcpStream::connect(addr).await.is_err(), "still accepting");
-    })
-    .await
-    .expect("test timed out");
+    serve(
+        sim("ttft_ms=50&tpot_ms=50&ttft_sigma=0&tpot_sigma=0"),
+        |srv| async move {
+            let addr = srv.addr();
+            let client = tokio::spawn(async move {
+                one(
+                    addr,
+                    &post("/v1/chat/completions", &chat_body(100, true, true)),
+                )
+                .await
+            });
+            tokio::time::sleep(Duration::from_millis(120)).await;
+            srv.shutdown();
+            let r = client.await.unwrap();
+            assert_eq!(r.status, 200);
+            assert!(!r.complete, "stream must be cut");
+            assert!(r.end_ms < 1000.0, "cut at {} ms", r.end_ms);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(TcpStream::connect(addr).await.is_err(), "still accepting");
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timings_queries_are_checked() {
-    timeout(LIMIT, async {
-        let srv = SimServer::start(sim("ttft_ms=1&tpot_ms=1"), 0)
-            .await
-            .unwrap();
+    serve(sim("ttft_ms=1&tpot_ms=1"), |srv| async move {
         for q in ["from=abc", "from=-1", "from=", "since=3"] {
             let r = one(srv.addr(), &get(&format!("/sim/timings?{q}"))).await;
             assert_eq!(r.status, 400, "{q}");
@@ -187,6 +177,5 @@ async fn timings_queries_are_checked() {
             json!({"requests": []})
         );
     })
-    .await
-    .expect("test timed out");
+    .await;
 }

@@ -5,67 +5,65 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_chat_timing() {
-    timeout(LIMIT, async {
-        let srv = SimServer::start(sim("ttft_ms=100&tpot_ms=20&ttft_sigma=0&tpot_sigma=0"), 0)
-            .await
-            .unwrap();
-        let r = one(
-            srv.addr(),
-            &post("/v1/chat/completions", &chat_body(5, true, true)),
-        )
-        .await;
-        let role_ms = r.chunks[0].0;
-        let t = content_times(&r);
-        eprintln!(
-            "timing: head {:.1} ms, role {role_ms:.1} ms, content [{}] ms, end {:.1} ms",
-            r.head_ms,
-            fmt_ms(&t),
-            r.end_ms
-        );
-        assert!(role_ms < 40.0, "role chunk at {role_ms} ms");
-        assert_eq!(t.len(), 5);
-        assert!(near(t[0], 100.0), "first content at {} ms", t[0]);
-        assert!(near(t[4], 180.0), "last content at {} ms", t[4]);
-        for (i, w) in t.windows(2).enumerate() {
-            let gap = w[1] - w[0];
-            assert!((0.0..=60.0).contains(&gap), "gap {i} = {gap} ms");
-        }
-        assert!(near(r.end_ms, 180.0), "end at {} ms", r.end_ms);
-    })
-    .await
-    .expect("test timed out");
+    serve(
+        sim("ttft_ms=100&tpot_ms=20&ttft_sigma=0&tpot_sigma=0"),
+        |srv| async move {
+            let r = one(
+                srv.addr(),
+                &post("/v1/chat/completions", &chat_body(5, true, true)),
+            )
+            .await;
+            let role_ms = r.chunks[0].0;
+            let t = content_times(&r);
+            eprintln!(
+                "timing: head {:.1} ms, role {role_ms:.1} ms, content [{}] ms, end {:.1} ms",
+                r.head_ms,
+                fmt_ms(&t),
+                r.end_ms
+            );
+            assert!(role_ms < 40.0, "role chunk at {role_ms} ms");
+            assert_eq!(t.len(), 5);
+            assert!(near(t[0], 100.0), "first content at {} ms", t[0]);
+            assert!(near(t[4], 180.0), "last content at {} ms", t[4]);
+            for (i, w) in t.windows(2).enumerate() {
+                let gap = w[1] - w[0];
+                assert!((0.0..=60.0).contains(&gap), "gap {i} = {gap} ms");
+            }
+            assert!(near(r.end_ms, 180.0), "end at {} ms", r.end_ms);
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_streams_keep_their_timing() {
-    timeout(LIMIT, async {
-        let srv = SimServer::start(sim("ttft_ms=100&tpot_ms=20&ttft_sigma=0&tpot_sigma=0"), 0)
-            .await
-            .unwrap();
-        let addr = srv.addr();
-        let tasks: Vec<_> = (0..4)
-            .map(|_| {
-                tokio::spawn(async move {
-                    let r = one(
-                        addr,
-                        &post("/v1/chat/completions", &chat_body(5, true, true)),
-                    )
-                    .await;
-                    content_times(&r)
+    serve(
+        sim("ttft_ms=100&tpot_ms=20&ttft_sigma=0&tpot_sigma=0"),
+        |srv| async move {
+            let addr = srv.addr();
+            let tasks: Vec<_> = (0..4)
+                .map(|_| {
+                    tokio::spawn(async move {
+                        let r = one(
+                            addr,
+                            &post("/v1/chat/completions", &chat_body(5, true, true)),
+                        )
+                        .await;
+                        content_times(&r)
+                    })
                 })
-            })
-            .collect();
-        for task in tasks {
-            let t = task.await.unwrap();
-            eprintln!("concurrent: content [{}] ms", fmt_ms(&t));
-            assert_eq!(t.len(), 5);
-            assert!(near(t[0], 100.0), "first content at {} ms", t[0]);
-            assert!(near(t[4], 180.0), "last content at {} ms", t[4]);
-        }
-        assert_eq!(srv.requests_served(), 4);
-    })
-    .await
-    .expect("test timed out");
+                .collect();
+            for task in tasks {
+                let t = task.await.unwrap();
+                eprintln!("concurrent: content [{}] ms", fmt_ms(&t));
+                assert_eq!(t.len(), 5);
+                assert!(near(t[0], 100.0), "first content at {} ms", t[0]);
+                assert!(near(t[4], 180.0), "last content at {} ms", t[4]);
+            }
+            assert_eq!(srv.requests_served(), 4);
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,65 +116,48 @@ async fn same_seed_same_schedule() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_times_are_recorded_and_served() {
-    timeout(LIMIT, async {
-        let srv = SimServer::start(sim("ttft_ms=30&tpot_ms=5&ttft_sigma=0&tpot_sigma=0"), 0)
-            .await
-            .unwrap();
-        let r = one(
-            srv.addr(),
-            &post("/v1/chat/completions", &chat_body(4, true, true)),
-        )
-        .await;
-        let n: u64 = r
-            .header(crate::sim::server::SIM_REQUEST_HEADER)
-            .expect("request header")
-            .parse()
-            .unwrap();
-        let t = srv.timings(n).expect("timings kept");
-        let kinds: Vec<_> = t.events.iter().map(|(_, k)| *k).collect();
-        use crate::sim::EventKind::*;
-        assert_eq!(
-            kinds,
-            [Role, Token, Token, Token, Token, Finish, Usage, Done]
-        );
-        // the first token was sent ~30 ms after arrival and arrived after it was sent
-        let first = t.first_token().unwrap();
-        let sent_ms = first.duration_since(t.arrival).as_secs_f64() * 1000.0;
-        assert!((25.0..200.0).contains(&sent_ms), "{sent_ms}");
-        // the client saw it about when it was sent (its t0 is after connecting and writing)
-        let seen_ms = content_times(&r)[0];
-        assert!((seen_ms - sent_ms).abs() < 25.0, "{seen_ms} vs {sent_ms}");
-        assert!(t.events.windows(2).all(|w| w[1].0 >= w[0].0));
+    serve(
+        sim("ttft_ms=30&tpot_ms=5&ttft_sigma=0&tpot_sigma=0"),
+        |srv| async move {
+            let (r, n, t) = chat_with_timings(&srv, 4).await;
+            let kinds: Vec<_> = t.events.iter().map(|(_, k)| *k).collect();
+            use crate::sim::EventKind::*;
+            assert_eq!(
+                kinds,
+                [Role, Token, Token, Token, Token, Finish, Usage, Done]
+            );
+            // the first token was sent ~30 ms after arrival and arrived after it was sent
+            let first = t.first_token().unwrap();
+            let sent_ms = first.duration_since(t.arrival).as_secs_f64() * 1000.0;
+            assert!((25.0..200.0).contains(&sent_ms), "{sent_ms}");
+            // the client saw it about when it was sent (its t0 is after connecting and writing)
+            let seen_ms = content_times(&r)[0];
+            assert!((seen_ms - sent_ms).abs() < 25.0, "{seen_ms} vs {sent_ms}");
+            assert!(t.events.windows(2).all(|w| w[1].0 >= w[0].0));
 
-        let j = one(srv.addr(), &get(&format!("/sim/timings/{n}"))).await;
-        assert_eq!(j.status, 200);
-        let v = j.json();
-        assert_eq!(v["request"], n);
-        let ev = v["events"].as_array().unwrap();
-        assert_eq!(ev.len(), 8);
-        assert_eq!(ev[1]["kind"], "token");
-        let since_arrival = ev[1]["ms_since_arrival"].as_f64().unwrap();
-        assert!((since_arrival - sent_ms).abs() < 0.01);
-        let o = v["arrival_ms_since_origin"].as_f64().unwrap();
-        assert!((ev[1]["ms_since_origin"].as_f64().unwrap() - o - since_arrival).abs() < 0.01);
-        assert_eq!(one(srv.addr(), &get("/sim/timings/999")).await.status, 404);
-    })
-    .await
-    .expect("test timed out");
+            let j = one(srv.addr(), &get(&format!("/sim/timings/{n}"))).await;
+            assert_eq!(j.status, 200);
+            let v = j.json();
+            assert_eq!(v["request"], n);
+            let ev = v["events"].as_array().unwrap();
+            assert_eq!(ev.len(), 8);
+            assert_eq!(ev[1]["kind"], "token");
+            let since_arrival = ev[1]["ms_since_arrival"].as_f64().unwrap();
+            assert!((since_arrival - sent_ms).abs() < 0.01);
+            let o = v["arrival_ms_since_origin"].as_f64().unwrap();
+            assert!((ev[1]["ms_since_origin"].as_f64().unwrap() - o - since_arrival).abs() < 0.01);
+            assert_eq!(one(srv.addr(), &get("/sim/timings/999")).await.status, 404);
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bursts_stalls_and_varied_output() {
-    timeout(LIMIT, async {
+    serve(sim("ttft_ms=20&tpot_ms=4&ttft_sigma=0&tpot_sigma=0&burst=3&stall_every=4&stall_ms=60&vary_output=3"), |srv| async move {
         // 7 tokens: token 1 alone at 20 ms, then bursts of 3 sent when their last token is due;
         // gaps 4 ms, with a 60 ms stall after token 4 (stall_every 4).
         // token due times: 20, 24, 28, 32, 96, 100, 104 -> events [1]@20, [2..4]@32, [5..7]@104
-        let srv = SimServer::start(
-            sim("ttft_ms=20&tpot_ms=4&ttft_sigma=0&tpot_sigma=0&burst=3&stall_every=4&stall_ms=60&vary_output=3"),
-            0,
-        )
-        .await
-        .unwrap();
         let mut seen_tokens = Vec::new();
         for round in 0..3u64 {
             let r = one(
@@ -257,49 +238,34 @@ async fn bursts_stalls_and_varied_output() {
         assert_eq!(list.len(), 1);
         assert_eq!(list[0]["request"], 2);
     })
-    .await
-    .expect("test timed out");
+    .await;
 }
 
 /// `ttft_per_token_ms`: the first token is planned at ttft_ms + k x prompt tokens (the words of
 /// the messages: "Write a short story about a cat" is 7), known by hand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttft_grows_with_the_prompt() {
-    timeout(LIMIT, async {
-        let srv = SimServer::start(
-            sim("ttft_ms=20&tpot_ms=5&ttft_sigma=0&tpot_sigma=0&ttft_per_token_ms=10"),
-            0,
-        )
-        .await
-        .unwrap();
-        let r = one(
-            srv.addr(),
-            &post("/v1/chat/completions", &chat_body(2, true, true)),
-        )
-        .await;
-        let n: u64 = r
-            .header(crate::sim::server::SIM_REQUEST_HEADER)
-            .expect("request header")
-            .parse()
-            .unwrap();
-        let t = srv.timings(n).expect("timings kept");
-        let sent_ms = t
-            .first_token()
-            .unwrap()
-            .duration_since(t.arrival)
-            .as_secs_f64()
-            * 1000.0;
-        // 20 + 10 x 7 = 90 ms
-        assert!(near(sent_ms, 90.0), "first token sent at {sent_ms} ms");
-        let usage = r
-            .events()
-            .iter()
-            .filter(|(_, p)| p.as_str() != "[DONE]")
-            .map(|(_, p)| serde_json::from_str::<Value>(p).unwrap())
-            .find(|v| v["usage"].is_object())
-            .unwrap();
-        assert_eq!(usage["usage"]["prompt_tokens"], 7);
-    })
-    .await
-    .expect("test timed out");
+    serve(
+        sim("ttft_ms=20&tpot_ms=5&ttft_sigma=0&tpot_sigma=0&ttft_per_token_ms=10"),
+        |srv| async move {
+            let (r, _, t) = chat_with_timings(&srv, 2).await;
+            let sent_ms = t
+                .first_token()
+                .unwrap()
+                .duration_since(t.arrival)
+                .as_secs_f64()
+                * 1000.0;
+            // 20 + 10 x 7 = 90 ms
+            assert!(near(sent_ms, 90.0), "first token sent at {sent_ms} ms");
+            let usage = r
+                .events()
+                .iter()
+                .filter(|(_, p)| p.as_str() != "[DONE]")
+                .map(|(_, p)| serde_json::from_str::<Value>(p).unwrap())
+                .find(|v| v["usage"].is_object())
+                .unwrap();
+            assert_eq!(usage["usage"]["prompt_tokens"], 7);
+        },
+    )
+    .await;
 }
