@@ -30,6 +30,7 @@ pub mod init;
 pub mod limits;
 pub mod machine;
 pub mod nights;
+pub mod output_text;
 pub mod prompt_fit;
 pub mod record;
 pub mod redact;

@@ -369,6 +369,10 @@ pub struct RequestRecord {
     /// can be shown to send the same requests ([`WorkItem`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<WorkItem>,
+    /// The answer text, bounded: its hash and length written, its first characters kept in
+    /// memory only to locate a difference between two arms (docs/ab.md "Outputs that changed").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<crate::output_text::OutputText>,
 }
 
 /// What a request of a varied workload (`request.prompt_set`, `request.generate`) sent: its place in the run and
@@ -440,6 +444,7 @@ impl RequestRecord {
             sched_delay_ms: None,
             concurrency: None,
             work: None,
+            output: None,
         }
     }
 

@@ -155,6 +155,10 @@ pub struct ScenarioResult {
     /// and measured hit rates and TTFT by turn position (docs/scenarios.md "Conversations").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<crate::stats::cache::CacheSummary>,
+    /// `perfgate ab` with deterministic sampling: the arms' answers compared pair by pair
+    /// (docs/ab.md "Outputs that changed").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<crate::output_text::OutputsSummary>,
     /// Speculative decoding, when the server reported it: the acceptance rate and mean
     /// acceptance length of the run and of its reference (docs/metrics.md "Speculative
     /// decoding").

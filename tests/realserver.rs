@@ -378,6 +378,20 @@ scenarios:
 /// arms' 40 requests share the machine's two cores (CI time).
 const AB_MAX_TOKENS: u64 = 32;
 
+/// The A/B tests' prompt set (issue 44): 8 short different prompts, sent in file order, so the
+/// 20 requests of each arm send each prompt 2 or 3 times: the base arm's 12 repeats (20 - 8)
+/// are its own repeatability, and `gate.outputs` compares each request's answer between the arms.
+const AB_PROMPTS: [&str; 8] = [
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "The three primary colors are",
+    "To make a cup of tea, first",
+    "The largest planet in the solar system is",
+    "My favourite thing about autumn is",
+    "A good way to learn a new language is",
+    "The first rule of programming is",
+];
+
 /// The F32 requantization of the model, when `realserver.sh setup` has written it.
 fn slow_model() -> Option<String> {
     let out = std::process::Command::new("bash")
@@ -410,11 +424,16 @@ fn ab_run(
                        --port, "{p}", -t, "1", -np, "4", -c, "8192", --no-webui, --metrics]}}"#
         )
     };
+    let prompts: String = AB_PROMPTS
+        .iter()
+        .map(|p| format!("{}\n", serde_json::json!({ "prompt": p })))
+        .collect();
+    std::fs::write(dir.path().join("prompts.jsonl"), prompts).unwrap();
     let yaml = format!(
         r#"defaults:
   endpoint: {{base_url: "http://127.0.0.1:{pa}/v1", model: gemma-3-270m}}
   request:
-    prompt: "Write a short story about a lighthouse keeper."
+    prompt_set: {{file: prompts.jsonl, order: file}}
     max_tokens: {AB_MAX_TOKENS}
     temperature: 0
     ignore_eos: true
@@ -501,7 +520,59 @@ scenarios:
     for p in pids {
         assert!(!alive(p), "llama-server {p} survived perfgate");
     }
+    outputs_consistent(&r);
     (code, r, own_p50[0], own_p50[1])
+}
+
+/// The `outputs` check of an ab result (`gate.outputs`, temperature 0): printed with the
+/// summary, and its figures consistent with each other (issue 44). 20 requests per arm over the
+/// 8 prompts in file order: 20 pairs, and 20 - 8 = 12 pairs of base requests that sent one prompt
+/// again (at least the 10 repeats `ab` wants, so none is sent after the run).
+fn outputs_consistent(r: &Value) -> Value {
+    let s = &r["scenarios"][0];
+    let o = &s["outputs"];
+    let c = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "outputs")
+        .cloned()
+        .expect("an outputs check at temperature 0");
+    println!("outputs: {o}");
+    println!("outputs check: {} {}", c["verdict"], c["reason"]);
+    let n = |k: &str| o[k].as_u64().unwrap_or_else(|| panic!("outputs.{k}: {o}"));
+    assert_eq!(n("pairs"), 20, "{o}");
+    assert_eq!(n("self_pairs"), 12, "{o}");
+    assert!(n("differing") <= n("pairs") && n("self_differing") <= n("self_pairs"));
+    let differing = n("differing");
+    assert_eq!(
+        o["examples"].as_array().map_or(0, Vec::len) as u64,
+        differing.min(5),
+        "{o}"
+    );
+    assert_eq!(
+        o.get("first_difference_chars").is_some(),
+        differing > 0,
+        "{o}"
+    );
+    assert_eq!(c["n_candidate"], 20);
+    assert_eq!(c["n_baseline"], 12);
+    let share = c["candidate"].as_f64().unwrap();
+    assert!((share - differing as f64 / 20.0).abs() < 1e-12, "{c}");
+    let self_share = c["baseline"].as_f64().unwrap();
+    assert!(
+        (self_share - n("self_differing") as f64 / 12.0).abs() < 1e-12,
+        "{c}"
+    );
+    // every request's answer is kept as its hash and length
+    for x in s["records"].as_array().unwrap() {
+        assert_eq!(
+            x["output"]["sha256"].as_str().map(str::len),
+            Some(16),
+            "{x}"
+        );
+    }
+    c
 }
 
 /// The TPOT P50 check of an ab result.
@@ -536,6 +607,9 @@ fn ab_of_two_identical_llama_servers_passes() {
         "two identical servers interleaved must not regress"
     );
     assert_ne!(r["verdict"], "FAIL");
+    // the same model answers the same, within its own repeatability: the outputs check PASSes
+    let c = outputs_consistent(&r);
+    assert_eq!(c["verdict"], "PASS", "{c}");
 }
 
 /// `perfgate ab` of the model against the same weights requantized to F32 (a genuinely slower
@@ -584,6 +658,19 @@ fn ab_with_an_f32_candidate_fails_on_tpot() {
     );
     assert_eq!(code, Some(1), "a regression exits 1");
     assert_eq!(r["verdict"], "FAIL");
+    // Q4_K_M against F32: the share of requests whose answer differs is reported whatever it is
+    // (a hand measurement on /v1/completions, 48 tokens: 2 of 8 short prompts differed; this
+    // test's first run, chat, 32 tokens with ignore_eos: the same 2 of 8 prompts, 4 of 20
+    // requests, at character 0, against 0 of 12 base repeats: Fisher p 4845 / 35960 = 0.135, a
+    // WARN, not significant at 20 pairs); printed, its figures checked consistent, the verdict not
+    // asserted (how many of these prompts a requantization changes is the model's, not perfgate's)
+    let c = outputs_consistent(&r);
+    println!(
+        "Q4_K_M vs F32: answers differ in {} of 20 requests ({} of the 12 base repeats), outputs {}",
+        r["scenarios"][0]["outputs"]["differing"],
+        r["scenarios"][0]["outputs"]["self_differing"],
+        c["verdict"]
+    );
 }
 
 /// `perfgate check --allow-missing-baseline --output results.json` in `dir`, whose scenario starts

@@ -17,7 +17,9 @@ pub fn compare(scs: &[AbScenario], runs: Vec<AbRuns>, opts: &AbOptions) -> Resul
     let mut results = Vec::with_capacity(scs.len());
     let mut inputs: Vec<ScenarioSamples> = Vec::new();
     let mut base_figures: BTreeMap<ScenarioName, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut answers = Vec::with_capacity(scs.len());
     for (ab, runs) in scs.iter().zip(runs) {
+        answers.push(runs_answers(&runs));
         let (res, input, figures) = one(ab, runs, opts);
         inputs.extend(input);
         if let Some(f) = figures {
@@ -26,13 +28,28 @@ pub fn compare(scs: &[AbScenario], runs: Vec<AbRuns>, opts: &AbOptions) -> Resul
         results.push(res);
     }
     // ab has no committed baseline: the policy is the default (nothing to allow missing).
-    assess::gated_results(
+    let mut out = assess::gated_results(
         results,
         &inputs,
         &base_figures,
         &opts.id,
         crate::verdict::BaselinePolicy::Required,
-    )
+    );
+    // the arms' answers, once the latency verdicts are known (gate.outputs)
+    for ((res, ab), (base, cand, repeats)) in out.scenarios.iter_mut().zip(scs).zip(answers) {
+        assess::outputs::judge(res, &ab.base, &ab.candidate, &base, &cand, &repeats);
+    }
+    out.decide();
+    out
+}
+
+/// Each arm's records and the base arm's repeats, for comparing their answers.
+type Answers = (Vec<RequestRecord>, Vec<RequestRecord>, Vec<RequestRecord>);
+
+fn runs_answers(runs: &AbRuns) -> Answers {
+    let recs = |r: &Result<RunOutput, _>| r.as_ref().map_or(Vec::new(), |r| r.records.clone());
+    let repeats = runs.base.as_ref().map_or(Vec::new(), |r| r.repeats.clone());
+    (recs(&runs.base), recs(&runs.candidate), repeats)
 }
 
 /// One scenario: judged against its base arm ([`crate::assess::judge()`]), then what only an A/B
@@ -72,7 +89,7 @@ fn one(
         base_records: base_run
             .records
             .iter()
-            .map(RequestRecord::rounded)
+            .map(|r| assess::outputs::written(r, &ab.base))
             .collect(),
     };
     let reference = Reference::BaseArm(BaseArm {

@@ -12,6 +12,15 @@ use crate::runner::{InFlight, RunOutput, Session};
 use crate::server::Others;
 use std::time::Instant;
 
+/// Pairs of base requests that sent the same request (`gate.outputs`, the base's own
+/// repeatability) an interleaved run of `samples` requests per arm has at least: half as many as
+/// the pairs between the arms, at least 8 and at most 100, sent again after the run when the
+/// measured requests had fewer (docs/ab.md "Outputs that changed": with a handful the check can
+/// tell only a gross change, `perfgate calibrate` shows how much).
+pub fn self_repeats(samples: usize) -> usize {
+    (samples / 2).clamp(8, 100)
+}
+
 /// What the two arms of one scenario produced.
 pub struct AbRuns {
     pub base: Result<RunOutput, MeasureError>,
@@ -98,6 +107,10 @@ pub async fn interleaved(
         })
         .collect();
     let spans = crate::runner::measure_interleaved([&mut sb, &mut sc], &idx, in_flight).await;
+    if cand.gate.outputs && crate::assess::outputs::not_deterministic(base, cand).is_none() {
+        // gate.outputs: the base's own repeatability, when its requests did not repeat enough
+        sb.repeat(self_repeats(n)).await;
+    }
     let alternated = in_flight == InFlight::OneArm;
     let mut out_b = sb.output();
     let mut out_c = sc.output();
@@ -202,6 +215,7 @@ fn pool(runs: Vec<RunOutput>) -> Result<RunOutput, MeasureError> {
         out.retried += r.retried;
         out.resent_before_close_mode += r.resent_before_close_mode;
         out.warmup_records.extend(r.warmup_records);
+        out.repeats.extend(r.repeats);
         out.stream_options_fallback |= r.stream_options_fallback;
         out.closes_after_stream |= r.closes_after_stream;
         if out.unreachable.is_none() {

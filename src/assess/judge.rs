@@ -14,7 +14,6 @@ use crate::baseline::Baseline;
 use crate::config::{Metric, Scenario};
 use crate::execute::MeasureError;
 use crate::gate::ScenarioSamples;
-use crate::record::RequestRecord;
 use crate::results::{BaselineInfo, Measured, Note, NoteKind, ScenarioResult, Status};
 use crate::runner::RunOutput;
 use std::collections::BTreeMap;
@@ -396,7 +395,11 @@ fn judge_run(
         res.structured = super::quality::parse_summary(cand);
         judge_cold_start(sc, reference, cand, res);
     }
-    res.records = cand.records.iter().map(RequestRecord::rounded).collect();
+    res.records = cand
+        .records
+        .iter()
+        .map(|r| super::outputs::written(r, sc))
+        .collect();
     j
 }
 
@@ -520,6 +523,7 @@ fn header(sc: &Scenario, run: &RunOutput) -> ScenarioResult {
         load_shard: None,
         workers: None,
         cache: None,
+        outputs: None,
         speculative: None,
         structured: None,
     }
@@ -674,7 +678,7 @@ fn nothing_compared(words: Words, whys: &[String]) -> (Status, String) {
 mod tests {
     use super::*;
     use crate::gate::{evaluate, CheckKind, Verdict};
-    use crate::record::{Failure, FailureClass, TokenSource};
+    use crate::record::{Failure, FailureClass, RequestRecord, TokenSource};
 
     fn scenario(gate: &str) -> Scenario {
         let yaml = format!(

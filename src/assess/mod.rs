@@ -18,6 +18,7 @@ pub mod gated;
 pub mod judge;
 pub mod nightly;
 pub mod notes;
+pub mod outputs;
 pub mod pairing;
 pub mod problem;
 pub mod quality;

@@ -27,6 +27,8 @@
 //! - `itl`: the ITL P99 rows (inter-token gaps with per-request speeds);
 //! - `paired`: the TTFT P50 on a prompt mix, paired and unpaired (issue 43);
 //! - `slo`: the `gate.slo` rows (no baseline);
+//! - `outputs`: the `gate.outputs` rows (answers that changed, against a server that is not
+//!   batch-invariant);
 //! - `parse`: the structured-output parse-failure rows (issue 44);
 //! - `cold_start`: the `gate.cold_start` rows (k stored server starts vs one);
 //! - `ab`: A/B designs (drift over one run, interleaved and blocked schedules); `ab_rows`: their
@@ -43,6 +45,7 @@ mod comparators;
 mod itl;
 pub mod nightly;
 mod noise;
+mod outputs;
 mod paired;
 mod parse;
 mod slo;
@@ -55,6 +58,7 @@ pub use committed::{run_experiment, Experiment, Rates};
 pub use committed_rows::experiments;
 pub use itl::{itl_experiments, run_itl, ItlChange, ItlExperiment, ItlProfile, ItlRates, ITL};
 pub use noise::{Change, Profile, TPOT, TTFT};
+pub use outputs::{outputs_experiments, run_outputs, OutputsExperiment, Repeats};
 pub use paired::{paired_experiments, run_paired, PairedExperiment, PairedRates};
 pub use parse::{parse_experiments, run_parse, ParseExperiment};
 pub use slo::{run_slo, slo_experiments, true_quantile, SloExperiment};

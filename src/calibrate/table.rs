@@ -29,6 +29,7 @@ pub fn report(reps: usize, seed: u64, filter: Option<&str>) -> String {
         paired_section(reps, seed, filter),
         slo_section(reps, seed, filter),
         parse_section(reps, seed, filter),
+        outputs_section(reps, seed, filter),
         super::cold_start::section(reps, seed, &|l| kept(filter, l)),
     ];
     let shown: Vec<String> = sections.into_iter().filter(|s| !s.is_empty()).collect();
@@ -256,6 +257,40 @@ fn parse_section(reps: usize, seed: u64, filter: Option<&str>) -> String {
     for (i, e) in rows.iter().enumerate() {
         let r = run_parse(e, reps, seed.wrapping_add(2_000_003 + i as u64 * 7919));
         let _ = writeln!(out, "{:<48} {:>8.1}%", e.label, r * 100.0);
+    }
+    out
+}
+
+/// The `gate.outputs` section; each row seeded by its index among the rows kept.
+fn outputs_section(reps: usize, seed: u64, filter: Option<&str>) -> String {
+    use super::outputs::{outputs_experiments, run_outputs};
+    let mut out = String::new();
+    let rows: Vec<_> = outputs_experiments()
+        .into_iter()
+        .filter(|e| kept(filter, &e.label))
+        .collect();
+    if rows.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "Answers that changed (gate.outputs, perfgate ab at temperature 0): each send perturbed with probability\n\"self\" (a server that is not batch-invariant; a pair of sends then differs 1 - (1 - self)^2 of the time),\nthe candidate answering otherwise in a share of requests; Fisher one-sided against the base's repeats, alpha 0.01.\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<80} {:>9} {:>9} {:>9}",
+        "experiment", "FAIL", "WARN", "PASS"
+    );
+    for (i, e) in rows.iter().enumerate() {
+        let r = run_outputs(e, reps, seed.wrapping_add(5_000_011 + i as u64 * 7919));
+        let _ = writeln!(
+            out,
+            "{:<80} {:>8.1}% {:>8.1}% {:>8.1}%",
+            e.label,
+            r[0] * 100.0,
+            r[1] * 100.0,
+            r[2] * 100.0
+        );
     }
     out
 }

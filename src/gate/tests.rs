@@ -21,6 +21,7 @@ fn gate(quantiles: Vec<Quantile>) -> GateSpec {
         slo: Vec::new(),
         itl: None,
         cache_hit_rate: None,
+        outputs: true,
         acceptance: None,
         cold_start: None,
     }

@@ -60,6 +60,10 @@ pub enum CheckKind {
     /// `gate.cache.hit_rate`: the prefix cache's hit rate (measured by the cold reference, or
     /// the server's own when none was measured) against a least share; not in the Holm family.
     CacheHitRate,
+    /// `gate.outputs` (`ab`): the share of paired requests whose answers differ between the
+    /// arms, against the base's own share between two sends of one request (Fisher's exact
+    /// test, one-sided); not in the Holm family. A FAIL is a functional change.
+    Outputs,
     /// `gate.acceptance`: the speculative-decoding acceptance rate (accepted / drafted draft
     /// tokens) per request, a drop against the reference tested.
     AcceptanceRate,
@@ -98,6 +102,7 @@ impl CheckKind {
             CheckKind::ItlTail(Quantile::P99) => "ITL P99",
             CheckKind::ChangePoint => "nightly step",
             CheckKind::CacheHitRate => "cache hit rate",
+            CheckKind::Outputs => "outputs",
             CheckKind::AcceptanceRate => "acceptance",
             CheckKind::ParseRate => "parse failures",
             CheckKind::ColdStart(StartFigure::Ready) => "cold start: time to ready",

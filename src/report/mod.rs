@@ -147,6 +147,7 @@ pub fn fmt_change(c: &Check) -> String {
             | CheckKind::TailExceedance
             | CheckKind::ErrorSlo
             | CheckKind::CacheHitRate
+            | CheckKind::Outputs
             | CheckKind::AcceptanceRate
             | CheckKind::ParseRate,
             _,
@@ -214,6 +215,7 @@ pub fn fmt_tolerance(c: &Check) -> String {
         CheckKind::AcceptanceRate => format!("significant drop > {:.0} pp", c.fail * 100.0),
         CheckKind::Slo(_) | CheckKind::ErrorSlo => "objective (SLO)".into(),
         CheckKind::CacheHitRate => format!(">= {:.0}%", c.fail * 100.0),
+        CheckKind::Outputs => "beyond its own repeats".into(),
         CheckKind::ChangePoint => format!("band; step >= {:.0}%", c.fail * 100.0),
         _ if c.min_delta_ms > 0.0 => format!(
             "{:.0}% / {fail}, >{}{catches}",

@@ -72,6 +72,9 @@ pub struct RunOutput {
     /// `request.conversation`: the cold reference sent after the measured requests
     /// ([`crate::record::ReferencePair`]); empty for other scenarios or with `reference: 0`.
     pub cache_reference: Vec<crate::record::ReferencePair>,
+    /// `perfgate ab`'s base arm with deterministic sampling: measured requests sent again after
+    /// the run, for the base's own repeatability (`gate.outputs`); not in `records`.
+    pub repeats: Vec<crate::record::RequestRecord>,
 }
 
 /// The unmeasured requests of a steady-state run's looks (docs/scenarios.md "Steady state").
@@ -155,6 +158,7 @@ impl RunOutput {
             late_ms: None,
             unmeasured_spans: Vec::new(),
             cache_reference: Vec::new(),
+            repeats: Vec::new(),
         }
     }
 }

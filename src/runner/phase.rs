@@ -620,6 +620,12 @@ pub(super) async fn one_request(
     if let (Some((_, work)), Slot::Measured(_)) = (picked, slot) {
         sent.record.work = Some(work);
     }
+    if sc.request.temperature != Some(0.0) {
+        // no answer of a random sample is compared (gate.outputs): only its hash is kept
+        if let Some(o) = sent.record.output.as_mut() {
+            o.forget_text();
+        }
+    }
     if let Some(p) = &sh.progress {
         let phase = if unmeasured {
             Phase::Unmeasured

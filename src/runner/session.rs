@@ -42,6 +42,8 @@ pub struct Session {
     pub(super) unmeasured_spans: Vec<(f64, f64)>,
     /// `request.conversation`: the cold reference, once [`Session::cache_reference`] sent it.
     pub(super) reference: Vec<crate::record::ReferencePair>,
+    /// `gate.outputs`: the measured requests [`Session::repeat`] sent again.
+    pub(super) repeats: Vec<RequestRecord>,
 }
 
 impl Session {
@@ -154,6 +156,7 @@ impl Session {
             steady: SteadyCounts::default(),
             unmeasured_spans: Vec::new(),
             reference: Vec::new(),
+            repeats: Vec::new(),
         })
     }
 
@@ -266,6 +269,50 @@ impl Session {
         self.reference = pairs;
     }
 
+    /// `perfgate ab`'s base arm (`gate.outputs`, docs/ab.md "Outputs that changed"): when its
+    /// measured requests sent the same request again fewer than `wanted` times (a prompt set
+    /// of distinct entries), that many more of its successful prompt-set requests, spread over the
+    /// run, sent again one at a time after it; their records are kept apart (not measured, not
+    /// counted). Nothing without request identities (every request is the same request, so the
+    /// measured ones repeat it already), when unreachable or interrupted.
+    pub async fn repeat(&mut self, wanted: usize) {
+        let ok: Vec<&RequestRecord> = self
+            .measured
+            .iter()
+            .map(|s| &s.record)
+            .filter(|r| r.ok())
+            .collect();
+        if ok.iter().any(|r| r.work.is_none()) {
+            return;
+        }
+        let distinct: std::collections::HashSet<(&str, u32)> = ok
+            .iter()
+            .filter_map(|r| {
+                r.work
+                    .as_ref()
+                    .map(|w| (w.prompt_id.as_str(), w.max_tokens))
+            })
+            .collect();
+        let natural = ok.len() - distinct.len();
+        let k = wanted.saturating_sub(natural);
+        let mut ix: Vec<u64> = ok
+            .iter()
+            .filter_map(|r| r.work.as_ref().map(|w| w.index))
+            .collect();
+        ix.sort_unstable();
+        let ix = super::reference::spread(&ix, k, 1);
+        for index in ix {
+            if self.unreachable.is_some() || crate::cancel::requested() {
+                return;
+            }
+            let slot = crate::config::common::Slot::Measured(index as usize);
+            match super::phase::one_request(&self.shared, self.run_start, None, true, slot).await {
+                Some(s) => self.repeats.push(s.record),
+                None => return,
+            }
+        }
+    }
+
     /// The cold reference [`Session::cache_reference`] sent (empty before, or without one).
     pub fn reference(&self) -> &[crate::record::ReferencePair] {
         &self.reference
@@ -329,6 +376,7 @@ impl Session {
             late_ms: self.late_ms,
             unmeasured_spans: self.unmeasured_spans.clone(),
             cache_reference: self.reference.clone(),
+            repeats: self.repeats.clone(),
         }
     }
 }

@@ -32,6 +32,9 @@ pub(super) struct ChunkCtx {
     /// `usage.prompt_tokens_details.cached_tokens`, the Responses API's
     /// `usage.input_tokens_details.cached_tokens`. `None` = no such field.
     pub(super) cached_tokens: Option<u64>,
+    /// The first token (1-based) of a diverging answer ([`super::diverge`]); `None`: the
+    /// answer is ` tok1 tok2 ...`.
+    pub(super) diverge_from: Option<u32>,
     /// Speculative decoding (`draft_n`): (drafted, accepted), written as llama.cpp's
     /// `timings.draft_n` / `draft_n_accepted` on the last chunk ([`ChunkCtx::with_timings`]).
     pub(super) drafts: Option<(u64, u64)>,
@@ -39,12 +42,12 @@ pub(super) struct ChunkCtx {
     pub(super) shape: super::structured::Shape,
 }
 
-/// Text of token `i` (1-based).
-pub(super) fn token_text(i: u32) -> String {
-    format!(" tok{i}")
-}
-
 impl ChunkCtx {
+    /// Text of token `i` (1-based): ` tok{i}`, or ` alt{i}` once the answer diverged.
+    pub(super) fn token_text(&self, i: u32) -> String {
+        format!(" {}{i}", super::diverge::word(i, self.diverge_from))
+    }
+
     pub(super) fn object(&self) -> &'static str {
         match self.api {
             Api::Chat => "chat.completion.chunk",
@@ -80,7 +83,7 @@ impl ChunkCtx {
         use std::fmt::Write;
         let mut text = String::with_capacity(8 * (to + 1 - from) as usize);
         for i in from..=to {
-            let _ = write!(text, " tok{i}");
+            let _ = write!(text, " {}{i}", super::diverge::word(i, self.diverge_from));
         }
         // token texts are ASCII letters, digits and spaces: no JSON escaping needed
         let (id, model) = (
@@ -112,7 +115,7 @@ impl ChunkCtx {
     /// The chunk carrying tokens `from..=to` (1-based).
     #[cfg(test)]
     pub(super) fn token_chunk(&self, from: u32, to: u32) -> Value {
-        let text: String = (from..=to).map(token_text).collect();
+        let text: String = (from..=to).map(|i| self.token_text(i)).collect();
         self.chunk(match self.api {
             Api::Chat => json!([{"index": 0, "delta": {"content": text}, "finish_reason": null}]),
             Api::Completions | Api::Responses => {
@@ -206,7 +209,7 @@ impl ChunkCtx {
     /// The whole generated text.
     fn full_text(&self) -> String {
         (1..=self.completion_tokens as u32)
-            .map(token_text)
+            .map(|i| self.token_text(i))
             .collect()
     }
 
@@ -373,7 +376,7 @@ impl ChunkCtx {
         use std::fmt::Write;
         let mut text = String::with_capacity(8 * (to + 1 - from) as usize);
         for i in from..=to {
-            let _ = write!(text, " tok{i}");
+            let _ = write!(text, " {}{i}", super::diverge::word(i, self.diverge_from));
         }
         let item = Value::from(self.item_id());
         Bytes::from(format!(
@@ -384,7 +387,7 @@ impl ChunkCtx {
     /// The delta event of [`ChunkCtx::delta_event`] as a JSON tree.
     #[cfg(test)]
     pub(super) fn delta_value(&self, from: u32, to: u32, n: u64) -> Value {
-        let text: String = (from..=to).map(token_text).collect();
+        let text: String = (from..=to).map(|i| self.token_text(i)).collect();
         json!({
             "type": "response.output_text.delta",
             "sequence_number": n,
@@ -423,6 +426,7 @@ mod tests {
                 completion_tokens: 9,
                 finish_reason: "length",
                 cached_tokens: None,
+                diverge_from: None,
                 drafts: None,
                 shape: Default::default(),
             };
@@ -447,6 +451,7 @@ mod tests {
             completion_tokens: 2,
             finish_reason: "length",
             cached_tokens: Some(0),
+            diverge_from: None,
             drafts: None,
             shape: Default::default(),
         };

@@ -109,6 +109,24 @@ pub struct SimArgs {
         default_value_t = 0.0
     )]
     malformed: f64,
+    /// Share of requests whose answer diverges from token --diverge-at on (` alt{i}` instead
+    /// of ` tok{i}`), spread evenly over the requests from a phase set by --seed: a candidate
+    /// that answers otherwise (`gate.outputs`), or a server that is not batch-invariant.
+    #[arg(
+        long,
+        value_name = "SHARE",
+        conflicts_with = "replay",
+        default_value_t = 0.0
+    )]
+    diverge_share: f64,
+    /// The first token (1-based) a diverging answer changes.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        conflicts_with = "replay",
+        default_value_t = 1
+    )]
+    diverge_at: u32,
     /// Serve a recorded stream (tests/cases format) instead, with its timing.
     #[arg(long)]
     replay: Option<PathBuf>,
@@ -154,6 +172,8 @@ pub async fn cmd_sim(a: SimArgs) -> Result<i32, Error> {
             prefix_cache_block: a.prefix_cache_block,
             cache_report: a.cache_report,
             prefill_cpu: a.prefill_cpu,
+            diverge_share: a.diverge_share,
+            diverge_at: a.diverge_at,
             draft_n: a.draft_n,
             accept_rate: a.accept_rate,
             malformed: a.malformed,

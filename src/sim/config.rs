@@ -28,6 +28,8 @@ pub const ALLOWED_KEYS: &[&str] = &[
     "prefix_cache_block",
     "cache_report",
     "prefill_cpu",
+    "diverge_share",
+    "diverge_at",
     "draft_n",
     "accept_rate",
     "malformed",
@@ -213,6 +215,13 @@ pub struct SimConfig {
     /// worth of CPU time on one compute thread), or a core number to pin that thread to, so
     /// simulators sharing cores slow each other. Default [`PrefillCpu::Off`].
     pub prefill_cpu: PrefillCpu,
+    /// Share of generation requests whose answer diverges (see [`super::diverge`]): from token
+    /// `diverge_at` on, their tokens read ` alt{i}` instead of ` tok{i}`. Spread evenly over
+    /// the request sequence (any N consecutive requests hold floor or ceil of N x share of
+    /// them), the phase set by `seed`. In [0, 1]. Default 0.
+    pub diverge_share: f64,
+    /// The first token (1-based) a diverging answer changes, in 1..=1000000. Default 1.
+    pub diverge_at: u32,
     /// Speculative decoding: draft tokens per step, 0..=64 (0 = none). With it, the usage
     /// chunk carries llama.cpp's `timings.draft_n` / `draft_n_accepted` (see [`super::spec`]).
     /// Default 0.
@@ -252,6 +261,8 @@ impl Default for SimConfig {
             prefix_cache_block: 0,
             cache_report: CacheReport::Honest,
             prefill_cpu: PrefillCpu::Off,
+            diverge_share: 0.0,
+            diverge_at: 1,
             draft_n: 0,
             accept_rate: 0.7,
             malformed: 0.0,
@@ -353,6 +364,8 @@ impl SimConfig {
                         )
                     })?
                 }
+                "diverge_share" => cfg.diverge_share = parse_f64(&key, v, 0.0, 1.0, "")?,
+                "diverge_at" => cfg.diverge_at = parse_u32(&key, v, 1, MAX_OUTPUT_LIMIT)?,
                 "draft_n" => cfg.draft_n = parse_u32(&key, v, 0, MAX_DRAFT_N)?,
                 "accept_rate" => cfg.accept_rate = parse_f64(&key, v, 0.0, 1.0, "")?,
                 "malformed" => cfg.malformed = parse_f64(&key, v, 0.0, 1.0, "")?,
@@ -375,6 +388,7 @@ impl SimConfig {
             ("tpot_ms", self.tpot_ms, MAX_DELAY_MS),
             ("tpot_sigma", self.tpot_sigma, MAX_SIGMA),
             ("error_rate", self.error_rate, 1.0),
+            ("diverge_share", self.diverge_share, 1.0),
             ("accept_rate", self.accept_rate, 1.0),
             ("malformed", self.malformed, 1.0),
             ("stall_ms", self.stall_ms, MAX_DELAY_MS),
@@ -415,6 +429,7 @@ impl SimConfig {
             ("burst", self.burst, 1, MAX_BURST),
             ("stall_every", self.stall_every, 0, MAX_OUTPUT_LIMIT),
             ("vary_output", self.vary_output, 0, MAX_OUTPUT_LIMIT),
+            ("diverge_at", self.diverge_at, 1, MAX_OUTPUT_LIMIT),
             ("draft_n", self.draft_n, 0, MAX_DRAFT_N),
             (
                 "prefix_cache_block",
@@ -528,7 +543,7 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = SimConfig::from_query(
-            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all&prefill_cpu=1&draft_n=4&accept_rate=0.5&malformed=0.25",
+            "ttft_ms=50&tpot_ms=10&seed=7&model=m&max_output=64&error_rate=0.1&ttft_sigma=0.2&tpot_sigma=0&burst=4&stall_every=16&stall_ms=250&vary_output=8&cached_ttft_ms=12.5&prefill_window_ms=3&ttft_per_token_ms=0.25&prefix_cache_block=16&cache_report=all&prefill_cpu=1&diverge_share=0.25&diverge_at=3&draft_n=4&accept_rate=0.5&malformed=0.25",
         )
         .unwrap();
         assert_eq!(
@@ -552,12 +567,16 @@ mod tests {
                 prefix_cache_block: 16,
                 cache_report: CacheReport::All,
                 prefill_cpu: PrefillCpu::Core(1),
+                diverge_share: 0.25,
+                diverge_at: 3,
                 draft_n: 4,
                 accept_rate: 0.5,
                 malformed: 0.25,
             }
         );
         for bad in [
+            "diverge_share=1.5",
+            "diverge_at=0",
             "prefill_window_ms=1001",
             "ttft_per_token_ms=1001",
             "prefix_cache_block=65537",

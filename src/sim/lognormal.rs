@@ -359,6 +359,7 @@ pub(super) async fn generate(
             "length"
         },
         cached_tokens: reported_cached_tokens(cfg, api, cached_tokens, gen.prompt_tokens),
+        diverge_from: super::diverge::diverge_from(cfg, seq),
         drafts: super::spec::drafts(cfg.draft_n, cfg.accept_rate, cfg.seed, seq, tokens),
         shape: super::structured::drawn(gen.shape.clone(), cfg.malformed, cfg.seed, seq),
     };

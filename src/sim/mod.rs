@@ -8,6 +8,7 @@ mod chunks;
 mod command;
 pub mod config;
 mod cpu;
+mod diverge;
 mod http_util;
 mod lognormal;
 mod prefill;

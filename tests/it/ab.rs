@@ -19,7 +19,7 @@ const SIM_SLOWER: &str = "sim://?ttft_ms=30&tpot_ms=5.2&seed=8";
 /// One TPOT-dominated scenario on the simulator (its URL is replaced by the arms').
 const SCENARIO: &str = "defaults:\n  endpoint: {base_url: 'sim://?seed=1', model: perfgate-sim}\n  request: {prompt: hi, max_tokens: 32}\n  load: {samples: 20, warmup: 2}\nscenarios:\n  - name: tpot\n";
 
-fn dir_with(yaml: &str) -> tempfile::TempDir {
+pub(crate) fn dir_with(yaml: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("s.yaml"), yaml).unwrap();
     d
@@ -42,7 +42,7 @@ fn schema_errors(r: &Value) -> Vec<String> {
 
 /// Runs perfgate with `args` in `dir` (at most 180 s): exit code, stdout + stderr, and the
 /// results JSON at `r.json` (checked against the schema; `null` when none was written).
-fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, Value) {
+pub(crate) fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, Value) {
     let _ = std::fs::remove_file(dir.join("r.json"));
     let o = perfgate_in(dir, 180).args(args).output().unwrap();
     let text = format!(

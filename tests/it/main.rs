@@ -8,6 +8,7 @@
 mod support;
 
 mod ab;
+mod ab_outputs;
 mod bounds;
 mod cases;
 mod cli;

@@ -56,6 +56,8 @@ pub(super) fn openai(api: Api, v: &Value) -> EventInfo {
                     if nonempty(c.get("text")) {
                         info.token = true;
                         info.answer = true;
+                        info.completion_text =
+                            c.get("text").and_then(Value::as_str).map(String::from);
                     }
                 }
                 _ => {

@@ -87,6 +87,9 @@ pub struct EventInfo {
     /// Its answer text (chat `delta.content` as a string, a Responses `output_text` delta),
     /// read for `<think>` tags across events ([`super::think`]).
     pub text: Option<String>,
+    /// A completions stream's `text` (its answer, not read for `<think>` tags as `text` is): what
+    /// `gate.outputs` compares.
+    pub completion_text: Option<String>,
     /// A usage object with at least one figure.
     pub usage: Option<Usage>,
     /// A usage's output count was there but not a whole number (`12.5`, `"12"`, `-1`): not

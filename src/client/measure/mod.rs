@@ -106,6 +106,8 @@ pub struct Measurer {
     malformed: Option<f64>,
     multi_choice: bool,
     events: u64,
+    // the answer text, bounded (hash, length, first characters)
+    output: crate::output_text::OutputBuilder,
     // the request asked for structured output or tool calls: what the stream answered
     structured: Option<crate::structured::Collector>,
 }
@@ -144,6 +146,7 @@ impl Measurer {
             malformed: None,
             multi_choice: false,
             events: 0,
+            output: crate::output_text::OutputBuilder::default(),
             structured: None,
         }
     }
@@ -180,6 +183,9 @@ impl Measurer {
         let recap = i.whole && !self.token_times.is_empty();
         // Every token event counts, also after a finish_reason (some servers and proxies put
         // one on every chunk); those are noted.
+        if let (true, false, Some(t)) = (i.token, recap, i.completion_text.as_deref()) {
+            self.output.push(t);
+        }
         if i.token && !recap {
             self.token(
                 e.at_ms,
@@ -293,6 +299,7 @@ impl Measurer {
             c.push_text(t);
         }
         if let Some(text) = text {
+            self.output.push(text);
             let p = self.think.push(text, at_ms);
             if p.restart_answer {
                 // a closing tag never opened (MiniMax M2): the text before it was reasoning
@@ -343,8 +350,10 @@ impl Measurer {
             malformed,
             multi_choice,
             events: _,
+            output,
             structured,
         } = self;
+        rec.output = output.finish();
         let n_events = token_times.len() as u64;
         rec.token_events = n_events;
         rec.tokens_after_finish = (after_finish > 0).then_some(after_finish);

@@ -57,6 +57,15 @@ pub struct GateSpec {
     /// the baseline's starts (docs/gate.md "Cold start"). `None`: reported, not gated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cold_start: Option<super::ColdStartGate>,
+    /// `gate.outputs` (`perfgate ab`, temperature 0): compare the arms' answers (docs/ab.md
+    /// "Outputs that changed"); `false` turns it off. Left out of the serialized spec when on
+    /// (the default), so fingerprints do not move.
+    #[serde(skip_serializing_if = "is_on")]
+    pub outputs: bool,
+}
+
+fn is_on(b: &bool) -> bool {
+    *b
 }
 
 /// The default band of the ITL P99 check: warn 10 %, fail 20 % (docs/gate.md "ITL P99").
@@ -81,6 +90,7 @@ impl Default for GateSpec {
             slo: Vec::new(),
             itl: None,
             cache_hit_rate: None,
+            outputs: true,
             acceptance: None,
             cold_start: None,
         })
@@ -238,6 +248,7 @@ pub(super) fn build_gate(g: &RawGate) -> Result<GateSpec, Invalid> {
         slo,
         itl,
         cache_hit_rate,
+        outputs: g.outputs.unwrap_or(true),
         acceptance,
         cold_start,
     })
