@@ -674,8 +674,9 @@ fn ab_with_an_f32_candidate_fails_on_tpot() {
 }
 
 /// `perfgate check --allow-missing-baseline --output results.json` in `dir`, whose scenario starts
-/// `what`: it must exit 0; returns the first scenario of the results, which must hold 20 records.
-fn check_unbaselined(dir: &Path, what: &str) -> Value {
+/// `what`: it must exit 0; returns the first scenario of the results, which must hold 20 records,
+/// and what perfgate printed.
+fn check_unbaselined(dir: &Path, what: &str) -> (Value, String) {
     let o = perfgate(dir)
         .args([
             "check",
@@ -685,7 +686,7 @@ fn check_unbaselined(dir: &Path, what: &str) -> Value {
         ])
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
     println!("{out}");
     assert_eq!(
         o.status.code(),
@@ -697,7 +698,7 @@ fn check_unbaselined(dir: &Path, what: &str) -> Value {
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     let s = r["scenarios"][0].clone();
     assert_eq!(s["records"].as_array().map(Vec::len), Some(20), "{s}");
-    s
+    (s, out)
 }
 
 /// Output tokens per request of the Responses API test.
@@ -742,7 +743,8 @@ fn responses_api_against_llama_server() {
 "#
     );
     std::fs::write(dir.path().join("scenarios/llama.yaml"), yaml).unwrap();
-    let s = &check_unbaselined(dir.path(), "a working server");
+    let (s, _) = check_unbaselined(dir.path(), "a working server");
+    let s = &s;
     let recs = s["records"].as_array().unwrap();
     for x in recs {
         assert!(x.get("error").is_none(), "{x}");
@@ -817,7 +819,8 @@ fn speculative_decoding_against_llama_server() {
     );
     std::fs::write(dir.path().join("scenarios/llama.yaml"), yaml).unwrap();
     let started = std::time::Instant::now();
-    let s = &check_unbaselined(dir.path(), "a drafting server");
+    let (s, out) = check_unbaselined(dir.path(), "a drafting server");
+    let s = &s;
     let recs = s["records"].as_array().unwrap();
     let (mut drafted, mut accepted, mut output, mut steps) = (0u64, 0u64, 0u64, 0u64);
     for x in recs {
