@@ -151,13 +151,13 @@ impl Measurer {
         }
     }
 
-    /// Events pushed so far (all kinds).
     /// Collects the answer (text, tool calls) of a request that asked for structured output or
     /// tool calls, whose record then says whether it parsed (`RequestRecord::structured`).
     pub fn expect_structured(&mut self, e: crate::structured::Expect) {
         self.structured = Some(crate::structured::Collector::new(e));
     }
 
+    /// Events pushed so far (all kinds).
     pub fn events(&self) -> u64 {
         self.events
     }
