@@ -1717,7 +1717,7 @@ fn bless_refuses_a_model_the_server_does_not_list() {
     );
     assert!(!path.exists());
     let o = perfgate(dir.path())
-        .args(["bless", "--runs", "3", "--allow-unlisted-model"])
+        .args(["bless", "--runs", "3", "--allow-unlisted-model", "--allow-unstable"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -1739,7 +1739,7 @@ fn bless_refuses_a_model_the_server_does_not_list() {
 fn a_check_on_another_cpu_than_the_bless_says_so() {
     let dir = setup(SIM);
     let o = perfgate(dir.path())
-        .args(["bless", "--runs", "2"])
+        .args(["bless", "--runs", "2", "--allow-unstable"]) // setup: its stability is not the subject
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -47,7 +47,10 @@ fn write(c: &Case, delay_ms: u64, gate: &str) -> std::path::PathBuf {
 
 fn bless(c: &Case, f: &std::path::Path, runs: &str) {
     let mut b = Command::new(env!("CARGO_BIN_EXE_perfgate"));
-    b.args(["bless", "--runs", runs, "-s"])
+    // a setup bless: the sim's 2 ms TPOT is the subject of no assertion here, and two runs of it a
+    // moment apart on a loaded runner measured 2.00 and 2.10 ms (the CI of 83bda59), which the
+    // stability guard refuses at 2 runs
+    b.args(["bless", "--allow-unstable", "--runs", runs, "-s"])
         .arg(f)
         .arg("--baselines")
         .arg(c.dir.path().join("baselines"));
