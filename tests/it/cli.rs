@@ -1717,7 +1717,13 @@ fn bless_refuses_a_model_the_server_does_not_list() {
     );
     assert!(!path.exists());
     let o = perfgate(dir.path())
-        .args(["bless", "--runs", "3", "--allow-unlisted-model", "--allow-unstable"])
+        .args([
+            "bless",
+            "--runs",
+            "3",
+            "--allow-unlisted-model",
+            "--allow-unstable",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
