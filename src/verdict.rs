@@ -187,31 +187,41 @@ mod tests {
 
     #[test]
     fn fail_on_warn_turns_only_a_warn_that_passed_into_exit_1() {
-        assert_eq!(
-            FailOn::Warn.exit_code(Overall::Warn, exit::OK),
-            exit::REGRESSION
-        );
-        // a report that could not be written keeps its 2
-        assert_eq!(
-            FailOn::Warn.exit_code(Overall::Warn, exit::INVALID_INPUT),
-            exit::INVALID_INPUT
-        );
-        for v in [Overall::Pass, Overall::Improved, Overall::NoBaseline] {
-            assert_eq!(FailOn::Warn.exit_code(v, exit::OK), exit::OK, "{v}");
+        // (--fail-on, overall, the exit code so far, the exit code after)
+        let cases = [
+            (FailOn::Warn, Overall::Warn, exit::OK, exit::REGRESSION),
+            // a report that could not be written keeps its 2
+            (
+                FailOn::Warn,
+                Overall::Warn,
+                exit::INVALID_INPUT,
+                exit::INVALID_INPUT,
+            ),
+            (FailOn::Warn, Overall::Pass, exit::OK, exit::OK),
+            (FailOn::Warn, Overall::Improved, exit::OK, exit::OK),
+            (FailOn::Warn, Overall::NoBaseline, exit::OK, exit::OK),
+            (
+                FailOn::Warn,
+                Overall::Fail,
+                exit::REGRESSION,
+                exit::REGRESSION,
+            ),
+            (
+                FailOn::Warn,
+                Overall::Error,
+                exit::COULD_NOT_MEASURE,
+                exit::COULD_NOT_MEASURE,
+            ),
+            // the default changes nothing
+            (FailOn::default(), Overall::Warn, exit::OK, exit::OK),
+        ];
+        for (fail_on, overall, code, want) in cases {
+            assert_eq!(
+                fail_on.exit_code(overall, code),
+                want,
+                "{fail_on:?} {overall} {code}"
+            );
         }
-        assert_eq!(
-            FailOn::Warn.exit_code(Overall::Fail, exit::REGRESSION),
-            exit::REGRESSION
-        );
-        assert_eq!(
-            FailOn::Warn.exit_code(Overall::Error, exit::COULD_NOT_MEASURE),
-            exit::COULD_NOT_MEASURE
-        );
-        // the default changes nothing
-        assert_eq!(
-            FailOn::default().exit_code(Overall::Warn, exit::OK),
-            exit::OK
-        );
     }
 
     /// A scenario as [`decide`] sees it: its status and its worst check.

@@ -260,25 +260,33 @@ mod tests {
     fn each_run_says_its_requests_its_time_and_the_time_left() {
         let s = Duration::from_secs;
         let mut runs = Runs::default();
-        // the first run's reference makes it no measure of the others: no time left yet
-        assert_eq!(
-            runs.ended("chat", (0, 5), 20, 8, s(65)),
-            "run 1/5 of chat: 20 requests + 8 cold-reference pairs, 65 s"
-        );
-        // 3 runs left at 42 s: 126 s
-        assert_eq!(
-            runs.ended("chat", (1, 5), 20, 0, s(42)),
-            "run 2/5 of chat: 20 requests, 42 s; about 2.1 min left"
-        );
-        // (42 + 44) / 2 = 43 s, 2 runs left: 86 s
-        assert_eq!(
-            runs.ended("chat", (2, 5), 20, 0, s(44)),
-            "run 3/5 of chat: 20 requests, 44 s; about 86 s left"
-        );
-        assert_eq!(
-            runs.ended("chat", (4, 5), 20, 0, s(41)),
-            "run 5/5 of chat: 20 requests, 41 s"
-        );
+        // (run index of 5, cold-reference pairs, seconds, the line), in order
+        for (i, pairs, secs, want) in [
+            // the first run's reference makes it no measure of the others: no time left yet
+            (
+                0,
+                8,
+                65,
+                "run 1/5 of chat: 20 requests + 8 cold-reference pairs, 65 s",
+            ),
+            // 3 runs left at 42 s: 126 s
+            (
+                1,
+                0,
+                42,
+                "run 2/5 of chat: 20 requests, 42 s; about 2.1 min left",
+            ),
+            // (42 + 44) / 2 = 43 s, 2 runs left: 86 s
+            (
+                2,
+                0,
+                44,
+                "run 3/5 of chat: 20 requests, 44 s; about 86 s left",
+            ),
+            (4, 0, 41, "run 5/5 of chat: 20 requests, 41 s"),
+        ] {
+            assert_eq!(runs.ended("chat", (i, 5), 20, pairs, s(secs)), want);
+        }
         // no reference: the first run already says what the others take
         assert_eq!(
             Runs::default().ended("chat", (0, 3), 20, 0, s(10)),

@@ -8,9 +8,8 @@
 use crate::config::scenario::{ColdStartGate, COLD_START_FAIL, COLD_START_MIN_DELTA_MS};
 use crate::gate::{StartFigure, Verdict};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_distr::StandardNormal;
-use std::fmt::Write;
 
 /// One cold-start experiment.
 #[derive(Debug, Clone)]
@@ -70,55 +69,36 @@ pub fn run_cold_start(e: &ColdStartExperiment, reps: usize, seed: u64) -> [f64; 
         fail: COLD_START_FAIL,
         min_delta_ms: COLD_START_MIN_DELTA_MS,
     };
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut counts = [0usize; 4];
-    for _ in 0..reps {
-        let base: Vec<f64> = (0..e.k).map(|_| start(&mut rng, e, 1.0)).collect();
-        let cand = [start(&mut rng, e, e.factor)];
+    super::noise::rates(reps, seed, |rng| {
+        let base: Vec<f64> = (0..e.k).map(|_| start(rng, e, 1.0)).collect();
+        let cand = [start(rng, e, e.factor)];
         let c = crate::assess::cold_start::check("c", StartFigure::Ready, &base, &cand, g, 0.01);
-        let i = match c.verdict {
+        match c.verdict {
             Verdict::Fail => 0,
             Verdict::Warn => 1,
             Verdict::Pass | Verdict::Improved => 2,
             Verdict::Info => 3,
-        };
-        counts[i] += 1;
-    }
-    counts.map(|c| c as f64 / reps.max(1) as f64)
+        }
+    })
 }
 
 /// The cold-start section; each row seeded by its index among the rows kept.
 pub fn section(reps: usize, seed: u64, kept: &dyn Fn(&str) -> bool) -> String {
-    let mut out = String::new();
-    let rows: Vec<ColdStartExperiment> = cold_start_experiments()
-        .into_iter()
-        .filter(|e| kept(&e.label))
-        .collect();
-    if rows.is_empty() {
-        return out;
-    }
-    let _ = writeln!(
-        out,
-        "Cold start (gate.cold_start): k stored bless starts vs 1 start of a check, lognormal around 30 s,\ntolerance 50%, floor 100 ms, alpha 0.01 (t band from the stored starts' spread). FAIL on an unchanged row = false alarm.\n"
-    );
-    let _ = writeln!(
-        out,
-        "{:<48} {:>9} {:>9} {:>9} {:>9}",
-        "experiment", "FAIL", "WARN", "PASS", "INFO"
-    );
-    for (i, e) in rows.iter().enumerate() {
-        let r = run_cold_start(e, reps, seed.wrapping_add(2_000_003 + i as u64 * 7919));
-        let _ = writeln!(
-            out,
-            "{:<48} {:>8.1}% {:>8.1}% {:>8.1}% {:>8.1}%",
-            e.label,
-            r[0] * 100.0,
-            r[1] * 100.0,
-            r[2] * 100.0,
-            r[3] * 100.0
-        );
-    }
-    out
+    use super::table::{percents, Index};
+    let head = [
+        "Cold start (gate.cold_start): k stored bless starts vs 1 start of a check, lognormal around 30 s,\ntolerance 50%, floor 100 ms, alpha 0.01 (t band from the stored starts' spread). FAIL on an unchanged row = false alarm.\n".to_string(),
+        format!("{:<48} {:>9} {:>9} {:>9} {:>9}", "experiment", "FAIL", "WARN", "PASS", "INFO"),
+    ];
+    super::table::section(
+        cold_start_experiments(),
+        |e| kept(&e.label),
+        Index::AmongKept,
+        &head,
+        |i, e| {
+            let r = run_cold_start(e, reps, seed.wrapping_add(2_000_003 + i * 7919));
+            percents(&e.label, 48, &r)
+        },
+    )
 }
 
 #[cfg(test)]

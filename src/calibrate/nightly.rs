@@ -320,20 +320,25 @@ pub fn report(reps: usize, seed: u64) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_series_has_its_step_and_no_noise_when_asked() {
-        let m = NightModel {
+    /// A series of `nights` without noise, multiplied by `step` from night `step_at` on.
+    fn noise_free(nights: usize, step_at: usize, step: f64) -> NightModel {
+        NightModel {
             label: "t",
-            nights: 10,
+            nights,
             night_sd: 0.0,
             walk_sd: 0.0,
             ar: 0.0,
             ar_sd: 0.0,
             outlier_p: 0.0,
             outlier: 1.0,
-            step_at: 4,
-            step: 1.5,
-        };
+            step_at,
+            step,
+        }
+    }
+
+    #[test]
+    fn a_series_has_its_step_and_no_noise_when_asked() {
+        let m = noise_free(10, 4, 1.5);
         let s = series(&m, &mut StdRng::seed_from_u64(1));
         assert_eq!(s.len(), 10);
         for (t, x) in s.iter().enumerate() {
@@ -357,18 +362,7 @@ mod tests {
         // noise-free +50 % step at night 30 of 60: the band confirms it on its second night
         // (both nights beyond 2.3 predicted sd of the prior's 5 %) and stays red to the end: 29 red
         // nights of 60 per series, one change point
-        let m = NightModel {
-            label: "t",
-            nights: 60,
-            night_sd: 0.0,
-            walk_sd: 0.0,
-            ar: 0.0,
-            ar_sd: 0.0,
-            outlier_p: 0.0,
-            outlier: 1.0,
-            step_at: 30,
-            step: 1.5,
-        };
+        let m = noise_free(60, 30, 1.5);
         let r = run(&m, 3, 7);
         let band = r.iter().find(|(k, _)| *k == Rule::Band).unwrap().1;
         assert_eq!(band.red_within_2, 1.0);

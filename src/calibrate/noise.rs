@@ -82,6 +82,21 @@ pub(super) fn drift(tau: f64, rng: &mut StdRng) -> f64 {
     (tau * z).exp()
 }
 
+/// The share of `reps` replicates in each of `N` outcomes: `one` draws a replicate from the
+/// seeded generator and names its outcome's index.
+pub(super) fn rates<const N: usize>(
+    reps: usize,
+    seed: u64,
+    mut one: impl FnMut(&mut StdRng) -> usize,
+) -> [f64; N] {
+    let mut rng = <StdRng as rand::SeedableRng>::seed_from_u64(seed);
+    let mut counts = [0usize; N];
+    for _ in 0..reps {
+        counts[one(&mut rng)] += 1;
+    }
+    counts.map(|c| c as f64 / reps.max(1) as f64)
+}
+
 /// The sample q-quantile (type 7) of `v`; NaN when empty.
 pub(super) fn p(v: &[f64], q: f64) -> f64 {
     quantile_type7(&sorted(v), q).unwrap_or(f64::NAN)

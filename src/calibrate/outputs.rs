@@ -11,7 +11,7 @@
 use crate::output_text::OutputText;
 use crate::record::{RequestRecord, WorkItem};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
 /// Where the base arm's repeatability comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,10 +84,8 @@ fn send(index: u64, text: String, identified: bool) -> RequestRecord {
 /// [FAIL, WARN, PASS] rates of the `outputs` check over `reps` replicates (alpha 0.01).
 pub fn run_outputs(e: &OutputsExperiment, reps: usize, seed: u64) -> [f64; 3] {
     use crate::gate::Verdict;
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut counts = [0usize; 3];
     let identified = e.repeats != Repeats::FixedPrompt;
-    for _ in 0..reps {
+    super::noise::rates(reps, seed, |rng| {
         let mut unique = 0u64;
         let mut answer = |rng: &mut StdRng, index: u64, wrong: bool| {
             let canonical = if identified { index } else { 0 };
@@ -101,13 +99,11 @@ pub fn run_outputs(e: &OutputsExperiment, reps: usize, seed: u64) -> [f64; 3] {
             };
             send(index, text, identified)
         };
-        let base: Vec<RequestRecord> = (0..e.n as u64)
-            .map(|i| answer(&mut rng, i, false))
-            .collect();
+        let base: Vec<RequestRecord> = (0..e.n as u64).map(|i| answer(rng, i, false)).collect();
         let cand: Vec<RequestRecord> = (0..e.n as u64)
             .map(|i| {
                 let wrong = rng.random::<f64>() < e.changed;
-                answer(&mut rng, i, wrong)
+                answer(rng, i, wrong)
             })
             .collect();
         let again: Vec<RequestRecord> = match e.repeats {
@@ -116,19 +112,17 @@ pub fn run_outputs(e: &OutputsExperiment, reps: usize, seed: u64) -> [f64; 3] {
                 let ix: Vec<u64> = (0..e.n as u64).collect();
                 crate::runner::reference::spread(&ix, k, 1)
                     .into_iter()
-                    .map(|i| answer(&mut rng, i, false))
+                    .map(|i| answer(rng, i, false))
                     .collect()
             }
         };
         let s = crate::assess::outputs::compare(&base, &cand, &again);
-        let i = match crate::assess::outputs::check("c", &s, 0.01).verdict {
+        match crate::assess::outputs::check("c", &s, 0.01).verdict {
             Verdict::Fail => 0,
             Verdict::Warn => 1,
             _ => 2,
-        };
-        counts[i] += 1;
-    }
-    counts.map(|c| c as f64 / reps.max(1) as f64)
+        }
+    })
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use crate::config::scenario::GateSpec;
 use crate::gate::{self, ErrorCounts, QualitySamples, ScenarioSamples, Verdict};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
 /// One experiment: n requests a side, the base's share of answers that do not parse and the
 /// candidate's.
@@ -70,20 +70,20 @@ fn input(n: usize, fb: usize, fc: usize) -> ScenarioSamples {
 
 /// The share of replicates whose parse check FAILs.
 pub fn run_parse(e: &ParseExperiment, reps: usize, seed: u64) -> f64 {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut fails = 0usize;
-    for _ in 0..reps {
-        let fb = binomial(&mut rng, e.n, e.base);
-        let fc = binomial(&mut rng, e.n, e.candidate);
+    let [fail, _] = super::noise::rates(reps, seed, |rng| {
+        let fb = binomial(rng, e.n, e.base);
+        let fc = binomial(rng, e.n, e.candidate);
         let (checks, _) = gate::evaluate(&[input(e.n, fb, fc)]);
-        if checks
+        let failed = checks
             .iter()
-            .any(|c| c.kind == gate::CheckKind::ParseRate && c.verdict == Verdict::Fail)
-        {
-            fails += 1;
+            .any(|c| c.kind == gate::CheckKind::ParseRate && c.verdict == Verdict::Fail);
+        if failed {
+            0
+        } else {
+            1
         }
-    }
-    fails as f64 / reps.max(1) as f64
+    });
+    fail
 }
 
 #[cfg(test)]

@@ -1,9 +1,7 @@
 //! The `gate.slo` rows of `calibrate`: an objective on the TTFT profile's P90, with no
 //! baseline, at, above and below the true P90 (the mixture's quantile, solved by bisection).
 
-use super::noise::{draw, Change, Profile, TTFT};
-use rand::rngs::StdRng;
-use rand::SeedableRng;
+use super::noise::{draw, rates, Change, Profile, TTFT};
 
 /// One SLO experiment: n requests from [`TTFT`], an objective on its P90 at `factor` times
 /// the true P90.
@@ -58,25 +56,23 @@ pub fn true_quantile(pr: &Profile, p: f64) -> f64 {
 pub fn run_slo(e: &SloExperiment, reps: usize, seed: u64) -> [f64; 3] {
     use crate::stats::objective::{share_test, Decision};
     let threshold = true_quantile(&TTFT, 0.9) * e.factor;
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut counts = [0usize; 3];
-    for _ in 0..reps {
-        let xs = draw(&TTFT, e.n, 1.0, Change::None, &mut rng);
+    rates(reps, seed, |rng| {
+        let xs = draw(&TTFT, e.n, 1.0, Change::None, rng);
         let over = xs.iter().filter(|x| **x > threshold).count() as u64;
-        let i = match share_test(over, e.n as u64, 0.1).decide(0.01) {
+        match share_test(over, e.n as u64, 0.1).decide(0.01) {
             Decision::Missed => 0,
             Decision::Met => 1,
             Decision::Undecided => 2,
-        };
-        counts[i] += 1;
-    }
-    counts.map(|c| c as f64 / reps.max(1) as f64)
+        }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::noise::TPOT;
     use super::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
 
     #[test]
     fn the_true_quantile_is_where_the_mixture_cdf_is_p() {

@@ -92,61 +92,50 @@ impl Deadlines {
     }
 }
 
-/// The failure of a request whose response headers did not come before `limit`.
-pub fn headers_timeout(limit: Limit, t: Timeouts) -> Failure {
-    let (class, message) = match limit {
-        Limit::FirstToken | Limit::Idle => (
-            FailureClass::TimeoutFirstToken,
-            format!(
-                "no response headers within first_token_timeout ({})",
-                humantime::format_duration(t.first_token)
-            ),
-        ),
-        Limit::Request => (
-            FailureClass::TimeoutRequest,
-            format!(
-                "no response within request_timeout ({})",
-                humantime::format_duration(t.request)
-            ),
-        ),
-    };
-    Failure {
-        class,
-        status: None,
-        message,
+impl Limit {
+    /// The limit's setting and value: `first_token_timeout (1m)`.
+    fn setting(self, t: Timeouts) -> String {
+        let (name, d) = match self {
+            Limit::Request => ("request_timeout", t.request),
+            Limit::FirstToken => ("first_token_timeout", t.first_token),
+            Limit::Idle => ("idle_timeout", t.idle),
+        };
+        format!("{name} ({})", humantime::format_duration(d))
     }
+
+    /// The failure of a request this limit ended.
+    fn failure(self, message: String) -> Failure {
+        let class = match self {
+            Limit::Request => FailureClass::TimeoutRequest,
+            Limit::FirstToken => FailureClass::TimeoutFirstToken,
+            Limit::Idle => FailureClass::TimeoutIdle,
+        };
+        Failure {
+            class,
+            status: None,
+            message,
+        }
+    }
+}
+
+/// The failure of a request whose response headers did not come before `limit` (the wait for
+/// the headers is the first-token one: an idle limit there counts as it).
+pub fn headers_timeout(limit: Limit, t: Timeouts) -> Failure {
+    let (limit, what) = match limit {
+        Limit::FirstToken | Limit::Idle => (Limit::FirstToken, "no response headers"),
+        Limit::Request => (Limit::Request, "no response"),
+    };
+    limit.failure(format!("{what} within {}", limit.setting(t)))
 }
 
 /// The failure of a stream whose next piece did not come before `limit`.
 pub fn stream_timeout(limit: Limit, t: Timeouts) -> Failure {
-    let (class, message) = match limit {
-        Limit::Request => (
-            FailureClass::TimeoutRequest,
-            format!(
-                "request_timeout ({}) reached",
-                humantime::format_duration(t.request)
-            ),
-        ),
-        Limit::FirstToken => (
-            FailureClass::TimeoutFirstToken,
-            format!(
-                "no token within first_token_timeout ({})",
-                humantime::format_duration(t.first_token)
-            ),
-        ),
-        Limit::Idle => (
-            FailureClass::TimeoutIdle,
-            format!(
-                "no event for idle_timeout ({}) (keep-alive comments do not count)",
-                humantime::format_duration(t.idle)
-            ),
-        ),
-    };
-    Failure {
-        class,
-        status: None,
-        message,
-    }
+    let setting = limit.setting(t);
+    limit.failure(match limit {
+        Limit::Request => format!("{setting} reached"),
+        Limit::FirstToken => format!("no token within {setting}"),
+        Limit::Idle => format!("no event for {setting} (keep-alive comments do not count)"),
+    })
 }
 
 #[cfg(test)]

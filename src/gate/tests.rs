@@ -15,15 +15,9 @@ fn gate(quantiles: Vec<Quantile>) -> GateSpec {
         quantiles,
         bands,
         min_delta_ms: BTreeMap::from([(Metric::Tpot, 0.5)]),
-        alpha: 0.01,
-        max_error_rate: 0.0,
-        confirm: 0,
-        slo: Vec::new(),
-        itl: None,
-        cache_hit_rate: None,
-        outputs: true,
-        acceptance: None,
-        cold_start: None,
+        // an empty `gate:`'s: alpha 0.01, no error budget, confirmation, SLO, ITL, cache, acceptance
+        // or cold-start check; outputs compared
+        ..GateSpec::default()
     }
 }
 

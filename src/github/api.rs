@@ -10,6 +10,7 @@
 //! and read timeouts.
 
 use super::context::{Repo, Token};
+use hyper::Method;
 use octocrab::Octocrab;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -304,30 +305,18 @@ impl Api {
         read_capped(resp).await
     }
 
-    /// POST, body capped.
-    async fn post<T: serde::de::DeserializeOwned, B: Serialize>(
+    /// POST or PATCH with a JSON body, response capped ([`read_capped`]).
+    async fn send<T: serde::de::DeserializeOwned, B: Serialize>(
         &self,
+        method: Method,
         rest: &str,
         body: &B,
     ) -> Result<T, ApiError> {
-        let resp = self
-            .client
-            ._post(self.uri::<()>(rest, None)?, Some(body))
-            .await?;
-        read_capped(resp).await
-    }
-
-    /// PATCH, body capped.
-    async fn patch<T: serde::de::DeserializeOwned, B: Serialize>(
-        &self,
-        rest: &str,
-        body: &B,
-    ) -> Result<T, ApiError> {
-        let resp = self
-            .client
-            ._patch(self.uri::<()>(rest, None)?, Some(body))
-            .await?;
-        read_capped(resp).await
+        let builder = hyper::Request::builder()
+            .method(method)
+            .uri(self.uri::<()>(rest, None)?);
+        let request = self.client.build_request(builder, Some(body))?;
+        read_capped(self.client.execute(request).await?).await
     }
 
     /// `GET /repos/{owner}/{repo}/issues/{number}/comments?per_page=100&page=N`
@@ -342,14 +331,22 @@ impl Api {
 
     /// `POST /repos/{owner}/{repo}/issues/{number}/comments` (PRs are issues here).
     pub async fn create_comment(&self, issue: u64, body: &str) -> Result<Comment, ApiError> {
-        self.post(&format!("issues/{issue}/comments"), &BodyOnly { body })
-            .await
+        self.send(
+            Method::POST,
+            &format!("issues/{issue}/comments"),
+            &BodyOnly { body },
+        )
+        .await
     }
 
     /// `PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}`
     pub async fn update_comment(&self, id: u64, body: &str) -> Result<Comment, ApiError> {
-        self.patch(&format!("issues/comments/{id}"), &BodyOnly { body })
-            .await
+        self.send(
+            Method::PATCH,
+            &format!("issues/comments/{id}"),
+            &BodyOnly { body },
+        )
+        .await
     }
 
     /// `GET /repos/{owner}/{repo}/issues?state=open&labels=perfgate&per_page=100&page=N`
@@ -370,13 +367,17 @@ impl Api {
             body,
             labels: [LABEL],
         };
-        self.post("issues", &new).await
+        self.send(Method::POST, "issues", &new).await
     }
 
     /// `PATCH /repos/{owner}/{repo}/issues/{number}` with a new body.
     pub async fn update_issue_body(&self, number: u64, body: &str) -> Result<Issue, ApiError> {
-        self.patch(&format!("issues/{number}"), &BodyOnly { body })
-            .await
+        self.send(
+            Method::PATCH,
+            &format!("issues/{number}"),
+            &BodyOnly { body },
+        )
+        .await
     }
 
     /// `PATCH /repos/{owner}/{repo}/issues/{number}` to `closed` (completed).
@@ -385,7 +386,8 @@ impl Api {
             state: "closed",
             state_reason: "completed",
         };
-        self.patch(&format!("issues/{number}"), &close).await
+        self.send(Method::PATCH, &format!("issues/{number}"), &close)
+            .await
     }
 
     /// `GET /repos/{owner}/{repo}/commits?path=P&sha=S&per_page=1`: the last commit at or before

@@ -580,21 +580,19 @@ mod tests {
             line("2026-12-03T05:00:00+01:00", 5.0),
         ]
         .join("\n");
+        // the TPOT P50 of each night, in the order read
+        let p50s = |es: &[Entry]| -> Vec<f64> {
+            es.iter()
+                .map(|e| e.metrics[&SummaryKey::Tpot].p50)
+                .collect()
+        };
         let read = parse("s.jsonl", &name, &text).unwrap();
-        let p50s: Vec<f64> = read
-            .iter()
-            .map(|e| e.metrics[&SummaryKey::Tpot].p50)
-            .collect();
-        assert_eq!(p50s, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(p50s(&read), vec![1.0, 2.0, 3.0, 4.0, 5.0]);
         // an older night appended goes in its place, and the oldest is the one dropped
         let late = entry("s", "2026-12-01T12:00:00Z", 1.5);
         let out = render(&read, &late, 5);
         let back = parse("s.jsonl", &name, &out).unwrap();
-        let p50s: Vec<f64> = back
-            .iter()
-            .map(|e| e.metrics[&SummaryKey::Tpot].p50)
-            .collect();
-        assert_eq!(p50s, vec![1.5, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(p50s(&back), vec![1.5, 2.0, 3.0, 4.0, 5.0]);
         assert!(out.starts_with(&line("2026-12-01T12:00:00Z", 1.5)), "{out}");
     }
 

@@ -548,13 +548,7 @@ fn scenario(o: &mut String, rep: &Report, s: &ScenarioResult) {
     }
     let mut notes: Vec<String> = Vec::new();
     if m.failed > 0 {
-        let classes: Vec<String> = m
-            .errors_by_class
-            .iter()
-            .filter(|(k, _)| !k.is_stop()) // stops have their own note
-            .map(|(k, v)| format!("{k} x{v}"))
-            .collect();
-        notes.push(format!("failures: {}", classes.join(", ")));
+        notes.push(format!("failures: {}", crate::report::failure_classes(m)));
     }
     if let Some(e) = &m.first_error {
         notes.push(format!("first failure: {e}"));

@@ -64,6 +64,17 @@ pub fn cache_lines(c: &crate::stats::cache::CacheSummary) -> Vec<String> {
     out
 }
 
+/// The failures of a run by class, `class xN` joined by commas (stops have their own note).
+pub fn failure_classes(m: &crate::results::Measured) -> String {
+    let classes: Vec<String> = m
+        .errors_by_class
+        .iter()
+        .filter(|(k, _)| !k.is_stop())
+        .map(|(k, v)| format!("{k} x{v}"))
+        .collect();
+    classes.join(", ")
+}
+
 /// A scenario's speculative-decoding line (docs/metrics.md "Speculative decoding"):
 /// `speculative decoding: acceptance 72.0% (180/250 draft tokens, 20 requests), mean acceptance
 /// length 3.10 tokens; reference 80.0%, 3.50`.

@@ -48,6 +48,77 @@ fn tick(v: f64, span: f64) -> String {
     }
 }
 
+/// A chart of the HTML report's plots: SVG, both axes in f64.
+pub(super) type Chart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// An SVG document of `w` x `h` px on white, `draw` painting it; `None` when `draw` fails.
+pub(super) fn svg(
+    w: u32,
+    h: u32,
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Option<()>,
+) -> Option<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
+        root.fill(&WHITE).ok()?;
+        draw(&root)?;
+        root.present().ok()?;
+    }
+    Some(out)
+}
+
+/// The mesh every plot shares (white light lines, grey grid and axis, 13 px labels, 5 ticks on
+/// y), with `x_labels` ticks on x and the axes described; the plot adds its formatters and draws it.
+pub(super) fn mesh<'a, 'b, 'c>(
+    chart: &'c mut Chart<'a, 'b>,
+    x_labels: usize,
+    x_desc: &str,
+    y_desc: &str,
+) -> plotters::chart::MeshStyle<'a, 'c, RangedCoordf64, RangedCoordf64, SVGBackend<'b>> {
+    let mut m = chart.configure_mesh();
+    m.light_line_style(WHITE)
+        .bold_line_style(GRID)
+        .axis_style(AXIS)
+        .x_labels(x_labels)
+        .y_labels(5)
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .label_style(("sans-serif", 13).into_font().color(&AXIS))
+        .axis_desc_style(("sans-serif", 13).into_font().color(&AXIS));
+    m
+}
+
+/// A line of `colour` through `pts`, named `name` in the legend.
+pub(super) fn line(
+    chart: &mut Chart,
+    pts: Vec<(f64, f64)>,
+    colour: RGBColor,
+    name: String,
+) -> Option<()> {
+    chart
+        .draw_series(LineSeries::new(pts, colour.stroke_width(2)))
+        .ok()?
+        .label(name)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2)));
+    Some(())
+}
+
+/// The legend of the named lines, at `position`.
+pub(super) fn legend<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    position: SeriesLabelPosition,
+) -> Option<()> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(GRID)
+        .label_font(("sans-serif", 13).into_font().color(&AXIS))
+        .draw()
+        .ok()
+}
+
 /// A chart on `root` in the frame every plot of the HTML report shares: the title, margins and
 /// label areas, over `x` and `y`.
 pub(super) fn framed<'a, 'b>(
@@ -55,7 +126,7 @@ pub(super) fn framed<'a, 'b>(
     title: &str,
     x: std::ops::Range<f64>,
     y: std::ops::Range<f64>,
-) -> Option<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
+) -> Option<Chart<'a, 'b>> {
     ChartBuilder::on(root)
         .caption(title, ("sans-serif", 17).into_font().color(&AXIS))
         .margin(8)
@@ -115,64 +186,30 @@ pub fn ecdf_svg_in(
     let max = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let pad = ((max - min) * 0.06).max(max.abs() * 0.02).max(1e-3);
     let (lo, hi) = ((min - pad).max(0.0), max + pad);
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
-        root.fill(&WHITE).ok()?;
-        let mut chart = framed(&root, title, lo..hi, 0.0..1.0)?;
+    svg(w, h, |root| {
+        let mut chart = framed(root, title, lo..hi, 0.0..1.0)?;
         let span = hi - lo;
-        chart
-            .configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(GRID)
-            .axis_style(AXIS)
-            .x_labels(6)
-            .y_labels(5)
-            .x_desc(unit)
-            .y_desc("requests at most x")
+        mesh(&mut chart, 6, unit, "requests at most x")
             .x_label_formatter(&|v| tick(*v, span))
             .y_label_formatter(&|v| format!("{:.0}%", v * 100.0))
-            .label_style(("sans-serif", 13).into_font().color(&AXIS))
-            .axis_desc_style(("sans-serif", 13).into_font().color(&AXIS))
             .draw()
             .ok()?;
         let mut drawn = 0;
         if let Some(b) = baseline.filter(|b| !b.is_empty()) {
-            chart
-                .draw_series(LineSeries::new(steps(b, lo, hi), BASELINE.stroke_width(2)))
-                .ok()?
-                .label(format!("{word} (n={})", b.len()))
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], BASELINE.stroke_width(2))
-                });
+            let name = format!("{word} (n={})", b.len());
+            line(&mut chart, steps(b, lo, hi), BASELINE, name)?;
             drawn += 1;
         }
         if !candidate.is_empty() {
-            chart
-                .draw_series(LineSeries::new(
-                    steps(candidate, lo, hi),
-                    CANDIDATE.stroke_width(2),
-                ))
-                .ok()?
-                .label(format!("candidate (n={})", candidate.len()))
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], CANDIDATE.stroke_width(2))
-                });
+            let name = format!("candidate (n={})", candidate.len());
+            line(&mut chart, steps(candidate, lo, hi), CANDIDATE, name)?;
             drawn += 1;
         }
         if drawn > 0 {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(GRID)
-                .label_font(("sans-serif", 13).into_font().color(&AXIS))
-                .draw()
-                .ok()?;
+            legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         }
-        root.present().ok()?;
-    }
-    Some(out)
+        Some(())
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! night's P50 (x: the night, y: ms), the first night of every change point marked by a vertical
 //! line (red: a step up, green: down), and tonight's night highlighted. Inline SVG, as plot.rs.
 
-use super::plot::{AXIS, BASELINE, CANDIDATE, GRID};
+use super::plot::{AXIS, BASELINE, CANDIDATE};
 use plotters::prelude::*;
 
 const UP: RGBColor = RGBColor(0xcf, 0x22, 0x2e);
@@ -34,23 +34,10 @@ pub fn series_svg(
         first_night as f64 - 0.5,
         (first_night + values.len()) as f64 - 0.5,
     );
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
-        root.fill(&WHITE).ok()?;
-        let mut chart = super::plot::framed(&root, title, xlo..xhi, ylo..yhi)?;
-        chart
-            .configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(GRID)
-            .axis_style(AXIS)
-            .x_labels(8)
-            .y_labels(5)
+    super::plot::svg(w, h, |root| {
+        let mut chart = super::plot::framed(root, title, xlo..xhi, ylo..yhi)?;
+        super::plot::mesh(&mut chart, 8, "night", "P50 (ms)")
             .x_label_formatter(&|x| format!("{x:.0}"))
-            .x_desc("night")
-            .y_desc("P50 (ms)")
-            .label_style(("sans-serif", 13).into_font().color(&AXIS))
-            .axis_desc_style(("sans-serif", 13).into_font().color(&AXIS))
             .draw()
             .ok()?;
         for &(i, up) in steps.iter().filter(|(i, _)| *i < values.len()) {
@@ -80,9 +67,8 @@ pub fn series_svg(
                     ),
             ))
             .ok()?;
-        root.present().ok()?;
-    }
-    Some(out)
+        Some(())
+    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! throughput (x), one point per level, candidate and baseline as lines: where latency turns up
 //! while throughput stops growing is the serving capacity. Inline SVG, as plot.rs.
 
-use super::plot::{AXIS, BASELINE, CANDIDATE, GRID};
+use super::plot::{AXIS, BASELINE, CANDIDATE};
 use plotters::prelude::*;
 
 /// One level of a sweep: its label (`c4`), output tokens/s, and the P50 in ms.
@@ -45,22 +45,9 @@ pub fn sweep_svg(
     let xmax = all.iter().map(|p| p.tokens_per_s).fold(0.0, f64::max);
     let ymax = all.iter().map(|p| p.p50_ms).fold(0.0, f64::max);
     let (xhi, yhi) = ((xmax * 1.12).max(1e-3), (ymax * 1.15).max(1e-3));
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
-        root.fill(&WHITE).ok()?;
-        let mut chart = super::plot::framed(&root, title, 0.0..xhi, 0.0..yhi)?;
-        chart
-            .configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(GRID)
-            .axis_style(AXIS)
-            .x_labels(6)
-            .y_labels(5)
-            .x_desc("output tokens/s")
-            .y_desc("P50 (ms)")
-            .label_style(("sans-serif", 13).into_font().color(&AXIS))
-            .axis_desc_style(("sans-serif", 13).into_font().color(&AXIS))
+    super::plot::svg(w, h, |root| {
+        let mut chart = super::plot::framed(root, title, 0.0..xhi, 0.0..yhi)?;
+        super::plot::mesh(&mut chart, 6, "output tokens/s", "P50 (ms)")
             .draw()
             .ok()?;
         for (pts, colour, name) in [(&b, BASELINE, word), (&c, CANDIDATE, "candidate")] {
@@ -68,13 +55,7 @@ pub fn sweep_svg(
                 continue;
             }
             let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.tokens_per_s, p.p50_ms)).collect();
-            chart
-                .draw_series(LineSeries::new(xy.clone(), colour.stroke_width(2)))
-                .ok()?
-                .label(name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
-                });
+            super::plot::line(&mut chart, xy, colour, name.to_string())?;
             chart
                 .draw_series(pts.iter().map(|p| {
                     EmptyElement::at((p.tokens_per_s, p.p50_ms))
@@ -87,17 +68,8 @@ pub fn sweep_svg(
                 }))
                 .ok()?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(GRID)
-            .label_font(("sans-serif", 13).into_font().color(&AXIS))
-            .draw()
-            .ok()?;
-        root.present().ok()?;
-    }
-    Some(out)
+        super::plot::legend(&mut chart, SeriesLabelPosition::UpperLeft)
+    })
 }
 
 #[cfg(test)]

@@ -189,16 +189,10 @@ pub fn render_styled(r: &Results, color: bool) -> String {
             let _ = writeln!(out, "   {}", crate::report::structured_line(st));
         }
         if m.failed > 0 {
-            let classes: Vec<String> = m
-                .errors_by_class
-                .iter()
-                .filter(|(k, _)| !k.is_stop()) // stops have their own note
-                .map(|(k, v)| format!("{k} x{v}"))
-                .collect();
             let _ = writeln!(
                 out,
                 "   failures: {} (first: {})",
-                classes.join(", "),
+                crate::report::failure_classes(m),
                 m.first_error.as_deref().map_or_else(|| "-".into(), safe)
             );
         }

@@ -114,23 +114,18 @@ impl ServerReport {
             _ if self.ready_by == NOT_STARTED => format!("endpoint: {NOT_STARTED}"),
             _ => format!("endpoint.wait_ready: {ready} ({})", self.ready_by),
         };
+        // `name value` pairs, joined by commas
+        fn listed<V: std::fmt::Display>(m: &BTreeMap<String, V>) -> String {
+            let items: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            items.join(", ")
+        }
         if !self.identity.is_empty() {
-            let id: Vec<String> = self
-                .identity
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            s.push_str(&format!("; identity: {}", id.join(", ")));
+            s.push_str(&format!("; identity: {}", listed(&self.identity)));
         }
         if !self.metrics.is_empty() {
-            let m: Vec<String> = self
-                .metrics
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
             s.push_str(&format!(
                 "; server-side over the measured requests: {}",
-                m.join(", ")
+                listed(&self.metrics)
             ));
         }
         s

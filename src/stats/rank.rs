@@ -237,23 +237,23 @@ fn u_null_pmf(m: usize, n: usize) -> Vec<f64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn close(a: f64, b: f64, rel: f64) -> bool {
+    pub(crate) fn close(a: f64, b: f64, rel: f64) -> bool {
         a == b || (a - b).abs() <= rel * b.abs().max(1e-300)
     }
 
     /// The integer samples of the Python reference script (no ties within or across: c odd, b even):
     /// `gc(m, shift) = [((i*7919) % 1009)*2 + 1 + shift for i in range(1, m+1)]`,
     /// `gb(n) = [((j*104729) % 1009)*2 for j in range(1, n+1)]`.
-    fn gc(m: usize, shift: usize) -> Vec<f64> {
+    pub(crate) fn gc(m: usize, shift: usize) -> Vec<f64> {
         (1..=m)
             .map(|i| ((i * 7919 % 1009) * 2 + 1 + shift) as f64)
             .collect()
     }
-    fn gb(n: usize) -> Vec<f64> {
+    pub(crate) fn gb(n: usize) -> Vec<f64> {
         (1..=n).map(|j| ((j * 104729 % 1009) * 2) as f64).collect()
     }
 

@@ -206,21 +206,9 @@ fn select_diff(x: &[f64], y: &[f64], k: usize) -> f64 {
 mod tests {
     use super::*;
     use crate::stats::rank::mann_whitney_greater;
+    // The generators of the Python reference script (no ties, all positive) and the tolerance check.
+    use crate::stats::rank::tests::{close, gb, gc};
     use proptest::prelude::*;
-
-    fn close(a: f64, b: f64, rel: f64) -> bool {
-        a == b || (a - b).abs() <= rel * b.abs().max(1e-300)
-    }
-
-    /// Same generators as the Python reference script (see rank.rs): no ties, all positive.
-    fn gc(m: usize, shift: usize) -> Vec<f64> {
-        (1..=m)
-            .map(|i| ((i * 7919 % 1009) * 2 + 1 + shift) as f64)
-            .collect()
-    }
-    fn gb(n: usize) -> Vec<f64> {
-        (1..=n).map(|j| ((j * 104729 % 1009) * 2) as f64).collect()
-    }
 
     fn brute_diffs(x: &[f64], y: &[f64]) -> Vec<f64> {
         let mut d: Vec<f64> = x

@@ -2,7 +2,8 @@
 //! `message_stop`).
 
 use super::{
-    cached_at, clip, error_message, nonempty, not_integer, refused, usage_named, EventInfo, Usage,
+    cached_at, clipped, error_message, event_type, nonempty, not_integer, refused, usage_named,
+    EventInfo, Usage,
 };
 use crate::record::CachedSource;
 use serde_json::Value;
@@ -30,23 +31,13 @@ fn whole_prompt(u: &Value) -> Option<u64> {
 }
 
 pub(super) fn anthropic(event: Option<&str>, v: &Value) -> EventInfo {
-    let kind = v
-        .get("type")
-        .and_then(Value::as_str)
-        .or(event)
-        .unwrap_or("");
+    let kind = event_type(event, v);
     let mut info = EventInfo::default();
     match kind {
         "message_start" => {
             let m = v.get("message");
-            info.id = m
-                .and_then(|m| m.get("id"))
-                .and_then(Value::as_str)
-                .map(clip);
-            info.model = m
-                .and_then(|m| m.get("model"))
-                .and_then(Value::as_str)
-                .map(clip);
+            info.id = clipped(m, "id");
+            info.model = clipped(m, "model");
             // the prompt counted whole (whole_prompt), so the cache reads are within it
             info.cached = cached_at(v, &START_CACHED, true);
             if let Some(u) = m.and_then(|m| m.get("usage")) {

@@ -3,8 +3,8 @@
 //! Moonshot's usage), and a fast path for the common chat chunk.
 
 use super::{
-    cached_at, clip, error_message, filtered, is_finish, known_timings, nonempty, not_integer,
-    refused, usage, EventInfo, CHAT_CACHED, VENDOR_USAGE,
+    cached_at, clip, clipped, error_message, filtered, is_finish, known_timings, nonempty,
+    not_integer, refused, usage, EventInfo, CHAT_CACHED, VENDOR_USAGE,
 };
 use crate::config::Api;
 use serde::de::IgnoredAny;
@@ -14,12 +14,9 @@ use std::borrow::Cow;
 
 pub(super) fn openai(api: Api, v: &Value) -> EventInfo {
     let mut info = EventInfo {
-        model: v.get("model").and_then(Value::as_str).map(clip),
-        id: v.get("id").and_then(Value::as_str).map(clip),
-        system_fingerprint: v
-            .get("system_fingerprint")
-            .and_then(Value::as_str)
-            .map(clip),
+        model: clipped(Some(v), "model"),
+        id: clipped(Some(v), "id"),
+        system_fingerprint: clipped(Some(v), "system_fingerprint"),
         timings: v.get("timings").and_then(known_timings),
         usage: usage(v.get("usage")),
         vendor_usage: VENDOR_USAGE.iter().find_map(|p| usage(v.pointer(p))),

@@ -454,6 +454,19 @@ pub fn error_message(e: &Value) -> String {
     }
 }
 
+/// An event's type: `type` in its data, else the `event:` name, else empty.
+pub(super) fn event_type<'a>(event: Option<&'a str>, v: &'a Value) -> &'a str {
+    v.get("type")
+        .and_then(Value::as_str)
+        .or(event)
+        .unwrap_or("")
+}
+
+/// The text field `key` of an optional JSON object, [`clip`]ped: a stream's `id` or `model`.
+pub(super) fn clipped(o: Option<&Value>, key: &str) -> Option<String> {
+    o.and_then(|o| o.get(key)).and_then(Value::as_str).map(clip)
+}
+
 /// Shortens server text to at most 300 characters for messages.
 /// Control characters (terminal escapes, CR, BEL) are shown escaped (`\u{1b}`), so server text
 /// cannot rewrite a terminal or CI log line.

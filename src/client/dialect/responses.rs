@@ -2,8 +2,8 @@
 //! no `[DONE]`.
 
 use super::{
-    cached_at, clip, error_message, filtered, known_timings, nonempty, not_integer, refused,
-    usage_named, EventInfo, Usage, GENERIC_STREAM_ERROR,
+    cached_at, clip, clipped, error_message, event_type, filtered, known_timings, nonempty,
+    not_integer, refused, usage_named, EventInfo, Usage, GENERIC_STREAM_ERROR,
 };
 use crate::record::CachedSource;
 use serde_json::Value;
@@ -27,11 +27,7 @@ const RESPONSES_CACHED: [(&str, CachedSource); 2] = [
 /// `response.failed`; there is no `[DONE]`. A refusal delta is a stop too
 /// ([`crate::record::FailureClass::is_stop`]).
 pub(super) fn responses(event: Option<&str>, v: &Value) -> EventInfo {
-    let kind = v
-        .get("type")
-        .and_then(Value::as_str)
-        .or(event)
-        .unwrap_or("");
+    let kind = event_type(event, v);
     let mut info = EventInfo::default();
     let delta = nonempty(v.get("delta"));
     match kind {
@@ -65,14 +61,8 @@ pub(super) fn responses(event: Option<&str>, v: &Value) -> EventInfo {
         | "response.incomplete"
         | "response.failed" => {
             let r = v.get("response");
-            info.id = r
-                .and_then(|r| r.get("id"))
-                .and_then(Value::as_str)
-                .map(clip);
-            info.model = r
-                .and_then(|r| r.get("model"))
-                .and_then(Value::as_str)
-                .map(clip);
+            info.id = clipped(r, "id");
+            info.model = clipped(r, "model");
             info.usage = r.and_then(|r| responses_usage(r.get("usage")));
             info.usage_not_integer = not_integer(r.and_then(|r| r.get("usage")), "output_tokens");
             // llama.cpp puts its `timings` beside `response` in response.completed
