@@ -49,9 +49,16 @@ impl OutputBuilder {
         self.chars += n as u64;
         if self.head_chars < KEEP_CHARS {
             let room = KEEP_CHARS - self.head_chars;
-            let take: String = text.chars().take(room).collect();
+            // the first `room` characters, as a slice (no allocation per event)
+            let take = if n <= room {
+                text
+            } else {
+                text.char_indices()
+                    .nth(room)
+                    .map_or(text, |(end, _)| &text[..end])
+            };
             self.head_chars += n.min(room);
-            self.head.push_str(&take);
+            self.head.push_str(take);
             if n <= room {
                 self.event_ends.push(self.head_chars as u32);
             }
@@ -249,5 +256,24 @@ mod tests {
         assert_eq!(first_difference(&back, &b), FirstDifference::Unknown);
         assert_eq!(first_difference(&back, &a), FirstDifference::Same);
         assert_eq!(OutputBuilder::default().finish(), None);
+    }
+
+    #[test]
+    fn a_piece_that_crosses_the_head_s_end_keeps_whole_characters() {
+        // KEEP_CHARS - 2 ASCII characters, then a piece of 4 two-byte characters: 2 of them fit
+        // (the head ends at KEEP_CHARS characters, KEEP_CHARS - 2 + 4 bytes), the piece's end is
+        // not inside it, and a later piece adds to the length only
+        let mut b = OutputBuilder::default();
+        b.push(&"a".repeat(KEEP_CHARS - 2));
+        b.push("éééé");
+        b.push("xy");
+        let o = b.finish().unwrap();
+        assert_eq!(o.head, format!("{}éé", "a".repeat(KEEP_CHARS - 2)));
+        assert_eq!(o.head.len(), KEEP_CHARS - 2 + 4);
+        assert_eq!(o.chars, KEEP_CHARS as u64 + 4);
+        assert_eq!(o.event_ends, vec![KEEP_CHARS as u32 - 2]);
+        // the same text as one piece: the same hash and length
+        let whole = OutputText::of(&format!("{}ééééxy", "a".repeat(KEEP_CHARS - 2)));
+        assert_eq!((whole.sha256, whole.chars), (o.sha256, o.chars));
     }
 }
