@@ -10,10 +10,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PERFGATE_CACHE="${PERFGATE_CACHE:-$HOME/.cache/perfgate}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PERFGATE_CACHE/target}"
 export CARGO_TERM_COLOR=never
-# No incremental state: CI builds a fresh clone, whose path (part of the crate's hash) is new each
-# time, so the state is never reused, costs ~20 % more compile CPU (perfgate's lib: 55 vs 45
-# CPU-s) and piled up a directory per run in the cache (5 GB of fuzz-target after 40 runs).
-# Set CARGO_INCREMENTAL=1 to keep it for repeated local runs of one checkout.
+# No incremental state: CI builds a fresh clone each time, where it did not pay: perfgate's lib
+# took 55 CPU-s with fresh incremental state and 45 without, and the warm CI's test build fell
+# from 210 to 145 s without it; the cache also kept incremental directories that nothing removed
+# (5 GB in fuzz-target after 40 runs). Set CARGO_INCREMENTAL=1 for repeated local runs.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 if [ "$CARGO_INCREMENTAL" = 0 ]; then
   rm -rf "$CARGO_TARGET_DIR"/debug/incremental "$PERFGATE_CACHE"/fuzz-target/*/debug/incremental
