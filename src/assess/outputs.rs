@@ -205,7 +205,7 @@ pub fn check(scenario: &str, s: &OutputsSummary, alpha: f64) -> Check {
         (Verdict::Pass, format!("{said}: the same answers"))
     } else if p < SUGGESTIVE_P {
         let few = if n_s < n_c {
-            format!(" (more repeats would tell: {n_s} against {n_c} pairs)")
+            format!(" (more repeats would tell: {n_s} against {n_c} pairs; a larger load.samples sends more of both)")
         } else {
             String::new()
         };
