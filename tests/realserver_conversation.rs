@@ -141,11 +141,7 @@ fn reported_and_measured_prefix_reuse_agree_on_llama_server() {
         .args(["check", "--allow-missing-baseline", "--output", "r.json"])
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = support::output_text(&o);
     assert_eq!(o.status.code(), Some(0), "{text}");
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();

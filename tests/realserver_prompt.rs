@@ -94,11 +94,7 @@ fn synthetic_prompts_are_fitted_to_the_servers_token_count() {
         .args(["check", "--allow-missing-baseline", "--output", "r.json"])
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = support::output_text(&o);
     assert_eq!(o.status.code(), Some(0), "{text}");
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
@@ -169,11 +165,7 @@ fn generated_lengths_and_trace_blocks_on_the_servers_tokenizer() {
         .args(["check", "--allow-missing-baseline", "--output", "r.json"])
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = support::output_text(&o);
     assert_eq!(o.status.code(), Some(0), "{text}");
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();

@@ -45,11 +45,7 @@ fn schema_errors(r: &Value) -> Vec<String> {
 pub(crate) fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, Value) {
     let _ = std::fs::remove_file(dir.join("r.json"));
     let o = perfgate_in(dir, 180).args(args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = crate::support::output_text(&o);
     eprintln!("{text}");
     let r: Value = std::fs::read_to_string(dir.join("r.json"))
         .map(|t| serde_json::from_str(&t).unwrap())

@@ -14,11 +14,7 @@ fn perfgate(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = crate::support::output_text(&o);
     (o.status.code(), text)
 }
 

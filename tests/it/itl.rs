@@ -18,14 +18,7 @@ fn perfgate(dir: &Path, args: &[&str], stall: &str) -> (Option<i32>, String) {
         .timeout(std::time::Duration::from_secs(300))
         .output()
         .unwrap();
-    (
-        o.status.code(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
+    (o.status.code(), crate::support::output_text(&o))
 }
 
 const SIM: &str = r#"

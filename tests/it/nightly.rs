@@ -83,11 +83,7 @@ fn night(w: &Path, gh: &FakeGithub, tpot: f64, seed: u32, sha: &str) -> (Option<
         .env_remove("GITHUB_EVENT_PATH")
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = crate::support::output_text(&o);
     (o.status.code(), text)
 }
 
@@ -816,11 +812,7 @@ fn measure_once(w: &Path) {
 }
 
 fn run_out(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    crate::support::output_text(o)
 }
 
 /// Issue 41: history files perfgate cannot read say what is wrong with them (exit 2, before

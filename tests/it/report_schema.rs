@@ -188,11 +188,7 @@ pub(crate) fn run_validated(
         .args(args)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = crate::support::output_text(&o);
     let r: Value = std::fs::read_to_string(dir.join("r.json"))
         .map(|t| serde_json::from_str(&t).unwrap())
         .unwrap_or(Value::Null);

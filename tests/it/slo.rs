@@ -13,14 +13,7 @@ fn perfgate(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
         .timeout(std::time::Duration::from_secs(120))
         .output()
         .unwrap();
-    (
-        o.status.code(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
+    (o.status.code(), crate::support::output_text(&o))
 }
 
 fn setup(slo: &str, samples: u32, error_rate: f64) -> tempfile::TempDir {

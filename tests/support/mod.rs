@@ -38,12 +38,17 @@ pub fn run_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
         .args(args)
         .output()
         .expect("perfgate runs");
-    let text = format!(
+    let text = output_text(&o);
+    (o.status.code(), text)
+}
+
+/// A finished perfgate's stdout then stderr, as one text (what a test's messages show).
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.code(), text)
+    )
 }
 
 /// A JSON file (a results or baseline file a test wrote).
@@ -117,11 +122,7 @@ pub fn check_scenario(yaml: &str) -> (Option<i32>, String, serde_json::Value) {
         .args(["check", "--allow-missing-baseline", "--output", "r.json"])
         .output()
         .expect("perfgate ran");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = output_text(&o);
     let r = std::fs::read_to_string(dir.path().join("r.json")).unwrap_or_else(|_| "null".into());
     (
         o.status.code(),
