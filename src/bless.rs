@@ -295,7 +295,7 @@ pub async fn bless(
             p50(SummaryKey::Ttft),
             p50(SummaryKey::Tpot),
         );
-        for line in baseline::sample_sizes(sc, &b) {
+        for line in crate::assess::sample_sizes(sc, &b) {
             println!("  {}: {line}", sc.name);
         }
         for line in assess::cold_start::bless_lines(sc, &b.environment.server_starts) {
@@ -450,7 +450,7 @@ fn write_unmeasured(
         p50(SummaryKey::Ttft),
         p50(SummaryKey::Tpot),
     );
-    for line in baseline::sample_sizes(sc, b) {
+    for line in crate::assess::sample_sizes(sc, b) {
         println!("  {}: {line}", sc.name);
     }
     Ok(())

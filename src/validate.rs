@@ -1,6 +1,6 @@
 //! `perfgate validate`: checks scenario files offline (keys, values, env vars) and says what each
 //! one will send; with a committed baseline, what its P50 checks catch at its `load.samples` and
-//! the n for a smaller change ([`crate::baseline::sample_sizes`], the lines `bless` prints).
+//! the n for a smaller change ([`crate::assess::sample_sizes`], the lines `bless` prints).
 
 use crate::baseline::{self, LoadError};
 use crate::config::args::{load_scenarios, ScenarioArgs};
@@ -87,7 +87,7 @@ fn sample_sizes(s: &Scenario, dir: &Path, hint: &crate::hint::Hint) {
                 path.display()
             ),
             None => {
-                for line in baseline::sample_sizes(s, &b) {
+                for line in crate::assess::sample_sizes(s, &b) {
                     println!("    {line} (from {})", path.display());
                 }
             }

@@ -22,6 +22,7 @@ pub mod outputs;
 pub mod pairing;
 pub mod problem;
 pub mod quality;
+pub mod sample_sizes;
 pub mod server_notes;
 
 pub use arm::{baseline_spread, gate_input, scenario_samples, slo_only_input, Arm, ArmRequest};
@@ -31,6 +32,7 @@ pub use gated::gated_results;
 pub use judge::{judge, BaseArm, CommittedBaseline, Given, Judged, Reference};
 pub use notes::{client_lag_note, run_notes, schedule_notes};
 pub use problem::run_problem;
+pub use sample_sizes::sample_sizes;
 pub use server_notes::identity_drift;
 
 /// What a configured model that the server does not list means (a server that accepts any

@@ -104,6 +104,12 @@ impl ScenarioSamples {
 }
 
 impl ScenarioSamples {
+    /// Metric `m`'s P50 band as its check applies it: the configured band widened by
+    /// [`Self::paired_spread`] (what `bless` and `validate` say a check catches).
+    pub fn p50_band(&self, m: Metric) -> Band {
+        widened(self.gate.band(m, Quantile::P50), self.paired_spread(m))
+    }
+
     /// The spread that widens metric `m`'s P50: when the sides are matched and the bless runs'
     /// tau widens it, the same runs' spread measured request by request
     /// ([`Paired::tau`]: a prompt mix's run medians jump between prompts, its requests do not);
