@@ -382,6 +382,10 @@ pub struct NightlySeries {
     pub nights: Vec<NightPoint>,
     /// Change points among `nights`.
     pub steps: Vec<StepMark>,
+    /// The metrics whose nights decide tonight's verdict ([`crate::assess::nightly::Nightly::deciding`]);
+    /// the committed baseline decides the others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deciding: Vec<crate::config::Metric>,
 }
 
 impl NightlySeries {
@@ -721,14 +725,29 @@ impl Results {
         );
     }
     /// When nothing failed, the gated check the drift widening made the most nearly blind
-    /// ([`Check::nearly_blind`]) and its configured fail tolerance.
-    pub fn drift_blind(&self) -> Option<(&Check, f64)> {
+    /// ([`Check::nearly_blind`]), its configured fail tolerance and what decides its metric.
+    pub fn drift_blind(&self) -> Option<DriftBlind<'_>> {
         if self.verdict == crate::verdict::Overall::Fail {
             return None;
         }
-        let checks = self.scenarios.iter().flat_map(|s| s.checks.iter());
-        let blind = checks.filter_map(|c| Some((c, c.nearly_blind()?)));
-        blind.max_by(|a, b| a.0.fail.total_cmp(&b.0.fail))
+        let checks = self
+            .scenarios
+            .iter()
+            .flat_map(|s| s.checks.iter().map(move |c| (s, c)));
+        let blind = checks.filter_map(|(s, c)| Some((s, c, c.nearly_blind()?)));
+        let (s, check, configured) = blind.max_by(|a, b| a.1.fail.total_cmp(&b.1.fail))?;
+        let decided_by = match &s.nightly {
+            Some(n) if check.metric.is_some_and(|m| n.deciding.contains(&m)) => DecidedBy::Nights,
+            Some(_) => DecidedBy::BaselineUntilNights {
+                nights: crate::stats::nightly_band::BandRule::default().two_night_from,
+            },
+            None => DecidedBy::Baseline,
+        };
+        Some(DriftBlind {
+            check,
+            configured,
+            decided_by,
+        })
     }
 
     /// Checks with a given verdict, across scenarios.
@@ -739,6 +758,27 @@ impl Results {
             .filter(|c| c.verdict == v)
             .count()
     }
+}
+
+/// A gated check the drift widening made nearly blind ([`Results::drift_blind`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DriftBlind<'a> {
+    pub check: &'a Check,
+    /// Its configured fail tolerance (before the widening).
+    pub configured: f64,
+    pub decided_by: DecidedBy,
+}
+
+/// What decides the verdict of a metric whose committed-baseline rows are nearly blind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecidedBy {
+    /// No history is kept: the committed baseline.
+    Baseline,
+    /// A history is kept but has fewer than `nights` nights before tonight: the committed
+    /// baseline still gates ([`crate::assess::nightly::Nightly::deciding`]).
+    BaselineUntilNights { nights: usize },
+    /// The nights (its `nightly step` row).
+    Nights,
 }
 
 /// Merges the results of several checks (e.g. one per CI matrix job) into one: scenarios in

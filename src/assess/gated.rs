@@ -144,7 +144,7 @@ pub fn judge_night(res: &mut ScenarioResult, sc: &Scenario, nights: &Nights) -> 
     };
     let judged = super::nightly::judge_nights(sc, nights.past, &entry, nights.rule);
     super::nightly::series_decides(&mut res.checks, &judged);
-    res.nightly = Some(series_of(sc, nights, &entry, &judged.steps));
+    res.nightly = Some(series_of(sc, nights, &entry, &judged));
     res.checks.extend(judged.checks);
     let notes = judged.notes.into_iter();
     res.notes
@@ -157,7 +157,7 @@ fn series_of(
     sc: &Scenario,
     h: &Nights,
     tonight: &Entry,
-    steps: &BTreeMap<SummaryKey, Vec<crate::stats::changepoint::Step>>,
+    judged: &super::nightly::Nightly,
 ) -> NightlySeries {
     let (kept, _) = super::nightly::comparable(h.past, &tonight.fingerprint);
     let all: Vec<&Entry> = kept.iter().chain(std::iter::once(tonight)).collect();
@@ -175,7 +175,8 @@ fn series_of(
                 .collect(),
         })
         .collect();
-    let marks = steps
+    let marks = judged
+        .steps
         .iter()
         .filter_map(|(k, ss)| Some((k.metric()?, ss)))
         .flat_map(|(m, ss)| {
@@ -193,6 +194,7 @@ fn series_of(
         total: all.len(),
         nights,
         steps: marks,
+        deciding: judged.deciding.clone(),
     }
 }
 

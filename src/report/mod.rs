@@ -21,7 +21,7 @@ use crate::baseline::{Baseline, BaselineRecord, LoadError};
 use crate::config::ScenarioName;
 use crate::gate::{Check, CheckKind};
 use crate::record::RequestRecord;
-use crate::results::Results;
+use crate::results::{DecidedBy, DriftBlind, Results};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -241,16 +241,20 @@ pub fn fmt_tolerance(c: &Check) -> String {
 /// the configured one) and nothing failed: what the verdict line must say first, with the
 /// largest widened tolerance (docs/gate.md "Detection limits").
 pub fn drift_blind(r: &Results) -> Option<String> {
-    let (c, conf) = r.drift_blind()?;
+    let DriftBlind {
+        check: c,
+        configured: conf,
+        decided_by,
+    } = r.drift_blind()?;
     let from = match c.tau_nights {
         Some(n) => format!("{n} nights of history"),
         None => "the baseline's run-to-run spread".into(),
     };
     // Already keeping the history: say what it does here, not to start keeping one.
-    let instead = if r.scenarios.iter().any(|s| s.nightly.is_some()) {
-        "the nights decide this run's verdict instead (the `nightly step` rows: a step of 5% or more beyond their band is red once confirmed, on its second or third night; docs/history.md), or compare base and candidate in one job with `perfgate ab`"
-    } else {
-        "compare base and candidate in one job with `perfgate ab`, or keep a nightly history (`check --history`, docs/history.md)"
+    let instead = match decided_by {
+        DecidedBy::Nights => "the nights decide this run's verdict instead (the `nightly step` rows: a step of 5% or more beyond their band is red once confirmed, on its second or third night; docs/history.md), or compare base and candidate in one job with `perfgate ab`".to_string(),
+        DecidedBy::BaselineUntilNights { nights } => format!("the nights decide once {nights} came before tonight (the notes say how many have); until then these rows gate, or compare base and candidate in one job with `perfgate ab`"),
+        DecidedBy::Baseline => "compare base and candidate in one job with `perfgate ab`, or keep a nightly history (`check --history`, docs/history.md)".to_string(),
     };
     Some(format!(
         "this runner's drift hides regressions below {:+.0}%: {} of {} had its fail tolerance widened from {:.0}% to {:.0}% by {from}; {instead}",
@@ -545,7 +549,7 @@ pub fn info_line(info: &[&crate::gate::Check], word: &str) -> Option<String> {
         })
         .collect();
     let tails = format!(
-        "not gated at n = {}, too few samples to bound these tails, shown for information: {}",
+        "not gated at n = {}, too few samples to bound these tails, shown for information (Harrell-Davis estimates, as in the table): {}",
         first.n_baseline.min(first.n_candidate),
         vals.join("; "),
     );
@@ -743,6 +747,55 @@ pub fn nightly_lines(s: &crate::results::NightlySeries) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// Issue 46 (a fresh reader's walk): the drift warning says what decides the nearly blind
+    /// metric: the committed baseline without a history, and with one, the baseline until 7
+    /// nights came before tonight (the nights' `deciding` is empty), then the nights.
+    #[test]
+    fn the_drift_warning_names_what_decides_the_metric() {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
+        )
+        .unwrap();
+        let mut r: Results = serde_json::from_str(&text).unwrap();
+        r.verdict = crate::verdict::Overall::Pass;
+        r.scenarios.truncate(1);
+        let s = &mut r.scenarios[0];
+        s.checks = vec![Check {
+            fail: 0.25,
+            fail_configured: Some(0.10),
+            verdict: crate::gate::Verdict::Pass,
+            ..Check::blank(
+                "chat",
+                Some(crate::config::Metric::Ttft),
+                CheckKind::Quantile(crate::config::Quantile::P50),
+                0.10,
+            )
+        }];
+        let series = |deciding| crate::results::NightlySeries {
+            branch: "perfgate-history".into(),
+            total: 3,
+            nights: vec![],
+            steps: vec![],
+            deciding,
+        };
+        let head = "this runner's drift hides regressions below +25%: TTFT P50 of chat had its fail tolerance widened from 10% to 25% by the baseline's run-to-run spread; ";
+        let said = |r: &Results| drift_blind(r).unwrap();
+        assert_eq!(said(&r), format!("{head}compare base and candidate in one job with `perfgate ab`, or keep a nightly history (`check --history`, docs/history.md)"));
+        r.scenarios[0].nightly = Some(series(vec![]));
+        assert_eq!(said(&r), format!("{head}the nights decide once 7 came before tonight (the notes say how many have); until then these rows gate, or compare base and candidate in one job with `perfgate ab`"));
+        // the nights decide TPOT only: TTFT is still the baseline's
+        r.scenarios[0].nightly = Some(series(vec![crate::config::Metric::Tpot]));
+        assert!(said(&r).contains("the nights decide once 7 came before"));
+        r.scenarios[0].nightly = Some(series(vec![crate::config::Metric::Ttft]));
+        assert!(
+            said(&r).starts_with(&format!(
+                "{head}the nights decide this run's verdict instead"
+            )),
+            "{}",
+            said(&r)
+        );
+    }
+
     fn p50(baseline: f64, candidate: f64, ratio: f64, upper: f64) -> Check {
         serde_json::from_value(serde_json::json!({
             "scenario": "s", "metric": "tpot", "kind": {"quantile": "p50"},
@@ -841,11 +894,11 @@ mod tests {
         let tpot90 = tail("tpot", share(), 0.15, 0.05, Some(31));
         assert_eq!(
             info_line(&[&ttft99, &ttft90, &tpot99, &tpot90], "base").unwrap(),
-            "not gated at n = 20, too few samples to bound these tails, shown for information: TTFT P99 base 25.4 ms, candidate 27.4 ms; TPOT P99 base 8.84 ms, candidate 3.19 ms (gating them needs at least 459 samples per side); TTFT tail>P90 base 10.0%, candidate 10.0%; TPOT tail>P90 base 15.0%, candidate 5.0% (gating them needs at least 31 samples per side)"
+            "not gated at n = 20, too few samples to bound these tails, shown for information (Harrell-Davis estimates, as in the table): TTFT P99 base 25.4 ms, candidate 27.4 ms; TPOT P99 base 8.84 ms, candidate 3.19 ms (gating them needs at least 459 samples per side); TTFT tail>P90 base 10.0%, candidate 10.0%; TPOT tail>P90 base 15.0%, candidate 5.0% (gating them needs at least 31 samples per side)"
         );
         assert_eq!(
             info_line(&[&tpot90], "baseline").unwrap(),
-            "not gated at n = 20, too few samples to bound these tails, shown for information: TPOT tail>P90 baseline 15.0%, candidate 5.0% (gating it needs at least 31 samples per side)"
+            "not gated at n = 20, too few samples to bound these tails, shown for information (Harrell-Davis estimates, as in the table): TPOT tail>P90 baseline 15.0%, candidate 5.0% (gating it needs at least 31 samples per side)"
         );
     }
 
@@ -896,6 +949,7 @@ mod tests {
             total: 5,
             nights,
             steps: vec![],
+            deciding: vec![],
         };
         assert_eq!(
             nightly_lines(&series),
