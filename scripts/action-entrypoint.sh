@@ -10,6 +10,7 @@ set -f # no globbing of the split inputs
 cmd="${PERFGATE_COMMAND:-check}"
 case "$cmd" in
   check | bless | validate) ;;
+  ab) echo "::error title=perfgate::input command must be check, bless or validate: run \`perfgate ab\` in a step of its own after this action installed perfgate (examples/workflows/perfgate-ab.yml)"; exit 2 ;;
   *) echo "::error title=perfgate::input command must be check, bless or validate, not '${cmd//[^A-Za-z0-9_.-]/?}'"; exit 2 ;;
 esac
 fail_on="${PERFGATE_FAIL_ON:-fail}"

@@ -344,6 +344,13 @@ fn action_entrypoint_maps_inputs_to_flags_and_fail_on() {
     let o = run(&[("PERFGATE_COMMAND", "rm -rf /")], false);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stdout).starts_with("::error title=perfgate::input command must be"));
+    // `ab` is not an input of the action: the error says where it runs instead (issue 46)
+    let o = run(&[("PERFGATE_COMMAND", "ab")], false);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        text(&o.stdout).trim_end(),
+        "::error title=perfgate::input command must be check, bless or validate: run `perfgate ab` in a step of its own after this action installed perfgate (examples/workflows/perfgate-ab.yml)"
+    );
     let o = run(&[("PERFGATE_FAIL_ON", "sometimes")], false);
     assert_eq!(o.status.code(), Some(2));
 
