@@ -657,6 +657,12 @@ fn a_tail_exceedance_row_that_cannot_fail_is_not_gated() {
     assert_eq!(tail::exceedance_samples_needed(0.05), Some(21));
     assert!((tail::best_exceedance_p(6, 30, 30) - 593775.0 / 50063860.0).abs() < 1e-12);
     assert_eq!(tail::exceedance_samples_needed(0.01), Some(31));
+    // the 31 is for equal sides (issue 46, a fresh reader's walk: 100 baseline requests against
+    // 20 gate it): 12 of 120 above, all on the candidate's 20: C(20,12)/C(120,12) = 1.19e-11
+    let c = |n: u64, k: u64| (0..k).fold(1.0, |a, i| a * (n - i) as f64 / (i + 1) as f64);
+    let p = tail::best_exceedance_p(12, 100, 20);
+    assert!((p / (c(20, 12) / c(120, 12)) - 1.0).abs() < 1e-9, "{p}");
+    assert!(p < 1.2e-11 && p > 1.19e-11, "{p}");
     let mk = |n: usize| ScenarioSamples {
         client_delay: None,
         pairing: Pairing::default(),
