@@ -378,6 +378,20 @@ fn verdict_of(
                 ms(up.old)
             );
         }
+        Tonight::StepUpBack(up) => {
+            reference(ch, up.old);
+            ch.verdict = Verdict::Warn;
+            ch.reason_kind = crate::gate::ReasonKind::StepBack;
+            ch.reason = format!(
+                "stepped up {} from {} ({}), confirmed on night {}; tonight {} is back nearer the level before it ({}): restored if the next night is too, red again if not",
+                pct(up.ratio),
+                label(up.first),
+                commit_range(nights, idx[up.first]),
+                idx[up.found_at] + 1,
+                ms(v),
+                ms(up.old)
+            );
+        }
         Tonight::StepDown(d) => {
             reference(ch, d.old);
             ch.verdict = Verdict::Improved;
@@ -677,8 +691,17 @@ mod tests {
         for x in &mut v[29..36] {
             *x *= 1.2;
         }
-        // back from night 37 (index 36): still FAIL on it, restored on the second night back
-        assert_eq!(night(&v, 36).0, Verdict::Fail);
+        // back from night 37 (index 36): a WARN that says the step is still in force and
+        // what restores it, restored on the second night back
+        let (verdict, reason) = night(&v, 36);
+        assert_eq!(verdict, Verdict::Warn, "{reason}");
+        assert!(
+            reason.starts_with("stepped up +")
+                && reason.contains("from night 30 of 37")
+                && reason.contains("confirmed on night 31; tonight ")
+                && reason.ends_with(": restored if the next night is too, red again if not"),
+            "{reason}"
+        );
         let (verdict, reason) = night(&v, 37);
         assert_eq!(verdict, Verdict::Pass, "{reason}");
         assert!(

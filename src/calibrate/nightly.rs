@@ -275,7 +275,7 @@ pub fn report(reps: usize, seed: u64) -> String {
         "perfgate calibrate --nightly: {reps} series of 60 nights per row (step rows: the step from night 31), seed {seed}\n\
          rules: band (new) = the night's exit code: a robust band from the nights since the last confirmed step\n\
          (prior tau {:.0} % worth {} nights), a step confirmed by 2 nights both beyond {} sd or a CUSUM of 3+ (k {}, H {}),\n\
-         red while a step up is in force; rank (0.1) = Mann-Whitney step, 3+ nights, alpha 0.01, red while its step up is in force;\n\
+         red while a step up is in force but on its first night back; rank (0.1) = Mann-Whitney step, 3+ nights, alpha 0.01, red while its step up is in force;\n\
          perfherder = Welch t, back 12, fore 12, t > 7, both ways; otava = E-divisive of the last 50 nights, Welch p < 0.001.\n\
          unchanged rows: red nights per 100 nights / change points (either direction) per 100 nights.\n\
          step rows: share red on the step's 1st or 2nd night / step up found by its 3rd night / found within 7 nights.\n\n",

@@ -444,6 +444,10 @@ pub enum ReasonKind {
     ClientBusy,
     /// A FAIL that a `gate.confirm` re-run did not repeat, now WARN.
     NotConfirmed,
+    /// A `nightly step` row whose step up is still in force while tonight is back nearer the
+    /// level before it (WARN; restored if the next night is too): the tracking issue stays as
+    /// it is.
+    StepBack,
 }
 
 impl ReasonKind {

@@ -10,7 +10,7 @@ pub mod actions;
 pub mod api;
 pub mod context;
 
-use crate::gate::{CheckKind, Verdict};
+use crate::gate::{CheckKind, ReasonKind, Verdict};
 use crate::report::markdown::{self, Extra};
 use crate::results::Results;
 use crate::verdict::Overall;
@@ -205,8 +205,16 @@ pub fn fit_body(results: &Results, extra: &Extra, limit: usize) -> String {
 /// fails the run but neither opens nor closes the issue, so one bad night does not alert and
 /// the nights before a step is confirmed do not close and reopen it.
 fn tracked_failure(r: &Results) -> Option<bool> {
+    // a step up still in force, back tonight: neither recovered nor failed
+    let step_back = || {
+        r.scenarios
+            .iter()
+            .flat_map(|s| &s.checks)
+            .any(|c| c.reason_kind == ReasonKind::StepBack)
+    };
     match r.verdict {
         Overall::Fail => {}
+        Overall::Warn if step_back() => return None,
         Overall::Pass | Overall::Warn | Overall::Improved => return Some(false),
         Overall::NoBaseline | Overall::Error | Overall::Interrupted | Overall::Measured => {
             return None
@@ -451,4 +459,40 @@ fn repo_path(p: &str, workspace: Option<&Path>) -> Option<String> {
         })
         .collect();
     (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A WARN night whose `nightly step` row has a step up still in force, back tonight, leaves
+    /// the tracking issue as it is (None); any other WARN is a pass that closes it; a FAIL of the
+    /// row keeps it open.
+    #[test]
+    fn a_step_back_for_one_night_neither_closes_nor_opens_the_issue() {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
+        )
+        .unwrap();
+        let mut r: Results = serde_json::from_str(&text).unwrap();
+        r.scenarios.truncate(1);
+        let row = |verdict, reason_kind| crate::gate::Check {
+            verdict,
+            reason_kind,
+            ..crate::gate::Check::blank(
+                "chat",
+                Some(crate::config::Metric::Tpot),
+                CheckKind::ChangePoint,
+                0.05,
+            )
+        };
+        r.verdict = Overall::Warn;
+        r.scenarios[0].checks = vec![row(Verdict::Warn, ReasonKind::StepBack)];
+        assert_eq!(tracked_failure(&r), None);
+        r.scenarios[0].checks = vec![row(Verdict::Warn, ReasonKind::Measured)];
+        assert_eq!(tracked_failure(&r), Some(false));
+        r.verdict = Overall::Fail;
+        r.scenarios[0].checks = vec![row(Verdict::Fail, ReasonKind::Measured)];
+        assert_eq!(tracked_failure(&r), Some(true));
+    }
 }
