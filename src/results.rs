@@ -725,7 +725,9 @@ impl Results {
         );
     }
     /// When nothing failed, the gated check the drift widening made the most nearly blind
-    /// ([`Check::nearly_blind`]), its configured fail tolerance and what decides its metric.
+    /// ([`Check::nearly_blind`]): the one that hides the largest regressions (its `catches`
+    /// figure where it has one, else its widened fail tolerance), its configured fail tolerance
+    /// and what decides its metric.
     pub fn drift_blind(&self) -> Option<DriftBlind<'_>> {
         if self.verdict == crate::verdict::Overall::Fail {
             return None;
@@ -735,7 +737,12 @@ impl Results {
             .iter()
             .flat_map(|s| s.checks.iter().map(move |c| (s, c)));
         let blind = checks.filter_map(|(s, c)| Some((s, c, c.nearly_blind()?)));
-        let (s, check, configured) = blind.max_by(|a, b| a.1.fail.total_cmp(&b.1.fail))?;
+        let hides = |c: &Check| {
+            c.min_detectable_change
+                .filter(|m| m.is_finite())
+                .map_or(c.fail, |m| m.max(c.fail))
+        };
+        let (s, check, configured) = blind.max_by(|a, b| hides(a.1).total_cmp(&hides(b.1)))?;
         let decided_by = match &s.nightly {
             Some(n) if check.metric.is_some_and(|m| n.deciding.contains(&m)) => DecidedBy::Nights,
             Some(_) => DecidedBy::BaselineUntilNights {
@@ -746,6 +753,7 @@ impl Results {
         Some(DriftBlind {
             check,
             configured,
+            hides: hides(check),
             decided_by,
         })
     }
@@ -766,6 +774,9 @@ pub struct DriftBlind<'a> {
     pub check: &'a Check,
     /// Its configured fail tolerance (before the widening).
     pub configured: f64,
+    /// The smallest regression it catches: its `catches` figure (min_detectable_change) where
+    /// it has one, else its widened fail tolerance.
+    pub hides: f64,
     pub decided_by: DecidedBy,
 }
 

@@ -244,6 +244,7 @@ pub fn drift_blind(r: &Results) -> Option<String> {
     let DriftBlind {
         check: c,
         configured: conf,
+        hides,
         decided_by,
     } = r.drift_blind()?;
     let from = match c.tau_nights {
@@ -257,12 +258,16 @@ pub fn drift_blind(r: &Results) -> Option<String> {
         DecidedBy::Baseline => "compare base and candidate in one job with `perfgate ab`, or keep a nightly history (`check --history`, docs/history.md)".to_string(),
     };
     Some(format!(
-        "this runner's drift hides regressions below {:+.0}%: {} of {} had its fail tolerance widened from {:.0}% to {:.0}% by {from}; {instead}",
-        c.fail * 100.0,
+        "this runner's drift hides regressions below {:+.0}%: {} of {} had its fail tolerance widened from {:.0}% to {:.0}% by {from}{}; {instead}",
+        hides * 100.0,
         fmt_check_name(c),
         c.scenario,
         conf * 100.0,
-        c.fail * 100.0
+        c.fail * 100.0,
+        match hides > c.fail {
+            true => format!(" (at its n it catches {:+.0}%)", hides * 100.0),
+            false => String::new(),
+        }
     ))
 }
 
@@ -794,6 +799,22 @@ mod tests {
             "{}",
             said(&r)
         );
+        // issue 46: the figure is what the row says it catches (+84 %), not a tail row's wider
+        // fail tolerance (+65 %) next to it
+        r.scenarios[0].nightly = None;
+        r.scenarios[0].checks[0].min_detectable_change = Some(0.84);
+        r.scenarios[0].checks.push(Check {
+            fail: 0.65,
+            fail_configured: Some(0.20),
+            verdict: crate::gate::Verdict::Pass,
+            ..Check::blank(
+                "chat",
+                Some(crate::config::Metric::Ttft),
+                CheckKind::TailExceedance,
+                0.20,
+            )
+        });
+        assert_eq!(said(&r), "this runner's drift hides regressions below +84%: TTFT P50 of chat had its fail tolerance widened from 10% to 25% by the baseline's run-to-run spread (at its n it catches +84%); compare base and candidate in one job with `perfgate ab`, or keep a nightly history (`check --history`, docs/history.md)");
     }
 
     fn p50(baseline: f64, candidate: f64, ratio: f64, upper: f64) -> Check {
