@@ -114,6 +114,16 @@ pub async fn interleaved(
     let alternated = in_flight == InFlight::OneArm;
     let mut out_b = sb.output();
     let mut out_c = sc.output();
+    if alternated {
+        // taking turns, an arm's wall time is its turns (docs/ab.md "Throughput"), so its
+        // throughput and achieved concurrency read as a `check` of the same server
+        let busy = super::overlap::busy_ms(&spans);
+        for (out, b) in [(&mut out_b, busy[0]), (&mut out_c, busy[1])] {
+            if b > 0.0 {
+                out.wall_ms = b;
+            }
+        }
+    }
     drop((sb, sc));
     ob.close(base, &mut out_b).await;
     oc.close(cand, &mut out_c).await;

@@ -9,8 +9,36 @@ use crate::runner::Span;
 pub const NOTED_SHARE: f64 = 0.01;
 
 /// The arms' overlap from every request's span: the time both arms had at least one request in
-/// flight, over the time at least one had (a sweep over the spans' ends; O(n log n)).
+/// flight, over the time at least one had.
 pub fn of(spans: &[Span], alternated: bool, one_host: bool) -> AbOverlap {
+    let t = sweep(spans);
+    AbOverlap {
+        alternated,
+        one_host,
+        share: if t.any > 0.0 { t.both / t.any } else { 0.0 },
+        both_ms: crate::units::round3(t.both),
+        any_ms: crate::units::round3(t.any),
+    }
+}
+
+/// Per arm, the time it had at least one request in flight, ms: an arm's measured wall time
+/// when the arms take turns (its output throughput is over its own turns, as `check`'s is over
+/// its run, not over the other arm's turns as well).
+pub fn busy_ms(spans: &[Span]) -> [f64; 2] {
+    sweep(spans).busy
+}
+
+/// In-flight times of a sweep over the spans' ends (O(n log n)).
+struct Times {
+    /// Both arms in flight.
+    both: f64,
+    /// At least one arm in flight.
+    any: f64,
+    /// Each arm in flight.
+    busy: [f64; 2],
+}
+
+fn sweep(spans: &[Span]) -> Times {
     // (time, arm, +1 start / -1 end); at equal times ends first, so back-to-back is no overlap
     let mut ev: Vec<(f64, usize, i32)> = spans
         .iter()
@@ -24,26 +52,29 @@ pub fn of(spans: &[Span], alternated: bool, one_host: bool) -> AbOverlap {
         .collect();
     ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
     let mut open = [0i32; 2];
-    let (mut both, mut any) = (0.0, 0.0);
+    let mut t = Times {
+        both: 0.0,
+        any: 0.0,
+        busy: [0.0; 2],
+    };
     let mut last = ev.first().map_or(0.0, |e| e.0);
-    for (t, arm, d) in ev {
-        let dt = t - last;
+    for (at, arm, d) in ev {
+        let dt = at - last;
         if open[0] > 0 && open[1] > 0 {
-            both += dt;
+            t.both += dt;
         }
         if open[0] > 0 || open[1] > 0 {
-            any += dt;
+            t.any += dt;
+        }
+        for (b, o) in t.busy.iter_mut().zip(open) {
+            if o > 0 {
+                *b += dt;
+            }
         }
         open[arm] += d;
-        last = t;
+        last = at;
     }
-    AbOverlap {
-        alternated,
-        one_host,
-        share: if any > 0.0 { both / any } else { 0.0 },
-        both_ms: crate::units::round3(both),
-        any_ms: crate::units::round3(any),
-    }
+    t
 }
 
 /// The note a run gets when its arms overlapped on one machine; `None` otherwise.
@@ -66,6 +97,20 @@ mod tests {
             start_ms,
             end_ms,
         }
+    }
+
+    #[test]
+    fn each_arm_is_busy_while_one_of_its_requests_is_in_flight() {
+        // A 0-10 and 5-15 (one stretch of 15), then 20-30; B 15-20 and 30-40: A 25, B 15
+        let spans = [
+            sp(0, 0.0, 10.0),
+            sp(0, 5.0, 15.0),
+            sp(1, 15.0, 20.0),
+            sp(0, 20.0, 30.0),
+            sp(1, 30.0, 40.0),
+        ];
+        assert_eq!(busy_ms(&spans), [25.0, 15.0]);
+        assert_eq!(busy_ms(&[]), [0.0, 0.0]);
     }
 
     #[test]

@@ -195,29 +195,32 @@ fn a_candidate_30_percent_slower_per_token_fails_on_tpot_against_the_base_arm() 
     assert!(again.contains(">base</span>"));
 }
 
+/// `perfgate ab` of the simulator against itself at concurrency 2 (seed 5, results in r.json),
+/// with `extra` flags.
+fn a_a_at_concurrency_2(extra: &[&str]) -> (Option<i32>, String, Value) {
+    let d = dir_with(&SCENARIO.replace("warmup: 2}", "warmup: 2, concurrency: 2}"));
+    let mut args = vec![
+        "ab",
+        "-s",
+        "s.yaml",
+        "--base-url",
+        SIM_BASE,
+        "--candidate-url",
+        SIM_BASE,
+        "--seed",
+        "5",
+        "--output",
+        "r.json",
+    ];
+    args.extend(extra);
+    run(d.path(), &args)
+}
+
 #[test]
 fn identical_arms_pass_and_are_called_an_a_a_run() {
     // two streams per arm at once: each arm keeps its own concurrency (overlapping: two
     // in-process simulators on one machine otherwise take turns, each arm half the time)
-    let d = dir_with(&SCENARIO.replace("warmup: 2}", "warmup: 2, concurrency: 2}"));
-    let (code, text, r) = run(
-        d.path(),
-        &[
-            "ab",
-            "-s",
-            "s.yaml",
-            "--base-url",
-            SIM_BASE,
-            "--candidate-url",
-            SIM_BASE,
-            "--overlap",
-            "allowed",
-            "--seed",
-            "5",
-            "--output",
-            "r.json",
-        ],
-    );
+    let (code, text, r) = a_a_at_concurrency_2(&["--overlap", "allowed"]);
     assert_eq!(code, Some(0), "{text}");
     assert_eq!(r["verdict"], "PASS");
     let s = &r["scenarios"][0];
@@ -230,6 +233,26 @@ fn identical_arms_pass_and_are_called_an_a_a_run() {
     for m in [&s["measured"], &s["ab"]["base_measured"]] {
         let c = m["achieved_concurrency"].as_f64().unwrap();
         assert!(c > 1.5 && c <= 2.0, "each arm ran 2 requests at once: {c}");
+    }
+}
+
+/// Issue 46 (a fresh reader's walk: `ab` throughput half of `check`'s): arms that take turns
+/// (two in-process simulators on one machine, the default) report each arm's throughput and
+/// achieved concurrency over its own turns: at concurrency 2, 2 requests in flight during a
+/// turn, where over the whole run each arm had about 1 (the other arm's turns idle).
+#[test]
+fn arms_that_take_turns_report_their_own_throughput() {
+    let (code, text, r) = a_a_at_concurrency_2(&[]);
+    assert_eq!(code, Some(0), "{text}");
+    let s = &r["scenarios"][0];
+    assert_eq!(s["ab"]["overlap"]["alternated"], true, "{}", s["ab"]);
+    for m in [&s["measured"], &s["ab"]["base_measured"]] {
+        let c = m["achieved_concurrency"].as_f64().unwrap();
+        assert!(c > 1.3 && c <= 2.0, "2 requests at once in its turns: {c}");
+        // 20 requests of 32 tokens over the arm's own wall time
+        let wall_s = m["wall_ms"].as_f64().unwrap() / 1000.0;
+        let tps = m["output_tokens_per_s"].as_f64().unwrap();
+        assert!((tps * wall_s - 640.0).abs() < 1.0, "{tps} x {wall_s}: {m}");
     }
 }
 
