@@ -278,7 +278,7 @@ pub async fn bless(
                     .map(|(m, t)| format!("{} {:.1}%", m.name(), t * 100.0))
                     .collect();
                 format!(
-                    "; run-to-run spread tau (90% upper bound): {}",
+                    "; spread of the run medians, tau (90% upper bound): {}",
                     t.join(", ")
                 )
             }

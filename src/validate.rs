@@ -39,6 +39,12 @@ pub fn cmd_validate(a: &ValidateArgs) -> Result<i32, Error> {
         );
         if let Some(srv) = &s.server {
             println!("    server: {}", srv.shown_command);
+            if let Some(program) = srv.command.first().filter(|p| !on_path(p)) {
+                eprintln!(
+                    "perfgate: {}: warning: the server program `{program}` is not on PATH here (`check` and `bless` would exit 3 on this machine); give its full path in server.command[0] or install it",
+                    s.source
+                );
+            }
             for d in &srv.defaults {
                 println!("    server.command: {d} (set {} to change it)", d.var);
             }
@@ -93,4 +99,14 @@ fn sample_sizes(s: &Scenario, dir: &Path, hint: &crate::hint::Hint) {
             }
         },
     }
+}
+
+/// Whether `program` runs as given: a path that is a file, or a name found in a `PATH` entry.
+fn on_path(program: &str) -> bool {
+    let p = Path::new(program);
+    if p.components().count() > 1 {
+        return p.is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
 }

@@ -47,9 +47,12 @@ pub fn sample_sizes(sc: &Scenario, b: &Baseline) -> Vec<String> {
                 });
             let widened = (fail > configured).then(|| {
                 format!(
-                    " (fail tolerance {:.0}% widened to {:.1}% by the bless runs' spread, as `check` applies it)",
+                    " (fail tolerance {:.0}% widened to {:.1}% by the bless runs' spread{}, as `check` applies it)",
                     configured * 100.0,
-                    fail * 100.0
+                    fail * 100.0,
+                    input
+                        .p50_spread(m)
+                        .map_or(String::new(), |s| format!(" tau {:.1}%", s.tau * 100.0))
                 )
             });
             Some(format!(

@@ -110,6 +110,11 @@ impl ScenarioSamples {
         widened(self.gate.band(m, Quantile::P50), self.paired_spread(m))
     }
 
+    /// The spread that widens metric `m`'s P50 ([`Self::paired_spread`]).
+    pub fn p50_spread(&self, m: Metric) -> Option<Spread> {
+        self.paired_spread(m)
+    }
+
     /// The spread that widens metric `m`'s P50: when the sides are matched and the bless runs'
     /// tau widens it, the same runs' spread measured request by request
     /// ([`Paired::tau`]: a prompt mix's run medians jump between prompts, its requests do not);

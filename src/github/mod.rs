@@ -299,8 +299,12 @@ pub async fn publish_with(
     if let Some(api) = &client {
         match tokio::time::timeout_at(deadline, baseline_commits(api, &ctx, results)).await {
             Ok(Ok(m)) => extra.baseline_commits = m,
-            Ok(Err(e)) => out.warnings.push(format!(
+            // the permission is the likely cause only when GitHub answered
+            Ok(Err(e)) if e.status.is_some() => out.warnings.push(format!(
                 "cannot look up the baselines' commits (needs `contents: read`): {e}"
+            )),
+            Ok(Err(e)) => out.warnings.push(format!(
+                "cannot look up the baselines' commits: GitHub's API did not answer ({e})"
             )),
             Err(_) => out
                 .warnings

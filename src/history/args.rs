@@ -8,9 +8,9 @@ use std::path::PathBuf;
 /// Where the nightly history lives (docs/history.md).
 #[derive(Debug, Clone, Args)]
 pub struct HistoryArgs {
-    /// Keep the nightly history on this branch of the repository (default name
-    /// `perfgate-history`): read it before measuring (its night-to-night spread widens the
-    /// baselines' tolerances), judge tonight's run for a persistent step, append the night.
+    /// The branch of the repository that holds the nightly history (default name
+    /// `perfgate-history`). `check` reads it before measuring, judges tonight's run against the
+    /// nights and appends the night; `history show` and `history append` read or append it.
     #[arg(long, value_name = "BRANCH", num_args = 0..=1, default_missing_value = super::DEFAULT_BRANCH, env = "PERFGATE_HISTORY")]
     pub history: Option<String>,
     /// The remote (name or URL) the history branch is fetched from and pushed to.

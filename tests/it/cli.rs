@@ -1804,10 +1804,12 @@ fn bless_says_what_the_scenario_catches_at_its_n() {
         line.contains(&format!("catches about {:+.0}% at n = 20", now * 100.0)),
         "{line} vs {now}"
     );
+    let tau = b.run_spread.as_ref().unwrap().tau[&perfgate::summary::SummaryKey::Ttft];
     assert_eq!(
         line.ends_with(&format!(
-            " (fail tolerance 10% widened to {:.1}% by the bless runs' spread, as `check` applies it)",
-            fail * 100.0
+            " (fail tolerance 10% widened to {:.1}% by the bless runs' spread tau {:.1}%, as `check` applies it)",
+            fail * 100.0,
+            tau * 100.0
         )),
         fail > 0.10,
         "{line} at {fail}"
@@ -1832,7 +1834,7 @@ fn bless_says_what_the_scenario_catches_at_its_n() {
         .unwrap_or_else(|| panic!("{}", stderr(&o)));
     assert!(
         line.contains(&format!("catches about {:+.0}% at n = 20", now * 100.0))
-            && line.ends_with(" (fail tolerance 10% widened to 25.6% by the bless runs' spread, as `check` applies it) (from baselines/chat.json)"),
+            && line.ends_with(" (fail tolerance 10% widened to 25.6% by the bless runs' spread tau 8.0%, as `check` applies it) (from baselines/chat.json)"),
         "{line} vs {now}"
     );
     let (_, text) = crate::support::run_in(dir.path(), &["check"]);
@@ -1909,5 +1911,33 @@ fn validate_says_what_a_committed_baseline_catches_at_the_scenarios_n() {
         stderr(&o).contains("perfgate: chat: warning: baselines/chat.json is stale: the scenario changed since its baseline was blessed"),
         "{}",
         stderr(&o)
+    );
+}
+
+/// A fresh reader's walk (issue 46): `validate` passed a `server:` whose program was not on PATH,
+/// and `check` then exited 3. It now warns (stderr, exit 0: the file is valid, the machine lacks
+/// the program); a program on PATH, or given by a path that exists, is not warned about.
+#[test]
+fn validate_warns_when_the_server_program_is_not_on_path() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("scenarios")).unwrap();
+    let yaml = |program: &str| {
+        format!("scenarios:\n  - name: local\n    endpoint: {{base_url: 'http://127.0.0.1:8080/v1', model: m}}\n    request: {{prompt: hi, max_tokens: 8}}\n    server: {{command: ['{program}', --port, '8080']}}\n")
+    };
+    let warned = |program: &str| {
+        std::fs::write(dir.path().join("scenarios/s.yaml"), yaml(program)).unwrap();
+        let o = perfgate(dir.path()).arg("validate").output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let err = warned("no-such-llama-server");
+    assert!(
+        err.contains("warning: the server program `no-such-llama-server` is not on PATH here (`check` and `bless` would exit 3 on this machine); give its full path in server.command[0] or install it"),
+        "{err}"
+    );
+    assert!(!warned("sh").contains("is not on PATH"));
+    assert!(!warned("/bin/sh").contains("is not on PATH"));
+    assert!(
+        warned("/no/such/dir/llama-server").contains("`/no/such/dir/llama-server` is not on PATH")
     );
 }

@@ -83,6 +83,33 @@ fn bless(dir: &Path) {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 }
 
+/// A fresh reader's walk (issue 46): with GitHub's API unreachable, the warning says the API did
+/// not answer, not that the job needs `contents: read`; the check's own verdict stands (exit 0).
+#[test]
+fn an_unreachable_api_is_not_called_a_missing_permission() {
+    let dir = setup();
+    bless(dir.path());
+    let gh = FakeGithub::start();
+    // a port nothing listens on: bound, then closed
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let o = check_in_actions(dir.path(), &gh)
+        .env("GITHUB_API_URL", format!("http://127.0.0.1:{port}"))
+        .output()
+        .unwrap();
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let all = format!("{out}{err}");
+    assert!(
+        all.contains("cannot look up the baselines' commits: GitHub's API did not answer ("),
+        "{all}"
+    );
+    assert!(!all.contains("needs `contents: read`"), "{all}");
+}
+
 #[test]
 fn two_checks_in_a_pr_leave_one_comment_edited_in_place() {
     let dir = setup();
