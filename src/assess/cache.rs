@@ -5,6 +5,7 @@
 
 use super::drift::{Drift, DriftWhy};
 use crate::baseline::Baseline;
+use crate::config::metric::Phase;
 use crate::config::{Metric, Scenario};
 use crate::gate::{Check, CheckKind, Verdict};
 use crate::runner::RunOutput;
@@ -158,7 +159,7 @@ pub fn drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Option<Drift> {
         ""
     };
     Some(Drift {
-        metrics: vec![Metric::Ttft, Metric::E2e],
+        metrics: Metric::timing(Phase::Prefill),
         why: {
             let [lead, base, now, tail] = cache::drift(was, &now)?;
             DriftWhy::versus(lead, base, " vs ", now, &format!("{tail}{hint}"))

@@ -3,6 +3,7 @@
 //! actually got (known after, [`workload_drift`]).
 
 use crate::baseline::{self, Baseline, BaselineRecord};
+use crate::config::metric::Phase;
 use crate::config::{Metric, Scenario};
 use crate::record::{RequestRecord, TokenSource};
 use crate::runner::RunOutput;
@@ -272,7 +273,7 @@ pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift
         if let (Some(bp), Some(cp)) = (b.workload.prompt_tokens_p50, cand_prompt) {
             if (cp - bp).abs() > prompt_limit(bp) {
                 out.push(Drift {
-                    metrics: vec![Metric::Ttft, Metric::E2e],
+                    metrics: Metric::timing(Phase::Prefill),
                     why: DriftWhy::versus(
                         "median prompt tokens ".into(),
                         bp,
@@ -286,7 +287,7 @@ pub fn workload_drift(sc: &Scenario, b: &Baseline, run: &RunOutput) -> Vec<Drift
         if let (Some(bo), Some(co)) = (b.workload.output_tokens_p50, cand_out) {
             if !agrees(bo, co) {
                 out.push(Drift {
-                    metrics: vec![Metric::Tpot, Metric::E2e],
+                    metrics: Metric::timing(Phase::Decode),
                     why: DriftWhy::versus("median output tokens ".into(), bo, " vs ", co, ""),
                 });
             }
@@ -409,7 +410,7 @@ impl Pairs {
         let mut out = Vec::new();
         if let Some((i, was, now)) = self.other_prompt.first() {
             out.push(Drift {
-                metrics: vec![Metric::Ttft, Metric::Tpot, Metric::E2e],
+                metrics: Metric::ALL.to_vec(),
                 why: DriftWhy(vec![
                     Said::Words(format!(
                         "{} of {} requests sent another prompt than the baseline's request of the same index (request {i}: prompt {was} then, {now} ",
@@ -432,7 +433,7 @@ impl Pairs {
         let p = off(&self.prompt_tokens, prompt_limit);
         if p * 2 > self.prompt_tokens.len() {
             out.push(Drift {
-                metrics: vec![Metric::Ttft, Metric::E2e],
+                metrics: Metric::timing(Phase::Prefill),
                 why: format!(
                     "prompt tokens differ from the baseline's for {p} of {} of the same requests (median change {:+}; a different tokenizer, chat template or server)",
                     self.prompt_tokens.len(),
@@ -444,7 +445,7 @@ impl Pairs {
         let o = off(&self.output_tokens, &|x| out_limit * x);
         if o * 2 > self.output_tokens.len() {
             out.push(Drift {
-                metrics: vec![Metric::Tpot, Metric::E2e],
+                metrics: Metric::timing(Phase::Decode),
                 why: format!(
                     "output tokens differ from the baseline's for {o} of {} of the same requests (median change {:+})",
                     self.output_tokens.len(),

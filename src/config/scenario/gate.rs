@@ -382,11 +382,10 @@ fn bands(tol: &BTreeMap<String, RawBand>) -> Result<BTreeMap<(Metric, Quantile),
 
 /// `gate.min_delta`: the absolute floor of each metric, ms, over the defaults.
 fn min_deltas(raw: BTreeMap<String, RawNumber>) -> Result<BTreeMap<Metric, f64>, Invalid> {
-    let mut min_delta_ms = BTreeMap::from([
-        (Metric::Ttft, 5.0),
-        (Metric::Tpot, 0.5),
-        (Metric::E2e, 10.0),
-    ]);
+    let mut min_delta_ms: BTreeMap<Metric, f64> = Metric::ALL
+        .into_iter()
+        .map(|m| (m, m.default_min_delta_ms()))
+        .collect();
     for (k, v) in raw {
         let m = parse_metric(&k)
             .map_err(|_| format!("gate.min_delta: `{k}` is not a metric: use ttft, tpot or e2e"))?;
