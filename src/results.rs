@@ -848,11 +848,7 @@ mod merge_tests {
 
     /// The fixture's `chat-long` scenario alone, its FAIL check given raw p-value `p`.
     fn shard(name: &str, p: f64) -> Results {
-        let text = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
-        )
-        .unwrap();
-        let mut r: Results = serde_json::from_str(&text).unwrap();
+        let mut r = super::fixture();
         r.scenarios.retain(|s| s.name == "chat-long");
         let s = &mut r.scenarios[0];
         s.name = crate::config::ScenarioName::new(name).unwrap();
@@ -894,6 +890,13 @@ mod merge_tests {
         let one = merge(vec![shard("a", 0.001)], &files[..1]).unwrap();
         assert_eq!(fails(&one), 1);
     }
+}
+
+/// The results file the tests read (tests/fixtures/results.json), parsed.
+#[cfg(test)]
+pub(crate) fn fixture() -> Results {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 #[cfg(test)]

@@ -232,9 +232,7 @@ mod tests {
 
     /// The fixture's `chat-long` scenario (one FAIL check).
     fn chat_long() -> ScenarioResult {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(path.join("tests/fixtures/results.json")).unwrap();
-        let r: Results = serde_json::from_str(&text).unwrap();
+        let r = crate::results::fixture();
         r.scenarios
             .into_iter()
             .find(|s| s.name == "chat-long")

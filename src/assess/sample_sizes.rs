@@ -51,7 +51,7 @@ pub fn sample_sizes(sc: &Scenario, b: &Baseline) -> Vec<String> {
                     configured * 100.0,
                     fail * 100.0,
                     input
-                        .p50_spread(m)
+                        .paired_spread(m)
                         .map_or(String::new(), |s| format!(" tau {:.1}%", s.tau * 100.0))
                 )
             });

@@ -606,11 +606,7 @@ mod tests {
         wall: f64,
         requests: &[(f64, f64)],
     ) -> ScenarioResult {
-        let text = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
-        )
-        .unwrap();
-        let r: Results = serde_json::from_str(&text).unwrap();
+        let r = crate::results::fixture();
         let mut s = r.scenarios.into_iter().next().unwrap();
         s.status = Status::LoadShard;
         s.measured.wall_ms = wall;

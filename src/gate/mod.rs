@@ -110,16 +110,11 @@ impl ScenarioSamples {
         widened(self.gate.band(m, Quantile::P50), self.paired_spread(m))
     }
 
-    /// The spread that widens metric `m`'s P50 ([`Self::paired_spread`]).
-    pub fn p50_spread(&self, m: Metric) -> Option<Spread> {
-        self.paired_spread(m)
-    }
-
     /// The spread that widens metric `m`'s P50: when the sides are matched and the bless runs'
     /// tau widens it, the same runs' spread measured request by request
     /// ([`Paired::tau`]: a prompt mix's run medians jump between prompts, its requests do not);
     /// a tau learned from nightly history is kept.
-    fn paired_spread(&self, m: Metric) -> Option<Spread> {
+    pub fn paired_spread(&self, m: Metric) -> Option<Spread> {
         let spread = self.run_spread(m)?;
         match &self.pairing {
             Pairing::Matched(p) if spread.nights.is_none() => match p.get(&m).and_then(|p| p.tau) {

@@ -474,11 +474,7 @@ mod tests {
     /// row keeps it open.
     #[test]
     fn a_step_back_for_one_night_neither_closes_nor_opens_the_issue() {
-        let text = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
-        )
-        .unwrap();
-        let mut r: Results = serde_json::from_str(&text).unwrap();
+        let mut r = crate::results::fixture();
         r.scenarios.truncate(1);
         let row = |verdict, reason_kind| crate::gate::Check {
             verdict,

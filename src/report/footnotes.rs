@@ -140,11 +140,7 @@ mod tests {
     use crate::gate::RatioCi;
 
     fn p50(base: f64, cand: f64, ratio: f64) -> Check {
-        let text = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
-        )
-        .unwrap();
-        let r: crate::results::Results = serde_json::from_str(&text).unwrap();
+        let r = crate::results::fixture();
         let mut c = r
             .scenarios
             .iter()

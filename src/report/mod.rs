@@ -757,11 +757,7 @@ mod tests {
     /// nights came before tonight (the nights' `deciding` is empty), then the nights.
     #[test]
     fn the_drift_warning_names_what_decides_the_metric() {
-        let text = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results.json"),
-        )
-        .unwrap();
-        let mut r: Results = serde_json::from_str(&text).unwrap();
+        let mut r = crate::results::fixture();
         r.verdict = crate::verdict::Overall::Pass;
         r.scenarios.truncate(1);
         let s = &mut r.scenarios[0];
