@@ -2,6 +2,7 @@
 //! scenario built from them ([`gate_input`]), whatever produced each side.
 
 use crate::baseline::Baseline;
+use crate::config::metric::Timings;
 use crate::config::scenario::Objective;
 use crate::config::{Metric, Scenario};
 use crate::gate::{self, Samples, ScenarioSamples};
@@ -14,8 +15,8 @@ use std::collections::BTreeMap;
 /// of a future A/B run): per request, its gated metrics, or `None` for a failed request.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Arm {
-    /// Every request not stopped by the provider: its metrics, or `None` when it failed.
-    pub requests: Vec<Option<ArmRequest>>,
+    /// Every request not stopped by the provider: its gated figures, or `None` when it failed.
+    pub requests: Vec<Option<Timings>>,
     /// Requests the provider completed but stopped on purpose (a refusal, a content filter:
     /// [`crate::record::FailureClass::is_stop`]): neither a success nor a failure, in no latency
     /// sample.
@@ -31,25 +32,6 @@ pub struct Arm {
     pub runs: Vec<usize>,
 }
 
-/// The gated metrics of one successful request, ms (`None` where undefined, e.g. TPOT of a
-/// one-token answer).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ArmRequest {
-    pub ttft_ms: Option<f64>,
-    pub tpot_ms: Option<f64>,
-    pub e2e_ms: Option<f64>,
-}
-
-impl ArmRequest {
-    fn metric(&self, m: Metric) -> Option<f64> {
-        m.value(crate::config::metric::Timings {
-            ttft_ms: self.ttft_ms,
-            tpot_ms: self.tpot_ms,
-            e2e_ms: self.e2e_ms,
-        })
-    }
-}
-
 impl Arm {
     /// The stored records of a baseline.
     pub fn from_baseline(b: &Baseline) -> Self {
@@ -57,13 +39,7 @@ impl Arm {
         let requests = b
             .records()
             .filter(|r| !stop(r))
-            .map(|r| {
-                r.error.is_none().then_some(ArmRequest {
-                    ttft_ms: r.ttft_ms,
-                    tpot_ms: r.tpot_ms,
-                    e2e_ms: r.e2e_ms,
-                })
-            })
+            .map(|r| r.error.is_none().then(|| r.timings()))
             .collect();
         let itl = b
             .records()
@@ -93,13 +69,7 @@ impl Arm {
         let requests = recs
             .iter()
             .filter(|r| !r.stopped())
-            .map(|r| {
-                r.ok().then_some(ArmRequest {
-                    ttft_ms: r.ttft_ms,
-                    tpot_ms: r.tpot_ms,
-                    e2e_ms: r.e2e_ms,
-                })
-            })
+            .map(|r| r.ok().then(|| r.timings()))
             .collect();
         let itl = recs
             .iter()
@@ -127,7 +97,7 @@ impl Arm {
         let mut s = Samples::default();
         for r in &self.requests {
             match r {
-                Some(r) => s.ok.extend(r.metric(m)), // None: e.g. TPOT of a 1-token answer
+                Some(t) => s.ok.extend(m.value(*t)), // None: e.g. TPOT of a 1-token answer
                 None => s.failed += 1,
             }
         }
@@ -136,7 +106,7 @@ impl Arm {
 
     /// The value of metric `m` of request `i` (`None`: failed, or the metric undefined).
     pub(crate) fn value(&self, i: usize, m: Metric) -> Option<f64> {
-        self.requests.get(i).copied().flatten()?.metric(m)
+        self.requests.get(i).copied().flatten().and_then(|t| m.value(t))
     }
 
     /// Every request as an outcome: one value (0, unused) per request that did not fail (a

@@ -25,7 +25,7 @@ pub mod quality;
 pub mod sample_sizes;
 pub mod server_notes;
 
-pub use arm::{baseline_spread, gate_input, scenario_samples, slo_only_input, Arm, ArmRequest};
+pub use arm::{baseline_spread, gate_input, scenario_samples, slo_only_input, Arm};
 pub use drift::{config_diff, minority_source_note, staleness, workload_drift, Drift};
 pub use figures::{achieved_concurrency, measured};
 pub use gated::gated_results;

@@ -123,7 +123,7 @@ fn log_differences(reference: &Arm, candidate: &Arm, pairs: &[Pair], m: Metric) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assess::arm::ArmRequest;
+    use crate::config::metric::Timings;
 
     fn item(index: u64, prompt: &str) -> WorkItem {
         WorkItem {
@@ -144,10 +144,10 @@ mod tests {
             a.runs.push(run.len());
             for &(i, p, t) in run {
                 a.work.push(Some(item(i, p)));
-                a.requests.push(t.map(|t| ArmRequest {
+                a.requests.push(t.map(|t| Timings {
                     ttft_ms: Some(t),
-                    tpot_ms: None,
                     e2e_ms: Some(t),
+                    ..Timings::default()
                 }));
             }
         }
