@@ -383,9 +383,15 @@ scenarios:
 /// and the server's own TPOT agreed within 0.6 % per request at 32).
 const AB_MAX_TOKENS: u64 = 16;
 
+/// Requests per arm of the Q4_K_M against F32 test: 5 sends of each of the 8 prompts, so that
+/// answers changed for 2 of them (10 of 40) against none of the 32 base repeats is a functional
+/// change at alpha 0.01 (p 0.0016), where 20 requests (4 of 20 against 0 of 12, p 0.135) could
+/// only WARN.
+const F32_SAMPLES: u64 = 40;
+
 /// The A/B tests' prompt set (issue 44): 8 short different prompts, sent in file order, so the
-/// 20 requests of each arm send each prompt 2 or 3 times: the base arm's 12 repeats (20 - 8)
-/// are its own repeatability, and `gate.outputs` compares each request's answer between the arms.
+/// 20 requests of each arm (40 in the F32 test) send each prompt 2 or 3 times (5 times): the
+/// base arm's 12 repeats (20 - 8; 32) are its own repeatability, and `gate.outputs` compares each request's answer between the arms.
 const AB_PROMPTS: [&str; 8] = [
     "The capital of France is",
     "Once upon a time, in a small village,",
@@ -412,13 +418,14 @@ fn slow_model() -> Option<String> {
 /// `server: {base: ..., candidate: ...}` arms (one thread each, two ports), interleaved request
 /// by request (issue 17): the base serves `base_model`, the candidate `cand_model`, both under
 /// the alias gemma-3-270m. Asserts what holds on any machine: both arms measured every request
-/// (32 tokens from usage), each arm's TPOT agrees with its own server's `timings`
+/// ([`AB_MAX_TOKENS`] tokens from usage), each arm's TPOT agrees with its own server's `timings`
 /// ([`tpot_agreement`]), two processes that are gone afterwards. Returns the exit code, the
 /// results, and each arm's server-side TPOT P50 (base, candidate).
 fn ab_run(
     llama_server: &str,
     base_model: &str,
     cand_model: &str,
+    samples: u64,
 ) -> (Option<i32>, Value, f64, f64) {
     let (pa, pb) = (free_port(), free_port());
     let dir = tempfile::tempdir().unwrap();
@@ -442,7 +449,7 @@ fn ab_run(
     max_tokens: {AB_MAX_TOKENS}
     temperature: 0
     ignore_eos: true
-  load: {{samples: 20, warmup: 2, concurrency: 1}}
+  load: {{samples: {samples}, warmup: 2, concurrency: 1}}
   server:
     ready_timeout: 2m
     base: {}
@@ -475,7 +482,7 @@ scenarios:
     assert_eq!(s["status"], "compared");
     let ab = &s["ab"];
     assert_eq!(ab["design"], "interleaved");
-    assert_eq!(ab["alternations"], 20);
+    assert_eq!(ab["alternations"], samples);
     let arms = [
         ("base", &ab["base_records"], &ab["base_server"]),
         ("candidate", &s["records"], &s["server"]),
@@ -484,7 +491,7 @@ scenarios:
     let mut own_p50 = Vec::new();
     for (label, recs, srv) in arms {
         let recs = recs.as_array().unwrap();
-        assert_eq!(recs.len(), 20, "{label}");
+        assert_eq!(recs.len() as u64, samples, "{label}");
         for x in recs {
             assert!(x.get("error").is_none(), "{label}: {x}");
             assert_eq!(x["output_tokens"].as_u64(), Some(AB_MAX_TOKENS), "{label}");
@@ -525,15 +532,36 @@ scenarios:
     for p in pids {
         assert!(!alive(p), "llama-server {p} survived perfgate");
     }
-    outputs_consistent(&r);
+    outputs_consistent(&r, samples);
     (code, r, own_p50[0], own_p50[1])
 }
 
+/// P(X >= d) for X hypergeometric: `d + s` differing pairs among `n + m`, `n` of them the
+/// candidate's (the one-sided Fisher exact test of `gate.outputs`), summed term by term:
+/// C(n, x) C(m, k - x) / C(n + m, k) for x = d ..= min(n, k), k = d + s.
+fn fisher_upper(d: u64, n: u64, s: u64, m: u64) -> f64 {
+    let ln_c = |a: u64, b: u64| -> f64 {
+        (0..b)
+            .map(|i| ((a - i) as f64).ln() - ((i + 1) as f64).ln())
+            .sum()
+    };
+    let k = d + s;
+    if d == 0 {
+        return 1.0;
+    }
+    (d..=n.min(k))
+        .filter(|&x| k - x <= m)
+        .map(|x| (ln_c(n, x) + ln_c(m, k - x) - ln_c(n + m, k)).exp())
+        .sum()
+}
+
 /// The `outputs` check of an ab result (`gate.outputs`, temperature 0): printed with the
-/// summary, and its figures consistent with each other (issue 44). 20 requests per arm over the
-/// 8 prompts in file order: 20 pairs, and 20 - 8 = 12 pairs of base requests that sent one prompt
-/// again (at least the 10 repeats `ab` wants, so none is sent after the run).
-fn outputs_consistent(r: &Value) -> Value {
+/// summary, and its figures consistent with each other (issue 44). `samples` requests per arm
+/// over the 8 prompts in file order: `samples` pairs, and `samples - 8` pairs of base requests
+/// that sent one prompt again (12 of 20, 32 of 40: at least the half of the samples `ab` wants,
+/// so none is sent after the run). Its verdict is the one-sided Fisher test's, computed here
+/// from the counts ([`fisher_upper`]): FAIL below alpha 0.01, WARN below 0.2 when some differ.
+fn outputs_consistent(r: &Value, samples: u64) -> Value {
     let s = &r["scenarios"][0];
     let o = &s["outputs"];
     let c = s["checks"]
@@ -546,8 +574,8 @@ fn outputs_consistent(r: &Value) -> Value {
     println!("outputs: {o}");
     println!("outputs check: {} {}", c["verdict"], c["reason"]);
     let n = |k: &str| o[k].as_u64().unwrap_or_else(|| panic!("outputs.{k}: {o}"));
-    assert_eq!(n("pairs"), 20, "{o}");
-    assert_eq!(n("self_pairs"), 12, "{o}");
+    assert_eq!(n("pairs"), samples, "{o}");
+    assert_eq!(n("self_pairs"), samples - 8, "{o}");
     assert!(n("differing") <= n("pairs") && n("self_differing") <= n("self_pairs"));
     let differing = n("differing");
     assert_eq!(
@@ -560,15 +588,29 @@ fn outputs_consistent(r: &Value) -> Value {
         differing > 0,
         "{o}"
     );
-    assert_eq!(c["n_candidate"], 20);
-    assert_eq!(c["n_baseline"], 12);
+    assert_eq!(c["n_candidate"], samples);
+    assert_eq!(c["n_baseline"], samples - 8);
     let share = c["candidate"].as_f64().unwrap();
-    assert!((share - differing as f64 / 20.0).abs() < 1e-12, "{c}");
-    let self_share = c["baseline"].as_f64().unwrap();
     assert!(
-        (self_share - n("self_differing") as f64 / 12.0).abs() < 1e-12,
+        (share - differing as f64 / samples as f64).abs() < 1e-12,
         "{c}"
     );
+    let self_share = c["baseline"].as_f64().unwrap();
+    assert!(
+        (self_share - n("self_differing") as f64 / (samples - 8) as f64).abs() < 1e-12,
+        "{c}"
+    );
+    let p = fisher_upper(differing, samples, n("self_differing"), samples - 8);
+    assert!(
+        (c["p_value"].as_f64().unwrap() - p).abs() < 1e-9 * p.max(1e-12).max(1e-3),
+        "Fisher p {p} by hand: {c}"
+    );
+    let verdict = match () {
+        _ if p < 0.01 => "FAIL",
+        _ if differing > 0 && p < 0.2 => "WARN",
+        _ => "PASS",
+    };
+    assert_eq!(c["verdict"], verdict, "Fisher p {p} by hand: {c}");
     // every request's answer is kept as its hash and length
     for x in s["records"].as_array().unwrap() {
         assert_eq!(
@@ -601,7 +643,7 @@ fn ab_of_two_identical_llama_servers_passes() {
     let Some((llama_server, model)) = built_or_skip() else {
         return;
     };
-    let (code, r, own_base, own_cand) = ab_run(&llama_server, &model, &model);
+    let (code, r, own_base, own_cand) = ab_run(&llama_server, &model, &model, 20);
     println!(
         "servers' own TPOT P50: base {own_base:.2} ms, candidate {own_cand:.2} ms ({:+.1} %)",
         (own_cand / own_base - 1.0) * 100.0
@@ -613,7 +655,7 @@ fn ab_of_two_identical_llama_servers_passes() {
     );
     assert_ne!(r["verdict"], "FAIL");
     // the same model answers the same, within its own repeatability: the outputs check PASSes
-    let c = outputs_consistent(&r);
+    let c = outputs_consistent(&r, 20);
     assert_eq!(c["verdict"], "PASS", "{c}");
 }
 
@@ -633,7 +675,7 @@ fn ab_with_an_f32_candidate_fails_on_tpot() {
         );
         return;
     };
-    let (code, r, own_base, own_cand) = ab_run(&llama_server, &model, &slow);
+    let (code, r, own_base, own_cand) = ab_run(&llama_server, &model, &slow, F32_SAMPLES);
     let own_ratio = own_cand / own_base;
     let c = tpot_p50(&r);
     let ratio = c["ratio"].as_f64().expect("a TPOT ratio");
@@ -663,19 +705,26 @@ fn ab_with_an_f32_candidate_fails_on_tpot() {
     );
     assert_eq!(code, Some(1), "a regression exits 1");
     assert_eq!(r["verdict"], "FAIL");
-    // Q4_K_M against F32: the share of requests whose answer differs is reported whatever it is
-    // (a hand measurement on /v1/completions, 48 tokens: 2 of 8 short prompts differed; this
-    // test's first run, chat, 32 tokens with ignore_eos: the same 2 of 8 prompts, 4 of 20
-    // requests, at character 0, against 0 of 12 base repeats: Fisher p 4845 / 35960 = 0.135, a
-    // WARN, not significant at 20 pairs); printed, its figures checked consistent, the verdict not
-    // asserted (how many of these prompts a requantization changes is the model's, not perfgate's)
-    let c = outputs_consistent(&r);
+    // Q4_K_M against F32: the share of requests whose answer differs is reported whatever it is,
+    // its verdict the Fisher test's on its counts (`outputs_consistent`). Measured: the same 2
+    // of the 8 prompts differ on every send, from character 0, and no base repeat differs: at
+    // 20 requests (its first run) 4 of 20 against 0 of 12, p = C(20,4) / C(32,4) = 4845 / 35960
+    // = 0.135, a WARN; at 40, 10 of 40 against 0 of 32, p = C(40,10) / C(72,10) = 847660528 /
+    // 536830054536 = 0.0016, a functional change (FAIL). Which prompts a requantization changes
+    // is the model's, not perfgate's, so the verdict is asserted against the counts, not fixed.
+    let c = outputs_consistent(&r, F32_SAMPLES);
     println!(
-        "Q4_K_M vs F32: answers differ in {} of 20 requests ({} of the 12 base repeats), outputs {}",
+        "Q4_K_M vs F32: answers differ in {} of {F32_SAMPLES} requests ({} of the {} base repeats), outputs {}: {}",
         r["scenarios"][0]["outputs"]["differing"],
         r["scenarios"][0]["outputs"]["self_differing"],
-        c["verdict"]
+        F32_SAMPLES - 8,
+        c["verdict"],
+        c["reason"]
     );
+    if c["verdict"] == "FAIL" {
+        let reason = c["reason"].as_str().unwrap();
+        assert!(reason.contains("a functional change"), "{reason}");
+    }
 }
 
 /// `perfgate check --allow-missing-baseline --output results.json` in `dir`, whose scenario starts
