@@ -396,7 +396,7 @@ pub fn against_baseline(
     }
     if let Some(why) = why_not_deterministic(sc, sc) {
         return Some(Compared::Not(format!(
-            "outputs not compared (gate.outputs is on only with deterministic sampling): {why}, so two answers to one request may differ by design; set request.temperature: 0 and re-bless (`perfgate bless`) to compare the answers with the baseline's"
+            "outputs not compared (gate.outputs is on only with deterministic sampling): {why}, so two answers to one request may differ by design; to compare the answers with the baseline's, bless and check at request.temperature: 0 (gate.outputs: false drops this note)"
         )));
     }
     let runs: Vec<Vec<Sent>> = baseline

@@ -11,6 +11,15 @@ use serde_json::Value;
 /// sets the TPOT (4 ms), `D` adds keys to the simulator's URL.
 const GREEDY: &str = "defaults:\n  endpoint: {base_url: 'sim://?ttft_ms=30&tpot_ms=${T:-4}&seed=7${D:-}', model: perfgate-sim}\n  request: {prompt: hi, max_tokens: 8, temperature: 0}\n  load: {samples: 20, warmup: 2}\nscenarios:\n  - name: answers\n";
 
+/// [`GREEDY`] whose latency rows cannot FAIL (a 1 s floor): a machine busy with other tests
+/// slows a check beside its bless, and these tests are about the answers.
+fn loose() -> String {
+    GREEDY.replace(
+        "  load: {samples: 20, warmup: 2}\n",
+        "  load: {samples: 20, warmup: 2}\n  gate: {min_delta: {ttft: 1000ms, tpot: 1000ms}}\n",
+    )
+}
+
 fn bless(d: &std::path::Path) {
     let (code, text, _) = run(d, &["bless", "-s", "s.yaml", "--runs", "2"]);
     assert_eq!(code, Some(0), "{text}");
@@ -59,7 +68,7 @@ fn notes(r: &Value) -> Vec<(String, String)> {
 
 #[test]
 fn a_check_on_the_server_it_was_blessed_on_gives_the_same_answers_and_passes() {
-    let d = dir_with(GREEDY);
+    let d = dir_with(&loose());
     bless(d.path());
     // the baseline keeps each answer's hash and length: " tok1 ... tok8" is 8 x 5 = 40
     // characters; never its text
@@ -174,7 +183,7 @@ fn a_check_that_is_faster_and_answers_otherwise_fails_as_a_functional_change() {
 
 #[test]
 fn a_baseline_without_outputs_is_not_compared_and_says_to_rebless() {
-    let d = dir_with(GREEDY);
+    let d = dir_with(&loose());
     bless(d.path());
     // as blessed before baselines kept answers: every record's `output` removed
     let path = d.path().join("baselines/answers.json");
@@ -202,7 +211,7 @@ fn a_baseline_without_outputs_is_not_compared_and_says_to_rebless() {
 
 #[test]
 fn sampling_that_is_not_deterministic_keeps_no_outputs_and_says_why() {
-    let d = dir_with(&GREEDY.replace(", temperature: 0", ", temperature: 0.7"));
+    let d = dir_with(&loose().replace(", temperature: 0", ", temperature: 0.7"));
     bless(d.path());
     let text = std::fs::read_to_string(d.path().join("baselines/answers.json")).unwrap();
     assert!(!text.contains("\"output\""));
@@ -213,7 +222,7 @@ fn sampling_that_is_not_deterministic_keeps_no_outputs_and_says_why() {
     assert!(
         notes.contains(&(
             "outputs".into(),
-            "outputs not compared (gate.outputs is on only with deterministic sampling): request.temperature is 0.7, so two answers to one request may differ by design; set request.temperature: 0 and re-bless (`perfgate bless`) to compare the answers with the baseline's".into()
+            "outputs not compared (gate.outputs is on only with deterministic sampling): request.temperature is 0.7, so two answers to one request may differ by design; to compare the answers with the baseline's, bless and check at request.temperature: 0 (gate.outputs: false drops this note)".into()
         )),
         "{notes:?}"
     );
