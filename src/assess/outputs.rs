@@ -271,14 +271,16 @@ pub fn check(scenario: &str, s: &OutputsSummary, alpha: f64) -> Check {
     use crate::stats::tests_exact::fisher_greater;
     let (n_c, d_c, n_s, d_s) = (s.pairs, s.differing, s.self_pairs, s.self_differing);
     let p = fisher_greater(d_c, n_c, d_s, n_s);
-    let (own, more) = match s.reference {
+    let (own, more, whose) = match s.reference {
         OutputsReference::BaseArm => (
             "between two sends of one request on the base arm",
             "a larger load.samples sends more of both",
+            "the base's",
         ),
         OutputsReference::Baseline => (
             "between two sends of one request in the baseline's runs",
             "a bless with more --runs keeps more",
+            "the baseline's",
         ),
     };
     let said = format!(
@@ -305,7 +307,7 @@ pub fn check(scenario: &str, s: &OutputsSummary, alpha: f64) -> Check {
         (
             Verdict::Fail,
             format!(
-                "{said}{where_}: more than the base's own repeatability (one-sided Fisher p {p:.2e} < alpha {alpha}): a functional change, not a speedup"
+                "{said}{where_}: more than {whose} own repeatability (one-sided Fisher p {p:.2e} < alpha {alpha}): a functional change, not a speedup"
             ),
         )
     } else if d_c == 0 {
@@ -319,19 +321,19 @@ pub fn check(scenario: &str, s: &OutputsSummary, alpha: f64) -> Check {
         (
             Verdict::Warn,
             format!(
-                "{said}{where_}: more than the base's own repeatability, but not significantly at this many pairs (one-sided Fisher p {p:.3}, alpha {alpha}){few}"
+                "{said}{where_}: more than {whose} own repeatability, but not significantly at this many pairs (one-sided Fisher p {p:.3}, alpha {alpha}){few}"
             ),
         )
     } else if d_c * n_s <= d_s * n_c {
         (
             Verdict::Pass,
-            format!("{said}{where_}: within the base's own repeatability"),
+            format!("{said}{where_}: within {whose} own repeatability"),
         )
     } else {
         (
             Verdict::Pass,
             format!(
-                "{said}{where_}: no more than chance explains beside the base's repeats (one-sided Fisher p {p:.3})"
+                "{said}{where_}: no more than chance explains beside {whose} repeats (one-sided Fisher p {p:.3})"
             ),
         )
     };

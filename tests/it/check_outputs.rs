@@ -157,6 +157,14 @@ fn a_check_that_is_faster_and_answers_otherwise_fails_as_a_functional_change() {
     assert!((p - 184_756.0 / 1_258_315_963_905.0).abs() < 1e-12, "{p}");
     assert_eq!(c["candidate"], 0.5);
     assert_eq!(c["baseline"], 0.0);
+    assert_eq!(
+        (c["n_baseline"].as_u64(), c["n_candidate"].as_u64()),
+        (Some(58), Some(20))
+    );
+    assert_eq!(
+        c["reason"],
+        "answers differ in 10 of 20 paired requests (50.0%) against 0 of 58 (0.0%) between two sends of one request in the baseline's runs: more than the baseline's own repeatability (one-sided Fisher p 1.47e-7 < alpha 0.01): a functional change, not a speedup"
+    );
     let notes = notes(&r);
     assert!(
         notes.iter().any(|(k, n)| k == "outputs"
