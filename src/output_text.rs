@@ -175,13 +175,15 @@ pub struct OutputsSummary {
     /// What the answers were compared with (results written before it: the base arm).
     #[serde(default)]
     pub reference: OutputsReference,
-    /// Candidate requests whose answer was compared with the base arm's answer to the same
-    /// request (both succeeded and carried answer text).
+    /// Candidate requests whose answer was compared with the reference's answer to the same
+    /// request (both succeeded and carried answer text): the base arm's, or the first bless
+    /// run's that answered it.
     pub pairs: u64,
     /// Of those, the ones whose answers differ.
     pub differing: u64,
-    /// The base arm's own repeatability: pairs of base requests that sent the same request
-    /// (the same prompt-set entry and limit, or the one fixed prompt), compared alike.
+    /// The reference's own repeatability: pairs of its requests that sent the same request
+    /// (the same prompt-set entry and limit, or the one fixed prompt; in a baseline also each
+    /// later bless run's request against the first run's of its index), compared alike.
     pub self_pairs: u64,
     /// Of those, the ones whose answers differ (a server that is not batch-invariant).
     pub self_differing: u64,
