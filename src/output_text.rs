@@ -114,8 +114,7 @@ pub fn first_difference(a: &OutputText, b: &OutputText) -> FirstDifference {
     if a.sha256 == b.sha256 && a.chars == b.chars {
         return FirstDifference::Same;
     }
-    let kept = |o: &OutputText| o.head.chars().count() as u64 == o.chars.min(KEEP_CHARS as u64);
-    if !kept(a) || !kept(b) {
+    if !text_kept(a) || !text_kept(b) {
         return FirstDifference::Unknown;
     }
     let common = a
@@ -142,23 +141,49 @@ pub fn event_at(o: &OutputText, at: u64) -> Option<u64> {
     (i < o.event_ends.len()).then_some(i as u64)
 }
 
+/// Whether `o`'s text was kept as far as it goes (up to [`KEEP_CHARS`]): not for an answer read
+/// back from a file, which holds its hash and length only.
+pub fn text_kept(o: &OutputText) -> bool {
+    o.head.chars().count() as u64 == o.chars.min(KEEP_CHARS as u64)
+}
+
 /// At most `width` characters of `o`'s kept text from character `from` (a snippet for the
 /// reader; empty when nothing is kept there).
 pub fn snippet(o: &OutputText, from: u64, width: usize) -> String {
     o.head.chars().skip(from as usize).take(width).collect()
 }
 
-/// `perfgate ab`'s comparison of the two arms' answers (docs/ab.md "Outputs that changed"), the
+/// What a run's answers were compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputsReference {
+    /// `perfgate ab`'s base arm, measured now: its answers' text is in memory, so where a pair
+    /// first differs and both snippets are known.
+    #[default]
+    BaseArm,
+    /// `perfgate check`'s committed baseline, which keeps each answer's hash and length only:
+    /// that a pair differs is known, where it differs is not (no `at_char`, `at_token` or base
+    /// snippet).
+    Baseline,
+}
+
+/// The comparison of a run's answers with its reference's (docs/ab.md "Outputs that changed":
+/// `perfgate ab`'s two arms, or `perfgate check` against a baseline that keeps them), the
 /// figures behind the `outputs` check; written per scenario in the results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutputsSummary {
-    /// Candidate requests whose answer was compared with the base arm's answer to the same
-    /// request (both succeeded and carried answer text).
+    /// What the answers were compared with (results written before it: the base arm).
+    #[serde(default)]
+    pub reference: OutputsReference,
+    /// Candidate requests whose answer was compared with the reference's answer to the same
+    /// request (both succeeded and carried answer text): the base arm's, or the first bless
+    /// run's that answered it.
     pub pairs: u64,
     /// Of those, the ones whose answers differ.
     pub differing: u64,
-    /// The base arm's own repeatability: pairs of base requests that sent the same request
-    /// (the same prompt-set entry and limit, or the one fixed prompt), compared alike.
+    /// The reference's own repeatability: pairs of its requests that sent the same request
+    /// (the same prompt-set entry and limit, or the one fixed prompt; in a baseline also each
+    /// later bless run's request against the first run's of its index), compared alike.
     pub self_pairs: u64,
     /// Of those, the ones whose answers differ (a server that is not batch-invariant).
     pub self_differing: u64,
@@ -195,9 +220,12 @@ pub struct OutputDiff {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_token: Option<u64>,
     /// The base answer from up to [`CONTEXT_CHARS`] before the difference, [`SNIPPET_CHARS`]
-    /// after it at most.
-    pub base: String,
-    /// The candidate's answer over the same span.
+    /// after it at most; absent when the reference kept no text (a baseline keeps the hash and
+    /// length only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// The candidate's answer over the same span (from its start when where they differ is
+    /// unknown).
     pub candidate: String,
 }
 

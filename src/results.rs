@@ -229,6 +229,8 @@ pub enum NoteKind {
     Nightly,
     /// Load-shard workers.
     LoadShard,
+    /// The answers compared with the reference's (`gate.outputs`), or why they were not.
+    Outputs,
     /// What another tool whose export was imported (`--from EXPORT --format`) measured otherwise.
     Imported,
     /// Results written before the run ended (a forced exit).

@@ -162,6 +162,11 @@ pub struct BaselineRecord {
     /// Whether its structured output or tool call parsed ([`RequestRecord::structured`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<crate::structured::Parsed>,
+    /// Its answer's hash and length (never its text), blessed with deterministic sampling
+    /// (`request.temperature: 0`) only: what a check's answers are compared with
+    /// (`gate.outputs`, docs/baselines.md). Absent in baselines blessed before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<crate::output_text::OutputText>,
 }
 
 /// A per-request ITL summary, ms.
@@ -216,6 +221,25 @@ impl BaselineRecord {
             server_timings: r.server_timings.clone(),
             work: r.work.clone(),
             structured: r.structured,
+            output: None,
+        }
+    }
+
+    /// From a measured record of `sc`: with its answer's hash and length when sampling was
+    /// deterministic (the condition the results' records use; a hash of a random sample says
+    /// nothing).
+    pub fn kept(r: &RequestRecord, sc: &Scenario) -> Self {
+        BaselineRecord {
+            output: r
+                .output
+                .as_ref()
+                .filter(|_| sc.request.temperature == Some(0.0))
+                .map(|o| crate::output_text::OutputText {
+                    sha256: o.sha256.clone(),
+                    chars: o.chars,
+                    ..Default::default()
+                }),
+            ..Self::from_record(r)
         }
     }
     /// The value of a metric for a successful request.
@@ -312,7 +336,11 @@ pub fn from_runs(sc: &Scenario, runs: &[RunOutput], host: Option<String>) -> Bas
         .map(|r| BaselineRun {
             started_at: r.started_at.clone(),
             wall_ms: round3(r.wall_ms),
-            records: r.records.iter().map(BaselineRecord::from_record).collect(),
+            records: r
+                .records
+                .iter()
+                .map(|x| BaselineRecord::kept(x, sc))
+                .collect(),
         })
         .collect();
     let all: Vec<BaselineRecord> = b_runs
@@ -503,6 +531,16 @@ pub fn parse(text: &str, hint: &crate::hint::Hint) -> Result<Baseline, String> {
                     }
                 }
             }
+            if let Some(o) = &r.output {
+                let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+                if o.sha256.len() != 16 || !o.sha256.chars().all(hex) {
+                    return Err(format!(
+                        "runs[{ri}].records[{i}].output.sha256 `{}` is not 16 lowercase hex characters; restore it from git or re-create the file with `{}`",
+                        o.sha256.chars().take(40).collect::<String>(),
+                        hint.bless()
+                    ));
+                }
+            }
             if r.error.is_none() && r.ttft_ms.is_none() {
                 return Err(format!(
                     "runs[{ri}].records[{i}] has neither ttft_ms nor error"
@@ -600,6 +638,60 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&old).unwrap(),
             r#"{"ttft_ms":12.5,"prompt_tokens":120}"#
+        );
+    }
+
+    // At temperature 0 a bless keeps each answer's hash and length (no text); at any other
+    // temperature none; a baseline without it still loads; a hash that is not 16 hex is refused
+    #[test]
+    fn answers_are_kept_as_hash_and_length_at_temperature_0_only() {
+        let sc = |t: &str| {
+            let yaml = format!("scenarios:\n  - name: s\n    endpoint: {{base_url: 'sim://'}}\n    request: {{prompt: hi, max_tokens: 8{t}}}\n");
+            crate::config::parse_str(&yaml, "t.yaml", &|_| None)
+                .unwrap()
+                .remove(0)
+        };
+        let rec = RequestRecord {
+            ttft_ms: Some(10.0),
+            output: Some(crate::output_text::OutputText::of(" tok1 tok2")),
+            ..RequestRecord::new(0.0)
+        };
+        let mut run = RunOutput::empty();
+        run.records = vec![rec];
+        run.started_at = "2026-11-30T00:00:00Z".into();
+        let greedy = from_runs(&sc(", temperature: 0"), std::slice::from_ref(&run), None);
+        let o = greedy.runs[0].records[0].output.as_ref().unwrap();
+        // " tok1 tok2" is 10 characters; the text itself is not kept
+        assert_eq!((o.chars, o.sha256.len(), o.head.as_str()), (10, 16, ""));
+        let text = encode(&greedy).unwrap();
+        assert!(
+            text.contains("\"output\": {\n") && !text.contains("tok1"),
+            "{text}"
+        );
+        let back = parse(&text, &Default::default()).unwrap();
+        assert_eq!(back.runs[0].records[0].output.as_ref(), Some(o));
+        for t in ["", ", temperature: 0.7"] {
+            let b = from_runs(&sc(t), std::slice::from_ref(&run), None);
+            assert_eq!(b.runs[0].records[0].output, None, "{t}");
+        }
+        // an old baseline without outputs reads back as none
+        let old = text.replace(
+            &format!(
+                ",\n          \"output\": {{\n            \"sha256\": \"{}\",\n            \"chars\": 10\n          }}",
+                o.sha256
+            ),
+            "",
+        );
+        assert_ne!(old, text);
+        assert_eq!(
+            parse(&old, &Default::default()).unwrap().runs[0].records[0].output,
+            None
+        );
+        let bad = text.replace(&o.sha256, "not-a-hash");
+        let e = parse(&bad, &Default::default()).unwrap_err();
+        assert!(
+            e.starts_with("runs[0].records[0].output.sha256 `not-a-hash` is not 16 lowercase hex"),
+            "{e}"
         );
     }
 }

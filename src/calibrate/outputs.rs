@@ -1,6 +1,7 @@
 //! The `gate.outputs` rows of `calibrate` (docs/ab.md "Outputs that changed"): the `outputs`
 //! check run on simulated answers, through the gate's own comparison
-//! ([`crate::assess::outputs::compare`] and [`crate::assess::outputs::check`]).
+//! ([`crate::assess::outputs::compare`], [`crate::assess::outputs::compare_runs`] for `check`
+//! against a multi-run baseline, and [`crate::assess::outputs::check`]).
 //!
 //! Answer model: a server that is not batch-invariant perturbs each send independently with
 //! probability `self_divergence` (a perturbed answer differs from every other answer); the
@@ -8,6 +9,7 @@
 //! of them). Under no change, a pair of sends of one request differs with probability
 //! 1 - (1 - q)^2 on the base (its repeats) and between the arms alike: the null the check tests.
 
+use crate::assess::outputs::Sent;
 use crate::output_text::OutputText;
 use crate::record::{RequestRecord, WorkItem};
 use rand::rngs::StdRng;
@@ -20,6 +22,10 @@ pub enum Repeats {
     FixedPrompt,
     /// n distinct prompts and `k` base requests sent again after the run.
     SentAgain(usize),
+    /// `perfgate check` against a baseline of `k` bless runs of the same n distinct prompts
+    /// ([`crate::assess::outputs::compare_runs`]): the check's n requests paired with run 1's,
+    /// the other runs' (k - 1) x n answers its repeats.
+    Baseline(usize),
 }
 
 /// One row: n requests per arm.
@@ -60,6 +66,23 @@ pub fn outputs_experiments() -> Vec<OutputsExperiment> {
             }
         }
     }
+    // `perfgate check` against a multi-run baseline (after ab's rows, so their seeds stay)
+    for (what, changed) in [("no change", 0.0), ("+20% of requests changed", 0.2)] {
+        for q in [0.0, 0.05] {
+            for (n, runs) in [(20, 2), (20, 5), (100, 5)] {
+                v.push(OutputsExperiment {
+                    label: format!(
+                        "outputs {what}, self {:.0}%, n {n}, check against {runs} bless runs",
+                        q * 100.0
+                    ),
+                    n,
+                    repeats: Repeats::Baseline(runs),
+                    self_divergence: q,
+                    changed,
+                });
+            }
+        }
+    }
     v
 }
 
@@ -83,7 +106,6 @@ fn send(index: u64, text: String, identified: bool) -> RequestRecord {
 
 /// [FAIL, WARN, PASS] rates of the `outputs` check over `reps` replicates (alpha 0.01).
 pub fn run_outputs(e: &OutputsExperiment, reps: usize, seed: u64) -> [f64; 3] {
-    use crate::gate::Verdict;
     let identified = e.repeats != Repeats::FixedPrompt;
     super::noise::rates(reps, seed, |rng| {
         let mut unique = 0u64;
@@ -99,6 +121,24 @@ pub fn run_outputs(e: &OutputsExperiment, reps: usize, seed: u64) -> [f64; 3] {
             };
             send(index, text, identified)
         };
+        if let Repeats::Baseline(k) = e.repeats {
+            let runs: Vec<Vec<RequestRecord>> = (0..k)
+                .map(|_| (0..e.n as u64).map(|i| answer(rng, i, false)).collect())
+                .collect();
+            let cand: Vec<RequestRecord> = (0..e.n as u64)
+                .map(|i| {
+                    let wrong = rng.random::<f64>() < e.changed;
+                    answer(rng, i, wrong)
+                })
+                .collect();
+            let runs: Vec<Vec<Sent>> = runs
+                .iter()
+                .map(|r| r.iter().map(Sent::of).collect())
+                .collect();
+            let cand: Vec<Sent> = cand.iter().map(Sent::of).collect();
+            let s = crate::assess::outputs::compare_runs(&runs, &cand);
+            return verdict(&s);
+        }
         let base: Vec<RequestRecord> = (0..e.n as u64).map(|i| answer(rng, i, false)).collect();
         let cand: Vec<RequestRecord> = (0..e.n as u64)
             .map(|i| {
@@ -107,7 +147,7 @@ pub fn run_outputs(e: &OutputsExperiment, reps: usize, seed: u64) -> [f64; 3] {
             })
             .collect();
         let again: Vec<RequestRecord> = match e.repeats {
-            Repeats::FixedPrompt => Vec::new(),
+            Repeats::FixedPrompt | Repeats::Baseline(_) => Vec::new(),
             Repeats::SentAgain(k) => {
                 let ix: Vec<u64> = (0..e.n as u64).collect();
                 crate::runner::reference::spread(&ix, k, 1)
@@ -117,12 +157,18 @@ pub fn run_outputs(e: &OutputsExperiment, reps: usize, seed: u64) -> [f64; 3] {
             }
         };
         let s = crate::assess::outputs::compare(&base, &cand, &again);
-        match crate::assess::outputs::check("c", &s, 0.01).verdict {
-            Verdict::Fail => 0,
-            Verdict::Warn => 1,
-            _ => 2,
-        }
+        verdict(&s)
     })
+}
+
+/// The `outputs` check's verdict at alpha 0.01 as a rate index: FAIL 0, WARN 1, else 2.
+fn verdict(s: &crate::output_text::OutputsSummary) -> usize {
+    use crate::gate::Verdict;
+    match crate::assess::outputs::check("c", s, 0.01).verdict {
+        Verdict::Fail => 0,
+        Verdict::Warn => 1,
+        _ => 2,
+    }
 }
 
 #[cfg(test)]
@@ -154,6 +200,17 @@ mod tests {
             row("outputs +20% of requests changed, self 0%, n 100, fixed prompt"),
             200,
             7,
+        );
+        assert!(r[0] > 0.95, "{r:?}");
+        // check against a 5-run baseline, 5 % perturbed sends, no change: at most alpha
+        let l = "outputs no change, self 5%, n 20, check against 5 bless runs";
+        let r = run_outputs(row(l), 1000, 8);
+        assert!(r[0] <= 0.01 + 3.0 * 0.0032, "{l}: {r:?}");
+        // a fifth changed, batch-invariant, 100 requests against 4 x 100 repeats: caught
+        let r = run_outputs(
+            row("outputs +20% of requests changed, self 0%, n 100, check against 5 bless runs"),
+            200,
+            9,
         );
         assert!(r[0] > 0.95, "{r:?}");
     }

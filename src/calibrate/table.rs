@@ -278,7 +278,7 @@ fn parse_section(reps: usize, seed: u64, filter: Option<&str>) -> String {
 fn outputs_section(reps: usize, seed: u64, filter: Option<&str>) -> String {
     use super::outputs::{outputs_experiments, run_outputs};
     let head = [
-        "Answers that changed (gate.outputs, perfgate ab at temperature 0): each send perturbed with probability\n\"self\" (a server that is not batch-invariant; a pair of sends then differs 1 - (1 - self)^2 of the time),\nthe candidate answering otherwise in a share of requests; Fisher one-sided against the base's repeats, alpha 0.01.\n".to_string(),
+        "Answers that changed (gate.outputs, perfgate ab and check at temperature 0): each send perturbed with probability\n\"self\" (a server that is not batch-invariant; a pair of sends then differs 1 - (1 - self)^2 of the time),\nthe candidate answering otherwise in a share of requests; Fisher one-sided against the base's repeats (check: the\nbaseline's other bless runs against its first), alpha 0.01.\n".to_string(),
         format!("{:<80} {:>9} {:>9} {:>9}", "experiment", "FAIL", "WARN", "PASS"),
     ];
     section(

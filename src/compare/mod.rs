@@ -12,7 +12,7 @@ pub mod workers;
 pub use baselines::{missing_message, Baselines, NoUsableBaseline};
 
 use crate::assess::UnlistedModel;
-use crate::assess::{gated_results, judge, CommittedBaseline, Given, Reference};
+use crate::assess::{gated_results, judge, outputs, CommittedBaseline, Given, Reference};
 use crate::config::{Scenario, ScenarioName};
 use crate::gate::ScenarioSamples;
 use crate::results::{MergedWorkers, Results, ScenarioResult};
@@ -61,6 +61,7 @@ pub(super) fn judge_all(
     let mut gate_inputs: Vec<ScenarioSamples> = Vec::new();
     // the baselines' server-side figures, to say where a FAIL's time went
     let mut base_figures: BTreeMap<ScenarioName, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut answers = Vec::with_capacity(scenarios.len());
     for (i, (sc, run)) in scenarios.iter().zip(runs).enumerate() {
         let path = baselines.path_for(&sc.name);
         let loaded = baselines.get(&sc.name);
@@ -82,11 +83,24 @@ pub(super) fn judge_all(
             workers: workers.get(i),
         };
         let j = judge(sc, run.as_ref(), &reference, &given);
+        // the answers against the baseline's (gate.outputs), settled once the latency verdicts
+        // are known
+        answers.push(match (loaded.as_ref().ok(), run.as_ref()) {
+            (Some(b), Ok(run)) => outputs::against_baseline(sc, b, &run.records),
+            _ => None,
+        });
         gate_inputs.extend(j.gate_input);
         if let Some(f) = j.base_figures {
             base_figures.insert(sc.name.clone(), f);
         }
         results.push(j.result);
     }
-    gated_results(results, &gate_inputs, &base_figures, &opts.id, opts.policy)
+    let mut out = gated_results(results, &gate_inputs, &base_figures, &opts.id, opts.policy);
+    for ((res, sc), compared) in out.scenarios.iter_mut().zip(scenarios).zip(answers) {
+        if let Some(c) = compared {
+            outputs::settle(res, c, sc.gate.alpha);
+        }
+    }
+    out.decide();
+    out
 }

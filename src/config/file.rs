@@ -412,7 +412,8 @@ section! {
         slo: BTreeMap<String, RawNumber> = keys,
         /// The prefix cache: `hit_rate: ">= 40%"`.
         cache: RawCacheGate,
-        /// `perfgate ab`: compare the arms' answers (default true; only at temperature 0).
+        /// Compare the answers with the reference's (`ab`: the base arm's; `check`: a baseline
+        /// blessed at temperature 0; default true; only at temperature 0).
         outputs: bool,
         /// Speculative decoding: `max_drop: 5%` gates a drop of the acceptance rate.
         acceptance: RawAcceptanceGate,

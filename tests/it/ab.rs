@@ -25,7 +25,7 @@ pub(crate) fn dir_with(yaml: &str) -> tempfile::TempDir {
     d
 }
 
-fn schema_errors(r: &Value) -> Vec<String> {
+pub(crate) fn schema_errors(r: &Value) -> Vec<String> {
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/results.schema.json"),
     )

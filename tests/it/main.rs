@@ -11,6 +11,7 @@ mod ab;
 mod ab_outputs;
 mod bounds;
 mod cases;
+mod check_outputs;
 mod cli;
 mod client_tuning;
 mod cold_start;

@@ -57,8 +57,8 @@ pub struct GateSpec {
     /// the baseline's starts (docs/gate.md "Cold start"). `None`: reported, not gated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cold_start: Option<super::ColdStartGate>,
-    /// `gate.outputs` (`perfgate ab`, temperature 0): compare the arms' answers (docs/ab.md
-    /// "Outputs that changed"); `false` turns it off. Left out of the serialized spec when on
+    /// `gate.outputs` (temperature 0): compare the answers with the reference's, `perfgate ab`'s
+    /// base arm or `check`'s baseline (docs/ab.md "Outputs that changed"); `false` turns it off. Left out of the serialized spec when on
     /// (the default), so fingerprints do not move.
     #[serde(skip_serializing_if = "is_on")]
     pub outputs: bool,
