@@ -106,7 +106,11 @@ impl Arm {
 
     /// The value of metric `m` of request `i` (`None`: failed, or the metric undefined).
     pub(crate) fn value(&self, i: usize, m: Metric) -> Option<f64> {
-        self.requests.get(i).copied().flatten().and_then(|t| m.value(t))
+        self.requests
+            .get(i)
+            .copied()
+            .flatten()
+            .and_then(|t| m.value(t))
     }
 
     /// Every request as an outcome: one value (0, unused) per request that did not fail (a
