@@ -11,12 +11,17 @@
 //! the reuse a server can make is known (the whole prompt of the turn before). Or, with
 //! `file`, the conversations of a file as published (ShareGPT, LMSYS-Chat-1M, AIPerf
 //! `multi_turn`; read by [`super::prompt_set::dialogs`]): each turn its human message after
-//! the history so far, the file's own replies kept in it. Pure: which text a request sends is
-//! [`ConversationSpec::messages`].
+//! the history so far, the file's own replies kept in it; or AIPerf `mooncake_trace` sessions
+//! ([`super::sessions`]): each turn a synthetic user message of its line's `input_length`
+//! tokens (its `hash_ids` blocks shared with every line that has them), after the session's
+//! earlier turns and a kept answer of each one's `output_length`, sent `delay` ms after the
+//! previous answer. Pure: which text a request sends is [`ConversationSpec::messages`], after
+//! how long [`ConversationSpec::think_ms`].
 
 use super::common::{read_data_file, short_hash, Slot};
 use super::file::{RawConversation, RawMessage};
 use super::prompt_set::Turns;
+use super::sessions::Session;
 use super::values::parse_ms;
 use crate::config::common::{ensure, within, At, Invalid};
 use crate::seeded::SplitMix64;
@@ -78,8 +83,20 @@ pub struct ConversationFile {
     /// Conversations left out: fewer than `turns` non-empty human turns.
     #[serde(skip)]
     pub short: usize,
+    /// AIPerf `mooncake_trace` sessions: tokens per hash id (absent for the other files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<u32>,
     #[serde(skip)]
-    list: Arc<Vec<Turns>>,
+    list: Dialogs,
+}
+
+/// The conversations of a file.
+#[derive(Debug, Clone, PartialEq)]
+enum Dialogs {
+    /// Texts (ShareGPT, LMSYS-Chat-1M, AIPerf `multi_turn`).
+    Texts(Arc<Vec<Turns>>),
+    /// AIPerf `mooncake_trace` sessions: lengths, blocks and delays.
+    Sessions(Arc<Vec<Session>>),
 }
 
 /// Which conversation and turn a request is.
@@ -113,7 +130,7 @@ impl ConversationSpec {
         let words = |tokens: u32| ((f64::from(tokens) / per_word.max(0.05)).round() as u32).max(1);
         let t = self.turn_of(slot);
         if let Some(f) = &self.file {
-            return f.messages(slot, t, system);
+            return f.messages(slot, t, system, per_word);
         }
         let stream = match slot {
             Slot::Measured(_) => self.seed,
@@ -144,10 +161,48 @@ impl ConversationSpec {
         out
     }
 
+    /// The pause before the request in `slot`, after the previous turn's answer ended, ms: the
+    /// think time, or a session's turn's `delay` (0 before a first turn).
+    pub fn think_ms(&self, slot: Slot) -> f64 {
+        let t = self.turn_of(slot);
+        if t.turn == 0 {
+            return 0.0;
+        }
+        match self.file.as_ref().and_then(|f| f.session_turn(slot, t)) {
+            Some(turn) => turn.delay_ms,
+            None => self.think_time_ms,
+        }
+    }
+
+    /// The `max_tokens` of the request in `slot` when its turn sets it (a session's
+    /// `output_length`); `None`: `request.max_tokens`.
+    pub fn max_tokens(&self, slot: Slot) -> Option<u32> {
+        let t = self.turn_of(slot);
+        let f = self.file.as_ref()?;
+        f.session_turn(slot, t).map(|turn| turn.output_tokens)
+    }
+
     /// `4 turns (system 400, user 32, kept answers 16 tokens; think time 200 ms)`, or `2 turns
     /// of conversations/sharegpt.json (3 conversations, sha256 ..., 2 with fewer than 2 human
     /// turns left out; think time 0 ms)`.
     pub fn describe(&self, system_given: bool) -> String {
+        if let Some(
+            f @ ConversationFile {
+                block_size: Some(b),
+                ..
+            },
+        ) = &self.file
+        {
+            return format!(
+                "{} turns of {} (AIPerf mooncake_trace sessions: {} sessions, sha256 {}, {} with fewer than {} turns left out; blocks of {b} tokens; think times: each turn's `delay`)",
+                self.turns,
+                f.file,
+                f.conversations,
+                f.sha256,
+                f.short,
+                self.turns,
+            );
+        }
         if let Some(f) = &self.file {
             return format!(
                 "{} turns of {} ({} conversations, sha256 {}, {} with fewer than {} human turns left out; think time {} ms)",
@@ -176,20 +231,53 @@ impl ConversationSpec {
 }
 
 impl ConversationFile {
-    /// The messages of turn `t` (in `slot`'s phase): measured conversation c replays the
-    /// file's conversation `c mod n`, unmeasured (the warmup's) ones take them from the end, as
-    /// a prompt set's warmup does. `system` (`request.system`) comes first when given.
-    fn messages(&self, slot: Slot, t: Turn, system: Option<&str>) -> Vec<RawMessage> {
-        let n = self.list.len().max(1);
-        let k = match slot {
+    /// Which of the file's conversations turn `t` (in `slot`'s phase) is in: measured
+    /// conversation c replays the file's conversation `c mod n`, unmeasured (the warmup's) ones
+    /// take them from the end, as a prompt set's warmup does.
+    fn pick(&self, slot: Slot, t: Turn) -> usize {
+        let n = match &self.list {
+            Dialogs::Texts(l) => l.len(),
+            Dialogs::Sessions(l) => l.len(),
+        }
+        .max(1);
+        match slot {
             Slot::Measured(_) => t.conversation % n,
             Slot::Unmeasured(_) => n - 1 - t.conversation % n,
-        };
+        }
+    }
+
+    /// The session line of turn `t` (in `slot`'s phase); `None` for the other files.
+    fn session_turn(&self, slot: Slot, t: Turn) -> Option<&super::sessions::SessionTurn> {
+        match &self.list {
+            Dialogs::Sessions(l) => l.get(self.pick(slot, t))?.turns.get(t.turn as usize),
+            Dialogs::Texts(_) => None,
+        }
+    }
+
+    /// The messages of turn `t` (in `slot`'s phase): `system` (`request.system`) first when
+    /// given, then the conversation's history and the turn's message.
+    fn messages(
+        &self,
+        slot: Slot,
+        t: Turn,
+        system: Option<&str>,
+        per_word: f64,
+    ) -> Vec<RawMessage> {
+        let k = self.pick(slot, t);
         let mut out: Vec<RawMessage> = system
             .map(|s| RawMessage::new("system", s.to_string()))
             .into_iter()
             .collect();
-        let Some(c) = self.list.get(k) else {
+        let list = match &self.list {
+            Dialogs::Texts(l) => l,
+            Dialogs::Sessions(l) => {
+                if let (Some(s), Some(b)) = (l.get(k), self.block_size) {
+                    out.extend(session_messages(s, t.turn, b, per_word));
+                }
+                return out;
+            }
+        };
+        let Some(c) = list.get(k) else {
             return out;
         };
         out.extend(c.system.iter().cloned());
@@ -203,16 +291,76 @@ impl ConversationFile {
     }
 }
 
+/// A session's turn `turn` (0-based) and the history before it: for every earlier turn its
+/// user message and an answer of its `output_length` tokens (capped at [`MAX_PART_TOKENS`]),
+/// then this turn's user message. A user message of `input_length` tokens is its `hash_ids`
+/// blocks' texts (as load.trace's, [`crate::synthetic_prompt::blocks_text`]: a hash id is the
+/// same text in every line and session that has it) or, without hash ids, its own text (seeded
+/// by its line); the answers' texts by their lines. `per_word`: tokens per filler word.
+fn session_messages(s: &Session, turn: u32, block_size: u32, per_word: f64) -> Vec<RawMessage> {
+    let per_word = per_word.max(0.05);
+    let words = |tokens: u32| ((f64::from(tokens) / per_word).round() as u32).max(1);
+    let seeded = |line: usize, what: u64| {
+        SplitMix64::for_item(SESSION_TEXTS, (line as u64) << 1 | what).next_u64()
+    };
+    let mut out = Vec::with_capacity(2 * turn as usize + 1);
+    for (k, x) in s.turns.iter().enumerate().take(turn as usize + 1) {
+        let w = words(x.input_tokens);
+        let user = if x.hash_ids.is_empty() {
+            crate::synthetic_prompt::text_seeded(w, seeded(x.line, 0))
+        } else {
+            let per_block = ((f64::from(block_size) / per_word).round() as u32).max(1);
+            let counts = crate::synthetic_prompt::block_words(w, x.hash_ids.len(), per_block);
+            let blocks: Vec<(u64, u32)> = x.hash_ids.iter().copied().zip(counts).collect();
+            crate::synthetic_prompt::blocks_text(&blocks)
+        };
+        out.push(RawMessage::new("user", user));
+        if k < turn as usize {
+            let answer = words(x.output_tokens.min(MAX_PART_TOKENS));
+            out.push(RawMessage::new(
+                "assistant",
+                crate::synthetic_prompt::text_seeded(answer, seeded(x.line, 1)),
+            ));
+        }
+    }
+    out
+}
+
+/// The seed stream of a session file's own texts (user messages without hash ids, answers).
+const SESSION_TEXTS: u64 = 0x7365_7373_696f_6e73;
+
 /// Reads `request.conversation.file` (relative to `dir`): its conversations with at least
-/// `turns` human turns. Errors: the key or `file:line`, and what to do.
+/// `turns` human turns (AIPerf `mooncake_trace` sessions: turns). Errors: the key or
+/// `file:line`, and what to do.
 fn load_file(file: &str, dir: &Path, turns: u32) -> Result<ConversationFile, Invalid> {
     let (file, shown, text) = read_data_file(
         "request.conversation.file",
         Some(file),
         (dir, crate::limits::MAX_PROMPT_SET_BYTES),
-        "a ShareGPT, LMSYS-Chat-1M or AIPerf multi_turn file of conversations",
+        "a ShareGPT, LMSYS-Chat-1M, AIPerf multi_turn or AIPerf mooncake_trace file of conversations",
         "file",
     )?;
+    if super::sessions::is_sessions(&text) {
+        let block = super::trace::DEFAULT_BLOCK_SIZE;
+        let all = super::sessions::parse(&text, &shown, block)?;
+        let read = all.len();
+        let list: Vec<Session> = all
+            .into_iter()
+            .filter(|s| s.turns.len() >= turns as usize)
+            .collect();
+        ensure!(
+            !list.is_empty(),
+            "request.conversation.file {shown}: none of its {read} sessions has {turns} turns; lower request.conversation.turns"
+        );
+        return Ok(ConversationFile {
+            file: file.to_string(),
+            sha256: short_hash(&text),
+            conversations: list.len(),
+            short: read - list.len(),
+            block_size: Some(block),
+            list: Dialogs::Sessions(Arc::new(list)),
+        });
+    }
     let (all, no_human) = super::prompt_set::dialogs(&text, &shown)?;
     let read = all.len() + no_human;
     let list: Vec<Turns> = all
@@ -228,7 +376,8 @@ fn load_file(file: &str, dir: &Path, turns: u32) -> Result<ConversationFile, Inv
         sha256: short_hash(&text),
         conversations: list.len(),
         short: read - list.len(),
-        list: Arc::new(list),
+        block_size: None,
+        list: Dialogs::Texts(Arc::new(list)),
     })
 }
 
@@ -285,7 +434,13 @@ pub fn build(
                 || raw.user_tokens.is_some()
                 || raw.answer_tokens.is_some();
             ensure!(!synthetic, "request.conversation.file gives the texts: leave out system_tokens, user_tokens and answer_tokens");
-            Some(load_file(f, dir, turns)?)
+            let f = load_file(f, dir, turns)?;
+            ensure!(
+                f.block_size.is_none() || raw.think_time.is_none(),
+                "request.conversation.file {} is AIPerf mooncake_trace sessions, whose lines give the think times (each turn's `delay`, ms after the previous answer): leave out think_time",
+                f.file
+            );
+            Some(f)
         }
     };
     let reference = raw.reference.unwrap_or(DEFAULT_REFERENCE);
@@ -371,6 +526,100 @@ mod tests {
         let s = c.messages(Slot::Measured(3), Some("Be brief."), 2.0);
         assert_eq!(s[0].content, "Be brief.");
         assert_eq!(words(&s[1]), 10 + 4);
+    }
+
+    /// AIPerf mooncake_trace sessions (tests/fixtures/traces/aiperf_sessions.jsonl): each
+    /// session a conversation of its lines in file order, each turn its synthetic user message
+    /// after the history (the earlier messages and an answer of each one's `output_length`),
+    /// asking its own `output_length`, after its own `delay`.
+    #[test]
+    fn aiperf_sessions_are_conversations_of_their_lines() {
+        let dir = Path::new("tests/fixtures/traces");
+        let raw = |turns: u32| RawConversation {
+            file: Some("aiperf_sessions.jsonl".into()),
+            turns: Some(turns),
+            ..Default::default()
+        };
+        let c = build(&raw(2), 16, dir).unwrap();
+        let f = c.file.as_ref().unwrap();
+        // chat-a (3 lines) and chat-b (2); the one-line session left out
+        assert_eq!((f.conversations, f.short, f.block_size), (2, 1, Some(512)));
+        assert!(
+            c.describe(false).starts_with("2 turns of aiperf_sessions.jsonl (AIPerf mooncake_trace sessions: 2 sessions, sha256 "),
+            "{}",
+            c.describe(false)
+        );
+        let m = |slot: Slot| c.messages(slot, None, 1.0);
+        let roles = |v: &[RawMessage]| v.iter().map(|m| m.role.clone()).collect::<Vec<_>>();
+        // request 0: chat-a's first turn, 600 tokens (blocks 0 and 1: 512 + 88 words) after the
+        // 10-word head; no pause; max_tokens its output_length 20
+        let a1 = m(Slot::Measured(0));
+        assert_eq!(roles(&a1), ["user"]);
+        assert_eq!(words(&a1[0]), 10 + 600);
+        assert_eq!(c.think_ms(Slot::Measured(0)), 0.0);
+        assert_eq!(c.max_tokens(Slot::Measured(0)), Some(20));
+        // request 1: its second turn after the first and a kept answer of 20 tokens, 50 ms
+        // after the answer, asking 10
+        let a2 = m(Slot::Measured(1));
+        assert_eq!(roles(&a2), ["user", "assistant", "user"]);
+        assert_eq!(a2[0], a1[0]);
+        assert_eq!((words(&a2[1]), words(&a2[2])), (10 + 20, 10 + 100));
+        assert_eq!(c.think_ms(Slot::Measured(1)), 50.0);
+        assert_eq!(c.max_tokens(Slot::Measured(1)), Some(10));
+        // request 2: chat-b's first turn: hash id 0 alone, 300 words: the first 300 words of
+        // chat-a's block 0, so chat-a's first message starts with it
+        let b1 = m(Slot::Measured(2));
+        assert_eq!(words(&b1[0]), 10 + 300);
+        assert!(a1[0].content.starts_with(&b1[0].content));
+        assert_eq!(
+            (
+                c.think_ms(Slot::Measured(3)),
+                c.max_tokens(Slot::Measured(3))
+            ),
+            (40.0, Some(12))
+        );
+        // request 4 replays chat-a again; the warmup's take the sessions from the end (chat-b);
+        // the same slot, the same text (bless and check send the same requests)
+        assert_eq!(m(Slot::Measured(4)), a1);
+        assert_eq!(m(Slot::Unmeasured(0)), b1);
+        // 2 tokens a word: half the words (300 + 44 in blocks of 256)
+        assert_eq!(
+            words(&c.messages(Slot::Measured(0), None, 2.0)[0]),
+            10 + 300
+        );
+        // 3 turns: chat-a alone; its third turn has no hash ids (its own text), 25.5 ms after
+        // the answer, output_length 0 asking 1
+        let c3 = build(&raw(3), 16, dir).unwrap();
+        assert_eq!(
+            c3.file.as_ref().map(|f| (f.conversations, f.short)),
+            Some((1, 2))
+        );
+        let a3 = c3.messages(Slot::Measured(2), None, 1.0);
+        assert_eq!(roles(&a3).len(), 5);
+        assert_eq!(a3[..3], a2[..]);
+        assert_eq!((words(&a3[3]), words(&a3[4])), (10 + 10, 10 + 40));
+        assert_eq!(
+            (
+                c3.think_ms(Slot::Measured(2)),
+                c3.max_tokens(Slot::Measured(2))
+            ),
+            (25.5, Some(1))
+        );
+        // the think times are the file's; a session file's sessions must have the turns
+        let mut r = raw(2);
+        r.think_time = Some(crate::config::file::RawNumber::Text("1s".into()));
+        let e = build(&r, 16, dir).unwrap_err().to_string();
+        assert!(
+            e.contains("whose lines give the think times") && e.contains("leave out think_time"),
+            "{e}"
+        );
+        let e = build(&raw(4), 16, dir).unwrap_err().to_string();
+        assert!(
+            e.contains("none of its 3 sessions has 4 turns; lower request.conversation.turns"),
+            "{e}"
+        );
+        // synthetic and text conversations keep request.max_tokens and think_time
+        assert_eq!(spec().max_tokens(Slot::Measured(1)), None);
     }
 
     /// A file's conversations replayed turn by turn: each turn's human message after the
