@@ -182,6 +182,28 @@ impl ConversationSpec {
         f.session_turn(slot, t).map(|turn| turn.output_tokens)
     }
 
+    /// AIPerf sessions: the longest last-turn prompt, tokens (about: its turns' `input_length`
+    /// and the kept answers' `output_length`, at most [`MAX_PART_TOKENS`] each) and the
+    /// session's id; `None` for the other conversations.
+    pub fn longest_session_prompt(&self) -> Option<(u64, String)> {
+        let Dialogs::Sessions(l) = &self.file.as_ref()?.list else {
+            return None;
+        };
+        let n = self.turns as usize;
+        l.iter()
+            .map(|s| {
+                let turns = &s.turns[..n.min(s.turns.len())];
+                let answers: u64 = turns
+                    .iter()
+                    .take(n.saturating_sub(1))
+                    .map(|t| u64::from(t.output_tokens.min(MAX_PART_TOKENS)))
+                    .sum();
+                let users: u64 = turns.iter().map(|t| u64::from(t.input_tokens)).sum();
+                (users + answers, s.id.clone())
+            })
+            .max_by_key(|(t, _)| *t)
+    }
+
     /// `4 turns (system 400, user 32, kept answers 16 tokens; think time 200 ms)`, or `2 turns
     /// of conversations/sharegpt.json (3 conversations, sha256 ..., 2 with fewer than 2 human
     /// turns left out; think time 0 ms)`.
@@ -618,6 +640,12 @@ mod tests {
             e.contains("none of its 3 sessions has 4 turns; lower request.conversation.turns"),
             "{e}"
         );
+        // chat-a's 3 turns: 600 + 100 + 40 user tokens and answers of 20 and 10
+        assert_eq!(
+            c3.longest_session_prompt(),
+            Some((770, "chat-a".to_string()))
+        );
+        assert_eq!(spec().longest_session_prompt(), None);
         // synthetic and text conversations keep request.max_tokens and think_time
         assert_eq!(spec().max_tokens(Slot::Measured(1)), None);
     }

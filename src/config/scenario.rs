@@ -263,13 +263,35 @@ fn conversation_load(
         c.turns - 1,
         c.answer_tokens
     );
+    // AIPerf sessions: their last turns' prompts, from the file's lengths
+    if let Some((tokens, id)) = c.longest_session_prompt() {
+        ensure!(
+            tokens <= most,
+            "request.conversation.file: session `{id}`'s turn {} would send a prompt of about {tokens} tokens (its turns' input_length and the answers kept for the turns before, output_length each): at most {most}; lower request.conversation.turns or shorten the session",
+            c.turns
+        );
+    }
     // the think time a stream spends, bounded as a trace replay's window is
+    // (a session file's: the sum of its measured turns' delays)
     let per_stream = f64::from(l.samples) / f64::from(l.concurrency.max(1));
-    let think_h =
-        per_stream * c.think_time_ms * f64::from(c.turns - 1) / f64::from(c.turns) / 3_600_000.0;
+    let think_h = match c.longest_session_prompt() {
+        Some(_) => {
+            let all: f64 = (0..l.samples as usize)
+                .map(|g| c.think_ms(crate::config::common::Slot::Measured(g)))
+                .sum();
+            all / f64::from(l.concurrency.max(1)) / 3_600_000.0
+        }
+        None => {
+            per_stream * c.think_time_ms * f64::from(c.turns - 1) / f64::from(c.turns) / 3_600_000.0
+        }
+    };
+    let what = match c.longest_session_prompt() {
+        Some(_) => "request.conversation.file's delays",
+        None => "request.conversation.think_time",
+    };
     ensure!(
         think_h <= 24.0,
-        "request.conversation.think_time: each stream would think for {think_h:.1} h over its {per_stream:.0} requests: at most 24 h; shorten the think time or the samples, or raise the concurrency"
+        "{what}: each stream would think for {think_h:.1} h over its {per_stream:.0} requests: at most 24 h; shorten the think time or the samples, or raise the concurrency"
     );
     // (the warmup may end inside a conversation: it is not measured)
     let (n, t) = (l.samples, c.turns);

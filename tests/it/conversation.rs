@@ -589,3 +589,121 @@ fn aiperf_and_lmsys_conversations_are_replayed_turn_by_turn() {
         "{text}"
     );
 }
+
+/// Issue 45: AIPerf `mooncake_trace` sessions (tests/fixtures/traces/aiperf_sessions.jsonl)
+/// replayed closed loop as conversations: each session's lines in file order, each turn
+/// `delay` ms after the previous answer ended, with the session's history, asking its own
+/// `output_length`; the prefix-cache hit rate reported by turn.
+///
+/// By hand (words; the simulator counts one token a word, caches full blocks of 16): with 2
+/// turns, sessions chat-a and chat-b are replayed (the one-line session is left out), measured
+/// conversation c replaying chat-a when c is even. chat-a's turn 1 is the 10-word head and its
+/// blocks 0 and 1 (512 + 88 words): 610; turn 2 adds the kept answer (10 + 20) and its next
+/// message (10 + 100): 750, 50 ms after turn 1's answer. chat-b's turn 1 is the head and 300
+/// words of block 0, the first 310 words of chat-a's turn 1: 310; turn 2 adds 10 + 16 and
+/// 10 + 80: 426, 40 ms after. Cached, in order (one stream): 0, 608 (turn 1's full blocks),
+/// 304 (chat-a's first 19 blocks), 304, then, from the third conversation on (all seen before),
+/// 608 and 736 (chat-a), 304 and 416 (chat-b).
+#[test]
+fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
+    let yaml = "scenarios:\n  - name: sessions\n    endpoint: {base_url: 'sim://?ttft_ms=5&ttft_sigma=0&tpot_ms=1&prefix_cache_block=16', model: perfgate-sim}\n    request:\n      max_tokens: 4\n      ignore_eos: true\n      conversation: {file: traces/aiperf_sessions.jsonl, turns: 2, reference: 0}\n    load: {concurrency: 1, samples: 20, warmup: 0}\n    gate:\n      quantiles: [p50]\n";
+    let dir = crate::support::project(
+        yaml,
+        "tests/fixtures/traces",
+        "traces",
+        &["aiperf_sessions.jsonl"],
+    );
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("2 turns of traces/aiperf_sessions.jsonl (AIPerf mooncake_trace sessions: 2 sessions, sha256 ")
+            && text.contains(", 1 with fewer than 2 turns left out; blocks of 512 tokens; think times: each turn's `delay`)"),
+        "{text}"
+    );
+    let (code, text) = run(dir.path(), &["bless", "--runs", "2", "--allow-unstable"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = run(dir.path(), &["check", "--output", "r.json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let s = &r["scenarios"][0];
+    // bless and check sent the same requests, turn for turn
+    let b = json(&dir.path().join("baselines/sessions.json"));
+    assert_eq!(turns(&s["records"]), turns(&b["runs"][0]["records"]));
+    let mut recs: Vec<&Value> = s["records"].as_array().unwrap().iter().collect();
+    recs.sort_by_key(|r| r["work"]["index"].as_u64());
+    assert_eq!(recs.len(), 20);
+    // (prompt words, cached words, max_tokens, delay ms) of chat-a's and chat-b's turns
+    let a = [(610, 0, 20, 0.0), (750, 608, 10, 50.0)];
+    let b = [(310, 304, 16, 0.0), (426, 304, 12, 40.0)];
+    let (a_later, b_later) = ([608, 736], [304, 416]);
+    for (g, rec) in recs.iter().enumerate() {
+        let (c, t) = (g / 2, g % 2);
+        let (p, mut cached, out, delay) = if c % 2 == 0 { a[t] } else { b[t] };
+        if c >= 2 {
+            cached = if c % 2 == 0 { a_later[t] } else { b_later[t] };
+        }
+        let w = &rec["work"];
+        assert_eq!(w["conversation"].as_u64(), Some(c as u64), "request {g}");
+        assert_eq!(w["turn"].as_u64(), Some(t as u64 + 1), "request {g}");
+        assert_eq!(w["max_tokens"].as_u64(), Some(out), "request {g}");
+        assert_eq!(rec["output_tokens"].as_u64(), Some(out), "request {g}");
+        assert_eq!(rec["prompt_tokens"].as_u64(), Some(p), "request {g}");
+        assert_eq!(rec["cached_tokens"].as_u64(), Some(cached), "request {g}");
+        if t == 1 {
+            // the turn starts `delay` ms after the previous turn's answer ended, not before
+            let prev = recs[g - 1];
+            let end = f(&prev["start_ms"]) + f(&prev["e2e_ms"]);
+            let gap = f(&rec["start_ms"]) - end;
+            println!("request {g}: {gap:.2} ms after the answer before it (delay {delay} ms)");
+            assert!(
+                gap >= delay - 2.0 && gap < delay + 100.0,
+                "request {g}: gap {gap}"
+            );
+        } else if g > 0 {
+            // a session starts when the stream is free (no delay before a first turn)
+            let prev = recs[g - 1];
+            let gap = f(&rec["start_ms"]) - f(&prev["start_ms"]) - f(&prev["e2e_ms"]);
+            assert!(gap < 40.0, "request {g}: gap {gap}");
+        }
+    }
+    // reported by turn, 10 conversations: turn 1 (0 + 304 + 4 x (608 + 304)) / (5 x (610 +
+    // 310)) = 3952 / 4600, turn 2 (608 + 304 + 4 x (736 + 416)) / (5 x (750 + 426)) = 5520 / 5880
+    let c = &s["cache"];
+    for (t, want) in [(1, 3952.0 / 4600.0), (2, 5520.0 / 5880.0)] {
+        let got = &c["by_turn"][t - 1];
+        assert_eq!(got["turn"].as_u64(), Some(t as u64), "{c}");
+        assert!(
+            (f(&got["reported_hit_rate"]) - want).abs() < 1e-9,
+            "turn {t}: {got}"
+        );
+        println!("turn {t}: reported hit rate {want:.4}");
+    }
+    assert!(
+        (f(&c["reported_hit_rate"]) - 9472.0 / 10480.0).abs() < 1e-9,
+        "{c}"
+    );
+    assert!(text.contains("TTFT P50 by turn: 1: "), "{text}");
+
+    // the same file given to load.trace: refused, pointing at request.conversation
+    let trace = "scenarios:\n  - name: t\n    endpoint: {base_url: 'sim://', model: perfgate-sim}\n    request: {max_tokens: 4}\n    load: {trace: {file: traces/aiperf_sessions.jsonl}, samples: 20}\n";
+    std::fs::write(dir.path().join("scenarios/s.yaml"), trace).unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("traces/aiperf_sessions.jsonl:1: a line with `session_id` or `delay` and no `timestamp` is a turn of an AIPerf mooncake_trace session")
+            && text.contains("`request.conversation: {file: <this file>, turns: N}`"),
+        "{text}"
+    );
+    // a session line with a timestamp: named `file:line`
+    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
+    let f = dir.path().join("scenarios/traces/aiperf_sessions.jsonl");
+    let mut lines = std::fs::read_to_string(&f).unwrap();
+    lines.push_str("{\"session_id\": \"chat-b\", \"timestamp\": 900, \"input_length\": 5, \"output_length\": 1}\n");
+    std::fs::write(&f, lines).unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("traces/aiperf_sessions.jsonl:8: a `timestamp` on a session line"),
+        "{text}"
+    );
+}
