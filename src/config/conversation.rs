@@ -130,7 +130,7 @@ impl ConversationSpec {
         let words = |tokens: u32| ((f64::from(tokens) / per_word.max(0.05)).round() as u32).max(1);
         let t = self.turn_of(slot);
         if let Some(f) = &self.file {
-            return f.messages(slot, t, system, per_word);
+            return f.messages(slot, t, system, per_word, self.answer_tokens);
         }
         let stream = match slot {
             Slot::Measured(_) => self.seed,
@@ -179,7 +179,15 @@ impl ConversationSpec {
     pub fn max_tokens(&self, slot: Slot) -> Option<u32> {
         let t = self.turn_of(slot);
         let f = self.file.as_ref()?;
-        f.session_turn(slot, t).map(|turn| turn.output_tokens)
+        f.session_turn(slot, t).and_then(|turn| turn.output_tokens)
+    }
+
+    /// The answer kept for a session's turn, tokens: its `output_length` (else the default
+    /// kept answer, `request.max_tokens`), at most [`MAX_PART_TOKENS`].
+    fn kept_answer(&self, t: &super::sessions::SessionTurn) -> u32 {
+        t.output_tokens
+            .unwrap_or(self.answer_tokens)
+            .min(MAX_PART_TOKENS)
     }
 
     /// AIPerf sessions: the longest last-turn prompt, tokens (about: its turns' `input_length`
@@ -196,7 +204,7 @@ impl ConversationSpec {
                 let answers: u64 = turns
                     .iter()
                     .take(n.saturating_sub(1))
-                    .map(|t| u64::from(t.output_tokens.min(MAX_PART_TOKENS)))
+                    .map(|t| u64::from(self.kept_answer(t)))
                     .sum();
                 let users: u64 = turns.iter().map(|t| u64::from(t.input_tokens)).sum();
                 (users + answers, s.id.clone())
@@ -284,6 +292,7 @@ impl ConversationFile {
         t: Turn,
         system: Option<&str>,
         per_word: f64,
+        answer_tokens: u32,
     ) -> Vec<RawMessage> {
         let k = self.pick(slot, t);
         let mut out: Vec<RawMessage> = system
@@ -294,7 +303,7 @@ impl ConversationFile {
             Dialogs::Texts(l) => l,
             Dialogs::Sessions(l) => {
                 if let (Some(s), Some(b)) = (l.get(k), self.block_size) {
-                    out.extend(session_messages(s, t.turn, b, per_word));
+                    out.extend(session_messages(s, t.turn, (b, answer_tokens), per_word));
                 }
                 return out;
             }
@@ -314,12 +323,18 @@ impl ConversationFile {
 }
 
 /// A session's turn `turn` (0-based) and the history before it: for every earlier turn its
-/// user message and an answer of its `output_length` tokens (capped at [`MAX_PART_TOKENS`]),
+/// user message and an answer of its `output_length` tokens (none: `answer_tokens`, the default
+/// kept answer; capped at [`MAX_PART_TOKENS`]),
 /// then this turn's user message. A user message of `input_length` tokens is its `hash_ids`
 /// blocks' texts (as load.trace's, [`crate::synthetic_prompt::blocks_text`]: a hash id is the
 /// same text in every line and session that has it) or, without hash ids, its own text (seeded
 /// by its line); the answers' texts by their lines. `per_word`: tokens per filler word.
-fn session_messages(s: &Session, turn: u32, block_size: u32, per_word: f64) -> Vec<RawMessage> {
+fn session_messages(
+    s: &Session,
+    turn: u32,
+    (block_size, answer_tokens): (u32, u32),
+    per_word: f64,
+) -> Vec<RawMessage> {
     let per_word = per_word.max(0.05);
     let words = |tokens: u32| ((f64::from(tokens) / per_word).round() as u32).max(1);
     let seeded = |line: usize, what: u64| {
@@ -338,7 +353,11 @@ fn session_messages(s: &Session, turn: u32, block_size: u32, per_word: f64) -> V
         };
         out.push(RawMessage::new("user", user));
         if k < turn as usize {
-            let answer = words(x.output_tokens.min(MAX_PART_TOKENS));
+            let answer = words(
+                x.output_tokens
+                    .unwrap_or(answer_tokens)
+                    .min(MAX_PART_TOKENS),
+            );
             out.push(RawMessage::new(
                 "assistant",
                 crate::synthetic_prompt::text_seeded(answer, seeded(x.line, 1)),
@@ -646,6 +665,23 @@ mod tests {
             Some((770, "chat-a".to_string()))
         );
         assert_eq!(spec().longest_session_prompt(), None);
+        // no output_length (AIPerf's default output length): request.max_tokens (16 here),
+        // and the kept answer request.max_tokens too
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join("s.jsonl"),
+            "{\"session_id\": 7, \"input_length\": 30}\n{\"session_id\": 7, \"delay\": 5, \"input_length\": 20}\n",
+        )
+        .unwrap();
+        let mut r = raw(2);
+        r.file = Some("s.jsonl".into());
+        let d = build(&r, 16, tmp.path()).unwrap();
+        assert_eq!(d.max_tokens(Slot::Measured(1)), None);
+        let m = d.messages(Slot::Measured(1), None, 1.0);
+        assert_eq!(
+            m.iter().map(words).collect::<Vec<_>>(),
+            [10 + 30, 10 + 16, 10 + 20]
+        );
         // synthetic and text conversations keep request.max_tokens and think_time
         assert_eq!(spec().max_tokens(Slot::Measured(1)), None);
     }

@@ -24,8 +24,9 @@ pub struct SessionTurn {
     /// The turn's new user message, tokens (`input_length`).
     pub input_tokens: u32,
     /// Its `max_tokens` (`output_length`; 0 in the file asks 1), and the length of the answer
-    /// kept for it in the history of the turns after it.
-    pub output_tokens: u32,
+    /// kept for it in the history of the turns after it; `None` (no `output_length`, which
+    /// AIPerf allows): `request.max_tokens`.
+    pub output_tokens: Option<u32>,
     /// The blocks of its user message (`hash_ids`; empty: its own text).
     pub hash_ids: Vec<u64>,
     /// The pause between the previous turn's answer's end and this turn, ms (`delay`; 0 on a
@@ -148,7 +149,10 @@ fn session_line(
         input > 0,
         "`input_length` is 0: a turn needs a user message"
     );
-    let output = length(o.get("output_length"), "output_length", MAX_TRACE_OUTPUT)?;
+    let output = match o.get("output_length") {
+        None | Some(Value::Null) => None,
+        v => Some(length(v, "output_length", MAX_TRACE_OUTPUT)?.max(1) as u32),
+    };
     let hash_ids = hash_ids(
         &v,
         input,
@@ -169,7 +173,7 @@ fn session_line(
         SessionTurn {
             line: number,
             input_tokens: input as u32,
-            output_tokens: output.max(1) as u32,
+            output_tokens: output,
             hash_ids,
             delay_ms,
         },
@@ -199,7 +203,7 @@ mod tests {
         // "chat-a"'s; the line without a session_id is a session of its own
         let ids: Vec<&str> = s.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["chat-a", "chat-b", "line 7"]);
-        let shape = |k: usize| -> Vec<(usize, u32, u32, usize, f64)> {
+        let shape = |k: usize| -> Vec<(usize, u32, Option<u32>, usize, f64)> {
             s[k].turns
                 .iter()
                 .map(|t| {
@@ -217,13 +221,17 @@ mod tests {
         assert_eq!(
             shape(0),
             [
-                (1, 600, 20, 2, 0.0),
-                (3, 100, 10, 1, 50.0),
-                (5, 40, 1, 0, 25.5)
+                (1, 600, Some(20), 2, 0.0),
+                (3, 100, Some(10), 1, 50.0),
+                (5, 40, Some(1), 0, 25.5)
             ]
         );
-        assert_eq!(shape(1), [(2, 300, 16, 1, 0.0), (4, 80, 12, 1, 40.0)]);
-        assert_eq!(shape(2), [(7, 50, 5, 0, 0.0)]);
+        assert_eq!(
+            shape(1),
+            [(2, 300, Some(16), 1, 0.0), (4, 80, Some(12), 1, 40.0)]
+        );
+        // no output_length (AIPerf then asks its default): request.max_tokens
+        assert_eq!(shape(2), [(7, 50, None, 0, 0.0)]);
         // the sessions share the first block's text (hash id 0)
         assert_eq!(s[0].turns[0].hash_ids[0], s[1].turns[0].hash_ids[0]);
     }
@@ -285,8 +293,13 @@ mod tests {
                 "give each line `input_length`",
             ),
             (
-                "{\"session_id\": \"a\", \"input_length\": 5}\n".to_string(),
+                "{\"session_id\": \"a\", \"input_length\": 5, \"output_length\": 2.5}\n".to_string(),
                 "s:1: `output_length` must be a whole number",
+                "not 2.5",
+            ),
+            (
+                "{\"session_id\": \"a\", \"output_length\": 5}\n".to_string(),
+                "s:1: `input_length` must be a whole number",
                 "nothing",
             ),
             (
