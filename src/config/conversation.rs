@@ -47,7 +47,8 @@ const UNMEASURED: u64 = 0x636f_6e76_7761_726d;
 /// The validated `request.conversation`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ConversationSpec {
-    /// Requests per conversation (2..=[`MAX_TURNS`]).
+    /// Requests per conversation (2..=[`MAX_TURNS`]); AIPerf sessions replayed whole
+    /// (`turns` not given): the longest session's turns, each session its own.
     pub turns: u32,
     /// The shared system prompt's length, tokens (about; 0 = none). `request.system`, when
     /// given, is the shared system prompt instead.
@@ -86,8 +87,69 @@ pub struct ConversationFile {
     /// AIPerf `mooncake_trace` sessions: tokens per hash id (absent for the other files).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block_size: Option<u32>,
+    /// AIPerf sessions replayed whole (`turns` not given): each session all its lines.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub whole: bool,
     #[serde(skip)]
     list: Dialogs,
+    /// Sessions replayed whole: where each conversation starts in a phase's requests.
+    #[serde(skip)]
+    layout: Option<Layout>,
+}
+
+/// Where the conversations of sessions of different lengths start in a phase's requests: the
+/// prefix sums of their turn counts (n + 1 of them, from 0), in the order measured requests
+/// replay them (the file's) and in the warmup's (from the end). Request g of a phase is in
+/// the pass `g / total` over the sessions (the last sum), at its place `g mod total`.
+#[derive(Debug, Clone, PartialEq)]
+struct Layout {
+    forward: Arc<Vec<usize>>,
+    backward: Arc<Vec<usize>>,
+}
+
+impl Layout {
+    /// The layout of conversations of `lens` turns (each at least 1; at least one).
+    fn of(lens: &[usize]) -> Layout {
+        let sums = |it: &mut dyn Iterator<Item = usize>| -> Vec<usize> {
+            std::iter::once(0)
+                .chain(it.scan(0, |acc, l| {
+                    *acc += l;
+                    Some(*acc)
+                }))
+                .collect()
+        };
+        Layout {
+            forward: Arc::new(sums(&mut lens.iter().copied())),
+            backward: Arc::new(sums(&mut lens.iter().rev().copied())),
+        }
+    }
+
+    fn starts(&self, slot: Slot) -> &[usize] {
+        match slot {
+            Slot::Measured(_) => &self.forward,
+            Slot::Unmeasured(_) => &self.backward,
+        }
+    }
+
+    /// The conversation (over the whole phase) and turn of request `g`.
+    fn locate(starts: &[usize], g: usize) -> Turn {
+        let n = starts.len() - 1;
+        let total = starts[n].max(1);
+        let (pass, r) = (g / total, g % total);
+        let p = starts.partition_point(|&x| x <= r).saturating_sub(1);
+        Turn {
+            conversation: pass * n + p,
+            turn: (r - starts[p]) as u32,
+        }
+    }
+
+    /// Where conversation `c` (over the whole phase) starts, and its turns.
+    fn span(starts: &[usize], c: usize) -> (usize, usize) {
+        let n = (starts.len() - 1).max(1);
+        let total = starts[starts.len() - 1];
+        let (pass, p) = (c / n, c % n);
+        (pass * total + starts[p], starts[p + 1] - starts[p])
+    }
 }
 
 /// The conversations of a file.
@@ -110,11 +172,15 @@ pub struct Turn {
 
 impl ConversationSpec {
     /// The conversation and turn of the request in `slot`: request g is turn `g mod turns` of
-    /// conversation `g / turns`.
+    /// conversation `g / turns`; of sessions replayed whole, the turn of the session its place
+    /// in the sessions' turns falls in ([`Layout`]).
     pub fn turn_of(&self, slot: Slot) -> Turn {
         let g = match slot {
             Slot::Measured(g) | Slot::Unmeasured(g) => g,
         };
+        if let Some(l) = self.layout() {
+            return Layout::locate(l.starts(slot), g);
+        }
         let n = self.turns as usize;
         Turn {
             conversation: g / n,
@@ -161,6 +227,37 @@ impl ConversationSpec {
         out
     }
 
+    fn layout(&self) -> Option<&Layout> {
+        self.file.as_ref()?.layout.as_ref()
+    }
+
+    /// Where conversation `c` of a phase (`measured` or the warmup) starts in its requests,
+    /// and its turns.
+    pub fn span(&self, measured: bool, c: usize) -> (usize, usize) {
+        let slot = match measured {
+            true => Slot::Measured(0),
+            false => Slot::Unmeasured(0),
+        };
+        match self.layout() {
+            Some(l) => Layout::span(l.starts(slot), c),
+            None => (c * self.turns as usize, self.turns as usize),
+        }
+    }
+
+    /// How many whole conversations the first `requests` measured requests hold, and, when they
+    /// end inside one, the request counts that would not (fewer, more).
+    pub fn whole(&self, requests: usize) -> (usize, Option<(usize, usize)>) {
+        if requests == 0 {
+            return (0, None);
+        }
+        let t = self.turn_of(Slot::Measured(requests - 1));
+        let (start, len) = self.span(true, t.conversation);
+        match start + len == requests {
+            true => (t.conversation + 1, None),
+            false => (t.conversation, Some((start, start + len))),
+        }
+    }
+
     /// The pause before the request in `slot`, after the previous turn's answer ended, ms: the
     /// think time, or a session's turn's `delay` (0 before a first turn).
     pub fn think_ms(&self, slot: Slot) -> f64 {
@@ -200,6 +297,7 @@ impl ConversationSpec {
         let n = self.turns as usize;
         l.iter()
             .map(|s| {
+                // (sessions replayed whole: `turns` is the longest's)
                 let turns = &s.turns[..n.min(s.turns.len())];
                 let answers: u64 = turns
                     .iter()
@@ -216,6 +314,22 @@ impl ConversationSpec {
     /// of conversations/sharegpt.json (3 conversations, sha256 ..., 2 with fewer than 2 human
     /// turns left out; think time 0 ms)`.
     pub fn describe(&self, system_given: bool) -> String {
+        if let Some(
+            f @ ConversationFile {
+                block_size: Some(b),
+                whole: true,
+                ..
+            },
+        ) = &self.file
+        {
+            return format!(
+                "sessions of {} replayed whole (AIPerf mooncake_trace sessions: {} sessions of 1 to {} turns, sha256 {}; blocks of {b} tokens; think times: each turn's `delay`)",
+                f.file,
+                f.conversations,
+                self.turns,
+                f.sha256,
+            );
+        }
         if let Some(
             f @ ConversationFile {
                 block_size: Some(b),
@@ -274,6 +388,15 @@ impl ConversationFile {
             Slot::Measured(_) => t.conversation % n,
             Slot::Unmeasured(_) => n - 1 - t.conversation % n,
         }
+    }
+
+    /// The most turns a conversation replayed has (sessions replayed whole), at least 1.
+    fn longest_turns(&self) -> u32 {
+        match &self.list {
+            Dialogs::Sessions(l) => l.iter().map(|s| s.turns.len()).max().unwrap_or(1) as u32,
+            Dialogs::Texts(_) => 1,
+        }
+        .max(1)
     }
 
     /// The session line of turn `t` (in `slot`'s phase); `None` for the other files.
@@ -373,7 +496,7 @@ const SESSION_TEXTS: u64 = 0x7365_7373_696f_6e73;
 /// Reads `request.conversation.file` (relative to `dir`): its conversations with at least
 /// `turns` human turns (AIPerf `mooncake_trace` sessions: turns). Errors: the key or
 /// `file:line`, and what to do.
-fn load_file(file: &str, dir: &Path, turns: u32) -> Result<ConversationFile, Invalid> {
+fn load_file(file: &str, dir: &Path, turns: Option<u32>) -> Result<ConversationFile, Invalid> {
     let (file, shown, text) = read_data_file(
         "request.conversation.file",
         Some(file),
@@ -387,8 +510,15 @@ fn load_file(file: &str, dir: &Path, turns: u32) -> Result<ConversationFile, Inv
         let read = all.len();
         let list: Vec<Session> = all
             .into_iter()
-            .filter(|s| s.turns.len() >= turns as usize)
+            .filter(|s| s.turns.len() >= turns.unwrap_or(1) as usize)
             .collect();
+        let layout = match turns {
+            None => Some(Layout::of(
+                &list.iter().map(|s| s.turns.len()).collect::<Vec<_>>(),
+            )),
+            Some(_) => None,
+        };
+        let turns = turns.unwrap_or(1);
         ensure!(
             !list.is_empty(),
             "request.conversation.file {shown}: none of its {read} sessions has {turns} turns; lower request.conversation.turns"
@@ -399,9 +529,12 @@ fn load_file(file: &str, dir: &Path, turns: u32) -> Result<ConversationFile, Inv
             conversations: list.len(),
             short: read - list.len(),
             block_size: Some(block),
+            whole: layout.is_some(),
             list: Dialogs::Sessions(Arc::new(list)),
+            layout,
         });
     }
+    let turns = turns.ok_or_else(|| format!("request.conversation.turns is required with {shown}: the human turns replayed of each conversation (2 or more; only AIPerf mooncake_trace sessions are replayed whole without it)"))?;
     let (all, no_human) = super::prompt_set::dialogs(&text, &shown)?;
     let read = all.len() + no_human;
     let list: Vec<Turns> = all
@@ -418,7 +551,9 @@ fn load_file(file: &str, dir: &Path, turns: u32) -> Result<ConversationFile, Inv
         conversations: list.len(),
         short: read - list.len(),
         block_size: None,
+        whole: false,
         list: Dialogs::Texts(Arc::new(list)),
+        layout: None,
     })
 }
 
@@ -429,16 +564,19 @@ pub fn build(
     max_tokens: u32,
     dir: &Path,
 ) -> Result<ConversationSpec, Invalid> {
-    let turns = raw.turns.ok_or(
-        "request.conversation.turns is required: the requests of one conversation (2 or more)",
-    )?;
+    ensure!(
+        raw.turns.is_some() || raw.file.is_some(),
+        "request.conversation.turns is required: the requests of one conversation (2 or more)"
+    );
     let key = |k: &str| format!("request.conversation.{k}");
-    within(
-        &key("turns"),
-        turns,
-        2..=MAX_TURNS,
-        " (one turn is a plain request: use request.prompt_tokens)",
-    )?;
+    if let Some(turns) = raw.turns {
+        within(
+            &key("turns"),
+            turns,
+            2..=MAX_TURNS,
+            " (one turn is a plain request: use request.prompt_tokens)",
+        )?;
+    }
     let part = |k: &str, v: Option<u32>, default: u32, min: u32| {
         within(
             &key(k),
@@ -475,7 +613,7 @@ pub fn build(
                 || raw.user_tokens.is_some()
                 || raw.answer_tokens.is_some();
             ensure!(!synthetic, "request.conversation.file gives the texts: leave out system_tokens, user_tokens and answer_tokens");
-            let f = load_file(f, dir, turns)?;
+            let f = load_file(f, dir, raw.turns)?;
             ensure!(
                 f.block_size.is_none() || raw.think_time.is_none(),
                 "request.conversation.file {} is AIPerf mooncake_trace sessions, whose lines give the think times (each turn's `delay`, ms after the previous answer): leave out think_time",
@@ -491,6 +629,12 @@ pub fn build(
         0..=MAX_REFERENCE,
         " request pairs",
     )?;
+    // sessions replayed whole: the longest session's turns
+    let turns = match (&file, raw.turns) {
+        (_, Some(t)) => t,
+        (Some(f), None) => f.longest_turns(),
+        (None, None) => 2,
+    };
     Ok(ConversationSpec {
         turns,
         system_tokens,
@@ -683,7 +827,88 @@ mod tests {
             [10 + 30, 10 + 16, 10 + 20]
         );
         // synthetic and text conversations keep request.max_tokens and think_time
+        assert_eq!(spec().span(true, 3), (9, 3));
+        assert_eq!(spec().whole(7), (2, Some((6, 9))));
         assert_eq!(spec().max_tokens(Slot::Measured(1)), None);
+    }
+
+    /// AIPerf sessions without `turns`: each session replayed whole, its own number of turns,
+    /// in file order (the warmup's from the end): chat-a 3 turns, chat-b 2, the one-line
+    /// session 1; 6 requests a pass over them.
+    #[test]
+    fn aiperf_sessions_without_turns_are_replayed_whole() {
+        let raw = RawConversation {
+            file: Some("aiperf_sessions.jsonl".into()),
+            ..Default::default()
+        };
+        let c = build(&raw, 16, Path::new("tests/fixtures/traces")).unwrap();
+        let f = c.file.as_ref().unwrap();
+        assert_eq!(
+            (f.conversations, f.short, f.whole, c.turns),
+            (3, 0, true, 3)
+        );
+        assert!(
+            c.describe(false).starts_with("sessions of aiperf_sessions.jsonl replayed whole (AIPerf mooncake_trace sessions: 3 sessions of 1 to 3 turns, sha256 "),
+            "{}",
+            c.describe(false)
+        );
+        let at = |slot: Slot| {
+            let t = c.turn_of(slot);
+            (t.conversation, t.turn)
+        };
+        let measured: Vec<(usize, u32)> = (0..8).map(|g| at(Slot::Measured(g))).collect();
+        assert_eq!(
+            measured,
+            [
+                (0, 0),
+                (0, 1),
+                (0, 2),
+                (1, 0),
+                (1, 1),
+                (2, 0),
+                (3, 0),
+                (3, 1)
+            ]
+        );
+        // the warmup's from the end: the one-line session, chat-b, chat-a
+        let warm: Vec<(usize, u32)> = (0..4).map(|g| at(Slot::Unmeasured(g))).collect();
+        assert_eq!(warm, [(0, 0), (1, 0), (1, 1), (2, 0)]);
+        assert_eq!(c.span(true, 1), (3, 2));
+        assert_eq!(c.span(true, 4), (9, 2));
+        assert_eq!(c.span(false, 1), (1, 2));
+        // chat-a's third turn: 25.5 ms after, asking 1; the one-line session asks
+        // request.max_tokens (no output_length)
+        assert_eq!(c.think_ms(Slot::Measured(2)), 25.5);
+        assert_eq!(c.max_tokens(Slot::Measured(2)), Some(1));
+        assert_eq!(c.max_tokens(Slot::Measured(5)), None);
+        let m = c.messages(Slot::Measured(5), None, 1.0);
+        assert_eq!((m.len(), words(&m[0])), (1, 10 + 50));
+        assert_eq!(c.messages(Slot::Unmeasured(0), None, 1.0), m);
+        // whole sessions in the first n requests, and the counts around a cut one
+        assert_eq!(c.whole(6), (3, None));
+        assert_eq!(c.whole(12), (6, None));
+        assert_eq!(c.whole(4), (1, Some((3, 5))));
+        assert_eq!(c.whole(20), (9, Some((18, 21))));
+        // the longest last prompt: chat-a's 600 + 100 + 40 and answers 20 + 10
+        assert_eq!(
+            c.longest_session_prompt(),
+            Some((770, "chat-a".to_string()))
+        );
+        // the other files still need turns
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join("c.json"),
+            "[{\"conversations\": [{\"from\": \"human\", \"value\": \"hi\"}]}]",
+        )
+        .unwrap();
+        let mut r = raw.clone();
+        r.file = Some("c.json".into());
+        let e = build(&r, 16, tmp.path()).unwrap_err().to_string();
+        assert!(
+            e.starts_with("request.conversation.turns is required with ")
+                && e.contains("c.json: the human turns replayed of each conversation"),
+            "{e}"
+        );
     }
 
     /// A file's conversations replayed turn by turn: each turn's human message after the

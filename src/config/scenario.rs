@@ -120,8 +120,13 @@ fn request_warnings(r: &RequestSpec, l: &LoadSpec) -> Vec<String> {
         }
     }
     if let Some(c) = &r.conversation {
-        let conversations = measured / c.turns.max(1) as usize;
-        if conversations < l.concurrency as usize {
+        let conversations = c.whole(measured).0;
+        if conversations < l.concurrency as usize && c.file.as_ref().is_some_and(|f| f.whole) {
+            out.push(format!(
+                "load.concurrency {} with {conversations} sessions: only {conversations} streams are busy; use more samples (a session per stream) or a lower concurrency",
+                l.concurrency,
+            ));
+        } else if conversations < l.concurrency as usize {
             out.push(format!(
                 "load.concurrency {} with {conversations} conversations of {} turns: only {conversations} streams are busy; use samples >= {} (a conversation per stream) or a lower concurrency",
                 l.concurrency,
@@ -294,6 +299,17 @@ fn conversation_load(
         "{what}: each stream would think for {think_h:.1} h over its {per_stream:.0} requests: at most 24 h; shorten the think time or the samples, or raise the concurrency"
     );
     // (the warmup may end inside a conversation: it is not measured)
+    if c.file.as_ref().is_some_and(|f| f.whole) {
+        let n = l.samples as usize;
+        if let (whole, Some((down, up))) = c.whole(n) {
+            let down = match down {
+                0 => String::new(),
+                d => format!(" or {d} ({whole} sessions)"),
+            };
+            bail!("load.samples is {n}, not a whole number of sessions (each replayed whole, in file order, one after the other): use {up} ({} sessions){down}", whole + 1);
+        }
+        return Ok(());
+    }
     let (n, t) = (l.samples, c.turns);
     let up = n.div_ceil(t) * t;
     ensure!(

@@ -123,12 +123,16 @@ pub(super) async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant
         )
     });
     if let Some(c) = &shared.scenario.request.conversation {
-        let turns = c.turns as usize;
+        // (at most as many streams as conversations start in the phase)
+        let measuring = shared.measuring.load(Ordering::SeqCst);
+        let conversations = (0..workers)
+            .take_while(|&k| c.span(measuring, k).0 < count)
+            .count();
         let mut handles = Vec::with_capacity(workers);
-        for _ in 0..workers.min(count.div_ceil(turns)) {
+        for _ in 0..conversations {
             let sh = Arc::clone(shared);
             handles.push(tokio::spawn(async move {
-                conversation_worker(sh, count, turns, run_start).await
+                conversation_worker(sh, count, run_start).await
             }));
         }
         for h in handles {
@@ -377,22 +381,30 @@ async fn worker(
 }
 
 /// A closed-loop stream of conversations (`request.conversation`): takes the next whole
-/// conversation, sends its `turns` requests one after the other with the turn's think time
-/// ([`ConversationSpec::think_ms`](crate::config::conversation::ConversationSpec::think_ms):
-/// `think_time`, or a session's `delay`) between a turn's end and the next turn, until the phase's `count` requests are taken (the warmup's last
-/// conversation may end early). A failed turn does not end its conversation: the history is the
+/// conversation, sends its turns (`turns`, or a session's own: [`ConversationSpec::span`]) one
+/// after the other with the turn's think time ([`ConversationSpec::think_ms`]: `think_time`,
+/// or a session's `delay`) between a turn's end and the next turn, until the phase's `count`
+/// requests are taken (the warmup's last conversation may end early).
+///
+/// [`ConversationSpec::span`]: crate::config::conversation::ConversationSpec::span
+/// [`ConversationSpec::think_ms`]: crate::config::conversation::ConversationSpec::think_ms A failed turn does not end its conversation: the history is the
 /// scenario's own text, so the next turn is the same request either way.
-async fn conversation_worker(sh: Arc<Shared>, count: usize, turns: usize, run_start: Instant) {
+async fn conversation_worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
+    let Some(c) = sh.scenario.request.conversation.clone() else {
+        return;
+    };
+    let measuring = sh.measuring.load(Ordering::SeqCst);
     loop {
         if sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
             return;
         }
         let conv = sh.next.fetch_add(1, Ordering::SeqCst);
-        if conv * turns >= count {
+        let (start, turns) = c.span(measuring, conv);
+        if start >= count {
             return;
         }
         for t in 0..turns {
-            let i = conv * turns + t;
+            let i = start + t;
             if i >= count || sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
                 return;
             }
@@ -401,12 +413,7 @@ async fn conversation_worker(sh: Arc<Shared>, count: usize, turns: usize, run_st
             } else {
                 Slot::Unmeasured(i)
             };
-            let think_ms = sh
-                .scenario
-                .request
-                .conversation
-                .as_ref()
-                .map_or(0.0, |c| c.think_ms(slot));
+            let think_ms = c.think_ms(slot);
             if t > 0 && think_ms > 0.0 {
                 // nothing in flight while thinking: an interrupt ends it at once
                 let think = std::time::Duration::from_secs_f64(think_ms / 1000.0);

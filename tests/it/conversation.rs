@@ -707,3 +707,100 @@ fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
         "{text}"
     );
 }
+
+/// Issue 45: AIPerf `mooncake_trace` sessions replayed whole (no `turns`): every session its own
+/// lines, in file order, two sessions at once (`load.concurrency: 2`). By hand (words, one
+/// token a word on the simulator): chat-a's turns 610, 750 (module test above), then its third
+/// line's 10 + 40 after a kept answer of 10 + 10: 820, 25.5 ms after the second answer, asking
+/// 1 (`output_length` 0); chat-b's 310 and 426; the one-line session 10 + 50 = 60, asking
+/// `request.max_tokens` (4; the line has no `output_length`). 24 requests: 4 passes over the
+/// 6 turns of the 3 sessions.
+#[test]
+fn aiperf_mooncake_sessions_without_turns_are_replayed_whole() {
+    let yaml = "scenarios:\n  - name: sessions\n    endpoint: {base_url: 'sim://?ttft_ms=5&ttft_sigma=0&tpot_ms=1&prefix_cache_block=16', model: perfgate-sim}\n    request:\n      max_tokens: 4\n      ignore_eos: true\n      conversation: {file: traces/aiperf_sessions.jsonl, reference: 0}\n    load: {concurrency: 2, samples: 24, warmup: 0}\n    gate:\n      quantiles: [p50]\n";
+    let dir = crate::support::project(
+        yaml,
+        "tests/fixtures/traces",
+        "traces",
+        &["aiperf_sessions.jsonl"],
+    );
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("conversations of sessions of traces/aiperf_sessions.jsonl replayed whole (AIPerf mooncake_trace sessions: 3 sessions of 1 to 3 turns, sha256 ")
+            && text.contains("; 12 conversation(s) measured"),
+        "{text}"
+    );
+    let (code, text) = run(
+        dir.path(),
+        &["check", "--allow-missing-baseline", "--output", "r.json"],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let s = &r["scenarios"][0];
+    let mut recs: Vec<&Value> = s["records"].as_array().unwrap().iter().collect();
+    recs.sort_by_key(|r| r["work"]["index"].as_u64());
+    assert_eq!(recs.len(), 24);
+    // (prompt words, max_tokens, delay ms) of each session's turns
+    let sessions: [&[(u64, u64, f64)]; 3] = [
+        &[(610, 20, 0.0), (750, 10, 50.0), (820, 1, 25.5)],
+        &[(310, 16, 0.0), (426, 12, 40.0)],
+        &[(60, 4, 0.0)],
+    ];
+    let mut g = 0;
+    for c in 0..12 {
+        for (t, &(p, out, delay)) in sessions[c % 3].iter().enumerate() {
+            let rec = recs[g];
+            let w = &rec["work"];
+            assert_eq!(w["conversation"].as_u64(), Some(c as u64), "request {g}");
+            assert_eq!(w["turn"].as_u64(), Some(t as u64 + 1), "request {g}");
+            assert_eq!(w["max_tokens"].as_u64(), Some(out), "request {g}");
+            assert_eq!(rec["output_tokens"].as_u64(), Some(out), "request {g}");
+            assert_eq!(rec["prompt_tokens"].as_u64(), Some(p), "request {g}");
+            if t > 0 {
+                let prev = recs[g - 1];
+                let gap = f(&rec["start_ms"]) - f(&prev["start_ms"]) - f(&prev["e2e_ms"]);
+                assert!(
+                    gap >= delay - 2.0 && gap < delay + 100.0,
+                    "request {g}: gap {gap}"
+                );
+            }
+            g += 1;
+        }
+    }
+    // two streams: some requests overlap in time
+    let span = |r: &Value| (f(&r["start_ms"]), f(&r["start_ms"]) + f(&r["e2e_ms"]));
+    let overlap = recs.iter().enumerate().any(|(i, a)| {
+        recs[i + 1..].iter().any(|b| {
+            let (a, b) = (span(a), span(b));
+            a.0 < b.1 && b.0 < a.1
+        })
+    });
+    assert!(overlap, "no two requests in flight at once");
+    // the hit rate reported by turn, turns 1 to 3; turn 3 (chat-a's alone) reuses at least the
+    // full blocks of its turn 2 (736 of 820 words) and at most its own earlier full blocks (816)
+    let by_turn = s["cache"]["by_turn"].as_array().unwrap();
+    let turns: Vec<u64> = by_turn
+        .iter()
+        .map(|t| t["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(turns, [1, 2, 3]);
+    let third = f(&by_turn[2]["reported_hit_rate"]);
+    println!("turn 3: reported hit rate {third:.4}");
+    assert!(
+        (736.0 / 820.0 - 1e-9..=816.0 / 820.0 + 1e-9).contains(&third),
+        "{third}"
+    );
+    // 20 requests end inside a session: refused, saying the counts that do not
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        yaml.replace("samples: 24", "samples: 20"),
+    )
+    .unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("load.samples is 20, not a whole number of sessions (each replayed whole, in file order, one after the other): use 21 (10 sessions) or 18 (9 sessions)"),
+        "{text}"
+    );
+}
