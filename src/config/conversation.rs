@@ -496,7 +496,12 @@ const SESSION_TEXTS: u64 = 0x7365_7373_696f_6e73;
 /// Reads `request.conversation.file` (relative to `dir`): its conversations with at least
 /// `turns` human turns (AIPerf `mooncake_trace` sessions: turns). Errors: the key or
 /// `file:line`, and what to do.
-fn load_file(file: &str, dir: &Path, turns: Option<u32>) -> Result<ConversationFile, Invalid> {
+fn load_file(
+    file: &str,
+    dir: &Path,
+    turns: Option<u32>,
+    block_size: Option<u32>,
+) -> Result<ConversationFile, Invalid> {
     let (file, shown, text) = read_data_file(
         "request.conversation.file",
         Some(file),
@@ -505,7 +510,7 @@ fn load_file(file: &str, dir: &Path, turns: Option<u32>) -> Result<ConversationF
         "file",
     )?;
     if super::sessions::is_sessions(&text) {
-        let block = super::trace::DEFAULT_BLOCK_SIZE;
+        let block = block_size.unwrap_or(super::trace::DEFAULT_BLOCK_SIZE);
         let all = super::sessions::parse(&text, &shown, block)?;
         let read = all.len();
         let list: Vec<Session> = all
@@ -534,6 +539,10 @@ fn load_file(file: &str, dir: &Path, turns: Option<u32>) -> Result<ConversationF
             layout,
         });
     }
+    ensure!(
+        block_size.is_none(),
+        "request.conversation.block_size is the tokens of an AIPerf mooncake_trace session's hash id; {shown} is not such a file: leave it out"
+    );
     let turns = turns.ok_or_else(|| format!("request.conversation.turns is required with {shown}: the human turns replayed of each conversation (2 or more; only AIPerf mooncake_trace sessions are replayed whole without it)"))?;
     let (all, no_human) = super::prompt_set::dialogs(&text, &shown)?;
     let read = all.len() + no_human;
@@ -607,13 +616,22 @@ pub fn build(
         MAX_THINK_MS / 1000.0
     );
     let file = match &raw.file {
-        None => None,
+        None => {
+            ensure!(
+                raw.block_size.is_none(),
+                "request.conversation.block_size is the tokens of an AIPerf mooncake_trace session's hash id: give the sessions' file, or leave it out"
+            );
+            None
+        }
         Some(f) => {
             let synthetic = raw.system_tokens.is_some()
                 || raw.user_tokens.is_some()
                 || raw.answer_tokens.is_some();
             ensure!(!synthetic, "request.conversation.file gives the texts: leave out system_tokens, user_tokens and answer_tokens");
-            let f = load_file(f, dir, raw.turns)?;
+            if let Some(b) = raw.block_size {
+                within(&key("block_size"), b, 1..=65_536, " tokens")?;
+            }
+            let f = load_file(f, dir, raw.turns, raw.block_size)?;
             ensure!(
                 f.block_size.is_none() || raw.think_time.is_none(),
                 "request.conversation.file {} is AIPerf mooncake_trace sessions, whose lines give the think times (each turn's `delay`, ms after the previous answer): leave out think_time",
@@ -825,6 +843,38 @@ mod tests {
         assert_eq!(
             m.iter().map(words).collect::<Vec<_>>(),
             [10 + 30, 10 + 16, 10 + 20]
+        );
+        // blocks of another size: request.conversation.block_size (AIPerf's --isl-block-size)
+        std::fs::write(
+            tmp.path().join("b.jsonl"),
+            "{\"session_id\": \"b\", \"input_length\": 300, \"output_length\": 1, \"hash_ids\": [1, 2]}\n{\"session_id\": \"b\", \"input_length\": 9, \"output_length\": 1, \"hash_ids\": [3]}\n",
+        )
+        .unwrap();
+        let mut r = raw(2);
+        r.file = Some("b.jsonl".into());
+        let e = build(&r, 16, tmp.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("b.jsonl:1: 2 hash_ids for input_length 300: blocks of 512 tokens need 1 (set request.conversation.block_size to the file's"),
+            "{e}"
+        );
+        r.block_size = Some(256);
+        let b = build(&r, 16, tmp.path()).unwrap();
+        assert_eq!(b.file.as_ref().and_then(|f| f.block_size), Some(256));
+        // 300 words in blocks of 256: 256 + 44
+        assert_eq!(
+            words(&b.messages(Slot::Measured(0), None, 1.0)[0]),
+            10 + 300
+        );
+        r.block_size = Some(0);
+        let e = build(&r, 16, tmp.path()).unwrap_err().to_string();
+        assert!(e.contains("block_size is 0"), "{e}");
+        r.block_size = Some(256);
+        r.file = None;
+        r.turns = Some(2);
+        let e = build(&r, 16, tmp.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("give the sessions' file, or leave it out"),
+            "{e}"
         );
         // synthetic and text conversations keep request.max_tokens and think_time
         assert_eq!(spec().span(true, 3), (9, 3));

@@ -157,7 +157,7 @@ fn session_line(
         &v,
         input,
         block_size,
-        "AIPerf's blocks are 512 tokens unless --isl-block-size says otherwise",
+        "set request.conversation.block_size to the file's, AIPerf's --isl-block-size; 512 when not given",
     )?;
     let delay_ms = match o.get("delay") {
         None | Some(Value::Null) => 0.0,
