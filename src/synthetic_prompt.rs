@@ -27,6 +27,8 @@ const WORDS: [&str; 64] = [
 
 /// The instruction before the filler words (short, so that small N stay possible).
 const HEAD: &str = "Read the following words and then write a long story.";
+/// The words of [`HEAD`].
+pub const HEAD_WORDS: u32 = 10;
 
 /// The prompt with `words` filler words after [`HEAD`]: deterministic, a sentence break every
 /// 16 words. `words` = 0 gives the head alone.
@@ -217,6 +219,7 @@ mod tests {
         let a = text(40);
         assert_eq!(a, text(40));
         let head_words = HEAD.split_whitespace().count();
+        assert_eq!(head_words, HEAD_WORDS as usize);
         assert_eq!(a.split_whitespace().count(), head_words + 40);
         assert_eq!(a.matches('.').count(), 1 + 2); // the head's, and after words 16 and 32
         assert!(text(41).starts_with(&a));

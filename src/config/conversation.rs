@@ -445,7 +445,10 @@ impl ConversationFile {
     }
 }
 
-/// A session's turn `turn` (0-based) and the history before it: for every earlier turn its
+/// A session's turn `turn` (0-based) and the history before it, each message the synthetic
+/// prompt's instruction and filler words, as many in all as its tokens at `per_word` (so at
+/// one token a word, turn k's prompt is the tokens AIPerf counts for it: the earlier turns'
+/// `input_length` and answers, then its own): for every earlier turn its
 /// user message and an answer of its `output_length` tokens (none: `answer_tokens`, the default
 /// kept answer; capped at [`MAX_PART_TOKENS`]),
 /// then this turn's user message. A user message of `input_length` tokens is its `hash_ids`
@@ -459,7 +462,13 @@ fn session_messages(
     per_word: f64,
 ) -> Vec<RawMessage> {
     let per_word = per_word.max(0.05);
-    let words = |tokens: u32| ((f64::from(tokens) / per_word).round() as u32).max(1);
+    // the filler words after the instruction: the message is `tokens` long, instruction included
+    let head = crate::synthetic_prompt::HEAD_WORDS;
+    let words = |tokens: u32| {
+        ((f64::from(tokens) / per_word).round() as u32)
+            .saturating_sub(head)
+            .max(1)
+    };
     let seeded = |line: usize, what: u64| {
         SplitMix64::for_item(SESSION_TEXTS, (line as u64) << 1 | what).next_u64()
     };
@@ -754,11 +763,11 @@ mod tests {
         );
         let m = |slot: Slot| c.messages(slot, None, 1.0);
         let roles = |v: &[RawMessage]| v.iter().map(|m| m.role.clone()).collect::<Vec<_>>();
-        // request 0: chat-a's first turn, 600 tokens (blocks 0 and 1: 512 + 88 words) after the
-        // 10-word head; no pause; max_tokens its output_length 20
+        // request 0: chat-a's first turn, 600 tokens: the 10-word head and blocks 0 and 1 (512
+        // + 78 words); no pause; max_tokens its output_length 20
         let a1 = m(Slot::Measured(0));
         assert_eq!(roles(&a1), ["user"]);
-        assert_eq!(words(&a1[0]), 10 + 600);
+        assert_eq!(words(&a1[0]), 600);
         assert_eq!(c.think_ms(Slot::Measured(0)), 0.0);
         assert_eq!(c.max_tokens(Slot::Measured(0)), Some(20));
         // request 1: its second turn after the first and a kept answer of 20 tokens, 50 ms
@@ -766,13 +775,13 @@ mod tests {
         let a2 = m(Slot::Measured(1));
         assert_eq!(roles(&a2), ["user", "assistant", "user"]);
         assert_eq!(a2[0], a1[0]);
-        assert_eq!((words(&a2[1]), words(&a2[2])), (10 + 20, 10 + 100));
+        assert_eq!((words(&a2[1]), words(&a2[2])), (20, 100));
         assert_eq!(c.think_ms(Slot::Measured(1)), 50.0);
         assert_eq!(c.max_tokens(Slot::Measured(1)), Some(10));
-        // request 2: chat-b's first turn: hash id 0 alone, 300 words: the first 300 words of
-        // chat-a's block 0, so chat-a's first message starts with it
+        // request 2: chat-b's first turn: the head and hash id 0 alone, 290 words: the first
+        // 290 words of chat-a's block 0, so chat-a's first message starts with it
         let b1 = m(Slot::Measured(2));
-        assert_eq!(words(&b1[0]), 10 + 300);
+        assert_eq!(words(&b1[0]), 300);
         assert!(a1[0].content.starts_with(&b1[0].content));
         assert_eq!(
             (
@@ -785,11 +794,8 @@ mod tests {
         // the same slot, the same text (bless and check send the same requests)
         assert_eq!(m(Slot::Measured(4)), a1);
         assert_eq!(m(Slot::Unmeasured(0)), b1);
-        // 2 tokens a word: half the words (300 + 44 in blocks of 256)
-        assert_eq!(
-            words(&c.messages(Slot::Measured(0), None, 2.0)[0]),
-            10 + 300
-        );
+        // 2 tokens a word: half the words (the head, then 256 + 34 in blocks of 256)
+        assert_eq!(words(&c.messages(Slot::Measured(0), None, 2.0)[0]), 300);
         // 3 turns: chat-a alone; its third turn has no hash ids (its own text), 25.5 ms after
         // the answer, output_length 0 asking 1
         let c3 = build(&raw(3), 16, dir).unwrap();
@@ -800,7 +806,9 @@ mod tests {
         let a3 = c3.messages(Slot::Measured(2), None, 1.0);
         assert_eq!(roles(&a3).len(), 5);
         assert_eq!(a3[..3], a2[..]);
-        assert_eq!((words(&a3[3]), words(&a3[4])), (10 + 10, 10 + 40));
+        // (an answer of 10 tokens: the 10-word head and the one filler word a message has at
+        // least)
+        assert_eq!((words(&a3[3]), words(&a3[4])), (11, 40));
         assert_eq!(
             (
                 c3.think_ms(Slot::Measured(2)),
@@ -840,10 +848,7 @@ mod tests {
         let d = build(&r, 16, tmp.path()).unwrap();
         assert_eq!(d.max_tokens(Slot::Measured(1)), None);
         let m = d.messages(Slot::Measured(1), None, 1.0);
-        assert_eq!(
-            m.iter().map(words).collect::<Vec<_>>(),
-            [10 + 30, 10 + 16, 10 + 20]
-        );
+        assert_eq!(m.iter().map(words).collect::<Vec<_>>(), [30, 16, 20]);
         // blocks of another size: request.conversation.block_size (AIPerf's --isl-block-size)
         std::fs::write(
             tmp.path().join("b.jsonl"),
@@ -860,11 +865,8 @@ mod tests {
         r.block_size = Some(256);
         let b = build(&r, 16, tmp.path()).unwrap();
         assert_eq!(b.file.as_ref().and_then(|f| f.block_size), Some(256));
-        // 300 words in blocks of 256: 256 + 44
-        assert_eq!(
-            words(&b.messages(Slot::Measured(0), None, 1.0)[0]),
-            10 + 300
-        );
+        // 300 words: the head, then 256 + 34 in blocks of 256
+        assert_eq!(words(&b.messages(Slot::Measured(0), None, 1.0)[0]), 300);
         r.block_size = Some(0);
         let e = build(&r, 16, tmp.path()).unwrap_err().to_string();
         assert!(e.contains("block_size is 0"), "{e}");
@@ -932,7 +934,7 @@ mod tests {
         assert_eq!(c.max_tokens(Slot::Measured(2)), Some(1));
         assert_eq!(c.max_tokens(Slot::Measured(5)), None);
         let m = c.messages(Slot::Measured(5), None, 1.0);
-        assert_eq!((m.len(), words(&m[0])), (1, 10 + 50));
+        assert_eq!((m.len(), words(&m[0])), (1, 50));
         assert_eq!(c.messages(Slot::Unmeasured(0), None, 1.0), m);
         // whole sessions in the first n requests, and the counts around a cut one
         assert_eq!(c.whole(6), (3, None));

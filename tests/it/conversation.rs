@@ -595,15 +595,16 @@ fn aiperf_and_lmsys_conversations_are_replayed_turn_by_turn() {
 /// `delay` ms after the previous answer ended, with the session's history, asking its own
 /// `output_length`; the prefix-cache hit rate reported by turn.
 ///
-/// By hand (words; the simulator counts one token a word, caches full blocks of 16): with 2
-/// turns, sessions chat-a and chat-b are replayed (the one-line session is left out), measured
-/// conversation c replaying chat-a when c is even. chat-a's turn 1 is the 10-word head and its
-/// blocks 0 and 1 (512 + 88 words): 610; turn 2 adds the kept answer (10 + 20) and its next
-/// message (10 + 100): 750, 50 ms after turn 1's answer. chat-b's turn 1 is the head and 300
-/// words of block 0, the first 310 words of chat-a's turn 1: 310; turn 2 adds 10 + 16 and
-/// 10 + 80: 426, 40 ms after. Cached, in order (one stream): 0, 608 (turn 1's full blocks),
-/// 304 (chat-a's first 19 blocks), 304, then, from the third conversation on (all seen before),
-/// 608 and 736 (chat-a), 304 and 416 (chat-b).
+/// By hand (words; the simulator counts one token a word, caches full blocks of 16; each
+/// message is as many words as its tokens, the 10-word head included): with 2 turns, sessions
+/// chat-a and chat-b are replayed (the one-line session is left out), measured conversation c
+/// replaying chat-a when c is even. chat-a's turn 1 is the head and its blocks 0 and 1 (512 +
+/// 78 words): 600; turn 2 adds the kept answer (20) and its next message (100): 720, 50 ms
+/// after turn 1's answer. chat-b's turn 1 is the head and 290 words of block 0, the first 300
+/// words of chat-a's turn 1: 300; turn 2 adds 16 and 80: 396, 40 ms after. Cached, in order
+/// (one stream): 0, 592 (turn 1's full blocks), 288 (chat-a's first 18 blocks), 288, then,
+/// from the third conversation on (all seen before), 592 and 720 (chat-a), 288 and 384
+/// (chat-b).
 #[test]
 fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
     let yaml = "scenarios:\n  - name: sessions\n    endpoint: {base_url: 'sim://?ttft_ms=5&ttft_sigma=0&tpot_ms=1&prefix_cache_block=16', model: perfgate-sim}\n    request:\n      max_tokens: 4\n      ignore_eos: true\n      conversation: {file: traces/aiperf_sessions.jsonl, turns: 2, reference: 0}\n    load: {concurrency: 1, samples: 20, warmup: 0}\n    gate:\n      quantiles: [p50]\n";
@@ -633,9 +634,9 @@ fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
     recs.sort_by_key(|r| r["work"]["index"].as_u64());
     assert_eq!(recs.len(), 20);
     // (prompt words, cached words, max_tokens, delay ms) of chat-a's and chat-b's turns
-    let a = [(610, 0, 20, 0.0), (750, 608, 10, 50.0)];
-    let b = [(310, 304, 16, 0.0), (426, 304, 12, 40.0)];
-    let (a_later, b_later) = ([608, 736], [304, 416]);
+    let a = [(600, 0, 20, 0.0), (720, 592, 10, 50.0)];
+    let b = [(300, 288, 16, 0.0), (396, 288, 12, 40.0)];
+    let (a_later, b_later) = ([592, 720], [288, 384]);
     for (g, rec) in recs.iter().enumerate() {
         let (c, t) = (g / 2, g % 2);
         let (p, mut cached, out, delay) = if c % 2 == 0 { a[t] } else { b[t] };
@@ -666,10 +667,10 @@ fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
             assert!(gap < 40.0, "request {g}: gap {gap}");
         }
     }
-    // reported by turn, 10 conversations: turn 1 (0 + 304 + 4 x (608 + 304)) / (5 x (610 +
-    // 310)) = 3952 / 4600, turn 2 (608 + 304 + 4 x (736 + 416)) / (5 x (750 + 426)) = 5520 / 5880
+    // reported by turn, 10 conversations: turn 1 (0 + 288 + 4 x (592 + 288)) / (5 x (600 +
+    // 300)) = 3808 / 4500, turn 2 (592 + 288 + 4 x (720 + 384)) / (5 x (720 + 396)) = 5296 / 5580
     let c = &s["cache"];
-    for (t, want) in [(1, 3952.0 / 4600.0), (2, 5520.0 / 5880.0)] {
+    for (t, want) in [(1, 3808.0 / 4500.0), (2, 5296.0 / 5580.0)] {
         let got = &c["by_turn"][t - 1];
         assert_eq!(got["turn"].as_u64(), Some(t as u64), "{c}");
         assert!(
@@ -679,7 +680,7 @@ fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
         println!("turn {t}: reported hit rate {want:.4}");
     }
     assert!(
-        (f(&c["reported_hit_rate"]) - 9472.0 / 10480.0).abs() < 1e-9,
+        (f(&c["reported_hit_rate"]) - 9104.0 / 10080.0).abs() < 1e-9,
         "{c}"
     );
     assert!(text.contains("TTFT P50 by turn: 1: "), "{text}");
@@ -710,9 +711,10 @@ fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
 
 /// Issue 45: AIPerf `mooncake_trace` sessions replayed whole (no `turns`): every session its own
 /// lines, in file order, two sessions at once (`load.concurrency: 2`). By hand (words, one
-/// token a word on the simulator): chat-a's turns 610, 750 (module test above), then its third
-/// line's 10 + 40 after a kept answer of 10 + 10: 820, 25.5 ms after the second answer, asking
-/// 1 (`output_length` 0); chat-b's 310 and 426; the one-line session 10 + 50 = 60, asking
+/// token a word on the simulator): chat-a's turns 600, 720 (the test above), then its third
+/// line's 40 after a kept answer of 11 (the head and the one filler word a message has at
+/// least): 771, 25.5 ms after the second answer, asking 1 (`output_length` 0); chat-b's 300
+/// and 396; the one-line session 50, asking
 /// `request.max_tokens` (4; the line has no `output_length`). 24 requests: 4 passes over the
 /// 6 turns of the 3 sessions.
 #[test]
@@ -743,9 +745,9 @@ fn aiperf_mooncake_sessions_without_turns_are_replayed_whole() {
     assert_eq!(recs.len(), 24);
     // (prompt words, max_tokens, delay ms) of each session's turns
     let sessions: [&[(u64, u64, f64)]; 3] = [
-        &[(610, 20, 0.0), (750, 10, 50.0), (820, 1, 25.5)],
-        &[(310, 16, 0.0), (426, 12, 40.0)],
-        &[(60, 4, 0.0)],
+        &[(600, 20, 0.0), (720, 10, 50.0), (771, 1, 25.5)],
+        &[(300, 16, 0.0), (396, 12, 40.0)],
+        &[(50, 4, 0.0)],
     ];
     let mut g = 0;
     for c in 0..12 {
@@ -778,7 +780,7 @@ fn aiperf_mooncake_sessions_without_turns_are_replayed_whole() {
     });
     assert!(overlap, "no two requests in flight at once");
     // the hit rate reported by turn, turns 1 to 3; turn 3 (chat-a's alone) reuses at least the
-    // full blocks of its turn 2 (736 of 820 words) and at most its own earlier full blocks (816)
+    // full blocks of its turn 2 (720 of 771 words) and at most its own earlier full blocks (768)
     let by_turn = s["cache"]["by_turn"].as_array().unwrap();
     let turns: Vec<u64> = by_turn
         .iter()
@@ -788,7 +790,7 @@ fn aiperf_mooncake_sessions_without_turns_are_replayed_whole() {
     let third = f(&by_turn[2]["reported_hit_rate"]);
     println!("turn 3: reported hit rate {third:.4}");
     assert!(
-        (736.0 / 820.0 - 1e-9..=816.0 / 820.0 + 1e-9).contains(&third),
+        (720.0 / 771.0 - 1e-9..=768.0 / 771.0 + 1e-9).contains(&third),
         "{third}"
     );
     // 20 requests end inside a session: refused, saying the counts that do not
