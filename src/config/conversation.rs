@@ -287,6 +287,22 @@ impl ConversationSpec {
             .min(MAX_PART_TOKENS)
     }
 
+    /// AIPerf sessions: the prompt lengths to fit the synthetic words at (the server's tokens
+    /// per word, [`crate::prompt_fit::fit_scale`]): the sessions' user messages' `input_length`
+    /// at their 10th and 90th percentiles; `None` for the other conversations.
+    pub fn fit_points(&self) -> Option<Vec<u32>> {
+        let Dialogs::Sessions(l) = &self.file.as_ref()?.list else {
+            return None;
+        };
+        let mut v: Vec<u32> = l
+            .iter()
+            .flat_map(|s| s.turns.iter().map(|t| t.input_tokens))
+            .collect();
+        v.sort_unstable();
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        (!v.is_empty()).then(|| super::common::fit_points(at(0.1), at(0.9)))
+    }
+
     /// AIPerf sessions: the longest last-turn prompt, tokens (about: its turns' `input_length`
     /// and the kept answers' `output_length`, at most [`MAX_PART_TOKENS`] each) and the
     /// session's id; `None` for the other conversations.
@@ -301,7 +317,7 @@ impl ConversationSpec {
                 let turns = &s.turns[..n.min(s.turns.len())];
                 let answers: u64 = turns
                     .iter()
-                    .take(n.saturating_sub(1))
+                    .take(turns.len().saturating_sub(1))
                     .map(|t| u64::from(self.kept_answer(t)))
                     .sum();
                 let users: u64 = turns.iter().map(|t| u64::from(t.input_tokens)).sum();
@@ -829,6 +845,10 @@ mod tests {
             e.contains("none of its 3 sessions has 4 turns; lower request.conversation.turns"),
             "{e}"
         );
+        // the fit points: the 10th and 90th percentiles of 40, 80, 100, 300, 600 (the two
+        // sessions replayed): indexes round(0.4) = 0 and round(3.6) = 4
+        assert_eq!(c.fit_points(), Some(vec![40, 600]));
+        assert_eq!(spec().fit_points(), None);
         // chat-a's 3 turns: 600 + 100 + 40 user tokens and answers of 20 and 10
         assert_eq!(
             c3.longest_session_prompt(),

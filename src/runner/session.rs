@@ -83,12 +83,18 @@ impl Session {
             _ => None,
         };
         // `request.generate`: fit the synthetic prompt's scale (tokens per filler word).
-        // A trace: the same, at its measured requests' prompt lengths.
+        // A trace: the same, at its measured requests' prompt lengths; AIPerf sessions at
+        // their messages'.
         let needed = sc.load.looks().last().copied().unwrap_or(0);
+        let sessions = sc
+            .request
+            .conversation
+            .as_ref()
+            .and_then(|c| c.fit_points());
         let points = match (&sc.request.generate, &sc.load.trace) {
             (Some(g), _) => Some(g.fit_points()),
             (None, Some(t)) => Some(t.fit_points(needed)),
-            _ => None,
+            _ => sessions,
         };
         let length_fit = match points {
             Some(p) if !crate::cancel::requested() => {
