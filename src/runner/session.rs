@@ -266,7 +266,11 @@ impl Session {
                 .filter_map(|s| s.record.work.as_ref().map(|w| w.index))
                 .collect();
             ix.sort_unstable();
-            super::reference::spread(&ix, c.reference as usize, c.turns as usize)
+            let turn = |g: u64| {
+                let slot = crate::config::common::Slot::Measured(g as usize);
+                u64::from(c.turn_of(slot).turn)
+            };
+            super::reference::spread(&ix, c.reference as usize, c.turns as usize, &turn)
         };
         if self.unreachable.is_some() || crate::cancel::requested() || indexes.is_empty() {
             return;
@@ -306,7 +310,7 @@ impl Session {
             .filter_map(|r| r.work.as_ref().map(|w| w.index))
             .collect();
         ix.sort_unstable();
-        let ix = super::reference::spread(&ix, k, 1);
+        let ix = super::reference::spread(&ix, k, 1, &|_| 0);
         for index in ix {
             if self.unreachable.is_some() || crate::cancel::requested() {
                 return;
