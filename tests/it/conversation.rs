@@ -626,6 +626,8 @@ fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
     let (code, text) = run(dir.path(), &["check", "--output", "r.json"]);
     assert_eq!(code, Some(0), "{text}");
     let r = json(&dir.path().join("r.json"));
+    let v = crate::report_schema::validator();
+    assert_eq!(crate::report_schema::errors(&v, &r), Vec::<String>::new());
     let s = &r["scenarios"][0];
     // bless and check sent the same requests, turn for turn
     let b = json(&dir.path().join("baselines/sessions.json"));
