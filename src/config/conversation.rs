@@ -296,10 +296,12 @@ impl ConversationSpec {
         };
         let mut v: Vec<u32> = l
             .iter()
-            .flat_map(|s| s.turns.iter().map(|t| t.input_tokens))
+            .flat_map(|s| s.turns.iter().filter(|t| t.text.is_none()))
+            .map(|t| t.input_tokens)
             .collect();
         v.sort_unstable();
         let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        // (a file of given texts only: nothing to fit)
         (!v.is_empty()).then(|| super::common::fit_points(at(0.1), at(0.9)))
     }
 
@@ -491,7 +493,9 @@ fn session_messages(
     let mut out = Vec::with_capacity(2 * turn as usize + 1);
     for (k, x) in s.turns.iter().enumerate().take(turn as usize + 1) {
         let w = words(x.input_tokens);
-        let user = if x.hash_ids.is_empty() {
+        let user = if let Some(t) = &x.text {
+            t.clone()
+        } else if x.hash_ids.is_empty() {
             crate::synthetic_prompt::text_seeded(w, seeded(x.line, 0))
         } else {
             let per_block = ((f64::from(block_size) / per_word).round() as u32).max(1);
@@ -898,6 +902,22 @@ mod tests {
             e.contains("give the sessions' file, or leave it out"),
             "{e}"
         );
+        // `text_input` turns: the texts as given, the kept answer synthetic
+        std::fs::write(
+            tmp.path().join("t.jsonl"),
+            "{\"session_id\": \"t\", \"text_input\": \"What is ML?\", \"output_length\": 12}\n{\"session_id\": \"t\", \"delay\": 3, \"text_input\": \"An example, please.\"}\n",
+        )
+        .unwrap();
+        let mut r = raw(2);
+        r.file = Some("t.jsonl".into());
+        let t = build(&r, 16, tmp.path()).unwrap();
+        let m = t.messages(Slot::Measured(1), None, 1.0);
+        assert_eq!(
+            (m[0].content.as_str(), words(&m[1]), m[2].content.as_str()),
+            ("What is ML?", 12, "An example, please.")
+        );
+        // nothing to fit: no synthetic message
+        assert_eq!(t.fit_points(), None);
         // synthetic and text conversations keep request.max_tokens and think_time
         assert_eq!(spec().span(true, 3), (9, 3));
         assert_eq!(spec().whole(7), (2, Some((6, 9))));

@@ -21,8 +21,11 @@ use serde_json::{Map, Value};
 pub struct SessionTurn {
     /// Its line in the file (1-based), for messages.
     pub line: usize,
-    /// The turn's new user message, tokens (`input_length`).
+    /// The turn's new user message, tokens (`input_length`; of a `text_input`, its words).
     pub input_tokens: u32,
+    /// The turn's user message as given (`text_input`, which AIPerf takes instead of
+    /// `input_length`); `None`: synthetic.
+    pub text: Option<String>,
     /// Its `max_tokens` (`output_length`; 0 in the file asks 1), and the length of the answer
     /// kept for it in the history of the turns after it; `None` (no `output_length`, which
     /// AIPerf allows): `request.max_tokens`.
@@ -44,7 +47,13 @@ pub struct Session {
 
 /// The keys that tell a `mooncake_trace` line from the other conversation files' (ShareGPT's
 /// `conversations`, LMSYS's `conversation`, AIPerf `multi_turn`'s `turns`).
-const SHAPE_KEYS: [&str; 4] = ["input_length", "output_length", "hash_ids", "delay"];
+const SHAPE_KEYS: [&str; 5] = [
+    "input_length",
+    "output_length",
+    "hash_ids",
+    "delay",
+    "text_input",
+];
 
 /// Whether `text` is a `mooncake_trace` file: its first non-empty line a JSON object with one of
 /// [`SHAPE_KEYS`] and no `turns`.
@@ -133,18 +142,31 @@ fn session_line(
     };
     let has = |k: &str| o.get(k).is_some_and(|x| !x.is_null());
     ensure!(!has("timestamp"), "a `timestamp` on a session line: request.conversation replays sessions closed loop, each turn `delay` ms after the previous turn's answer, not at arrival times; remove the timestamps, or replay the file at its timestamps with load.trace (session_id and delay are then not read)");
-    if let Some(k) = ["text_input", "messages", "payload"]
-        .into_iter()
-        .find(|k| has(k))
-    {
-        bail!("a session line with `{k}`: the turns replayed here are synthetic texts of `input_length` tokens (with their `hash_ids` blocks), not given texts; give each line `input_length` instead, or replay texts as conversations (ShareGPT, AIPerf multi_turn)");
+    if let Some(k) = ["messages", "payload"].into_iter().find(|k| has(k)) {
+        bail!("a session line with `{k}`: the turns replayed here are user messages (synthetic of `input_length` tokens, with their `hash_ids` blocks, or a `text_input`) after the session's history, not whole requests as given; give each line `input_length` or `text_input` instead, or replay whole conversations as a conversation file (ShareGPT, AIPerf multi_turn)");
     }
     let id = session_id(o)?;
-    let input = length(
-        o.get("input_length"),
-        "input_length",
-        u64::from(MAX_PROMPT_TOKENS),
-    )?;
+    let text = match o.get("text_input") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => {
+            ensure!(!has("input_length") && !has("hash_ids"), "`text_input` with `input_length` or `hash_ids`: AIPerf takes one of them (they are mutually exclusive); keep one");
+            ensure!(
+                !t.trim().is_empty(),
+                "`text_input` is empty: a turn needs a user message"
+            );
+            Some(t.clone())
+        }
+        Some(x) => bail!("`text_input` must be a string, not {x}"),
+    };
+    let input = match &text {
+        // about its tokens (its words), for the bounds
+        Some(t) => t.split_whitespace().count().max(1) as u64,
+        None => length(
+            o.get("input_length"),
+            "input_length",
+            u64::from(MAX_PROMPT_TOKENS),
+        )?,
+    };
     ensure!(
         input > 0,
         "`input_length` is 0: a turn needs a user message"
@@ -172,7 +194,8 @@ fn session_line(
         id,
         SessionTurn {
             line: number,
-            input_tokens: input as u32,
+            input_tokens: input.min(u64::from(u32::MAX)) as u32,
+            text,
             output_tokens: output,
             hash_ids,
             delay_ms,
@@ -232,6 +255,32 @@ mod tests {
         );
         // no output_length (AIPerf then asks its default): request.max_tokens
         assert_eq!(shape(2), [(7, 50, None, 0, 0.0)]);
+        // a `text_input` turn: the text as given, its words for the bounds
+        let t = parse(
+            "{\"session_id\": \"t\", \"text_input\": \"What is ML?\"}\n{\"session_id\": \"t\", \"delay\": 3, \"text_input\": \"An example, please.\", \"output_length\": 7}\n",
+            "t.jsonl",
+            512,
+        )
+        .unwrap();
+        let got: Vec<(Option<&str>, u32, Option<u32>, f64)> = t[0]
+            .turns
+            .iter()
+            .map(|x| {
+                (
+                    x.text.as_deref(),
+                    x.input_tokens,
+                    x.output_tokens,
+                    x.delay_ms,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("What is ML?"), 3, None, 0.0),
+                (Some("An example, please."), 3, Some(7), 3.0)
+            ]
+        );
         // the sessions share the first block's text (hash id 0)
         assert_eq!(s[0].turns[0].hash_ids[0], s[1].turns[0].hash_ids[0]);
     }
@@ -248,6 +297,9 @@ mod tests {
         }
         assert!(is_sessions(
             "\n{\"session_id\": \"a\", \"input_length\": 3}\n"
+        ));
+        assert!(is_sessions(
+            "{\"session_id\": \"a\", \"text_input\": \"hi\"}"
         ));
     }
 
@@ -288,9 +340,24 @@ mod tests {
                 "not \"5\"",
             ),
             (
-                "{\"session_id\": \"a\", \"text_input\": \"hi\", \"output_length\": 1}\n".to_string(),
-                "s:1: a session line with `text_input`",
-                "give each line `input_length`",
+                "{\"session_id\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"output_length\": 1}\n".to_string(),
+                "s:1: a session line with `messages`",
+                "give each line `input_length` or `text_input` instead",
+            ),
+            (
+                "{\"session_id\": \"a\", \"text_input\": \"hi\", \"input_length\": 5, \"output_length\": 1}\n".to_string(),
+                "s:1: `text_input` with `input_length` or `hash_ids`",
+                "mutually exclusive",
+            ),
+            (
+                "{\"session_id\": \"a\", \"text_input\": 5}\n".to_string(),
+                "s:1: `text_input` must be a string, not 5",
+                "",
+            ),
+            (
+                "{\"session_id\": \"a\", \"text_input\": \"  \"}\n".to_string(),
+                "s:1: `text_input` is empty",
+                "",
             ),
             (
                 "{\"session_id\": \"a\", \"input_length\": 5, \"output_length\": 2.5}\n".to_string(),
