@@ -5,7 +5,8 @@
 //! lines in file order as its turns, sends the first turn when a stream takes the session and
 //! each later one `delay` ms after the previous turn's answer ended, with the session's history
 //! (its default context mode for synthetic lines, `deltas_without_responses`: each turn's
-//! `input_length` tokens are the new user message, after the earlier messages and answers).
+//! `input_length` tokens, or its `text_input`, are the new user message, after the earlier
+//! messages and answers).
 //! Parsing is pure ([`parse`]); the texts are made when a turn is sent
 //! ([`super::conversation`]).
 
@@ -74,9 +75,10 @@ pub fn is_sessions(text: &str) -> bool {
 /// hash id, in the order of their first lines.
 ///
 /// Errors: the first bad line as `name:line: what is wrong and what to do`: a `timestamp` (an
-/// arrival time, replayed by load.trace), a given text (`text_input`, `messages`, `payload`),
-/// a `delay` on a session's first turn, a delay that is not 0..=[`MAX_THINK_MS`] ms, a session of
-/// more than [`MAX_TURNS`] turns; no lines; more than [`MAX_TRACE_ENTRIES`].
+/// arrival time, replayed by load.trace), a whole request as given (`messages`, `payload`),
+/// `text_input` beside `input_length` or `hash_ids`, a `delay` on a session's first turn, a
+/// delay that is not 0..=[`MAX_THINK_MS`] ms, a session of more than [`MAX_TURNS`] turns; no
+/// lines; more than [`MAX_TRACE_ENTRIES`].
 pub fn parse(text: &str, name: &str, block_size: u32) -> Result<Vec<Session>, Invalid> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut sessions: Vec<Session> = Vec::new();
