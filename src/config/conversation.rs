@@ -173,7 +173,7 @@ pub struct Turn {
 impl ConversationSpec {
     /// The conversation and turn of the request in `slot`: request g is turn `g mod turns` of
     /// conversation `g / turns`; of sessions replayed whole, the turn of the session its place
-    /// in the sessions' turns falls in ([`Layout`]).
+    /// in the sessions' turns falls in (`Layout`).
     pub fn turn_of(&self, slot: Slot) -> Turn {
         let g = match slot {
             Slot::Measured(g) | Slot::Unmeasured(g) => g,
