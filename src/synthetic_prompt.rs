@@ -27,6 +27,8 @@ const WORDS: [&str; 64] = [
 
 /// The instruction before the filler words (short, so that small N stay possible).
 const HEAD: &str = "Read the following words and then write a long story.";
+/// The words of [`HEAD`].
+pub const HEAD_WORDS: u32 = 10;
 
 /// The prompt with `words` filler words after [`HEAD`]: deterministic, a sentence break every
 /// 16 words. `words` = 0 gives the head alone.
@@ -60,6 +62,35 @@ pub fn blocks_text(blocks: &[(u64, u32)]) -> String {
         push_words(&mut out, w, start_state(seed));
     }
     out
+}
+
+/// The filler words of each of `k` blocks (k >= 1) for a prompt of `words` words: every block
+/// but the last `per_block` (so a block's text, chosen by its hash id, is the same in every
+/// request that has it), the last the rest. When the rest is less than 1 (the last block is
+/// shorter than the instruction and chat template), the words missing are taken from the ends
+/// of the blocks before it, last first: the total stays `words` and the prompts still share
+/// their text up to where they differ.
+pub fn block_words(words: u32, k: usize, per_block: u32) -> Vec<u32> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut counts = vec![per_block; k - 1];
+    let rest = i64::from(words) - i64::from(per_block) * (k as i64 - 1);
+    if rest >= 1 {
+        counts.push(rest as u32);
+        return counts;
+    }
+    counts.push(1);
+    let mut deficit = 1 - rest;
+    for c in counts[..k - 1].iter_mut().rev() {
+        let take = deficit.min(i64::from(*c) - 1);
+        *c -= take as u32;
+        deficit -= take;
+        if deficit == 0 {
+            break;
+        }
+    }
+    counts
 }
 
 fn text_from(words: u32, start: u32) -> String {
@@ -188,6 +219,7 @@ mod tests {
         let a = text(40);
         assert_eq!(a, text(40));
         let head_words = HEAD.split_whitespace().count();
+        assert_eq!(head_words, HEAD_WORDS as usize);
         assert_eq!(a.split_whitespace().count(), head_words + 40);
         assert_eq!(a.matches('.').count(), 1 + 2); // the head's, and after words 16 and 32
         assert!(text(41).starts_with(&a));

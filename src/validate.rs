@@ -59,7 +59,7 @@ pub fn cmd_validate(a: &ValidateArgs) -> Result<i32, Error> {
             println!(
                 "    conversations of {}; {} conversation(s) measured, cold reference of {} request pair(s)",
                 c.describe(s.request.system.is_some()),
-                s.load.samples / c.turns,
+                c.whole(s.load.samples as usize).0,
                 c.reference.min(s.load.samples)
             );
         }

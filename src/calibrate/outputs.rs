@@ -150,7 +150,7 @@ pub fn run_outputs(e: &OutputsExperiment, reps: usize, seed: u64) -> [f64; 3] {
             Repeats::FixedPrompt | Repeats::Baseline(_) => Vec::new(),
             Repeats::SentAgain(k) => {
                 let ix: Vec<u64> = (0..e.n as u64).collect();
-                crate::runner::reference::spread(&ix, k, 1)
+                crate::runner::reference::spread(&ix, k, 1, &|_| 0)
                     .into_iter()
                     .map(|i| answer(rng, i, false))
                     .collect()

@@ -281,6 +281,8 @@ section! {
         think_time: RawNumber,
         seed: u64,
         reference: u32,
+        /// AIPerf `mooncake_trace` sessions: tokens per hash id (AIPerf's `--isl-block-size`).
+        block_size: u32,
     }
 }
 

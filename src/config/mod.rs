@@ -15,6 +15,7 @@ pub mod metric;
 pub mod prompt_set;
 pub mod scenario;
 pub mod server;
+pub mod sessions;
 pub mod shard;
 pub mod sweep;
 pub mod trace;

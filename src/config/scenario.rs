@@ -120,8 +120,13 @@ fn request_warnings(r: &RequestSpec, l: &LoadSpec) -> Vec<String> {
         }
     }
     if let Some(c) = &r.conversation {
-        let conversations = measured / c.turns.max(1) as usize;
-        if conversations < l.concurrency as usize {
+        let conversations = c.whole(measured).0;
+        if conversations < l.concurrency as usize && c.file.as_ref().is_some_and(|f| f.whole) {
+            out.push(format!(
+                "load.concurrency {} with {conversations} sessions: only {conversations} streams are busy; use more samples (a session per stream) or a lower concurrency",
+                l.concurrency,
+            ));
+        } else if conversations < l.concurrency as usize {
             out.push(format!(
                 "load.concurrency {} with {conversations} conversations of {} turns: only {conversations} streams are busy; use samples >= {} (a conversation per stream) or a lower concurrency",
                 l.concurrency,
@@ -263,15 +268,50 @@ fn conversation_load(
         c.turns - 1,
         c.answer_tokens
     );
+    // AIPerf sessions: their last turns' prompts, from the file's lengths
+    let longest_session = c.longest_session_prompt();
+    let sessions = longest_session.is_some();
+    if let Some((tokens, id)) = longest_session {
+        ensure!(
+            tokens <= most,
+            "request.conversation.file: session `{id}`'s turn {} would send a prompt of about {tokens} tokens (its turns' input_length and the answers kept for the turns before, output_length each): at most {most}; lower request.conversation.turns or shorten the session",
+            c.turns
+        );
+    }
     // the think time a stream spends, bounded as a trace replay's window is
+    // (a session file's: the sum of its measured turns' delays)
     let per_stream = f64::from(l.samples) / f64::from(l.concurrency.max(1));
-    let think_h =
-        per_stream * c.think_time_ms * f64::from(c.turns - 1) / f64::from(c.turns) / 3_600_000.0;
+    let think_h = match sessions {
+        true => {
+            let all: f64 = (0..l.samples as usize)
+                .map(|g| c.think_ms(crate::config::common::Slot::Measured(g)))
+                .sum();
+            all / f64::from(l.concurrency.max(1)) / 3_600_000.0
+        }
+        false => {
+            per_stream * c.think_time_ms * f64::from(c.turns - 1) / f64::from(c.turns) / 3_600_000.0
+        }
+    };
+    let what = match sessions {
+        true => "request.conversation.file's delays",
+        false => "request.conversation.think_time",
+    };
     ensure!(
         think_h <= 24.0,
-        "request.conversation.think_time: each stream would think for {think_h:.1} h over its {per_stream:.0} requests: at most 24 h; shorten the think time or the samples, or raise the concurrency"
+        "{what}: each stream would think for {think_h:.1} h over its {per_stream:.0} requests: at most 24 h; shorten the think time or the samples, or raise the concurrency"
     );
     // (the warmup may end inside a conversation: it is not measured)
+    if c.file.as_ref().is_some_and(|f| f.whole) {
+        let n = l.samples as usize;
+        if let (whole, Some((down, up))) = c.whole(n) {
+            let down = match down {
+                0 => String::new(),
+                d => format!(" or {d} ({whole} sessions)"),
+            };
+            bail!("load.samples is {n}, not a whole number of sessions (each replayed whole, in file order, one after the other): use {up} ({} sessions){down}", whole + 1);
+        }
+        return Ok(());
+    }
     let (n, t) = (l.samples, c.turns);
     let up = n.div_ceil(t) * t;
     ensure!(
@@ -331,6 +371,57 @@ mod tests {
         assert!(
             w.iter().any(|w| w == "load.concurrency 8 with 6 conversations of 4 turns: only 6 streams are busy; use samples >= 32 (a conversation per stream) or a lower concurrency"),
             "{w:?}"
+        );
+    }
+
+    /// AIPerf sessions replayed whole: too few sessions for the streams is warned; a last
+    /// prompt beyond the synthetic bound and delays beyond 24 h a stream are refused.
+    #[test]
+    fn aiperf_sessions_are_bounded_and_warned() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |f: &str, load: &str| {
+            format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'sim://'}}\n    request: {{max_tokens: 4, conversation: {{file: {}}}}}\n    load: {load}\n", dir.path().join(f).display())
+        };
+        let parse = |y: &str| crate::config::parse_str(y, "t.yaml", &|_| None);
+        std::fs::copy(
+            "tests/fixtures/traces/aiperf_sessions.jsonl",
+            dir.path().join("s.jsonl"),
+        )
+        .unwrap();
+        // 24 requests: 4 passes over the 3 sessions, 12 sessions for 16 streams
+        let sc = parse(&at("s.jsonl", "{concurrency: 16, samples: 24}"))
+            .unwrap()
+            .remove(0);
+        let w = sc.warnings();
+        assert!(
+            w.iter().any(|w| w == "load.concurrency 16 with 12 sessions: only 12 streams are busy; use more samples (a session per stream) or a lower concurrency"),
+            "{w:?}"
+        );
+        // two turns of 200000 tokens and a kept answer of 1: 400001 > 262144
+        std::fs::write(
+            dir.path().join("big.jsonl"),
+            "{\"session_id\": \"x\", \"input_length\": 200000, \"output_length\": 1}\n{\"session_id\": \"x\", \"delay\": 1, \"input_length\": 200000, \"output_length\": 1}\n",
+        )
+        .unwrap();
+        let e = parse(&at("big.jsonl", "{samples: 20}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("session `x`'s turn 2 would send a prompt of about 400001 tokens"),
+            "{e}"
+        );
+        // 1500 sessions of a 60 s delay on one stream: 25 h
+        std::fs::write(
+            dir.path().join("slow.jsonl"),
+            "{\"session_id\": \"x\", \"input_length\": 5, \"output_length\": 1}\n{\"session_id\": \"x\", \"delay\": 60000, \"input_length\": 5, \"output_length\": 1}\n",
+        )
+        .unwrap();
+        let e = parse(&at("slow.jsonl", "{concurrency: 1, samples: 3000}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("request.conversation.file's delays: each stream would think for 25.0 h over its 3000 requests: at most 24 h"),
+            "{e}"
         );
     }
 

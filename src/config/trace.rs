@@ -316,7 +316,33 @@ pub fn parse(
     })
 }
 
-fn length(v: Option<&Value>, key: &str, max: u64) -> Result<u64, Invalid> {
+/// A line's `hash_ids` (none: empty), one per block of `block_size` tokens of its
+/// `input_length` tokens; `fix`: what to do when their count does not fit.
+pub(super) fn hash_ids(
+    v: &Value,
+    input: u64,
+    block_size: u32,
+    fix: &str,
+) -> Result<Vec<u64>, Invalid> {
+    let hash_ids: Vec<u64> = match v.get("hash_ids") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|h| h.as_u64().ok_or("`hash_ids` must hold whole numbers >= 0"))
+            .collect::<Result<_, _>>()?,
+        Some(_) => bail!("`hash_ids` must be an array of whole numbers"),
+    };
+    let blocks = input.div_ceil(u64::from(block_size));
+    ensure!(
+        hash_ids.is_empty() || hash_ids.len() as u64 == blocks,
+        "{} hash_ids for input_length {input}: blocks of {block_size} tokens need {blocks} ({fix})",
+        hash_ids.len()
+    );
+    Ok(hash_ids)
+}
+
+/// A whole number at `key` of a JSON line, in 0..=`max`.
+pub(super) fn length(v: Option<&Value>, key: &str, max: u64) -> Result<u64, Invalid> {
     match v.and_then(Value::as_u64) {
         Some(n) if n <= max => Ok(n),
         _ => bail!(
@@ -334,9 +360,9 @@ fn mooncake(line: &str, block_size: u32) -> Result<Option<(f64, TraceEntry)>, In
     let has = |k: &str| v.get(k).is_some_and(|x| !x.is_null());
     // AIPerf's mooncake_trace sessions: each turn is sent `delay` ms after the previous turn of
     // its session completes, with the session's history; its arrival depends on the server's
-    // answers, so it is not a time this open loop can replay
+    // answers, so it is not a time this open loop can replay: request.conversation replays them
     let session = !has("timestamp") && (has("session_id") || has("delay"));
-    ensure!(!session, "a line with `session_id` or `delay` and no `timestamp` is a turn of an AIPerf mooncake_trace session, which AIPerf sends `delay` ms after the previous turn of its session completes: its arrival depends on the server's answers, so it is not a time in the file. load.trace replays fixed arrival times only (each line's `timestamp`, ms; `session_id` and `delay` are then not read) and does not replay sessions: give each line a `timestamp` in ms, or replay multi-turn conversations with request.conversation (turns, think_time)");
+    ensure!(!session, "a line with `session_id` or `delay` and no `timestamp` is a turn of an AIPerf mooncake_trace session, which AIPerf sends `delay` ms after the previous turn of its session completes: its arrival depends on the server's answers, so it is not a time in the file, and load.trace replays fixed arrival times only. Replay the sessions closed loop with `request.conversation: {{file: <this file>, turns: N}}` (each turn `delay` ms after the previous answer, with the session's history; load.trace left out), or give each line a `timestamp` in ms");
     let text = ["text_input", "messages", "payload"]
         .into_iter()
         .find(|k| has(k) && !has("input_length"));
@@ -358,20 +384,12 @@ fn mooncake(line: &str, block_size: u32) -> Result<Option<(f64, TraceEntry)>, In
     )?;
     ensure!(input > 0, "`input_length` is 0: a request needs a prompt");
     let output = length(v.get("output_length"), "output_length", MAX_TRACE_OUTPUT)?;
-    let hash_ids: Vec<u64> = match v.get("hash_ids") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|h| h.as_u64().ok_or("`hash_ids` must hold whole numbers >= 0"))
-            .collect::<Result<_, _>>()?,
-        Some(_) => bail!("`hash_ids` must be an array of whole numbers"),
-    };
-    let blocks = input.div_ceil(u64::from(block_size));
-    ensure!(
-        hash_ids.is_empty() || hash_ids.len() as u64 == blocks,
-        "{} hash_ids for input_length {input}: blocks of {block_size} tokens need {blocks} (set load.trace.block_size to the trace's)",
-        hash_ids.len()
-    );
+    let hash_ids = hash_ids(
+        &v,
+        input,
+        block_size,
+        "set load.trace.block_size to the trace's",
+    )?;
     Ok(Some((
         t,
         TraceEntry {
@@ -582,11 +600,12 @@ mod tests {
     }
 
     /// AIPerf's mooncake_trace as its docs give it: session turns (`session_id`, `delay` after
-    /// the previous turn completes) and exact-text lines (`text_input`) are refused, each
-    /// naming `file:line`, what load.trace replays and what to do; a line with a `timestamp`
-    /// is replayed at it whatever else it holds.
+    /// the previous turn completes) are not arrival times: load.trace sends them to
+    /// request.conversation, which replays them (src/config/sessions.rs); exact-text lines
+    /// (`text_input`) are refused, each naming `file:line`, what load.trace replays and what
+    /// to do; a line with a `timestamp` is replayed at it whatever else it holds.
     #[test]
-    fn aiperf_sessions_and_texts_are_refused_saying_what_to_do() {
+    fn aiperf_sessions_go_to_request_conversation_and_texts_are_refused() {
         let e = |t: &str| parse(t, "a.jsonl", None, 512).unwrap_err().to_string();
         let first = "{\"timestamp\": 0, \"input_length\": 300, \"output_length\": 40}\n";
         // a first turn (no delay) and a later one (with delay), on line 2
@@ -598,7 +617,10 @@ mod tests {
             let m = e(&format!("{first}{turn}\n"));
             assert!(m.starts_with("a.jsonl:2: a line with `session_id` or `delay` and no `timestamp` is a turn of an AIPerf mooncake_trace session, which AIPerf sends `delay` ms after the previous turn of its session completes"), "{m}");
             assert!(m.contains("give each line a `timestamp` in ms"), "{m}");
-            assert!(m.contains("request.conversation"), "{m}");
+            assert!(
+                m.contains("Replay the sessions closed loop with `request.conversation: {file: <this file>, turns: N}`"),
+                "{m}"
+            );
         }
         let m = e("{\"text_input\": \"What is the capital of France?\", \"output_length\": 20}\n");
         assert!(m.starts_with("a.jsonl:1: a line with `text_input` and no `input_length` (AIPerf's exact-payload trace)"), "{m}");

@@ -123,13 +123,16 @@ pub(super) async fn phase(shared: &Arc<Shared>, count: usize, run_start: Instant
         )
     });
     if let Some(c) = &shared.scenario.request.conversation {
-        let turns = c.turns as usize;
-        let think = std::time::Duration::from_secs_f64(c.think_time_ms / 1000.0);
+        // (at most as many streams as conversations start in the phase)
+        let measuring = shared.measuring.load(Ordering::SeqCst);
+        let conversations = (0..workers)
+            .take_while(|&k| c.span(measuring, k).0 < count)
+            .count();
         let mut handles = Vec::with_capacity(workers);
-        for _ in 0..workers.min(count.div_ceil(turns)) {
+        for _ in 0..conversations {
             let sh = Arc::clone(shared);
             handles.push(tokio::spawn(async move {
-                conversation_worker(sh, count, turns, think, run_start).await
+                conversation_worker(sh, count, run_start).await
             }));
         }
         for h in handles {
@@ -378,42 +381,47 @@ async fn worker(
 }
 
 /// A closed-loop stream of conversations (`request.conversation`): takes the next whole
-/// conversation, sends its `turns` requests one after the other with `think` between a turn's
-/// end and the next turn, until the phase's `count` requests are taken (the warmup's last
-/// conversation may end early). A failed turn does not end its conversation: the history is the
+/// conversation, sends its turns (`turns`, or a session's own: [`ConversationSpec::span`]) one
+/// after the other with the turn's think time ([`ConversationSpec::think_ms`]: `think_time`,
+/// or a session's `delay`) between a turn's end and the next turn, until the phase's `count`
+/// requests are taken (the warmup's last conversation may end early).
+///
+/// [`ConversationSpec::span`]: crate::config::conversation::ConversationSpec::span
+/// [`ConversationSpec::think_ms`]: crate::config::conversation::ConversationSpec::think_ms A failed turn does not end its conversation: the history is the
 /// scenario's own text, so the next turn is the same request either way.
-async fn conversation_worker(
-    sh: Arc<Shared>,
-    count: usize,
-    turns: usize,
-    think: std::time::Duration,
-    run_start: Instant,
-) {
+async fn conversation_worker(sh: Arc<Shared>, count: usize, run_start: Instant) {
+    let Some(c) = sh.scenario.request.conversation.clone() else {
+        return;
+    };
+    let measuring = sh.measuring.load(Ordering::SeqCst);
     loop {
         if sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
             return;
         }
         let conv = sh.next.fetch_add(1, Ordering::SeqCst);
-        if conv * turns >= count {
+        let (start, turns) = c.span(measuring, conv);
+        if start >= count {
             return;
         }
         for t in 0..turns {
-            let i = conv * turns + t;
+            let i = start + t;
             if i >= count || sh.stop.load(Ordering::SeqCst) || crate::cancel::requested() {
                 return;
-            }
-            if t > 0 && !think.is_zero() {
-                // nothing in flight while thinking: an interrupt ends it at once
-                tokio::select! {
-                    _ = tokio::time::sleep(think) => {}
-                    _ = crate::cancel::wait() => return,
-                }
             }
             let slot = if sh.measuring.load(Ordering::SeqCst) {
                 measured_slot(&sh, i)
             } else {
                 Slot::Unmeasured(i)
             };
+            let think_ms = c.think_ms(slot);
+            if t > 0 && think_ms > 0.0 {
+                // nothing in flight while thinking: an interrupt ends it at once
+                let think = std::time::Duration::from_secs_f64(think_ms / 1000.0);
+                tokio::select! {
+                    _ = tokio::time::sleep(think) => {}
+                    _ = crate::cancel::wait() => return,
+                }
+            }
             let Some(sent) = one_request(&sh, run_start, None, false, slot).await else {
                 return; // interrupted: not recorded
             };
@@ -512,7 +520,7 @@ fn traced(
         )
     } else {
         let per_block = ((f64::from(t.block_size) / scale.per_word).round() as u32).max(1);
-        let counts = block_words(words, e.hash_ids.len(), per_block);
+        let counts = crate::synthetic_prompt::block_words(words, e.hash_ids.len(), per_block);
         let blocks: Vec<(u64, u32)> = e.hash_ids.iter().copied().zip(counts).collect();
         (
             crate::synthetic_prompt::blocks_text(&blocks),
@@ -539,35 +547,6 @@ fn traced(
         turn: None,
     };
     (r, work)
-}
-
-/// The filler words of each of `k` blocks (k >= 1) for a prompt of `words` words: every block
-/// but the last `per_block` (so a block's text, chosen by its hash id, is the same in every
-/// request that has it), the last the rest. When the rest is less than 1 (the last block is
-/// shorter than the instruction and chat template), the words missing are taken from the ends
-/// of the blocks before it, last first: the total stays `words` and the prompts still share
-/// their text up to where they differ.
-pub(super) fn block_words(words: u32, k: usize, per_block: u32) -> Vec<u32> {
-    if k == 0 {
-        return Vec::new();
-    }
-    let mut counts = vec![per_block; k - 1];
-    let rest = i64::from(words) - i64::from(per_block) * (k as i64 - 1);
-    if rest >= 1 {
-        counts.push(rest as u32);
-        return counts;
-    }
-    counts.push(1);
-    let mut deficit = 1 - rest;
-    for c in counts[..k - 1].iter_mut().rev() {
-        let take = deficit.min(i64::from(*c) - 1);
-        *c -= take as u32;
-        deficit -= take;
-        if deficit == 0 {
-            break;
-        }
-    }
-    counts
 }
 
 /// The slot of the measured request at index `i` of the current phase.
@@ -746,9 +725,10 @@ fn take_indexed(sh: &Shared) -> Vec<(usize, Sent)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{arrivals, block_words, shard_arrivals};
+    use super::{arrivals, shard_arrivals};
     use crate::config::load_shard::LoadShare;
     use crate::config::shard::Shard;
+    use crate::synthetic_prompt::block_words;
 
     #[test]
     fn load_shards_arrivals_together_are_the_unsharded_schedule() {

@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// `k` of the sorted `indexes` (measured requests' indexes; request g is turn g mod `turns`),
-/// spread evenly over the run and over the turn positions: the j-th is, in the j-th of k equal
-/// parts, the first request of turn `j mod turns` (the part's first request when it has none),
-/// so the reference covers every turn, not always the same one; all of them when there are at
-/// most `k`.
-pub fn spread(indexes: &[u64], k: usize, turns: usize) -> Vec<u64> {
+/// `k` of the sorted `indexes` (measured requests' indexes; request g is turn `turn(g)`, 0-based,
+/// of at most `turns`), spread evenly over the run and over the turn positions: the j-th is, in
+/// the j-th of k equal parts, the first request of turn `j mod turns` (the part's first request
+/// when it has none), so the reference covers every turn, not always the same one; all of them
+/// when there are at most `k`.
+pub fn spread(indexes: &[u64], k: usize, turns: usize, turn: &dyn Fn(u64) -> u64) -> Vec<u64> {
     let n = indexes.len();
     if n <= k {
         return indexes.to_vec();
@@ -28,7 +28,7 @@ pub fn spread(indexes: &[u64], k: usize, turns: usize) -> Vec<u64> {
         .map(|j| {
             let (lo, hi) = (j * n / k, ((j + 1) * n / k).max(j * n / k + 1));
             let want = j as u64 % turns;
-            let at = (lo..hi).find(|&i| indexes[i] % turns == want).unwrap_or(lo);
+            let at = (lo..hi).find(|&i| turn(indexes[i]) == want).unwrap_or(lo);
             indexes[at]
         })
         .collect()
@@ -140,21 +140,38 @@ mod tests {
     fn the_reference_takes_every_turn_position_across_the_run() {
         let ix: Vec<u64> = (0..24).collect();
         // six 4-turn conversations, 6 pairs: parts of 4, turns 0, 1, 2, 3, 0, 1
-        assert_eq!(spread(&ix, 6, 4), [0, 5, 10, 15, 16, 21]);
+        assert_eq!(spread(&ix, 6, 4, &|g| g % 4), [0, 5, 10, 15, 16, 21]);
         // 8 pairs: parts of 3 requests: 0..3 turn 0 -> 0; 3..6 turn 1 -> 5; 6..9 turn 2 -> 6;
         // 9..12 turn 3 -> 11; 12..15 turn 0 -> 12; 15..18 turn 1 -> 17; 18..21 turn 2 -> 18;
         // 21..24 turn 3 -> 23: eight distinct requests, every turn twice
-        assert_eq!(spread(&ix, 8, 4), [0, 5, 6, 11, 12, 17, 18, 23]);
+        assert_eq!(spread(&ix, 8, 4, &|g| g % 4), [0, 5, 6, 11, 12, 17, 18, 23]);
         // 21 requests of 3 turns, 4 pairs: parts 0..5, 5..10, 10..15, 15..21 -> turns 0, 1, 2, 0
         let ix: Vec<u64> = (0..21).collect();
-        assert_eq!(spread(&ix, 4, 3), [0, 7, 11, 15]);
+        assert_eq!(spread(&ix, 4, 3, &|g| g % 3), [0, 7, 11, 15]);
         assert_eq!(
-            spread(&ix, 6, 3).iter().map(|i| i % 3).collect::<Vec<_>>(),
+            spread(&ix, 6, 3, &|g| g % 3)
+                .iter()
+                .map(|i| i % 3)
+                .collect::<Vec<_>>(),
             [0, 1, 2, 0, 1, 2]
         );
-        assert_eq!(spread(&ix[..3], 8, 4), [0, 1, 2]);
-        assert!(spread(&ix, 0, 4).is_empty());
+        assert_eq!(spread(&ix[..3], 8, 4, &|g| g % 4), [0, 1, 2]);
+        assert!(spread(&ix, 0, 4, &|g| g % 4).is_empty());
         // a part without the turn wanted (failed requests left out): its first request
-        assert_eq!(spread(&[0, 4, 8, 12], 2, 4), [0, 8]);
+        assert_eq!(spread(&[0, 4, 8, 12], 2, 4, &|g| g % 4), [0, 8]);
+        // sessions of 3, 2 and 1 turns, twice (turns 0 1 2 0 1 0 0 1 2 0 1 0), 4 pairs: parts
+        // of 3: turn 0 in 0..3 -> 0; turn 1 in 3..6 -> 4; turn 2 in 6..9 -> 8; turn 0 in
+        // 9..12 -> 9 (by g mod 3 they would be 0, 4, 8 and 9 too, but turn 2 and 0 by luck)
+        let pos = [0, 1, 2, 0, 1, 0, 0, 1, 2, 0, 1, 0];
+        let ix: Vec<u64> = (0..12).collect();
+        let picked = spread(&ix, 4, 3, &|g| pos[g as usize]);
+        assert_eq!(picked, [0, 4, 8, 9]);
+        // 5 pairs over the first 10: parts of 2: turn 0 in 0..2 -> 0, turn 1 in 2..4 -> 2 has
+        // none (turns 2, 0): 2; turn 2 in 4..6 -> none: 4; turn 0 in 6..8 -> 6; turn 1 in
+        // 8..10 -> none (2, 0): 8
+        assert_eq!(
+            spread(&ix[..10], 5, 3, &|g| pos[g as usize]),
+            [0, 2, 4, 6, 8]
+        );
     }
 }

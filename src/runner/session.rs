@@ -83,12 +83,18 @@ impl Session {
             _ => None,
         };
         // `request.generate`: fit the synthetic prompt's scale (tokens per filler word).
-        // A trace: the same, at its measured requests' prompt lengths.
+        // A trace: the same, at its measured requests' prompt lengths; AIPerf sessions at
+        // their messages'.
         let needed = sc.load.looks().last().copied().unwrap_or(0);
+        let sessions = sc
+            .request
+            .conversation
+            .as_ref()
+            .and_then(|c| c.fit_points());
         let points = match (&sc.request.generate, &sc.load.trace) {
             (Some(g), _) => Some(g.fit_points()),
             (None, Some(t)) => Some(t.fit_points(needed)),
-            _ => None,
+            _ => sessions,
         };
         let length_fit = match points {
             Some(p) if !crate::cancel::requested() => {
@@ -260,7 +266,11 @@ impl Session {
                 .filter_map(|s| s.record.work.as_ref().map(|w| w.index))
                 .collect();
             ix.sort_unstable();
-            super::reference::spread(&ix, c.reference as usize, c.turns as usize)
+            let turn = |g: u64| {
+                let slot = crate::config::common::Slot::Measured(g as usize);
+                u64::from(c.turn_of(slot).turn)
+            };
+            super::reference::spread(&ix, c.reference as usize, c.turns as usize, &turn)
         };
         if self.unreachable.is_some() || crate::cancel::requested() || indexes.is_empty() {
             return;
@@ -300,7 +310,7 @@ impl Session {
             .filter_map(|r| r.work.as_ref().map(|w| w.index))
             .collect();
         ix.sort_unstable();
-        let ix = super::reference::spread(&ix, k, 1);
+        let ix = super::reference::spread(&ix, k, 1, &|_| 0);
         for index in ix {
             if self.unreachable.is_some() || crate::cancel::requested() {
                 return;

@@ -589,3 +589,222 @@ fn aiperf_and_lmsys_conversations_are_replayed_turn_by_turn() {
         "{text}"
     );
 }
+
+/// Issue 45: AIPerf `mooncake_trace` sessions (tests/fixtures/traces/aiperf_sessions.jsonl)
+/// replayed closed loop as conversations: each session's lines in file order, each turn
+/// `delay` ms after the previous answer ended, with the session's history, asking its own
+/// `output_length`; the prefix-cache hit rate reported by turn.
+///
+/// By hand (words; the simulator counts one token a word, caches full blocks of 16; each
+/// message is as many words as its tokens, the 10-word head included): with 2 turns, sessions
+/// chat-a and chat-b are replayed (the one-line session is left out), measured conversation c
+/// replaying chat-a when c is even. chat-a's turn 1 is the head and its blocks 0 and 1 (512 +
+/// 78 words): 600; turn 2 adds the kept answer (20) and its next message (100): 720, 50 ms
+/// after turn 1's answer. chat-b's turn 1 is the head and 290 words of block 0, the first 300
+/// words of chat-a's turn 1: 300; turn 2 adds 16 and 80: 396, 40 ms after. Cached, in order
+/// (one stream): 0, 592 (turn 1's full blocks), 288 (chat-a's first 18 blocks), 288, then,
+/// from the third conversation on (all seen before), 592 and 720 (chat-a), 288 and 384
+/// (chat-b).
+#[test]
+fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
+    let yaml = "scenarios:\n  - name: sessions\n    endpoint: {base_url: 'sim://?ttft_ms=5&ttft_sigma=0&tpot_ms=1&prefix_cache_block=16', model: perfgate-sim}\n    request:\n      max_tokens: 4\n      ignore_eos: true\n      conversation: {file: traces/aiperf_sessions.jsonl, turns: 2, reference: 0}\n    load: {concurrency: 1, samples: 20, warmup: 0}\n    gate:\n      quantiles: [p50]\n";
+    let dir = crate::support::project(
+        yaml,
+        "tests/fixtures/traces",
+        "traces",
+        &["aiperf_sessions.jsonl"],
+    );
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("2 turns of traces/aiperf_sessions.jsonl (AIPerf mooncake_trace sessions: 2 sessions, sha256 ")
+            && text.contains(", 1 with fewer than 2 turns left out; blocks of 512 tokens; think times: each turn's `delay`)"),
+        "{text}"
+    );
+    let (code, text) = run(dir.path(), &["bless", "--runs", "2", "--allow-unstable"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = run(dir.path(), &["check", "--output", "r.json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let v = crate::report_schema::validator();
+    assert_eq!(crate::report_schema::errors(&v, &r), Vec::<String>::new());
+    let s = &r["scenarios"][0];
+    // bless and check sent the same requests, turn for turn
+    let b = json(&dir.path().join("baselines/sessions.json"));
+    assert_eq!(turns(&s["records"]), turns(&b["runs"][0]["records"]));
+    let mut recs: Vec<&Value> = s["records"].as_array().unwrap().iter().collect();
+    recs.sort_by_key(|r| r["work"]["index"].as_u64());
+    assert_eq!(recs.len(), 20);
+    // (prompt words, cached words, max_tokens, delay ms) of chat-a's and chat-b's turns
+    let a = [(600, 0, 20, 0.0), (720, 592, 10, 50.0)];
+    let b = [(300, 288, 16, 0.0), (396, 288, 12, 40.0)];
+    let (a_later, b_later) = ([592, 720], [288, 384]);
+    for (g, rec) in recs.iter().enumerate() {
+        let (c, t) = (g / 2, g % 2);
+        let (p, mut cached, out, delay) = if c % 2 == 0 { a[t] } else { b[t] };
+        if c >= 2 {
+            cached = if c % 2 == 0 { a_later[t] } else { b_later[t] };
+        }
+        let w = &rec["work"];
+        assert_eq!(w["conversation"].as_u64(), Some(c as u64), "request {g}");
+        assert_eq!(w["turn"].as_u64(), Some(t as u64 + 1), "request {g}");
+        assert_eq!(w["max_tokens"].as_u64(), Some(out), "request {g}");
+        assert_eq!(rec["output_tokens"].as_u64(), Some(out), "request {g}");
+        assert_eq!(rec["prompt_tokens"].as_u64(), Some(p), "request {g}");
+        assert_eq!(rec["cached_tokens"].as_u64(), Some(cached), "request {g}");
+        if t == 1 {
+            // the turn starts `delay` ms after the previous turn's answer ended, not before
+            let prev = recs[g - 1];
+            let end = f(&prev["start_ms"]) + f(&prev["e2e_ms"]);
+            let gap = f(&rec["start_ms"]) - end;
+            println!("request {g}: {gap:.2} ms after the answer before it (delay {delay} ms)");
+            assert!(
+                gap >= delay - 2.0 && gap < delay + 100.0,
+                "request {g}: gap {gap}"
+            );
+        } else if g > 0 {
+            // a session starts when the stream is free (no delay before a first turn)
+            let prev = recs[g - 1];
+            let gap = f(&rec["start_ms"]) - f(&prev["start_ms"]) - f(&prev["e2e_ms"]);
+            assert!(gap < 40.0, "request {g}: gap {gap}");
+        }
+    }
+    // reported by turn, 10 conversations: turn 1 (0 + 288 + 4 x (592 + 288)) / (5 x (600 +
+    // 300)) = 3808 / 4500, turn 2 (592 + 288 + 4 x (720 + 384)) / (5 x (720 + 396)) = 5296 / 5580
+    let c = &s["cache"];
+    for (t, want) in [(1, 3808.0 / 4500.0), (2, 5296.0 / 5580.0)] {
+        let got = &c["by_turn"][t - 1];
+        assert_eq!(got["turn"].as_u64(), Some(t as u64), "{c}");
+        assert!(
+            (f(&got["reported_hit_rate"]) - want).abs() < 1e-9,
+            "turn {t}: {got}"
+        );
+        println!("turn {t}: reported hit rate {want:.4}");
+    }
+    assert!(
+        (f(&c["reported_hit_rate"]) - 9104.0 / 10080.0).abs() < 1e-9,
+        "{c}"
+    );
+    assert!(text.contains("TTFT P50 by turn: 1: "), "{text}");
+
+    // the same file given to load.trace: refused, pointing at request.conversation
+    let trace = "scenarios:\n  - name: t\n    endpoint: {base_url: 'sim://', model: perfgate-sim}\n    request: {max_tokens: 4}\n    load: {trace: {file: traces/aiperf_sessions.jsonl}, samples: 20}\n";
+    std::fs::write(dir.path().join("scenarios/s.yaml"), trace).unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("traces/aiperf_sessions.jsonl:1: a line with `session_id` or `delay` and no `timestamp` is a turn of an AIPerf mooncake_trace session")
+            && text.contains("`request.conversation: {file: <this file>, turns: N}`"),
+        "{text}"
+    );
+    // a session line with a timestamp: named `file:line`
+    std::fs::write(dir.path().join("scenarios/s.yaml"), yaml).unwrap();
+    let f = dir.path().join("scenarios/traces/aiperf_sessions.jsonl");
+    let mut lines = std::fs::read_to_string(&f).unwrap();
+    lines.push_str("{\"session_id\": \"chat-b\", \"timestamp\": 900, \"input_length\": 5, \"output_length\": 1}\n");
+    std::fs::write(&f, lines).unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("traces/aiperf_sessions.jsonl:8: a `timestamp` on a session line"),
+        "{text}"
+    );
+}
+
+/// Issue 45: AIPerf `mooncake_trace` sessions replayed whole (no `turns`): every session its own
+/// lines, in file order, two sessions at once (`load.concurrency: 2`). By hand (words, one
+/// token a word on the simulator): chat-a's turns 600, 720 (the test above), then its third
+/// line's 40 after a kept answer of 11 (the head and the one filler word a message has at
+/// least): 771, 25.5 ms after the second answer, asking 1 (`output_length` 0); chat-b's 300
+/// and 396; the one-line session 50, asking
+/// `request.max_tokens` (4; the line has no `output_length`). 24 requests: 4 passes over the
+/// 6 turns of the 3 sessions.
+#[test]
+fn aiperf_mooncake_sessions_without_turns_are_replayed_whole() {
+    let yaml = "scenarios:\n  - name: sessions\n    endpoint: {base_url: 'sim://?ttft_ms=5&ttft_sigma=0&tpot_ms=1&prefix_cache_block=16', model: perfgate-sim}\n    request:\n      max_tokens: 4\n      ignore_eos: true\n      conversation: {file: traces/aiperf_sessions.jsonl, reference: 0}\n    load: {concurrency: 2, samples: 24, warmup: 0}\n    gate:\n      quantiles: [p50]\n";
+    let dir = crate::support::project(
+        yaml,
+        "tests/fixtures/traces",
+        "traces",
+        &["aiperf_sessions.jsonl"],
+    );
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("conversations of sessions of traces/aiperf_sessions.jsonl replayed whole (AIPerf mooncake_trace sessions: 3 sessions of 1 to 3 turns, sha256 ")
+            && text.contains("; 12 conversation(s) measured"),
+        "{text}"
+    );
+    let (code, text) = run(
+        dir.path(),
+        &["check", "--allow-missing-baseline", "--output", "r.json"],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let s = &r["scenarios"][0];
+    let mut recs: Vec<&Value> = s["records"].as_array().unwrap().iter().collect();
+    recs.sort_by_key(|r| r["work"]["index"].as_u64());
+    assert_eq!(recs.len(), 24);
+    // (prompt words, max_tokens, delay ms) of each session's turns
+    let sessions: [&[(u64, u64, f64)]; 3] = [
+        &[(600, 20, 0.0), (720, 10, 50.0), (771, 1, 25.5)],
+        &[(300, 16, 0.0), (396, 12, 40.0)],
+        &[(50, 4, 0.0)],
+    ];
+    let mut g = 0;
+    for c in 0..12 {
+        for (t, &(p, out, delay)) in sessions[c % 3].iter().enumerate() {
+            let rec = recs[g];
+            let w = &rec["work"];
+            assert_eq!(w["conversation"].as_u64(), Some(c as u64), "request {g}");
+            assert_eq!(w["turn"].as_u64(), Some(t as u64 + 1), "request {g}");
+            assert_eq!(w["max_tokens"].as_u64(), Some(out), "request {g}");
+            assert_eq!(rec["output_tokens"].as_u64(), Some(out), "request {g}");
+            assert_eq!(rec["prompt_tokens"].as_u64(), Some(p), "request {g}");
+            if t > 0 {
+                let prev = recs[g - 1];
+                let gap = f(&rec["start_ms"]) - f(&prev["start_ms"]) - f(&prev["e2e_ms"]);
+                assert!(
+                    gap >= delay - 2.0 && gap < delay + 100.0,
+                    "request {g}: gap {gap}"
+                );
+            }
+            g += 1;
+        }
+    }
+    // two streams: some requests overlap in time
+    let span = |r: &Value| (f(&r["start_ms"]), f(&r["start_ms"]) + f(&r["e2e_ms"]));
+    let overlap = recs.iter().enumerate().any(|(i, a)| {
+        recs[i + 1..].iter().any(|b| {
+            let (a, b) = (span(a), span(b));
+            a.0 < b.1 && b.0 < a.1
+        })
+    });
+    assert!(overlap, "no two requests in flight at once");
+    // the hit rate reported by turn, turns 1 to 3; turn 3 (chat-a's alone) reuses at least the
+    // full blocks of its turn 2 (720 of 771 words) and at most its own earlier full blocks (768)
+    let by_turn = s["cache"]["by_turn"].as_array().unwrap();
+    let turns: Vec<u64> = by_turn
+        .iter()
+        .map(|t| t["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(turns, [1, 2, 3]);
+    let third = f(&by_turn[2]["reported_hit_rate"]);
+    println!("turn 3: reported hit rate {third:.4}");
+    assert!(
+        (720.0 / 771.0 - 1e-9..=768.0 / 771.0 + 1e-9).contains(&third),
+        "{third}"
+    );
+    // 20 requests end inside a session: refused, saying the counts that do not
+    std::fs::write(
+        dir.path().join("scenarios/s.yaml"),
+        yaml.replace("samples: 24", "samples: 20"),
+    )
+    .unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("load.samples is 20, not a whole number of sessions (each replayed whole, in file order, one after the other): use 21 (10 sessions) or 18 (9 sessions)"),
+        "{text}"
+    );
+}

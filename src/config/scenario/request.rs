@@ -155,10 +155,14 @@ impl RequestSpec {
     /// cold reference's first line can come before it), `per_word` tokens per filler word.
     pub fn for_turn(&self, c: &ConversationSpec, slot: Slot, per_word: f64) -> RequestSpec {
         let messages = c.messages(slot, self.system.as_deref(), per_word);
+        // a session's turn asks its own `output_length`
+        let max_tokens = c.max_tokens(slot).unwrap_or(self.max_tokens);
         RequestSpec {
             prompt: RawMessage::text(&messages),
             messages,
             system: None,
+            max_tokens,
+            min_tokens: self.min_tokens.map(|m| m.min(max_tokens)),
             ..self.clone()
         }
     }
