@@ -790,13 +790,13 @@ mod tests {
         assert_eq!(words(&a1[0]), 600);
         assert_eq!(c.think_ms(Slot::Measured(0)), 0.0);
         assert_eq!(c.max_tokens(Slot::Measured(0)), Some(20));
-        // request 1: its second turn after the first and a kept answer of 20 tokens, 50 ms
+        // request 1: its second turn after the first and a kept answer of 20 tokens, 500 ms
         // after the answer, asking 10
         let a2 = m(Slot::Measured(1));
         assert_eq!(roles(&a2), ["user", "assistant", "user"]);
         assert_eq!(a2[0], a1[0]);
         assert_eq!((words(&a2[1]), words(&a2[2])), (20, 100));
-        assert_eq!(c.think_ms(Slot::Measured(1)), 50.0);
+        assert_eq!(c.think_ms(Slot::Measured(1)), 500.0);
         assert_eq!(c.max_tokens(Slot::Measured(1)), Some(10));
         // request 2: chat-b's first turn: the head and hash id 0 alone, 290 words: the first
         // 290 words of chat-a's block 0, so chat-a's first message starts with it
@@ -808,7 +808,7 @@ mod tests {
                 c.think_ms(Slot::Measured(3)),
                 c.max_tokens(Slot::Measured(3))
             ),
-            (40.0, Some(12))
+            (400.0, Some(12))
         );
         // request 4 replays chat-a again; the warmup's take the sessions from the end (chat-b);
         // the same slot, the same text (bless and check send the same requests)
@@ -816,7 +816,7 @@ mod tests {
         assert_eq!(m(Slot::Unmeasured(0)), b1);
         // 2 tokens a word: half the words (the head, then 256 + 34 in blocks of 256)
         assert_eq!(words(&c.messages(Slot::Measured(0), None, 2.0)[0]), 300);
-        // 3 turns: chat-a alone; its third turn has no hash ids (its own text), 25.5 ms after
+        // 3 turns: chat-a alone; its third turn has no hash ids (its own text), 255 ms after
         // the answer, output_length 0 asking 1
         let c3 = build(&raw(3), 16, dir).unwrap();
         assert_eq!(
@@ -834,7 +834,7 @@ mod tests {
                 c3.think_ms(Slot::Measured(2)),
                 c3.max_tokens(Slot::Measured(2))
             ),
-            (25.5, Some(1))
+            (255.0, Some(1))
         );
         // the think times are the file's; a session file's sessions must have the turns
         let mut r = raw(2);
@@ -968,9 +968,9 @@ mod tests {
         assert_eq!(c.span(true, 1), (3, 2));
         assert_eq!(c.span(true, 4), (9, 2));
         assert_eq!(c.span(false, 1), (1, 2));
-        // chat-a's third turn: 25.5 ms after, asking 1; the one-line session asks
+        // chat-a's third turn: 255 ms after, asking 1; the one-line session asks
         // request.max_tokens (no output_length)
-        assert_eq!(c.think_ms(Slot::Measured(2)), 25.5);
+        assert_eq!(c.think_ms(Slot::Measured(2)), 255.0);
         assert_eq!(c.max_tokens(Slot::Measured(2)), Some(1));
         assert_eq!(c.max_tokens(Slot::Measured(5)), None);
         let m = c.messages(Slot::Measured(5), None, 1.0);

@@ -247,13 +247,13 @@ mod tests {
             shape(0),
             [
                 (1, 600, Some(20), 2, 0.0),
-                (3, 100, Some(10), 1, 50.0),
-                (5, 40, Some(1), 0, 25.5)
+                (3, 100, Some(10), 1, 500.0),
+                (5, 40, Some(1), 0, 255.0)
             ]
         );
         assert_eq!(
             shape(1),
-            [(2, 300, Some(16), 1, 0.0), (4, 80, Some(12), 1, 40.0)]
+            [(2, 300, Some(16), 1, 0.0), (4, 80, Some(12), 1, 400.0)]
         );
         // no output_length (AIPerf then asks its default): request.max_tokens
         assert_eq!(shape(2), [(7, 50, None, 0, 0.0)]);

@@ -599,9 +599,9 @@ fn aiperf_and_lmsys_conversations_are_replayed_turn_by_turn() {
 /// message is as many words as its tokens, the 10-word head included): with 2 turns, sessions
 /// chat-a and chat-b are replayed (the one-line session is left out), measured conversation c
 /// replaying chat-a when c is even. chat-a's turn 1 is the head and its blocks 0 and 1 (512 +
-/// 78 words): 600; turn 2 adds the kept answer (20) and its next message (100): 720, 50 ms
+/// 78 words): 600; turn 2 adds the kept answer (20) and its next message (100): 720, 500 ms
 /// after turn 1's answer. chat-b's turn 1 is the head and 290 words of block 0, the first 300
-/// words of chat-a's turn 1: 300; turn 2 adds 16 and 80: 396, 40 ms after. Cached, in order
+/// words of chat-a's turn 1: 300; turn 2 adds 16 and 80: 396, 400 ms after. Cached, in order
 /// (one stream): 0, 592 (turn 1's full blocks), 288 (chat-a's first 18 blocks), 288, then,
 /// from the third conversation on (all seen before), 592 and 720 (chat-a), 288 and 384
 /// (chat-b).
@@ -636,8 +636,8 @@ fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
     recs.sort_by_key(|r| r["work"]["index"].as_u64());
     assert_eq!(recs.len(), 20);
     // (prompt words, cached words, max_tokens, delay ms) of chat-a's and chat-b's turns
-    let a = [(600, 0, 20, 0.0), (720, 592, 10, 50.0)];
-    let b = [(300, 288, 16, 0.0), (396, 288, 12, 40.0)];
+    let a = [(600, 0, 20, 0.0), (720, 592, 10, 500.0)];
+    let b = [(300, 288, 16, 0.0), (396, 288, 12, 400.0)];
     let (a_later, b_later) = ([592, 720], [288, 384]);
     for (g, rec) in recs.iter().enumerate() {
         let (c, t) = (g / 2, g % 2);
@@ -659,14 +659,14 @@ fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
             let gap = f(&rec["start_ms"]) - end;
             println!("request {g}: {gap:.2} ms after the answer before it (delay {delay} ms)");
             assert!(
-                gap >= delay - 2.0 && gap < delay + 100.0,
+                gap >= delay - 2.0 && gap < delay + 200.0,
                 "request {g}: gap {gap}"
             );
         } else if g > 0 {
             // a session starts when the stream is free (no delay before a first turn)
             let prev = recs[g - 1];
             let gap = f(&rec["start_ms"]) - f(&prev["start_ms"]) - f(&prev["e2e_ms"]);
-            assert!(gap < 40.0, "request {g}: gap {gap}");
+            assert!(gap < 200.0, "request {g}: gap {gap}");
         }
     }
     // reported by turn, 10 conversations: turn 1 (0 + 288 + 4 x (592 + 288)) / (5 x (600 +
@@ -715,7 +715,7 @@ fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
 /// lines, in file order, two sessions at once (`load.concurrency: 2`). By hand (words, one
 /// token a word on the simulator): chat-a's turns 600, 720 (the test above), then its third
 /// line's 40 after a kept answer of 11 (the head and the one filler word a message has at
-/// least): 771, 25.5 ms after the second answer, asking 1 (`output_length` 0); chat-b's 300
+/// least): 771, 255 ms after the second answer, asking 1 (`output_length` 0); chat-b's 300
 /// and 396; the one-line session 50, asking
 /// `request.max_tokens` (4; the line has no `output_length`). 24 requests: 4 passes over the
 /// 6 turns of the 3 sessions.
@@ -747,8 +747,8 @@ fn aiperf_mooncake_sessions_without_turns_are_replayed_whole() {
     assert_eq!(recs.len(), 24);
     // (prompt words, max_tokens, delay ms) of each session's turns
     let sessions: [&[(u64, u64, f64)]; 3] = [
-        &[(600, 20, 0.0), (720, 10, 50.0), (771, 1, 25.5)],
-        &[(300, 16, 0.0), (396, 12, 40.0)],
+        &[(600, 20, 0.0), (720, 10, 500.0), (771, 1, 255.0)],
+        &[(300, 16, 0.0), (396, 12, 400.0)],
         &[(50, 4, 0.0)],
     ];
     let mut g = 0;
@@ -765,7 +765,7 @@ fn aiperf_mooncake_sessions_without_turns_are_replayed_whole() {
                 let prev = recs[g - 1];
                 let gap = f(&rec["start_ms"]) - f(&prev["start_ms"]) - f(&prev["e2e_ms"]);
                 assert!(
-                    gap >= delay - 2.0 && gap < delay + 100.0,
+                    gap >= delay - 2.0 && gap < delay + 200.0,
                     "request {g}: gap {gap}"
                 );
             }
