@@ -10,7 +10,7 @@ use crate::output_text::{
     event_at, first_difference, snippet, text_kept, FirstDifference, OutputDiff, OutputText,
     OutputsReference, OutputsSummary, CONTEXT_CHARS, EXAMPLES, SNIPPET_CHARS,
 };
-use crate::record::RequestRecord;
+use crate::record::{RequestRecord, WorkItem};
 use crate::results::{Note, NoteKind, ScenarioResult, Status};
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -62,28 +62,26 @@ pub struct Sent<'a> {
 }
 
 impl<'a> Sent<'a> {
+    /// A request that sent `work` (`None`: the fixed prompt) and got `answer`.
+    fn new(work: Option<&'a WorkItem>, answer: Option<&'a OutputText>) -> Sent<'a> {
+        Sent {
+            index: work.map(|w| w.index),
+            key: work.map(|w| (w.prompt_id.as_str(), w.max_tokens)),
+            answer,
+        }
+    }
+
     /// A measured request.
     pub fn of(r: &'a RequestRecord) -> Sent<'a> {
-        Sent {
-            index: r.work.as_ref().map(|w| w.index),
-            key: r
-                .work
-                .as_ref()
-                .map(|w| (w.prompt_id.as_str(), w.max_tokens)),
-            answer: r.output.as_ref().filter(|_| r.ok()),
-        }
+        Sent::new(r.work.as_ref(), r.output.as_ref().filter(|_| r.ok()))
     }
 
     /// A request of a baseline's run (its answer's hash and length, no text).
     pub fn of_baseline(r: &'a BaselineRecord) -> Sent<'a> {
-        Sent {
-            index: r.work.as_ref().map(|w| w.index),
-            key: r
-                .work
-                .as_ref()
-                .map(|w| (w.prompt_id.as_str(), w.max_tokens)),
-            answer: r.output.as_ref().filter(|_| r.error.is_none()),
-        }
+        Sent::new(
+            r.work.as_ref(),
+            r.output.as_ref().filter(|_| r.error.is_none()),
+        )
     }
 }
 
