@@ -157,7 +157,13 @@ impl RequestSpec {
         let messages = c.messages(slot, self.system.as_deref(), per_word);
         // a session's turn asks its own `output_length`
         let max_tokens = c.max_tokens(slot).unwrap_or(self.max_tokens);
+        // a session's `messages` line's `tools`, in its body as AIPerf sends them
+        let mut extra_body = self.extra_body.clone();
+        if let Some(t) = c.tools(slot) {
+            extra_body.insert("tools".into(), t.clone());
+        }
         RequestSpec {
+            extra_body,
             prompt: RawMessage::text(&messages),
             messages,
             system: None,
