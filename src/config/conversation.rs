@@ -997,17 +997,17 @@ mod tests {
         // 31; cs-2's second 13 + 7 + 3 = 23. Never the history before: each line as given.
         let want: [(usize, &str, usize, u32, f64, bool); 5] = [
             (2, "system user", 13, 12, 0.0, true),
-            (4, "system user assistant user", 24, 10, 300.0, true),
+            (4, "system user assistant user", 24, 10, 150.0, true),
             (
                 6,
                 "system user assistant user assistant user",
                 31,
                 4,
-                250.0,
+                120.0,
                 true,
             ),
             (2, "system user", 13, 8, 0.0, false),
-            (4, "system user assistant user", 23, 6, 200.0, false),
+            (4, "system user assistant user", 23, 6, 100.0, false),
         ];
         for (g, (n, roles, w, out, think, tools)) in want.into_iter().enumerate() {
             let slot = Slot::Measured(g);

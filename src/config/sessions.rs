@@ -381,15 +381,15 @@ mod tests {
             shape(0),
             [
                 (1, 2, 13, Some(12), 0.0, true),
-                (3, 4, 24, Some(10), 300.0, true),
-                (5, 6, 31, Some(4), 250.0, true)
+                (3, 4, 24, Some(10), 150.0, true),
+                (5, 6, 31, Some(4), 120.0, true)
             ]
         );
         assert_eq!(
             shape(1),
             [
                 (2, 2, 13, Some(8), 0.0, false),
-                (4, 4, 23, Some(6), 200.0, false)
+                (4, 4, 23, Some(6), 100.0, false)
             ]
         );
         let m = s[0].turns[1].messages.as_ref().unwrap();
