@@ -173,6 +173,11 @@ fn session_line(
         {
             bail!("`messages` with `{k}`: a `messages` line is its whole request as given (AIPerf takes one of them); keep one");
         }
+        match o.get("message_mode") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(m)) if m == "history" => {}
+            Some(m) => bail!("`message_mode` {m}: only \"history\" (each line's `messages` its whole context, AIPerf's default) is replayed; AIPerf's \"delta\" threads the server's live answers between the lines, which perfgate does not (bless and check must send the same requests); write each line's whole context"),
+        }
         let messages = super::prompt_set::messages(&v)?;
         let words: usize = messages
             .iter()
@@ -471,6 +476,11 @@ mod tests {
                 "{\"session_id\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"input_length\": 5}\n".to_string(),
                 "s:1: `messages` with `input_length`",
                 "keep one",
+            ),
+            (
+                "{\"session_id\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"message_mode\": \"delta\"}\n".to_string(),
+                "s:1: `message_mode` \"delta\": only \"history\"",
+                "write each line's whole context",
             ),
             (
                 "{\"session_id\": \"a\", \"messages\": [{\"role\": \"assistant\", \"content\": \"hi\"}]}\n".to_string(),
