@@ -287,6 +287,19 @@ impl ConversationSpec {
             .min(MAX_PART_TOKENS)
     }
 
+    /// The first line of the file with `tools` (a session's `messages` line), for the API
+    /// check; `None`: none.
+    pub fn tools_line(&self) -> Option<usize> {
+        let Dialogs::Sessions(l) = &self.file.as_ref()?.list else {
+            return None;
+        };
+        l.iter()
+            .flat_map(|s| s.turns.iter())
+            .filter(|t| t.tools.is_some())
+            .map(|t| t.line)
+            .min()
+    }
+
     /// The `tools` of the request in `slot` (a session's `messages` line's), for its body.
     pub fn tools(&self, slot: Slot) -> Option<&serde_json::Value> {
         let t = self.turn_of(slot);
