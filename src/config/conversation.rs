@@ -287,6 +287,26 @@ impl ConversationSpec {
             .min(MAX_PART_TOKENS)
     }
 
+    /// The first line of the file with `tools` (a session's `messages` line), for the API
+    /// check; `None`: none.
+    pub fn tools_line(&self) -> Option<usize> {
+        let Dialogs::Sessions(l) = &self.file.as_ref()?.list else {
+            return None;
+        };
+        l.iter()
+            .flat_map(|s| s.turns.iter())
+            .filter(|t| t.tools.is_some())
+            .map(|t| t.line)
+            .min()
+    }
+
+    /// The `tools` of the request in `slot` (a session's `messages` line's), for its body.
+    pub fn tools(&self, slot: Slot) -> Option<&serde_json::Value> {
+        let t = self.turn_of(slot);
+        let f = self.file.as_ref()?;
+        f.session_turn(slot, t).and_then(|turn| turn.tools.as_ref())
+    }
+
     /// AIPerf sessions: the prompt lengths to fit the synthetic words at (the server's tokens
     /// per word, [`crate::prompt_fit::fit_scale`]): the sessions' user messages' `input_length`
     /// at their 10th and 90th percentiles; `None` for the other conversations.
@@ -296,7 +316,11 @@ impl ConversationSpec {
         };
         let mut v: Vec<u32> = l
             .iter()
-            .flat_map(|s| s.turns.iter().filter(|t| t.text.is_none()))
+            .flat_map(|s| {
+                s.turns
+                    .iter()
+                    .filter(|t| t.text.is_none() && t.messages.is_none())
+            })
             .map(|t| t.input_tokens)
             .collect();
         v.sort_unstable();
@@ -317,6 +341,11 @@ impl ConversationSpec {
             .map(|s| {
                 // (sessions replayed whole: `turns` is the longest's)
                 let turns = &s.turns[..n.min(s.turns.len())];
+                if turns.iter().any(|t| t.messages.is_some()) {
+                    // each turn its own whole request: the longest of them
+                    let longest = turns.iter().map(|t| u64::from(t.input_tokens)).max();
+                    return (longest.unwrap_or(0), s.id.clone());
+                }
                 let answers: u64 = turns
                     .iter()
                     .take(turns.len().saturating_sub(1))
@@ -341,11 +370,12 @@ impl ConversationSpec {
         ) = &self.file
         {
             return format!(
-                "sessions of {} replayed whole (AIPerf mooncake_trace sessions: {} sessions of 1 to {} turns, sha256 {}; blocks of {b} tokens; think times: each turn's `delay`)",
+                "sessions of {} replayed whole (AIPerf mooncake_trace sessions: {} sessions of 1 to {} turns, sha256 {}; blocks of {b} tokens; think times: each turn's `delay`{})",
                 f.file,
                 f.conversations,
                 self.turns,
                 f.sha256,
+                f.session_notes(),
             );
         }
         if let Some(
@@ -356,13 +386,14 @@ impl ConversationSpec {
         ) = &self.file
         {
             return format!(
-                "{} turns of {} (AIPerf mooncake_trace sessions: {} sessions, sha256 {}, {} with fewer than {} turns left out; blocks of {b} tokens; think times: each turn's `delay`)",
+                "{} turns of {} (AIPerf mooncake_trace sessions: {} sessions, sha256 {}, {} with fewer than {} turns left out; blocks of {b} tokens; think times: each turn's `delay`{})",
                 self.turns,
                 f.file,
                 f.conversations,
                 f.sha256,
                 f.short,
                 self.turns,
+                f.session_notes(),
             );
         }
         if let Some(f) = &self.file {
@@ -406,6 +437,34 @@ impl ConversationFile {
             Slot::Measured(_) => t.conversation % n,
             Slot::Unmeasured(_) => n - 1 - t.conversation % n,
         }
+    }
+
+    /// What `validate` says of the sessions beyond their counts: how many are `messages`
+    /// lines sent as given, how many first turns' `delay` is not waited (empty: none).
+    fn session_notes(&self) -> String {
+        let Dialogs::Sessions(l) = &self.list else {
+            return String::new();
+        };
+        let given = l
+            .iter()
+            .filter(|s| s.turns.iter().any(|t| t.messages.is_some()))
+            .count();
+        let delayed = l
+            .iter()
+            .filter(|s| s.turns.first().is_some_and(|t| t.delay_ms > 0.0))
+            .count();
+        let mut out = String::new();
+        if given > 0 {
+            out.push_str(&format!(
+                "; {given} sessions of `messages` lines: each turn sent as given, without the session's history"
+            ));
+        }
+        if delayed > 0 {
+            out.push_str(&format!(
+                "; {delayed} first turns' `delay` not waited (AIPerf waits a `delay` only after a previous turn)"
+            ));
+        }
+        out
     }
 
     /// The most turns a conversation replayed has (sessions replayed whole), at least 1.
@@ -490,6 +549,11 @@ fn session_messages(
     let seeded = |line: usize, what: u64| {
         SplitMix64::for_item(SESSION_TEXTS, (line as u64) << 1 | what).next_u64()
     };
+    // a `messages` line: its whole context as given, no history (AIPerf's
+    // message_array_with_responses)
+    if let Some(m) = s.turns.get(turn as usize).and_then(|x| x.messages.as_ref()) {
+        return m.clone();
+    }
     let mut out = Vec::with_capacity(2 * turn as usize + 1);
     for (k, x) in s.turns.iter().enumerate().take(turn as usize + 1) {
         let w = words(x.input_tokens);
@@ -927,6 +991,83 @@ mod tests {
     /// AIPerf sessions without `turns`: each session replayed whole, its own number of turns,
     /// in file order (the warmup's from the end): chat-a 3 turns, chat-b 2, the one-line
     /// session 1; 6 requests a pass over them.
+    #[test]
+    fn aiperf_message_sessions_send_each_turn_as_given() {
+        let raw = RawConversation {
+            file: Some("aiperf_messages_sessions.jsonl".into()),
+            ..Default::default()
+        };
+        let c = build(&raw, 16, Path::new("tests/fixtures/traces")).unwrap();
+        let d = c.describe(false);
+        assert!(
+            d.starts_with("sessions of aiperf_messages_sessions.jsonl replayed whole (AIPerf mooncake_trace sessions: 2 sessions of 1 to 3 turns, sha256 ")
+                && d.ends_with("; 2 sessions of `messages` lines: each turn sent as given, without the session's history)"),
+            "{d}"
+        );
+        // cs-1's 3 turns, then cs-2's 2: (messages sent, roles, words, max_tokens, think ms,
+        // tools). Words by hand: system 7 + user 6 = 13; cs-1's second line 13 + answer 6 +
+        // user 5 = 24 (its tool call and the tool's answer left out); its third 24 + 6 + 1 =
+        // 31; cs-2's second 13 + 7 + 3 = 23. Never the history before: each line as given.
+        let want: [(usize, &str, usize, u32, f64, bool); 5] = [
+            (2, "system user", 13, 12, 0.0, true),
+            (4, "system user assistant user", 24, 10, 150.0, true),
+            (
+                6,
+                "system user assistant user assistant user",
+                31,
+                4,
+                120.0,
+                true,
+            ),
+            (2, "system user", 13, 8, 0.0, false),
+            (4, "system user assistant user", 23, 6, 100.0, false),
+        ];
+        for (g, (n, roles, w, out, think, tools)) in want.into_iter().enumerate() {
+            let slot = Slot::Measured(g);
+            let m = c.messages(slot, None, 1.0);
+            let r: Vec<&str> = m.iter().map(|x| x.role.as_str()).collect();
+            let got: usize = m.iter().map(words).sum();
+            assert_eq!(
+                (m.len(), r.join(" "), got),
+                (n, roles.to_string(), w),
+                "{g}"
+            );
+            assert_eq!(c.max_tokens(slot), Some(out), "{g}");
+            assert_eq!(c.think_ms(slot), think, "{g}");
+            assert_eq!(c.tools(slot).is_some(), tools, "{g}");
+        }
+        assert_eq!(
+            c.messages(Slot::Measured(1), None, 1.0)[3].content,
+            "Can I change the address?"
+        );
+        assert_eq!(
+            c.tools(Slot::Measured(0)).unwrap()[0]["function"]["name"],
+            "lookup_order"
+        );
+        // nothing to fit; the longest prompt is cs-1's last line
+        assert_eq!(c.fit_points(), None);
+        assert_eq!(c.longest_session_prompt(), Some((31, "cs-1".to_string())));
+        // a first line's `delay`: read, not waited, and said
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join("d.jsonl"),
+            "{\"session_id\": \"a\", \"delay\": 400, \"input_length\": 5}\n{\"session_id\": \"a\", \"delay\": 30, \"input_length\": 5}\n",
+        )
+        .unwrap();
+        let mut r = raw.clone();
+        r.file = Some("d.jsonl".into());
+        let c = build(&r, 16, tmp.path()).unwrap();
+        assert_eq!(
+            (c.think_ms(Slot::Measured(0)), c.think_ms(Slot::Measured(1))),
+            (0.0, 30.0)
+        );
+        let d = c.describe(false);
+        assert!(
+            d.ends_with("; 1 first turns' `delay` not waited (AIPerf waits a `delay` only after a previous turn))"),
+            "{d}"
+        );
+    }
+
     #[test]
     fn aiperf_sessions_without_turns_are_replayed_whole() {
         let raw = RawConversation {

@@ -439,7 +439,7 @@ fn message(m: &Value, default_role: Option<&str>) -> Result<Option<RawMessage>, 
 
 /// `messages`: a non-empty array of OpenAI chat messages, in every shape the API accepts (see
 /// [`message`]), with a user message.
-fn messages(v: &Value) -> Result<Vec<RawMessage>, Invalid> {
+pub(super) fn messages(v: &Value) -> Result<Vec<RawMessage>, Invalid> {
     let Some(Value::Array(ms)) = v.get("messages") else {
         bail!("needs `messages`, an array of {{\"role\", \"content\"}}");
     };

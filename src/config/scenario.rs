@@ -205,6 +205,13 @@ fn build_named(
     }
     if let Some(c) = &request.conversation {
         conversation_load(c, &load)?;
+        if let Some(line) = c.tools_line() {
+            ensure!(
+                endpoint.api == crate::api::Api::OpenaiChat,
+                "request.conversation.file: its line {line} has `tools` (OpenAI chat tool definitions, sent in the turn's body as AIPerf does), which endpoint.api {} does not take in that shape; use api openai-chat, or remove the lines' `tools`",
+                endpoint.api.as_str()
+            );
+        }
     }
     let gate = build_gate(&raw.gate)?;
     let least = request.min_output_tokens();
@@ -361,6 +368,22 @@ pub fn fingerprint(e: &Endpoint, r: &RequestSpec, l: &LoadSpec) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tools_of_a_session_line_need_the_chat_api() {
+        let y = |api: &str| {
+            format!("scenarios:\n  - name: a\n    endpoint: {{base_url: 'http://127.0.0.1:1/v1', model: m, api: {api}}}\n    request: {{max_tokens: 4, conversation: {{file: tests/fixtures/traces/aiperf_messages_sessions.jsonl}}}}\n    load: {{samples: 20}}\n")
+        };
+        assert!(crate::config::parse_str(&y("openai-chat"), "t.yaml", &|_| None).is_ok());
+        let e = crate::config::parse_str(&y("anthropic-messages"), "t.yaml", &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("request.conversation.file: its line 1 has `tools`")
+                && e.contains("endpoint.api anthropic-messages does not take"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn fewer_conversations_than_streams_is_warned() {
         let y = "scenarios:\n  - name: a\n    endpoint: {base_url: 'sim://'}\n    request: {max_tokens: 4, conversation: {turns: 4}}\n    load: {concurrency: 8, samples: 24}\n";

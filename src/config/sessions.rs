@@ -7,11 +7,18 @@
 //! (its default context mode for synthetic lines, `deltas_without_responses`: each turn's
 //! `input_length` tokens, or its `text_input`, are the new user message, after the earlier
 //! messages and answers).
+//! A session's lines may instead each hold a whole request: `messages` (AIPerf's "pre-formatted
+//! messages", its context mode `message_array_with_responses`), the line's whole context, sent
+//! as given without the session's history, `delay` ms after the previous turn's answer, with
+//! the line's `tools` in its body.
+//! A `delay` on a session's first line is read and not waited (AIPerf waits a `delay` only
+//! before a later turn).
 //! Parsing is pure ([`parse`]); the texts are made when a turn is sent
 //! ([`super::conversation`]).
 
 use super::common::{bail, ensure, At, Invalid};
 use super::conversation::{MAX_THINK_MS, MAX_TURNS};
+use super::file::RawMessage;
 use super::trace::{hash_ids, length, MAX_TRACE_OUTPUT};
 use crate::limits::MAX_TRACE_ENTRIES;
 use crate::synthetic_prompt::MAX_PROMPT_TOKENS;
@@ -22,7 +29,8 @@ use serde_json::{Map, Value};
 pub struct SessionTurn {
     /// Its line in the file (1-based), for messages.
     pub line: usize,
-    /// The turn's new user message, tokens (`input_length`; of a `text_input`, its words).
+    /// The turn's new user message, tokens (`input_length`; of a `text_input`, its words; of
+    /// `messages`, the words of all of them).
     pub input_tokens: u32,
     /// The turn's user message as given (`text_input`, which AIPerf takes instead of
     /// `input_length`); `None`: synthetic.
@@ -33,9 +41,14 @@ pub struct SessionTurn {
     pub output_tokens: Option<u32>,
     /// The blocks of its user message (`hash_ids`; empty: its own text).
     pub hash_ids: Vec<u64>,
-    /// The pause between the previous turn's answer's end and this turn, ms (`delay`; 0 on a
-    /// first turn).
+    /// The pause between the previous turn's answer's end and this turn, ms (`delay`, as in
+    /// the file; a first turn's is not waited, as AIPerf does not).
     pub delay_ms: f64,
+    /// The whole request's messages as given (`messages`: the turn is sent as them, without
+    /// the session's history); `None`: a user message after the history.
+    pub messages: Option<Vec<RawMessage>>,
+    /// The line's `tools` (an array of OpenAI tool definitions), sent in the turn's body.
+    pub tools: Option<Value>,
 }
 
 /// A session: its id and its turns in file order.
@@ -48,7 +61,9 @@ pub struct Session {
 
 /// The keys that tell a `mooncake_trace` line from the other conversation files' (ShareGPT's
 /// `conversations`, LMSYS's `conversation`, AIPerf `multi_turn`'s `turns`).
-const SHAPE_KEYS: [&str; 5] = [
+const SHAPE_KEYS: [&str; 7] = [
+    "session_id",
+    "messages",
     "input_length",
     "output_length",
     "hash_ids",
@@ -75,8 +90,9 @@ pub fn is_sessions(text: &str) -> bool {
 /// hash id, in the order of their first lines.
 ///
 /// Errors: the first bad line as `name:line: what is wrong and what to do`: a `timestamp` (an
-/// arrival time, replayed by load.trace), a whole request as given (`messages`, `payload`),
-/// `text_input` beside `input_length` or `hash_ids`, a `delay` on a session's first turn, a
+/// arrival time, replayed by load.trace), a raw body (`payload`), `messages` beside
+/// `input_length`, `text_input` or `hash_ids`, a session mixing `messages` lines and others,
+/// `text_input` beside `input_length` or `hash_ids`, a
 /// delay that is not 0..=[`MAX_THINK_MS`] ms, a session of more than [`MAX_TURNS`] turns; no
 /// lines; more than [`MAX_TRACE_ENTRIES`].
 pub fn parse(text: &str, name: &str, block_size: u32) -> Result<Vec<Session>, Invalid> {
@@ -113,12 +129,15 @@ pub fn parse(text: &str, name: &str, block_size: u32) -> Result<Vec<Session>, In
             }
         };
         let s = &mut sessions[k];
-        ensure!(
-            !(s.turns.is_empty() && turn.delay_ms > 0.0),
-            "{at}: `delay` {} ms on the first turn of session `{}`: a session's first turn is sent when a stream takes the session (load.concurrency sessions at once), a `delay` counts from the previous turn's answer; remove it",
-            crate::units::Num(turn.delay_ms),
-            s.id
-        );
+        if let Some(first) = s.turns.first() {
+            ensure!(
+                first.messages.is_some() == turn.messages.is_some(),
+                "{at}: session `{}` mixes lines with `messages` (whole requests as given) and lines without (user messages after the session's history; its line {} is {}): AIPerf refuses such sessions too; give every line of a session `messages`, or none",
+                s.id,
+                first.line,
+                if first.messages.is_some() { "one with `messages`" } else { "one without" }
+            );
+        }
         ensure!(
             s.turns.len() < MAX_TURNS as usize,
             "{at}: session `{}` has more than {MAX_TURNS} turns: at most {MAX_TURNS} are replayed; split it into sessions of at most {MAX_TURNS} lines (another `session_id`) or keep its first {MAX_TURNS}",
@@ -144,10 +163,46 @@ fn session_line(
     };
     let has = |k: &str| o.get(k).is_some_and(|x| !x.is_null());
     ensure!(!has("timestamp"), "a `timestamp` on a session line: request.conversation replays sessions closed loop, each turn `delay` ms after the previous turn's answer, not at arrival times; remove the timestamps, or replay the file at its timestamps with load.trace (session_id and delay are then not read)");
-    if let Some(k) = ["messages", "payload"].into_iter().find(|k| has(k)) {
-        bail!("a session line with `{k}`: the turns replayed here are user messages (synthetic of `input_length` tokens, with their `hash_ids` blocks, or a `text_input`) after the session's history, not whole requests as given; give each line `input_length` or `text_input` instead, or replay whole conversations as a conversation file (ShareGPT, AIPerf multi_turn)");
-    }
+    ensure!(!has("payload"), "a session line with `payload`: a raw request body is not replayed here (perfgate builds each body from its messages for request.api); give the line `messages` (the request's messages, sent as given), `input_length` or `text_input` instead");
     let id = session_id(o)?;
+    let delay_ms = delay(o)?;
+    if has("messages") {
+        if let Some(k) = ["input_length", "text_input", "hash_ids"]
+            .into_iter()
+            .find(|k| has(k))
+        {
+            bail!("`messages` with `{k}`: a `messages` line is its whole request as given (AIPerf takes one of them); keep one");
+        }
+        match o.get("message_mode") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(m)) if m == "history" => {}
+            Some(m) => bail!("`message_mode` {m}: only \"history\" (each line's `messages` its whole context, AIPerf's default) is replayed; AIPerf's \"delta\" threads the server's live answers between the lines, which perfgate does not (bless and check must send the same requests); write each line's whole context"),
+        }
+        let messages = super::prompt_set::messages(&v)?;
+        let words: usize = messages
+            .iter()
+            .map(|m| m.content.split_whitespace().count())
+            .sum();
+        let output = output_length(o)?;
+        let tools = match o.get("tools") {
+            None | Some(Value::Null) => None,
+            Some(t @ Value::Array(_)) => Some(t.clone()),
+            Some(x) => bail!("`tools` must be an array of tool definitions or null, not {x}"),
+        };
+        return Ok((
+            id,
+            SessionTurn {
+                line: number,
+                input_tokens: (words.max(1)).min(u32::MAX as usize) as u32,
+                text: None,
+                output_tokens: output,
+                hash_ids: Vec::new(),
+                delay_ms,
+                messages: Some(messages),
+                tools,
+            },
+        ));
+    }
     let text = match o.get("text_input") {
         None | Some(Value::Null) => None,
         Some(Value::String(t)) => {
@@ -173,25 +228,13 @@ fn session_line(
         input > 0,
         "`input_length` is 0: a turn needs a user message"
     );
-    let output = match o.get("output_length") {
-        None | Some(Value::Null) => None,
-        v => Some(length(v, "output_length", MAX_TRACE_OUTPUT)?.max(1) as u32),
-    };
+    let output = output_length(o)?;
     let hash_ids = hash_ids(
         &v,
         input,
         block_size,
         "set request.conversation.block_size to the file's, AIPerf's --isl-block-size; 512 when not given",
     )?;
-    let delay_ms = match o.get("delay") {
-        None | Some(Value::Null) => 0.0,
-        Some(d) => match d.as_f64() {
-            Some(ms) if (0.0..=MAX_THINK_MS).contains(&ms) => ms,
-            _ => bail!(
-                "`delay` must be a number of ms in 0..={MAX_THINK_MS} (the pause after the previous turn's answer), not {d}"
-            ),
-        },
-    };
     Ok((
         id,
         SessionTurn {
@@ -201,8 +244,31 @@ fn session_line(
             output_tokens: output,
             hash_ids,
             delay_ms,
+            messages: None,
+            tools: None,
         },
     ))
+}
+
+/// `output_length`: the turn's `max_tokens` (0 asks 1); `None`: absent or null.
+fn output_length(o: &Map<String, Value>) -> Result<Option<u32>, Invalid> {
+    Ok(match o.get("output_length") {
+        None | Some(Value::Null) => None,
+        v => Some(length(v, "output_length", MAX_TRACE_OUTPUT)?.max(1) as u32),
+    })
+}
+
+/// `delay`: ms in 0..=[`MAX_THINK_MS`]; absent or null: 0.
+fn delay(o: &Map<String, Value>) -> Result<f64, Invalid> {
+    Ok(match o.get("delay") {
+        None | Some(Value::Null) => 0.0,
+        Some(d) => match d.as_f64() {
+            Some(ms) if (0.0..=MAX_THINK_MS).contains(&ms) => ms,
+            _ => bail!(
+                "`delay` must be a number of ms in 0..={MAX_THINK_MS} (the pause after the previous turn's answer), not {d}"
+            ),
+        },
+    })
 }
 
 /// `session_id`: a string or a whole number (`None`: absent).
@@ -287,6 +353,71 @@ mod tests {
         assert_eq!(s[0].turns[0].hash_ids[0], s[1].turns[0].hash_ids[0]);
     }
 
+    /// Rows in the shape of Hugging Face Green-Lab/customer-service-agent-traces: `session_id`,
+    /// `messages` (the whole context), `output_length`, `tools` (or null), `delay` (null on a
+    /// first row).
+    #[test]
+    fn message_sessions_by_hand() {
+        let text = std::fs::read_to_string("tests/fixtures/traces/aiperf_messages_sessions.jsonl")
+            .unwrap();
+        assert!(is_sessions(&text));
+        let s = parse(&text, "m.jsonl", 512).unwrap();
+        let ids: Vec<&str> = s.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["cs-1", "cs-2"]);
+        // (line, messages kept, words, output, delay, tools): the tool call (an assistant
+        // message without text) and the tool's answer are left out of cs-1's later lines;
+        // words by hand in conversation.rs's test (13, 24, 31; 13, 23)
+        let shape = |k: usize| -> Vec<(usize, usize, u32, Option<u32>, f64, bool)> {
+            s[k].turns
+                .iter()
+                .map(|t| {
+                    (
+                        t.line,
+                        t.messages.as_ref().map_or(0, Vec::len),
+                        t.input_tokens,
+                        t.output_tokens,
+                        t.delay_ms,
+                        t.tools.is_some(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            shape(0),
+            [
+                (1, 2, 13, Some(12), 0.0, true),
+                (3, 4, 24, Some(10), 150.0, true),
+                (5, 6, 31, Some(4), 120.0, true)
+            ]
+        );
+        assert_eq!(
+            shape(1),
+            [
+                (2, 2, 13, Some(8), 0.0, false),
+                (4, 4, 23, Some(6), 100.0, false)
+            ]
+        );
+        let m = s[0].turns[1].messages.as_ref().unwrap();
+        assert_eq!(
+            m[2],
+            RawMessage::new(
+                "assistant",
+                "It shipped yesterday and arrives Friday.".into()
+            )
+        );
+        // a first line's delay is read (the replay does not wait it)
+        let d = parse(
+            "{\"session_id\": \"a\", \"delay\": 200, \"input_length\": 5}\n{\"delay\": 2, \"input_length\": 5}\n",
+            "d",
+            512,
+        )
+        .unwrap();
+        assert_eq!(
+            (d[0].turns[0].delay_ms, d[1].turns[0].delay_ms),
+            (200.0, 2.0)
+        );
+    }
+
     #[test]
     fn other_conversation_files_are_not_sessions() {
         for t in [
@@ -317,16 +448,6 @@ mod tests {
                 "replay the file at its timestamps with load.trace",
             ),
             (
-                "{\"session_id\": \"a\", \"delay\": 200, \"input_length\": 5, \"output_length\": 1}\n".to_string(),
-                "s:1: `delay` 200 ms on the first turn of session `a`",
-                "remove it",
-            ),
-            (
-                "{\"delay\": 2, \"input_length\": 5, \"output_length\": 1}\n".to_string(),
-                "s:1: `delay` 2 ms on the first turn of session `line 1`",
-                "remove it",
-            ),
-            (
                 format!("{a}{{\"session_id\": \"a\", \"delay\": -5, \"input_length\": 5, \"output_length\": 1}}\n"),
                 "s:2: `delay` must be a number of ms in 0..=60000",
                 "not -5",
@@ -342,9 +463,34 @@ mod tests {
                 "not \"5\"",
             ),
             (
-                "{\"session_id\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"output_length\": 1}\n".to_string(),
-                "s:1: a session line with `messages`",
-                "give each line `input_length` or `text_input` instead",
+                "{\"session_id\": \"a\", \"payload\": {\"messages\": []}, \"output_length\": 1}\n".to_string(),
+                "s:1: a session line with `payload`: a raw request body is not replayed here",
+                "give the line `messages`",
+            ),
+            (
+                format!("{a}{{\"session_id\": \"a\", \"delay\": 5, \"messages\": [{{\"role\": \"user\", \"content\": \"hi\"}}]}}\n"),
+                "s:2: session `a` mixes lines with `messages`",
+                "its line 1 is one without",
+            ),
+            (
+                "{\"session_id\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"input_length\": 5}\n".to_string(),
+                "s:1: `messages` with `input_length`",
+                "keep one",
+            ),
+            (
+                "{\"session_id\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"message_mode\": \"delta\"}\n".to_string(),
+                "s:1: `message_mode` \"delta\": only \"history\"",
+                "write each line's whole context",
+            ),
+            (
+                "{\"session_id\": \"a\", \"messages\": [{\"role\": \"assistant\", \"content\": \"hi\"}]}\n".to_string(),
+                "s:1: `messages` has no user message with text",
+                "",
+            ),
+            (
+                "{\"session_id\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": {\"x\": 1}}\n".to_string(),
+                "s:1: `tools` must be an array of tool definitions or null",
+                "",
             ),
             (
                 "{\"session_id\": \"a\", \"text_input\": \"hi\", \"input_length\": 5, \"output_length\": 1}\n".to_string(),

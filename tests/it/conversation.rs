@@ -808,3 +808,87 @@ fn aiperf_mooncake_sessions_without_turns_are_replayed_whole() {
         "{text}"
     );
 }
+
+/// Issue 45: AIPerf `mooncake_trace` session rows with pre-formatted `messages` (the shape of
+/// Hugging Face Green-Lab/customer-service-agent-traces: `session_id`, `messages` (the row's
+/// whole context), `output_length`, `tools`, `delay`), replayed whole, one stream: each turn
+/// sends its row's messages as given (AIPerf's `message_array_with_responses`: no history
+/// added), asks its `output_length`, and starts its `delay` after the previous turn's answer.
+/// By hand (prompt words, one token a word on the simulator): cs-1 13 (system 7 + user 6),
+/// 24 (+ answer 6 + user 5; its tool call and the tool's answer left out), 31 (+ 6 + 1); cs-2
+/// 13, 23 (+ 7 + 3). 20 requests: 4 passes over the 5 turns of the 2 sessions.
+#[test]
+fn aiperf_mooncake_message_sessions_send_each_row_as_given() {
+    let yaml = "scenarios:\n  - name: sessions\n    endpoint: {base_url: 'sim://?ttft_ms=5&ttft_sigma=0&tpot_ms=1', model: perfgate-sim}\n    request:\n      max_tokens: 4\n      ignore_eos: true\n      conversation: {file: traces/aiperf_messages_sessions.jsonl, reference: 0}\n    load: {concurrency: 1, samples: 20, warmup: 0}\n    gate:\n      quantiles: [p50]\n";
+    let dir = crate::support::project(
+        yaml,
+        "tests/fixtures/traces",
+        "traces",
+        &["aiperf_messages_sessions.jsonl"],
+    );
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("sessions of traces/aiperf_messages_sessions.jsonl replayed whole (AIPerf mooncake_trace sessions: 2 sessions of 1 to 3 turns, sha256 ")
+            && text.contains("; 2 sessions of `messages` lines: each turn sent as given, without the session's history)"),
+        "{text}"
+    );
+    let (code, text) = run(dir.path(), &["bless", "--runs", "1", "--allow-unstable"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = run(dir.path(), &["check", "--output", "r.json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let r = json(&dir.path().join("r.json"));
+    let s = &r["scenarios"][0];
+    // bless and check sent the same requests, turn for turn
+    let b = json(&dir.path().join("baselines/sessions.json"));
+    assert_eq!(turns(&s["records"]), turns(&b["runs"][0]["records"]));
+    let mut recs: Vec<&Value> = s["records"].as_array().unwrap().iter().collect();
+    recs.sort_by_key(|r| r["work"]["index"].as_u64());
+    assert_eq!(recs.len(), 20);
+    // (conversation, turn, prompt words, max_tokens, delay ms)
+    let want = [
+        (0, 1, 13, 12, 0.0),
+        (0, 2, 24, 10, 150.0),
+        (0, 3, 31, 4, 120.0),
+        (1, 1, 13, 8, 0.0),
+        (1, 2, 23, 6, 100.0),
+    ];
+    for (g, rec) in recs.iter().enumerate() {
+        // pass g / 5 over the 5 turns: conversations 2 k and 2 k + 1
+        let (c, t, p, out, delay) = want[g % 5];
+        let c = c + 2 * (g / 5) as u64;
+        let w = &rec["work"];
+        assert_eq!(w["conversation"].as_u64(), Some(c), "request {g}");
+        assert_eq!(w["turn"].as_u64(), Some(t), "request {g}");
+        assert_eq!(w["max_tokens"].as_u64(), Some(out), "request {g}");
+        assert_eq!(rec["output_tokens"].as_u64(), Some(out), "request {g}");
+        assert_eq!(rec["prompt_tokens"].as_u64(), Some(p), "request {g}");
+        if g == 0 {
+            continue;
+        }
+        let prev = recs[g - 1];
+        let gap = f(&rec["start_ms"]) - f(&prev["start_ms"]) - f(&prev["e2e_ms"]);
+        println!("request {g}: {gap:.2} ms after the answer before it (delay {delay} ms)");
+        // a later turn starts `delay` ms after the previous answer; a first turn when the
+        // stream is free
+        assert!(
+            gap >= delay - 2.0 && gap < delay + 200.0,
+            "request {g}: gap {gap}"
+        );
+    }
+    // a `delay` on a session's first row (AIPerf reads it and waits it only before a later
+    // turn): accepted, not waited, and `validate` says so
+    let f = dir
+        .path()
+        .join("scenarios/traces/aiperf_messages_sessions.jsonl");
+    let rows = std::fs::read_to_string(&f)
+        .unwrap()
+        .replacen("\"delay\": null", "\"delay\": 90", 1);
+    std::fs::write(&f, rows).unwrap();
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("; 1 first turns' `delay` not waited (AIPerf waits a `delay` only after a previous turn))"),
+        "{text}"
+    );
+}

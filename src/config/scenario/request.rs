@@ -157,7 +157,13 @@ impl RequestSpec {
         let messages = c.messages(slot, self.system.as_deref(), per_word);
         // a session's turn asks its own `output_length`
         let max_tokens = c.max_tokens(slot).unwrap_or(self.max_tokens);
+        // a session's `messages` line's `tools`, in its body as AIPerf sends them
+        let mut extra_body = self.extra_body.clone();
+        if let Some(t) = c.tools(slot) {
+            extra_body.insert("tools".into(), t.clone());
+        }
         RequestSpec {
+            extra_body,
             prompt: RawMessage::text(&messages),
             messages,
             system: None,
@@ -371,6 +377,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("max_completion_tokens"), "{e}");
+    }
+
+    // Issue 45: a session's `messages` line's `tools` go into its turn's body (the extra body,
+    // merged into it), beside the scenario's own extra body; a line without tools has none.
+    #[test]
+    fn a_message_line_s_tools_are_in_its_turn_s_body() {
+        let y = "scenarios:\n  - name: a\n    endpoint: {base_url: 'http://127.0.0.1:1/v1', model: m}\n    request: {max_tokens: 5, extra_body: {top_k: 1}, conversation: {file: tests/fixtures/traces/aiperf_messages_sessions.jsonl}}\n";
+        let r = crate::config::parse_str(y, "t.yaml", &|_| None).unwrap()[0]
+            .request
+            .clone();
+        let c = r.conversation.as_ref().unwrap();
+        let first = r.for_turn(c, Slot::Measured(0), 1.0);
+        assert_eq!(
+            first.extra_body["tools"][0]["function"]["name"],
+            "lookup_order"
+        );
+        assert_eq!(first.extra_body["top_k"], 1);
+        assert_eq!((first.messages.len(), first.max_tokens), (2, 12));
+        // cs-2's first line: tools null; its output_length 8, not request.max_tokens 5
+        let other = r.for_turn(c, Slot::Measured(3), 1.0);
+        assert_eq!(other.extra_body.get("tools"), None);
+        assert_eq!(other.max_tokens, 8);
     }
 
     // Issue 28: `extra_body: {max_output_tokens: 100}` silently replaced max_tokens 8 (merged
