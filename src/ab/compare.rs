@@ -19,7 +19,7 @@ pub fn compare(scs: &[AbScenario], runs: Vec<AbRuns>, opts: &AbOptions) -> Resul
     let mut base_figures: BTreeMap<ScenarioName, BTreeMap<String, f64>> = BTreeMap::new();
     let mut answers = Vec::with_capacity(scs.len());
     for (ab, runs) in scs.iter().zip(runs) {
-        answers.push(runs_answers(&runs));
+        answers.push(answers_of(ab, &runs));
         let (res, input, figures) = one(ab, runs, opts);
         inputs.extend(input);
         if let Some(f) = figures {
@@ -28,28 +28,23 @@ pub fn compare(scs: &[AbScenario], runs: Vec<AbRuns>, opts: &AbOptions) -> Resul
         results.push(res);
     }
     // ab has no committed baseline: the policy is the default (nothing to allow missing).
-    let mut out = assess::gated_results(
+    assess::gated_results(
         results,
         &inputs,
         &base_figures,
+        answers,
         &opts.id,
         crate::verdict::BaselinePolicy::Required,
-    );
-    // the arms' answers, once the latency verdicts are known (gate.outputs)
-    for ((res, ab), (base, cand, repeats)) in out.scenarios.iter_mut().zip(scs).zip(answers) {
-        assess::outputs::judge(res, &ab.base, &ab.candidate, &base, &cand, &repeats);
-    }
-    out.decide();
-    out
+    )
 }
 
-/// Each arm's records and the base arm's repeats, for comparing their answers.
-type Answers = (Vec<RequestRecord>, Vec<RequestRecord>, Vec<RequestRecord>);
-
-fn runs_answers(runs: &AbRuns) -> Answers {
-    let recs = |r: &Result<RunOutput, _>| r.as_ref().map_or(Vec::new(), |r| r.records.clone());
-    let repeats = runs.base.as_ref().map_or(Vec::new(), |r| r.repeats.clone());
-    (recs(&runs.base), recs(&runs.candidate), repeats)
+/// The arms' answers compared (`gate.outputs`): each arm's records and the base arm's repeats.
+fn answers_of(ab: &AbScenario, runs: &AbRuns) -> Option<assess::outputs::Answers> {
+    let none: &[RequestRecord] = &[];
+    let base = runs.base.as_ref().map_or(none, |r| &r.records);
+    let cand = runs.candidate.as_ref().map_or(none, |r| &r.records);
+    let repeats = runs.base.as_ref().map_or(none, |r| &r.repeats);
+    assess::outputs::between_arms(&ab.base, &ab.candidate, base, cand, repeats)
 }
 
 /// One scenario: judged against its base arm ([`crate::assess::judge()`]), then what only an A/B

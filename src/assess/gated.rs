@@ -14,11 +14,14 @@ use std::collections::BTreeMap;
 
 /// The end of `check` and `ab` alike: the gate over every scenario's input (one Holm family),
 /// each check put on its scenario with the "where the time went" notes of a FAIL (`base_figures`:
-/// the baseline's or base arm's server-side figures by scenario), and the overall verdict.
+/// the baseline's or base arm's server-side figures by scenario), each scenario's answers
+/// compared with its reference's (`answers`, in the order of `results`; `gate.outputs`, outside
+/// the family), and the overall verdict.
 pub fn gated_results(
     mut results: Vec<ScenarioResult>,
     inputs: &[gate::ScenarioSamples],
     base_figures: &BTreeMap<ScenarioName, BTreeMap<String, f64>>,
+    answers: Vec<Option<super::outputs::Answers>>,
     id: &CheckId,
     policy: crate::verdict::BaselinePolicy,
 ) -> Results {
@@ -28,6 +31,7 @@ pub fn gated_results(
             r.checks.push(c);
         }
     }
+    let mut answers = answers.into_iter();
     for r in results.iter_mut() {
         if r.status == Status::Compared {
             if let Some(why) = nothing_gated(&r.checks) {
@@ -49,6 +53,10 @@ pub fn gated_results(
                 crate::results::NoteKind::ServerFigures,
                 n,
             ));
+        }
+        // the answers (gate.outputs), once the latency verdicts are known
+        if let Some(a) = answers.next().flatten() {
+            super::outputs::settle(r, a);
         }
     }
     let mut out = Results {

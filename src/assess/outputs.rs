@@ -349,26 +349,35 @@ pub fn check(scenario: &str, s: &OutputsSummary, alpha: f64) -> Check {
     }
 }
 
-/// The answers of an A/B run's compared scenario judged: the summary, the `outputs` check and,
-/// when it FAILs, the note that a latency IMPROVED is no improvement; with sampling that is not
-/// deterministic, only the note saying why nothing was compared. `repeats`: the base arm's
-/// extra sends.
-pub fn judge(
-    res: &mut ScenarioResult,
+/// The answers of an A/B run's scenario compared ([`compare`]), for [`settle`] once the latency
+/// verdicts are known; with sampling that is not deterministic, the note saying why nothing was
+/// compared; `None` with `gate.outputs: false`. `repeats`: the base arm's extra sends.
+pub fn between_arms(
     base_sc: &Scenario,
     sc: &Scenario,
     base: &[RequestRecord],
     cand: &[RequestRecord],
     repeats: &[RequestRecord],
-) {
-    if res.status != Status::Compared || !sc.gate.outputs {
-        return;
+) -> Option<Answers> {
+    if !sc.gate.outputs {
+        return None;
     }
     let compared = match not_deterministic(base_sc, sc) {
         Some(why) => Compared::Not(why),
         None => Compared::Yes(compare(base, cand, repeats)),
     };
-    settle(res, compared, sc.gate.alpha);
+    Some(Answers {
+        compared,
+        alpha: sc.gate.alpha,
+    })
+}
+
+/// A scenario's answers compared, and the level its check is judged at (the scenario's
+/// `gate.alpha`): an input of the judgement's last stage ([`super::gated_results`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answers {
+    pub compared: Compared,
+    pub alpha: f64,
 }
 
 /// A scenario's answers compared with its reference, before the latency verdicts are known
@@ -390,7 +399,7 @@ pub fn against_baseline(
     sc: &Scenario,
     baseline: &Baseline,
     cand: &[RequestRecord],
-) -> Option<Compared> {
+) -> Option<Answers> {
     if !sc.gate.outputs {
         return None;
     }
@@ -405,22 +414,29 @@ pub fn against_baseline(
         .map(|r| r.records.iter().map(Sent::of_baseline).collect())
         .collect();
     if runs.iter().flatten().all(|s| s.answer.is_none()) {
-        return Some(Compared::Not(
+        return Some(Answers {
+            alpha: sc.gate.alpha,
+            compared: Compared::Not(
             "outputs not compared: the baseline keeps no answers (blessed before baselines kept each answer's hash, or with no request answered), so a changed answer cannot be seen; re-bless at request.temperature: 0 (`perfgate bless`) to compare them".to_string(),
-        ));
+            ),
+        });
     }
     let cand: Vec<Sent> = cand.iter().map(Sent::of).collect();
-    Some(Compared::Yes(compare_runs(&runs, &cand)))
+    Some(Answers {
+        compared: Compared::Yes(compare_runs(&runs, &cand)),
+        alpha: sc.gate.alpha,
+    })
 }
 
 /// Adds the answers compared to a compared scenario's result, once its latency verdicts are
 /// known (gate.outputs: outside the Holm family): the summary, the `outputs` check, the note
 /// that a latency IMPROVED is no improvement when it FAILs, and the first differing pair; or
 /// the note saying why nothing was compared.
-pub fn settle(res: &mut ScenarioResult, compared: Compared, alpha: f64) {
+pub fn settle(res: &mut ScenarioResult, answers: Answers) {
     if res.status != Status::Compared {
         return;
     }
+    let Answers { compared, alpha } = answers;
     let s = match compared {
         Compared::Not(why) => {
             res.notes.push(Note::new(NoteKind::Outputs, why));

@@ -83,8 +83,7 @@ pub(super) fn judge_all(
             workers: workers.get(i),
         };
         let j = judge(sc, run.as_ref(), &reference, &given);
-        // the answers against the baseline's (gate.outputs), settled once the latency verdicts
-        // are known
+        // the answers against the baseline's (gate.outputs)
         answers.push(match (loaded.as_ref().ok(), run.as_ref()) {
             (Some(b), Ok(run)) => outputs::against_baseline(sc, b, &run.records),
             _ => None,
@@ -95,12 +94,12 @@ pub(super) fn judge_all(
         }
         results.push(j.result);
     }
-    let mut out = gated_results(results, &gate_inputs, &base_figures, &opts.id, opts.policy);
-    for ((res, sc), compared) in out.scenarios.iter_mut().zip(scenarios).zip(answers) {
-        if let Some(c) = compared {
-            outputs::settle(res, c, sc.gate.alpha);
-        }
-    }
-    out.decide();
-    out
+    gated_results(
+        results,
+        &gate_inputs,
+        &base_figures,
+        answers,
+        &opts.id,
+        opts.policy,
+    )
 }
