@@ -23,6 +23,11 @@ pub const MAX_PROMPT_SET_ENTRIES: usize = 100_000;
 pub const MAX_TRACE_BYTES: u64 = 256 << 20;
 /// Most requests a trace file may hold.
 pub const MAX_TRACE_ENTRIES: usize = 2_000_000;
+/// The most turns a conversation may have (`request.conversation.turns`, a session of a file).
+pub const MAX_TURNS: u32 = 64;
+/// The longest think time between a turn's answer and the next turn, ms (`think_time`, a
+/// session's `delay`).
+pub const MAX_THINK_MS: f64 = 60_000.0;
 /// A latency above a day is not a measurement: invalid input.
 pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
 /// The smallest positive time perfgate writes, ms: times are rounded to the µs

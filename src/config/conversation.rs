@@ -29,12 +29,10 @@ use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
 
-/// The most turns a conversation may have.
-pub const MAX_TURNS: u32 = 64;
+use crate::limits::{MAX_THINK_MS, MAX_TURNS};
 /// The longest message part, tokens (system prompt, user message, kept answer).
 pub const MAX_PART_TOKENS: u32 = 32_768;
-/// The longest think time, ms.
-pub const MAX_THINK_MS: f64 = 60_000.0;
+
 /// The most cold-reference requests.
 pub const MAX_REFERENCE: u32 = 200;
 /// Cold-reference requests when `reference` is not given.

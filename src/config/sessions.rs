@@ -17,10 +17,9 @@
 //! ([`super::conversation`]).
 
 use super::common::{bail, ensure, At, Invalid};
-use super::conversation::{MAX_THINK_MS, MAX_TURNS};
 use super::file::RawMessage;
 use super::trace::{hash_ids, length, MAX_TRACE_OUTPUT};
-use crate::limits::MAX_TRACE_ENTRIES;
+use crate::limits::{MAX_THINK_MS, MAX_TRACE_ENTRIES, MAX_TURNS};
 use crate::synthetic_prompt::MAX_PROMPT_TOKENS;
 use serde_json::{Map, Value};
 
