@@ -413,15 +413,25 @@ pub fn against_baseline(
         .iter()
         .map(|r| r.records.iter().map(Sent::of_baseline).collect())
         .collect();
-    if runs.iter().flatten().all(|s| s.answer.is_none()) {
+    let cand: Vec<Sent> = cand.iter().map(Sent::of).collect();
+    let none = |s: &[Sent]| s.iter().all(|s| s.answer.is_none());
+    if none(&runs.concat()) && none(&cand) {
+        // neither side has text to compare: re-blessing would not give any
         return Some(Answers {
             alpha: sc.gate.alpha,
             compared: Compared::Not(
-            "outputs not compared: the baseline keeps no answers (blessed before baselines kept each answer's hash, or with no request answered), so a changed answer cannot be seen; re-bless at request.temperature: 0 (`perfgate bless`) to compare them".to_string(),
+                "outputs not compared: no request answered with text, in the baseline or in this check (an answer that is only a tool call or reasoning has no text to compare: see the structured-output row for tool calls)".to_string(),
             ),
         });
     }
-    let cand: Vec<Sent> = cand.iter().map(Sent::of).collect();
+    if none(&runs.concat()) {
+        return Some(Answers {
+            alpha: sc.gate.alpha,
+            compared: Compared::Not(
+            "outputs not compared: the baseline keeps no answers (blessed before baselines kept each answer's hash), so a changed answer cannot be seen; re-bless at request.temperature: 0 (`perfgate bless`) to compare them".to_string(),
+            ),
+        });
+    }
     Some(Answers {
         compared: Compared::Yes(compare_runs(&runs, &cand)),
         alpha: sc.gate.alpha,

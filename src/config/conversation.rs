@@ -122,6 +122,15 @@ impl Layout {
         }
     }
 
+    /// The fewest turns of a session.
+    fn fewest(&self) -> usize {
+        self.forward
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .min()
+            .unwrap_or(0)
+    }
+
     fn starts(&self, slot: Slot) -> &[usize] {
         match slot {
             Slot::Measured(_) => &self.forward,
@@ -367,11 +376,16 @@ impl ConversationSpec {
             },
         ) = &self.file
         {
+            let fewest = f.layout.as_ref().map_or(1, Layout::fewest) as u32;
+            let turns = if fewest == self.turns {
+                format!("{fewest}")
+            } else {
+                format!("{fewest} to {}", self.turns)
+            };
             return format!(
-                "sessions of {} replayed whole (AIPerf mooncake_trace sessions: {} sessions of 1 to {} turns, sha256 {}; blocks of {b} tokens; think times: each turn's `delay`{})",
+                "sessions of {} replayed whole (AIPerf mooncake_trace sessions: {} sessions of {turns} turns, sha256 {}; blocks of {b} tokens; think times: each turn's `delay`{})",
                 f.file,
                 f.conversations,
-                self.turns,
                 f.sha256,
                 f.session_notes(),
             );
@@ -998,7 +1012,7 @@ mod tests {
         let c = build(&raw, 16, Path::new("tests/fixtures/traces")).unwrap();
         let d = c.describe(false);
         assert!(
-            d.starts_with("sessions of aiperf_messages_sessions.jsonl replayed whole (AIPerf mooncake_trace sessions: 2 sessions of 1 to 3 turns, sha256 ")
+            d.starts_with("sessions of aiperf_messages_sessions.jsonl replayed whole (AIPerf mooncake_trace sessions: 2 sessions of 2 to 3 turns, sha256 ")
                 && d.ends_with("; 2 sessions of `messages` lines: each turn sent as given, without the session's history)"),
             "{d}"
         );
@@ -1060,6 +1074,11 @@ mod tests {
             (0.0, 30.0)
         );
         let d = c.describe(false);
+        // sessions all of one length say it once
+        assert!(
+            d.contains("(AIPerf mooncake_trace sessions: 1 sessions of 2 turns, sha256 "),
+            "{d}"
+        );
         assert!(
             d.ends_with("; 1 first turns' `delay` not waited (AIPerf waits a `delay` only after a previous turn))"),
             "{d}"

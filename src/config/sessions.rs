@@ -50,7 +50,20 @@ pub struct SessionTurn {
     pub tools: Option<Value>,
 }
 
-/// A session: its id and its turns in file order.
+/// The longest session id shown in a message, characters.
+const SHOWN_ID_CHARS: usize = 64;
+
+/// A session id as messages show it: control characters escaped (a file's id cannot rewrite a
+/// terminal or CI log line, or start a workflow command), at most [`SHOWN_ID_CHARS`] characters.
+fn shown_id(id: &str) -> String {
+    let escaped: String = id.chars().flat_map(char::escape_debug).collect();
+    match escaped.char_indices().nth(SHOWN_ID_CHARS) {
+        Some((cut, _)) => format!("{}...", &escaped[..cut]),
+        None => escaped,
+    }
+}
+
+/// A session: its id (as messages show it: [`shown_id`]) and its turns in file order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Session {
     /// `session_id`, or `line N` for a line without one.
@@ -114,7 +127,7 @@ pub fn parse(text: &str, name: &str, block_size: u32) -> Result<Vec<Session>, In
         let k = match id {
             Some(id) => *by_id.entry(id.clone()).or_insert_with(|| {
                 sessions.push(Session {
-                    id,
+                    id: shown_id(&id),
                     turns: Vec::new(),
                 });
                 sessions.len() - 1
@@ -433,6 +446,34 @@ mod tests {
         assert!(is_sessions(
             "{\"session_id\": \"a\", \"text_input\": \"hi\"}"
         ));
+    }
+
+    /// A file's session id reaches messages escaped and clipped: an id of ESC codes, CR and LF
+    /// (which wrote `FAKE: PASS` as a log line of its own) and one of 200 characters.
+    #[test]
+    fn a_session_id_is_shown_escaped_and_clipped() {
+        let line = |id: &str, n: usize| {
+            format!(
+                "{{\"session_id\": {}, \"input_length\": 5, \"output_length\": 1}}\n",
+                serde_json::json!(id)
+            )
+            .repeat(n)
+        };
+        let hostile = "\u{1b}[31mRED\u{1b}[0m\r\n::FAKE: PASS";
+        let e = parse(&line(hostile, 65), "s", 512).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "s:65: session `\\u{1b}[31mRED\\u{1b}[0m\\r\\n::FAKE: PASS` has more than 64 turns"
+            ),
+            "{e}"
+        );
+        assert!(!e.contains(['\u{1b}', '\r', '\n']), "{e}");
+        let long = "x".repeat(200);
+        let e = parse(&line(&long, 65), "s", 512).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("session `{}...` has more", "x".repeat(64))),
+            "{e}"
+        );
     }
 
     /// Each refusal names `file:line`, what is wrong and what to do.

@@ -213,7 +213,7 @@ fn a_baseline_without_outputs_is_not_compared_and_says_to_rebless() {
     assert!(
         notes.contains(&(
             "outputs".into(),
-            "outputs not compared: the baseline keeps no answers (blessed before baselines kept each answer's hash, or with no request answered), so a changed answer cannot be seen; re-bless at request.temperature: 0 (`perfgate bless`) to compare them".into()
+            "outputs not compared: the baseline keeps no answers (blessed before baselines kept each answer's hash), so a changed answer cannot be seen; re-bless at request.temperature: 0 (`perfgate bless`) to compare them".into()
         )),
         "{notes:?}"
     );
@@ -231,6 +231,32 @@ fn sampling_that_is_not_deterministic_keeps_no_outputs_and_says_nothing_of_them(
     // nothing asked for the answers to be compared: no note of them either
     assert!(
         notes(&r).iter().all(|(kind, _)| kind != "outputs"),
+        "{:?}",
+        notes(&r)
+    );
+}
+
+/// Every answer a tool call (the simulator answers a request that offers `tools` with one): no
+/// answer has text on either side, so nothing is compared, and the note says that rather than
+/// advising a re-bless that would change nothing (a hostile tester's finding).
+#[test]
+fn answers_that_are_all_tool_calls_are_not_compared_and_say_why() {
+    let tools = "{tools: [{type: function, function: {name: weather, parameters: {type: object, required: [answer], properties: {answer: {type: string}}}}}]}";
+    let d = dir_with(&loose().replace(
+        "temperature: 0}",
+        &format!("temperature: 0, extra_body: {tools}}}"),
+    ));
+    bless(d.path());
+    let text = std::fs::read_to_string(d.path().join("baselines/answers.json")).unwrap();
+    assert!(!text.contains("\"output\""), "no answer has text to keep");
+    let (code, text, r) = check(d.path(), &[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(outputs_check(&r).is_none(), "{r}");
+    assert!(
+        notes(&r).contains(&(
+            "outputs".into(),
+            "outputs not compared: no request answered with text, in the baseline or in this check (an answer that is only a tool call or reasoning has no text to compare: see the structured-output row for tool calls)".into()
+        )),
         "{:?}",
         notes(&r)
     );

@@ -829,7 +829,7 @@ fn aiperf_mooncake_message_sessions_send_each_row_as_given() {
     let (code, text) = run(dir.path(), &["validate"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(
-        text.contains("sessions of traces/aiperf_messages_sessions.jsonl replayed whole (AIPerf mooncake_trace sessions: 2 sessions of 1 to 3 turns, sha256 ")
+        text.contains("sessions of traces/aiperf_messages_sessions.jsonl replayed whole (AIPerf mooncake_trace sessions: 2 sessions of 2 to 3 turns, sha256 ")
             && text.contains("; 2 sessions of `messages` lines: each turn sent as given, without the session's history)"),
         "{text}"
     );
