@@ -590,6 +590,15 @@ fn aiperf_and_lmsys_conversations_are_replayed_turn_by_turn() {
     );
 }
 
+/// A project of `yaml` with the session file `fixture` (from tests/fixtures/traces) under
+/// scenarios/traces/, and what `perfgate validate` printed there (it must pass).
+fn sessions_validated(yaml: &str, fixture: &str) -> (tempfile::TempDir, String) {
+    let dir = crate::support::project(yaml, "tests/fixtures/traces", "traces", &[fixture]);
+    let (code, text) = run(dir.path(), &["validate"]);
+    assert_eq!(code, Some(0), "{text}");
+    (dir, text)
+}
+
 /// Issue 45: AIPerf `mooncake_trace` sessions (tests/fixtures/traces/aiperf_sessions.jsonl)
 /// replayed closed loop as conversations: each session's lines in file order, each turn
 /// `delay` ms after the previous answer ended, with the session's history, asking its own
@@ -608,14 +617,7 @@ fn aiperf_and_lmsys_conversations_are_replayed_turn_by_turn() {
 #[test]
 fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
     let yaml = "scenarios:\n  - name: sessions\n    endpoint: {base_url: 'sim://?ttft_ms=5&ttft_sigma=0&tpot_ms=1&prefix_cache_block=16', model: perfgate-sim}\n    request:\n      max_tokens: 4\n      ignore_eos: true\n      conversation: {file: traces/aiperf_sessions.jsonl, turns: 2, reference: 0}\n    load: {concurrency: 1, samples: 20, warmup: 0}\n    gate:\n      quantiles: [p50]\n";
-    let dir = crate::support::project(
-        yaml,
-        "tests/fixtures/traces",
-        "traces",
-        &["aiperf_sessions.jsonl"],
-    );
-    let (code, text) = run(dir.path(), &["validate"]);
-    assert_eq!(code, Some(0), "{text}");
+    let (dir, text) = sessions_validated(yaml, "aiperf_sessions.jsonl");
     assert!(
         text.contains("2 turns of traces/aiperf_sessions.jsonl (AIPerf mooncake_trace sessions: 2 sessions, sha256 ")
             && text.contains(", 1 with fewer than 2 turns left out; blocks of 512 tokens; think times: each turn's `delay`)"),
@@ -722,14 +724,7 @@ fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
 #[test]
 fn aiperf_mooncake_sessions_without_turns_are_replayed_whole() {
     let yaml = "scenarios:\n  - name: sessions\n    endpoint: {base_url: 'sim://?ttft_ms=5&ttft_sigma=0&tpot_ms=1&prefix_cache_block=16', model: perfgate-sim}\n    request:\n      max_tokens: 4\n      ignore_eos: true\n      conversation: {file: traces/aiperf_sessions.jsonl, reference: 0}\n    load: {concurrency: 2, samples: 24, warmup: 0}\n    gate:\n      quantiles: [p50]\n";
-    let dir = crate::support::project(
-        yaml,
-        "tests/fixtures/traces",
-        "traces",
-        &["aiperf_sessions.jsonl"],
-    );
-    let (code, text) = run(dir.path(), &["validate"]);
-    assert_eq!(code, Some(0), "{text}");
+    let (dir, text) = sessions_validated(yaml, "aiperf_sessions.jsonl");
     assert!(
         text.contains("conversations of sessions of traces/aiperf_sessions.jsonl replayed whole (AIPerf mooncake_trace sessions: 3 sessions of 1 to 3 turns, sha256 ")
             && text.contains("; 12 conversation(s) measured"),
@@ -820,14 +815,7 @@ fn aiperf_mooncake_sessions_without_turns_are_replayed_whole() {
 #[test]
 fn aiperf_mooncake_message_sessions_send_each_row_as_given() {
     let yaml = "scenarios:\n  - name: sessions\n    endpoint: {base_url: 'sim://?ttft_ms=5&ttft_sigma=0&tpot_ms=1', model: perfgate-sim}\n    request:\n      max_tokens: 4\n      ignore_eos: true\n      conversation: {file: traces/aiperf_messages_sessions.jsonl, reference: 0}\n    load: {concurrency: 1, samples: 20, warmup: 0}\n    gate:\n      quantiles: [p50]\n";
-    let dir = crate::support::project(
-        yaml,
-        "tests/fixtures/traces",
-        "traces",
-        &["aiperf_messages_sessions.jsonl"],
-    );
-    let (code, text) = run(dir.path(), &["validate"]);
-    assert_eq!(code, Some(0), "{text}");
+    let (dir, text) = sessions_validated(yaml, "aiperf_messages_sessions.jsonl");
     assert!(
         text.contains("sessions of traces/aiperf_messages_sessions.jsonl replayed whole (AIPerf mooncake_trace sessions: 2 sessions of 2 to 3 turns, sha256 ")
             && text.contains("; 2 sessions of `messages` lines: each turn sent as given, without the session's history)"),
