@@ -24,15 +24,14 @@ use super::prompt_set::Turns;
 use super::sessions::Session;
 use super::values::parse_ms;
 use crate::config::common::{ensure, within, At, Invalid};
+use crate::limits::{MAX_THINK_MS, MAX_TURNS};
 use crate::seeded::SplitMix64;
 use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::limits::{MAX_THINK_MS, MAX_TURNS};
 /// The longest message part, tokens (system prompt, user message, kept answer).
 pub const MAX_PART_TOKENS: u32 = 32_768;
-
 /// The most cold-reference requests.
 pub const MAX_REFERENCE: u32 = 200;
 /// Cold-reference requests when `reference` is not given.
