@@ -470,10 +470,15 @@ pub fn settle(res: &mut ScenarioResult, answers: Answers) {
             res.notes.push(Note::new(
                 NoteKind::Outputs,
                 format!(
-                    "functional change: the candidate answers otherwise ({} of {} requests), so its faster {} is not an improvement",
+                    "functional change: the candidate answers otherwise ({} of {} requests), so its faster {} {}",
                     s.differing,
                     s.pairs,
-                    improved.join(" and ")
+                    improved.join(" and "),
+                    if improved.len() == 1 {
+                        "is not an improvement"
+                    } else {
+                        "are not improvements"
+                    }
                 ),
             ));
         }
