@@ -937,25 +937,30 @@ mod tests {
         // no output_length (AIPerf's default output length): request.max_tokens (16 here),
         // and the kept answer request.max_tokens too
         let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(
-            tmp.path().join("s.jsonl"),
-            "{\"session_id\": 7, \"input_length\": 30}\n{\"session_id\": 7, \"delay\": 5, \"input_length\": 20}\n",
+        // `request.conversation: {file: name, turns: 2}` of a file holding `text`
+        let from = |name: &str, text: &str| {
+            std::fs::write(tmp.path().join(name), text).unwrap();
+            let mut r = raw(2);
+            r.file = Some(name.into());
+            r
+        };
+        let d = build(
+            &from(
+                "s.jsonl",
+                "{\"session_id\": 7, \"input_length\": 30}\n{\"session_id\": 7, \"delay\": 5, \"input_length\": 20}\n",
+            ),
+            16,
+            tmp.path(),
         )
         .unwrap();
-        let mut r = raw(2);
-        r.file = Some("s.jsonl".into());
-        let d = build(&r, 16, tmp.path()).unwrap();
         assert_eq!(d.max_tokens(Slot::Measured(1)), None);
         let m = d.messages(Slot::Measured(1), None, 1.0);
         assert_eq!(m.iter().map(words).collect::<Vec<_>>(), [30, 16, 20]);
         // blocks of another size: request.conversation.block_size (AIPerf's --isl-block-size)
-        std::fs::write(
-            tmp.path().join("b.jsonl"),
+        let mut r = from(
+            "b.jsonl",
             "{\"session_id\": \"b\", \"input_length\": 300, \"output_length\": 1, \"hash_ids\": [1, 2]}\n{\"session_id\": \"b\", \"input_length\": 9, \"output_length\": 1, \"hash_ids\": [3]}\n",
-        )
-        .unwrap();
-        let mut r = raw(2);
-        r.file = Some("b.jsonl".into());
+        );
         let e = build(&r, 16, tmp.path()).unwrap_err().to_string();
         assert!(
             e.contains("b.jsonl:1: 2 hash_ids for input_length 300: blocks of 512 tokens need 1 (set request.conversation.block_size to the file's"),
@@ -978,13 +983,10 @@ mod tests {
             "{e}"
         );
         // `text_input` turns: the texts as given, the kept answer synthetic
-        std::fs::write(
-            tmp.path().join("t.jsonl"),
+        let r = from(
+            "t.jsonl",
             "{\"session_id\": \"t\", \"text_input\": \"What is ML?\", \"output_length\": 12}\n{\"session_id\": \"t\", \"delay\": 3, \"text_input\": \"An example, please.\"}\n",
-        )
-        .unwrap();
-        let mut r = raw(2);
-        r.file = Some("t.jsonl".into());
+        );
         let t = build(&r, 16, tmp.path()).unwrap();
         let m = t.messages(Slot::Measured(1), None, 1.0);
         assert_eq!(

@@ -48,12 +48,7 @@ fn a_candidate_faster_and_wrong_fails_as_a_functional_change_not_improved() {
     assert_eq!(r["verdict"], "FAIL");
     let s = &r["scenarios"][0];
     // the latency is better: TPOT P50 IMPROVED (2 ms against 4)...
-    let tpot = s["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["metric"] == "tpot" && c["kind"]["quantile"] == "p50")
-        .unwrap();
+    let tpot = crate::support::p50_row(s, "tpot");
     assert_eq!(tpot["verdict"], "IMPROVED", "{tpot}");
     // ...and the answers are not the same. The candidate simulator's measured requests are its
     // generation requests 2..21 (2 warmup before), 20 consecutive ones, of which exactly

@@ -121,12 +121,7 @@ fn a_check_that_is_faster_and_answers_otherwise_fails_as_a_functional_change() {
     assert_eq!(code, Some(1), "{text}");
     assert_eq!(r["verdict"], "FAIL");
     let s = &r["scenarios"][0];
-    let tpot = s["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["metric"] == "tpot" && c["kind"]["quantile"] == "p50")
-        .unwrap();
+    let tpot = crate::support::p50_row(s, "tpot");
     assert_eq!(tpot["verdict"], "IMPROVED", "{tpot}");
     // the simulator's 20 measured requests are 20 consecutive generation requests, of which
     // exactly 20 x 0.5 = 10 diverge; the baseline's 58 repeats (as above) none

@@ -320,10 +320,7 @@ fn conversation_scenarios_are_validated_with_the_fix() {
         ),
     ];
     for (yaml, want) in bad {
-        let dir = project(&yaml);
-        let (code, text) = run(dir.path(), &["validate"]);
-        assert_eq!(code, Some(2), "{text}");
-        assert!(text.contains(want), "{want}\n{text}");
+        refused(project(&yaml).path(), want);
     }
 }
 
@@ -582,12 +579,17 @@ fn aiperf_and_lmsys_conversations_are_replayed_turn_by_turn() {
     let mut text = std::fs::read_to_string(&f).unwrap();
     text.push_str("{\"session_id\": \"chat_3\", \"turns\": [{\"text\": 42}]}\n");
     std::fs::write(&f, text).unwrap();
-    let (code, text) = run(dir.path(), &["validate"]);
-    assert_eq!(code, Some(2), "{text}");
-    assert!(
-        text.contains("scenarios/prompts/aiperf_multi_turn.jsonl:3: turns[0]: content must be a string, an array of parts or null, not 42"),
-        "{text}"
+    refused(
+        dir.path(),
+        "scenarios/prompts/aiperf_multi_turn.jsonl:3: turns[0]: content must be a string, an array of parts or null, not 42",
     );
+}
+
+/// `perfgate validate` in `dir` refuses (exit 2), saying `want`.
+fn refused(dir: &std::path::Path, want: &str) {
+    let (code, text) = run(dir, &["validate"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains(want), "{want}\n{text}");
 }
 
 /// A project of `yaml` with the session file `fixture` (from tests/fixtures/traces) under
@@ -705,11 +707,9 @@ fn aiperf_mooncake_sessions_are_replayed_closed_loop_with_their_delays() {
     let mut lines = std::fs::read_to_string(&f).unwrap();
     lines.push_str("{\"session_id\": \"chat-b\", \"timestamp\": 900, \"input_length\": 5, \"output_length\": 1}\n");
     std::fs::write(&f, lines).unwrap();
-    let (code, text) = run(dir.path(), &["validate"]);
-    assert_eq!(code, Some(2), "{text}");
-    assert!(
-        text.contains("traces/aiperf_sessions.jsonl:8: a `timestamp` on a session line"),
-        "{text}"
+    refused(
+        dir.path(),
+        "traces/aiperf_sessions.jsonl:8: a `timestamp` on a session line",
     );
 }
 
@@ -796,11 +796,9 @@ fn aiperf_mooncake_sessions_without_turns_are_replayed_whole() {
         yaml.replace("samples: 24", "samples: 20"),
     )
     .unwrap();
-    let (code, text) = run(dir.path(), &["validate"]);
-    assert_eq!(code, Some(2), "{text}");
-    assert!(
-        text.contains("load.samples is 20, not a whole number of sessions (each replayed whole, in file order, one after the other): use 21 (10 sessions) or 18 (9 sessions)"),
-        "{text}"
+    refused(
+        dir.path(),
+        "load.samples is 20, not a whole number of sessions (each replayed whole, in file order, one after the other): use 21 (10 sessions) or 18 (9 sessions)",
     );
 }
 

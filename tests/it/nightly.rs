@@ -951,10 +951,7 @@ fn nights_that_move_too_much_cannot_pass_a_4x_regression() {
     // the TPOT row is shown at the cap, 3x the configured 10 %: the 4x night is beyond it, a
     // WARN there since the nights decide (issue 43), and the nightly step row suspects a step
     let checks = s["checks"].as_array().unwrap();
-    let row = checks
-        .iter()
-        .find(|c| c["metric"] == "tpot" && c["kind"]["quantile"] == "p50")
-        .unwrap();
+    let row = crate::support::p50_row(s, "tpot");
     assert_eq!(row["verdict"], "WARN", "{row}");
     assert!(
         row["reason"]

@@ -180,3 +180,14 @@ impl Drop for Sim {
         let _ = self.child.wait();
     }
 }
+
+/// The P50 row of `metric` ("ttft", "tpot", "e2e") among a results scenario's checks.
+pub fn p50_row<'a>(scenario: &'a serde_json::Value, metric: &str) -> &'a serde_json::Value {
+    scenario["checks"]
+        .as_array()
+        .and_then(|c| {
+            c.iter()
+                .find(|c| c["metric"] == metric && c["kind"]["quantile"] == "p50")
+        })
+        .unwrap_or_else(|| panic!("no {metric} P50 row in {scenario}"))
+}
