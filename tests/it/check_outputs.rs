@@ -20,8 +20,14 @@ fn loose() -> String {
     )
 }
 
+/// `bless --runs 2`, stable or not: two runs' medians on a machine busy with other tests can
+/// spread beyond what bless accepts (TPOT 4.12 vs 3.93 ms read as tau 27 % once, exit 3), and
+/// these tests are about the answers, not the speed.
 fn bless(d: &std::path::Path) {
-    let (code, text, _) = run(d, &["bless", "-s", "s.yaml", "--runs", "2"]);
+    let (code, text, _) = run(
+        d,
+        &["bless", "-s", "s.yaml", "--runs", "2", "--allow-unstable"],
+    );
     assert_eq!(code, Some(0), "{text}");
 }
 
