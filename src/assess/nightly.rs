@@ -378,12 +378,37 @@ fn verdict_of(
                 ms(up.old)
             );
         }
+        Tonight::InForce(up) => {
+            reference(ch, up.old);
+            if accepted(&up, idx, nights, tonight) {
+                ch.verdict = Verdict::Pass;
+                ch.reason = format!(
+                    "a step of {} from {} was accepted: the baseline was blessed again on {}",
+                    pct(up.ratio),
+                    label(up.first),
+                    date(tonight.baseline_created_at.as_deref().unwrap_or("?"))
+                );
+                return;
+            }
+            ch.verdict = Verdict::Warn;
+            ch.reason_kind = crate::gate::ReasonKind::StepInForce;
+            ch.reason = format!(
+                "stepped up {} from {} ({}); {} night(s) at the new level, confirmed on night {} (red that night); tonight {} against {} before the step: in force until the nights are back or the baseline is blessed again",
+                pct(up.ratio),
+                label(up.first),
+                commit_range(nights, idx[up.first]),
+                total - up.first,
+                idx[up.found_at] + 1,
+                ms(v),
+                ms(up.old)
+            );
+        }
         Tonight::StepUpBack(up) => {
             reference(ch, up.old);
             ch.verdict = Verdict::Warn;
             ch.reason_kind = crate::gate::ReasonKind::StepBack;
             ch.reason = format!(
-                "stepped up {} from {} ({}), confirmed on night {}; tonight {} is back nearer the level before it ({}): restored if the next night is too, red again if not",
+                "stepped up {} from {} ({}), confirmed on night {}; tonight {} is back nearer the level before it ({}): restored if the next night is too",
                 pct(up.ratio),
                 label(up.first),
                 commit_range(nights, idx[up.first]),
@@ -641,7 +666,7 @@ mod tests {
     }
 
     #[test]
-    fn a_step_warns_on_its_first_night_and_fails_from_its_second_naming_it() {
+    fn a_step_warns_on_its_first_night_fails_on_its_second_and_warns_while_in_force() {
         // 29 drifting nights, then +20 % from night 30 (index 29)
         let mut v = wobble(33);
         for x in &mut v[29..] {
@@ -666,12 +691,14 @@ mod tests {
             reason.contains("2 night(s) at the new level, confirmed on night 31"),
             "{reason}"
         );
-        // night 33: still in force; the row shows tonight's value, not a median of the levels
+        // night 33: still in force, a WARN (red only on the night it was confirmed; the tracking
+        // issue stays open); the row shows tonight's value, not a median of the levels
         let (c, j) = judged(&v);
-        assert_eq!(c.verdict, Verdict::Fail, "{}", c.reason);
+        assert_eq!(c.verdict, Verdict::Warn, "{}", c.reason);
+        assert_eq!(c.reason_kind, crate::gate::ReasonKind::StepInForce);
         assert!(
             c.reason
-                .contains("4 night(s) at the new level, confirmed on night 31"),
+                .contains("4 night(s) at the new level, confirmed on night 31 (red that night)"),
             "{}",
             c.reason
         );
@@ -699,7 +726,7 @@ mod tests {
             reason.starts_with("stepped up +")
                 && reason.contains("from night 30 of 37")
                 && reason.contains("confirmed on night 31; tonight ")
-                && reason.ends_with(": restored if the next night is too, red again if not"),
+                && reason.ends_with(": restored if the next night is too"),
             "{reason}"
         );
         let (verdict, reason) = night(&v, 37);
@@ -811,31 +838,33 @@ mod tests {
     }
 
     /// Issue 41: 30 nights alternating 1.0x and 1.5x learned a 477 % fail tolerance and a 4x
-    /// regression passed; steady nights gate as before.
+    /// regression passed; nights alternating 1.0x and 2.0x are still too wide to gate at 10 %
+    /// (1.0x / 1.5x are not since issue 43's width: 16.8 %, the smallest step confirmable 17.8 %,
+    /// under 3 x 10 %); steady nights gate as before.
     #[test]
     fn nights_that_move_too_much_are_too_wide_to_gate() {
         let sc = scenario();
         let alt: Vec<f64> = (0..30)
-            .map(|i| if i % 2 == 0 { 8.0 } else { 12.0 })
+            .map(|i| if i % 2 == 0 { 8.0 } else { 16.0 })
             .collect();
         let learned = learned_spread(&sc, &nights(&sc, &alt), &StepRule::default());
-        // tau = sqrt(0.459417^2 - pi/2 x 0.05^2 / 20) = 0.459203 (stats::spread's test);
-        // exp(2.33 x 0.459203 x sqrt 1.5) - 1 = 2.7077 with a 2-run baseline
+        // tau = sqrt(0.785378^2 - pi/2 x 0.05^2 / 20) = 0.785253 (stats::spread's test)
         let tau = learned[&Metric::Tpot].tau;
-        assert!((tau - 0.459203).abs() < 1e-5, "{tau}");
-        // how much they move is their band's width: the MAD of ln 8 / ln 12 around their median,
-        // ln 1.5 / 2 = 0.202733, / 0.67449 = 0.300572, pooled with the 5 % prior (5 nights):
-        // sqrt((5 x 0.05^2 + 30 x 0.300572^2) / 35) = 0.278918; the smallest step its band can
-        // confirm (10 nights at it against 30) is exp((1 + 3 / 10) sqrt(1 + 1.1 x 10 / 30) x
-        // 0.278918) - 1 = exp(1.519772 x 0.278918) - 1 = 0.52792: over 3 x 10 %
+        assert!((tau - 0.785253).abs() < 1e-5, "{tau}");
+        // how much they move is their band's width: every night ln 2 / 2 = 0.346574 from their
+        // median (the MAD's 0.513843 keeps them all in the trimmed mean square), s^2 = 0.346574^2
+        // / 0.911257 = 0.131811, pooled with the 5 % prior (20 nights): sqrt((20 x 0.05^2 + 30 x
+        // 0.131811) / 50) = 0.282995; the smallest step its band can confirm (10 nights at it
+        // against 30) is exp((0.5 + 3.35 / 10) sqrt(1 + 1.1 x 10 / 30) x 0.282995) - 1 =
+        // exp(0.976153 x 0.282995) - 1 = 0.31817: over 3 x 10 %
         let w = learned[&Metric::Tpot].band_width;
-        assert!((w - 0.278918).abs() < 1e-5, "{w}");
+        assert!((w - 0.282995).abs() < 1e-5, "{w}");
         let wide = too_wide(&sc, &learned, 2);
         assert_eq!(wide.len(), 1);
-        assert!((wide[0].learned - 0.52792).abs() < 1e-4, "{:?}", wide[0]);
+        assert!((wide[0].learned - 0.31817).abs() < 1e-4, "{:?}", wide[0]);
         assert_eq!(
             wide[0].to_string(),
-            "TPOT: 30 nights of history move by 27.9% from night to night: their band can confirm no step below 53%, over 3x the configured fail tolerance of 10%, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`"
+            "TPOT: 30 nights of history move by 28.3% from night to night: their band can confirm no step below 32%, over 3x the configured fail tolerance of 10%, so the nights move too much to gate at this tolerance; find out why they move (nights on different runners, a noisy neighbour), raise the tolerance, or compare base and candidate in one job with `perfgate ab`"
         );
         // issue 43: 12 nights of log-sd ~5 % with two 1.3x outlier nights are gated (the upper
         // bound of the rows' tau from them widened 10 % past 30 % and exited 3)
@@ -875,13 +904,13 @@ mod tests {
         );
         assert!(!long_digits(&c.reason), "{}", c.reason);
         let mut v = wobble(20);
-        v.extend([8e300; 5]);
+        v.extend([8e300; 2]);
         let (c, _) = judged(&v);
         assert_eq!(c.verdict, Verdict::Fail, "{}", c.reason);
         assert!(!long_digits(&c.reason), "{}", c.reason);
         assert!(
             c.reason
-                .starts_with("stepped up +1.002e302% from night 21 of 25"),
+                .starts_with("stepped up +1.002e302% from night 21 of 22"),
             "{}",
             c.reason
         );

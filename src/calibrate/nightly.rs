@@ -9,7 +9,7 @@
 //! `ar` a_(t-1) + N(0, `ar_sd`)), and with probability `outlier_p` an outlier night x
 //! `outlier`.
 //!
-//! Figures per rule, from its own exit code (red: a step up in force by that rule) and its change
+//! Figures per rule, from its own exit code (red: the night it confirms a step up) and its change
 //! points: null rows, red nights and change points (either direction) per 100 nights; step rows,
 //! the share of series red on the step's first or second night, the share with a step up
 //! confirmed by its third night, and the share with one found within 7 nights.
@@ -108,7 +108,7 @@ pub enum Rule {
     /// [`crate::stats::nightly_band`] with [`BandRule::default`]: the night's exit code.
     Band,
     /// [`change_points`] with [`StepRule::default`]: the rank rule of perfgate <= 0.1 (its exit
-    /// code came from the committed baseline; here: red while its step up is in force).
+    /// code came from the committed baseline; here: red on the night it finds a step up).
     Rank,
     /// [`perfherder_t`]: back 12, fore 12, t > 7, both directions.
     Perfherder,
@@ -153,7 +153,7 @@ impl Rule {
                         .collect(),
                 }
             }
-            Rule::Rank => in_force(
+            Rule::Rank => red_when_found(
                 s.len(),
                 change_points(s, &StepRule::default())
                     .iter()
@@ -172,28 +172,27 @@ impl Rule {
                     )
                     .collect();
                 steps.sort_by_key(|&(_, f, _)| f);
-                in_force(s.len(), steps)
+                red_when_found(s.len(), steps)
             }
             Rule::Otava => otava(s, &OtavaRule::default()),
         }
     }
 }
 
-/// Red while the last change point found is a step up.
-fn in_force(n: usize, steps: Vec<(usize, usize, bool)>) -> Verdicts {
+/// Red on the nights a step up is found.
+fn red_when_found(n: usize, steps: Vec<(usize, usize, bool)>) -> Verdicts {
     let red = (0..n)
-        .map(|t| steps.iter().rfind(|s| s.1 <= t).is_some_and(|s| s.2))
+        .map(|t| steps.iter().any(|s| s.1 == t && s.2))
         .collect();
     Verdicts { red, steps }
 }
 
 /// Otava re-run each night on the newest nights: a change point is reported the first night it
-/// appears (not within +-1 night of one reported before); red when tonight's segmentation ends
-/// in a step up.
+/// appears (not within +-1 night of one reported before); red on the night a step up is
+/// reported.
 fn otava(s: &[f64], rule: &OtavaRule) -> Verdicts {
     let lx: Vec<f64> = s.iter().map(|v| v.ln()).collect();
     let mut steps: Vec<(usize, usize, bool)> = Vec::new();
-    let mut red = Vec::with_capacity(s.len());
     for t in 0..s.len() {
         let from = (t + 1).saturating_sub(rule.window);
         let x = &lx[from..=t];
@@ -210,9 +209,8 @@ fn otava(s: &[f64], rule: &OtavaRule) -> Verdicts {
                 steps.push((abs, t, up_at(i)));
             }
         }
-        red.push(!cps.is_empty() && up_at(cps.len() - 1));
     }
-    Verdicts { red, steps }
+    red_when_found(s.len(), steps)
 }
 
 /// What one row measured for one rule.
@@ -274,16 +272,18 @@ pub fn report(reps: usize, seed: u64) -> String {
     let mut out = format!(
         "perfgate calibrate --nightly: {reps} series of 60 nights per row (step rows: the step from night 31), seed {seed}\n\
          rules: band (new) = the night's exit code: a robust band from the nights since the last confirmed step\n\
-         (prior tau {:.0} % worth {} nights), a step confirmed by 2 nights both beyond {} sd or a CUSUM of 3+ (k {}, H {}),\n\
-         red while a step up is in force but on its first night back; rank (0.1) = Mann-Whitney step, 3+ nights, alpha 0.01, red while its step up is in force;\n\
+         (prior tau {:.0} % worth {} nights), a step up confirmed by 2 nights both beyond {} sd (a step down {} sd) or a CUSUM of 3+ (k {}, H {}, clip {});\n\
+         rank (0.1) = Mann-Whitney step, 3+ nights, alpha 0.01; every rule's night is red when it confirms a step up;\n\
          perfherder = Welch t, back 12, fore 12, t > 7, both ways; otava = E-divisive of the last 50 nights, Welch p < 0.001.\n\
          unchanged rows: red nights per 100 nights / change points (either direction) per 100 nights.\n\
          step rows: share red on the step's 1st or 2nd night / step up found by its 3rd night / found within 7 nights.\n\n",
         100.0 * r.prior_tau,
         r.prior_nights,
         r.two_night_z,
+        r.two_night_z_down,
         r.allowance,
-        r.decision
+        r.decision,
+        r.clip
     );
     out.push_str(&format!("{:<52}", "series"));
     for rule in Rule::ALL {
@@ -348,29 +348,26 @@ mod tests {
     }
 
     #[test]
-    fn a_step_in_force_is_red_until_a_step_down() {
-        // up found on night 3, down found on night 6: red on nights 3, 4, 5
-        let v = in_force(8, vec![(2, 3, true), (5, 6, false)]);
+    fn a_step_up_is_red_on_the_night_it_is_found() {
+        // up found on night 3, down found on night 6: red on night 3 only
+        let v = red_when_found(8, vec![(2, 3, true), (5, 6, false)]);
         assert_eq!(
             v.red,
-            vec![false, false, false, true, true, true, false, false]
+            vec![false, false, false, true, false, false, false, false]
         );
     }
 
     #[test]
     fn rates_count_red_nights_and_steps() {
         // noise-free +50 % step at night 30 of 60: the band confirms it on its second night
-        // (both nights beyond 2.3 predicted sd of the prior's 5 %) and stays red to the end: 29 red
-        // nights of 60 per series, one change point
+        // (both nights beyond 1.8 predicted sd of the prior's 5 %), red on that night only (the
+        // step in force after it is a WARN): 1 red night of 60 per series, one change point
         let m = noise_free(60, 30, 1.5);
         let r = run(&m, 3, 7);
         let band = r.iter().find(|(k, _)| *k == Rule::Band).unwrap().1;
         assert_eq!(band.red_within_2, 1.0);
         assert_eq!(band.confirmed_within_3, 1.0);
-        assert!(
-            (band.red_per_100 - 100.0 * 29.0 / 60.0).abs() < 1e-9,
-            "{band:?}"
-        );
+        assert!((band.red_per_100 - 100.0 / 60.0).abs() < 1e-9, "{band:?}");
         assert!((band.steps_per_100 - 100.0 / 60.0).abs() < 1e-9, "{band:?}");
     }
 }

@@ -448,6 +448,9 @@ pub enum ReasonKind {
     /// level before it (WARN; restored if the next night is too): the tracking issue stays as
     /// it is.
     StepBack,
+    /// A `nightly step` row whose step up, confirmed (and red) on an earlier night, is still in
+    /// force tonight (WARN): the tracking issue stays open and is updated.
+    StepInForce,
 }
 
 impl ReasonKind {

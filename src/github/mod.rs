@@ -205,16 +205,19 @@ pub fn fit_body(results: &Results, extra: &Extra, limit: usize) -> String {
 /// fails the run but neither opens nor closes the issue, so one bad night does not alert and
 /// the nights before a step is confirmed do not close and reopen it.
 fn tracked_failure(r: &Results) -> Option<bool> {
-    // a step up still in force, back tonight: neither recovered nor failed
-    let step_back = || {
+    let any_row = |kind: ReasonKind| {
         r.scenarios
             .iter()
             .flat_map(|s| &s.checks)
-            .any(|c| c.reason_kind == ReasonKind::StepBack)
+            .any(|c| c.reason_kind == kind)
     };
     match r.verdict {
         Overall::Fail => {}
-        Overall::Warn if step_back() => return None,
+        // a step up confirmed on an earlier night, still in force: the issue stays open and is
+        // updated, though the night is not red
+        Overall::Warn if any_row(ReasonKind::StepInForce) => return Some(true),
+        // in force but back tonight: neither recovered nor failed
+        Overall::Warn if any_row(ReasonKind::StepBack) => return None,
         Overall::Pass | Overall::Warn | Overall::Improved => return Some(false),
         Overall::NoBaseline | Overall::Error | Overall::Interrupted | Overall::Measured => {
             return None
@@ -470,8 +473,8 @@ mod tests {
     use super::*;
 
     /// A WARN night whose `nightly step` row has a step up still in force, back tonight, leaves
-    /// the tracking issue as it is (None); any other WARN is a pass that closes it; a FAIL of the
-    /// row keeps it open.
+    /// the tracking issue as it is (None); one still at the step's level keeps it open (Some(true));
+    /// any other WARN is a pass that closes it; a FAIL of the row keeps it open.
     #[test]
     fn a_step_back_for_one_night_neither_closes_nor_opens_the_issue() {
         let mut r = crate::results::fixture();
@@ -489,6 +492,8 @@ mod tests {
         r.verdict = Overall::Warn;
         r.scenarios[0].checks = vec![row(Verdict::Warn, ReasonKind::StepBack)];
         assert_eq!(tracked_failure(&r), None);
+        r.scenarios[0].checks = vec![row(Verdict::Warn, ReasonKind::StepInForce)];
+        assert_eq!(tracked_failure(&r), Some(true));
         r.scenarios[0].checks = vec![row(Verdict::Warn, ReasonKind::Measured)];
         assert_eq!(tracked_failure(&r), Some(false));
         r.verdict = Overall::Fail;

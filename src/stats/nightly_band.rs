@@ -8,17 +8,20 @@
 //! At night t, with the nights of the current level (since the last confirmed step, minus the
 //! nights of a suspected step, which are held out until it is confirmed or over) as the
 //! reference:
-//! - **Band**: centre c = the mean of the newest `window` reference log values clipped to their
-//!   median +- 2 w; width w learned from the series (below); tonight's z = (ln x - c) / (w
-//!   sqrt(1 + `center_var` / n)) with n reference nights (the centre's own sampling variance,
-//!   ~1.1 w^2 / n for the clipped mean). Outside `warn_z` (2) is a suspected step: a WARN.
-//! - **Width**: the median absolute deviation of the last `scale_window` nights around the median
-//!   of their own level (each confirmed step's nights, a restored step's and a suspected step's
-//!   held nights are a level of their own), / 0.6745: an outlier night moves a median by one
-//!   rank, alternating nights do not inflate it (as successive differences would), and a step
-//!   cannot widen it because its nights are their own level. It is combined with a prior of `prior_tau` (5 %, a night-to-night
-//!   drift, not bless's back-to-back tau) worth `prior_nights` nights: w^2 = (nu0 tau0^2 + m s^2)
-//!   / (nu0 + m) with m nights learned from.
+//! - **Band**: centre c = the mean of the newest `window` reference log values within [`TRIM`]
+//!   (2.5) w of their median (an outlier night is left out, not counted at the edge); width w
+//!   learned from the series (below); tonight's z = (ln x - c) / (w sqrt(1 + `center_var` / n))
+//!   with n reference nights (the centre's own sampling variance, ~1.1 w^2 / n). Outside
+//!   `warn_z` (2) is a suspected step: a WARN.
+//! - **Width**: the deviations of the last `scale_window` nights from the median of their own
+//!   level (each confirmed step's nights, a restored step's and a suspected step's held nights
+//!   are a level of their own): their median / 0.6745 (the MAD), then the root mean square of
+//!   those within 2.5 MADs, / sqrt(0.9113) ([`trimmed_sd`]): an outlier night drops out,
+//!   alternating nights do not inflate it (as successive differences would), and a step cannot
+//!   widen it because its nights are their own level. It is combined with a prior of
+//!   `prior_tau` (5 %, a night-to-night drift, not bless's back-to-back tau) worth
+//!   `prior_nights` (20) nights: w^2 = (nu0 tau0^2 + m s^2) / (nu0 + m) with m nights learned
+//!   from.
 //! - **Held out**: a night beyond `hold_z` (3) that starts or continues a suspected step does not
 //!   join the level: a step that is not confirmed yet neither moves the centre nor widens the
 //!   band, so it cannot be learned as the level and then pass. When a night comes back, the held
@@ -28,30 +31,29 @@
 //! - **Step**: for each candidate first night f among the last `max_after` nights with a
 //!   contiguous run f..=t, against the reference nights before f (centre c_f, n_f nights): the
 //!   nights' z_i = (ln x_i - c_f) / w. All nights far out: every z_i / sqrt(1 + `center_var` /
-//!   n_f) >= `two_night_z` (2.3), two nights once n_f >= `two_night_from` (7), three or more at
-//!   any n_f: a level of few nights has an uncertain centre, but three nights in a row this far
-//!   from it are a step, where the clipped mean below cannot reach the threshold that
-//!   uncertainty sets; so a suspected step held out of the level is confirmed on its third
-//!   night once it is big enough, never held for good. Any a >= 2 nights: when the mean
-//!   of the z_i clipped to +-`clip` (2.5: an outlier night counts as 2.5, not 5) is at least
-//!   (k + H / a) sqrt(1 + `center_var` a / n_f), k = `allowance` (1), H = `decision` (3): a
-//!   Page CUSUM (Page 1954) over the run with the centre's uncertainty, never on one night.
-//!   Tonight must be beyond k in the step's direction, and the step's size (the run's median
-//!   against c_f) at least `min_step` (5 %). The earliest candidate that passes is the step's
-//!   first night.
-//! - **A step up in force** is red every night until it is restored: its last `restore_nights`
-//!   (2) nights are all nearer the old level than the new one (below their geometric midpoint);
-//!   the step's nights rejoin the old level as what was learned (a change point that fails to
-//!   hold resets nothing; rejoining only the nights back would bias the level low after every
-//!   false step), and a restored step stays restored until a new step is confirmed. Nights that
-//!   are only partly back (one near the old level, the next near the new) keep it in force:
-//!   nothing in them says the regression is gone. The first night back since the step was
-//!   confirmed is not red ([`Tonight::StepUpBack`]): a false step of two outlier nights in a row
-//!   is then red on the night that confirmed it only, not on the night after as well (the red
-//!   nights of an unchanged series with 5 % outlier nights at 1.3x: 0.97 -> 0.66 per 100,
-//!   docs/accuracy.md); later nights back while it stays in force are red. A step up that only
-//!   takes the level back to where the last step down came from (not `min_step` above it) is
-//!   not red: the improvement did not last.
+//!   n_f) >= `two_night_z` (1.8; `two_night_z_down`, 2.6, for a step down), two nights once
+//!   n_f >= `two_night_from` (7), three or more at any n_f: a level of few nights has an uncertain
+//!   centre, but three nights in a row this far from it are a step, where the clipped mean below
+//!   cannot reach the threshold that uncertainty sets; so a suspected step held out of the level
+//!   is confirmed on its third night once it is big enough, never held for good. Any a >= 2
+//!   nights: when the mean of the z_i clipped to +-`clip` (1.5: an outlier night counts as 1.5,
+//!   not 5) is at least (k + H / a) sqrt(1 + `center_var` a / n_f), k = `allowance` (0.5), H =
+//!   `decision` (3.35): a Page CUSUM (Page 1954) over the run with the centre's uncertainty,
+//!   never on one night (nor before a = 4 with these figures). Tonight must be beyond k in the
+//!   step's direction, and the step's size (the run's median against c_f) at least `min_step`
+//!   (5 %). The earliest candidate that passes is the step's first night.
+//! - **Red on the night a step up is confirmed** ([`Tonight::StepUp`]); after it the step is in
+//!   force ([`Tonight::InForce`], or [`Tonight::StepUpBack`] on a night back nearer the old
+//!   level), not red: the nights since the last confirmed change predict those nights. It is in
+//!   force until it is restored: its last `restore_nights` (2) nights are all nearer the old level
+//!   than the new one (below their geometric midpoint); the step's nights rejoin the old level as
+//!   what was learned (a change point that fails to hold resets nothing; rejoining only the
+//!   nights back would bias the level low after every false step), and a restored step stays
+//!   restored until a new step is confirmed. Nights that are only partly back (one near the old
+//!   level, the next near the new) keep it in force: nothing in them says the regression is
+//!   gone. A step up that only takes the level back, within `max_after` nights, to where the
+//!   last step down came from (not `min_step` above it) is not red: the improvement did not last.
+//!   The parameters are calibrated in docs/accuracy.md ("Nightly change points").
 
 use super::quantile::{quantile_type7, sorted};
 
@@ -72,8 +74,11 @@ pub struct BandRule {
     /// A suspected step this many predicted sd out is held out of the level until it is
     /// confirmed or over (closer ones join it, so a slow drift is followed, not alarmed on).
     pub hold_z: f64,
-    /// Nights all this far out confirm a step: three at any length of the level, two...
+    /// Nights all this far out confirm a step up: three at any length of the level, two...
     pub two_night_z: f64,
+    /// ...and a step down (further: outlier nights are slow ones, so two nights far below the
+    /// level are rarer than two far above it, and a false IMPROVED is a change point too).
+    pub two_night_z_down: f64,
     /// ...once the level has this many reference nights (with fewer, the level's own error is
     /// shared by both nights).
     pub two_night_from: usize,
@@ -97,16 +102,17 @@ impl Default for BandRule {
     fn default() -> Self {
         BandRule {
             prior_tau: 0.05,
-            prior_nights: 5.0,
+            prior_nights: 20.0,
             window: 30,
             scale_window: 30,
             warn_z: 2.0,
             hold_z: 3.0,
-            two_night_z: 2.3,
+            two_night_z: 1.8,
+            two_night_z_down: 2.6,
             two_night_from: 7,
-            allowance: 1.0,
-            decision: 3.0,
-            clip: 2.5,
+            allowance: 0.5,
+            decision: 3.35,
+            clip: 1.5,
             restore_nights: 2,
             max_after: 10,
             min_step: 0.05,
@@ -201,11 +207,14 @@ pub enum Tonight {
     /// Outside the band (or the run of nights beyond the allowance that includes tonight), not
     /// confirmed yet: a suspected step.
     Suspect(Suspect),
-    /// A step up is in force (confirmed tonight when `step.found_at` is tonight).
+    /// A step up was confirmed tonight: the night is red.
     StepUp(LevelStep),
-    /// A step up is in force and tonight, for the first time since it was confirmed, is back
-    /// nearer the old level than the new one: the step is restored if the next night is too
-    /// (not red tonight: a false step of two outlier nights is red on one night, not two).
+    /// A step up confirmed on an earlier night is in force and tonight is at its level: not red
+    /// (the nights since the last confirmed change predict tonight; the tracking issue says the
+    /// step is there until it is restored or accepted).
+    InForce(LevelStep),
+    /// A step up is in force and tonight is back nearer the old level than the new one: the
+    /// step is restored if the next night is too.
     StepUpBack(LevelStep),
     /// A step down was confirmed tonight or in the last nights (not restoring a step up).
     StepDown(LevelStep),
@@ -259,9 +268,6 @@ struct State {
     stepped: Option<(Vec<usize>, f64, LevelStep)>,
     /// The last step down confirmed (not a restore), for IMPROVED.
     down: Option<LevelStep>,
-    /// A night of the step up in force was back nearer the old level ([`Tonight::StepUpBack`]):
-    /// later nights back, while it stays in force, are red (no FAIL and WARN by turns).
-    back_seen: bool,
     events: Vec<Event>,
 }
 
@@ -317,7 +323,6 @@ fn state(n: usize) -> State {
         next_label: 1,
         stepped: None,
         down: None,
-        back_seen: false,
         events: Vec::new(),
     }
 }
@@ -385,7 +390,6 @@ fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Opt
             }
             Way::Up => {
                 st.down = None;
-                st.back_seen = false;
                 // a second step up while one is in force: still measured from the first's old level
                 st.stepped = Some(match st.stepped.take() {
                     Some((o, oc, first)) => (
@@ -451,11 +455,10 @@ fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Opt
         // median of the step's nights before tonight)
         let before: Vec<usize> = st.level.iter().copied().filter(|&i| i < t).collect();
         let back = !before.is_empty() && lx[t] < (oc + median_of(lx, &before)) / 2.0;
-        if back && !st.back_seen {
-            st.back_seen = true;
+        if back {
             return (Tonight::StepUpBack(shown), Some(band));
         }
-        return (Tonight::StepUp(shown), Some(band));
+        return (Tonight::InForce(shown), Some(band));
     }
     if let Some(s) = suspected {
         return (Tonight::Suspect(s), Some(band));
@@ -466,9 +469,15 @@ fn night(lx: &[f64], t: usize, st: &mut State, rule: &BandRule) -> (Tonight, Opt
     }
 }
 
-/// Whether a step up confirmed tonight only undoes the last step down: its nights' median is not
-/// `min_step` above the level before that step down (with no other step between them).
+/// Whether a step up confirmed tonight only undoes the last step down: within `max_after` nights
+/// of that step down's first night, its nights' median is not `min_step` above the level before
+/// it (with no other step between them). A step down that held longer is the level: a step up
+/// from it is a regression (a false step down from a first night that was an outlier left every
+/// later step up back to that outlier's level unreported).
 fn undone(lx: &[f64], up: &LevelStep, down: &LevelStep, t: usize, rule: &BandRule) -> bool {
+    if t >= down.first + rule.max_after {
+        return false;
+    }
     let run: Vec<usize> = (up.first..=t).collect();
     median_of(lx, &run).exp() < down.old * (1.0 + rule.min_step)
 }
@@ -547,10 +556,12 @@ fn confirm(lx: &[f64], t: usize, w: f64, st: &State, rule: &BandRule) -> Option<
             }
             let mut margin = sg * mean - thr;
             if all_far(run.len(), n, rule) {
-                margin = margin.max(
-                    zs.iter().map(|z| sg * z).fold(f64::INFINITY, f64::min) / infl
-                        - rule.two_night_z,
-                );
+                let two = match way {
+                    Way::Up => rule.two_night_z,
+                    Way::Down => rule.two_night_z_down,
+                };
+                margin = margin
+                    .max(zs.iter().map(|z| sg * z).fold(f64::INFINITY, f64::min) / infl - two);
             }
             let big = match way {
                 Way::Up => ratio >= 1.0 + rule.min_step,
@@ -684,7 +695,7 @@ fn width(lx: &[f64], label: &[usize], t: usize, rule: &BandRule) -> (f64, usize)
     if dev.len() < 3 {
         return (rule.prior_tau, 0);
     }
-    let s = median(&dev) / 0.674_489_75;
+    let s = trimmed_sd(&dev);
     let m = dev.len() as f64;
     (
         ((prior + m * s * s) / (rule.prior_nights + m)).sqrt(),
@@ -694,14 +705,43 @@ fn width(lx: &[f64], label: &[usize], t: usize, rule: &BandRule) -> (f64, usize)
 
 /// The centre of `idx`'s log values: their mean, each clipped to their median +- 2 w (an outlier
 /// night counts as 2 widths out, not 5), and how many.
+/// The spread of deviations `dev` (absolute, around their level's median) as a standard
+/// deviation: their median / 0.6745 first (the MAD), then the root mean square of those within
+/// [`TRIM`] of it, divided by the root of a standard normal's E[z^2 | |z| <= TRIM] (0.9113): an
+/// outlier night drops out, as it does from the MAD, but the rest count with their size (about
+/// 90 % efficient at the normal, where the MAD is 37 %: the band's width from 30 nights is
+/// uncertain by ~14 %, not ~21 %).
+fn trimmed_sd(dev: &[f64]) -> f64 {
+    let mad = median(dev) / 0.674_489_75;
+    let kept: Vec<f64> = dev.iter().copied().filter(|d| *d <= TRIM * mad).collect();
+    if mad <= 0.0 || kept.is_empty() {
+        return mad;
+    }
+    (kept.iter().map(|d| d * d).sum::<f64>() / kept.len() as f64 / TRIMMED_Z2).sqrt()
+}
+
+/// Deviations beyond this many MAD-widths are left out of the width, and nights beyond this many
+/// widths from the median out of the centre.
+const TRIM: f64 = 2.5;
+/// E[z^2 | |z| <= 2.5] for a standard normal: (P - 2 c phi(c)) / P with c = 2.5, P = 0.987581,
+/// phi(2.5) = 0.0175283: (0.987581 - 0.0876415) / 0.987581.
+const TRIMMED_Z2: f64 = 0.911_257;
+
+/// The level: the mean of the nights within [`TRIM`] widths of their median (an outlier night
+/// is left out rather than counted at the edge, which biased the level up by a tenth of a width
+/// with 5 % outlier nights), and how many nights it is taken from.
 fn center(lx: &[f64], idx: &[usize], w: f64) -> (f64, usize) {
     let m = median_of(lx, idx);
     let n = idx.len().max(1);
-    let sum: f64 = idx
+    let kept: Vec<f64> = idx
         .iter()
-        .map(|&i| lx[i].clamp(m - 2.0 * w, m + 2.0 * w))
-        .sum();
-    (sum / n as f64, n)
+        .map(|&i| lx[i])
+        .filter(|x| (x - m).abs() <= TRIM * w)
+        .collect();
+    if kept.is_empty() {
+        return (m, n);
+    }
+    (kept.iter().sum::<f64>() / kept.len() as f64, n)
 }
 
 fn mean_clipped_z(lx: &[f64], idx: &[usize], c: f64, w: f64, clip: f64) -> f64 {
@@ -740,13 +780,15 @@ mod tests {
         TEN.iter().cycle().take(30).copied().collect()
     }
 
-    /// Each night's judgement as a word: red (a step up in force), back (its first night back),
-    /// restored, warn (a suspected step), pass.
+    /// Each night's judgement as a word: red (a step up confirmed tonight), in force (a step up
+    /// confirmed before, tonight at its level), back (in force, tonight back nearer the old
+    /// level), restored, warn (a suspected step), pass.
     fn kinds(every: &[Tonight]) -> Vec<&'static str> {
         every
             .iter()
             .map(|t| match t {
                 Tonight::StepUp(_) => "red",
+                Tonight::InForce(_) => "in force",
                 Tonight::StepUpBack(_) => "back",
                 Tonight::Restored(..) => "restored",
                 Tonight::Suspect(_) => "warn",
@@ -764,25 +806,27 @@ mod tests {
     #[test]
     fn the_band_by_hand_and_a_first_night_outside_it_is_a_suspect() {
         let r = BandRule::default();
-        // 10 nights: MAD 0.02 -> s = 0.02 / 0.67449 = 0.029652; with the prior (5 %, worth 5
-        // nights): w = sqrt((5 x 0.05^2 + 10 x 0.029652^2) / 15) = 0.037676; the centre is the
-        // mean of the logs (none clipped): 0, so 100 ms; sd = w sqrt(1 + 1.1 / 10) = 0.039694;
-        // band 100 x e^(+-2 sd) = [92.37, 108.26]
+        // 10 nights, deviations from their median 0: 0, .02, .02, .01, .01, .03, .03, 0, .02, .02;
+        // MAD .02 / 0.67449 = 0.029652, none beyond 2.5 x that, so s^2 = mean d^2 / 0.911257 =
+        // 3.6e-4 / 0.911257 = 3.95058e-4; with the prior (5 %, worth 20 nights): w = sqrt((20 x
+        // 0.05^2 + 10 x 3.95058e-4) / 30) = 0.042407; the centre is the mean of the logs (none
+        // beyond 2.5 w of their median): 0, so 100 ms; sd = w sqrt(1 + 1.1 / 10) = 0.044679;
+        // band 100 x e^(+-2 sd) = [91.452, 109.347]
         let j = judge(&with(&TEN, &[108.0]), &r);
         let b = j.band.unwrap();
-        assert!((b.width - 0.037676).abs() < 1e-6, "{b:?}");
-        assert!((b.sd - 0.039694).abs() < 1e-6, "{b:?}");
+        assert!((b.width - 0.042407).abs() < 1e-6, "{b:?}");
+        assert!((b.sd - 0.044679).abs() < 1e-6, "{b:?}");
         assert!((b.center - 100.0).abs() < 1e-9);
         assert!(
-            (b.lo - 92.368).abs() < 1e-3 && (b.hi - 108.263).abs() < 1e-3,
+            (b.lo - 91.452).abs() < 1e-3 && (b.hi - 109.347).abs() < 1e-3,
             "{b:?}"
         );
         assert_eq!((b.nights, b.width_nights), (10, 10));
-        // 108: z = ln 1.08 / 0.039694 = 1.939, inside
-        assert!((b.z - 1.9388).abs() < 1e-3, "{b:?}");
+        // 108: z = ln 1.08 / 0.044679 = 1.7226, inside
+        assert!((b.z - 1.7226).abs() < 1e-3, "{b:?}");
         assert_eq!(j.tonight, Tonight::Inside);
-        // 112: z = 2.855, outside: a suspected step up from tonight (night index 10), 10 nights
-        // before it; at this size two nights confirm it (2.855 / sqrt(1.11) = 2.71 >= 2.3)
+        // 112: z = 2.5365, outside: a suspected step up from tonight (night index 10), 10 nights
+        // before it; at this size two nights confirm it (ln 1.12 / w / sqrt(1.11) = 2.54 >= 1.8)
         let j = judge(&with(&TEN, &[112.0]), &r);
         match j.tonight {
             Tonight::Suspect(s) => {
@@ -800,10 +844,12 @@ mod tests {
 
     #[test]
     fn a_step_is_confirmed_on_its_second_night_when_both_are_far_out() {
-        // night 11 (index 11) is 112 again: the width learned from nights 0..=10 (11 nights; MAD
-        // still 0.02) is sqrt((0.0125 + 11 x 0.029652^2) / 16) = 0.037225; against the 10
-        // nights before the step (centre 100, sd factor sqrt 1.11) both nights are at
-        // ln 1.12 / 0.037225 / 1.05357 = 2.890 >= 2.3: confirmed, red
+        // night 11 (index 11) is 112 again: night 10 (z 2.54, inside `hold_z`) joined the level,
+        // so the width is learned from nights 0..=10 (11 deviations; the MAD still 0.02, and 112's
+        // deviation ln 1.12 = 0.1133 is beyond 2.5 x 0.029652 and left out of the mean square):
+        // sqrt((20 x 0.05^2 + 11 x 3.95058e-4) / 31) = 0.041870; against the 10 nights before the
+        // step (centre 100, sd factor sqrt 1.11) both nights are at ln 1.12 / 0.041870 / 1.05357
+        // = 2.569 >= 1.8: confirmed, red
         let j = judge(&with(&TEN, &[112.0, 112.0]), &BandRule::default());
         let Tonight::StepUp(s) = j.tonight else {
             panic!("{:?}", j.tonight)
@@ -821,21 +867,24 @@ mod tests {
     }
 
     #[test]
-    fn a_smaller_step_is_confirmed_on_its_third_night_by_the_cusum() {
-        // 30 nights (w ~ 0.0325 with the prior: sqrt((0.0125 + 30 x 0.029652^2) / 35)), then
-        // +9 %, +5 %, +9 %: z ~ 2.6, 1.5, 2.6 (the middle one inside the band: PASS, and not two
-        // nights far out); on the third the clipped mean (2.5 + 1.5 + 2.5) / 3 = 2.17 clears the
-        // CUSUM's (1 + 3 / 3) sqrt(1 + 3.3 / 30) = 2.107
+    fn a_smaller_step_is_confirmed_on_its_fourth_night_by_the_cusum() {
+        // 30 nights (w = sqrt((20 x 0.05^2 + 30 x 3.95058e-4) / 50) = 0.035172 with the prior),
+        // then +9 %, +5 %, +9 %, +9 %: z ~ 2.4, 1.4, 2.4, 2.4 (the second inside the band: PASS,
+        // and not two nights far out, so the two-night rule never starts at night 30); each z
+        // clipped to 1.5 in the CUSUM, the run's mean is (1.5 + 1.36 + 1.5 + 1.5) / 4 = 1.465
+        // on the fourth night, which clears (0.5 + 3.35 / 4) sqrt(1 + 1.1 x 4 / 30) = 1.432;
+        // on the third, (0.5 + 3.35 / 3) sqrt(1 + 3.3 / 30) = 1.703 is beyond any clipped mean
         let o = thirty();
         let r = BandRule::default();
-        let s = with(&o, &[109.0, 105.0, 109.0]);
+        let s = with(&o, &[109.0, 105.0, 109.0, 109.0]);
         let (every, events) = judge_every_night(&s, &r);
         assert!(matches!(every[30], Tonight::Suspect(_)), "{:?}", every[30]);
         assert_eq!(every[31], Tonight::Inside, "{:?}", every[31]);
-        let Tonight::StepUp(st) = every[32] else {
-            panic!("{:?}", every[32])
+        assert!(matches!(every[32], Tonight::Suspect(_)), "{:?}", every[32]);
+        let Tonight::StepUp(st) = every[33] else {
+            panic!("{:?}", every[33])
         };
-        assert_eq!((st.first, st.found_at), (30, 32));
+        assert_eq!((st.first, st.found_at), (30, 33));
         assert_eq!(events.len(), 1);
     }
 
@@ -845,7 +894,7 @@ mod tests {
         let o = thirty();
         let quiet = judge(&with(&o, &[101.0]), &r).band.unwrap();
         // a night 1.6x slow, then a normal one: WARN on it, no step, and the band tonight is
-        // what it was without it but for the MAD's one rank and the clipped centre
+        // what it was without it but for the width's median by one rank
         let (every, events) = judge_every_night(&with(&o, &[160.0, 101.0]), &r);
         assert!(matches!(
             every[30],
@@ -859,8 +908,8 @@ mod tests {
         assert_eq!((after.center, after.nights), (quiet.center, quiet.nights));
         // (the held night takes a place in the width's window of 30 nights and teaches nothing)
         assert_eq!((after.width_nights, quiet.width_nights), (29, 30));
-        // and a night later it counts as one of the level's nights: the MAD moves by a rank, the
-        // clipped centre by at most 2 widths / 30
+        // and a night later it counts as one of the level's nights: the width's median moves by a
+        // rank, and the centre leaves it out (beyond 2.5 widths) where it counted 101
         let later = judge(&with(&o, &[160.0, 101.0, 101.0]), &r).band.unwrap();
         let quiet2 = judge(&with(&o, &[101.0, 101.0, 101.0]), &r).band.unwrap();
         assert_eq!((later.width_nights, later.nights), (30, 30));
@@ -879,10 +928,11 @@ mod tests {
     fn a_restored_step_stays_restored_and_what_was_learned_is_kept() {
         let r = BandRule::default();
         let o = thirty();
-        // +20 % for 4 nights (confirmed on its second), then back: the first night back is not
-        // red (restored if the next is back too), restored on the second night back (both below
-        // the midpoint of 100 and 120), never red again on the same step: a night at +9 % after
-        // it is a WARN (outside the band), not the old step again
+        // +20 % for 4 nights (confirmed, red, on its second; in force, not red, on the next two),
+        // then back: the first night back says so (restored if the next is back too), restored
+        // on the second night back (both below the midpoint of 100 and 120), never in force
+        // again on the same step: a night at +9 % after it is a WARN (outside the band), not the
+        // old step again
         let mut tail = vec![120.0, 121.0, 119.0, 120.0, 100.0, 101.0];
         tail.extend([99.0, 109.0, 100.0, 101.0, 99.0, 100.0]);
         let s = with(&o, &tail);
@@ -891,8 +941,8 @@ mod tests {
         assert_eq!(
             kinds,
             vec![
-                "warn", "red", "red", "red", "back", "restored", "pass", "warn", "pass", "pass",
-                "pass", "pass"
+                "warn", "red", "in force", "in force", "back", "restored", "pass", "warn", "pass",
+                "pass", "pass", "pass"
             ]
         );
         assert!(matches!(
@@ -903,12 +953,14 @@ mod tests {
                 ..
             }
         ));
-        // the step's nights rejoined the old level: tonight's band is centred on it; the 4 nights
-        // at +20 % count in the newest 30 at most median + 2 w each (w ~ 0.028), and they lift
-        // the median by two ranks: the centre rises by about 1 % (101.02), not to 120
+        // the step's nights rejoined the old level: tonight's band is centred on it; of the
+        // newest 30 level nights (11..=40), the 4 at +20 % are beyond 2.5 w (w ~ 0.035) of the
+        // median and left out; the other 26 are 19 of the +-3 % pattern (logs summing to 0) and
+        // 100, 101, 99, 109, 100, 101, 99 (ln sum 0.08598): 100 x e^(0.08598 / 26) = 100.33,
+        // not 120
         let j = judge(&s, &r);
         let b = j.band.unwrap();
-        assert!(b.center > 100.0 && b.center < 101.1, "{b:?}");
+        assert!((b.center - 100.331).abs() < 1e-3, "{b:?}");
         assert_eq!(b.nights, 30, "{b:?}"); // the window's newest 30 of the 37 nights
         assert_eq!(b.width_nights, 30, "{b:?}");
         assert_eq!(j.level_start, 0);
@@ -928,11 +980,11 @@ mod tests {
     }
 
     #[test]
-    fn a_step_half_back_stays_red_every_night_without_alternating() {
-        // two nights at +20 % confirm a step; then nights alternate +12 % and 0 %: never two in a
-        // row below the midpoint of the old level and the new one's median, so never restored:
-        // red every night but the first night back (restored if the next were back too; no FAIL
-        // and WARN by turns after it), and the old level stays the reference
+    fn a_step_half_back_stays_in_force_without_a_red_night_after_its_first() {
+        // two nights at +20 % confirm a step (red on the second); then nights alternate +12 % and
+        // 0 %: never two in a row below the midpoint of the old level and the new one's median,
+        // so never restored: in force (WARN) every night after, said back on the nights at 0 %,
+        // never red again and never restored, and the old level stays the reference
         let r = BandRule::default();
         let mut tail = vec![120.0, 120.0];
         for _ in 0..8 {
@@ -940,16 +992,15 @@ mod tests {
         }
         let s = with(&thirty(), &tail);
         let (every, events) = judge_every_night(&s, &r);
-        assert!(matches!(every[33], Tonight::StepUpBack(_)), "{every:?}");
-        assert!(
-            every[31..]
-                .iter()
-                .enumerate()
-                .all(|(i, t)| i + 31 == 33 || matches!(t, Tonight::StepUp(_))),
-            "{every:?}"
-        );
+        assert!(matches!(every[31], Tonight::StepUp(_)), "{every:?}");
+        for (i, t) in every.iter().enumerate().skip(32) {
+            match (i % 2, t) {
+                (0, Tonight::InForce(_)) | (1, Tonight::StepUpBack(_)) => {}
+                _ => panic!("night {i}: {t:?}"),
+            }
+        }
         assert_eq!(events.len(), 1, "{events:?}");
-        let Tonight::StepUp(st) = judge(&s, &r).tonight else {
+        let Tonight::StepUpBack(st) = judge(&s, &r).tonight else {
             panic!()
         };
         assert_eq!((st.first, st.found_at), (30, 31));
@@ -962,9 +1013,10 @@ mod tests {
         // Night 2: the prior width 0.05 (2 nights teach nothing), centre ln sqrt(100 x 102),
         // sd 0.05 sqrt(1 + 1.1 / 2) = 0.06225: z = ln(290 / 100.995) / 0.06225 = 16.9, a suspect,
         // held out of the level. Night 3: two nights confirm only once 7 came before, and the
-        // clipped mean (2.5) is below the CUSUM's (1 + 3 / 2) sqrt(1 + 1.1 x 2 / 2) = 3.62: still
-        // a suspect. Night 4: three nights all far out, each ln(2.871) / 0.05 / sqrt(1.55) = 16.9
-        // >= 2.3: confirmed, the step's first night 2, 2 nights before it; red from then on.
+        // clipped mean (1.5) is below the CUSUM's (0.5 + 3.35 / 2) sqrt(1 + 1.1 x 2 / 2) = 3.15:
+        // still a suspect. Night 4: three nights all far out, each ln(2.871) / 0.05 / sqrt(1.55)
+        // = 16.9 >= 1.8: confirmed, the step's first night 2, 2 nights before it; red that night,
+        // in force after.
         let r = BandRule::default();
         let s = [100.0, 102.0, 290.0, 290.0, 290.0, 291.0, 289.0, 290.0];
         let (every, events) = judge_every_night(&s, &r);
@@ -992,7 +1044,7 @@ mod tests {
             (st.ratio - 290.0 / (100.0f64 * 102.0).sqrt()).abs() < 1e-9,
             "{st:?}"
         );
-        assert!(every[5..].iter().all(|t| matches!(t, Tonight::StepUp(_))));
+        assert!(every[5..].iter().all(|t| matches!(t, Tonight::InForce(_))));
         assert_eq!(events.len(), 1);
         // while a suspect, night 3's band was night 2's: the held night neither moved the centre
         // nor widened it
@@ -1034,13 +1086,21 @@ mod tests {
         );
         let (every, _) = judge_every_night(&s, &r);
         assert!(matches!(every[37], Tonight::StepUp(_)), "{:?}", every[37]);
+        // a step down that held 12 nights (more than `max_after`, 10) is the level: going back
+        // to 100 from it is a regression, red on its second night (12 nights before it)
+        let mut tail = vec![80.0; 12];
+        tail.extend([100.0, 101.0, 99.0]);
+        let (every, _) = judge_every_night(&with(&thirty(), &tail), &r);
+        let Tonight::StepUp(up) = every[43] else {
+            panic!("{every:?}")
+        };
+        assert_eq!((up.first, up.found_at, up.before), (42, 43, 12));
     }
 
     #[test]
     fn a_restored_false_step_gives_all_its_nights_back() {
         // 30 nights, two at +20 % (a step, red), two back at 100: restored, and the level is the
-        // 30 nights and all four, so the band's centre is the clipped mean of 34 nights: each
-        // +20 % night counts at most median + 2 w, not left out (which would bias the level low)
+        // 30 nights and all four (only the nights back would bias the level low)
         let r = BandRule::default();
         let s = with(&thirty(), &[120.0, 120.0, 100.0, 100.0, 100.0]);
         let (every, _) = judge_every_night(&s, &r);
@@ -1051,10 +1111,11 @@ mod tests {
         let j = judge(&s, &r);
         assert_eq!(j.level_start, 0);
         let b = j.band.unwrap();
-        assert_eq!(b.nights, 30, "{b:?}"); // the newest 30 of the 34 level nights
-                                           // the newest 30 (nights 5..=34): 25 of the +-3 % pattern, 3 at 100 and the two +20 %
-                                           // nights, each clipped to the median + 2 w (w ~ 0.03): the centre rises by at most
-                                           // 2 x 0.06 / 30 = 0.4 %, and never falls below the pattern's 100
-        assert!(b.center > 100.0 && b.center < 100.5, "{b:?}");
+        // the newest 30 of the 34 level nights before tonight (nights 4..=33): 26 of the +-3 %
+        // pattern (their logs sum to -0.01), two at 100, and the two +20 % nights, whose ln 1.2
+        // = 0.182 is beyond 2.5 w (w = 0.0351) of the median and left out of the centre as an
+        // outlier night is: the mean of 28 logs, -0.01 / 28, is 100 x e^-0.000357 = 99.964
+        assert_eq!(b.nights, 30, "{b:?}");
+        assert!((b.center - 99.9643).abs() < 1e-3, "{b:?}");
     }
 }
