@@ -14,8 +14,8 @@ use super::{server_notes, UnlistedModel};
 use crate::baseline::Baseline;
 use crate::config::{Metric, Scenario};
 use crate::execute::MeasureError;
-use crate::gate::{ClientDelay, ScenarioSamples, Side, Spread};
-use crate::results::{BaselineInfo, Measured, Note, NoteKind, ScenarioResult, Status};
+use crate::gate::{ClientDelay, Design, ScenarioSamples, Side, Spread};
+use crate::results::{AbBlock, BaselineInfo, Measured, Note, NoteKind, ScenarioResult, Status};
 use crate::runner::RunOutput;
 use crate::server::start::ServerStart;
 use std::borrow::Cow;
@@ -58,6 +58,8 @@ pub struct BaseArm<'a> {
     pub run: Result<&'a RunOutput, &'a MeasureError>,
     /// Notes known before measuring (e.g. both arms on one endpoint).
     pub notes: &'a [String],
+    /// A blocked run's blocks, each with its records (the gate compares them block by block).
+    pub blocks: &'a [(AbBlock, Vec<crate::record::RequestRecord>)],
 }
 
 /// One scenario judged.
@@ -291,6 +293,10 @@ fn judge_run(
                 cmp.spread.clone(),
                 &skip,
             );
+            input.design = match &r.blocks {
+                Some(blocks) => Design::Blocked(blocks.iter().map(|b| block(b, &input)).collect()),
+                None => r.design.clone(),
+            };
             // perfgate's own delay while measuring: the candidate's, and the base arm's too
             let base_delay = r.beside.and_then(|a| a.run.ok()).and_then(client_delay);
             input.client_delay = match (client_delay(cand), base_delay) {
@@ -522,6 +528,9 @@ struct Resolved<'a> {
     /// `gate.cold_start`'s reference starts and whose they are, and the candidate's when the
     /// reference holds them (a blocked A/B run's blocks); `None`: a baseline not usable.
     starts: Option<(Vec<ServerStart>, StartsOf, Option<Vec<ServerStart>>)>,
+    /// How it and the run were measured, for the gate: [`Design::Blocked`] over `blocks`.
+    design: Design,
+    blocks: Option<Vec<(Side, Arm)>>,
     /// What is read of it when it is usable.
     usable: Option<Comparable<'a>>,
 }
@@ -547,6 +556,8 @@ fn resolve<'a>(sc: &Scenario, reference: &Reference<'a>) -> Resolved<'a> {
                     super::nightly::too_wide(sc, b.learned, base.runs.len().max(1))
                 }),
                 figures: b.loaded.map(|base| &base.environment.server_metrics),
+                design: Design::Committed,
+                blocks: None,
                 starts: usable.map(|base| {
                     let starts = base.environment.server_starts.clone();
                     (starts, StartsOf::Baseline, None)
@@ -590,6 +601,11 @@ fn resolve<'a>(sc: &Scenario, reference: &Reference<'a>) -> Resolved<'a> {
                 too_wide: Vec::new(),
                 figures: run.and_then(|r| r.server_side.as_ref()).map(|s| &s.metrics),
                 starts: Some((starts.0, StartsOf::BaseArm, starts.1)),
+                design: Design::Interleaved,
+                blocks: (a.ab.design == crate::results::AbDesign::Blocked).then(|| {
+                    let arm = |(b, recs): &(AbBlock, Vec<_>)| (b.side, Arm::from_records(recs));
+                    a.blocks.iter().map(arm).collect()
+                }),
                 usable: run.map(|run| Comparable {
                     as_baseline: Cow::Owned(crate::baseline::from_runs(
                         a.scenario,
@@ -603,6 +619,15 @@ fn resolve<'a>(sc: &Scenario, reference: &Reference<'a>) -> Resolved<'a> {
                 }),
             }
         }
+    }
+}
+
+/// A blocked A/B run's block as the gate reads it: its samples of each metric `input` compares.
+fn block((side, arm): &(Side, Arm), input: &ScenarioSamples) -> crate::gate::Block {
+    let metrics = input.metrics.iter().map(|(m, _, _)| (*m, arm.samples(*m)));
+    crate::gate::Block {
+        side: *side,
+        metrics: metrics.collect(),
     }
 }
 
@@ -736,6 +761,7 @@ mod tests {
             ab: &ab,
             run: Ok(base),
             notes: &[],
+            blocks: &[],
         });
         judge(sc, Ok(run), &reference, &Given::default())
     }
