@@ -2,7 +2,8 @@
 //! notes, figures), the gate's input and the reference's server-side figures. The one place the
 //! status cascade is written, for `check` (a committed baseline) and `ab` (the base arm) alike:
 //! why the run cannot be compared, whether the reference can be used, workload drift, the
-//! `gate.slo`-only input, the `max_error_rate` rule. Pure: the commands measure and load.
+//! `gate.slo`-only input, the `max_error_rate` rule, over the reference resolved once into plain
+//! facts (`resolve`; no step asks its kind). Pure: the commands measure and load.
 
 use super::arm::{baseline_spread, gate_input, slo_only_input, Arm};
 use super::cold_start::StartsOf;
