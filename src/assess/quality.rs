@@ -35,7 +35,7 @@ fn acceptance(rows: &[Row], metrics: Option<&BTreeMap<String, f64>>) -> Option<A
     })
 }
 
-/// The reference's side of the output checks, resolved with the reference ([`super::judge`]):
+/// The reference's side of the output checks, resolved with the reference ([`super::judge()`]):
 /// its successful requests' draft rows, acceptance and parse outcomes, and whether any of its
 /// requests has a parse outcome.
 #[derive(Debug, Clone)]
