@@ -4,11 +4,11 @@
 
 use super::measure::AbRuns;
 use super::{AbOptions, AbScenario, DesignChoice};
-use crate::assess::{self, Arm, BaseArm, Reference};
-use crate::config::{Metric, ScenarioName};
-use crate::gate::{self, Block, Design, ScenarioSamples, Side};
+use crate::assess::{self, BaseArm, Reference};
+use crate::config::ScenarioName;
+use crate::gate::ScenarioSamples;
 use crate::record::RequestRecord;
-use crate::results::{AbDesign, AbResult, Results, ScenarioResult};
+use crate::results::{AbDesign, AbResult, Results};
 use crate::runner::RunOutput;
 use std::collections::BTreeMap;
 
@@ -20,12 +20,12 @@ pub fn compare(scs: &[AbScenario], runs: Vec<AbRuns>, opts: &AbOptions) -> Resul
     let mut answers = Vec::with_capacity(scs.len());
     for (ab, runs) in scs.iter().zip(runs) {
         answers.push(answers_of(ab, &runs));
-        let (res, input, figures) = one(ab, runs, opts);
-        inputs.extend(input);
-        if let Some(f) = figures {
-            base_figures.insert(res.name.clone(), f);
+        let j = one(ab, runs, opts);
+        inputs.extend(j.gate_input);
+        if let Some(f) = j.base_figures {
+            base_figures.insert(j.result.name.clone(), f);
         }
-        results.push(res);
+        results.push(j.result);
     }
     // ab has no committed baseline: the policy is the default (nothing to allow missing).
     assess::gated_results(
@@ -47,18 +47,9 @@ fn answers_of(ab: &AbScenario, runs: &AbRuns) -> Option<assess::outputs::Answers
     assess::outputs::between_arms(&ab.base, &ab.candidate, base, cand, repeats)
 }
 
-/// One scenario: judged against its base arm ([`crate::assess::judge()`]), then what only an A/B
-/// run has: the scenario's name as written, the design and the base arm's figures, and the
-/// blocks of the blocked design in the gate's input.
-fn one(
-    ab: &AbScenario,
-    runs: AbRuns,
-    opts: &AbOptions,
-) -> (
-    ScenarioResult,
-    Option<ScenarioSamples>,
-    Option<BTreeMap<String, f64>>,
-) {
+/// One scenario judged against its base arm ([`crate::assess::judge()`]), which carries what
+/// only an A/B run has: the scenario's name as written, the design and its blocks.
+fn one(ab: &AbScenario, runs: AbRuns, opts: &AbOptions) -> assess::Judged {
     let sc = &ab.candidate;
     let design = match opts.design {
         DesignChoice::Interleaved => AbDesign::Interleaved,
@@ -93,39 +84,11 @@ fn one(
         ab: &arms,
         run: runs.base.as_ref(),
         notes: &ab.notes,
+        blocks: &runs.blocks,
     });
     let given = assess::Given {
         unlisted_model: opts.unlisted_model,
         ..Default::default()
     };
-    let j = assess::judge(sc, runs.candidate.as_ref(), &reference, &given);
-    let input = j.gate_input.map(|mut input| {
-        input.design = match opts.design {
-            DesignChoice::Interleaved => Design::Interleaved,
-            DesignChoice::Blocked { .. } => Design::Blocked(
-                runs.blocks
-                    .iter()
-                    .map(|(b, recs)| block(b.side, recs, &input.metrics))
-                    .collect(),
-            ),
-        };
-        input
-    });
-    (j.result, input, j.base_figures)
-}
-
-/// One block's samples of each compared metric.
-fn block(
-    side: Side,
-    recs: &[RequestRecord],
-    compared: &[(Metric, gate::Samples, gate::Samples)],
-) -> Block {
-    let arm = Arm::from_records(recs);
-    Block {
-        side,
-        metrics: compared
-            .iter()
-            .map(|(m, _, _)| (*m, arm.samples(*m)))
-            .collect(),
-    }
+    assess::judge(sc, runs.candidate.as_ref(), &reference, &given)
 }

@@ -207,6 +207,16 @@ pub enum Words {
     Arms,
 }
 
+impl Words {
+    /// The reference named as a subject: "the baseline", "the base arm".
+    pub fn reference(self) -> &'static str {
+        match self {
+            Words::Baseline => "the baseline",
+            Words::Arms => "the base arm",
+        }
+    }
+}
+
 impl Drift {
     /// The labels of the metrics this drift removes from those `gated` ("TPOT").
     pub fn gated_labels(&self, gated: &[Metric]) -> Vec<&'static str> {

@@ -2,9 +2,11 @@
 //! notes, figures), the gate's input and the reference's server-side figures. The one place the
 //! status cascade is written, for `check` (a committed baseline) and `ab` (the base arm) alike:
 //! why the run cannot be compared, whether the reference can be used, workload drift, the
-//! `gate.slo`-only input, the `max_error_rate` rule. Pure: the commands measure and load.
+//! `gate.slo`-only input, the `max_error_rate` rule, over the reference resolved once into plain
+//! facts (`resolve`; no step asks its kind). Pure: the commands measure and load.
 
 use super::arm::{baseline_spread, gate_input, slo_only_input, Arm};
+use super::cold_start::StartsOf;
 use super::drift::{minority_source_note, workload_drift, Words};
 use super::figures::measured;
 use super::notes::{run_notes, schedule_notes};
@@ -13,9 +15,11 @@ use super::{server_notes, UnlistedModel};
 use crate::baseline::Baseline;
 use crate::config::{Metric, Scenario};
 use crate::execute::MeasureError;
-use crate::gate::ScenarioSamples;
-use crate::results::{BaselineInfo, Measured, Note, NoteKind, ScenarioResult, Status};
+use crate::gate::{ClientDelay, Design, ScenarioSamples, Side, Spread};
+use crate::results::{AbBlock, BaselineInfo, Measured, Note, NoteKind, ScenarioResult, Status};
 use crate::runner::RunOutput;
+use crate::server::start::ServerStart;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// What a measured run is judged against.
@@ -55,6 +59,8 @@ pub struct BaseArm<'a> {
     pub run: Result<&'a RunOutput, &'a MeasureError>,
     /// Notes known before measuring (e.g. both arms on one endpoint).
     pub notes: &'a [String],
+    /// A blocked run's blocks, each with its records (the gate compares them block by block).
+    pub blocks: &'a [(AbBlock, Vec<crate::record::RequestRecord>)],
 }
 
 /// One scenario judged.
@@ -86,30 +92,19 @@ pub fn judge(
     reference: &Reference,
     given: &Given,
 ) -> Judged {
-    let mut j = judge_run(sc, run, reference, given.unlisted_model);
+    let r = resolve(sc, reference);
+    let mut j = judge_run(sc, run, &r, given.unlisted_model);
     let res = &mut j.result;
     if let Some(w) = given.workers {
         res.notes
             .insert(0, Note::new(NoteKind::LoadShard, workers_note(w)));
         res.workers = Some(w.clone());
     }
-    match reference {
-        Reference::Baseline(b) => {
-            let env = b.loaded.map(|b| &b.environment);
-            let (cpu, host) = given.here;
-            let differs = env.and_then(|e| {
-                crate::machine::difference(e.cpu.as_deref(), e.host.as_deref(), cpu, host)
-            });
-            res.notes.extend(notes_of(NoteKind::Machine, differs));
-        }
-        Reference::BaseArm(a) => {
-            res.name = a.written.name.clone();
-            res.fingerprint = a.written.fingerprint.clone();
-            res.source = a.written.source.clone();
-            res.family = a.written.family.clone();
-            res.ab = Some(a.ab.clone());
-        }
-    }
+    let (cpu, host) = given.here;
+    let differs = r
+        .environment
+        .and_then(|e| crate::machine::difference(e.cpu.as_deref(), e.host.as_deref(), cpu, host));
+    res.notes.extend(notes_of(NoteKind::Machine, differs));
     if let (Some(share), Ok(run)) = (sc.load.share, run) {
         // a load-shard worker measures, `perfgate report` gates the merged workers
         worker_part(res, share, run);
@@ -181,23 +176,24 @@ fn workers_note(m: &crate::results::MergedWorkers) -> String {
 /// ms.
 pub const LATE_NOTE_MS: f64 = 100.0;
 
-/// The judgement of the run against its reference, before what it is given beside.
+/// The judgement of the run against its resolved reference, before what it is given beside.
 fn judge_run(
     sc: &Scenario,
     run: Result<&RunOutput, &MeasureError>,
-    reference: &Reference,
+    r: &Resolved,
     unlisted_model: UnlistedModel,
 ) -> Judged {
     let empty = RunOutput::empty();
     let cand = run.unwrap_or(&empty);
     let mut j = Judged {
-        result: header(sc, cand),
+        result: header(sc, r.beside.map_or(sc, |a| a.written), cand),
         gate_input: None,
-        base_figures: None,
+        base_figures: r.figures.cloned(),
     };
     let res = &mut j.result;
-    if let (Reference::Baseline(_), Err(e)) = (reference, run) {
-        // `check` reports a scenario it could not measure with the reason alone.
+    res.ab = r.beside.map(|a| a.ab.clone());
+    if let (None, Err(e)) = (r.beside, run) {
+        // a run judged alone that could not be measured is reported with the reason alone
         res.status = Status::Unmeasurable;
         res.status_detail = e.to_string();
         return j;
@@ -208,81 +204,71 @@ fn judge_run(
     res.notes = notes_of(NoteKind::Scenario, sc.warnings());
 
     // What the runs say about themselves, and why one cannot be compared.
-    match reference {
-        Reference::Baseline(_) => {
-            let server = cand.server_side.as_ref().map(|s| s.note());
-            res.notes.extend(notes_of(NoteKind::ServerFigures, server));
-            res.notes.extend(run_notes(sc, cand));
-            res.notes.extend(schedule_notes(&res.measured));
-            if let Some((status, why)) = run_problem(sc, cand, &res.measured, unlisted_model) {
-                res.status = status;
-                res.status_detail = why;
-            }
+    if let Some(base) = &r.beside {
+        arm_problems(res, sc, run, base, unlisted_model);
+    } else {
+        let server = cand.server_side.as_ref().map(|s| s.note());
+        res.notes.extend(notes_of(NoteKind::ServerFigures, server));
+        res.notes.extend(run_notes(sc, cand));
+        res.notes.extend(schedule_notes(&res.measured));
+        if let Some((status, why)) = run_problem(sc, cand, &res.measured, unlisted_model) {
+            res.status = status;
+            res.status_detail = why;
         }
-        Reference::BaseArm(base) => arm_problems(res, sc, run, base, unlisted_model),
     }
 
     // Whether the reference can be used, and what it says about the server.
-    if let Reference::Baseline(b) = reference {
-        if let (Some(base), Some(s)) = (b.loaded, &cand.server_side) {
-            let env = &base.environment;
-            let mut said = vec![server_notes::identity_drift(
-                &env.server_identity,
-                &s.identity,
-            )];
-            // (gated by gate.cold_start: the check's row says it, against every stored start)
-            if s.started_here && sc.gate.cold_start.is_none() {
-                said.push(server_notes::ready_note(env.server_time_to_ready_ms, s));
-            }
-            res.notes.extend(notes_of(
-                NoteKind::ServerFigures,
-                said.into_iter().flatten(),
-            ));
-            j.base_figures = Some(base.environment.server_metrics.clone());
+    if let (Some(env), Some(s)) = (r.environment, &cand.server_side) {
+        let mut said = vec![server_notes::identity_drift(
+            &env.server_identity,
+            &s.identity,
+        )];
+        // (gated by gate.cold_start: the check's row says it, against every stored start)
+        if s.started_here && sc.gate.cold_start.is_none() {
+            said.push(server_notes::ready_note(env.server_time_to_ready_ms, s));
         }
-        if let Some(base) = b.loaded {
-            res.baseline = Some(BaselineInfo {
-                path: b.path.display().to_string(),
-                created_at: base.created_at.clone(),
-                perfgate_version: base.perfgate_version.clone(),
-                requests: base.records().count(),
-                summary: base.summary.clone(),
-            });
-        }
-        if let Some((status, why)) = b.unusable {
-            if res.status == Status::Compared {
-                res.status = *status;
-                res.status_detail = why.clone();
-            }
-        }
-        // Nights that move too much to gate at the configured tolerance: not comparable (the
-        // gate still runs, at the capped tolerance, so the rows say what was measured).
-        if let Some(base) = b.loaded.filter(|_| res.status == Status::Compared) {
-            let wide = super::nightly::too_wide(sc, b.learned, base.runs.len().max(1));
-            if !wide.is_empty() {
-                res.status = Status::Unmeasurable;
-                res.status_detail = wide
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ");
-            }
-        }
+        res.notes.extend(notes_of(
+            NoteKind::ServerFigures,
+            said.into_iter().flatten(),
+        ));
+    }
+    res.baseline = r.info.clone();
+    if let Some((status, why)) = r.unusable.filter(|_| res.status == Status::Compared) {
+        res.status = *status;
+        res.status_detail = why.clone();
+    }
+    // Nights that move too much to gate at the configured tolerance: not comparable (the gate
+    // still runs, at the capped tolerance, so the rows say what was measured).
+    if res.status == Status::Compared && !r.too_wide.is_empty() {
+        res.status = Status::Unmeasurable;
+        res.status_detail = r
+            .too_wide
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
     }
 
-    // Workload drift, then the gate's input.
-    if let Some(cmp) = comparable(sc, reference, res) {
+    // Workload drift, then the gate's input: a usable reference, while the run was compared or
+    // (judged alone) measured something despite a problem; a base arm's only when both arms were.
+    let compared = res.status == Status::Compared
+        || (res.status == Status::Unmeasurable && r.beside.is_none());
+    if let Some(cmp) = r
+        .usable
+        .as_ref()
+        .filter(|_| compared && res.measured.ok > 0)
+    {
         let drifts = workload_drift(sc, &cmp.as_baseline, cand);
         let skip: Vec<Metric> = drifts.iter().flat_map(|d| d.metrics.clone()).collect();
-        let whys: Vec<String> = drifts.iter().map(|d| d.why.say(cmp.words)).collect();
+        let whys: Vec<String> = drifts.iter().map(|d| d.why.say(r.words)).collect();
         if !drifts.is_empty() && sc.gate.metrics.iter().all(|m| skip.contains(m)) {
             if res.status == Status::Compared {
-                (res.status, res.status_detail) = nothing_compared(cmp.words, &whys);
+                (res.status, res.status_detail) = nothing_compared(r.words, &whys);
             }
         } else {
             for (d, why) in drifts.iter().zip(&whys) {
                 let names = d.gated_labels(&sc.gate.metrics);
-                let label = match cmp.words {
+                let label = match r.words {
                     Words::Baseline => "workload drift",
                     Words::Arms => "workload drift between the arms",
                 };
@@ -293,11 +279,11 @@ fn judge_run(
                     )));
                 }
             }
-            if drifts.is_empty() && matches!(reference, Reference::Baseline(_)) {
-                // Only `check` notes a minority token source (kept as it has always been: the
-                // note describes the candidate run alone, and `ab` never added it; its arms
-                // are measured by one client in one job, which the note's proxy cause does
-                // not single out).
+            if drifts.is_empty() && r.beside.is_none() {
+                // Only a run judged alone notes a minority token source (kept as it has always
+                // been: the note describes the candidate run alone; an A/B run's arms are
+                // measured by one client in one job, which the note's proxy cause does not
+                // single out).
                 res.notes
                     .extend(notes_of(NoteKind::Workload, minority_source_note(cand)));
             }
@@ -305,36 +291,25 @@ fn judge_run(
                 sc,
                 &cmp.arm,
                 &Arm::from_records(&cand.records),
-                cmp.spread,
+                cmp.spread.clone(),
                 &skip,
             );
+            input.design = match &r.blocks {
+                Some(blocks) => Design::Blocked(blocks.iter().map(|b| block(b, &input)).collect()),
+                None => r.design.clone(),
+            };
             // perfgate's own delay while measuring: the candidate's, and the base arm's too
-            let delay = |r: &RunOutput| {
-                r.client_lag
-                    .as_ref()
-                    .map(|l| crate::gate::ClientDelay::from_lag(l.p50, l.p99, l.cpu_share))
-            };
-            let base_delay = match reference {
-                Reference::BaseArm(base) => base.run.ok().and_then(delay),
-                Reference::Baseline(_) => None,
-            };
-            input.client_delay = match (delay(cand), base_delay) {
+            let base_delay = r.beside.and_then(|a| a.run.ok()).and_then(client_delay);
+            input.client_delay = match (client_delay(cand), base_delay) {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             };
-            input.quality = super::quality::samples(sc, reference, cand);
+            input.quality = super::quality::samples(sc, &cmp.outputs, cand);
             res.notes.extend(notes_of(
                 NoteKind::Reference,
-                super::quality::parse_not_compared(reference, cand),
+                super::quality::parse_not_compared(&cmp.outputs, r.words.reference(), cand),
             ));
             j.gate_input = Some(input);
-            if let Reference::BaseArm(base) = reference {
-                j.base_figures = base
-                    .run
-                    .ok()
-                    .and_then(|r| r.server_side.as_ref())
-                    .map(|s| s.metrics.clone());
-            }
         }
     }
 
@@ -380,20 +355,15 @@ fn judge_run(
         ));
     }
     if run.is_ok() {
-        let base = match reference {
-            Reference::Baseline(b) => b
-                .loaded
-                .filter(|_| b.unusable.is_none())
-                .and_then(|b| b.cache.clone()),
-            Reference::BaseArm(a) => a
-                .run
-                .ok()
-                .and_then(|r| super::cache::summary(a.scenario, r)),
-        };
-        judge_cache(sc, cand, base.as_ref(), res);
-        res.speculative = super::quality::sides(reference, cand);
+        let usable = r.usable.as_ref();
+        judge_cache(sc, cand, usable.and_then(|u| u.cache.as_ref()), res);
+        res.speculative = super::quality::sides(usable.map(|u| &u.outputs), cand);
         res.structured = super::quality::parse_summary(cand);
-        judge_cold_start(sc, reference, cand, res);
+        if let Some((base, of, theirs)) = &r.starts {
+            // `gate.cold_start`: this run's server starts against the reference's
+            let mine = theirs.clone().unwrap_or_else(|| starts_of(cand));
+            super::cold_start::judge(sc, base, *of, &mine, res);
+        }
     }
     res.records = cand
         .records
@@ -401,57 +371,6 @@ fn judge_run(
         .map(|r| super::outputs::written(r, sc))
         .collect();
     j
-}
-
-/// `gate.cold_start`: this run's server starts against the reference's ([`super::cold_start`]):
-/// a baseline's stored starts, or the base arm's (a blocked A/B run's from its blocks).
-fn judge_cold_start(
-    sc: &Scenario,
-    reference: &Reference,
-    cand: &RunOutput,
-    res: &mut ScenarioResult,
-) {
-    use super::cold_start::StartsOf;
-    use crate::server::start::ServerStart;
-    if sc.gate.cold_start.is_none() {
-        return;
-    }
-    let of_run = |r: &RunOutput| -> Vec<ServerStart> {
-        r.server_side.iter().filter_map(ServerStart::of).collect()
-    };
-    let (base, of, mine) = match reference {
-        Reference::Baseline(b) => {
-            // a missing, broken or stale baseline: the scenario's status says so, no rows
-            let Some(loaded) = b.loaded.filter(|_| b.unusable.is_none()) else {
-                return;
-            };
-            (
-                loaded.environment.server_starts.clone(),
-                StartsOf::Baseline,
-                of_run(cand),
-            )
-        }
-        Reference::BaseArm(a) if !a.ab.blocks.is_empty() => {
-            let side = |s: crate::gate::Side| -> Vec<ServerStart> {
-                a.ab.blocks
-                    .iter()
-                    .filter(|x| x.side == s)
-                    .filter_map(|x| x.server.as_ref().and_then(ServerStart::of))
-                    .collect()
-            };
-            (
-                side(crate::gate::Side::Base),
-                StartsOf::BaseArm,
-                side(crate::gate::Side::Candidate),
-            )
-        }
-        Reference::BaseArm(a) => (
-            a.run.ok().map(&of_run).unwrap_or_default(),
-            StartsOf::BaseArm,
-            of_run(cand),
-        ),
-    };
-    super::cold_start::judge(sc, &base, of, &mine, res);
 }
 
 /// The `max_error_rate` rule: a run whose share of failed requests is above the scenario's
@@ -500,16 +419,17 @@ fn judge_cache(
 }
 
 /// The result's fields that say which scenario it is and what was measured, before judging.
-fn header(sc: &Scenario, run: &RunOutput) -> ScenarioResult {
+/// `names`: the scenario whose name, fingerprint, source and family the result carries.
+fn header(sc: &Scenario, names: &Scenario, run: &RunOutput) -> ScenarioResult {
     ScenarioResult {
-        name: sc.name.clone(),
-        fingerprint: sc.fingerprint.clone(),
-        source: sc.source.clone(),
+        name: names.name.clone(),
+        fingerprint: names.fingerprint.clone(),
+        source: names.source.clone(),
         endpoint: sc.endpoint.shown_url(),
         api: sc.endpoint.api.as_str().to_string(),
         model: sc.endpoint.model.clone(),
         concurrency: sc.load.total_concurrency(),
-        family: sc.family.clone(),
+        family: names.family.clone(),
         status: Status::Compared,
         status_detail: String::new(),
         baseline: None,
@@ -587,65 +507,152 @@ fn arm_problems(
     }
 }
 
-/// A usable reference, as what the drift rules and the gate read.
-struct Comparable {
-    /// The reference as a baseline (the base arm as a one-run baseline), for the drift rules.
-    as_baseline: Baseline,
-    arm: Arm,
-    spread: BTreeMap<Metric, crate::gate::Spread>,
+/// A [`Reference`] resolved ([`resolve`]): the facts the judgement reads, whatever its kind.
+struct Resolved<'a> {
+    /// How notes and reasons name the reference and the run.
     words: Words,
+    /// The reference's own run, measured beside the candidate's (an A/B base arm, with the
+    /// scenario as written that names the result, and the design): its problems are checked
+    /// like the candidate's, said of each arm, and a problem on either side leaves nothing
+    /// compared. `None`: the run is judged alone.
+    beside: Option<BaseArm<'a>>,
+    /// A baseline file's environment (usable or not): its machine, server identity and start.
+    environment: Option<&'a crate::baseline::Environment>,
+    /// A baseline file as the report shows it.
+    info: Option<BaselineInfo>,
+    /// Why it cannot be compared with, and the status that says so.
+    unusable: Option<&'a (Status, String)>,
+    /// The metrics whose learned nights move too much to gate at the configured tolerance.
+    too_wide: Vec<super::nightly::TooWide>,
+    /// Its server-side figures, to say where a FAIL's time went.
+    figures: Option<&'a BTreeMap<String, f64>>,
+    /// `gate.cold_start`'s reference starts and whose they are, and the candidate's when the
+    /// reference holds them (a blocked A/B run's blocks); `None`: a baseline not usable.
+    starts: Option<(Vec<ServerStart>, StartsOf, Option<Vec<ServerStart>>)>,
+    /// How it and the run were measured, for the gate: [`Design::Blocked`] over `blocks`.
+    design: Design,
+    blocks: Option<Vec<(Side, Arm)>>,
+    /// What is read of it when it is usable.
+    usable: Option<Comparable<'a>>,
 }
 
-/// The reference the run can be compared with, if it can: a usable baseline while the run was
-/// compared or measured something despite a problem; the base arm when both arms were fine.
-fn comparable(sc: &Scenario, reference: &Reference, res: &ScenarioResult) -> Option<Comparable> {
-    match reference {
+/// What the judgement of `sc` reads of `reference`: the one place its kind is asked.
+fn resolve<'a>(sc: &Scenario, reference: &Reference<'a>) -> Resolved<'a> {
+    match *reference {
         Reference::Baseline(b) => {
-            let base = b.loaded.filter(|_| b.unusable.is_none())?;
-            let measured_some = matches!(res.status, Status::Compared | Status::Unmeasurable)
-                && res.measured.ok > 0;
-            measured_some.then(|| Comparable {
-                as_baseline: base.clone(),
-                arm: Arm::from_baseline(base),
-                spread: learned_over(baseline_spread(sc, base), b.learned, base),
+            let usable = b.loaded.filter(|_| b.unusable.is_none());
+            Resolved {
                 words: Words::Baseline,
-            })
+                beside: None,
+                environment: b.loaded.map(|base| &base.environment),
+                info: b.loaded.map(|base| BaselineInfo {
+                    path: b.path.display().to_string(),
+                    created_at: base.created_at.clone(),
+                    perfgate_version: base.perfgate_version.clone(),
+                    requests: base.records().count(),
+                    summary: base.summary.clone(),
+                }),
+                unusable: b.unusable,
+                too_wide: b.loaded.map_or_else(Vec::new, |base| {
+                    super::nightly::too_wide(sc, b.learned, base.runs.len().max(1))
+                }),
+                figures: b.loaded.map(|base| &base.environment.server_metrics),
+                design: Design::Committed,
+                blocks: None,
+                starts: usable.map(|base| {
+                    let starts = base.environment.server_starts.clone();
+                    (starts, StartsOf::Baseline, None)
+                }),
+                usable: usable.map(|base| {
+                    // each metric the history learned: tau from the nights, k still the bless
+                    // runs (docs/history.md "A tolerance learned from real nights")
+                    let (mut spread, runs) = (baseline_spread(sc, base), base.runs.len().max(1));
+                    for (&m, l) in b.learned {
+                        let (tau, nights) = (l.tau, Some(l.nights));
+                        spread.insert(m, Spread { tau, runs, nights });
+                    }
+                    Comparable {
+                        as_baseline: Cow::Borrowed(base),
+                        arm: Arm::from_baseline(base),
+                        spread,
+                        outputs: super::quality::BaseSide::of_baseline(base),
+                        cache: base.cache.clone(),
+                    }
+                }),
+            }
         }
         Reference::BaseArm(a) => {
-            let run = a.run.ok().filter(|_| res.status == Status::Compared)?;
-            Some(Comparable {
-                as_baseline: crate::baseline::from_runs(
-                    a.scenario,
-                    std::slice::from_ref(run),
-                    None,
-                ),
-                arm: Arm::from_records(&run.records),
-                spread: BTreeMap::new(),
+            let run = a.run.ok();
+            let side = |s: Side| -> Vec<ServerStart> {
+                let blocks = a.ab.blocks.iter().filter(|x| x.side == s);
+                blocks
+                    .filter_map(|x| x.server.as_ref().and_then(ServerStart::of))
+                    .collect()
+            };
+            let starts = match a.ab.blocks.is_empty() {
+                true => (run.map(starts_of).unwrap_or_default(), None),
+                false => (side(Side::Base), Some(side(Side::Candidate))),
+            };
+            Resolved {
                 words: Words::Arms,
-            })
+                beside: Some(a),
+                environment: None,
+                info: None,
+                unusable: None,
+                too_wide: Vec::new(),
+                figures: run.and_then(|r| r.server_side.as_ref()).map(|s| &s.metrics),
+                starts: Some((starts.0, StartsOf::BaseArm, starts.1)),
+                design: Design::Interleaved,
+                blocks: (a.ab.design == crate::results::AbDesign::Blocked).then(|| {
+                    let arm = |(b, recs): &(AbBlock, Vec<_>)| (b.side, Arm::from_records(recs));
+                    a.blocks.iter().map(arm).collect()
+                }),
+                usable: run.map(|run| Comparable {
+                    as_baseline: Cow::Owned(crate::baseline::from_runs(
+                        a.scenario,
+                        std::slice::from_ref(run),
+                        None,
+                    )),
+                    arm: Arm::from_records(&run.records),
+                    spread: BTreeMap::new(),
+                    outputs: super::quality::BaseSide::of_run(run),
+                    cache: super::cache::summary(a.scenario, run),
+                }),
+            }
         }
     }
 }
 
-/// The bless runs' spread with each metric the history learned replaced by the nights' spread
-/// (docs/history.md "A tolerance learned from real nights"): tau from the nights, k still the
-/// baseline's bless runs (the snapshot's own night effect is one draw of it).
-fn learned_over(
-    mut spread: BTreeMap<Metric, crate::gate::Spread>,
-    learned: &BTreeMap<Metric, super::nightly::Learned>,
-    base: &Baseline,
-) -> BTreeMap<Metric, crate::gate::Spread> {
-    for (&m, l) in learned {
-        spread.insert(
-            m,
-            crate::gate::Spread {
-                tau: l.tau,
-                runs: base.runs.len().max(1),
-                nights: Some(l.nights),
-            },
-        );
+/// A blocked A/B run's block as the gate reads it: its samples of each metric `input` compares.
+fn block((side, arm): &(Side, Arm), input: &ScenarioSamples) -> crate::gate::Block {
+    let metrics = input.metrics.iter().map(|(m, _, _)| (*m, arm.samples(*m)));
+    crate::gate::Block {
+        side: *side,
+        metrics: metrics.collect(),
     }
-    spread
+}
+
+/// perfgate's own delay while measuring `r`.
+fn client_delay(r: &RunOutput) -> Option<ClientDelay> {
+    let l = r.client_lag.as_ref()?;
+    Some(ClientDelay::from_lag(l.p50, l.p99, l.cpu_share))
+}
+
+/// The server starts `r` made.
+fn starts_of(r: &RunOutput) -> Vec<ServerStart> {
+    r.server_side.iter().filter_map(ServerStart::of).collect()
+}
+
+/// A usable reference, as the drift rules, the gate and the output checks read it.
+struct Comparable<'a> {
+    /// The reference as a baseline (the base arm as a one-run baseline), for the drift rules.
+    as_baseline: Cow<'a, Baseline>,
+    arm: Arm,
+    spread: BTreeMap<Metric, Spread>,
+    /// Its side of the output checks.
+    outputs: super::quality::BaseSide,
+    /// Its prefix-cache summary.
+    cache: Option<crate::stats::cache::CacheSummary>,
 }
 
 /// Notes of one kind.
@@ -755,6 +762,7 @@ mod tests {
             ab: &ab,
             run: Ok(base),
             notes: &[],
+            blocks: &[],
         });
         judge(sc, Ok(run), &reference, &Given::default())
     }

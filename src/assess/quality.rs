@@ -2,7 +2,6 @@
 //! speculative-decoding acceptance of both sides ([`sides`], shown in the results) and the
 //! `gate.acceptance` check's per-request rates ([`samples`]).
 
-use super::judge::Reference;
 use crate::baseline::Baseline;
 use crate::config::Scenario;
 use crate::gate::{AcceptanceSamples, QualitySamples, RequestRate};
@@ -23,16 +22,6 @@ fn rows_of_records(recs: &[RequestRecord]) -> Vec<Row> {
         .collect()
 }
 
-fn rows_of_baseline(b: &Baseline) -> Vec<Row> {
-    b.records()
-        .filter(|r| r.error.is_none())
-        .map(|r| {
-            let d = r.server_timings.as_ref().and_then(Drafts::from_timings);
-            (r.work.as_ref().map(|w| w.index), d, r.output_tokens)
-        })
-        .collect()
-}
-
 /// The acceptance of a run: its requests' own counts, else the server's `/metrics` counters
 /// over the run (vLLM).
 fn acceptance(rows: &[Row], metrics: Option<&BTreeMap<String, f64>>) -> Option<Acceptance> {
@@ -46,32 +35,56 @@ fn acceptance(rows: &[Row], metrics: Option<&BTreeMap<String, f64>>) -> Option<A
     })
 }
 
-/// The reference's rows and acceptance (`None`: no usable reference).
-fn reference_rows(reference: &Reference) -> Option<(Vec<Row>, Option<Acceptance>)> {
-    match reference {
-        Reference::Baseline(b) => {
-            let b = b.loaded.filter(|_| b.unusable.is_none())?;
-            let rows = rows_of_baseline(b);
-            let a = acceptance(&rows, None);
-            Some((rows, a))
+/// The reference's side of the output checks, resolved with the reference ([`super::judge()`]):
+/// its successful requests' draft rows, acceptance and parse outcomes, and whether any of its
+/// requests has a parse outcome.
+#[derive(Debug, Clone)]
+pub struct BaseSide {
+    rows: Vec<Row>,
+    acceptance: Option<Acceptance>,
+    parsed: Vec<Parsed>,
+    any_parsed: bool,
+}
+
+impl BaseSide {
+    /// A committed baseline's side.
+    pub fn of_baseline(b: &Baseline) -> BaseSide {
+        let ok = || b.records().filter(|r| r.error.is_none());
+        let rows: Vec<Row> = ok()
+            .map(|r| {
+                let d = r.server_timings.as_ref().and_then(Drafts::from_timings);
+                (r.work.as_ref().map(|w| w.index), d, r.output_tokens)
+            })
+            .collect();
+        BaseSide {
+            acceptance: acceptance(&rows, None),
+            rows,
+            parsed: ok().filter_map(|r| r.structured).collect(),
+            any_parsed: b.records().any(|r| r.structured.is_some()),
         }
-        Reference::BaseArm(a) => {
-            let run = a.run.ok()?;
-            let rows = rows_of_records(&run.records);
-            let m = run.server_side.as_ref().map(|s| &s.metrics);
-            let acc = acceptance(&rows, m);
-            Some((rows, acc))
+    }
+
+    /// A base arm's side, from its run.
+    pub fn of_run(run: &RunOutput) -> BaseSide {
+        let rows = rows_of_records(&run.records);
+        let parsed = parsed_of_records(&run.records);
+        BaseSide {
+            acceptance: acceptance(&rows, run.server_side.as_ref().map(|s| &s.metrics)),
+            rows,
+            any_parsed: !parsed.is_empty(),
+            parsed,
         }
     }
 }
 
 /// Both sides' speculative decoding, for the results; `None` when the candidate reported none.
-pub fn sides(reference: &Reference, cand: &RunOutput) -> Option<AcceptanceSides> {
+/// `base`: the usable reference's side, if any.
+pub fn sides(base: Option<&BaseSide>, cand: &RunOutput) -> Option<AcceptanceSides> {
     let m = cand.server_side.as_ref().map(|s| &s.metrics);
     let candidate = acceptance(&rows_of_records(&cand.records), m)?;
     Some(AcceptanceSides {
         candidate,
-        reference: reference_rows(reference).and_then(|(_, a)| a),
+        reference: base.and_then(|b| b.acceptance.clone()),
     })
 }
 
@@ -90,25 +103,13 @@ pub fn parse_summary(cand: &RunOutput) -> Option<crate::structured::ParseSummary
 
 /// Why the parse-failure check is missing although the candidate's answers were checked: the
 /// reference has no outcomes (a baseline blessed before perfgate judged structured output, or
-/// one whose requests asked for none). `None` when the check can run or nothing was checked.
-pub fn parse_not_compared(reference: &Reference, cand: &RunOutput) -> Option<String> {
+/// one whose requests asked for none), `whose` ("the baseline"). `None` when the check can run
+/// or nothing was checked.
+pub fn parse_not_compared(base: &BaseSide, whose: &str, cand: &RunOutput) -> Option<String> {
     if parsed_of_records(&cand.records).is_empty() {
         return None;
     }
-    let (whose, none) = match reference {
-        Reference::Baseline(b) => (
-            "the baseline",
-            b.loaded
-                .filter(|_| b.unusable.is_none())?
-                .records()
-                .all(|r| r.structured.is_none()),
-        ),
-        Reference::BaseArm(a) => (
-            "the base arm",
-            parsed_of_records(&a.run.ok()?.records).is_empty(),
-        ),
-    };
-    none.then(|| format!(
+    (!base.any_parsed).then(|| format!(
         "structured output: the parse-failure share is not compared: {whose} has no parse outcomes (blessed before perfgate judged structured output, or its requests asked for none); bless again to gate it"
     ))
 }
@@ -121,21 +122,12 @@ fn parse_counts(p: &[Parsed]) -> (usize, usize) {
 /// The gate's output-check input of a scenario: `gate.acceptance`'s per-request rates (every
 /// request that drafted, on both sides) when the scenario gates it; the parse-failure counts of
 /// both sides when both checked structured output.
-pub fn samples(sc: &Scenario, reference: &Reference, cand: &RunOutput) -> QualitySamples {
+pub fn samples(sc: &Scenario, base: &BaseSide, cand: &RunOutput) -> QualitySamples {
     let mut q = QualitySamples::default();
-    let base_parsed: Option<Vec<Parsed>> = match reference {
-        Reference::Baseline(b) => b.loaded.filter(|_| b.unusable.is_none()).map(|b| {
-            b.records()
-                .filter(|r| r.error.is_none())
-                .filter_map(|r| r.structured)
-                .collect()
-        }),
-        Reference::BaseArm(a) => a.run.ok().map(|r| parsed_of_records(&r.records)),
-    };
     let cand_parsed = parsed_of_records(&cand.records);
-    if let Some(bp) = base_parsed.filter(|b| !b.is_empty() && !cand_parsed.is_empty()) {
+    if !base.parsed.is_empty() && !cand_parsed.is_empty() {
         q.parse = Some(crate::gate::ErrorCounts::new(
-            parse_counts(&bp),
+            parse_counts(&base.parsed),
             parse_counts(&cand_parsed),
         ));
     }
@@ -151,12 +143,14 @@ pub fn samples(sc: &Scenario, reference: &Reference, cand: &RunOutput) -> Qualit
                 .collect()
         };
         let c_rows = rows_of_records(&cand.records);
-        let (b_rows, b_acc) = reference_rows(reference).unwrap_or_default();
         let c_acc = acceptance(&c_rows, None);
         q.acceptance = Some(AcceptanceSamples {
-            baseline: rates(&b_rows),
+            baseline: rates(&base.rows),
             candidate: rates(&c_rows),
-            pooled: (b_acc.and_then(|a| a.rate), c_acc.and_then(|a| a.rate)),
+            pooled: (
+                base.acceptance.as_ref().and_then(|a| a.rate),
+                c_acc.and_then(|a| a.rate),
+            ),
             max_drop,
         });
     }
