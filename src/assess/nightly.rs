@@ -5,7 +5,7 @@
 //! ([`too_wide`]). Pure: entries in, checks out.
 
 use crate::config::{Metric, Quantile, Scenario};
-use crate::gate::{Check, CheckKind, Verdict};
+use crate::gate::{Check, CheckKind, ReasonKind, Verdict};
 use crate::history::{series, Entry};
 use crate::stats::changepoint::{Direction, Step, StepRule};
 use crate::stats::nightly_band::{self, BandRule, Event, LevelStep, Restore, Tonight, Way};
@@ -354,7 +354,7 @@ fn verdict_of(
                 }
             }
         }
-        Tonight::StepUp(up) => {
+        Tonight::StepUp(up) | Tonight::InForce(up) => {
             reference(ch, up.old);
             if accepted(&up, idx, nights, tonight) {
                 ch.verdict = Verdict::Pass;
@@ -366,47 +366,33 @@ fn verdict_of(
                 );
                 return;
             }
-            ch.verdict = Verdict::Fail;
+            // red on the night that confirms it; a WARN while it stays in force after
+            let (verdict, kind, then) = match j.tonight {
+                Tonight::StepUp(_) => (Verdict::Fail, ReasonKind::Measured, ""),
+                _ => (Verdict::Warn, ReasonKind::StepInForce, " (red that night)"),
+            };
+            ch.verdict = verdict;
+            ch.reason_kind = kind;
             ch.reason = format!(
-                "stepped up {} from {} ({}); {} night(s) at the new level, confirmed on night {}; tonight {} against {} before the step",
+                "stepped up {} from {} ({}); {} night(s) at the new level, confirmed on night {}{then}; tonight {} against {} before the step{}",
                 pct(up.ratio),
                 label(up.first),
                 commit_range(nights, idx[up.first]),
                 total - up.first,
                 idx[up.found_at] + 1,
                 ms(v),
-                ms(up.old)
-            );
-        }
-        Tonight::InForce(up) => {
-            reference(ch, up.old);
-            if accepted(&up, idx, nights, tonight) {
-                ch.verdict = Verdict::Pass;
-                ch.reason = format!(
-                    "a step of {} from {} was accepted: the baseline was blessed again on {}",
-                    pct(up.ratio),
-                    label(up.first),
-                    date(tonight.baseline_created_at.as_deref().unwrap_or("?"))
-                );
-                return;
-            }
-            ch.verdict = Verdict::Warn;
-            ch.reason_kind = crate::gate::ReasonKind::StepInForce;
-            ch.reason = format!(
-                "stepped up {} from {} ({}); {} night(s) at the new level, confirmed on night {} (red that night); tonight {} against {} before the step: in force until the nights are back or the baseline is blessed again",
-                pct(up.ratio),
-                label(up.first),
-                commit_range(nights, idx[up.first]),
-                total - up.first,
-                idx[up.found_at] + 1,
-                ms(v),
-                ms(up.old)
+                ms(up.old),
+                if verdict == Verdict::Warn {
+                    ": in force until the nights are back or the baseline is blessed again"
+                } else {
+                    ""
+                }
             );
         }
         Tonight::StepUpBack(up) => {
             reference(ch, up.old);
             ch.verdict = Verdict::Warn;
-            ch.reason_kind = crate::gate::ReasonKind::StepBack;
+            ch.reason_kind = ReasonKind::StepBack;
             ch.reason = format!(
                 "stepped up {} from {} ({}), confirmed on night {}; tonight {} is back nearer the level before it ({}): restored if the next night is too",
                 pct(up.ratio),
