@@ -187,6 +187,8 @@ def one_series(a, name, step, seed, deadline):
 
 
 def main():
+    # a SIGTERM unwinds like an exception, so each series' `finally` stops its sim and neighbour
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release", "perfgate"))
     p.add_argument("--nights", type=int, default=40)

@@ -747,9 +747,7 @@ impl Results {
         let (s, check, configured) = blind.max_by(|a, b| hides(a.1).total_cmp(&hides(b.1)))?;
         let decided_by = match &s.nightly {
             Some(n) if check.metric.is_some_and(|m| n.deciding.contains(&m)) => DecidedBy::Nights,
-            Some(_) => DecidedBy::BaselineUntilNights {
-                nights: crate::stats::nightly_band::BandRule::default().two_night_from,
-            },
+            Some(_) => DecidedBy::FirstNight,
             None => DecidedBy::Baseline,
         };
         Some(DriftBlind {
@@ -787,9 +785,9 @@ pub struct DriftBlind<'a> {
 pub enum DecidedBy {
     /// No history is kept: the committed baseline.
     Baseline,
-    /// A history is kept but has fewer than `nights` nights before tonight: the committed
-    /// baseline still gates ([`crate::assess::nightly::Nightly::deciding`]).
-    BaselineUntilNights { nights: usize },
+    /// A history is kept and tonight is its first night of this configuration: the committed
+    /// baseline gates tonight ([`crate::assess::nightly::Nightly::deciding`]).
+    FirstNight,
     /// The nights (its `nightly step` row).
     Nights,
 }

@@ -254,7 +254,7 @@ pub fn drift_blind(r: &Results) -> Option<String> {
     // Already keeping the history: say what it does here, not to start keeping one.
     let instead = match decided_by {
         DecidedBy::Nights => "the nights decide this run's verdict instead (the `nightly step` rows: a step of 5% or more beyond their band is red once confirmed, on its second or third night; docs/history.md), or compare base and candidate in one job with `perfgate ab`".to_string(),
-        DecidedBy::BaselineUntilNights { nights } => format!("the nights decide once {nights} came before tonight (the notes say how many have); until then these rows gate, or compare base and candidate in one job with `perfgate ab`"),
+        DecidedBy::FirstNight => "the nights decide from the second night of this configuration on; tonight, its first, these rows gate, or compare base and candidate in one job with `perfgate ab`".to_string(),
         DecidedBy::Baseline => "compare base and candidate in one job with `perfgate ab`, or keep a nightly history (`check --history`, docs/history.md)".to_string(),
     };
     Some(format!(
@@ -783,10 +783,10 @@ mod tests {
         let said = |r: &Results| drift_blind(r).unwrap();
         assert_eq!(said(&r), format!("{head}compare base and candidate in one job with `perfgate ab`, or keep a nightly history (`check --history`, docs/history.md)"));
         r.scenarios[0].nightly = Some(series(vec![]));
-        assert_eq!(said(&r), format!("{head}the nights decide once 7 came before tonight (the notes say how many have); until then these rows gate, or compare base and candidate in one job with `perfgate ab`"));
+        assert_eq!(said(&r), format!("{head}the nights decide from the second night of this configuration on; tonight, its first, these rows gate, or compare base and candidate in one job with `perfgate ab`"));
         // the nights decide TPOT only: TTFT is still the baseline's
         r.scenarios[0].nightly = Some(series(vec![crate::config::Metric::Tpot]));
-        assert!(said(&r).contains("the nights decide once 7 came before"));
+        assert!(said(&r).contains("tonight, its first, these rows gate"));
         r.scenarios[0].nightly = Some(series(vec![crate::config::Metric::Ttft]));
         assert!(
             said(&r).starts_with(&format!(
