@@ -21,9 +21,7 @@ pub mod sweep;
 pub mod trace;
 pub mod values;
 
-pub use scenario::{
-    Api, Band, CachePolicy, Metric, Quantile, Scenario, ScenarioName, Secret, Target,
-};
+pub use scenario::{Api, Band, CachePolicy, Metric, Quantile, Scenario, ScenarioName, Target};
 
 use file::{RawFile, RawScenario};
 use std::collections::BTreeSet;
