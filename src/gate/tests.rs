@@ -69,6 +69,11 @@ fn tpot_vs(cand: f64, n: usize, qs: Vec<Quantile>) -> ScenarioSamples {
     }
 }
 
+/// [`run`] of `n` requests a side: median 10 ms against median `cand` ms at grid `phase`.
+fn run_vs(n: usize, cand: f64, phase: f64, qs: Vec<Quantile>) -> Vec<Check> {
+    run(sample(10.0, n, 0.0), sample(cand, n, phase), qs)
+}
+
 fn run(b: Vec<f64>, c: Vec<f64>, qs: Vec<Quantile>) -> Vec<Check> {
     let s = ScenarioSamples {
         metrics: vec![ok(Metric::Tpot, b, c)],
@@ -79,11 +84,7 @@ fn run(b: Vec<f64>, c: Vec<f64>, qs: Vec<Quantile>) -> Vec<Check> {
 
 #[test]
 fn thirty_percent_slower_tpot_fails() {
-    let checks = run(
-        sample(10.0, 20, 0.0),
-        sample(13.0, 20, 0.3),
-        vec![Quantile::P50],
-    );
+    let checks = run_vs(20, 13.0, 0.3, vec![Quantile::P50]);
     let p50 = &checks[0];
     assert_eq!(p50.verdict, Verdict::Fail, "{p50:?}");
     assert!((p50.ratio.unwrap() - 1.3).abs() < 0.03, "{:?}", p50.ratio);
@@ -91,11 +92,7 @@ fn thirty_percent_slower_tpot_fails() {
 
 #[test]
 fn unchanged_passes_and_p99_is_info_at_n20() {
-    let checks = run(
-        sample(10.0, 20, 0.0),
-        sample(10.0, 20, 0.4),
-        vec![Quantile::P50, Quantile::P99],
-    );
+    let checks = run_vs(20, 10.0, 0.4, vec![Quantile::P50, Quantile::P99]);
     assert_eq!(checks[0].verdict, Verdict::Pass, "{:?}", checks[0]);
     assert_eq!(checks[1].verdict, Verdict::Info);
     assert_eq!(checks[1].samples_needed, Some(459)); // ln(0.01)/ln(0.99) = 458.2
@@ -104,31 +101,19 @@ fn unchanged_passes_and_p99_is_info_at_n20() {
 
 #[test]
 fn faster_is_improved() {
-    let checks = run(
-        sample(10.0, 20, 0.0),
-        sample(7.0, 20, 0.2),
-        vec![Quantile::P50],
-    );
+    let checks = run_vs(20, 7.0, 0.2, vec![Quantile::P50]);
     assert_eq!(checks[0].verdict, Verdict::Improved, "{:?}", checks[0]);
 }
 
 #[test]
 fn p99_gates_with_large_n() {
-    let checks = run(
-        sample(10.0, 600, 0.0),
-        sample(20.0, 600, 0.1),
-        vec![Quantile::P99],
-    );
+    let checks = run_vs(600, 20.0, 0.1, vec![Quantile::P99]);
     assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
     // The smallest detectable change is shown: with a log-sd of 0.1 the baseline's 99 %
     // bounds of P99 at n = 600 are close, so it is a little above the 50 % tolerance.
     let mdc = checks[0].min_detectable_change.unwrap();
     assert!((0.5..0.7).contains(&mdc), "{mdc}");
-    let same = run(
-        sample(10.0, 600, 0.0),
-        sample(10.0, 600, 0.5),
-        vec![Quantile::P99],
-    );
+    let same = run_vs(600, 10.0, 0.5, vec![Quantile::P99]);
     assert_eq!(same[0].verdict, Verdict::Pass, "{:?}", same[0]);
 }
 
