@@ -263,12 +263,6 @@ pub async fn bless(
             }
         };
         crate::fsutil::write_atomic(&path, &text).map_err(|e| exit::Error::write(&path, e))?;
-        let p50 = |key: SummaryKey| {
-            b.summary
-                .get(&key)
-                .map(|x| fmt_ms(x.p50))
-                .unwrap_or_else(|| "-".into())
-        };
         let requests: usize = runs.iter().map(|r| r.records.len()).sum();
         let spread = match &b.run_spread {
             Some(rs) => {
@@ -288,16 +282,8 @@ pub async fn bless(
         let cache = b.cache.as_ref().map_or(String::new(), |c| {
             format!("; prefix cache of its first run: {}", c.describe())
         });
-        println!(
-            "blessed {:<24} -> {}  ({k} run(s), {requests} requests; TTFT P50 {}, TPOT P50 {}{spread}{cache})",
-            sc.name,
-            path.display(),
-            p50(SummaryKey::Ttft),
-            p50(SummaryKey::Tpot),
-        );
-        for line in crate::assess::sample_sizes(sc, &b) {
-            println!("  {}: {line}", sc.name);
-        }
+        let what = format!("{k} run(s)");
+        say_blessed(sc, &path, &b, &what, requests, &format!("{spread}{cache}"));
         for line in assess::cold_start::bless_lines(sc, &b.environment.server_starts) {
             println!("  {}: {line}", sc.name);
         }
@@ -424,6 +410,35 @@ pub fn bless_from(
     Ok(exit::OK)
 }
 
+/// Says what the baseline `b` written at `path` holds: `what` (how many runs, or where its
+/// requests came from), its `requests`, its P50s and `extra` (the runs' spread, the cache), then
+/// the sample sizes its checks need.
+fn say_blessed(
+    sc: &Scenario,
+    path: &Path,
+    b: &baseline::Baseline,
+    what: &str,
+    requests: usize,
+    extra: &str,
+) {
+    let p50 = |key: SummaryKey| {
+        b.summary
+            .get(&key)
+            .map(|x| fmt_ms(x.p50))
+            .unwrap_or_else(|| "-".into())
+    };
+    println!(
+        "blessed {:<24} -> {}  ({what}, {requests} requests; TTFT P50 {}, TPOT P50 {}{extra})",
+        sc.name,
+        path.display(),
+        p50(SummaryKey::Ttft),
+        p50(SummaryKey::Tpot),
+    );
+    for line in crate::assess::sample_sizes(sc, b) {
+        println!("  {}: {line}", sc.name);
+    }
+}
+
 /// Writes the baseline `b` (encoded as `text`) of a run perfgate did not measure now (`bless
 /// --from`), atomically, and says what it holds: `what` names where its `requests` came from.
 fn write_unmeasured(
@@ -437,22 +452,7 @@ fn write_unmeasured(
     let path = baseline::path_for(dir, &sc.name);
     remove_stale_temp_files(dir, &sc.name);
     crate::fsutil::write_atomic(&path, text).map_err(|e| exit::Error::write(&path, e))?;
-    let p50 = |key: SummaryKey| {
-        b.summary
-            .get(&key)
-            .map(|x| fmt_ms(x.p50))
-            .unwrap_or_else(|| "-".into())
-    };
-    println!(
-        "blessed {:<24} -> {}  ({what}, {requests} requests; TTFT P50 {}, TPOT P50 {})",
-        sc.name,
-        path.display(),
-        p50(SummaryKey::Ttft),
-        p50(SummaryKey::Tpot),
-    );
-    for line in crate::assess::sample_sizes(sc, b) {
-        println!("  {}: {line}", sc.name);
-    }
+    say_blessed(sc, &path, b, what, requests, "");
     Ok(())
 }
 

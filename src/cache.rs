@@ -115,6 +115,12 @@ mod tests {
         }
     }
 
+    /// [`summarize`] with reference pairs for requests 1 (cold 210 ms) and 3 (cold 410 ms), floor
+    /// 10 ms.
+    fn summarize_1_3(records: &[RequestRecord]) -> CacheSummary {
+        summarize(records, &[pair(1, 210.0, 10.0), pair(3, 410.0, 10.0)], None)
+    }
+
     fn pair(index: u64, cold: f64, floor: f64) -> ReferencePair {
         ReferencePair {
             index,
@@ -137,11 +143,7 @@ mod tests {
             rec(2, 1, 110.0, 200, Some(0)),
             rec(3, 2, 60.0, 800, Some(700)),
         ];
-        let s = summarize(
-            &records,
-            &[pair(1, 210.0, 10.0), pair(3, 410.0, 10.0)],
-            None,
-        );
+        let s = summarize_1_3(&records);
         assert_eq!((s.reference_sent, s.reference_pairs), (2, 2));
         assert!((s.measured_hit_rate.unwrap() - 500.0 / 600.0).abs() < 1e-12);
         assert!((s.reported_on_reference.unwrap() - 1000.0 / 1200.0).abs() < 1e-12);
@@ -163,11 +165,7 @@ mod tests {
             rec(1, 2, 205.0, 400, Some(400)),
             rec(3, 2, 400.0, 800, Some(800)),
         ];
-        let s = summarize(
-            &records,
-            &[pair(1, 210.0, 10.0), pair(3, 410.0, 10.0)],
-            None,
-        );
+        let s = summarize_1_3(&records);
         // (5 + 10) / 600 = 0.025 measured, 100 % reported
         assert!((s.measured_hit_rate.unwrap() - 0.025).abs() < 1e-12);
         let (r, m) = s.disagreement().unwrap();

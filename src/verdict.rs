@@ -63,11 +63,6 @@ impl Overall {
             Overall::Measured => "MEASURED",
         }
     }
-
-    /// True for FAIL and ERROR: what renderers show as a failed gate.
-    pub fn is_failure(self) -> bool {
-        matches!(self, Overall::Fail | Overall::Error)
-    }
 }
 
 impl std::fmt::Display for Overall {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod encode;
-pub use encode::{encode, encode_within, Unwritable};
+pub use encode::{encode, Unwritable};
 
 /// Version of the file layout; a newer file is refused with a clear message.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -168,15 +168,20 @@ mod tests {
         }
     }
 
+    /// [`build`] of [`spec`] with `cache`.
+    fn build_with(
+        api: Api,
+        model: &str,
+        cache: CachePolicy,
+        usage: bool,
+        nonce: Option<&str>,
+    ) -> Value {
+        build(api, model, &spec(cache), usage, nonce)
+    }
+
     #[test]
     fn chat_body() {
-        let b = build(
-            Api::OpenaiChat,
-            "m",
-            &spec(CachePolicy::Warm),
-            true,
-            Some("n1"),
-        );
+        let b = build_with(Api::OpenaiChat, "m", CachePolicy::Warm, true, Some("n1"));
         assert_eq!(
             b,
             json!({"model":"m","messages":[{"role":"system","content":"Be brief"},{"role":"user","content":"Hi"}],
@@ -187,10 +192,10 @@ mod tests {
 
     #[test]
     fn cold_cache_prepends_nonce_and_anthropic_moves_system() {
-        let b = build(
+        let b = build_with(
             Api::AnthropicMessages,
             "claude",
-            &spec(CachePolicy::Cold),
+            CachePolicy::Cold,
             true,
             Some("abc"),
         );
@@ -198,10 +203,10 @@ mod tests {
         assert_eq!(b["messages"][0]["content"], "[perfgate nonce abc]\nHi");
         assert!(b.get("stream_options").is_none());
         assert!(b.get("ignore_eos").is_none());
-        let c = build(
+        let c = build_with(
             Api::OpenaiCompletions,
             "m",
-            &spec(CachePolicy::Cold),
+            CachePolicy::Cold,
             false,
             Some("x"),
         );
@@ -216,13 +221,7 @@ mod tests {
         let b = build(Api::OpenaiChat, "o3", &r, true, None);
         assert_eq!(b["max_completion_tokens"], 32);
         assert!(b.get("max_tokens").is_none());
-        let b = build(
-            Api::OpenaiResponses,
-            "m",
-            &spec(CachePolicy::Warm),
-            true,
-            None,
-        );
+        let b = build_with(Api::OpenaiResponses, "m", CachePolicy::Warm, true, None);
         assert_eq!(b["max_output_tokens"], 32);
         assert_eq!(b["instructions"], "Be brief");
         assert_eq!(b["input"], json!([{"role": "user", "content": "Hi"}]));

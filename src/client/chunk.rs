@@ -2,10 +2,9 @@
 //! borrowed from the event unless they hold escapes), only what the measurement needs. The hot
 //! path of [`super::stream::BodyFold`] at hundreds of streams (issue 47).
 //!
-//! It accepts exactly the chunks the dialect's own fast path accepts (the same serde shapes, so
-//! the same JSON grammar, duplicate-key and type rules) and declines everything else with
-//! `None`, which [`super::dialect::interpret`] then reads; what it returns is what that
-//! interpretation would say (`tests/it/differential.rs` checks it on every replayed case).
+//! It is the dialect's own fast path: it declines everything but the plain chunk with `None`,
+//! which [`super::dialect::interpret`] then reads; what it returns is what that interpretation
+//! would say (`tests/it/differential.rs` checks it on every replayed case).
 
 use super::think::has_tag;
 use serde::de::{IgnoredAny, SeqAccess, Visitor};
@@ -27,8 +26,8 @@ pub struct ChatChunk<'a> {
     pub system_fingerprint: Option<Cow<'a, str>>,
     /// The choices' answer text: the last non-empty `delta.content`.
     pub text: Option<Cow<'a, str>>,
-    /// A choice ended (a finish_reason that is not empty nor `"null"`).
-    pub finish: bool,
+    /// The last finish_reason that ends a choice (not empty nor `"null"`).
+    pub finish: Option<Cow<'a, str>>,
     /// A choice index other than 0 (n > 1).
     pub multi_choice: bool,
 }
@@ -127,7 +126,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 struct Choices<'a> {
     plain: bool,
     text: Option<Cow<'a, str>>,
-    finish: bool,
+    finish: Option<Cow<'a, str>>,
     multi_choice: bool,
 }
 
@@ -175,7 +174,9 @@ impl<'a> Choices<'a> {
             return;
         }
         self.multi_choice |= ch.index != 0;
-        self.finish |= ch.finish_reason.as_deref().is_some_and(is_finish);
+        if let Some(f) = ch.finish_reason.filter(|f| is_finish(f)) {
+            self.finish = Some(f.0);
+        }
         if let Some(text) = ch.delta.content.filter(|s| !s.is_empty()) {
             self.text = Some(text.0);
         }
@@ -195,7 +196,7 @@ fn is_finish(f: &str) -> bool {
 }
 
 /// Whether `data` nests brackets deeper than [`MAX_DEPTH`] (brackets inside strings counted
-/// too, which only declines more): the fast paths leave such an event to the general one, so
+/// too, which only declines more): the fast path leaves such an event to the general one, so
 /// both judge it alike (skipped members are not depth-limited as a JSON tree is).
 pub fn too_deep(data: &str) -> bool {
     // Depth above MAX_DEPTH needs more than MAX_DEPTH opening brackets in all: counted in
@@ -272,11 +273,11 @@ mod tests {
         let c = chat(d).unwrap();
         assert!(matches!(c.text, Some(Cow::Borrowed(" tok1"))));
         assert!(matches!(c.id, Some(Cow::Borrowed("chatcmpl-sim-7"))));
-        assert!(!c.finish && !c.multi_choice);
+        assert!(c.finish.is_none() && !c.multi_choice);
         let esc = r#"{"choices":[{"delta":{"content":"a\nb"},"finish_reason":"stop"}]}"#;
         let c = chat(esc).unwrap();
         assert_eq!(c.text.as_deref(), Some("a\nb"));
-        assert!(c.finish);
+        assert!(c.finish.is_some());
         let two = r#"{"choices":[{"index":1,"delta":{"content":"x"}},{"index":0,"delta":{"content":""}}]}"#;
         let c = chat(two).unwrap();
         assert!(c.multi_choice);

@@ -9,7 +9,7 @@ mod baselines;
 pub mod nightly;
 pub mod workers;
 
-pub use baselines::{missing_message, Baselines, NoUsableBaseline};
+pub use baselines::Baselines;
 
 use crate::assess::UnlistedModel;
 use crate::assess::{gated_results, judge, outputs, CommittedBaseline, Given, Reference};

@@ -188,14 +188,7 @@ pub fn merge(workers: &[Worker]) -> Result<Merged, String> {
             shown.join(", ")
         ));
     }
-    let t0 = windows
-        .iter()
-        .map(|w| w.started_unix_ms)
-        .fold(f64::INFINITY, f64::min);
-    let end = windows
-        .iter()
-        .map(|w| w.started_unix_ms + w.wall_ms)
-        .fold(f64::NEG_INFINITY, f64::max);
+    let ((t0, _), (_, end)) = (starts(&windows), ends(&windows));
     let per_worker: Vec<Vec<RequestRecord>> = ordered
         .iter()
         .map(|(w, ls)| shifted(&w.result.records, ls.started_unix_ms - t0))
@@ -429,19 +422,29 @@ fn repeated(records: &[&[RequestRecord]]) -> Option<Repeat> {
 /// The time every worker was measuring over the longest worker's window (0 when some pair of
 /// windows does not meet).
 pub fn overlap(windows: &[WorkerWindow]) -> f64 {
-    let start = windows
-        .iter()
-        .map(|w| w.started_unix_ms)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let end = windows
-        .iter()
-        .map(|w| w.started_unix_ms + w.wall_ms)
-        .fold(f64::INFINITY, f64::min);
+    let ((_, start), (end, _)) = (starts(windows), ends(windows));
     let longest = windows.iter().map(|w| w.wall_ms).fold(0.0, f64::max);
     if longest <= 0.0 || end.partial_cmp(&start) != Some(std::cmp::Ordering::Greater) {
         return 0.0;
     }
     ((end - start) / longest).min(1.0)
+}
+
+/// The earliest and the latest start of the windows, unix ms (infinite both ways when there is
+/// none).
+fn starts(windows: &[WorkerWindow]) -> (f64, f64) {
+    range(windows.iter().map(|w| w.started_unix_ms))
+}
+
+/// The earliest and the latest end of the windows, as [`starts`].
+fn ends(windows: &[WorkerWindow]) -> (f64, f64) {
+    range(windows.iter().map(|w| w.started_unix_ms + w.wall_ms))
+}
+
+fn range(xs: impl Iterator<Item = f64>) -> (f64, f64) {
+    xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    })
 }
 
 /// `records` with their times moved `by_ms` later (onto the merged run's clock).

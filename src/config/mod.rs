@@ -21,9 +21,7 @@ pub mod sweep;
 pub mod trace;
 pub mod values;
 
-pub use scenario::{
-    Api, Band, CachePolicy, Metric, Quantile, Scenario, ScenarioName, Secret, Target,
-};
+pub use scenario::{Api, Band, CachePolicy, Metric, Quantile, Scenario, ScenarioName, Target};
 
 use file::{RawFile, RawScenario};
 use std::collections::BTreeSet;
@@ -426,6 +424,11 @@ mod tests {
         None
     }
 
+    /// [`GOOD`] with `from` replaced by `to`, parsed.
+    fn good_with(from: &str, to: &str) -> Result<Vec<Scenario>, ConfigError> {
+        parse_str(&GOOD.replace(from, to), "t.yaml", &no_env)
+    }
+
     const GOOD: &str = "\
 defaults:
   endpoint:
@@ -514,8 +517,7 @@ scenarios:
 
     #[test]
     fn other_top_level_keys_are_refused_with_line_and_hint() {
-        let bad = GOOD.replace("scenarios:", "scenarioss:");
-        let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
+        let e = good_with("scenarios:", "scenarioss:").unwrap_err();
         assert_eq!(e.at(), "t.yaml:9:1", "{e}");
         assert!(e.message().starts_with("unknown field `scenarioss`"), "{e}");
         assert!(e.message().contains("starting with `x-`"), "{e}");
@@ -527,8 +529,7 @@ scenarios:
 
     #[test]
     fn a_concurrency_list_is_one_scenario_per_level() {
-        let text = GOOD.replace("concurrency: 2", "concurrency: [1, 4, 16]");
-        let s = parse_str(&text, "t.yaml", &no_env).unwrap();
+        let s = good_with("concurrency: 2", "concurrency: [1, 4, 16]").unwrap();
         let names: Vec<&str> = s.iter().map(|x| x.name.as_str()).collect();
         assert_eq!(names, ["a", "b-c1", "b-c4", "b-c16"]);
         assert_eq!(s[0].family, None);
@@ -543,19 +544,9 @@ scenarios:
         // each level is its own workload, with its own fingerprint
         assert_ne!(s[1].fingerprint, s[2].fingerprint);
         // the same level written out by hand is the same scenario
-        let one = parse_str(
-            &GOOD.replace("concurrency: 2", "concurrency: 4"),
-            "t.yaml",
-            &no_env,
-        )
-        .unwrap();
+        let one = good_with("concurrency: 2", "concurrency: 4").unwrap();
         assert_eq!(one[1].fingerprint, s[2].fingerprint);
-        let e = parse_str(
-            &GOOD.replace("concurrency: 2", "concurrency: [2, x]"),
-            "t.yaml",
-            &no_env,
-        )
-        .unwrap_err();
+        let e = good_with("concurrency: 2", "concurrency: [2, x]").unwrap_err();
         assert!(e.message().contains("a number or a list of numbers"), "{e}");
     }
 
@@ -592,13 +583,9 @@ scenarios:
         // an error-rate objective judges failures itself: they no longer stop the scenario
         assert_eq!(s[1].gate.max_error_rate, 1.0);
         let bad = |slo: &str| {
-            parse_str(
-                &GOOD.replace(
-                    "  load:\n    samples: 20\n",
-                    &format!("  load:\n    samples: 20\n  gate:\n    slo: {slo}\n"),
-                ),
-                "t.yaml",
-                &no_env,
+            good_with(
+                "  load:\n    samples: 20\n",
+                &format!("  load:\n    samples: 20\n  gate:\n    slo: {slo}\n"),
             )
             .unwrap_err()
             .message()
@@ -618,29 +605,23 @@ scenarios:
             );
             assert!(e.contains("gate.max_error_rate defaults to 0%"), "{e}");
         }
-        assert!(parse_str(
-            &GOOD.replace(
-                "  load:\n    samples: 20\n",
-                "  load:\n    samples: 20\n  gate:\n    slo: {error_rate: 0.0001%}\n",
-            ),
-            "t.yaml",
-            &no_env,
+        assert!(good_with(
+            "  load:\n    samples: 20\n",
+            "  load:\n    samples: 20\n  gate:\n    slo: {error_rate: 0.0001%}\n",
         )
         .is_ok());
     }
 
     #[test]
     fn unknown_key_gives_line_and_hint() {
-        let bad = GOOD.replace("concurrency: 2", "concurency: 2");
-        let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
+        let e = good_with("concurrency: 2", "concurency: 2").unwrap_err();
         assert!(e.at().starts_with("t.yaml:13"), "{e}");
         assert!(e.message().contains("did you mean `concurrency`?"), "{e}");
     }
 
     #[test]
     fn too_few_samples_rejected() {
-        let bad = GOOD.replace("samples: 20", "samples: 5");
-        let e = parse_str(&bad, "t.yaml", &no_env).unwrap_err();
+        let e = good_with("samples: 20", "samples: 5").unwrap_err();
         assert!(e.message().contains("at least 20"), "{e}");
         assert_eq!(e.at(), "t.yaml:10");
     }

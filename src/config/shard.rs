@@ -5,7 +5,7 @@
 //! names (adding or renaming a scenario may move others to another shard, which does not matter:
 //! each shard still checks against the committed baselines). Input order is kept within a shard.
 
-pub use super::common::{BadShard, Shard, MAX_SHARDS};
+pub use super::common::{Shard, MAX_SHARDS};
 use super::scenario::Scenario;
 use std::collections::BTreeSet;
 

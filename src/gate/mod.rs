@@ -37,11 +37,10 @@ mod slo;
 mod tail;
 mod types;
 
-pub use client::{Busy, ClientDelay, TIMER_FLOOR_MS};
+pub use client::{Busy, ClientDelay};
 use draft::*;
 use errors::*;
 pub use family::{correct_family, correct_merged_family};
-pub use itl::ITL_MIN_REQUESTS;
 use itl::*;
 use p50::*;
 use quality::quality_checks;

@@ -32,18 +32,16 @@ fn sample(med: f64, n: usize, phase: f64) -> Vec<f64> {
         .collect()
 }
 
-fn run(b: Vec<f64>, c: Vec<f64>, qs: Vec<Quantile>) -> Vec<Check> {
-    let s = ScenarioSamples {
+/// Scenario "s" of the committed design with no metric sample: `errors` the requests a side;
+/// no stop, spread, client delay, SLO, ITL or quality sample.
+fn scenario(gate: GateSpec, errors: ErrorCounts) -> ScenarioSamples {
+    ScenarioSamples {
         client_delay: None,
         pairing: Pairing::default(),
         scenario: "s".into(),
-        gate: gate(qs),
-        metrics: vec![(
-            Metric::Tpot,
-            Samples { ok: b, failed: 0 },
-            Samples { ok: c, failed: 0 },
-        )],
-        errors: ErrorCounts::new((0, 20), (0, 20)),
+        gate,
+        metrics: vec![],
+        errors,
         stopped: ErrorCounts::default(),
         spread: BTreeMap::new(),
         looks: 1,
@@ -51,17 +49,42 @@ fn run(b: Vec<f64>, c: Vec<f64>, qs: Vec<Quantile>) -> Vec<Check> {
         design: Design::Committed,
         itl: None,
         quality: Default::default(),
+    }
+}
+
+/// Metric `m`'s samples, no request failed on either side.
+fn ok(m: Metric, b: Vec<f64>, c: Vec<f64>) -> (Metric, Samples, Samples) {
+    (
+        m,
+        Samples { ok: b, failed: 0 },
+        Samples { ok: c, failed: 0 },
+    )
+}
+
+/// TPOT of `n` requests a side gated at `qs`: median 10 ms against median `cand` ms.
+fn tpot_vs(cand: f64, n: usize, qs: Vec<Quantile>) -> ScenarioSamples {
+    ScenarioSamples {
+        metrics: vec![ok(Metric::Tpot, sample(10.0, n, 0.0), sample(cand, n, 0.3))],
+        ..scenario(gate(qs), ErrorCounts::new((0, n), (0, n)))
+    }
+}
+
+/// [`run`] of `n` requests a side: median 10 ms against median `cand` ms at grid `phase`.
+fn run_vs(n: usize, cand: f64, phase: f64, qs: Vec<Quantile>) -> Vec<Check> {
+    run(sample(10.0, n, 0.0), sample(cand, n, phase), qs)
+}
+
+fn run(b: Vec<f64>, c: Vec<f64>, qs: Vec<Quantile>) -> Vec<Check> {
+    let s = ScenarioSamples {
+        metrics: vec![ok(Metric::Tpot, b, c)],
+        ..scenario(gate(qs), ErrorCounts::new((0, 20), (0, 20)))
     };
     evaluate(&[s]).0
 }
 
 #[test]
 fn thirty_percent_slower_tpot_fails() {
-    let checks = run(
-        sample(10.0, 20, 0.0),
-        sample(13.0, 20, 0.3),
-        vec![Quantile::P50],
-    );
+    let checks = run_vs(20, 13.0, 0.3, vec![Quantile::P50]);
     let p50 = &checks[0];
     assert_eq!(p50.verdict, Verdict::Fail, "{p50:?}");
     assert!((p50.ratio.unwrap() - 1.3).abs() < 0.03, "{:?}", p50.ratio);
@@ -69,11 +92,7 @@ fn thirty_percent_slower_tpot_fails() {
 
 #[test]
 fn unchanged_passes_and_p99_is_info_at_n20() {
-    let checks = run(
-        sample(10.0, 20, 0.0),
-        sample(10.0, 20, 0.4),
-        vec![Quantile::P50, Quantile::P99],
-    );
+    let checks = run_vs(20, 10.0, 0.4, vec![Quantile::P50, Quantile::P99]);
     assert_eq!(checks[0].verdict, Verdict::Pass, "{:?}", checks[0]);
     assert_eq!(checks[1].verdict, Verdict::Info);
     assert_eq!(checks[1].samples_needed, Some(459)); // ln(0.01)/ln(0.99) = 458.2
@@ -82,31 +101,19 @@ fn unchanged_passes_and_p99_is_info_at_n20() {
 
 #[test]
 fn faster_is_improved() {
-    let checks = run(
-        sample(10.0, 20, 0.0),
-        sample(7.0, 20, 0.2),
-        vec![Quantile::P50],
-    );
+    let checks = run_vs(20, 7.0, 0.2, vec![Quantile::P50]);
     assert_eq!(checks[0].verdict, Verdict::Improved, "{:?}", checks[0]);
 }
 
 #[test]
 fn p99_gates_with_large_n() {
-    let checks = run(
-        sample(10.0, 600, 0.0),
-        sample(20.0, 600, 0.1),
-        vec![Quantile::P99],
-    );
+    let checks = run_vs(600, 20.0, 0.1, vec![Quantile::P99]);
     assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
     // The smallest detectable change is shown: with a log-sd of 0.1 the baseline's 99 %
     // bounds of P99 at n = 600 are close, so it is a little above the 50 % tolerance.
     let mdc = checks[0].min_detectable_change.unwrap();
     assert!((0.5..0.7).contains(&mdc), "{mdc}");
-    let same = run(
-        sample(10.0, 600, 0.0),
-        sample(10.0, 600, 0.5),
-        vec![Quantile::P99],
-    );
+    let same = run_vs(600, 10.0, 0.5, vec![Quantile::P99]);
     assert_eq!(same[0].verdict, Verdict::Pass, "{:?}", same[0]);
 }
 
@@ -115,29 +122,8 @@ fn run_spread_widens_the_fail_tolerance() {
     // +12 % on TPOT: FAIL at the default 10 %; with tau = 0.05 from a 5-run baseline the fail
     // tolerance becomes exp(2.33 * 0.05 * sqrt(1.2)) - 1 = 13.6 %, so it is not a FAIL.
     let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
-        client_delay: None,
-        pairing: Pairing::default(),
-        scenario: "s".into(),
-        gate: gate(vec![Quantile::P50]),
-        metrics: vec![(
-            Metric::Tpot,
-            Samples {
-                ok: sample(10.0, 100, 0.0),
-                failed: 0,
-            },
-            Samples {
-                ok: sample(11.2, 100, 0.3),
-                failed: 0,
-            },
-        )],
-        errors: ErrorCounts::new((0, 100), (0, 100)),
-        stopped: ErrorCounts::default(),
         spread,
-        looks: 1,
-        slo: Vec::new(),
-        design: Design::Committed,
-        itl: None,
-        quality: Default::default(),
+        ..tpot_vs(11.2, 100, vec![Quantile::P50])
     };
     let (plain, _) = evaluate(&[mk(BTreeMap::new())]);
     assert_eq!(plain[0].verdict, Verdict::Fail, "{:?}", plain[0]);
@@ -179,23 +165,6 @@ fn run_spread_widens_the_fail_tolerance() {
 #[test]
 fn a_tolerance_learned_from_nights_is_capped_at_three_times_the_configured() {
     let mk = |nights: Option<usize>| ScenarioSamples {
-        pairing: Pairing::default(),
-        client_delay: None,
-        scenario: "s".into(),
-        gate: gate(vec![Quantile::P50]),
-        metrics: vec![(
-            Metric::Tpot,
-            Samples {
-                ok: sample(10.0, 100, 0.0),
-                failed: 0,
-            },
-            Samples {
-                ok: sample(40.0, 100, 0.3),
-                failed: 0,
-            },
-        )],
-        errors: ErrorCounts::new((0, 100), (0, 100)),
-        stopped: ErrorCounts::default(),
         spread: BTreeMap::from([(
             Metric::Tpot,
             Spread {
@@ -204,11 +173,7 @@ fn a_tolerance_learned_from_nights_is_capped_at_three_times_the_configured() {
                 nights,
             },
         )]),
-        looks: 1,
-        slo: Vec::new(),
-        design: Design::Committed,
-        itl: None,
-        quality: Default::default(),
+        ..tpot_vs(40.0, 100, vec![Quantile::P50])
     };
     // learned from 30 nights: exp(2.33 x 0.6144 x sqrt 1.5) - 1 = 477 %, capped at 3 x 10 %
     let (c, _) = evaluate(&[mk(Some(30))]);
@@ -230,29 +195,8 @@ fn run_spread_widens_the_tail_exceedance_check_too() {
     // band; with tau = 0.15 from a 5-run baseline the band is
     // exp(2.33 * 0.15 * sqrt(1.2)) - 1 = 46.6 %, and a drift of 1.3x is not a FAIL there.
     let mk = |spread: BTreeMap<Metric, Spread>| ScenarioSamples {
-        client_delay: None,
-        pairing: Pairing::default(),
-        scenario: "s".into(),
-        gate: gate(vec![Quantile::P50, Quantile::P99]),
-        metrics: vec![(
-            Metric::Tpot,
-            Samples {
-                ok: sample(10.0, 100, 0.0),
-                failed: 0,
-            },
-            Samples {
-                ok: sample(13.0, 100, 0.3),
-                failed: 0,
-            },
-        )],
-        errors: ErrorCounts::new((0, 100), (0, 100)),
-        stopped: ErrorCounts::default(),
         spread,
-        looks: 1,
-        slo: Vec::new(),
-        design: Design::Committed,
-        itl: None,
-        quality: Default::default(),
+        ..tpot_vs(13.0, 100, vec![Quantile::P50, Quantile::P99])
     };
     let tail = |checks: &[Check]| {
         checks
@@ -323,29 +267,12 @@ fn blocked(order: &str, per_block: usize, change: f64, drift: f64) -> ScenarioSa
     }
     let (nb, nc) = (base.len(), cand.len());
     ScenarioSamples {
-        client_delay: None,
-        pairing: Pairing::default(),
-        scenario: "s".into(),
-        gate: gate(vec![Quantile::P50]),
-        metrics: vec![(
-            Metric::Tpot,
-            Samples {
-                ok: base,
-                failed: 0,
-            },
-            Samples {
-                ok: cand,
-                failed: 0,
-            },
-        )],
-        errors: ErrorCounts::new((0, nb), (0, nc)),
-        stopped: ErrorCounts::default(),
-        spread: BTreeMap::new(),
-        looks: 1,
-        slo: Vec::new(),
+        metrics: vec![ok(Metric::Tpot, base, cand)],
         design: Design::Blocked(blocks),
-        itl: None,
-        quality: Default::default(),
+        ..scenario(
+            gate(vec![Quantile::P50]),
+            ErrorCounts::new((0, nb), (0, nc)),
+        )
     }
 }
 
@@ -431,21 +358,7 @@ fn zero_baseline_cannot_hide_a_regression() {
 fn error_rate_increase_fails_below_max_error_rate_too() {
     let mut g = gate(vec![Quantile::P50]);
     g.max_error_rate = 0.6;
-    let s = ScenarioSamples {
-        client_delay: None,
-        pairing: Pairing::default(),
-        scenario: "s".into(),
-        gate: g,
-        metrics: vec![],
-        errors: ErrorCounts::new((2, 40), (21, 40)),
-        stopped: ErrorCounts::default(),
-        spread: BTreeMap::new(),
-        looks: 1,
-        slo: Vec::new(),
-        design: Design::Committed,
-        itl: None,
-        quality: Default::default(),
-    };
+    let s = scenario(g, ErrorCounts::new((2, 40), (21, 40)));
     let (checks, _) = evaluate(&[s]);
     assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
     assert!(
@@ -464,19 +377,11 @@ fn error_rate_increase_fails_below_max_error_rate_too() {
 #[test]
 fn more_stopped_requests_fail_their_own_share_check_not_the_error_rate() {
     let s = |stopped: ErrorCounts| ScenarioSamples {
-        pairing: Pairing::default(),
-        client_delay: None,
-        scenario: "s".into(),
-        gate: gate(vec![Quantile::P50]),
-        metrics: vec![],
-        errors: ErrorCounts::new((0, 40), (0, 40)),
         stopped,
-        spread: BTreeMap::new(),
-        looks: 1,
-        slo: Vec::new(),
-        design: Design::Committed,
-        itl: None,
-        quality: Default::default(),
+        ..scenario(
+            gate(vec![Quantile::P50]),
+            ErrorCounts::new((0, 40), (0, 40)),
+        )
     };
     let (checks, _) = evaluate(&[s(ErrorCounts::new((0, 40), (10, 40)))]);
     assert_eq!(checks.len(), 2, "{checks:?}");
@@ -521,16 +426,6 @@ fn itl_scenario(b: Vec<GapCluster>, c: Vec<GapCluster>, design: Design) -> Scena
     let mut g = gate(vec![Quantile::P50]);
     g.itl = Some(crate::config::scenario::ITL_BAND);
     ScenarioSamples {
-        client_delay: None,
-        pairing: Pairing::default(),
-        scenario: "s".into(),
-        gate: g,
-        metrics: vec![],
-        errors: ErrorCounts::new((0, 20), (0, 20)),
-        stopped: ErrorCounts::default(),
-        spread: BTreeMap::new(),
-        looks: 1,
-        slo: Vec::new(),
         design,
         itl: Some(ItlSamples {
             baseline: b,
@@ -541,7 +436,7 @@ fn itl_scenario(b: Vec<GapCluster>, c: Vec<GapCluster>, design: Design) -> Scena
                 nights: None,
             }),
         }),
-        quality: Default::default(),
+        ..scenario(g, ErrorCounts::new((0, 20), (0, 20)))
     }
 }
 
@@ -623,21 +518,10 @@ fn itl_p99_is_info_with_too_few_gaps_or_requests() {
 
 #[test]
 fn error_rate_increase_fails() {
-    let s = ScenarioSamples {
-        client_delay: None,
-        pairing: Pairing::default(),
-        scenario: "s".into(),
-        gate: gate(vec![Quantile::P50]),
-        metrics: vec![],
-        errors: ErrorCounts::new((0, 100), (12, 100)),
-        stopped: ErrorCounts::default(),
-        spread: BTreeMap::new(),
-        looks: 1,
-        slo: Vec::new(),
-        design: Design::Committed,
-        itl: None,
-        quality: Default::default(),
-    };
+    let s = scenario(
+        gate(vec![Quantile::P50]),
+        ErrorCounts::new((0, 100), (12, 100)),
+    );
     let (checks, fam) = evaluate(&[s]);
     assert_eq!(fam, 1);
     assert_eq!(checks[0].verdict, Verdict::Fail, "{:?}", checks[0]);
@@ -663,31 +547,7 @@ fn a_tail_exceedance_row_that_cannot_fail_is_not_gated() {
     let p = tail::best_exceedance_p(12, 100, 20);
     assert!((p / (c(20, 12) / c(120, 12)) - 1.0).abs() < 1e-9, "{p}");
     assert!(p < 1.2e-11 && p > 1.19e-11, "{p}");
-    let mk = |n: usize| ScenarioSamples {
-        client_delay: None,
-        pairing: Pairing::default(),
-        scenario: "s".into(),
-        gate: gate(vec![Quantile::P50, Quantile::P99]),
-        metrics: vec![(
-            Metric::Tpot,
-            Samples {
-                ok: sample(10.0, n, 0.0),
-                failed: 0,
-            },
-            Samples {
-                ok: sample(13.0, n, 0.3),
-                failed: 0,
-            },
-        )],
-        errors: ErrorCounts::new((0, n), (0, n)),
-        stopped: ErrorCounts::default(),
-        spread: BTreeMap::new(),
-        looks: 1,
-        slo: Vec::new(),
-        design: Design::Committed,
-        itl: None,
-        quality: Default::default(),
-    };
+    let mk = |n: usize| tpot_vs(13.0, n, vec![Quantile::P50, Quantile::P99]);
     let tail_of = |n: usize| {
         evaluate(&[mk(n)])
             .0
@@ -746,41 +606,11 @@ fn a_client_delay_over_half_the_fail_move_ungates_ttft_not_tpot() {
         g.min_delta_ms.insert(Metric::Ttft, 1.0);
         let s = ScenarioSamples {
             client_delay: delay,
-            pairing: Pairing::default(),
-            scenario: "s".into(),
-            gate: g,
             metrics: vec![
-                (
-                    Metric::Ttft,
-                    Samples {
-                        ok: sample(40.0, 20, 0.0),
-                        failed: 0,
-                    },
-                    Samples {
-                        ok: sample(40.0, 20, 0.4),
-                        failed: 0,
-                    },
-                ),
-                (
-                    Metric::Tpot,
-                    Samples {
-                        ok: sample(4.0, 20, 0.0),
-                        failed: 0,
-                    },
-                    Samples {
-                        ok: sample(4.0, 20, 0.4),
-                        failed: 0,
-                    },
-                ),
+                ok(Metric::Ttft, sample(40.0, 20, 0.0), sample(40.0, 20, 0.4)),
+                ok(Metric::Tpot, sample(4.0, 20, 0.0), sample(4.0, 20, 0.4)),
             ],
-            errors: ErrorCounts::new((0, 20), (0, 20)),
-            stopped: ErrorCounts::default(),
-            spread: BTreeMap::new(),
-            looks: 1,
-            slo: Vec::new(),
-            design: Design::Committed,
-            itl: None,
-            quality: Default::default(),
+            ..scenario(g, ErrorCounts::new((0, 20), (0, 20)))
         };
         evaluate(&[s])
     };
@@ -866,23 +696,10 @@ fn run_mix_spread(
     let mut g = gate(vec![Quantile::P50]);
     g.metrics = vec![Metric::Ttft];
     let s = ScenarioSamples {
-        client_delay: None,
-        stopped: ErrorCounts::default(),
         pairing,
-        scenario: "s".into(),
-        gate: g,
-        metrics: vec![(
-            Metric::Ttft,
-            Samples { ok: b, failed: 0 },
-            Samples { ok: c, failed: 0 },
-        )],
-        errors: ErrorCounts::new((0, 24), (0, 24)),
+        metrics: vec![ok(Metric::Ttft, b, c)],
         spread,
-        looks: 1,
-        slo: Vec::new(),
-        design: Design::Committed,
-        itl: None,
-        quality: Default::default(),
+        ..scenario(g, ErrorCounts::new((0, 24), (0, 24)))
     };
     evaluate(&[s]).0.remove(0)
 }

@@ -13,8 +13,8 @@ pub mod series;
 pub mod store;
 
 pub use args::HistoryArgs;
-pub use entry::{entry_of, Entry, EntryError, Night, Runner, ServerId, HISTORY_VERSION};
-pub use store::{Appended, HistoryError, Loaded, Remote, Store, KEEP_NIGHTS};
+pub use entry::{entry_of, Entry, Night, Runner};
+pub use store::{HistoryError, Loaded, Remote, Store};
 
 /// The branch perfgate suggests for the history (`--history` without a name).
 pub const DEFAULT_BRANCH: &str = "perfgate-history";

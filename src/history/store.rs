@@ -205,16 +205,11 @@ impl Store {
     /// The branch's tip after fetching it (`None`: the branch does not exist yet).
     fn fetch_tip(&self) -> Result<Option<String>, HistoryError> {
         // inside a repository at all?
-        run(
-            &self.repo,
-            &["rev-parse", "--git-dir"],
-            None,
-            &[],
-            LOCAL_TIMEOUT,
-        )
-        .map_err(|source| HistoryError::NotARepo {
-            repo: self.repo.clone(),
-            source,
+        local(&self.repo, &["rev-parse", "--git-dir"]).map_err(|source| {
+            HistoryError::NotARepo {
+                repo: self.repo.clone(),
+                source,
+            }
         })?;
         self.refuse_named()?;
         let tip = self.tip_ref();
@@ -254,13 +249,7 @@ impl Store {
                 Ok(_) => {}
                 Err(e) if e.stderr().contains("couldn't find remote ref") => {
                     // no history yet: forget a stale copy
-                    let _ = run(
-                        &self.repo,
-                        &["update-ref", "-d", &tip],
-                        None,
-                        &[],
-                        LOCAL_TIMEOUT,
-                    );
+                    let _ = local(&self.repo, &["update-ref", "-d", &tip]);
                     return Ok(None);
                 }
                 Err(source) => {
@@ -289,14 +278,8 @@ impl Store {
     /// Refuses, by its name, a branch that is someone else's: checked out in a work tree of the
     /// repository, or the remote's default branch.
     fn refuse_named(&self) -> Result<(), HistoryError> {
-        let list = run(
-            &self.repo,
-            &["worktree", "list", "--porcelain"],
-            None,
-            &[],
-            LOCAL_TIMEOUT,
-        )
-        .map_err(HistoryError::Read)?;
+        let list =
+            local(&self.repo, &["worktree", "list", "--porcelain"]).map_err(HistoryError::Read)?;
         if let Some(dir) = checked_out_in(&String::from_utf8_lossy(&list), &self.branch) {
             return Err(self.not_history(NotHistory::CheckedOut(dir)));
         }
@@ -329,7 +312,7 @@ impl Store {
     /// (`git init --bare` names `master` or `init.defaultBranch` before anything is pushed
     /// there): the branch its clones would check out once it exists. `None` for other remotes.
     fn unborn_head(&self, remote: &str) -> Option<String> {
-        let git = |args: &[&str]| run(&self.repo, args, None, &[], LOCAL_TIMEOUT).ok();
+        let git = |args: &[&str]| local(&self.repo, args).ok();
         let url = git(&["remote", "get-url", remote])
             .map(|u| String::from_utf8_lossy(&u).trim().to_string())
             .unwrap_or_else(|| remote.to_string());
@@ -345,9 +328,7 @@ impl Store {
     /// Refuses, by what it holds at `tip`, a branch that is not perfgate's history: a file that
     /// is not a history file, a first commit perfgate did not write.
     fn refuse_content(&self, tip: &str) -> Result<(), HistoryError> {
-        let git = |args: &[&str]| {
-            run(&self.repo, args, None, &[], LOCAL_TIMEOUT).map_err(HistoryError::Read)
-        };
+        let git = |args: &[&str]| local(&self.repo, args).map_err(HistoryError::Read);
         let tree = git(&["ls-tree", "-z", tip])?;
         if let Some((name, kind)) = foreign_entry(&String::from_utf8_lossy(&tree)) {
             return Err(self.not_history(NotHistory::ForeignFile { name, kind }));
@@ -398,14 +379,7 @@ impl Store {
                 bytes: size,
             });
         }
-        let bytes = run(
-            &self.repo,
-            &["cat-file", "blob", &spec],
-            None,
-            &[],
-            LOCAL_TIMEOUT,
-        )
-        .map_err(HistoryError::Write)?;
+        let bytes = local(&self.repo, &["cat-file", "blob", &spec]).map_err(HistoryError::Write)?;
         let text = String::from_utf8_lossy(&bytes);
         parse(&path, name, &text).map_err(|source| HistoryError::Entry {
             branch: self.branch.clone(),
@@ -561,25 +535,13 @@ impl Store {
                     NETWORK_TIMEOUT,
                 )?;
                 // keep the fetched copy current, so a read right after sees the night
-                let _ = run(
-                    &self.repo,
-                    &["update-ref", &self.tip_ref(), commit],
-                    None,
-                    &[],
-                    LOCAL_TIMEOUT,
-                );
+                let _ = local(&self.repo, &["update-ref", &self.tip_ref(), commit]);
                 Ok(())
             }
             Remote::LocalOnly => {
                 let zero = "0".repeat(40);
                 let old = parent.unwrap_or(&zero);
-                run(
-                    &self.repo,
-                    &["update-ref", &self.tip_ref(), commit, old],
-                    None,
-                    &[],
-                    LOCAL_TIMEOUT,
-                )?;
+                local(&self.repo, &["update-ref", &self.tip_ref(), commit, old])?;
                 Ok(())
             }
         }
@@ -669,16 +631,15 @@ fn shown(text: &str) -> String {
     text.chars().filter(|c| !c.is_control()).take(72).collect()
 }
 
+/// `git <args>` in `repo` with no input, within [`LOCAL_TIMEOUT`].
+fn local(repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
+    run(repo, args, None, &[], LOCAL_TIMEOUT)
+}
+
 /// The commit id `r` points at, if it exists (an error: git did not answer).
 fn rev(repo: &Path, r: &str) -> Result<Option<String>, GitError> {
     let spec = format!("{r}^{{commit}}");
-    match run(
-        repo,
-        &["rev-parse", "--verify", "--quiet", &spec],
-        None,
-        &[],
-        LOCAL_TIMEOUT,
-    ) {
+    match local(repo, &["rev-parse", "--verify", "--quiet", &spec]) {
         Ok(s) => Ok(Some(String::from_utf8_lossy(&s).trim().to_string()).filter(|s| !s.is_empty())),
         Err(GitError::Failed { .. }) => Ok(None),
         Err(e) => Err(e),

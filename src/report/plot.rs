@@ -137,21 +137,11 @@ pub(super) fn framed<'a, 'b>(
         .ok()
 }
 
-/// An ECDF panel as an SVG document (`<svg ...>...</svg>`), `w` x `h` px. `baseline` is `None`
-/// when its values are not available; an empty side is not drawn. Returns `None` when there is
-/// nothing to draw. The reference side's legend says `baseline`.
-pub fn ecdf_svg(
-    title: &str,
-    baseline: Option<&[f64]>,
-    candidate: &[f64],
-    w: u32,
-    h: u32,
-) -> Option<String> {
-    ecdf_svg_in(title, "ms", "baseline", baseline, candidate, w, h)
-}
-
-/// [`ecdf_svg`] of values in `unit` (the x axis's label: `ms`, `tokens`), the reference side's
-/// legend saying `word` (`base` in an A/B report, as its page does; [`super::base_word`]).
+/// An ECDF panel as an SVG document (`<svg ...>...</svg>`), `w` x `h` px, of values in `unit`
+/// (the x axis's label: `ms`, `tokens`). `baseline` is `None` when its values are not available;
+/// an empty side is not drawn. Returns `None` when there is nothing to draw. The reference
+/// side's legend says `word` (`baseline`; `base` in an A/B report, as its page does;
+/// [`super::base_word`]).
 pub fn ecdf_svg_in(
     title: &str,
     unit: &str,
@@ -228,15 +218,18 @@ mod tests {
 
     #[test]
     fn an_svg_with_both_sides_and_none_without_data() {
-        let svg = ecdf_svg("TTFT", Some(&[40.0, 41.0, 44.0]), &[50.0, 52.0], 400, 260).unwrap();
+        let draw = |title, b: Option<&[f64]>, c: &[f64]| {
+            ecdf_svg_in(title, "ms", "baseline", b, c, 400, 260)
+        };
+        let svg = draw("TTFT", Some(&[40.0, 41.0, 44.0]), &[50.0, 52.0]).unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("baseline (n=3)") && svg.contains("candidate (n=2)"));
-        assert!(ecdf_svg("TTFT", None, &[], 400, 260).is_none());
+        assert!(draw("TTFT", None, &[]).is_none());
         // one value on both sides: still a range to draw on
-        assert!(ecdf_svg("TPOT", Some(&[4.0]), &[4.0], 400, 260).is_some());
+        assert!(draw("TPOT", Some(&[4.0]), &[4.0]).is_some());
         // a finite value near f64::MAX (a hand-edited baseline): drawn, clamped to a day,
         // instead of looping in the axis ticks for ever (today's code never returned here)
-        let svg = ecdf_svg("E2E", Some(&[1.7e308, 3.0]), &[f64::MAX, -1e308], 400, 260).unwrap();
+        let svg = draw("E2E", Some(&[1.7e308, 3.0]), &[f64::MAX, -1e308]).unwrap();
         assert!(svg.contains("candidate (n=2)"));
     }
 }

@@ -28,9 +28,9 @@ pub mod reference;
 mod session;
 pub mod steady;
 
-pub use interleaved::{measure_interleaved, ArmIndex, InFlight, Span};
+pub use interleaved::{measure_interleaved, InFlight, Span};
 pub use lag::{LagProbe, CLIENT_LAG_WARN_MS, LAG_PROBE_INTERVAL, LAG_RESERVOIR};
-pub use output::{RunOutput, SteadyCounts, MAX_RESENT_SHARE};
-pub use phase::{arrivals, intolerable, request_index};
+pub use output::{RunOutput, SteadyCounts};
+pub use phase::arrivals;
 pub use progress::{Phase, Progress};
 pub use session::{run, Session};

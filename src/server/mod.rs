@@ -363,21 +363,6 @@ async fn wait_ready(
     }
 }
 
-/// Makes sure the server of `spec` runs and is ready: reuses the process of an earlier
-/// scenario with the same block, else stops any other server and starts this one. `client`
-/// carries the endpoint's headers (API key) for the probes; `models_url` is
-/// `<base_url>/models`.
-///
-/// Errors: the server cannot start, never got ready, or failed earlier in this run; the
-/// message holds its exit status and log tail.
-pub async fn ensure(
-    spec: &ServerSpec,
-    client: &StreamClient,
-    models_url: &str,
-) -> Result<ServerReport, ServerError> {
-    ensure_with(spec, client, models_url, Others::Stop).await
-}
-
 /// What starting a server does to the servers of other `server:` blocks already running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Others {
@@ -387,7 +372,13 @@ pub enum Others {
     Keep,
 }
 
-/// [`ensure`], with the servers of other blocks stopped or kept as `others` says.
+/// Makes sure the server of `spec` runs and is ready: reuses the process of an earlier
+/// scenario with the same block, else (`others`) stops or keeps the servers of other blocks and
+/// starts this one. `client` carries the endpoint's headers (API key) for the probes;
+/// `models_url` is `<base_url>/models`.
+///
+/// Errors: the server cannot start, never got ready, or failed earlier in this run; the
+/// message holds its exit status and log tail.
 pub async fn ensure_with(
     spec: &ServerSpec,
     client: &StreamClient,

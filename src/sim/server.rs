@@ -29,12 +29,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
-pub use super::http_util::MAX_REQUEST_BODY;
 pub use super::lognormal::DEFAULT_MAX_TOKENS;
-pub use super::replay_serve::REPLAY_MODEL;
-pub use super::timing_log::{
-    origin, EventKind, RequestTimings, MAX_TIMED_EVENTS, MAX_TIMED_REQUESTS, SIM_REQUEST_HEADER,
-};
+pub use super::timing_log::{origin, EventKind, RequestTimings, SIM_REQUEST_HEADER};
 
 use super::config::SimConfig;
 use super::http_util::ResBody;

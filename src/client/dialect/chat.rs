@@ -7,8 +7,6 @@ use super::{
     not_integer, refused, usage, EventInfo, CHAT_CACHED, VENDOR_USAGE,
 };
 use crate::config::Api;
-use serde::de::IgnoredAny;
-use serde::Deserialize;
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -76,116 +74,25 @@ pub(super) fn openai(api: Api, v: &Value) -> EventInfo {
 
 /// The common OpenAI chat chunk, read without building a JSON tree (most of the per-event CPU of
 /// the general path, which matters at hundreds of streams: the client must keep up to stamp on
-/// time). Members the general path ([`openai`], `foreign`) does not read are skipped; when one
-/// it reads for anything but the plain case is present and not null (a usage object, `error`,
-/// `timings`, `type`; a choice's `text` or `message`; a delta's reasoning or tool calls), or a
-/// member has another type than expected (non-string content, a duplicate key, NaN),
-/// [`fast_chat`] returns `None` and the general path decides. Same result as the general path
-/// (`fast_path_agrees_with_the_general_path`).
-#[derive(Deserialize)]
-struct FastChunk<'a> {
-    #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    model: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    system_fingerprint: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    choices: Vec<FastChoice<'a>>,
-    // present and not null: the general path
-    #[serde(default)]
-    usage: Option<IgnoredAny>,
-    #[serde(default)]
-    error: Option<IgnoredAny>,
-    #[serde(default)]
-    timings: Option<IgnoredAny>,
-    #[serde(default, rename = "type")]
-    kind: Option<IgnoredAny>,
-    #[serde(default)]
-    x_groq: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct FastChoice<'a> {
-    #[serde(default)]
-    index: u64,
-    #[serde(borrow)]
-    delta: FastDelta<'a>,
-    #[serde(borrow, default)]
-    finish_reason: Option<Cow<'a, str>>,
-    #[serde(default)]
-    text: Option<IgnoredAny>,
-    #[serde(default)]
-    message: Option<IgnoredAny>,
-    #[serde(default)]
-    usage: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct FastDelta<'a> {
-    #[serde(borrow, default)]
-    content: Option<Cow<'a, str>>,
-    #[serde(default)]
-    reasoning_content: Option<IgnoredAny>,
-    #[serde(default)]
-    reasoning: Option<IgnoredAny>,
-    #[serde(default)]
-    tool_calls: Option<IgnoredAny>,
-    #[serde(default)]
-    refusal: Option<IgnoredAny>,
-    #[serde(default)]
-    reasoning_details: Option<IgnoredAny>,
-}
-
+/// time) by [`crate::client::chunk::chat`]. Members the general path ([`openai`], `foreign`)
+/// does not read are skipped; when one it reads for anything but the plain case is present and
+/// not null (a usage object, `error`, `timings`, `type`; a choice's `text` or `message`; a
+/// delta's reasoning or tool calls), or a member has another type than expected (non-string
+/// content, a duplicate key, NaN), [`fast_chat`] returns `None` and the general path decides.
+/// Same result as the general path (`fast_path_agrees_with_the_general_path`).
 pub(super) fn fast_chat(data: &str) -> Option<EventInfo> {
-    if crate::client::chunk::too_deep(data) {
-        return None;
-    }
-    let c: FastChunk = serde_json::from_str(data).ok()?;
-    let plain_choices = c.choices.iter().all(|ch| {
-        ch.text.is_none()
-            && ch.message.is_none()
-            && ch.delta.reasoning_content.is_none()
-            && ch.delta.reasoning.is_none()
-            && ch.delta.tool_calls.is_none()
-            && ch.delta.refusal.is_none()
-            && ch.delta.reasoning_details.is_none()
-            && ch.usage.is_none()
-            && !ch.delta.content.as_deref().is_some_and(has_think_tag)
-            && ch
-                .finish_reason
-                .as_deref()
-                .is_none_or(|f| failing_finish(f).is_none() && !is_content_filter(f))
-    });
-    if c.usage.is_some()
-        || c.error.is_some()
-        || c.timings.is_some()
-        || c.kind.is_some()
-        || c.x_groq.is_some()
-        || !plain_choices
-    {
-        return None;
-    }
-    let mut info = EventInfo {
+    let c = crate::client::chunk::chat(data)?;
+    Some(EventInfo {
         model: c.model.as_deref().map(clip),
         system_fingerprint: c.system_fingerprint.as_deref().map(clip),
         id: c.id.as_deref().map(clip),
+        multi_choice: c.multi_choice,
+        finish: c.finish.as_deref().map(clip),
+        token: c.text.is_some(),
+        answer: c.text.is_some(),
+        text: c.text.map(Cow::into_owned),
         ..Default::default()
-    };
-    for ch in &c.choices {
-        if ch.index != 0 {
-            info.multi_choice = true;
-        }
-        if let Some(f) = ch.finish_reason.as_deref().filter(|f| is_finish(f)) {
-            info.finish = Some(clip(f));
-        }
-        if let Some(text) = ch.delta.content.as_deref().filter(|s| !s.is_empty()) {
-            info.token = true;
-            info.answer = true;
-            info.text = Some(text.to_string());
-        }
-    }
-    Some(info)
+    })
 }
 
 /// What a chat `delta` carries: answer text (a string, or typed parts as Mistral's
@@ -274,11 +181,6 @@ fn nonempty_text(v: Option<&Value>) -> bool {
         Some(Value::Array(parts)) => parts.iter().any(|p| nonempty(p.get("text"))),
         other => nonempty(other),
     }
-}
-
-/// A whole `<think>`-style tag in `s` (the fast path leaves such text to the general one).
-fn has_think_tag(s: &str) -> bool {
-    crate::client::think::has_tag(s)
 }
 
 /// `finish_reason: "content_filter"` (OpenAI, Azure): the provider's filter ended the answer on

@@ -216,11 +216,6 @@ impl StreamClient {
         self.url.as_str()
     }
 
-    /// The pool-warming URL: `<base>/models` under the API route's base path.
-    pub fn models_url(&self) -> &str {
-        self.models_url.as_str()
-    }
-
     /// True once streamed requests ask for `Connection: close` (see
     /// [`StreamClient::set_close_after_stream`]).
     pub fn close_after_stream(&self) -> bool {

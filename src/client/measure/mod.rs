@@ -277,7 +277,7 @@ impl Measurer {
             };
             self.token(at_ms, answer, Some(text), None);
         }
-        self.finish_seen |= c.finish;
+        self.finish_seen |= c.finish.is_some();
     }
 
     /// A token-bearing event (not a recap) that arrived at `at_ms`: what it carried, its answer
