@@ -359,14 +359,19 @@ fn verdict_of(
                 return;
             }
             // red on the night that confirms it; a WARN while it stays in force after
-            let (verdict, kind, then) = match j.tonight {
-                Tonight::StepUp(_) => (Verdict::Fail, ReasonKind::Measured, ""),
-                _ => (Verdict::Warn, ReasonKind::StepInForce, " (red that night)"),
+            let (verdict, kind, then, until) = match j.tonight {
+                Tonight::StepUp(_) => (Verdict::Fail, ReasonKind::Measured, "", ""),
+                _ => (
+                    Verdict::Warn,
+                    ReasonKind::StepInForce,
+                    " (red that night)",
+                    ": in force until the nights are back or the baseline is blessed again",
+                ),
             };
             ch.verdict = verdict;
             ch.reason_kind = kind;
             ch.reason = format!(
-                "stepped up {} from {} ({}); {} night(s) at the new level, confirmed on night {}{then}; tonight {} against {} before the step{}",
+                "stepped up {} from {} ({}); {} night(s) at the new level, confirmed on night {}{then}; tonight {} against {} before the step{until}",
                 pct(up.ratio),
                 label(up.first),
                 commit_range(nights, idx[up.first]),
@@ -374,11 +379,6 @@ fn verdict_of(
                 idx[up.found_at] + 1,
                 ms(v),
                 ms(up.old),
-                if verdict == Verdict::Warn {
-                    ": in force until the nights are back or the baseline is blessed again"
-                } else {
-                    ""
-                }
             );
         }
         Tonight::StepUpBack(up) => {
