@@ -166,15 +166,7 @@ fn append(a: AppendArgs) -> Result<i32, Error> {
         runner: history::Runner::here(&env),
         baseline_created_at: None,
     };
-    let entries: Vec<history::Entry> = results
-        .scenarios
-        .iter()
-        .filter_map(|s| {
-            let mut n = night.clone();
-            n.baseline_created_at = s.baseline.as_ref().map(|b| b.created_at.clone());
-            history::entry_of(s, &n)
-        })
-        .collect();
+    let entries = history::entries_of(&results.scenarios, &night);
     if entries.is_empty() {
         return Err(Error::usage(format!(
             "{}: no scenario measured a successful request: nothing to append",

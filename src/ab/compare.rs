@@ -19,7 +19,10 @@ pub fn compare(scs: &[AbScenario], runs: Vec<AbRuns>, opts: &AbOptions) -> Resul
     let mut base_figures: BTreeMap<ScenarioName, BTreeMap<String, f64>> = BTreeMap::new();
     let mut answers = Vec::with_capacity(scs.len());
     for (ab, runs) in scs.iter().zip(runs) {
-        answers.push(answers_of(ab, &runs));
+        answers.push(assess::gated::Last {
+            answers: answers_of(ab, &runs),
+            night: None,
+        });
         let j = one(ab, runs, opts);
         inputs.extend(j.gate_input);
         if let Some(f) = j.base_figures {
@@ -35,6 +38,7 @@ pub fn compare(scs: &[AbScenario], runs: Vec<AbRuns>, opts: &AbOptions) -> Resul
         answers,
         &opts.id,
         crate::verdict::BaselinePolicy::Required,
+        None,
     )
 }
 

@@ -1,29 +1,27 @@
 //! The end of every judgement over a family of scenarios: the gate, each check on its scenario,
 //! a compared scenario that nothing could gate made could-not-measure, the overall verdict.
 
-use crate::config::{Scenario, ScenarioName};
+use crate::config::ScenarioName;
 use crate::exit;
 use crate::gate;
-use crate::history::{Entry, Night};
 use crate::results::{CheckId, Results, ScenarioResult, Status, RESULTS_SCHEMA_VERSION};
-use crate::results::{NightPoint, NightlySeries, StepMark, NIGHTS_SHOWN};
-use crate::stats::changepoint::StepRule;
-use crate::summary::SummaryKey;
 use crate::verdict::Overall;
 use std::collections::BTreeMap;
 
 /// The end of `check` and `ab` alike: the gate over every scenario's input (one Holm family),
 /// each check put on its scenario with the "where the time went" notes of a FAIL (`base_figures`:
 /// the baseline's or base arm's server-side figures by scenario), each scenario's answers
-/// compared with its reference's (`answers`, in the order of `results`; `gate.outputs`, outside
-/// the family), and the overall verdict.
+/// compared with its reference's and tonight judged against its nights (`last`, in the order of
+/// `results`; outside the family), and the overall verdict. `created_at`: the results' time
+/// when it was fixed before measuring (`check --history`: the night's), else now.
 pub fn gated_results(
     mut results: Vec<ScenarioResult>,
     inputs: &[gate::ScenarioSamples],
     base_figures: &BTreeMap<ScenarioName, BTreeMap<String, f64>>,
-    answers: Vec<Option<super::outputs::Answers>>,
+    last: Vec<Last>,
     id: &CheckId,
     policy: crate::verdict::BaselinePolicy,
+    created_at: Option<String>,
 ) -> Results {
     let (checks, family) = gate::evaluate(inputs);
     for c in checks {
@@ -31,7 +29,7 @@ pub fn gated_results(
             r.checks.push(c);
         }
     }
-    let mut answers = answers.into_iter();
+    let mut last = last.into_iter();
     for r in results.iter_mut() {
         if r.status == Status::Compared {
             if let Some(why) = nothing_gated(&r.checks) {
@@ -54,15 +52,20 @@ pub fn gated_results(
                 n,
             ));
         }
+        let Last { answers, night } = last.next().unwrap_or_default();
         // the answers (gate.outputs), once the latency verdicts are known
-        if let Some(a) = answers.next().flatten() {
+        if let Some(a) = answers {
             super::outputs::settle(r, a);
+        }
+        // the nights, once the committed baseline's rows are known (they decide some of them)
+        if let Some(n) = night {
+            super::nightly::settle(r, n);
         }
     }
     let mut out = Results {
         schema_version: RESULTS_SCHEMA_VERSION,
         perfgate_version: env!("CARGO_PKG_VERSION").to_string(),
-        created_at: crate::clock::now_rfc3339(),
+        created_at: created_at.unwrap_or_else(crate::clock::now_rfc3339),
         id: id.clone(),
         verdict: Overall::Pass,
         exit_code: exit::OK,
@@ -74,6 +77,15 @@ pub fn gated_results(
     };
     out.decide();
     out
+}
+
+/// What the judgement's last stage settles on a scenario once its latency verdicts are known.
+#[derive(Debug, Default)]
+pub struct Last {
+    /// Its answers against its reference's (`gate.outputs`).
+    pub answers: Option<super::outputs::Answers>,
+    /// Tonight against its nights (`check --history`).
+    pub night: Option<super::nightly::JudgedNight>,
 }
 
 /// `gate.confirm`, after re-run `i` of a scenario with a FAIL was judged (`rerun`): each FAIL of
@@ -123,87 +135,6 @@ pub fn confirmed(res: &mut ScenarioResult, i: u32, rerun: &ScenarioResult) {
         NoteKind::Confirmation,
         format!("confirmation re-run {i}: {}", held.join("; ")),
     ));
-}
-
-/// A scenario's nightly history: the reference `check --history` judges tonight's run against
-/// for change points (docs/history.md).
-#[derive(Debug, Clone, Copy)]
-pub struct Nights<'a> {
-    /// The history branch.
-    pub branch: &'a str,
-    /// The scenario's nights as read before measuring.
-    pub past: &'a [Entry],
-    /// Tonight: when (the results' time), which commit, where.
-    pub night: &'a Night,
-    pub rule: &'a StepRule,
-}
-
-/// `check --history`, after the gate: tonight's run judged against its `nights` (a `nightly
-/// step` check per gated metric, the notes, the series the reports draw); returns tonight's
-/// entry to append, none when the run measured nothing.
-pub fn judge_night(res: &mut ScenarioResult, sc: &Scenario, nights: &Nights) -> Option<Entry> {
-    use crate::results::{Note, NoteKind};
-    let Some(entry) = crate::history::entry_of(res, nights.night) else {
-        res.notes.push(Note::new(
-            NoteKind::Nightly,
-            "nightly history: nothing measured tonight, so no night is appended",
-        ));
-        return None;
-    };
-    let judged = super::nightly::judge_nights(sc, nights.past, &entry, nights.rule);
-    super::nightly::series_decides(&mut res.checks, &judged);
-    res.nightly = Some(series_of(sc, nights, &entry, &judged));
-    res.checks.extend(judged.checks);
-    let notes = judged.notes.into_iter();
-    res.notes
-        .extend(notes.map(|n| Note::new(NoteKind::Nightly, n)));
-    Some(entry)
-}
-
-/// The newest nights of `sc`'s series (tonight last) and its change points, for the reports.
-fn series_of(
-    sc: &Scenario,
-    h: &Nights,
-    tonight: &Entry,
-    judged: &super::nightly::Nightly,
-) -> NightlySeries {
-    let (kept, _) = super::nightly::comparable(h.past, &tonight.fingerprint);
-    let all: Vec<&Entry> = kept.iter().chain(std::iter::once(tonight)).collect();
-    let from = all.len().saturating_sub(NIGHTS_SHOWN);
-    let nights = all[from..]
-        .iter()
-        .map(|e| NightPoint {
-            time: e.time.clone(),
-            commit: e.commit.clone(),
-            p50_ms: sc
-                .gate
-                .metrics
-                .iter()
-                .filter_map(|&m| Some((m, e.metrics.get(&SummaryKey::from(m))?.p50)))
-                .collect(),
-        })
-        .collect();
-    let marks = judged
-        .steps
-        .iter()
-        .filter_map(|(k, ss)| Some((k.metric()?, ss)))
-        .flat_map(|(m, ss)| {
-            ss.iter()
-                .filter(|s| s.first >= from)
-                .map(move |s| StepMark {
-                    metric: m,
-                    night: s.first - from,
-                    up: s.direction == crate::stats::changepoint::Direction::Up,
-                })
-        })
-        .collect();
-    NightlySeries {
-        branch: h.branch.to_string(),
-        total: all.len(),
-        nights,
-        steps: marks,
-        deciding: judged.deciding.clone(),
-    }
 }
 
 /// Why a compared scenario's gate could not compare any latency, if it could not: it has

@@ -41,9 +41,10 @@ pub struct CommittedBaseline<'a> {
     /// Why it cannot be compared with (missing, broken, stale), with the status that says so;
     /// `None` when it is usable.
     pub unusable: Option<&'a (Status, String)>,
-    /// The night-to-night spread the nightly history measured, per metric: it replaces the bless
-    /// runs' spread in the drift widening (empty without a history, or with too few nights).
-    pub learned: &'a BTreeMap<Metric, super::nightly::Learned>,
+    /// `check --history`: the scenario's nights. Their night-to-night spread replaces the bless
+    /// runs' in the drift widening (where there are enough nights), and tonight's run is judged
+    /// against them too (a `nightly step` check per gated metric, deciding those metrics).
+    pub nights: Option<super::nightly::Nights<'a>>,
 }
 
 /// The base arm of an A/B run.
@@ -71,6 +72,8 @@ pub struct Judged {
     pub gate_input: Option<ScenarioSamples>,
     /// The reference's server-side figures, to say where a FAIL's time went.
     pub base_figures: Option<BTreeMap<String, f64>>,
+    /// Tonight against its nights, settled once the gate has judged the rows they decide.
+    pub night: Option<super::nightly::JudgedNight>,
 }
 
 /// What the judgement is given besides the run and its reference.
@@ -109,6 +112,12 @@ pub fn judge(
         // a load-shard worker measures, `perfgate report` gates the merged workers
         worker_part(res, share, run);
         j.gate_input = None;
+    }
+    if let Some(n) = r
+        .nights
+        .filter(|_| j.result.status != Status::Misconfigured)
+    {
+        j.night = Some(super::nightly::judge_night(&j.result, sc, &n));
     }
     j
 }
@@ -189,6 +198,7 @@ fn judge_run(
         result: header(sc, r.beside.map_or(sc, |a| a.written), cand),
         gate_input: None,
         base_figures: r.figures.cloned(),
+        night: None,
     };
     let res = &mut j.result;
     res.ab = r.beside.map(|a| a.ab.clone());
@@ -524,6 +534,8 @@ struct Resolved<'a> {
     unusable: Option<&'a (Status, String)>,
     /// The metrics whose learned nights move too much to gate at the configured tolerance.
     too_wide: Vec<super::nightly::TooWide>,
+    /// The nights tonight's run is also judged against.
+    nights: Option<super::nightly::Nights<'a>>,
     /// Its server-side figures, to say where a FAIL's time went.
     figures: Option<&'a BTreeMap<String, f64>>,
     /// `gate.cold_start`'s reference starts and whose they are, and the candidate's when the
@@ -541,6 +553,9 @@ fn resolve<'a>(sc: &Scenario, reference: &Reference<'a>) -> Resolved<'a> {
     match *reference {
         Reference::Baseline(b) => {
             let usable = b.loaded.filter(|_| b.unusable.is_none());
+            let learned = b.nights.map_or_else(BTreeMap::new, |n| {
+                super::nightly::learned_spread(sc, n.past, n.rule)
+            });
             Resolved {
                 words: Words::Baseline,
                 beside: None,
@@ -554,8 +569,9 @@ fn resolve<'a>(sc: &Scenario, reference: &Reference<'a>) -> Resolved<'a> {
                 }),
                 unusable: b.unusable,
                 too_wide: b.loaded.map_or_else(Vec::new, |base| {
-                    super::nightly::too_wide(sc, b.learned, base.runs.len().max(1))
+                    super::nightly::too_wide(sc, &learned, base.runs.len().max(1))
                 }),
+                nights: b.nights,
                 figures: b.loaded.map(|base| &base.environment.server_metrics),
                 design: Design::Committed,
                 blocks: None,
@@ -567,7 +583,7 @@ fn resolve<'a>(sc: &Scenario, reference: &Reference<'a>) -> Resolved<'a> {
                     // each metric the history learned: tau from the nights, k still the bless
                     // runs (docs/history.md "A tolerance learned from real nights")
                     let (mut spread, runs) = (baseline_spread(sc, base), base.runs.len().max(1));
-                    for (&m, l) in b.learned {
+                    for (&m, l) in &learned {
                         let (tau, nights) = (l.tau, Some(l.nights));
                         spread.insert(m, Spread { tau, runs, nights });
                     }
@@ -600,6 +616,7 @@ fn resolve<'a>(sc: &Scenario, reference: &Reference<'a>) -> Resolved<'a> {
                 info: None,
                 unusable: None,
                 too_wide: Vec::new(),
+                nights: None,
                 figures: run.and_then(|r| r.server_side.as_ref()).map(|s| &s.metrics),
                 starts: Some((starts.0, StartsOf::BaseArm, starts.1)),
                 design: Design::Interleaved,
@@ -737,7 +754,7 @@ mod tests {
             path: std::path::Path::new("baselines/s.json"),
             loaded: Some(base),
             unusable: None,
-            learned: &BTreeMap::new(),
+            nights: None,
         });
         judge(sc, Ok(run), &reference, &Given::default())
     }
@@ -779,7 +796,7 @@ mod tests {
             path: std::path::Path::new("baselines/s.json"),
             loaded: Some(&base),
             unusable: None,
-            learned: &BTreeMap::new(),
+            nights: None,
         });
         let given = Given {
             here: (Some("CPU B"), None),

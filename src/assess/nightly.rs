@@ -6,7 +6,9 @@
 
 use crate::config::{Metric, Quantile, Scenario};
 use crate::gate::{Check, CheckKind, ReasonKind, Verdict};
-use crate::history::{series, Entry};
+use crate::history::{series, Entry, Night};
+use crate::results::{NightPoint, NightlySeries, StepMark, NIGHTS_SHOWN};
+use crate::results::{Note, NoteKind, ScenarioResult};
 use crate::stats::changepoint::{Direction, Step, StepRule};
 use crate::stats::nightly_band::{self, BandRule, Event, LevelStep, Restore, Tonight, Way};
 use crate::stats::spread::MAX_LEARNED_FACTOR;
@@ -228,6 +230,102 @@ pub fn series_decides(checks: &mut [Check], nightly: &Nightly) {
                 "; with --history the nights decide the night's verdict (the nightly step row), so this comparison with the committed baseline is shown, not gated",
             );
         }
+    }
+}
+
+/// A scenario's nightly history: the reference `check --history` judges tonight's run against
+/// for change points (docs/history.md).
+#[derive(Debug, Clone, Copy)]
+pub struct Nights<'a> {
+    /// The history branch.
+    pub branch: &'a str,
+    /// The scenario's nights as read before measuring.
+    pub past: &'a [Entry],
+    /// Tonight: when (fixed before measuring: the results' time too), which commit, where.
+    pub night: &'a Night,
+    pub rule: &'a StepRule,
+}
+
+/// Tonight's run judged against its nights: what the judgement's last stage settles on the
+/// scenario's result ([`settle`]) once the committed baseline's rows are gated.
+#[derive(Debug, Clone)]
+pub struct JudgedNight {
+    /// The `nightly step` checks, the notes, the change points and the deciding metrics.
+    pub nightly: Nightly,
+    /// The newest nights and their change points as the reports draw them; `None` when the run
+    /// measured nothing, so there is no night.
+    pub series: Option<NightlySeries>,
+}
+
+/// `check --history`: the judged run `res` of `sc` as tonight's night against its `nights` (a
+/// `nightly step` check per gated metric, the notes, the series the reports draw). Pure.
+pub fn judge_night(res: &ScenarioResult, sc: &Scenario, nights: &Nights) -> JudgedNight {
+    let Some(entry) = crate::history::entries_of([res], nights.night).pop() else {
+        let nothing = "nightly history: nothing measured tonight, so no night is appended";
+        let nightly = Nightly {
+            notes: vec![nothing.into()],
+            ..Nightly::default()
+        };
+        return JudgedNight {
+            nightly,
+            series: None,
+        };
+    };
+    let nightly = judge_nights(sc, nights.past, &entry, nights.rule);
+    let series = Some(series_of(sc, nights, &entry, &nightly));
+    JudgedNight { nightly, series }
+}
+
+/// The last stage of a night's judgement, once the committed baseline's rows are gated: the
+/// nights decide the metrics they judge ([`series_decides`]), their checks and notes follow
+/// the scenario's own, and the series is kept for the reports.
+pub fn settle(res: &mut ScenarioResult, n: JudgedNight) {
+    series_decides(&mut res.checks, &n.nightly);
+    res.nightly = n.series;
+    res.checks.extend(n.nightly.checks);
+    let notes = n.nightly.notes.into_iter();
+    res.notes
+        .extend(notes.map(|t| Note::new(NoteKind::Nightly, t)));
+}
+
+/// The newest nights of `sc`'s series (tonight last) and its change points, for the reports.
+fn series_of(sc: &Scenario, h: &Nights, tonight: &Entry, judged: &Nightly) -> NightlySeries {
+    let (kept, _) = comparable(h.past, &tonight.fingerprint);
+    let all: Vec<&Entry> = kept.iter().chain(std::iter::once(tonight)).collect();
+    let from = all.len().saturating_sub(NIGHTS_SHOWN);
+    let nights = all[from..]
+        .iter()
+        .map(|e| NightPoint {
+            time: e.time.clone(),
+            commit: e.commit.clone(),
+            p50_ms: sc
+                .gate
+                .metrics
+                .iter()
+                .filter_map(|&m| Some((m, e.metrics.get(&SummaryKey::from(m))?.p50)))
+                .collect(),
+        })
+        .collect();
+    let marks = judged
+        .steps
+        .iter()
+        .filter_map(|(k, ss)| Some((k.metric()?, ss)))
+        .flat_map(|(m, ss)| {
+            ss.iter()
+                .filter(|s| s.first >= from)
+                .map(move |s| StepMark {
+                    metric: m,
+                    night: s.first - from,
+                    up: s.direction == crate::stats::changepoint::Direction::Up,
+                })
+        })
+        .collect();
+    NightlySeries {
+        branch: h.branch.to_string(),
+        total: all.len(),
+        nights,
+        steps: marks,
+        deciding: judged.deciding.clone(),
     }
 }
 

@@ -179,12 +179,12 @@ pub async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
         let mut none = check::interrupted_results(&scs, &baselines, &opts);
         report::last_resort::keep(p, &mut none);
     }
-    let mut results = match imported {
+    let results = match imported {
         Some((sc, imp)) => check_results(sc, imp, &baselines, &opts),
         None => check::run_check(&scs, &baselines, &opts).await,
     };
     let unsaved = match &history {
-        Some(h) => nightly_history(&mut results, &scs, &baselines, h),
+        Some(h) => nightly_history(&results, h),
         None => None,
     };
     let rep = report::Report::with_loaded(results, |name| {
@@ -199,16 +199,15 @@ pub async fn cmd_check(a: CheckArgs) -> Result<i32, Error> {
     })
 }
 
-/// `check --history` after the gate: tonight judged against the nights (a `nightly step` check
-/// per gated metric), then appended. Returns the error of an append that failed (the verdict
-/// stands; the night is in the results file for `perfgate history append`).
+/// `check --history` once judged: tonight's night of every scenario judged against its nights,
+/// appended. Returns the error of an append that failed (the verdict stands; the night is in
+/// the results file for `perfgate history append`).
 fn nightly_history(
-    results: &mut crate::results::Results,
-    scs: &[Scenario],
-    baselines: &crate::compare::Baselines,
+    results: &crate::results::Results,
     h: &crate::compare::nightly::HistoryRun,
 ) -> Option<Error> {
-    let tonight = crate::compare::nightly::judge_tonight(results, scs, baselines, h);
+    let judged = results.scenarios.iter().filter(|s| s.nightly.is_some());
+    let tonight = crate::history::entries_of(judged, &h.night);
     if results.incomplete {
         eprintln!("perfgate: history: the run was interrupted, so tonight is not appended");
         return None;

@@ -11,6 +11,7 @@ pub mod workers;
 
 pub use baselines::Baselines;
 
+use crate::assess::gated::Last;
 use crate::assess::UnlistedModel;
 use crate::assess::{gated_results, judge, outputs, CommittedBaseline, Given, Reference};
 use crate::config::{Scenario, ScenarioName};
@@ -32,8 +33,8 @@ pub struct CheckOptions {
     /// The live progress display every measurement reports to (an interactive terminal's
     /// progress line), if any.
     pub progress: Option<std::sync::Arc<dyn crate::runner::Progress>>,
-    /// `--history`: the nightly history read before measuring; its night-to-night spread widens
-    /// the baselines' fail tolerances ([`nightly::HistoryRun::learned`]).
+    /// `--history`: the nightly history read before measuring: each run is judged against its
+    /// scenario's nights too ([`nightly::HistoryRun::nights`]).
     pub history: Option<std::sync::Arc<nightly::HistoryRun>>,
 }
 
@@ -61,21 +62,16 @@ pub(super) fn judge_all(
     let mut gate_inputs: Vec<ScenarioSamples> = Vec::new();
     // the baselines' server-side figures, to say where a FAIL's time went
     let mut base_figures: BTreeMap<ScenarioName, BTreeMap<String, f64>> = BTreeMap::new();
-    let mut answers = Vec::with_capacity(scenarios.len());
+    let mut last = Vec::with_capacity(scenarios.len());
     for (i, (sc, run)) in scenarios.iter().zip(runs).enumerate() {
         let path = baselines.path_for(&sc.name);
         let loaded = baselines.get(&sc.name);
         let unusable = baselines.why_unusable(sc, Missing::of(sc, opts.policy));
-        let learned = opts
-            .history
-            .as_ref()
-            .map(|h| h.learned(sc))
-            .unwrap_or_default();
         let reference = Reference::Baseline(CommittedBaseline {
             path: &path,
             loaded: loaded.as_ref().ok().copied(),
             unusable: unusable.as_ref(),
-            learned: &learned,
+            nights: opts.history.as_ref().map(|h| h.nights(sc)),
         });
         let given = Given {
             unlisted_model: opts.unlisted_model,
@@ -83,10 +79,13 @@ pub(super) fn judge_all(
             workers: workers.get(i),
         };
         let j = judge(sc, run.as_ref(), &reference, &given);
-        // the answers against the baseline's (gate.outputs)
-        answers.push(match (loaded.as_ref().ok(), run.as_ref()) {
-            (Some(b), Ok(run)) => outputs::against_baseline(sc, b, &run.records),
-            _ => None,
+        last.push(Last {
+            // the answers against the baseline's (gate.outputs)
+            answers: match (loaded.as_ref().ok(), run.as_ref()) {
+                (Some(b), Ok(run)) => outputs::against_baseline(sc, b, &run.records),
+                _ => None,
+            },
+            night: j.night,
         });
         gate_inputs.extend(j.gate_input);
         if let Some(f) = j.base_figures {
@@ -98,8 +97,11 @@ pub(super) fn judge_all(
         results,
         &gate_inputs,
         &base_figures,
-        answers,
+        last,
         &opts.id,
         opts.policy,
+        // a night's time is fixed before measuring: the results carry it, so `history append
+        // --results` of this file names the same night
+        opts.history.as_ref().map(|h| h.night.time.clone()),
     )
 }

@@ -1,15 +1,12 @@
-//! `check --history`: the nightly history read before measuring (its spread widens the committed
-//! baselines' tolerances), tonight's runs judged for change points after the gate, and the night
-//! appended (docs/history.md).
+//! `check --history`: the nightly history read before measuring, with tonight's time, commit and
+//! runner fixed; each scenario's nights are a part of its reference ([`HistoryRun::nights`]:
+//! their spread widens the committed baseline's tolerances, tonight's run is judged against
+//! them in [`crate::assess::judge()`]); the night appended after (docs/history.md).
 
-use super::baselines::Baselines;
-use crate::assess::gated::{judge_night, Nights};
-use crate::assess::nightly::{learned_spread, Learned};
-use crate::config::{Metric, Scenario};
+use crate::assess::nightly::Nights;
+use crate::config::Scenario;
 use crate::history::{Entry, HistoryError, Loaded, Night, Runner, Store};
-use crate::results::{Results, Status};
 use crate::stats::changepoint::StepRule;
-use std::collections::BTreeMap;
 
 /// The history a check reads and appends to.
 #[derive(Debug, Clone)]
@@ -55,9 +52,14 @@ impl HistoryRun {
             .map_or(&[][..], Vec::as_slice)
     }
 
-    /// The night-to-night spread of `sc`'s gated metrics, where the history has enough nights.
-    pub fn learned(&self, sc: &Scenario) -> BTreeMap<Metric, Learned> {
-        learned_spread(sc, self.past(sc), &self.rule)
+    /// The nights `sc`'s run is judged against, tonight among them.
+    pub fn nights(&self, sc: &Scenario) -> Nights<'_> {
+        Nights {
+            branch: &self.store.branch,
+            past: self.past(sc),
+            night: &self.night,
+            rule: &self.rule,
+        }
     }
 }
 
@@ -90,40 +92,4 @@ fn run_url(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     };
     (ok(&server) && ok(&repo) && id.chars().all(|c| c.is_ascii_digit()))
         .then(|| format!("{server}/{repo}/actions/runs/{id}"))
-}
-
-/// Judges every measured scenario's nights with tonight's run as the last one: a `nightly step`
-/// check per gated metric and the notes; returns tonight's entries to append (scenarios that
-/// measured nothing have none). The verdict is decided again.
-pub fn judge_tonight(
-    results: &mut Results,
-    scenarios: &[Scenario],
-    baselines: &Baselines,
-    h: &HistoryRun,
-) -> Vec<Entry> {
-    let mut tonight = Vec::new();
-    for res in results.scenarios.iter_mut() {
-        let Some(sc) = scenarios.iter().find(|s| s.name == res.name) else {
-            continue;
-        };
-        if matches!(res.status, Status::Misconfigured) {
-            continue;
-        }
-        let mut night = h.night.clone();
-        // The night is the results file's time, so `history append --results` of this very
-        // file names the same night and appends nothing (it stamped the end, this the start).
-        if !results.created_at.is_empty() {
-            night.time = results.created_at.clone();
-        }
-        night.baseline_created_at = baselines.get(&sc.name).ok().map(|b| b.created_at.clone());
-        let nights = Nights {
-            branch: &h.store.branch,
-            past: h.past(sc),
-            night: &night,
-            rule: &h.rule,
-        };
-        tonight.extend(judge_night(res, sc, &nights));
-    }
-    results.decide();
-    tonight
 }

@@ -157,6 +157,20 @@ impl Runner {
     }
 }
 
+/// The night's entries of `scenarios`: one per scenario that measured a successful request
+/// ([`entry_of`]), each naming the baseline it was checked against.
+pub fn entries_of<'a>(
+    scenarios: impl IntoIterator<Item = &'a ScenarioResult>,
+    night: &Night,
+) -> Vec<Entry> {
+    let of = |s: &ScenarioResult| {
+        let mut n = night.clone();
+        n.baseline_created_at = s.baseline.as_ref().map(|b| b.created_at.clone());
+        entry_of(s, &n)
+    };
+    scenarios.into_iter().filter_map(of).collect()
+}
+
 /// The night's entry for a measured scenario; `None` when it measured no successful request
 /// (a night that measured nothing has no value: it is not appended).
 pub fn entry_of(s: &ScenarioResult, night: &Night) -> Option<Entry> {

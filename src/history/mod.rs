@@ -13,7 +13,7 @@ pub mod series;
 pub mod store;
 
 pub use args::HistoryArgs;
-pub use entry::{entry_of, Entry, Night, Runner};
+pub use entry::{entries_of, entry_of, Entry, Night, Runner};
 pub use store::{HistoryError, Loaded, Remote, Store};
 
 /// The branch perfgate suggests for the history (`--history` without a name).
