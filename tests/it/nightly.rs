@@ -1021,3 +1021,92 @@ fn a_night_the_reader_would_refuse_is_not_appended() {
         .unwrap();
     assert!(!o.status.success(), "a history branch was written");
 }
+
+/// Issue 42: the nights are a part of the committed baseline's reference, judged before the
+/// verdict, so `gate.confirm` sees the night's verdict: a step up confirmed tonight is a FAIL
+/// that a re-run, judged as tonight against the same nights, holds; the committed baseline's
+/// TPOT row the nights decide is a WARN before confirm looks. 29 nights at the baseline's TPOT,
+/// night 30 and tonight at 1.5x (a band of 0 deviation and the 5 % prior: 2 nights beyond 1.8
+/// widths by far, ln 1.5 = 0.405).
+#[test]
+fn gate_confirm_re_runs_a_nightly_step_and_the_step_holds() {
+    let d = quick_repos();
+    let w = d.path().join("work");
+    let confirmed = SIM_QUICK.replace(
+        "gate: {metrics: [ttft, tpot]}",
+        "gate: {metrics: [ttft, tpot], confirm: 1}",
+    );
+    std::fs::write(w.join("scenarios/s.yaml"), confirmed).unwrap();
+    let o = crate::support::perfgate_in(&w, 120)
+        .args(["bless", "--runs", "2"])
+        .env("T", "5")
+        .env("SEED", "0")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
+    // blessed before the nights (2020), so the step is not one a later bless accepted
+    let path = w.join("baselines/nightly.json");
+    let mut base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    base["created_at"] = "2019-12-01T00:00:00Z".into();
+    std::fs::write(&path, serde_json::to_string_pretty(&base).unwrap()).unwrap();
+    git(&w, &["add", "-A"]);
+    git(&w, &["commit", "-qm", "baseline"]);
+    let fp = base["scenario"]["fingerprint"].as_str().unwrap();
+    let tpot = base["summary"]["tpot_ms"]["p50"].as_f64().unwrap();
+    let ttft = base["summary"]["ttft_ms"]["p50"].as_f64().unwrap();
+    let mut nights = vec![(ttft, tpot); 29];
+    nights.push((ttft, tpot * 1.5));
+    put_history(&w, &[("nightly.jsonl", history_of(fp, &nights))]);
+    let o = crate::support::perfgate_in(&w, 180)
+        .args([
+            "check",
+            "--history",
+            "--history-local",
+            "--output",
+            "r.json",
+        ])
+        .env("T", "7.5")
+        .env("SEED", "7")
+        .output()
+        .unwrap();
+    let out = run_out(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("confirming nightly (re-run 1 of 1)"), "{out}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(w.join("r.json")).unwrap()).unwrap();
+    let s = &r["scenarios"][0];
+    let step = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == "tpot" && c["kind"] == "change_point")
+        .unwrap();
+    assert_eq!(step["verdict"], "FAIL", "{step}");
+    assert!(
+        step["reason"].as_str().unwrap().starts_with("stepped up +"),
+        "{step}"
+    );
+    let row = crate::support::p50_row(s, "tpot");
+    assert_eq!(row["verdict"], "WARN", "{row}");
+    let kinds = s["note_kinds"].as_array().unwrap();
+    let notes: Vec<&str> = s["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(kinds)
+        .filter(|(_, k)| *k == "confirmation")
+        .map(|(n, _)| n.as_str().unwrap())
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].starts_with("confirmation re-run 1: TPOT nightly step ")
+            && notes[0].ends_with("(FAIL, holds)"),
+        "{notes:?}"
+    );
+    // tonight appended once: 31 nights, the night's time the results' own
+    let nights = git(&w, &["show", "perfgate-history:nightly.jsonl"]);
+    assert_eq!(nights.lines().count(), 31, "{nights}");
+    let last: serde_json::Value = serde_json::from_str(nights.lines().last().unwrap()).unwrap();
+    assert_eq!(last["time"], r["created_at"], "{last}");
+}
