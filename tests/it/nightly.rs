@@ -819,6 +819,46 @@ fn measure_once(w: &Path) {
     assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
 }
 
+/// `perfgate bless --runs 2` of [`SIM_QUICK`] at TPOT `t` ms (seed 0), its `created_at` set to
+/// `created_at` if given, committed; returns its fingerprint and TTFT and TPOT P50s.
+fn bless_quick(w: &Path, t: &str, created_at: Option<&str>) -> (String, f64, f64) {
+    let o = crate::support::perfgate_in(w, 120)
+        .args(["bless", "--runs", "2"])
+        .env("T", t)
+        .env("SEED", "0")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
+    let path = w.join("baselines/nightly.json");
+    let mut base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    if let Some(t) = created_at {
+        base["created_at"] = t.into();
+        std::fs::write(&path, serde_json::to_string_pretty(&base).unwrap()).unwrap();
+    }
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "baseline"]);
+    let p50 = |m: &str| base["summary"][m]["p50"].as_f64().unwrap();
+    let fp = base["scenario"]["fingerprint"].as_str().unwrap();
+    (fp.to_string(), p50("ttft_ms"), p50("tpot_ms"))
+}
+
+/// `perfgate check --history --history-local --output r.json` in `w` at TPOT `t` ms (seed 7).
+fn check_history(w: &Path, t: &str) -> std::process::Output {
+    crate::support::perfgate_in(w, 180)
+        .args([
+            "check",
+            "--history",
+            "--history-local",
+            "--output",
+            "r.json",
+        ])
+        .env("T", t)
+        .env("SEED", "7")
+        .output()
+        .unwrap()
+}
+
 fn run_out(o: &std::process::Output) -> String {
     crate::support::output_text(o)
 }
@@ -916,37 +956,12 @@ fn history_show_prints_no_escape_sequences_from_the_file() {
 fn nights_that_move_too_much_cannot_pass_a_4x_regression() {
     let d = quick_repos();
     let w = d.path().join("work");
-    let o = crate::support::perfgate_in(&w, 120)
-        .args(["bless", "--runs", "2"])
-        .env("T", "15")
-        .env("SEED", "0")
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
-    git(&w, &["add", "-A"]);
-    git(&w, &["commit", "-qm", "baseline"]);
-    let base: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(w.join("baselines/nightly.json")).unwrap())
-            .unwrap();
-    let fp = base["scenario"]["fingerprint"].as_str().unwrap();
-    let tpot = base["summary"]["tpot_ms"]["p50"].as_f64().unwrap();
-    let ttft = base["summary"]["ttft_ms"]["p50"].as_f64().unwrap();
+    let (fp, ttft, tpot) = bless_quick(&w, "15", None);
     let nights: Vec<(f64, f64)> = (0..30)
         .map(|i| (ttft, if i % 2 == 0 { tpot } else { tpot * 2.0 }))
         .collect();
-    put_history(&w, &[("nightly.jsonl", history_of(fp, &nights))]);
-    let o = crate::support::perfgate_in(&w, 120)
-        .args([
-            "check",
-            "--history",
-            "--history-local",
-            "--output",
-            "r.json",
-        ])
-        .env("T", "60")
-        .env("SEED", "7")
-        .output()
-        .unwrap();
+    put_history(&w, &[("nightly.jsonl", history_of(&fp, &nights))]);
+    let o = check_history(&w, "60");
     let out = run_out(&o);
     assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(
@@ -1037,39 +1052,12 @@ fn gate_confirm_re_runs_a_nightly_step_and_the_step_holds() {
         "gate: {metrics: [ttft, tpot], confirm: 1}",
     );
     std::fs::write(w.join("scenarios/s.yaml"), confirmed).unwrap();
-    let o = crate::support::perfgate_in(&w, 120)
-        .args(["bless", "--runs", "2"])
-        .env("T", "5")
-        .env("SEED", "0")
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", run_out(&o));
     // blessed before the nights (2020), so the step is not one a later bless accepted
-    let path = w.join("baselines/nightly.json");
-    let mut base: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    base["created_at"] = "2019-12-01T00:00:00Z".into();
-    std::fs::write(&path, serde_json::to_string_pretty(&base).unwrap()).unwrap();
-    git(&w, &["add", "-A"]);
-    git(&w, &["commit", "-qm", "baseline"]);
-    let fp = base["scenario"]["fingerprint"].as_str().unwrap();
-    let tpot = base["summary"]["tpot_ms"]["p50"].as_f64().unwrap();
-    let ttft = base["summary"]["ttft_ms"]["p50"].as_f64().unwrap();
+    let (fp, ttft, tpot) = bless_quick(&w, "5", Some("2019-12-01T00:00:00Z"));
     let mut nights = vec![(ttft, tpot); 29];
     nights.push((ttft, tpot * 1.5));
-    put_history(&w, &[("nightly.jsonl", history_of(fp, &nights))]);
-    let o = crate::support::perfgate_in(&w, 180)
-        .args([
-            "check",
-            "--history",
-            "--history-local",
-            "--output",
-            "r.json",
-        ])
-        .env("T", "7.5")
-        .env("SEED", "7")
-        .output()
-        .unwrap();
+    put_history(&w, &[("nightly.jsonl", history_of(&fp, &nights))]);
+    let o = check_history(&w, "7.5");
     let out = run_out(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("confirming nightly (re-run 1 of 1)"), "{out}");
