@@ -34,6 +34,11 @@ pub const READ_BUF_START: usize = 4 << 10;
 /// The most a stream's read buffer grows to, bytes: it grows (doubling) only when a read
 /// filled it, that is when the client found that many bytes waiting.
 pub const READ_BUF_MAX: usize = 64 << 10;
+/// A stream's task yields to the others after handing on this many body bytes without
+/// waiting: a late stream that finds its socket full again after every read would otherwise
+/// fold up to tokio's budget of 128 reads (of up to [`READ_BUF_MAX`] each) in one poll, holding
+/// the thread (the other streams' reads, the timers, the lag probe) for tens of ms.
+pub const YIELD_BYTES: usize = 16 << 10;
 /// The most compressed bytes read at once (a gzip or br body the server sends although perfgate
 /// asked for identity): what one read can expand to stays bounded (deflate: ~1,000 x).
 pub const COMPRESSED_READ: usize = 4 << 10;
@@ -466,9 +471,14 @@ impl Response {
         t0: Instant,
     ) -> End {
         let mut last_event = t0;
+        let mut since_yield = 0usize;
         let timer = tokio::time::sleep_until(dl.next_chunk(false, t0).0.into());
         tokio::pin!(timer);
         loop {
+            if since_yield >= YIELD_BYTES {
+                since_yield = 0;
+                tokio::task::yield_now().await;
+            }
             let read = tokio::select! {
                 biased;
                 read = self.read() => read,
@@ -496,14 +506,17 @@ impl Response {
                 }
                 Read::End => return End::Eof(ms(now - t0)),
                 Read::Bytes(0) => {}
-                Read::Bytes(len) => match fold.chunk(self.body(len), ms(now - t0)) {
-                    Step::Done(end) => return end,
-                    Step::More { event } => {
-                        if event {
-                            last_event = now;
+                Read::Bytes(len) => {
+                    since_yield += len;
+                    match fold.chunk(self.body(len), ms(now - t0)) {
+                        Step::Done(end) => return end,
+                        Step::More { event } => {
+                            if event {
+                                last_event = now;
+                            }
                         }
                     }
-                },
+                }
             }
             if self.dec.done() {
                 return End::Eof(ms(now - t0));
