@@ -368,7 +368,7 @@ fn hex(b: u8) -> Option<u8> {
     }
 }
 
-/// The bytes of a request: the request line, `Host`, `headers` in order, `Content-Length`, the
+/// The bytes of a request: the request line, `Host` (unless `headers` has one), `headers` in order, `Content-Length`, the
 /// body; one buffer, written with one write.
 pub fn request(
     method: &str,
@@ -384,12 +384,16 @@ pub fn request(
         out.push(b'?');
         out.extend_from_slice(q.as_bytes());
     }
-    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-    out.extend_from_slice(url.host_str().unwrap_or("").as_bytes());
-    if let Some(p) = url.port() {
-        out.extend_from_slice(format!(":{p}").as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    // a `Host` among the headers (the scenario's `headers:`) is sent instead, as hyper does
+    if !headers.contains_key(reqwest::header::HOST) {
+        out.extend_from_slice(b"host: ");
+        out.extend_from_slice(url.host_str().unwrap_or("").as_bytes());
+        if let Some(p) = url.port() {
+            out.extend_from_slice(format!(":{p}").as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
     }
-    out.extend_from_slice(b"\r\n");
     for (name, value) in headers {
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");

@@ -217,4 +217,12 @@ fn the_request_is_one_buffer_with_reqwests_fields() {
         String::from_utf8(bytes).unwrap(),
         "GET /v1 HTTP/1.1\r\nhost: example.com\r\n\r\n"
     );
+    // a Host of the scenario's headers is the only one
+    let mut h = reqwest::header::HeaderMap::new();
+    h.insert("host", "api.internal".parse().unwrap());
+    let bytes = request("GET", &url, &h, b"");
+    assert_eq!(
+        String::from_utf8(bytes).unwrap(),
+        "GET /v1 HTTP/1.1\r\nhost: api.internal\r\n\r\n"
+    );
 }
