@@ -1,6 +1,7 @@
-//! Sending one streamed request and timing it: reqwest over rustls, SSE decoded as bytes arrive,
-//! each event stamped (one `Instant` clock) when the read that completed it returned, before any
-//! JSON parsing. Every failure becomes a classified [`crate::record::Failure`]; secrets are
+//! Sending one streamed request and timing it: over perfgate's own HTTP/1.1 transport to a plain
+//! `http://` endpoint without a proxy (`own`, `wire`), over reqwest and rustls otherwise; SSE
+//! decoded as bytes arrive, each event stamped (one `Instant` clock) when the read that completed
+//! it returned, before any JSON parsing. Every failure becomes a classified [`crate::record::Failure`]; secrets are
 //! redacted from every message (a server may echo the key back).
 //!
 //! This module builds the client ([`StreamClient::new`]) and holds the limits; one submodule per
@@ -8,7 +9,8 @@
 //! [`Sent`]), `read` (reading bodies against the deadlines: the stream's read loop, an error
 //! body's prefix, a drain), `errors` (error bodies and failure messages that say what to do),
 //! `pool` (requests outside the measurement: pool warming, the keep-alive check, `/models`,
-//! plain GETs).
+//! plain GETs), `own` (the own transport: its connections, pool and read loop) and `wire` (its
+//! bytes: the request, the response head, the body's framing; pure).
 
 mod errors;
 mod own;

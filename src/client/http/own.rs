@@ -601,3 +601,46 @@ pub(super) fn head_failure(e: &HeadError, host: &str, port: u16) -> (Failure, bo
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_own_transport_is_for_plain_http_only() {
+        let http = reqwest::Url::parse("http://127.0.0.1:8000/v1/chat/completions").unwrap();
+        let https = reqwest::Url::parse("https://api.example.com/v1/chat/completions").unwrap();
+        // forced: http only, https always on reqwest (no TLS here)
+        assert!(Transport::Own.own_for(&http));
+        assert!(!Transport::Own.own_for(&https));
+        assert!(!Transport::Reqwest.own_for(&http));
+        assert!(!Transport::Auto.own_for(&https));
+    }
+
+    #[test]
+    fn a_read_of_a_compressed_body_is_bounded() {
+        use std::io::Write;
+        // 64 MiB of zeros gzip to ~64 KiB: one read may not decompress to more than 16 MiB
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..64 {
+            enc.write_all(&zeros).unwrap();
+        }
+        let bomb = enc.finish().unwrap();
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("content-encoding", "gzip".parse().unwrap());
+        let Some(mut c) = Coding::of(&h) else {
+            panic!("gzip is decoded");
+        };
+        let e = c.feed(&bomb).unwrap_err();
+        assert!(e.to_string().contains("decompressed to more than"), "{e}");
+        assert!(c.out().len() <= MAX_DECODED + (COMPRESSED_READ << 10));
+        // a small gzip body decodes whole
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(b"data: x\n\n").unwrap();
+        let small = enc.finish().unwrap();
+        let mut c = Coding::of(&h).unwrap();
+        c.feed(&small).unwrap();
+        assert_eq!(c.out(), b"data: x\n\n");
+    }
+}
