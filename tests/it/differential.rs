@@ -8,6 +8,7 @@
 
 mod reference_fold;
 mod reference_sse;
+mod transport;
 
 use perfgate::client::measure::End;
 use perfgate::client::sse::{SseDecoder, SseEvent};

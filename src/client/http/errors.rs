@@ -1,8 +1,7 @@
 //! Failures told in words that say what to do: a non-2xx answer (its status and the readable part
 //! of its body, with the setting to change), a transport error, a body that is not a stream.
 
-use super::read::read_prefix;
-use super::send::{RefusedField, Sent};
+use super::send::{RefusedField, Resp, Sent};
 use super::{StreamClient, ERROR_BODY_BYTES};
 use crate::client::deadline::Deadlines;
 use crate::client::dialect::clip;
@@ -14,19 +13,19 @@ impl StreamClient {
     /// to do.
     pub(super) async fn error_status(
         &self,
-        resp: reqwest::Response,
+        resp: Resp,
         headers: &reqwest::header::HeaderMap,
         dl: &Deadlines,
         start_ms: f64,
     ) -> Sent {
-        let status = resp.status().as_u16();
-        let text = read_prefix(
-            resp,
-            ERROR_BODY_BYTES,
-            dl.first_token()
-                .max(Instant::now() + Duration::from_secs(5)),
-        )
-        .await;
+        let status = resp.status();
+        let text = resp
+            .read_prefix(
+                ERROR_BODY_BYTES,
+                dl.first_token()
+                    .max(Instant::now() + Duration::from_secs(5)),
+            )
+            .await;
         let text = self.redact(&text);
         let mut msg = self.status_message(status, headers, &text);
         if let Some(hint) = max_tokens_hint(status, &text) {

@@ -1,6 +1,7 @@
-//! Sending one streamed request and timing it: reqwest over rustls, SSE decoded as bytes arrive,
-//! each event stamped (one `Instant` clock) when the read that completed it returned, before any
-//! JSON parsing. Every failure becomes a classified [`crate::record::Failure`]; secrets are
+//! Sending one streamed request and timing it: over perfgate's own HTTP/1.1 transport to a plain
+//! `http://` endpoint without a proxy (`own`, `wire`), over reqwest and rustls otherwise; SSE
+//! decoded as bytes arrive, each event stamped (one `Instant` clock) when the read that completed
+//! it returned, before any JSON parsing. Every failure becomes a classified [`crate::record::Failure`]; secrets are
 //! redacted from every message (a server may echo the key back).
 //!
 //! This module builds the client ([`StreamClient::new`]) and holds the limits; one submodule per
@@ -8,14 +9,18 @@
 //! [`Sent`]), `read` (reading bodies against the deadlines: the stream's read loop, an error
 //! body's prefix, a drain), `errors` (error bodies and failure messages that say what to do),
 //! `pool` (requests outside the measurement: pool warming, the keep-alive check, `/models`,
-//! plain GETs).
+//! plain GETs), `own` (the own transport: its connections, pool and read loop) and `wire` (its
+//! bytes: the request, the response head, the body's framing; pure).
 
 mod errors;
+mod own;
 mod pool;
 mod read;
 mod send;
+mod wire;
 
 pub use errors::{body_detail, max_tokens_hint, retry_after};
+pub use own::{Transport, TRANSPORT_ENV};
 pub use pool::{same_origin, GetError};
 pub use send::{max_tokens_of, Delivery, RefusedField, Sent};
 
@@ -63,6 +68,9 @@ pub const POOL_SETTLE: Duration = Duration::from_millis(5);
 /// Largest body [`StreamClient::get`] keeps (a vLLM `/metrics` page is a few hundred KiB).
 pub const GET_BODY_BYTES: usize = 4 << 20;
 
+/// The `User-Agent` of every request.
+const USER_AGENT: &str = concat!("perfgate/", env!("CARGO_PKG_VERSION"));
+
 /// A ready-to-use client for one endpoint.
 #[derive(Clone)]
 pub struct StreamClient {
@@ -86,6 +94,12 @@ pub struct StreamClient {
     api_key_env: Option<String>,
     secrets: Vec<String>,
     timeouts: Timeouts,
+    /// perfgate's own HTTP/1.1 transport for the streamed requests (`None`: reqwest carries
+    /// them); shared by the clones of this client.
+    own: Option<Arc<own::Own>>,
+    /// What a streamed request carries on the own transport: `headers` plus the
+    /// `Content-Type` and `User-Agent` reqwest adds.
+    own_headers: reqwest::header::HeaderMap,
 }
 
 /// Why a [`StreamClient`] could not be built: nothing was sent.
@@ -118,6 +132,17 @@ impl StreamClient {
     ///
     /// Errors: the URL cannot be joined, a header cannot be sent, or the TLS stack cannot start.
     pub fn new(ep: &Endpoint, base_url: &str, pool: usize) -> Result<StreamClient, ClientError> {
+        StreamClient::with_transport(ep, base_url, pool, Transport::from_env())
+    }
+
+    /// [`StreamClient::new`] with the streamed requests on `transport` (`new` reads it from
+    /// [`TRANSPORT_ENV`]).
+    pub fn with_transport(
+        ep: &Endpoint,
+        base_url: &str,
+        pool: usize,
+        transport: Transport,
+    ) -> Result<StreamClient, ClientError> {
         crate::tls::install_crypto_provider();
         let mut url = reqwest::Url::parse(base_url).map_err(|source| ClientError::BaseUrl {
             url: base_url.to_string(),
@@ -177,7 +202,7 @@ impl StreamClient {
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .tcp_nodelay(true)
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("perfgate/", env!("CARGO_PKG_VERSION")))
+            .user_agent(USER_AGENT)
             .build()
             .map_err(ClientError::Build)?;
         let mut models_headers = headers.clone();
@@ -191,7 +216,25 @@ impl StreamClient {
                 foreign_headers.insert(name, v.clone());
             }
         }
+        let own = transport
+            .own_for(&url)
+            .then(|| Arc::new(own::Own::new(&url, ep.connect_timeout, pool)));
+        // reqwest's request: these headers replace its defaults of the same name, then it adds
+        // its User-Agent unless one is set, and appends the Content-Type
+        let mut own_headers = headers.clone();
+        if !own_headers.contains_key(reqwest::header::USER_AGENT) {
+            own_headers.insert(
+                reqwest::header::USER_AGENT,
+                reqwest::header::HeaderValue::from_static(USER_AGENT),
+            );
+        }
+        own_headers.append(
+            reqwest::header::CONTENT_TYPE,
+            reqwest::header::HeaderValue::from_static("application/json"),
+        );
         Ok(StreamClient {
+            own,
+            own_headers,
             http,
             url,
             headers,
@@ -209,6 +252,11 @@ impl StreamClient {
                 request: ep.request_timeout,
             },
         })
+    }
+
+    /// Whether the streamed requests go over perfgate's own HTTP/1.1 transport (not reqwest).
+    pub fn own_transport(&self) -> bool {
+        self.own.is_some()
     }
 
     /// The full request URL.

@@ -56,6 +56,14 @@ impl StreamClient {
     pub async fn keeps_alive_after_stream(&self, conns: &[std::net::SocketAddr]) -> Option<bool> {
         // let a close that follows the stream reach the connection first
         tokio::time::sleep(POOL_SETTLE).await;
+        if let Some(own) = &self.own {
+            // The own transport's pool holds the streams' connections: is one still open?
+            if own.holds_open(conns) {
+                return Some(true);
+            }
+            tokio::time::sleep(KEEPALIVE_RETRY_SETTLE).await;
+            return Some(own.holds_open(conns));
+        }
         let deadline = Instant::now() + KEEPALIVE_PROBE_TIMEOUT;
         let first = self.probe_connection(deadline).await?;
         if conns.contains(&first) {
@@ -118,6 +126,10 @@ impl StreamClient {
     /// recorded; returns the number of connections the warming used.
     pub async fn warm_pool(&self, n: usize) -> usize {
         let deadline = Instant::now() + POOL_WARM_TIMEOUT;
+        if let Some(own) = &self.own {
+            // The own transport: open connections until `n` are idle (no request needed).
+            return own.warm(n, deadline).await;
+        }
         let mut seen: std::collections::HashSet<std::net::SocketAddr> = Default::default();
         for _ in 0..WARM_PASSES {
             if Instant::now() >= deadline {

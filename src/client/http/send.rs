@@ -2,12 +2,14 @@
 //! the server had closed is sent again ([`StreamClient::send`]); the outcome is a [`Sent`].
 
 use super::errors::{classify_transport, not_sse_message};
-use super::read::{drain, read_body};
+use super::read::{drain, read_body, read_prefix};
 use super::{
-    local_addr, ms, StreamClient, DRAIN_AFTER_DONE, MAX_CLOSE_MODE_RESENDS, WARM_BODY_BYTES,
+    local_addr, ms, own, wire, StreamClient, DRAIN_AFTER_DONE, MAX_CLOSE_MODE_RESENDS,
+    WARM_BODY_BYTES,
 };
 use crate::client::deadline::{self, Deadlines};
 use crate::client::dialect::clip;
+use crate::client::measure::End;
 use crate::client::stream::BodyFold;
 use crate::config::scenario::Api;
 use crate::record::{Failure, FailureClass, RequestRecord};
@@ -92,12 +94,12 @@ impl StreamClient {
         };
         let status = resp.status();
         let headers = resp.headers().clone();
-        let conn = local_addr(&resp);
+        let conn = resp.local_addr();
         let server = headers
             .get("server")
             .and_then(|v| v.to_str().ok())
             .map(clip);
-        if !status.is_success() {
+        if !(200..300).contains(&status) {
             let mut s = self.error_status(resp, &headers, &dl, start_ms).await;
             s.server = server;
             return Try::Ended(s);
@@ -117,16 +119,13 @@ impl StreamClient {
             }
         }
         let mut resp = resp;
-        let end = read_body(&mut resp, &mut fold, &dl, t0).await;
+        let end = resp.read_body(&mut fold, &dl, t0).await;
         if fold.saw_end_event() && !close {
             // Figures are stamped; let the connection go back to the pool.
-            drain(
-                &mut resp,
-                WARM_BODY_BYTES,
-                Instant::now() + DRAIN_AFTER_DONE,
-            )
-            .await;
+            resp.drain(WARM_BODY_BYTES, Instant::now() + DRAIN_AFTER_DONE)
+                .await;
         }
+        drop(resp);
         let max_tokens = max_tokens_of(self.api, body);
         let folded = match fold.finish(end, max_tokens) {
             Ok(f) => f,
@@ -139,7 +138,7 @@ impl StreamClient {
                     start_ms,
                     Failure {
                         class: FailureClass::NotSse,
-                        status: Some(status.as_u16()),
+                        status: Some(status),
                         message: msg,
                     },
                 );
@@ -149,7 +148,7 @@ impl StreamClient {
         };
         let mut record = folded.record;
         if let Some(e) = record.error.as_mut() {
-            e.status.get_or_insert(status.as_u16());
+            e.status.get_or_insert(status);
         }
         Try::Ended(Sent {
             record,
@@ -175,7 +174,10 @@ impl StreamClient {
         body: &serde_json::Value,
         dl: &Deadlines,
         close: bool,
-    ) -> Result<reqwest::Response, PostError> {
+    ) -> Result<Resp, PostError> {
+        if let Some(own) = &self.own {
+            return self.post_own(own, body, dl, close).await;
+        }
         let mut req = self
             .http
             .post(self.url.clone())
@@ -189,11 +191,7 @@ impl StreamClient {
         }
         let (deadline, limit) = dl.headers();
         match timeout_at(deadline.into(), req.send()).await {
-            Err(_) => {
-                let mut f = deadline::headers_timeout(limit, dl.timeouts());
-                f.message = format!("{} from {}", f.message, self.url);
-                Err(PostError::Failed(f))
-            }
+            Err(_) => Err(PostError::Failed(self.headers_timeout(dl, limit))),
             Ok(Err(e)) => {
                 let failure = Failure {
                     class: classify_transport(&e),
@@ -206,7 +204,100 @@ impl StreamClient {
                     PostError::Failed(failure)
                 })
             }
-            Ok(Ok(r)) => Ok(r),
+            Ok(Ok(r)) => Ok(Resp::Reqwest(r)),
+        }
+    }
+
+    /// [`StreamClient::post`] over perfgate's own transport ([`own`]): the same request bytes
+    /// (method, path, headers, body) in one write, the same failures for the same events.
+    async fn post_own(
+        &self,
+        own: &std::sync::Arc<own::Own>,
+        body: &serde_json::Value,
+        dl: &Deadlines,
+        close: bool,
+    ) -> Result<Resp, PostError> {
+        let body = body.to_string();
+        let bytes = if close {
+            let mut h = self.own_headers.clone();
+            h.append(
+                reqwest::header::CONNECTION,
+                reqwest::header::HeaderValue::from_static("close"),
+            );
+            wire::request("POST", &self.url, &h, body.as_bytes())
+        } else {
+            wire::request("POST", &self.url, &self.own_headers, body.as_bytes())
+        };
+        let (deadline, limit) = dl.headers();
+        match timeout_at(deadline.into(), own.send(&bytes, close)).await {
+            Err(_) => Err(PostError::Failed(self.headers_timeout(dl, limit))),
+            Ok(Err(e)) => {
+                let host = self.url.host_str().unwrap_or("?");
+                let port = self.url.port_or_known_default().unwrap_or(0);
+                match own::head_failure(&e, host, port) {
+                    (f, true) => Err(PostError::StaleConnection(f)),
+                    (f, false) => Err(PostError::Failed(f)),
+                }
+            }
+            Ok(Ok(r)) => Ok(Resp::Own(r)),
+        }
+    }
+
+    /// No response head by the first-token deadline.
+    fn headers_timeout(&self, dl: &Deadlines, limit: deadline::Limit) -> Failure {
+        let mut f = deadline::headers_timeout(limit, dl.timeouts());
+        f.message = format!("{} from {}", f.message, self.url);
+        f
+    }
+}
+
+/// A response on either transport.
+pub(super) enum Resp {
+    Reqwest(reqwest::Response),
+    Own(own::Response),
+}
+
+impl Resp {
+    pub(super) fn status(&self) -> u16 {
+        match self {
+            Resp::Reqwest(r) => r.status().as_u16(),
+            Resp::Own(r) => r.status,
+        }
+    }
+
+    pub(super) fn headers(&self) -> &reqwest::header::HeaderMap {
+        match self {
+            Resp::Reqwest(r) => r.headers(),
+            Resp::Own(r) => &r.headers,
+        }
+    }
+
+    /// The local address of the connection that carried it.
+    fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        match self {
+            Resp::Reqwest(r) => local_addr(r),
+            Resp::Own(r) => r.local_addr(),
+        }
+    }
+
+    async fn read_body(&mut self, fold: &mut BodyFold, dl: &Deadlines, t0: Instant) -> End {
+        match self {
+            Resp::Reqwest(r) => read_body(r, fold, dl, t0).await,
+            Resp::Own(r) => r.read_body(fold, dl, t0).await,
+        }
+    }
+
+    async fn drain(&mut self, limit: usize, deadline: Instant) -> bool {
+        match self {
+            Resp::Reqwest(r) => drain(r, limit, deadline).await,
+            Resp::Own(r) => r.drain(limit, deadline).await,
+        }
+    }
+
+    pub(super) async fn read_prefix(self, limit: usize, deadline: Instant) -> String {
+        match self {
+            Resp::Reqwest(r) => read_prefix(r, limit, deadline).await,
+            Resp::Own(r) => r.read_prefix(limit, deadline).await,
         }
     }
 }
