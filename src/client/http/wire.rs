@@ -394,7 +394,13 @@ pub fn request(
         }
         out.extend_from_slice(b"\r\n");
     }
-    for (name, value) in headers {
+    // the body's framing is this function's: a `Content-Length` or `Transfer-Encoding` among
+    // the scenario's headers would contradict it (a second length, a chunked body sent whole)
+    let framing = [
+        reqwest::header::CONTENT_LENGTH,
+        reqwest::header::TRANSFER_ENCODING,
+    ];
+    for (name, value) in headers.iter().filter(|(n, _)| !framing.contains(n)) {
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(value.as_bytes());

@@ -224,5 +224,14 @@ fn the_request_is_one_buffer_with_reqwests_fields() {
     assert_eq!(
         String::from_utf8(bytes).unwrap(),
         "GET /v1 HTTP/1.1\r\nhost: api.internal\r\n\r\n"
+    ); // the scenario's Content-Length and Transfer-Encoding are not sent: the framing is the body's
+    let mut h = reqwest::header::HeaderMap::new();
+    h.insert("transfer-encoding", "chunked".parse().unwrap());
+    h.insert("content-length", "5".parse().unwrap());
+    h.insert("x-team", "a".parse().unwrap());
+    let bytes = request("POST", &url, &h, b"{}");
+    assert_eq!(
+        String::from_utf8(bytes).unwrap(),
+        "POST /v1 HTTP/1.1\r\nhost: example.com\r\nx-team: a\r\ncontent-length: 2\r\n\r\n{}"
     );
 }
