@@ -439,8 +439,11 @@ def main():
         peers = [p for p in peers if p == p]
         if "perfgate" in at and peers:
             pg = at["perfgate"]["ttft_err_ms"]["p99"]
+            # "0.4x smaller" read as a win when perfgate's error was the larger: say which way
+            ratio = (f"{min(peers) / pg:.1f}x smaller" if pg <= min(peers)
+                     else f"{pg / min(peers):.1f}x larger")
             print(f"concurrency {level}: best peer P99 TTFT error {min(peers):.3f} ms,"
-                  f" perfgate {pg:.3f} ms: {min(peers) / pg:.1f}x smaller")
+                  f" perfgate {pg:.3f} ms: {ratio}")
     with open(os.path.join(a.out, "bench.json"), "w") as fh:
         json.dump(rows, fh, indent=1)
     print(f"wrote {os.path.join(a.out, 'bench.json')}")
