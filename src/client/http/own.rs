@@ -14,7 +14,7 @@
 use super::errors::root_cause;
 use super::wire::{self, BodyDecoder, Framing, MAX_HEAD_BYTES};
 use super::{ms, POOL_IDLE_TIMEOUT};
-use crate::client::deadline::{self, Deadlines};
+use crate::client::deadline::Deadlines;
 use crate::client::measure::End;
 use crate::client::stream::{BodyFold, Step};
 use crate::record::{Failure, FailureClass};
@@ -500,14 +500,9 @@ impl Response {
             let read = tokio::select! {
                 biased;
                 read = self.read() => read,
-                () = &mut timer => {
-                    let (deadline, limit) = dl.next_chunk(fold.got_token(), last_event);
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return End::Failed(deadline::stream_timeout(limit, dl.timeouts()), ms(now - t0));
-                    }
-                    timer.as_mut().reset(deadline.into());
-                    continue;
+                () = &mut timer => match super::read::next_deadline(dl, fold, last_event, t0) {
+                    Ok(next) => { timer.as_mut().reset(next.into()); continue; }
+                    Err(timed_out) => return timed_out,
                 }
             };
             let now = Instant::now();

@@ -11,6 +11,25 @@ use crate::record::{Failure, FailureClass};
 use std::time::Instant;
 use tokio::time::timeout_at;
 
+/// When the body's timer fires: the deadline in force now (the idle deadline follows the last
+/// event), or the stream's timeout when that has passed too.
+pub(super) fn next_deadline(
+    dl: &Deadlines,
+    fold: &BodyFold,
+    last_event: Instant,
+    t0: Instant,
+) -> Result<Instant, End> {
+    let (deadline, limit) = dl.next_chunk(fold.got_token(), last_event);
+    let now = Instant::now();
+    if now >= deadline {
+        return Err(End::Failed(
+            deadline::stream_timeout(limit, dl.timeouts()),
+            ms(now - t0),
+        ));
+    }
+    Ok(deadline)
+}
+
 /// Reads the body into `fold` until it ends, a limit is hit or the transport fails; returns how
 /// it ended (times in ms after `t0`).
 ///
@@ -31,14 +50,9 @@ pub(super) async fn read_body(
         let read = tokio::select! {
             biased;
             read = resp.chunk() => read,
-            () = &mut timer => {
-                let (deadline, limit) = dl.next_chunk(fold.got_token(), last_event);
-                let now = Instant::now();
-                if now >= deadline {
-                    return End::Failed(deadline::stream_timeout(limit, dl.timeouts()), ms(now - t0));
-                }
-                timer.as_mut().reset(deadline.into());
-                continue;
+            () = &mut timer => match next_deadline(dl, fold, last_event, t0) {
+                Ok(next) => { timer.as_mut().reset(next.into()); continue; }
+                Err(timed_out) => return timed_out,
             }
         };
         let chunk = match read {
