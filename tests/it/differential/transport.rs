@@ -68,38 +68,19 @@ fn differences(a: &Sent, b: &Sent) -> (Vec<String>, Vec<String>) {
     let ra = serde_json::to_value(&a.record).unwrap();
     let rb = serde_json::to_value(&b.record).unwrap();
     walk("record", &ra, &rb, false, &mut exact, &mut timing);
+    let d = |x: &dyn std::fmt::Debug| format!("{x:?}");
     for (what, x, y) in [
-        ("model", format!("{:?}", a.model), format!("{:?}", b.model)),
+        ("model", d(&a.model), d(&b.model)),
         (
             "fingerprint",
-            format!("{:?}", a.system_fingerprint),
-            format!("{:?}", b.system_fingerprint),
+            d(&a.system_fingerprint),
+            d(&b.system_fingerprint),
         ),
-        (
-            "server",
-            format!("{:?}", a.server),
-            format!("{:?}", b.server),
-        ),
-        (
-            "refused",
-            format!("{:?}", a.refused),
-            format!("{:?}", b.refused),
-        ),
-        (
-            "delivery",
-            format!("{:?}", a.delivery),
-            format!("{:?}", b.delivery),
-        ),
-        (
-            "sim_request",
-            format!("{:?}", a.sim_request),
-            format!("{:?}", b.sim_request),
-        ),
-        (
-            "conn",
-            format!("{:?}", a.conn.is_some()),
-            format!("{:?}", b.conn.is_some()),
-        ),
+        ("server", d(&a.server), d(&b.server)),
+        ("refused", d(&a.refused), d(&b.refused)),
+        ("delivery", d(&a.delivery), d(&b.delivery)),
+        ("sim_request", d(&a.sim_request), d(&b.sim_request)),
+        ("conn", d(&a.conn.is_some()), d(&b.conn.is_some())),
     ] {
         if x != y {
             exact.push(format!("{what}: {x} vs {y}"));
