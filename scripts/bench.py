@@ -4,7 +4,9 @@
 Each (tool, concurrency level) gets a fresh `perfgate sim` process on 127.0.0.1 with a fixed,
 deterministic schedule (TTFT 20 ms, 5 ms per token, no randomness, output length varied per
 request so records can be matched). The simulator records, on its own monotonic clock, when each
-request arrived and when it handed each event to the socket (`GET /sim/timings`). After the
+request arrived (the kernel's receive time of its last bytes, so a simulator busy with a thousand
+streams does not count its own late reading as the client's delay) and when it handed each event
+to the socket (`GET /sim/timings`). After the
 tool ends, every record the tool reports is matched to the simulator's request and compared:
 
   TTFT error  = tool's TTFT - (simulator's first-token send - simulator's arrival)

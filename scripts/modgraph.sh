@@ -17,7 +17,7 @@ COMMANDS="check bless calibrate init ab rerender nights validate"
 
 # Lowest first. A module may use modules in its own or lower layers.
 LAYERS=(
-  "exit units clock fsutil cancel redact hint machine stats api sim synthetic_prompt seeded limits tls wire speculative structured output_text"  # leaves: no crate imports of their own
+  "exit units clock fsutil cancel redact hint machine stats api rx_stamp sim synthetic_prompt seeded limits tls wire speculative structured output_text"  # leaves: no crate imports of their own
   "config"                                           # YAML -> validated scenarios
   "record summary cache"                             # per-request records, metric and prefix-cache summaries
   "client"                                           # HTTP, SSE decoding, per-request timing

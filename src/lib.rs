@@ -38,6 +38,7 @@ pub mod report;
 pub mod rerender;
 pub mod results;
 pub mod runner;
+pub mod rx_stamp;
 pub mod seeded;
 pub mod server;
 pub mod sim;

@@ -16,8 +16,10 @@
 use std::convert::Infallible;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -25,6 +27,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
@@ -178,20 +181,92 @@ pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 
 pub(super) async fn serve_conn(stream: TcpStream, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
-    let svc = service_fn(move |req| handle(req, Arc::clone(&shared)));
+    crate::rx_stamp::enable(&stream);
+    let last = Arc::new(Mutex::new(None));
+    let conn = StampedConn {
+        stream,
+        last: Arc::clone(&last),
+    };
+    let svc = service_fn(move |req| {
+        // the request arrived when its last bytes reached the socket, not when this runtime
+        // got to read them (a simulator busy with a thousand streams reads late)
+        let now = std::time::Instant::now();
+        let stamp = last.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let arrival = stamp.filter(|s| *s <= now).unwrap_or(now);
+        handle(req, Instant::from_std(arrival), Arc::clone(&shared))
+    });
     // No header read timeout (it would need a timer and would close idle keep-alive
     // connections under a client's pool); errors just end the connection.
     let _ = http1::Builder::new()
         .keep_alive(true)
-        .serve_connection(TokioIo::new(stream), svc)
+        .serve_connection(TokioIo::new(conn), svc)
         .await;
+}
+
+/// A simulator connection that reads through [`crate::rx_stamp`] and keeps the kernel's receive
+/// time of its last read for the handler.
+struct StampedConn {
+    stream: TcpStream,
+    last: Arc<Mutex<Option<std::time::Instant>>>,
+}
+
+#[allow(unsafe_code)] // a ReadBuf's unfilled part for recvmsg: see SAFETY below
+impl AsyncRead for StampedConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        // SAFETY: the read only writes bytes into the unfilled part, and only the `n` it
+        // reports are marked initialised.
+        let (n, stamp) = ready!(crate::rx_stamp::poll_recv(&this.stream, cx, unsafe {
+            buf.unfilled_mut()
+        }))?;
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        if stamp.is_some() {
+            *this.last.lock().unwrap_or_else(|p| p.into_inner()) = stamp;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for StampedConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
 }
 
 pub(super) async fn handle(
     req: Request<Incoming>,
+    arrival: Instant,
     shared: Arc<Shared>,
 ) -> Result<Response<ResBody>, Infallible> {
-    let arrival = Instant::now();
     shared.served.fetch_add(1, Ordering::Relaxed);
     let resp = match &shared.mode {
         Mode::Sim(cfg) => handle_sim(req, arrival, cfg, &shared).await,

@@ -1,7 +1,8 @@
 //! perfgate's own HTTP/1.1 transport for streamed requests to a plain `http://` endpoint with no
 //! proxy (issue 47): one task per stream reads its socket into a buffer kept for the stream,
 //! decodes the framing in place ([`super::wire`]) and hands each read's body bytes to the fold
-//! with the read's time. No connection task, no channel between it and the request, no body
+//! with the kernel's receive time of the read's last segment ([`crate::rx_stamp`]: a read that
+//! runs late still carries when its bytes arrived). No connection task, no channel between it and the request, no body
 //! layers: the reqwest transport's per-event hop. Connections are kept alive in a small pool of
 //! this client's own ([`Own`]: at most the scenario's concurrency, each idle at most
 //! [`super::POOL_IDLE_TIMEOUT`]); a connection goes back only when its body ended by its
@@ -21,7 +22,7 @@ use crate::record::{Failure, FailureClass};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::timeout_at;
 
@@ -99,6 +100,9 @@ pub(super) struct Conn {
     /// The read buffer: `buf[..filled]` holds bytes not yet used.
     buf: Vec<u8>,
     filled: usize,
+    /// The kernel's receive time of the last read's last segment ([`crate::rx_stamp`]), until
+    /// the bytes it read are handed on.
+    stamp: Option<Instant>,
     /// When it went idle in the pool.
     since: Instant,
 }
@@ -147,6 +151,7 @@ impl Own {
             c.buf = vec![0; READ_BUF_START];
         }
         c.filled = 0;
+        c.stamp = None;
         c.since = Instant::now();
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < self.max_idle {
@@ -194,11 +199,13 @@ impl Own {
             Ok(Ok(s)) => s,
         };
         let _ = stream.set_nodelay(true);
+        crate::rx_stamp::enable(&stream);
         Ok(Conn {
             local: stream.local_addr().ok(),
             stream,
             buf: vec![0; READ_BUF_START],
             filled: 0,
+            stamp: None,
             since: Instant::now(),
         })
     }
@@ -235,13 +242,16 @@ impl Own {
                 conn.buf.resize(n, 0);
             }
             let filled = conn.filled;
-            match conn.stream.read(&mut conn.buf[filled..]).await {
-                Ok(0) => {
+            match crate::rx_stamp::recv(&conn.stream, &mut conn.buf[filled..]).await {
+                Ok((0, _)) => {
                     return Err(HeadError::Broken(
                         "connection closed before message completed".into(),
                     ))
                 }
-                Ok(n) => conn.filled += n,
+                Ok((n, stamp)) => {
+                    conn.filled += n;
+                    conn.stamp = stamp;
+                }
                 Err(e) => return Err(HeadError::Broken(root_cause(&e))),
             }
         };
@@ -464,13 +474,16 @@ impl Response {
         } else {
             conn.buf.len()
         };
-        let n = match conn.stream.read(&mut conn.buf[..room]).await {
-            Ok(0) if self.dec.until_close() => {
+        let n = match crate::rx_stamp::recv(&conn.stream, &mut conn.buf[..room]).await {
+            Ok((0, _)) if self.dec.until_close() => {
                 self.reusable = false;
                 return Read::End;
             }
-            Ok(0) => return Read::Failed(self.dec.eof_message().into()),
-            Ok(n) => n,
+            Ok((0, _)) => return Read::Failed(self.dec.eof_message().into()),
+            Ok((n, stamp)) => {
+                conn.stamp = stamp;
+                n
+            }
             Err(e) => return Read::Failed(root_cause(&e)),
         };
         if n == conn.buf.len() && n < READ_BUF_MAX {
@@ -481,7 +494,8 @@ impl Response {
 
     /// Reads the body into `fold` until it ends, a limit is hit or the transport fails, with
     /// the reqwest transport's deadlines and one timer for the whole body (see
-    /// [`super::read::read_body`]); each read's bytes are stamped with the time it returned.
+    /// [`super::read::read_body`]); each read's bytes are stamped with the kernel's receive time
+    /// of its last segment ([`crate::rx_stamp`]), or the time it returned when there is none.
     pub(super) async fn read_body(
         &mut self,
         fold: &mut BodyFold,
@@ -489,6 +503,7 @@ impl Response {
         t0: Instant,
     ) -> End {
         let mut last_event = t0;
+        let mut arrived = t0;
         let mut since_yield = 0usize;
         let timer = tokio::time::sleep_until(dl.next_chunk(false, t0).0.into());
         tokio::pin!(timer);
@@ -506,6 +521,12 @@ impl Response {
                 }
             };
             let now = Instant::now();
+            // the bytes' arrival: the kernel's stamp, not before the last read's nor after now
+            if let Some(s) = self.conn.as_mut().and_then(|c| c.stamp.take()) {
+                arrived = s.max(arrived).min(now);
+            } else {
+                arrived = now;
+            }
             match read {
                 Read::Failed(why) => {
                     return End::Failed(
@@ -521,7 +542,7 @@ impl Response {
                 Read::Bytes(0) => {}
                 Read::Bytes(len) => {
                     since_yield += len;
-                    match fold.chunk(self.body(len), ms(now - t0)) {
+                    match fold.chunk(self.body(len), ms(arrived - t0)) {
                         Step::Done(end) => return end,
                         Step::More { event } => {
                             if event {
@@ -532,7 +553,7 @@ impl Response {
                 }
             }
             if self.dec.done() {
-                return End::Eof(ms(now - t0));
+                return End::Eof(ms(arrived - t0));
             }
         }
     }

@@ -239,7 +239,7 @@ impl StreamClient {
                     (f, false) => Err(PostError::Failed(f)),
                 }
             }
-            Ok(Ok(r)) => Ok(Resp::Own(r)),
+            Ok(Ok(r)) => Ok(Resp::Own(Box::new(r))),
         }
     }
 
@@ -254,7 +254,7 @@ impl StreamClient {
 /// A response on either transport.
 pub(super) enum Resp {
     Reqwest(reqwest::Response),
-    Own(own::Response),
+    Own(Box<own::Response>),
 }
 
 impl Resp {
