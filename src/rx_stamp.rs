@@ -120,11 +120,19 @@ mod imp {
             return Err(io::Error::last_os_error());
         }
         let mut stamp = None;
-        // SAFETY: the CMSG_* walk stays within msg_controllen, which the kernel set.
+        if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+            return Ok((n as usize, None));
+        }
+        // SAFETY: the CMSG_* walk stays within msg_controllen, which the kernel set; a
+        // timespec is read only from a message long enough to hold one.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let len = libc::CMSG_LEN(size_of::<libc::timespec>() as u32) as usize;
+                if (*c).cmsg_level == libc::SOL_SOCKET
+                    && (*c).cmsg_type == libc::SCM_TIMESTAMPNS
+                    && (*c).cmsg_len as usize >= len
+                {
                     let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
                     if ts.tv_sec > 0 {
                         stamp = SystemTime::UNIX_EPOCH.checked_add(Duration::new(
@@ -174,8 +182,8 @@ mod tests {
         let (client, server) = tokio::join!(TcpStream::connect(addr), l.accept());
         let (client, (mut server, _)) = (client.unwrap(), server.unwrap());
         let stamped = enable(&client);
+        let before = Instant::now();
         server.write_all(b"first").await.unwrap();
-        let sent = Instant::now();
         std::thread::sleep(std::time::Duration::from_millis(60));
         let mut buf = [0u8; 64];
         let (n, at) = recv(&client, &mut buf).await.unwrap();
@@ -184,12 +192,10 @@ mod tests {
         if cfg!(target_os = "linux") {
             assert!(stamped);
             let at = at.expect("a stamp");
-            // arrived within a few ms of the write, and at least 50 ms before the read returned
-            assert!(
-                at <= sent + std::time::Duration::from_millis(5),
-                "{at:?} {sent:?}"
-            );
-            assert!(read.duration_since(at) >= std::time::Duration::from_millis(50));
+            // not before the write, and long before the read returned (under load the kernel
+            // may stamp a loopback segment a little after the write, not 40 ms after)
+            assert!(at >= before, "{at:?} {before:?}");
+            assert!(read.duration_since(at) >= std::time::Duration::from_millis(40));
         }
         drop(server);
         let (n, _) = recv(&client, &mut buf).await.unwrap();

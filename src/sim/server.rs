@@ -225,9 +225,9 @@ impl AsyncRead for StampedConn {
         }))?;
         unsafe { buf.assume_init(n) };
         buf.advance(n);
-        if stamp.is_some() {
-            *this.last.lock().unwrap_or_else(|p| p.into_inner()) = stamp;
-        }
+        // a read without a stamp clears the last one: a later request never takes an earlier
+        // request's arrival
+        *this.last.lock().unwrap_or_else(|p| p.into_inner()) = stamp;
         Poll::Ready(Ok(()))
     }
 }

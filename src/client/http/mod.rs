@@ -1,7 +1,8 @@
 //! Sending one streamed request and timing it: over perfgate's own HTTP/1.1 transport to a plain
 //! `http://` endpoint without a proxy (`own`, `wire`), over reqwest and rustls otherwise; SSE
-//! decoded as bytes arrive, each event stamped (one `Instant` clock) when the read that completed
-//! it returned, before any JSON parsing. Every failure becomes a classified [`crate::record::Failure`]; secrets are
+//! decoded as bytes arrive, each event stamped (one `Instant` clock) with the arrival of the read
+//! that completed it (on the own transport the kernel's receive time, [`crate::rx_stamp`]; on
+//! reqwest the time the read returned), before any JSON parsing. Every failure becomes a classified [`crate::record::Failure`]; secrets are
 //! redacted from every message (a server may echo the key back).
 //!
 //! This module builds the client ([`StreamClient::new`]) and holds the limits; one submodule per

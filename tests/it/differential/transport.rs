@@ -570,3 +570,43 @@ async fn client_own_transport_reuses_and_warms_connections() {
     // one idle already; warming opens three more
     assert_eq!(client.warm_pool(4).await, 4);
 }
+
+/// A client whose only thread is busy when the first token arrives still measures when it
+/// arrived: the own transport stamps each read with the kernel's receive time of its last
+/// segment (`perfgate::rx_stamp`). reqwest's reads carry the time they ran, so its TTFT holds
+/// the client's own delay: the contrast that shows the test can fail.
+#[tokio::test] // one thread: the blocker holds it
+async fn client_a_late_read_carries_the_arrival_on_the_own_transport() {
+    let base = raw_server(4, |_, sock| {
+        let _ = sock.write_all(SSE_HEAD.as_bytes());
+        std::thread::sleep(Duration::from_millis(20));
+        chunk(sock, &chat("a"));
+        std::thread::sleep(Duration::from_millis(200));
+        chunk(sock, &chat("b"));
+        let _ = sock.write_all(b"0\r\n\r\n");
+        true
+    });
+    let sc = scenario(&base, Api::OpenaiChat, 5);
+    for (t, want) in [
+        (Transport::Own, 18.0..=60.0),
+        (Transport::Reqwest, 140.0..=400.0),
+    ] {
+        let (ep, url) = (sc.endpoint.clone(), base.clone());
+        let client =
+            tokio::task::spawn_blocking(move || StreamClient::with_transport(&ep, &url, 1, t))
+                .await
+                .unwrap()
+                .unwrap();
+        // from 5 to 155 ms after the request the thread is busy: the first token, sent at
+        // 20 ms, waits in the socket until the client reads it at about 155 ms
+        let blocker = tokio::spawn(async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            std::thread::sleep(Duration::from_millis(150));
+        });
+        let sent = client.send(&body_of(&sc), Instant::now()).await;
+        blocker.await.unwrap();
+        let ttft = sent.record.ttft_ms.expect("a first token");
+        assert!(want.contains(&ttft), "{t:?}: TTFT {ttft} ms, want {want:?}");
+        assert_eq!(sent.record.output_tokens, Some(2), "{t:?}");
+    }
+}
