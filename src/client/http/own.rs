@@ -225,10 +225,6 @@ impl Own {
             .write_all(request)
             .await
             .map_err(|e| HeadError::Broken(root_cause(&e)))?;
-        // Delayed ACKs (the kernel's "ping-pong" mode) for the stream that follows: each ACK
-        // costs this core its send and, over loopback, the server socket's receipt of it (about
-        // a quarter of the client's CPU per token event at 1,024 streams); 0.9 -> 0.8 ACKs per event.
-        let _ = conn.stream.set_quickack(false);
         let head = loop {
             match wire::parse_head(&conn.buf[..conn.filled]) {
                 Ok(Some(h)) if (100..200).contains(&h.status) && h.status != 101 => {
