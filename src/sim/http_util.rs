@@ -8,6 +8,8 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use tokio::time::Instant;
 
 /// Largest request body accepted, bytes (1 MiB); a larger one is answered 413.
 pub const MAX_REQUEST_BODY: usize = 1 << 20;
@@ -107,4 +109,19 @@ pub(super) fn models(model: &str) -> Response<ResBody> {
             "data": [{"id": model, "object": "model", "owned_by": "perfgate-sim"}]
         }),
     )
+}
+
+/// When a request arrived: the kernel's receive time of the read that completed it, not when
+/// this runtime got to read it (a simulator busy with a thousand streams reads late), nor when
+/// its head arrived (a client may send the body later).
+pub(super) struct Arrival(pub(super) Arc<Mutex<Option<std::time::Instant>>>);
+
+impl Arrival {
+    /// The arrival of a request whose body has been read: the last read's stamp, or now when
+    /// that read carried none.
+    pub(super) fn read(self) -> Instant {
+        let now = std::time::Instant::now();
+        let stamp = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Instant::from_std(stamp.filter(|s| *s <= now).unwrap_or(now))
+    }
 }

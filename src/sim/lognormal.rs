@@ -17,7 +17,7 @@ use super::config::{CacheReport, SimConfig, MAX_DELAY_MS, MAX_OUTPUT_LIMIT};
 use super::http_util::ResBody;
 use super::http_util::{
     error_response, json_response, method_not_allowed, models, not_found, raw_json_response,
-    read_body,
+    read_body, Arrival,
 };
 use super::prefix_cache::{block_keys, prompt_words};
 use super::schedule::RequestPlan;
@@ -31,7 +31,7 @@ pub const DEFAULT_MAX_TOKENS: u64 = 16;
 
 pub(super) async fn handle_sim(
     req: Request<Incoming>,
-    arrival: Instant,
+    arrival: Arrival,
     cfg: &SimConfig,
     shared: &Shared,
 ) -> Response<ResBody> {
@@ -264,7 +264,7 @@ pub(super) fn count_words(v: &Value) -> u64 {
 
 pub(super) async fn generate(
     req: Request<Incoming>,
-    arrival: Instant,
+    arrival: Arrival,
     cfg: &SimConfig,
     shared: &Shared,
     api: Api,
@@ -274,6 +274,7 @@ pub(super) async fn generate(
         Ok(b) => b,
         Err(resp) => return resp,
     };
+    let arrival = arrival.read();
     let gen = match parse_gen(&body, api, cfg.prefix_cache_block) {
         Ok(g) => g,
         Err(msg) => return error_response(StatusCode::BAD_REQUEST, &msg, "invalid_request_error"),

@@ -12,7 +12,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::http_util::{json_response, models, not_found, read_body, ResBody};
+use super::http_util::{json_response, models, not_found, read_body, Arrival, ResBody};
 use super::replay::{ReplayCase, ReplayError};
 use super::timed_body::{at, ms, Script, Step, TimedBody};
 
@@ -64,13 +64,14 @@ impl ReplayPlan {
 
 pub(super) async fn handle_replay(
     req: Request<Incoming>,
-    arrival: Instant,
+    arrival: Arrival,
     plan: &Arc<ReplayPlan>,
 ) -> Response<ResBody> {
     if req.method() == Method::POST {
         if let Err(resp) = read_body(req).await {
             return resp;
         }
+        let arrival = arrival.read();
         let script = ReplayScript {
             plan: Arc::clone(plan),
             arrival,

@@ -11,7 +11,8 @@
 //! This file binds, accepts and routes; the rest is one job a module: `state` (what connections
 //! share), `lognormal` (the simulator's requests and schedule), `chunks` (the bytes of a
 //! completion), `replay_serve` (a recorded case), `timed_body` (writing each chunk at its
-//! instant), `timing_log` (the send times it keeps) and `http_util` (bodies and responses).
+//! instant), `timing_log` (the send times it keeps) and `http_util` (bodies, responses and a
+//! request's arrival).
 
 use std::convert::Infallible;
 use std::io;
@@ -30,13 +31,12 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
-use tokio::time::Instant;
 
 pub use super::lognormal::DEFAULT_MAX_TOKENS;
 pub use super::timing_log::{origin, EventKind, RequestTimings, SIM_REQUEST_HEADER};
 
 use super::config::SimConfig;
-use super::http_util::ResBody;
+use super::http_util::{Arrival, ResBody};
 use super::lognormal::handle_sim;
 use super::replay::ReplayCase;
 use super::replay_serve::{handle_replay, ReplayPlan};
@@ -187,14 +187,7 @@ pub(super) async fn serve_conn(stream: TcpStream, shared: Arc<Shared>) {
         stream,
         last: Arc::clone(&last),
     };
-    let svc = service_fn(move |req| {
-        // the request arrived when its last bytes reached the socket, not when this runtime
-        // got to read them (a simulator busy with a thousand streams reads late)
-        let now = std::time::Instant::now();
-        let stamp = last.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let arrival = stamp.filter(|s| *s <= now).unwrap_or(now);
-        handle(req, Instant::from_std(arrival), Arc::clone(&shared))
-    });
+    let svc = service_fn(move |req| handle(req, Arrival(Arc::clone(&last)), Arc::clone(&shared)));
     // No header read timeout (it would need a timer and would close idle keep-alive
     // connections under a client's pool); errors just end the connection.
     let _ = http1::Builder::new()
@@ -264,7 +257,7 @@ impl AsyncWrite for StampedConn {
 
 pub(super) async fn handle(
     req: Request<Incoming>,
-    arrival: Instant,
+    arrival: Arrival,
     shared: Arc<Shared>,
 ) -> Result<Response<ResBody>, Infallible> {
     shared.served.fetch_add(1, Ordering::Relaxed);

@@ -35,6 +35,30 @@ async fn streamed_chat_timing() {
     .await;
 }
 
+/// A request whose body comes 150 ms after its head arrives when its body does: the schedule
+/// starts there, as a server starts work on a request it has read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_arrives_with_the_last_of_its_body() {
+    serve(
+        sim("ttft_ms=100&tpot_ms=20&ttft_sigma=0&tpot_sigma=0"),
+        |srv| async move {
+            let raw = post("/v1/chat/completions", &chat_body(3, true, false));
+            let split = find(&raw, b"\r\n\r\n").unwrap() + 4;
+            let mut s = TcpStream::connect(srv.addr()).await.unwrap();
+            s.write_all(&raw[..split]).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            // t0 of the exchange: just before the body is written
+            let r = exchange(&mut s, &raw[split..]).await;
+            let t = content_times(&r);
+            eprintln!("body 150 ms after the head: content [{}] ms", fmt_ms(&t));
+            assert_eq!(t.len(), 3);
+            assert!(near(t[0], 100.0), "first content at {} ms", t[0]);
+            assert!(near(t[2], 140.0), "last content at {} ms", t[2]);
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_streams_keep_their_timing() {
     serve(
