@@ -28,7 +28,8 @@ pub fn enable(s: &TcpStream) -> bool {
 }
 
 /// One read of `s` into `buf` when it is readable: the bytes read (0: the peer closed) and the
-/// kernel's receive time of the last of them, when it stamped them.
+/// kernel's receive time of the last of them, when it stamped them: never later than this
+/// call's return.
 ///
 /// A read that did not fill `buf` drained the socket, so its readiness is cleared and the next
 /// call waits for the next segment without a second `recvmsg` (as tokio's own `poll_read`).

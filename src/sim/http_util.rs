@@ -117,11 +117,10 @@ pub(super) fn models(model: &str) -> Response<ResBody> {
 pub(super) struct Arrival(pub(super) Arc<Mutex<Option<std::time::Instant>>>);
 
 impl Arrival {
-    /// The arrival of a request whose body has been read: the last read's stamp, or now when
-    /// that read carried none.
+    /// The arrival of a request whose body has been read: the last read's stamp (never in the
+    /// future, [`crate::rx_stamp`]), or now when that read carried none.
     pub(super) fn read(self) -> Instant {
-        let now = std::time::Instant::now();
         let stamp = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
-        Instant::from_std(stamp.filter(|s| *s <= now).unwrap_or(now))
+        Instant::from_std(stamp.unwrap_or_else(std::time::Instant::now))
     }
 }

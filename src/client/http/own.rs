@@ -521,12 +521,11 @@ impl Response {
                 }
             };
             let now = Instant::now();
-            // the bytes' arrival: the kernel's stamp, not before the last read's nor after now
-            if let Some(s) = self.conn.as_mut().and_then(|c| c.stamp.take()) {
-                arrived = s.max(arrived).min(now);
-            } else {
-                arrived = now;
-            }
+            // the bytes' arrival: the kernel's stamp (never after now), not before the last read's
+            arrived = match self.conn.as_mut().and_then(|c| c.stamp.take()) {
+                Some(s) => s.max(arrived),
+                None => now,
+            };
             match read {
                 Read::Failed(why) => {
                     return End::Failed(
